@@ -1,0 +1,46 @@
+# Two commands matter: `make lab` opens the course, `make test` runs every check.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: lab test test-fast lint exercises demo bench bench-gpu clean
+
+$(STAMP): pyproject.toml tools/install_torch.sh
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	./tools/install_torch.sh $(PY)
+	$(PY) -m pip install -q -e '.[engine,lab,dev]'
+	touch $(STAMP)
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --notebook-dir=. exercises/01_weight_cache.ipynb
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks tools
+	$(VENV)/bin/mypy
+	$(PY) tools/notebooks.py --check
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-$$( [ -n "$$CI" ] && echo thorough || echo dev )} \
+	  $(PY) -m pytest -q
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not notebooks and not slow"
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks tools
+	$(VENV)/bin/ruff format --check src tests benchmarks tools
+	$(VENV)/bin/mypy
+
+exercises: $(STAMP)
+	$(PY) tools/notebooks.py --write
+
+demo: $(STAMP)
+	$(PY) -m servelab demo
+
+bench: $(STAMP)
+	$(PY) benchmarks/run_all.py
+
+bench-gpu: $(STAMP)
+	$(PY) benchmarks/gpu.py --out benchmarks/gpu-results.json
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,43 @@
+"""servelab: the memory systems of an LLM serving node, as a course and a reference package.
+
+The course half (weight cache, policies, block manager, scheduler, graders, widgets) imports
+without torch. The device half (``servelab.kv.pool``, ``attention``, ``model``, ``engine`` and
+``servelab.weights.store``) needs torch and is imported only from those modules.
+"""
+
+from servelab.grading import GradeFailure, grade
+from servelab.units import GB, MB, TB, format_bytes
+from servelab.weights import (
+    LRU,
+    CacheStats,
+    EntryPinned,
+    EntryTooLarge,
+    EvictionPolicy,
+    NotPinned,
+    NotResident,
+    PinnedCapacityExceeded,
+    WeightCache,
+    WeightCacheError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "GB",
+    "LRU",
+    "MB",
+    "TB",
+    "CacheStats",
+    "EntryPinned",
+    "EntryTooLarge",
+    "EvictionPolicy",
+    "GradeFailure",
+    "NotPinned",
+    "NotResident",
+    "PinnedCapacityExceeded",
+    "WeightCache",
+    "WeightCacheError",
+    "__version__",
+    "format_bytes",
+    "grade",
+]

@@ -1,0 +1,3 @@
+from servelab.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,27 @@
+"""Graders: ``grade(topic, impl, step)`` checks any implementation against a topic's rules."""
+
+from servelab.grading.core import (
+    GradeFailure,
+    MachineCheck,
+    Probe,
+    ProbeFailed,
+    Report,
+    Step,
+    Topic,
+    grade,
+    load_topic,
+    topics,
+)
+
+__all__ = [
+    "GradeFailure",
+    "MachineCheck",
+    "Probe",
+    "ProbeFailed",
+    "Report",
+    "Step",
+    "Topic",
+    "grade",
+    "load_topic",
+    "topics",
+]

@@ -1,0 +1,354 @@
+"""Grader topic ``block-manager``: free list, boundary allocation, fork + copy-on-write, safety.
+
+Each probe replays a few lines of learner code (the lines are the repro shown on failure)
+and names one known mistake in its hint; the state machine of each step then compares the
+implementation with :class:`~servelab.testing.block_manager.BlockModel` on random programs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
+from servelab.testing.block_manager import (
+    INVARIANTS,
+    block_manager_machine,
+    check_invariants,
+    error_matches,
+    snapshot,
+)
+from servelab.testing.core import InvariantViolation
+
+__all__ = ["HINTS", "TOPIC", "Script"]
+
+
+class Script:
+    """Runs learner-facing lines one at a time and remembers them as the repro."""
+
+    def __init__(self, impl: Any, name: str = "BlockManager") -> None:
+        self.ns: dict[str, Any] = {name: impl}
+        self.lines: list[str] = []
+
+    def __call__(self, line: str) -> Any:
+        self.lines.append(line)
+        try:
+            code = compile(line, "<probe>", "eval")
+        except SyntaxError:
+            exec(compile(line, "<probe>", "exec"), self.ns)
+            return None
+        return eval(code, self.ns)
+
+    def fail(self, message: str) -> None:
+        raise ProbeFailed(message, self.lines)
+
+    def check(self, ok: bool, message: str) -> None:
+        if not ok:
+            self.fail(message)
+
+    def invariants(self) -> None:
+        try:
+            check_invariants(self.ns["bm"])
+        except InvariantViolation as exc:
+            self.fail(exc.detail)
+
+    def expect_error(self, line: str, kind: str) -> None:
+        """Run ``line``; it must raise ``kind`` and leave ``bm`` exactly as it was."""
+        bm = self.ns["bm"]
+        before = snapshot(bm)
+        try:
+            self(line)
+        except Exception as exc:
+            if not error_matches(exc, kind):
+                self.fail(f"`{line}` raised {type(exc).__name__}: {exc}; expected {kind}")
+        else:
+            self.fail(f"`{line}` returned normally; expected it to raise {kind}")
+        if snapshot(bm) != before:
+            self.fail(f"`{line}` raised {kind} but changed the state before raising")
+
+
+def _slot(s: Script, line: str) -> tuple[int, int, int | None]:
+    result = s(line)
+    try:
+        block, offset, cow_src = result
+    except (TypeError, ValueError):
+        s.fail(f"`{line}` returned {result!r}; expected a (block, offset, cow_src) tuple")
+    return block, offset, cow_src
+
+
+# ------------------------------------------------------------------ step 1 probes
+def _allocate_takes_blocks(impl: Any) -> None:
+    s = Script(impl)
+    s("bm = BlockManager(8, 4)")
+    s("bm.allocate(0, 6)")
+    table = s("bm.block_table(0)")
+    s.check(len(table) == 2, f"6 tokens in 4-token blocks need 2 blocks; the table is {table}")
+    s.check(s("bm.num_free") == 6, f"num_free is {s.ns['bm'].num_free} after taking 2 of 8")
+    for b in table:
+        s.check(s(f"bm.refcount({b})") == 1, f"block {b} is held once; refcount should be 1")
+    s.check(not set(table) & set(s("bm.free_list()")), "allocated blocks are still free")
+    s.invariants()
+
+
+def _free_returns_blocks(impl: Any) -> None:
+    s = Script(impl)
+    s("bm = BlockManager(8, 4)")
+    s("bm.allocate(0, 6)")
+    s("bm.allocate(1, 3)")
+    s("bm.free_seq(0)")
+    s.check(s("bm.num_free") == 7, f"num_free is {s.ns['bm'].num_free}; expected 7")
+    s.check(s("bm.sequences()") == [1], "sequence 0 should be gone after free_seq(0)")
+    s.invariants()
+    s("bm.free_seq(1)")
+    s.check(sorted(s("bm.free_list()")) == list(range(8)), "every block should be free again")
+    s.invariants()
+
+
+def _ceil_blocks(impl: Any) -> None:
+    s = Script(impl)
+    s("bm = BlockManager(8, 4)")
+    for seq, n, want in ((0, 4, 1), (1, 5, 2), (2, 0, 0), (3, 1, 1)):
+        s(f"bm.allocate({seq}, {n})")
+        got = len(s(f"bm.block_table({seq})"))
+        s.check(got == want, f"{n} tokens in 4-token blocks need {want} blocks, got {got}")
+    s.invariants()
+
+
+# ------------------------------------------------------------------ step 2 probes
+def _append_fills_then_allocates(impl: Any) -> None:
+    s = Script(impl)
+    s("bm = BlockManager(8, 4)")
+    s("bm.allocate(0, 3)")
+    (first,) = s("bm.block_table(0)")
+    block, offset, src = _slot(s, "bm.append_slot(0)")
+    s.check((block, offset, src) == (first, 3, None),
+            f"token 3 goes to offset 3 of block {first} (it has room), got "
+            f"({block}, {offset}, {src})")
+    s.check(s("bm.num_free") == 7, "no block should be allocated while the last one has room")
+    block, offset, src = _slot(s, "bm.append_slot(0)")
+    s.check(offset == 0 and src is None and block != first,
+            f"token 4 crosses the boundary: a new block at offset 0, got ({block}, {offset}, "
+            f"{src})")
+    s.check(s("bm.block_table(0)") == [first, block], "the new block goes at the table's end")
+    s.invariants()
+
+
+def _append_to_empty(impl: Any) -> None:
+    s = Script(impl)
+    s("bm = BlockManager(2, 4)")
+    s("bm.allocate(0, 0)")
+    block, offset, src = _slot(s, "bm.append_slot(0)")
+    s.check(offset == 0 and src is None and s("bm.block_table(0)") == [block],
+            "a sequence with no tokens gets its first block on its first append")
+    s.invariants()
+
+
+# ------------------------------------------------------------------ step 3 probes
+def _fork_counts(impl: Any) -> None:
+    s = Script(impl)
+    s("bm = BlockManager(8, 4)")
+    s("bm.allocate(0, 6)")
+    s("bm.fork(0, 1)")
+    t0, t1 = s("bm.block_table(0)"), s("bm.block_table(1)")
+    s.check(t0 == t1, f"a fork shares every block: tables {t0} and {t1} differ")
+    for b in t0:
+        s.check(s(f"bm.refcount({b})") == 2, f"block {b} is in two tables; refcount must be 2")
+    s("bm.free_seq(0)")
+    s.check(not set(t1) & set(s("bm.free_list()")),
+            "freeing the parent put blocks on the free list that the child still uses")
+    s.invariants()
+
+
+def _first_writer_copies(impl: Any) -> None:
+    s = Script(impl)
+    s("bm = BlockManager(8, 4)")
+    s("bm.allocate(0, 6)")
+    s("bm.fork(0, 1)")
+    full, partial = s("bm.block_table(0)")
+    block, offset, src = _slot(s, "bm.append_slot(0)")
+    s.check(src == partial and offset == 2 and block not in (full, partial),
+            f"sequence 0 writes into shared partial block {partial}: expected a new block "
+            f"with cow_src={partial} at offset 2, got ({block}, {offset}, {src})")
+    s.check(s("bm.block_table(0)") == [full, block], "only the last entry changes")
+    s.check(s(f"bm.refcount({partial})") == 1, "the copier must drop its reference")
+    s.invariants()
+
+
+def _second_writer_in_place(impl: Any) -> None:
+    s = Script(impl)
+    s("bm = BlockManager(8, 4)")
+    s("bm.allocate(0, 6)")
+    s("bm.fork(0, 1)")
+    _full, partial = s("bm.block_table(1)")
+    s("bm.append_slot(0)")
+    free_before = s("bm.num_free")
+    block, offset, src = _slot(s, "bm.append_slot(1)")
+    s.check((block, offset, src) == (partial, 2, None),
+            f"sequence 1 is now the only holder of block {partial}: expected Slot({partial}, "
+            f"2, None), got ({block}, {offset}, {src})")
+    s.check(s("bm.num_free") == free_before, "writing in place takes no block")
+    s.invariants()
+
+
+def _full_blocks_not_copied(impl: Any) -> None:
+    s = Script(impl)
+    s("bm = BlockManager(8, 4)")
+    s("bm.allocate(0, 8)")
+    s("bm.fork(0, 1)")
+    shared = s("bm.block_table(0)")
+    block, offset, src = _slot(s, "bm.append_slot(1)")
+    s.check(src is None and offset == 0 and block not in shared,
+            f"both blocks are full: sequence 1 needs only a new block, got ({block}, "
+            f"{offset}, {src})")
+    s.check(s("bm.block_table(1)")[:2] == shared, "the full blocks must stay shared")
+    s.check(s("bm.num_free") == 5, "exactly one new block should be taken")
+    s.invariants()
+
+
+# ------------------------------------------------------------------ step 4 probes
+def _allocate_all_or_nothing(impl: Any) -> None:
+    s = Script(impl)
+    s("bm = BlockManager(4, 4)")
+    s("bm.allocate(0, 8)")
+    s.expect_error("bm.allocate(1, 12)", "OutOfBlocks")
+    s.check(s("bm.num_free") == 2, "a failed allocate must not take any block")
+    s.invariants()
+
+
+def _cow_allocates_first(impl: Any) -> None:
+    s = Script(impl)
+    s("bm = BlockManager(2, 4)")
+    s("bm.allocate(0, 6)")
+    s("bm.fork(0, 1)")
+    s.expect_error("bm.append_slot(0)", "OutOfBlocks")
+    s.invariants()
+
+
+def _boundary_out_of_blocks(impl: Any) -> None:
+    s = Script(impl)
+    s("bm = BlockManager(1, 4)")
+    s("bm.allocate(0, 4)")
+    s.expect_error("bm.append_slot(0)", "OutOfBlocks")
+    s.invariants()
+
+
+def _bad_calls(impl: Any) -> None:
+    s = Script(impl)
+    s("bm = BlockManager(8, 4)")
+    s("bm.allocate(0, 5)")
+    s.expect_error("bm.allocate(0, 1)", "SequenceExists")
+    s.expect_error("bm.allocate(1, -1)", "InvalidLength")
+    s.expect_error("bm.append_slot(7)", "UnknownSequence")
+    s.expect_error("bm.fork(7, 8)", "UnknownSequence")
+    s("bm.fork(0, 1)")
+    s.expect_error("bm.fork(0, 1)", "SequenceExists")
+    s("bm.free_seq(1)")
+    s.expect_error("bm.free_seq(1)", "UnknownSequence")
+    s.invariants()
+
+
+HINTS: dict[str, str] = {
+    "free-list": "a block is free exactly when its refcount is 0: put it back on the free list "
+    "when the count reaches 0, and only then",
+    "refcount-matches-tables": "every time a table gains or loses a block, its refcount must "
+    "move with it (allocate, fork and free_seq)",
+    "table-length": "a table holds ceil(len / block_size) blocks: allocate on a boundary "
+    "crossing, not before and not after",
+    "free-count": "num_free drifted from the model: a block was taken that was not needed "
+    "(e.g. copying a full block) or one was never returned",
+    "boundary-allocation": "append_slot allocates only when len % block_size == 0; otherwise "
+    "the token goes to offset len % block_size of the last block",
+    "fork-shares": "fork must share the parent's blocks themselves (same ids), raising each "
+    "refcount, not allocate new ones",
+    "cow-full-block": "copy-on-write applies to the trailing partial block only; full blocks "
+    "are never written again, so copying them turns a fork into a full copy",
+    "cow-sole-owner": "only the first writer copies: after it drops its reference the other "
+    "holder has refcount 1 and writes in place; decide by refcount, not by 'was forked'",
+    "cow-missing": "a write into a partial block with refcount > 1 must copy it first "
+    "(return cow_src) — otherwise the sibling sees the token",
+    "write-isolation": "a write landed in a block another sequence reads: check refcounts "
+    "before writing, and never hand out a block that is still in use",
+    "expected-error": "raise the documented error: OutOfBlocks, UnknownSequence, "
+    "SequenceExists or InvalidLength",
+    "all-or-nothing": "allocate must check that enough blocks are free before taking any: "
+    "all or nothing",
+    "cow-release-before-allocate": "allocate the replacement block before releasing the shared "
+    "one, so OutOfBlocks leaves the table and refcounts untouched",
+    "exception-safety": "validate everything before changing anything, so a raised error "
+    "leaves the manager exactly as it was",
+    "exception": "a call raised an unexpected error; the repro above shows which",
+}
+
+
+def _machine(
+    title: str, *, append: bool, fork: bool, errors: bool, examples: int = 60, steps: int = 30
+) -> MachineCheck:
+    def build(impl: Any) -> Any:
+        return block_manager_machine(impl, append=append, fork=fork, errors=errors)
+
+    return MachineCheck(title, build, list(INVARIANTS.values()), HINTS, examples, steps)
+
+
+def _probe(name: str, hint_id: str, run: Callable[[Any], None]) -> Probe:
+    return Probe(name, HINTS[hint_id], run)
+
+
+TOPIC = Topic(
+    name="block-manager",
+    title="Paged KV-cache block manager",
+    steps=[
+        Step(
+            1,
+            "free list and refcounts",
+            [
+                _probe("allocate takes blocks off the free list", "refcount-matches-tables",
+                       _allocate_takes_blocks),
+                _probe("free_seq returns blocks at refcount 0", "free-list",
+                       _free_returns_blocks),
+                _probe("ceil(len / block_size) blocks", "table-length", _ceil_blocks),
+            ],
+            _machine("allocate / free_seq vs the model", append=False, fork=False,
+                     errors=False),
+        ),
+        Step(
+            2,
+            "allocation on a boundary crossing",
+            [
+                _probe("append fills the last block, then allocates", "boundary-allocation",
+                       _append_fills_then_allocates),
+                _probe("first append of an empty sequence", "boundary-allocation",
+                       _append_to_empty),
+            ],
+            _machine("allocate / append_slot / free_seq vs the model", append=True,
+                     fork=False, errors=False),
+        ),
+        Step(
+            3,
+            "fork, and copy-on-write of the trailing partial block only",
+            [
+                _probe("fork shares blocks and counts them", "fork-shares", _fork_counts),
+                _probe("the first writer copies the shared partial block", "cow-missing",
+                       _first_writer_copies),
+                _probe("the second writer writes in place", "cow-sole-owner",
+                       _second_writer_in_place),
+                _probe("full blocks stay shared", "cow-full-block", _full_blocks_not_copied),
+            ],
+            _machine("allocate / append_slot / fork / free_seq vs the model", append=True,
+                     fork=True, errors=False),
+        ),
+        Step(
+            4,
+            "exception safety",
+            [
+                _probe("allocate is all or nothing", "all-or-nothing", _allocate_all_or_nothing),
+                _probe("copy-on-write allocates before it releases",
+                       "cow-release-before-allocate", _cow_allocates_first),
+                _probe("out of blocks on a boundary changes nothing", "exception-safety",
+                       _boundary_out_of_blocks),
+                _probe("bad ids and lengths raise typed errors", "expected-error", _bad_calls),
+            ],
+            _machine("every call, valid or not, vs the model", append=True, fork=True,
+                     errors=True, examples=80, steps=40),
+        ),
+    ],
+)

@@ -1,0 +1,477 @@
+"""Grader topic ``weight-cache``: the five steps of notebook 01.
+
+The learner's class needs the seed's API — ``WeightCache(capacity_bytes)``, ``get(key)``,
+``put(key, value, size)``, ``pin(key)``, ``unpin(key)`` — plus the inspection methods the
+exercise skeleton provides ready-made: ``keys()`` (least recently used first, pinned included),
+``used`` (bytes) and ``pin_count(key)``; from step 5 the counters ``hits``, ``misses``,
+``evictions`` and ``evicted_bytes`` (as attributes or on a ``stats`` object).
+
+Each probe below is one mistake from the seed's list or from real bug trackers; the state machine
+of each step then searches for everything else against the model in
+:mod:`servelab.testing.weight_cache`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
+from servelab.testing.weight_cache import make_machine, stats_of, weights_for
+
+__all__ = ["TOPIC"]
+
+
+class Script:
+    """Runs calls on a fresh cache and writes each one down as code the learner can paste."""
+
+    def __init__(self, impl: Any, capacity: int) -> None:
+        self.lines = [f"cache = WeightCache({capacity})"]
+        self.cache = impl(capacity)
+
+    def put(self, key: str, size: int) -> Any:
+        self.lines.append(f"cache.put({key!r}, {weights_for(key)!r}, {size})")
+        return self.cache.put(key, weights_for(key), size)
+
+    def get(self, key: str) -> Any:
+        self.lines.append(f"cache.get({key!r})")
+        return self.cache.get(key)
+
+    def pin(self, key: str) -> Any:
+        self.lines.append(f"cache.pin({key!r})")
+        return self.cache.pin(key)
+
+    def unpin(self, key: str) -> Any:
+        self.lines.append(f"cache.unpin({key!r})")
+        return self.cache.unpin(key)
+
+    def keys(self) -> list[Any]:
+        return list(self.cache.keys())
+
+    def fail(self, message: str) -> ProbeFailed:
+        return ProbeFailed(message, self.lines + [f"cache.keys()  # {self.keys()}"])
+
+    def expect_keys(self, want: list[str], why: str) -> None:
+        got = self.keys()
+        if got != want:
+            raise self.fail(f"{why}: resident keys (LRU first) are {got}, expected {want}")
+
+    def expect_used(self, want: int, why: str) -> None:
+        if self.cache.used != want:
+            raise self.fail(f"{why}: used is {self.cache.used} bytes, expected {want}")
+
+    def expect_raises(
+        self, kind: type[BaseException], call: Callable[[], Any], code: str, why: str
+    ) -> BaseException:
+        before = (self.keys(), self.cache.used)
+        try:
+            call()
+        except kind as exc:
+            after = (self.keys(), self.cache.used)
+            if after != before:
+                raise self.fail(
+                    f"{code} raised {type(exc).__name__} as it should, but the cache changed "
+                    f"first: resident {before[0]} -> {after[0]}"
+                ) from exc
+            return exc
+        except Exception as exc:
+            raise self.fail(
+                f"{code} raised {type(exc).__name__}, expected a {kind.__name__} ({why})"
+            ) from exc
+        raise self.fail(f"{code} returned normally; it should raise {kind.__name__} ({why})")
+
+
+# --- step 1: bytes, not a count ---------------------------------------------------------
+
+
+def _bytes_not_count(impl: Any) -> None:
+    s = Script(impl, 100)
+    for k in "abcdef":
+        s.put(k, 10)
+    s.expect_keys(list("abcdef"), "six 10-byte entries fit a 100-byte budget")
+    s.expect_used(60, "six 10-byte entries")
+
+
+def _used_follows_sizes(impl: Any) -> None:
+    s = Script(impl, 100)
+    s.put("a", 30)
+    s.put("b", 50)
+    s.expect_used(80, "30 + 50 bytes are resident")
+    if s.get("a") != weights_for("a"):
+        raise s.fail("get('a') should return the stored value")
+    if s.get("z") is not None:
+        raise s.fail("get of an absent key should return None (a miss)")
+
+
+def _replace_releases(impl: Any) -> None:
+    s = Script(impl, 100)
+    s.put("a", 30)
+    s.put("a", 50)
+    s.expect_used(50, "'a' was replaced, so only its new size counts")
+    s.expect_keys(["a"], "a key appears once")
+
+
+# --- step 2: the eviction loop -----------------------------------------------------------
+
+
+def _loop_until_fits(impl: Any) -> None:
+    s = Script(impl, 100)
+    for k in "abcde":
+        s.put(k, 20)
+    s.put("big", 70)
+    got = s.keys()
+    if "big" in got and len(got) > 2:
+        raise s.fail(f"after admitting 70 bytes, used is {s.cache.used} of 100")
+    s.expect_keys(["e", "big"], "70 bytes need the space of four 20-byte entries")
+
+
+def _no_more_than_needed(impl: Any) -> None:
+    s = Script(impl, 100)
+    for k in "abcde":
+        s.put(k, 20)
+    s.put("f", 30)
+    s.expect_keys(["c", "d", "e", "f"], "30 bytes need two 20-byte evictions, not more")
+
+
+def _hit_refreshes(impl: Any) -> None:
+    s = Script(impl, 90)
+    for k in "abc":
+        s.put(k, 30)
+    s.get("a")
+    s.put("d", 30)
+    s.expect_keys(["c", "a", "d"], "'a' was just read, so 'b' is the least recently used")
+
+
+def _put_refreshes(impl: Any) -> None:
+    s = Script(impl, 90)
+    for k in "abc":
+        s.put(k, 30)
+    s.put("a", 30)
+    s.put("d", 30)
+    s.expect_keys(["c", "a", "d"], "'a' was just written again, so 'b' is the least recently used")
+
+
+# --- step 3: pinning -------------------------------------------------------------------
+
+
+def _pinned_never_evicted(impl: Any) -> None:
+    s = Script(impl, 80)
+    s.put("a", 40)
+    s.put("b", 40)
+    s.pin("a")
+    s.put("c", 40)
+    s.expect_keys(["a", "c"], "'a' is pinned, so the oldest *unpinned* entry 'b' goes")
+
+
+def _two_replicas(impl: Any) -> None:
+    s = Script(impl, 80)
+    s.put("a", 40)
+    s.put("b", 40)
+    s.pin("a")  # replica 1
+    s.pin("a")  # replica 2
+    s.unpin("a")  # replica 1 drains; replica 2 still serves from 'a'
+    s.put("c", 40)
+    s.expect_keys(["a", "c"], "replica 2 still pins 'a'")
+    if s.cache.pin_count("a") != 1:
+        raise s.fail(f"pin_count('a') is {s.cache.pin_count('a')}, expected 1")
+
+
+def _unpin_releases(impl: Any) -> None:
+    s = Script(impl, 80)
+    s.put("a", 40)
+    s.put("b", 40)
+    s.pin("a")
+    s.unpin("a")
+    s.put("c", 40)
+    s.expect_keys(["b", "c"], "'a' was unpinned, so as the oldest it is the victim")
+
+
+# --- step 4: the two errors and exception safety ----------------------------------------
+
+
+def _impossible_put_raises(impl: Any) -> None:
+    s = Script(impl, 100)
+    s.put("a", 60)
+    s.pin("a")
+    for key, size in (("huge", 150), ("big", 50)):
+        code = f"cache.put({key!r}, {weights_for(key)!r}, {size})"
+        try:
+            result = s.put(key, size)
+        except Exception:
+            continue
+        raise s.fail(f"{code} returned {result!r} without raising, and '{key}' is not admitted")
+
+
+def _too_large_is_value_error(impl: Any) -> None:
+    s = Script(impl, 100)
+    s.put("a", 40)
+    code = "cache.put('huge', '<huge weights>', 150)"
+    exc = s.expect_raises(
+        ValueError, lambda: s.put("huge", 150), code, "larger than the whole cache"
+    )
+    if isinstance(exc, MemoryError):
+        raise s.fail(f"{code} raised {type(exc).__name__}, which is also a MemoryError")
+
+
+def _pinned_out_is_memory_error(impl: Any) -> None:
+    s = Script(impl, 100)
+    s.put("a", 60)
+    s.pin("a")
+    code = "cache.put('big', '<big weights>', 50)"
+    exc = s.expect_raises(
+        MemoryError, lambda: s.put("big", 50), code, "it fits the budget, but 'a' is pinned"
+    )
+    if isinstance(exc, ValueError):
+        raise s.fail(f"{code} raised {type(exc).__name__}, which is also a ValueError")
+    if "a" not in str(exc):
+        raise s.fail(f"the MemoryError says {str(exc)!r}; it should name the pinned key 'a'")
+
+
+def _decide_before_evicting(impl: Any) -> None:
+    s = Script(impl, 90)
+    for k in "abc":
+        s.put(k, 30)
+    s.pin("c")
+    s.expect_raises(
+        MemoryError,
+        lambda: s.put("x", 80),
+        "cache.put('x', '<x weights>', 80)",
+        "only 60 bytes are unpinned",
+    )
+
+
+def _unmatched_unpin(impl: Any) -> None:
+    s = Script(impl, 100)
+    s.put("a", 40)
+    s.pin("a")
+    s.unpin("a")
+    try:
+        s.unpin("a")
+    except Exception:
+        pass
+    else:
+        raise s.fail("cache.unpin('a') a second time returned normally; it should raise")
+    if s.cache.pin_count("a") != 0:
+        raise s.fail(f"pin_count('a') is {s.cache.pin_count('a')} after the failed unpin")
+
+
+def _pin_absent(impl: Any) -> None:
+    s = Script(impl, 100)
+    s.put("a", 40)
+    s.expect_raises(LookupError, lambda: s.pin("zz"), "cache.pin('zz')", "'zz' is not resident")
+
+
+def _bad_size(impl: Any) -> None:
+    s = Script(impl, 100)
+    s.put("a", 40)
+    for size in (0, -10):
+        code = f"cache.put('b', '<b weights>', {size})"
+        s.expect_raises(ValueError, lambda size=size: s.put("b", size), code, "not a size")
+
+
+# --- step 5: what a miss costs ------------------------------------------------------------
+
+
+def _counts(impl: Any) -> None:
+    s = Script(impl, 100)
+    s.put("a", 60)
+    s.get("a")
+    s.get("a")
+    s.get("zz")
+    s.put("b", 60)  # evicts a
+    try:
+        s.put("huge", 500)
+    except ValueError:
+        pass
+    got = stats_of(s.cache)
+    want = (2, 1, 1, 60)
+    if got != want:
+        raise s.fail(
+            f"(hits, misses, evictions, evicted_bytes) is {got}, expected {want}; a failed put "
+            "is neither a miss nor an eviction"
+        )
+
+
+HINTS = {
+    "evicted-too-few": (
+        "evict in a loop until the new entry fits: one large model can need the space of "
+        "several small ones (evicting exactly one is not enough)"
+    ),
+    "evicted-too-many": (
+        "stop evicting as soon as used + size <= capacity; and the budget is bytes, not a count"
+    ),
+    "within-budget": "the budget is bytes: used + size must stay <= capacity after every put",
+    "pinned-evicted": "pinned entries are never victims: skip them when choosing what to evict",
+    "wrong-victim": (
+        "the victim is the least recently used unpinned entry: get and put both refresh a key"
+    ),
+    "recency-order": (
+        "keys() lists least recently used first: move a key to the end on get and on put"
+    ),
+    "bytes-accounted": (
+        "used must equal the sum of resident sizes: subtract each victim's size, and release "
+        "the old size when a key is replaced"
+    ),
+    "pin-count": "pins are counts (two replicas can pin one model), not a set",
+    "unexpected-error": "this put fits after evicting unpinned entries, so it must not raise",
+    "wrong-error": (
+        "larger than the whole cache is a ValueError (permanent); blocked by pins is a "
+        "MemoryError (transient)"
+    ),
+    "miss-instead-of-raise": (
+        "a put that cannot be admitted must raise, not return: a silent miss hides a "
+        "configuration error or a transient pin problem"
+    ),
+    "changed-on-error": (
+        "decide whether the entry can be admitted before evicting anything, so a raised error "
+        "leaves the cache unchanged"
+    ),
+    "pin-missing": "pin() of a key that is not resident must raise KeyError",
+    "unpin-too-many": "unpin() without a matching pin() must raise and leave the count at 0",
+    "bad-size": "a size must be a positive number of bytes: raise ValueError otherwise",
+    "get-value": "get returns the stored value on a hit and None on a miss",
+    "stats": "count a hit or a miss on every get, and every eviction with its bytes",
+    "exception": "your cache raised where the model expected success; see the message above",
+}
+
+
+def _machine(level: int) -> MachineCheck:
+    names = {
+        1: ["used == sum of resident sizes", "get returns what put stored", "recency order"],
+        2: ["eviction loop: oldest first, until it fits, no more", "used <= capacity"],
+        3: ["pinned entries never evicted", "pins counted per replica"],
+        4: [
+            "ValueError when larger than the cache",
+            "MemoryError when blocked by pins",
+            "any error leaves the cache unchanged",
+        ],
+        5: ["hits, misses, evictions, evicted bytes"],
+    }
+    invariants = [inv for lvl in range(1, level + 1) for inv in names[lvl]]
+    return MachineCheck(
+        name="state machine",
+        build=lambda impl: make_machine(impl, level),
+        invariants=invariants,
+        hints=HINTS,
+        max_examples=150,
+        step_count=30,
+    )
+
+
+TOPIC = Topic(
+    name="weight-cache",
+    title="A weight cache: byte budget, eviction loop, pins, two errors",
+    steps=(
+        Step(
+            1,
+            "bytes, not a count",
+            (
+                Probe(
+                    "the budget counts bytes, not entries",
+                    "the budget is bytes, not a count of entries: four entries can be 56 GB "
+                    "or 560 GB (a count-based budget)",
+                    _bytes_not_count,
+                ),
+                Probe("used follows the sizes", HINTS["bytes-accounted"], _used_follows_sizes),
+                Probe(
+                    "replacing a key releases its old size",
+                    "when a key is put again, release its old size first (replace without "
+                    "releasing the old size)",
+                    _replace_releases,
+                ),
+            ),
+            _machine(1),
+        ),
+        Step(
+            2,
+            "the eviction loop",
+            (
+                Probe(
+                    "one large entry evicts several small ones",
+                    HINTS["evicted-too-few"],
+                    _loop_until_fits,
+                ),
+                Probe("no more evictions than needed", HINTS["evicted-too-many"], _no_more_than_needed),
+                Probe(
+                    "a hit refreshes recency",
+                    "get must move the key to the most recently used end",
+                    _hit_refreshes,
+                ),
+                Probe(
+                    "a put refreshes recency",
+                    "putting an existing key again is a use: move it to the most recent end",
+                    _put_refreshes,
+                ),
+            ),
+            _machine(2),
+        ),
+        Step(
+            3,
+            "pinning, then refcounted pins for two replicas",
+            (
+                Probe(
+                    "pinned entries are never evicted",
+                    "no pinning: skip pinned entries when choosing a victim",
+                    _pinned_never_evicted,
+                ),
+                Probe(
+                    "two replicas pin one model",
+                    "set-based pins: the first replica's unpin released a model the second "
+                    "still serves from; count the pins",
+                    _two_replicas,
+                ),
+                Probe(
+                    "the last unpin makes an entry evictable again",
+                    "an entry whose pin count is back to zero must be evictable again",
+                    _unpin_releases,
+                ),
+            ),
+            _machine(3),
+        ),
+        Step(
+            4,
+            "the two errors and exception safety",
+            (
+                Probe(
+                    "a put that cannot succeed raises",
+                    "returning a miss instead of raising: a put that cannot be admitted must "
+                    "raise, or callers retry forever",
+                    _impossible_put_raises,
+                ),
+                Probe(
+                    "larger than the whole cache is a ValueError",
+                    "larger than the whole cache is permanent: raise a ValueError, not a "
+                    "MemoryError",
+                    _too_large_is_value_error,
+                ),
+                Probe(
+                    "blocked by pins is a MemoryError naming the pinned keys",
+                    "would fit but too much is pinned is transient: raise a MemoryError that "
+                    "names the pinned keys",
+                    _pinned_out_is_memory_error,
+                ),
+                Probe(
+                    "nothing is evicted before raising",
+                    "evicting some entries and then raising: decide admission (free + unpinned "
+                    "bytes >= size) before evicting anything",
+                    _decide_before_evicting,
+                ),
+                Probe(
+                    "an unmatched unpin raises",
+                    "an unpin without a matching pin must raise and keep the count at 0 "
+                    "(a double unpin drives the count negative)",
+                    _unmatched_unpin,
+                ),
+                Probe("pin of an absent key raises KeyError", HINTS["pin-missing"], _pin_absent),
+                Probe("a size must be positive", HINTS["bad-size"], _bad_size),
+            ),
+            _machine(4),
+        ),
+        Step(
+            5,
+            "what a miss costs",
+            (Probe("hits, misses and evictions are counted", HINTS["stats"], _counts),),
+            _machine(5),
+        ),
+    ),
+)

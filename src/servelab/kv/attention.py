@@ -1,0 +1,309 @@
+"""Paged decode attention: one new query per sequence against keys/values in scattered blocks.
+
+A decode step reads every cached key and value of every running sequence once, so its
+speed is bounded by memory bandwidth; the question is how close a kernel gets to it while
+following block tables. Three implementations, all equal to dense attention:
+
+``dense_attention``
+    The reference: contiguous keys/values, ``scaled_dot_product_attention``.
+``gather`` (the oracle)
+    Gather each sequence's blocks into a contiguous ``[batch, heads, max_len, dim]`` copy,
+    then call SDPA with a length mask. Obviously correct, and the correctness oracle for
+    the fast path, but it reads the KV cache, writes a padded copy and reads that copy
+    again: at least three passes over the bytes that matter.
+``flex`` (the fast path on CUDA)
+    PyTorch FlexAttention driven directly by our block tables: the tables become the
+    ``kv_indices`` of a ``BlockMask`` whose KV block size is the KV block size, every
+    block but the last of a sequence is marked *full* (no masking inside the kernel) and
+    a mask function cuts the last block at the sequence's length. Compiled with
+    ``torch.compile`` it runs a fused Triton decode kernel that reads only the listed
+    blocks, once.
+
+Why FlexAttention and not a hand-written Triton kernel. FlexAttention ships inside torch
+(no extra ~640 MB dependency), is compiled by inductor into the same split-KV
+flash-decoding kernel family that serving engines use, handles grouped-query attention
+natively, and accepts any block table through ``kv_indices`` without copying the cache.
+A custom kernel would have to beat it by a measured margin to be worth its maintenance.
+``benchmarks/gpu.py`` measures both supplied backends against the device-to-device copy
+bandwidth over a batch x context grid; the target for the fast path is 0.7 of copy
+bandwidth. Run it on a GPU before changing the default. On CUDA the KV block size must be a
+multiple of 16 (the kernel's tile width).
+
+On CPU FlexAttention runs eagerly: it materializes scores against *every* slot of the pool
+and applies the mask function everywhere. That is why the mask is written to be correct
+at every physical position (a physical-to-logical block map, not just "cut the last
+block"), why the CPU default is the gather oracle, and why ``flex`` on CPU is used only to
+test that the block mask is right.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+
+from servelab.kv.blocks import InvalidBlock, InvalidLength, KVCacheError
+from servelab.kv.pool import ShapeMismatch
+
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "DecodeBatch",
+    "InvalidBackend",
+    "dense_attention",
+    "flex_attention_paged",
+    "gather_attention",
+    "gather_kv",
+    "paged_decode",
+]
+
+Backend = Literal["gather", "flex", "flex-eager"]
+BACKENDS: tuple[Backend, ...] = ("gather", "flex", "flex-eager")
+
+# FlexAttention's decode kernel needs the query tile to be a multiple of its BLOCK_M;
+# a query of length 1 fits in one row tile whatever its size.
+_Q_TILE = 128
+
+
+class InvalidBackend(KVCacheError, ValueError):
+    """An attention backend name that does not exist or cannot run on this device."""
+
+
+@dataclass(frozen=True)
+class DecodeBatch:
+    """The block tables and lengths of one decode step, as device tensors.
+
+    Built once per step and shared by every layer: ``tables`` is ``[batch, max_blocks]``
+    int64 padded with block 0 (never read past ``lens``), ``lens`` is ``[batch]`` int64.
+    """
+
+    tables: torch.Tensor
+    lens: torch.Tensor
+    block_size: int
+    num_blocks: int
+    max_len: int
+
+    @classmethod
+    def build(
+        cls,
+        tables: Sequence[Sequence[int]],
+        lens: Sequence[int],
+        *,
+        block_size: int,
+        num_blocks: int,
+        device: torch.device | str = "cpu",
+    ) -> DecodeBatch:
+        """Validate python block tables and lengths and move them to ``device``."""
+        if len(tables) != len(lens) or not tables:
+            raise InvalidLength(f"need one length per table, got {len(tables)} and {len(lens)}")
+        for t, n in zip(tables, lens):
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise InvalidLength(f"a sequence length must be an int >= 1, got {n!r}")
+            if len(t) != -(-n // block_size):
+                raise InvalidLength(
+                    f"a table of {len(t)} blocks cannot hold exactly {n} tokens "
+                    f"in blocks of {block_size}"
+                )
+            for b in t:
+                if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b < num_blocks:
+                    raise InvalidBlock(f"block {b!r} is outside range(0, {num_blocks})")
+        width = max(len(t) for t in tables)
+        padded = [[*t, *([0] * (width - len(t)))] for t in tables]
+        return cls(
+            tables=torch.tensor(padded, dtype=torch.int64, device=device),
+            lens=torch.tensor(list(lens), dtype=torch.int64, device=device),
+            block_size=block_size,
+            num_blocks=num_blocks,
+            max_len=max(lens),
+        )
+
+    @property
+    def batch(self) -> int:
+        return int(self.lens.numel())
+
+
+def _scale(head_dim: int, scale: float | None) -> float:
+    return 1.0 / math.sqrt(head_dim) if scale is None else scale
+
+
+def dense_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    causal: bool = False,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """SDPA on contiguous ``q [B, Hq, Lq, D]``, ``k/v [B, Hkv, Lk, D]`` (the reference)."""
+    return F.scaled_dot_product_attention(
+        q, k, v, is_causal=causal, scale=_scale(q.shape[-1], scale), enable_gqa=True
+    )
+
+
+def gather_kv(
+    cache: torch.Tensor, tables: torch.Tensor, length: int
+) -> torch.Tensor:
+    """Copy blocks ``tables [B, nb]`` of ``cache [blocks, bs, H, D]`` to ``[B, H, length, D]``."""
+    b, nb = tables.shape
+    bs, h, d = cache.shape[1:]
+    flat = cache[tables].reshape(b, nb * bs, h, d)[:, :length]
+    return flat.transpose(1, 2)
+
+
+def gather_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    batch: DecodeBatch,
+    *,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """The oracle: gather through the block tables, then SDPA. ``q`` is ``[B, Hq, D]``."""
+    k = gather_kv(k_cache, batch.tables, batch.max_len)
+    v = gather_kv(v_cache, batch.tables, batch.max_len)
+    pos = torch.arange(batch.max_len, device=q.device)
+    mask = (pos[None, :] < batch.lens[:, None])[:, None, None, :]
+    out = F.scaled_dot_product_attention(
+        q[:, :, None, :], k, v, attn_mask=mask, scale=_scale(q.shape[-1], scale), enable_gqa=True
+    )
+    return out[:, :, 0, :]
+
+
+def _block_mask(batch: DecodeBatch, device: torch.device) -> object:
+    """A FlexAttention ``BlockMask`` that visits exactly each sequence's table."""
+    from torch.nn.attention.flex_attention import BlockMask
+
+    bsz, width = batch.tables.shape
+    nb, bs = batch.num_blocks, batch.block_size
+    n_blocks = (batch.lens + bs - 1) // bs  # [B]
+    cols = torch.arange(width, device=device)
+    valid = cols[None, :] < n_blocks[:, None]  # [B, width]
+    # physical block -> logical index for each row; -1 where the row does not own it
+    logical = torch.full((bsz, nb), -1, dtype=torch.int32, device=device)
+    rows, js = valid.nonzero(as_tuple=True)
+    logical[rows, batch.tables[rows, js]] = js.to(torch.int32)
+
+    full_idx = torch.zeros((bsz, 1, 1, nb), dtype=torch.int32, device=device)
+    full_idx[:, 0, 0, :width] = batch.tables.to(torch.int32)
+    full_num = (n_blocks - 1).to(torch.int32).view(bsz, 1, 1)
+    last = batch.tables.gather(1, (n_blocks - 1)[:, None]).to(torch.int32)  # [B, 1]
+    part_idx = torch.zeros((bsz, 1, 1, nb), dtype=torch.int32, device=device)
+    part_idx[:, 0, 0, :1] = last
+    part_num = torch.ones((bsz, 1, 1), dtype=torch.int32, device=device)
+    lens = batch.lens
+
+    def mask_mod(
+        b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor
+    ) -> torch.Tensor:
+        lb = logical[b, kv_idx // bs]
+        return (lb >= 0) & (lb * bs + kv_idx % bs < lens[b])
+
+    return BlockMask.from_kv_blocks(
+        part_num,
+        part_idx,
+        full_num,
+        full_idx,
+        BLOCK_SIZE=(_Q_TILE, bs),
+        mask_mod=mask_mod,
+        seq_lengths=(1, nb * bs),
+        compute_q_blocks=False,
+    )
+
+
+_COMPILED: dict[str, Callable[..., torch.Tensor]] = {}
+
+
+def _flex_fn(compiled: bool) -> Callable[..., torch.Tensor]:
+    from torch.nn.attention.flex_attention import flex_attention
+
+    if not compiled:
+        return flex_attention  # type: ignore[return-value]
+    if "flex" not in _COMPILED:
+        _COMPILED["flex"] = torch.compile(flex_attention, dynamic=False)
+    return _COMPILED["flex"]
+
+
+def flex_attention_paged(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    batch: DecodeBatch,
+    *,
+    scale: float | None = None,
+    compiled: bool | None = None,
+    block_mask: object | None = None,
+) -> torch.Tensor:
+    """FlexAttention over the pool itself, steered by the block tables. ``q`` is ``[B, Hq, D]``.
+
+    ``compiled`` defaults to True on CUDA (the fused kernel) and False elsewhere (eager,
+    which is slow and memory-hungry: it scores every slot of the pool). Pass a
+    ``block_mask`` from a previous call to reuse it across layers of the same step.
+    """
+    if compiled is None:
+        compiled = q.device.type == "cuda"
+    if q.device.type == "cuda" and batch.block_size % 16:
+        raise InvalidBackend(
+            f"flex on CUDA needs a block size that is a multiple of 16, got {batch.block_size}"
+        )
+    nb, bs, hkv, d = k_cache.shape
+    # [blocks, bs, H, D] -> [1, H, blocks * bs, D]: a view, nothing is copied
+    k = k_cache.reshape(1, nb * bs, hkv, d).transpose(1, 2)
+    v = v_cache.reshape(1, nb * bs, hkv, d).transpose(1, 2)
+    mask = block_mask if block_mask is not None else _block_mask(batch, q.device)
+    fn = _flex_fn(compiled)
+    out = fn(
+        q[:, :, None, :], k, v, block_mask=mask, scale=_scale(d, scale), enable_gqa=True
+    )
+    return out[:, :, 0, :]
+
+
+def paged_decode(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    batch: DecodeBatch,
+    *,
+    backend: Backend | None = None,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """Decode attention with the chosen backend (default: ``flex`` on CUDA, ``gather`` else).
+
+    ``q`` is ``[B, Hq, D]``; ``k_cache``/``v_cache`` are one layer of the pool,
+    ``[num_blocks, block_size, Hkv, D]``; returns ``[B, Hq, D]``.
+    """
+    if backend is None:
+        backend = "flex" if q.device.type == "cuda" else "gather"
+    _check_shapes(q, k_cache, v_cache, batch)
+    if backend == "gather":
+        return gather_attention(q, k_cache, v_cache, batch, scale=scale)
+    if backend == "flex":
+        return flex_attention_paged(q, k_cache, v_cache, batch, scale=scale)
+    if backend == "flex-eager":
+        return flex_attention_paged(q, k_cache, v_cache, batch, scale=scale, compiled=False)
+    raise InvalidBackend(f"unknown attention backend {backend!r}; choose one of {BACKENDS}")
+
+
+def _check_shapes(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, batch: DecodeBatch
+) -> None:
+    if q.dim() != 3 or q.shape[0] != batch.batch:
+        raise ShapeMismatch(f"q must be [batch={batch.batch}, heads, dim], got {tuple(q.shape)}")
+    if k_cache.shape != v_cache.shape or k_cache.dim() != 4:
+        raise ShapeMismatch(
+            f"k/v caches must both be [blocks, block_size, heads, dim], "
+            f"got {tuple(k_cache.shape)} and {tuple(v_cache.shape)}"
+        )
+    if k_cache.shape[0] != batch.num_blocks or k_cache.shape[1] != batch.block_size:
+        raise ShapeMismatch(
+            f"cache has {k_cache.shape[0]} blocks of {k_cache.shape[1]}, the batch was built "
+            f"for {batch.num_blocks} blocks of {batch.block_size}"
+        )
+    if q.shape[1] % k_cache.shape[2] or q.shape[2] != k_cache.shape[3]:
+        raise ShapeMismatch(
+            f"{q.shape[1]} query heads of dim {q.shape[2]} do not group over "
+            f"{k_cache.shape[2]} kv heads of dim {k_cache.shape[3]}"
+        )

@@ -1,0 +1,314 @@
+"""Invariants of a weight cache, as an executable model and a Hypothesis state machine.
+
+The model is deliberately naive: an ordered list of resident keys (least recently used first)
+with their sizes, and a pin count per key. ``put`` and a hit move a key to the end; eviction
+removes the first unpinned keys until the new entry fits, and nothing more; a put that cannot
+succeed raises before anything changes. Any implementation of the learner API
+(``WeightCache(capacity)``, ``get``, ``put(key, value, size)``, ``pin``, ``unpin`` and the
+inspection methods ``keys()``, ``used``, ``pin_count(key)``) is driven against it.
+
+``level`` selects how much of the API a step has built: 1 bytes only (no eviction needed),
+2 the eviction loop, 3 pins, 4 errors and exception safety, 5 statistics.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize, invariant, precondition, rule
+
+from servelab.testing.core import InvariantViolation, RecordingMachine
+
+__all__ = [
+    "KEYS",
+    "ModelCache",
+    "Snapshot",
+    "check_invariants",
+    "make_machine",
+    "snapshot",
+    "stats_of",
+]
+
+KEYS = ("a", "b", "c", "d", "e", "f")
+
+
+def weights_for(key: str) -> str:
+    return f"<{key} weights>"
+
+
+@dataclass
+class ModelCache:
+    """The rules, as plainly as they can be written."""
+
+    capacity: int
+    order: OrderedDict[str, int] = field(default_factory=OrderedDict)  # key -> size, LRU first
+    pins: dict[str, int] = field(default_factory=dict)
+    hits: int = 0
+    misses: int = 0
+    evictions: int = 0
+    evicted_bytes: int = 0
+
+    @property
+    def used(self) -> int:
+        return sum(self.order.values())
+
+    def unpinned_bytes(self) -> int:
+        return sum(s for k, s in self.order.items() if not self.pins.get(k))
+
+    def put_outcome(self, key: str, size: int) -> str:
+        """'ok', 'too-large' (permanent) or 'pinned-out' (transient) — decided before any change."""
+        if size > self.capacity:
+            return "too-large"
+        if size > self.capacity - self.used + self.unpinned_bytes():
+            return "pinned-out"
+        return "ok"
+
+    def victims_for(self, key: str, size: int) -> list[str]:
+        used = self.used - self.order.get(key, 0)
+        victims = []
+        for k, s in self.order.items():
+            if used + size <= self.capacity:
+                break
+            if k == key or self.pins.get(k):
+                continue
+            victims.append(k)
+            used -= s
+        return victims
+
+    def put(self, key: str, size: int) -> list[str]:
+        victims = self.victims_for(key, size)
+        self.order.pop(key, None)
+        for v in victims:
+            self.evictions += 1
+            self.evicted_bytes += self.order.pop(v)
+        self.order[key] = size
+        return victims
+
+    def get(self, key: str) -> bool:
+        if key in self.order:
+            self.order.move_to_end(key)
+            self.hits += 1
+            return True
+        self.misses += 1
+        return False
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    keys: tuple[Any, ...]
+    used: int
+    pins: tuple[int, ...]
+
+
+def stats_of(cache: Any) -> tuple[int, int, int, int]:
+    """(hits, misses, evictions, evicted_bytes) from ``cache.stats`` or the cache's attributes."""
+    source = getattr(cache, "stats", cache)
+    return (
+        int(source.hits),
+        int(source.misses),
+        int(source.evictions),
+        int(source.evicted_bytes),
+    )
+
+
+def snapshot(cache: Any, with_pins: bool) -> Snapshot:
+    keys = tuple(cache.keys())
+    pins = tuple(int(cache.pin_count(k)) for k in KEYS) if with_pins else ()
+    return Snapshot(keys, int(cache.used), pins)
+
+
+def check_invariants(cache: Any, model: ModelCache, level: int) -> None:
+    """Compare the implementation's visible state with the model's; raise InvariantViolation."""
+    keys = list(cache.keys())
+    used = cache.used
+    expected_keys = list(model.order)
+    if len(set(keys)) != len(keys):
+        raise InvariantViolation("resident-set", f"keys() lists a key twice: {keys}")
+    sizes = {k: model.order.get(k) for k in keys}
+    if set(keys) != set(expected_keys):
+        missing = [k for k in expected_keys if k not in keys]
+        extra = [k for k in keys if k not in expected_keys]
+        pinned_gone = [k for k in missing if model.pins.get(k)]
+        if pinned_gone:
+            inv = "pinned-evicted"
+        elif extra and not missing:
+            inv = "evicted-too-few"
+        elif missing and not extra:
+            inv = "evicted-too-many"
+        else:
+            inv = "wrong-victim"
+        raise InvariantViolation(
+            inv,
+            f"resident keys are {keys}, expected {expected_keys} "
+            f"(missing {missing}, unexpected {extra})",
+        )
+    if used > model.capacity:
+        raise InvariantViolation(
+            "within-budget",
+            f"used is {used} bytes but the capacity is {model.capacity}: resident {keys}",
+        )
+    if keys != expected_keys:
+        raise InvariantViolation(
+            "recency-order",
+            f"keys() (least recently used first) is {keys}, expected {expected_keys}",
+        )
+    expected_used = model.used
+    if used != expected_used:
+        raise InvariantViolation(
+            "bytes-accounted",
+            f"used is {used} bytes, but the resident sizes {sizes} add up to {expected_used}",
+        )
+    if level >= 3:
+        for k in KEYS:
+            got, want = cache.pin_count(k), model.pins.get(k, 0)
+            if got != want:
+                raise InvariantViolation(
+                    "pin-count", f"pin_count({k!r}) is {got}, expected {want}"
+                )
+    if level >= 5:
+        got_stats = stats_of(cache)
+        want_stats = (model.hits, model.misses, model.evictions, model.evicted_bytes)
+        if got_stats != want_stats:
+            names = ("hits", "misses", "evictions", "evicted_bytes")
+            diff = ", ".join(
+                f"{n} {g} (expected {w})"
+                for n, g, w in zip(names, got_stats, want_stats, strict=True)
+                if g != w
+            )
+            raise InvariantViolation("stats", f"stats disagree: {diff}")
+
+
+def make_machine(impl: Any, level: int, capacity: int = 100) -> type[RecordingMachine]:
+    """A state machine driving ``impl`` (a class or factory) at the given level of the API."""
+
+    sizes = st.integers(min_value=1, max_value=capacity)
+
+    class WeightCacheMachine(RecordingMachine):
+        @initialize()
+        def create(self) -> None:
+            self.model = ModelCache(capacity)
+            self.cache = self.do(f"cache = WeightCache({capacity})", lambda: impl(capacity))
+
+        def _expect_unchanged(self, before: Snapshot, what: str) -> None:
+            after = snapshot(self.cache, level >= 3)
+            if after != before:
+                raise InvariantViolation(
+                    "changed-on-error",
+                    f"{what} raised, but the cache changed: resident {list(before.keys)} -> "
+                    f"{list(after.keys)}, used {before.used} -> {after.used}",
+                )
+
+        @rule(key=st.sampled_from(KEYS), size=sizes)
+        def put(self, key: str, size: int) -> None:
+            model = self.model
+            if model.pins.get(key):
+                return  # replacing a pinned entry is left to each implementation's own rule
+            outcome = model.put_outcome(key, size)
+            if level < 2 and model.victims_for(key, size):
+                return  # step 1 builds no eviction yet
+            if level < 4 and outcome != "ok":
+                return  # the two errors are step 4
+            code = f"cache.put({key!r}, {weights_for(key)!r}, {size})"
+            before = snapshot(self.cache, level >= 3)
+            try:
+                self.do(code, lambda: self.cache.put(key, weights_for(key), size))
+            except (ValueError, MemoryError) as exc:
+                if outcome == "ok":
+                    raise InvariantViolation(
+                        "unexpected-error",
+                        f"{code} raised {type(exc).__name__}: {exc} — but it fits after "
+                        f"evicting {model.victims_for(key, size)}",
+                    ) from exc
+                want = ValueError if outcome == "too-large" else MemoryError
+                if not isinstance(exc, want) or isinstance(
+                    exc, MemoryError if want is ValueError else ValueError
+                ):
+                    raise InvariantViolation(
+                        "wrong-error",
+                        f"{code} raised {type(exc).__name__}; expected a {want.__name__} "
+                        f"({'larger than the whole cache' if outcome == 'too-large' else 'blocked by pinned entries'})",
+                    ) from exc
+                self._expect_unchanged(before, code)
+                return
+            if outcome != "ok":
+                raise InvariantViolation(
+                    "miss-instead-of-raise",
+                    f"{code} returned normally, but it "
+                    + ("is larger than the whole cache" if outcome == "too-large"
+                       else "cannot fit while the pinned entries stay"),
+                )
+            model.put(key, size)
+
+        @rule(key=st.sampled_from(KEYS))
+        def get(self, key: str) -> None:
+            code = f"cache.get({key!r})"
+            value = self.do(code, lambda: self.cache.get(key))
+            hit = self.model.get(key)
+            want = weights_for(key) if hit else None
+            if value != want:
+                raise InvariantViolation(
+                    "get-value", f"{code} returned {value!r}, expected {want!r}"
+                )
+
+        @precondition(lambda self: level >= 3)
+        @rule(key=st.sampled_from(KEYS))
+        def pin(self, key: str) -> None:
+            code = f"cache.pin({key!r})"
+            if key not in self.model.order:
+                if level < 4:
+                    return
+                before = snapshot(self.cache, True)
+                try:
+                    self.do(code, lambda: self.cache.pin(key))
+                except LookupError:
+                    self._expect_unchanged(before, code)
+                    return
+                raise InvariantViolation(
+                    "pin-missing", f"{code} returned normally, but {key!r} is not resident"
+                )
+            self.do(code, lambda: self.cache.pin(key))
+            self.model.pins[key] = self.model.pins.get(key, 0) + 1
+
+        @precondition(lambda self: level >= 3)
+        @rule(key=st.sampled_from(KEYS))
+        def unpin(self, key: str) -> None:
+            code = f"cache.unpin({key!r})"
+            if not self.model.pins.get(key):
+                if level < 4 or key not in self.model.order:
+                    return
+                before = snapshot(self.cache, True)
+                try:
+                    self.do(code, lambda: self.cache.unpin(key))
+                except Exception:
+                    self._expect_unchanged(before, code)
+                    return
+                raise InvariantViolation(
+                    "unpin-too-many", f"{code} returned normally, but {key!r} is not pinned"
+                )
+            self.do(code, lambda: self.cache.unpin(key))
+            self.model.pins[key] -= 1
+
+        @precondition(lambda self: level >= 4)
+        @rule(key=st.sampled_from(KEYS), size=st.sampled_from([0, -1, -capacity]))
+        def put_bad_size(self, key: str, size: int) -> None:
+            code = f"cache.put({key!r}, {weights_for(key)!r}, {size})"
+            before = snapshot(self.cache, True)
+            try:
+                self.do(code, lambda: self.cache.put(key, weights_for(key), size))
+            except ValueError:
+                self._expect_unchanged(before, code)
+                return
+            raise InvariantViolation(
+                "bad-size", f"{code} returned normally; a size must be a positive byte count"
+            )
+
+        @invariant()
+        def agrees_with_model(self) -> None:
+            if hasattr(self, "cache"):
+                check_invariants(self.cache, self.model, level)
+
+    WeightCacheMachine.__name__ = f"WeightCacheMachine_level{level}"
+    return WeightCacheMachine

@@ -1,0 +1,24 @@
+"""Pictures of the course's structures: pure renderers (state -> SVG) and widgets over them.
+
+A renderer takes a learner's own object (or a plain snapshot dict) and returns SVG text, so
+the picture shows in JupyterLab, static exports and on GitHub alike; the widgets only add
+stepping and replay on top.
+"""
+
+from servelab.viz.weights import (
+    CacheReplay,
+    CacheSnapshot,
+    SnapshotError,
+    render_cache,
+    show_cache,
+    snapshot,
+)
+
+__all__ = [
+    "CacheReplay",
+    "CacheSnapshot",
+    "SnapshotError",
+    "render_cache",
+    "show_cache",
+    "snapshot",
+]

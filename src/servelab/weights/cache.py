@@ -1,0 +1,300 @@
+"""WeightCache: model weights on a node, under a byte budget, with reference-counted pins.
+
+Two things separate it from a textbook LRU, and they decide the design:
+
+* **Bytes, not a count.** A 7B model is ~14 GB and a 70B one ~140 GB, so "four entries" means
+  anything from 56 GB to 560 GB. The budget is bytes, and admitting one large model may take
+  several evictions, so eviction is a loop that runs until the new entry fits.
+* **Entries in use.** A replica serving from a model holds it mapped; evicting it underneath is a
+  crash, not a slow path. Replicas pin what they serve; pinned entries are never victims. Pins
+  are counted, because two replicas can serve one model.
+
+Two failures raise, and neither is ever reported as a miss: :class:`EntryTooLarge` (a
+``ValueError``: no eviction can ever admit it; a configuration error) and
+:class:`PinnedCapacityExceeded` (a ``MemoryError``: it would fit, but too much is pinned right
+now; wait for a replica to drain or place it elsewhere). Admission is decided *before* anything
+is evicted, so every error leaves the cache exactly as it was.
+
+Replacing a pinned key raises :class:`EntryPinned`: swapping the bytes a replica is reading is
+the same bug as evicting them. Replacing an unpinned key releases its old size first.
+
+All public methods take one lock: a replica pins and unpins from its own thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from servelab.units import format_bytes
+from servelab.weights.policies import LRU, EvictionPolicy
+
+K = TypeVar("K", bound=Hashable)
+
+__all__ = [
+    "CacheStats",
+    "EntryPinned",
+    "EntryTooLarge",
+    "InvalidSize",
+    "NotPinned",
+    "NotResident",
+    "PinnedCapacityExceeded",
+    "WeightCache",
+    "WeightCacheError",
+]
+
+
+class WeightCacheError(Exception):
+    """Base of every error the weight cache raises."""
+
+
+class EntryTooLarge(WeightCacheError, ValueError):
+    """Permanent: the entry is larger than the whole cache, so no eviction can admit it."""
+
+
+class PinnedCapacityExceeded(WeightCacheError, MemoryError):
+    """Transient: the entry would fit in the budget, but too much of it is pinned right now."""
+
+
+class EntryPinned(WeightCacheError, RuntimeError):
+    """The key is pinned by a replica, so its bytes cannot be replaced under it."""
+
+
+class NotResident(WeightCacheError, KeyError):
+    """The key is not in the cache (``pin`` needs a resident entry)."""
+
+    def __str__(self) -> str:  # KeyError would print the repr of the message
+        return str(self.args[0]) if self.args else ""
+
+
+class NotPinned(WeightCacheError, ValueError):
+    """``unpin`` was called more times than ``pin`` for this key."""
+
+
+class InvalidSize(WeightCacheError, ValueError):
+    """A size or capacity that is not a positive whole number of bytes."""
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+    evictions: int = 0
+    evicted_bytes: int = 0
+
+    @property
+    def hit_ratio(self) -> float:
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
+
+
+@dataclass
+class _Entry:
+    size: int
+    value: Any
+    pins: int = 0
+
+
+def _check_bytes(what: str, n: object) -> int:
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise InvalidSize(f"{what} must be an int number of bytes, got {n!r}")
+    if n <= 0:
+        raise InvalidSize(f"{what} must be positive, got {n}")
+    return n
+
+
+class WeightCache(Generic[K]):
+    """Size-aware cache of model weights with reference-counted pinning.
+
+    ``capacity_bytes`` is a budget in bytes. ``policy`` chooses victims among unpinned entries
+    (LRU by default).
+    """
+
+    def __init__(self, capacity_bytes: int, policy: EvictionPolicy[K] | None = None) -> None:
+        self.capacity: int = _check_bytes("capacity_bytes", capacity_bytes)
+        self.policy: EvictionPolicy[K] = policy if policy is not None else LRU()
+        if len(self.policy):
+            raise ValueError("the eviction policy must start empty")
+        self._entries: dict[K, _Entry] = {}
+        self._used = 0
+        self._evictable = 0  # bytes held by unpinned entries
+        self._hits = self._misses = self._evictions = self._evicted_bytes = 0
+        self._lock = threading.RLock()
+
+    # --- the learner API: get / put / pin / unpin ---------------------------------------
+
+    def get(self, key: K) -> Any | None:
+        """The value for ``key`` (refreshing its recency), or None on a miss."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                self._misses += 1
+                return None
+            self._hits += 1
+            self.policy.update_on_hit(key)
+            return entry.value
+
+    def put(self, key: K, value: Any, size: int) -> list[K]:
+        """Admit ``key`` at ``size`` bytes, evicting until it fits; returns the evicted keys.
+
+        Raises :class:`EntryTooLarge`, :class:`PinnedCapacityExceeded`, :class:`EntryPinned`
+        or :class:`InvalidSize`; after any of them the cache is unchanged.
+        """
+        _check_bytes("size", size)
+        with self._lock:
+            if size > self.capacity:
+                raise EntryTooLarge(
+                    f"{key!r} is {format_bytes(size)}, larger than the whole "
+                    f"{format_bytes(self.capacity)} cache: no eviction can admit it. Raise the "
+                    f"budget or do not place this model on this node."
+                )
+            old = self._entries.get(key)
+            if old is not None and old.pins:
+                raise EntryPinned(
+                    f"{key!r} is pinned {old.pins}x by running replicas; unpin it before "
+                    f"replacing its weights"
+                )
+            reclaimable = self.capacity - self._used + self._evictable
+            if size > reclaimable:
+                pinned = [k for k, e in self._entries.items() if e.pins]
+                raise PinnedCapacityExceeded(
+                    f"cannot admit {key!r} ({format_bytes(size)}): "
+                    f"{format_bytes(self._used - self._evictable)} of the "
+                    f"{format_bytes(self.capacity)} cache is pinned by {pinned!r}, so at most "
+                    f"{format_bytes(reclaimable)} can be freed. Retry after a replica unpins, "
+                    f"or place the model on another node."
+                )
+            if old is not None:  # replacing: release the old size first (not an eviction)
+                self._remove(key, old)
+                self.policy.update_on_remove(key)
+            evicted: list[K] = []
+            while self._used + size > self.capacity:
+                victim = self.policy.pop_victim()
+                gone = self._entries[victim]
+                self._remove(victim, gone)
+                self._evictions += 1
+                self._evicted_bytes += gone.size
+                evicted.append(victim)
+            self._entries[key] = _Entry(size, value)
+            self._used += size
+            self._evictable += size
+            self.policy.update_on_put(key, size)
+            return evicted
+
+    def _remove(self, key: K, entry: _Entry) -> None:
+        del self._entries[key]
+        self._used -= entry.size
+        if not entry.pins:
+            self._evictable -= entry.size
+
+    def pin(self, key: K) -> int:
+        """Mark ``key`` in use by one more replica; returns its pin count."""
+        with self._lock:
+            entry = self._resident(key, "pin")
+            entry.pins += 1
+            if entry.pins == 1:
+                self._evictable -= entry.size
+                self.policy.update_on_pin(key)
+            return entry.pins
+
+    def unpin(self, key: K) -> int:
+        """Release one replica's pin; returns the remaining count. Never below zero."""
+        with self._lock:
+            entry = self._resident(key, "unpin")
+            if entry.pins == 0:
+                raise NotPinned(f"{key!r} is not pinned: unpin() without a matching pin()")
+            entry.pins -= 1
+            if entry.pins == 0:
+                self._evictable += entry.size
+                self.policy.update_on_unpin(key)
+            return entry.pins
+
+    @contextmanager
+    def pinned(self, key: K) -> Iterator[Any]:
+        """Hold a pin for a replica's lifetime: ``with cache.pinned(k) as weights: ...``."""
+        with self._lock:
+            self.pin(key)
+            value = self._entries[key].value
+        try:
+            yield value
+        finally:
+            self.unpin(key)
+
+    def remove(self, key: K) -> None:
+        """Drop an unpinned entry on purpose (not counted as an eviction)."""
+        with self._lock:
+            entry = self._resident(key, "remove")
+            if entry.pins:
+                raise EntryPinned(f"{key!r} is pinned {entry.pins}x; unpin it before removing it")
+            self._remove(key, entry)
+            self.policy.update_on_remove(key)
+
+    def _resident(self, key: K, action: str) -> _Entry:
+        entry = self._entries.get(key)
+        if entry is None:
+            raise NotResident(f"cannot {action} {key!r}: it is not in the cache")
+        return entry
+
+    # --- inspection: none of these changes recency ---------------------------------------
+
+    @property
+    def used(self) -> int:
+        """Bytes held by resident entries."""
+        return self._used
+
+    @property
+    def free(self) -> int:
+        return self.capacity - self._used
+
+    @property
+    def stats(self) -> CacheStats:
+        with self._lock:
+            return CacheStats(self._hits, self._misses, self._evictions, self._evicted_bytes)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def size_of(self, key: K) -> int:
+        with self._lock:
+            return self._resident(key, "size").size
+
+    def pin_count(self, key: K) -> int:
+        """Pins held on ``key``; 0 for an unpinned or absent key."""
+        entry = self._entries.get(key)
+        return entry.pins if entry is not None else 0
+
+    def pinned_keys(self) -> list[K]:
+        with self._lock:
+            return [k for k, e in self._entries.items() if e.pins]
+
+    def eviction_order(self) -> list[K]:
+        """Unpinned keys, next victim first."""
+        with self._lock:
+            return self.policy.eviction_order()
+
+    def keys(self) -> list[K]:
+        """Every resident key, least recently used (or next in the policy's order) first.
+
+        Pinned keys sit where their history puts them; for policies without a total order of
+        pinned keys (most of them besides LRU/FIFO) they follow the candidates.
+        """
+        with self._lock:
+            order = self.policy.eviction_order()
+            history = getattr(self.policy, "_last_use", None)
+            if isinstance(history, dict):
+                return sorted(self._entries, key=history.__getitem__)
+            seen = set(order)
+            return order + [k for k in self._entries if k not in seen]
+
+    def __repr__(self) -> str:
+        return (
+            f"WeightCache({format_bytes(self._used)} of {format_bytes(self.capacity)}, "
+            f"{len(self._entries)} entries, {len(self.pinned_keys())} pinned, "
+            f"policy={self.policy.name})"
+        )

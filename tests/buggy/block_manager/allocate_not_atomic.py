@@ -1,0 +1,17 @@
+"""Mistake: allocate takes blocks one by one and fails halfway (not all or nothing)."""
+# expected hint word: all or nothing
+
+from servelab.kv.blocks import SequenceExists
+
+from .learner import BlockManager as Correct
+
+
+class BlockManager(Correct):
+    def allocate(self, seq: int, n_tokens: int) -> None:
+        if seq in self.tables:
+            raise SequenceExists(f"sequence {seq} exists")
+        need = -(-n_tokens // self.block_size)
+        self.tables[seq] = []
+        self.lens[seq] = n_tokens
+        for _ in range(need):
+            self.tables[seq].append(self._alloc())  # raises OutOfBlocks midway

@@ -1,0 +1,133 @@
+"""Paged decode attention equals dense attention, whichever backend computes it."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from servelab.kv.attention import (  # noqa: E402
+    DecodeBatch,
+    InvalidBackend,
+    dense_attention,
+    paged_decode,
+)
+from servelab.kv.blocks import InvalidBlock, InvalidLength  # noqa: E402
+from servelab.kv.pool import ShapeMismatch  # noqa: E402
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+def scatter_case(
+    lens: list[int], block_size: int, num_blocks: int, hq: int, hkv: int, d: int, seed: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor],
+           list[list[int]]]:
+    """Contiguous per-sequence K/V, and the same values scattered over a shuffled pool."""
+    gen = torch.Generator().manual_seed(seed)
+    k_cache = torch.randn(num_blocks, block_size, hkv, d, generator=gen)
+    v_cache = torch.randn(num_blocks, block_size, hkv, d, generator=gen)
+    order = torch.randperm(num_blocks, generator=gen).tolist()
+    tables, ks, vs = [], [], []
+    for n in lens:
+        need = -(-n // block_size)
+        table, order = order[:need], order[need:]
+        k = torch.randn(n, hkv, d, generator=gen)
+        v = torch.randn(n, hkv, d, generator=gen)
+        for i in range(n):
+            k_cache[table[i // block_size], i % block_size] = k[i]
+            v_cache[table[i // block_size], i % block_size] = v[i]
+        tables.append(table)
+        ks.append(k)
+        vs.append(v)
+    q = torch.randn(len(lens), hq, d, generator=gen)
+    return q, k_cache, v_cache, ks, vs, tables
+
+
+def dense_reference(q: torch.Tensor, ks: list[torch.Tensor], vs: list[torch.Tensor]) -> torch.Tensor:
+    rows = []
+    for i, (k, v) in enumerate(zip(ks, vs)):
+        out = dense_attention(q[i][None, :, None, :], k.transpose(0, 1)[None], v.transpose(0, 1)[None])
+        rows.append(out[0, :, 0, :])
+    return torch.stack(rows)
+
+
+@pytest.mark.parametrize("backend", ["gather", "flex-eager"])
+@settings(max_examples=12, deadline=None)
+@given(
+    lens=st.lists(st.integers(1, 40), min_size=1, max_size=4),
+    block_size=st.sampled_from([1, 4, 16]),
+    heads=st.sampled_from([(4, 4), (4, 2), (6, 1)]),
+    seed=st.integers(0, 2**16),
+)
+def test_paged_equals_dense(
+    backend: str, lens: list[int], block_size: int, heads: tuple[int, int], seed: int
+) -> None:
+    hq, hkv = heads
+    num_blocks = sum(-(-n // block_size) for n in lens) + 3
+    q, k_cache, v_cache, ks, vs, tables = scatter_case(lens, block_size, num_blocks, hq, hkv, 8, seed)
+    batch = DecodeBatch.build(tables, lens, block_size=block_size, num_blocks=num_blocks)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # flex's "not compiled" notice
+        got = paged_decode(q, k_cache, v_cache, batch, backend=backend)  # type: ignore[arg-type]
+    torch.testing.assert_close(got, dense_reference(q, ks, vs), rtol=1e-5, atol=1e-5)
+
+
+def test_backends_ignore_stale_data_outside_the_tables() -> None:
+    lens = [5, 9]
+    q, k_cache, v_cache, ks, vs, tables = scatter_case(lens, 4, 12, 2, 2, 4, seed=3)
+    batch = DecodeBatch.build(tables, lens, block_size=4, num_blocks=12)
+    want = paged_decode(q, k_cache, v_cache, batch, backend="gather")
+    used = {b for t in tables for b in t}
+    for b in range(12):  # poison every unused block and every slot past each length
+        if b not in used:
+            k_cache[b] = 1e4
+            v_cache[b] = 1e4
+    k_cache[tables[0][-1], 1:] = 1e4
+    k_cache[tables[1][-1], 1:] = 1e4
+    for backend in ("gather", "flex-eager"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            got = paged_decode(q, k_cache, v_cache, batch, backend=backend)  # type: ignore[arg-type]
+        torch.testing.assert_close(got, want)
+    torch.testing.assert_close(want, dense_reference(q, ks, vs))
+
+
+def test_decode_batch_validates_tables() -> None:
+    with pytest.raises(InvalidLength):
+        DecodeBatch.build([[0, 1]], [9], block_size=4, num_blocks=8)  # needs 3 blocks
+    with pytest.raises(InvalidLength):
+        DecodeBatch.build([[0]], [0], block_size=4, num_blocks=8)
+    with pytest.raises(InvalidLength):
+        DecodeBatch.build([[0]], [1, 2], block_size=4, num_blocks=8)
+    with pytest.raises(InvalidBlock):
+        DecodeBatch.build([[8]], [3], block_size=4, num_blocks=8)
+
+
+def test_paged_decode_rejects_bad_shapes_and_backends() -> None:
+    q, k_cache, v_cache, _, _, tables = scatter_case([3], 4, 4, 4, 2, 8, seed=1)
+    batch = DecodeBatch.build(tables, [3], block_size=4, num_blocks=4)
+    with pytest.raises(InvalidBackend):
+        paged_decode(q, k_cache, v_cache, batch, backend="triton")  # type: ignore[arg-type]
+    with pytest.raises(ShapeMismatch):
+        paged_decode(q[:, :3], k_cache, v_cache, batch)  # 3 query heads over 2 kv heads
+    with pytest.raises(ShapeMismatch):
+        paged_decode(q, k_cache[:2], v_cache[:2], batch)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_compiled_flex_matches_oracle_on_cuda() -> None:
+    lens = [1, 17, 100, 250]
+    q, k_cache, v_cache, _, _, tables = scatter_case(lens, 16, 64, 8, 2, 64, seed=0)
+    dev = torch.device("cuda")
+    batch = DecodeBatch.build(tables, lens, block_size=16, num_blocks=64, device=dev)
+    args = (q.to(dev), k_cache.to(dev), v_cache.to(dev), batch)
+    torch.testing.assert_close(
+        paged_decode(*args, backend="flex"), paged_decode(*args, backend="gather"),
+        rtol=1e-4, atol=1e-4,
+    )
