@@ -1,62 +1,83 @@
-"""The block-manager grader passes the references and fails every known-buggy implementation."""
+"""The block-manager grader passes correct managers and fails every known mistake with its hint."""
 
 from __future__ import annotations
 
-import importlib
 import io
-import re
-from pathlib import Path
+from dataclasses import replace
+from typing import Any
 
 import pytest
 
-from servelab.grading.core import GradeFailure, grade
+from buggy_impls import correct_module, mistakes
+from servelab.grading import GradeFailure, Topic, grade, load_topic
 from servelab.kv.blocks import BlockManager
 
-BUGGY = Path(__file__).parent / "buggy" / "block_manager"
-CASES = sorted(p.stem for p in BUGGY.glob("*.py") if p.stem not in {"learner", "__init__"})
+TOPIC = "block-manager"
+MISTAKES = mistakes(TOPIC)
 
 
-def _load(stem: str) -> type:
-    module = importlib.import_module(f"buggy.block_manager.{stem}")
-    return module.BlockManager  # type: ignore[no-any-return]
+def test_every_seed_mistake_has_a_buggy_implementation() -> None:
+    names = {m.name for m in MISTAKES}
+    assert {
+        "cow_full_blocks",
+        "release_before_allocate",
+        "fork_no_refcount",
+        "allocate_not_atomic",
+        "both_writers_copy",
+    } <= names
 
 
-def _expected_word(stem: str) -> str:
-    text = (BUGGY / f"{stem}.py").read_text()
-    match = re.search(r"# expected hint word: (.+)", text)
-    assert match, f"{stem}.py must name the word its hint should contain"
-    return match.group(1).strip()
-
-
-@pytest.mark.parametrize("impl", [BlockManager, "learner"], ids=["reference", "learner"])
-def test_correct_implementations_pass_every_step(impl: object) -> None:
-    cls = _load(impl) if isinstance(impl, str) else impl
-    out = io.StringIO()
+@pytest.mark.parametrize(
+    "impl", [BlockManager, correct_module(TOPIC).BlockManager], ids=["reference", "learner"]
+)
+def test_correct_managers_pass_every_step(impl: Any) -> None:
     for step in (1, 2, 3, 4):
-        report = grade("block-manager", cls, step=step, out=out)
-        assert report.passed
-    assert out.getvalue().count("PASSED") == 4
+        report = grade(TOPIC, impl, step=step, out=io.StringIO())
+        assert report.passed and report.text.endswith("PASSED")
 
 
-def test_every_mistake_has_a_buggy_implementation() -> None:
-    assert len(CASES) >= 5
-
-
-@pytest.mark.parametrize("stem", CASES)
-def test_buggy_implementation_fails_with_its_hint(stem: str) -> None:
-    with pytest.raises(GradeFailure) as caught:
-        grade("block-manager", _load(stem), out=io.StringIO())
-    report = caught.value.report
-    assert not report.passed
-    assert _expected_word(stem) in report.hint, report.text
+@pytest.mark.parametrize("mistake", MISTAKES, ids=[m.name for m in MISTAKES])
+def test_each_mistake_fails_with_a_hint_naming_it(mistake: Any) -> None:
+    with pytest.raises(GradeFailure) as failure:
+        grade(TOPIC, mistake.impl, out=io.StringIO())
+    report = failure.value.report
+    assert mistake.hint.lower() in report.hint.lower(), (mistake.name, report.text)
     assert report.code.startswith("bm = BlockManager("), report.text
 
 
-def test_unfinished_implementation_reports_not_implemented() -> None:
+@pytest.mark.parametrize("mistake", MISTAKES, ids=[m.name for m in MISTAKES])
+def test_state_machines_alone_catch_each_mistake(mistake: Any) -> None:
+    """Without the probes, the model comparison still finds every planted bug."""
+    topic = load_topic(TOPIC)
+    machines_only = Topic(topic.name, topic.title, [replace(s, probes=()) for s in topic.steps])
+    with pytest.raises(GradeFailure) as failure:
+        grade(machines_only, mistake.impl, out=io.StringIO())
+    assert "reproduce:" in failure.value.report.text
+
+
+def test_repro_is_deterministic_and_runs() -> None:
+    bug = next(m for m in MISTAKES if m.name == "release_before_allocate")
+    texts = []
+    for _ in range(2):
+        with pytest.raises(GradeFailure) as failure:
+            grade(TOPIC, bug.impl, out=io.StringIO())
+        texts.append(failure.value.report.text)
+    assert texts[0] == texts[1]
+    namespace: dict[str, Any] = {"BlockManager": bug.impl}
+    before_error: list[int] = []
+    for line in failure.value.report.code.splitlines():
+        try:
+            exec(line, namespace)
+        except MemoryError:  # OutOfBlocks: the buggy manager already dropped a reference
+            before_error = [namespace["bm"].refcount(b) for b in range(namespace["bm"].num_blocks)]
+    assert before_error, "the repro should end in the OutOfBlocks that corrupts the state"
+
+
+def test_unfinished_step_reports_not_implemented() -> None:
     class Unfinished(BlockManager):
-        def append_slot(self, seq: int):  # type: ignore[no-untyped-def]
+        def append_slot(self, seq: int) -> Any:
             raise NotImplementedError
 
-    grade("block-manager", Unfinished, step=1, out=io.StringIO())
+    grade(TOPIC, Unfinished, step=1, out=io.StringIO())
     with pytest.raises(NotImplementedError):
-        grade("block-manager", Unfinished, step=2, out=io.StringIO())
+        grade(TOPIC, Unfinished, step=2, out=io.StringIO())

@@ -34,7 +34,12 @@ from hypothesis.errors import Flaky
 from hypothesis.internal.conjecture import engine as _hypothesis_engine
 from hypothesis.stateful import run_state_machine_as_test
 
-from servelab.testing.core import ImplementationHung, InvariantViolation, RecordingMachine, hang_guard
+from servelab.testing.core import (
+    ImplementationHung,
+    InvariantViolation,
+    RecordingMachine,
+    hang_guard,
+)
 
 __all__ = [
     "GradeFailure",
@@ -54,12 +59,19 @@ SHRINK_BUDGET_S = 4.0
 
 
 class ProbeFailed(AssertionError):
-    """A probe saw the wrong behaviour. ``code`` is the scenario as paste-able lines."""
+    """A probe saw the wrong behaviour. ``code`` is the scenario as paste-able lines.
 
-    def __init__(self, message: str, code: Sequence[str] | str = ()) -> None:
+    ``hint`` overrides the probe's own hint when the probe can tell that a different mistake
+    than the one it targets produced the failure (an eviction count off inside a recency probe).
+    """
+
+    def __init__(
+        self, message: str, code: Sequence[str] | str = (), hint: str | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code if isinstance(code, str) else "\n".join(code)
+        self.hint = hint
 
 
 class GradeFailure(AssertionError):
@@ -313,6 +325,8 @@ def grade(
                 continue
             code = exc.code if isinstance(exc, ProbeFailed) else ""
             hint = probe.hint
+            if isinstance(exc, ProbeFailed) and exc.hint:
+                hint = exc.hint
             if isinstance(exc, ImplementationHung):
                 hint = f"a call never returned — an endless loop? {probe.hint}"
             failure = (label, exc, hint, code)

@@ -15,6 +15,7 @@ from servelab.kv.blocks import (
     Slot,
     UnknownSequence,
 )
+from servelab.kv.prefix import PrefixCachingBlockManager
 
 __all__ = [
     "BlockManager",
@@ -23,6 +24,7 @@ __all__ = [
     "InvalidLength",
     "KVCacheError",
     "OutOfBlocks",
+    "PrefixCachingBlockManager",
     "SequenceExists",
     "Slot",
     "UnknownSequence",

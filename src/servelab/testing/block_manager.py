@@ -262,7 +262,7 @@ def block_manager_machine(
                         f"after `{what}`, sequence {seq} holds {len(table)} blocks {table}; "
                         f"it has {self.model.lens[seq]} tokens, so it should hold {len(want)}",
                     )
-                for i, (a, p) in enumerate(zip(want, table)):
+                for i, (a, p) in enumerate(zip(want, table, strict=True)):
                     if a in self.a2p:
                         if self.a2p[a] != p:
                             shared = [s for s, t in self.model.tables.items() if a in t]
@@ -312,6 +312,20 @@ def block_manager_machine(
                     "(tables, lengths, refcounts or free list differ from before the call)",
                 )
 
+        def _call(self, code: str, fn: Callable[[], Any]) -> Any:
+            """Run a call the model says must succeed; an OutOfBlocks here means waste."""
+            try:
+                return self.do(code, fn)
+            except Exception as exc:
+                if error_matches(exc, "OutOfBlocks"):
+                    raise InvariantViolation(
+                        "free-count",
+                        f"`{code}` raised {type(exc).__name__}, but {self.model.num_free} "
+                        "blocks should still be free: an earlier call took a block it did not "
+                        "need, or never gave one back",
+                    ) from exc
+                raise
+
         def _live(self) -> list[int]:
             return sorted(self.model.tables)
 
@@ -334,7 +348,7 @@ def block_manager_machine(
                 return
             seq = data.draw(st.sampled_from(free_ids), label="seq")
             code = f"bm.allocate({seq}, {n_tokens})"
-            self.do(code, lambda: self.bm.allocate(seq, n_tokens))
+            self._call(code, lambda: self.bm.allocate(seq, n_tokens))
             self.model.allocate(seq, n_tokens)
             self._check_free_count(code, "allocated")
             self._sync(code)
@@ -350,7 +364,7 @@ def block_manager_machine(
             code = f"bm.append_slot({seq})"
             old_block = self.a2p[self.model.tables[seq][-1]] if self.model.tables[seq] else None
             in_use = set(self.a2p.values())
-            slot = self.do(code, lambda: self.bm.append_slot(seq))
+            slot = self._call(code, lambda: self.bm.append_slot(seq))
             try:
                 block, offset, cow_src = slot
             except (TypeError, ValueError) as exc:
@@ -434,7 +448,7 @@ def block_manager_machine(
             parent = data.draw(st.sampled_from(self._live()), label="parent")
             child = data.draw(st.sampled_from(free_ids), label="child")
             code = f"bm.fork({parent}, {child})"
-            self.do(code, lambda: self.bm.fork(parent, child))
+            self._call(code, lambda: self.bm.fork(parent, child))
             self.model.fork(parent, child)
             self._check_free_count(code, "holds")
             self._sync(code)
@@ -445,7 +459,7 @@ def block_manager_machine(
         def free_seq(self, data: st.DataObject) -> None:
             seq = data.draw(st.sampled_from(self._live()), label="seq")
             code = f"bm.free_seq({seq})"
-            self.do(code, lambda: self.bm.free_seq(seq))
+            self._call(code, lambda: self.bm.free_seq(seq))
             self.model.free(seq)
             del self.content[seq]
             self._check_free_count(code, "holds")

@@ -222,14 +222,17 @@ def make_machine(impl: Any, level: int, capacity: int = 100) -> type[RecordingMa
                         f"{code} raised {type(exc).__name__}: {exc} — but it fits after "
                         f"evicting {model.victims_for(key, size)}",
                     ) from exc
-                want = ValueError if outcome == "too-large" else MemoryError
-                if not isinstance(exc, want) or isinstance(
-                    exc, MemoryError if want is ValueError else ValueError
-                ):
+                want: type[Exception] = ValueError if outcome == "too-large" else MemoryError
+                other: type[Exception] = MemoryError if want is ValueError else ValueError
+                if not isinstance(exc, want) or isinstance(exc, other):
+                    why = (
+                        "larger than the whole cache"
+                        if outcome == "too-large"
+                        else "blocked by pinned entries"
+                    )
                     raise InvariantViolation(
                         "wrong-error",
-                        f"{code} raised {type(exc).__name__}; expected a {want.__name__} "
-                        f"({'larger than the whole cache' if outcome == 'too-large' else 'blocked by pinned entries'})",
+                        f"{code} raised {type(exc).__name__}; expected a {want.__name__} ({why})",
                     ) from exc
                 self._expect_unchanged(before, code)
                 return

@@ -499,6 +499,13 @@ class SIEVE(_Ticking[K]):
             self._leave_queue(key)
             del self._arrival[key]
             del self._visited[key]
+            self._settle_hand()
+
+    def _settle_hand(self) -> None:
+        """With no resident key at or after the hand, the next sweep starts at the oldest."""
+        arrival = self._arrival
+        if not arrival or self._hand > arrival[next(reversed(arrival))]:
+            self._hand = 0
 
     def update_on_pin(self, key: K) -> None:
         self._leave_queue(key)
@@ -526,14 +533,18 @@ class SIEVE(_Ticking[K]):
             del self._arrival[key]
             del visited[key]
             self._hand = tick + 1
+            self._settle_hand()
             return key
 
     def eviction_order(self) -> list[K]:
         order: list[K] = []
         queue = list(self._queue)
         visited = {self._at[t]: self._visited[self._at[t]] for t in queue}
+        newest_pinned = max((t for k, t in self._arrival.items() if k not in visited), default=0)
         hand = self._hand
         while queue:
+            if hand > max(queue[-1], newest_pinned):
+                hand = 0
             i = bisect.bisect_left(queue, hand)
             while True:
                 if i == len(queue):

@@ -1,12 +1,13 @@
 """Mistake: allocate takes blocks one by one and fails halfway (not all or nothing)."""
-# expected hint word: all or nothing
+
+from correct import BlockManager
 
 from servelab.kv.blocks import SequenceExists
 
-from .learner import BlockManager as Correct
+HINT = "all or nothing"
 
 
-class BlockManager(Correct):
+class Buggy(BlockManager):
     def allocate(self, seq: int, n_tokens: int) -> None:
         if seq in self.tables:
             raise SequenceExists(f"sequence {seq} exists")

@@ -1,12 +1,13 @@
 """Mistake: decides to copy by 'was this block forked' instead of its refcount."""
-# expected hint word: first writer
+
+from correct import BlockManager
 
 from servelab.kv.blocks import Slot
 
-from .learner import BlockManager as Correct
+HINT = "first writer"
 
 
-class BlockManager(Correct):
+class Buggy(BlockManager):
     def __init__(self, num_blocks: int, block_size: int) -> None:
         super().__init__(num_blocks, block_size)
         self.forked: set[int] = set()

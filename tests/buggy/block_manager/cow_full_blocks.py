@@ -1,12 +1,13 @@
 """Mistake: copy-on-write of full blocks too (checks sharing before the boundary)."""
-# expected hint word: full
+
+from correct import BlockManager
 
 from servelab.kv.blocks import Slot
 
-from .learner import BlockManager as Correct
+HINT = "full"
 
 
-class BlockManager(Correct):
+class Buggy(BlockManager):
     def append_slot(self, seq: int) -> Slot:
         table, n = self._table(seq), self.lens[seq]
         offset, cow_src = n % self.block_size, None

@@ -1,10 +1,11 @@
 """Mistake: fork copies the table but does not raise the refcounts."""
-# expected hint word: refcount
 
-from .learner import BlockManager as Correct
+from correct import BlockManager
+
+HINT = "refcount"
 
 
-class BlockManager(Correct):
+class Buggy(BlockManager):
     def fork(self, parent: int, child: int) -> None:
         table = self._table(parent)
         self.tables[child] = list(table)

@@ -1,12 +1,13 @@
 """Mistake: releases the shared block before allocating its replacement."""
-# expected hint word: before releasing
+
+from correct import BlockManager
 
 from servelab.kv.blocks import Slot
 
-from .learner import BlockManager as Correct
+HINT = "before releasing"
 
 
-class BlockManager(Correct):
+class Buggy(BlockManager):
     def append_slot(self, seq: int) -> Slot:
         table, n = self._table(seq), self.lens[seq]
         offset, cow_src = n % self.block_size, None

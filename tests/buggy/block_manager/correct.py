@@ -1,4 +1,7 @@
-"""A correct learner-style block manager (the notebook's shape); each buggy file breaks one thing."""
+"""A correct learner-style block manager (the notebook shape).
+
+Every file beside this one subclasses it and plants exactly one known mistake.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,356 @@
+"""A tiny, deterministic Llama-style transformer: something real to serve, with no downloads.
+
+It has the parts that shape a KV cache: rotary position embeddings (keys are cached
+*after* rotation, so a cached key never changes), RMSNorm, grouped-query attention (fewer
+key/value heads than query heads: the cache holds ``n_kv_heads``), and a SwiGLU MLP.
+Weights come from a seeded generator on the CPU and are then moved, so the same seed
+gives the same model on every device.
+
+Three ways to run it, which must agree token for token in fp32:
+
+- :meth:`TinyLlama.forward` — the whole sequence, no cache (the plain reference);
+- :class:`DenseKVCache` + :meth:`TinyLlama.generate_dense` — a contiguous ``max_len``
+  reservation per sequence, the way engines worked before paging;
+- :meth:`TinyLlama.prefill` / :meth:`TinyLlama.decode` — keys and values in a
+  :class:`~servelab.kv.pool.KVPool`, addressed through block tables (what the engine uses).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from servelab.kv.attention import Backend, DecodeBatch, dense_attention, gather_kv, paged_decode
+from servelab.kv.blocks import InvalidConfig, InvalidLength
+from servelab.kv.pool import KVPool, ShapeMismatch
+
+__all__ = ["DenseKVCache", "ModelConfig", "TinyLlama"]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape of the tiny model. The defaults make a ~0.1 M-parameter model."""
+
+    vocab_size: int = 256
+    dim: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    n_kv_heads: int = 2
+    ffn_dim: int = 128
+    max_seq_len: int = 1024
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim",
+                     "max_seq_len"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise InvalidConfig(f"{name} must be a positive int, got {value!r}")
+        if self.dim % self.n_heads or self.n_heads % self.n_kv_heads:
+            raise InvalidConfig(
+                f"dim {self.dim} must split into {self.n_heads} heads, and the heads into "
+                f"{self.n_kv_heads} kv-head groups"
+            )
+        if (self.dim // self.n_heads) % 2:
+            raise InvalidConfig("head_dim must be even for rotary embeddings")
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.n_heads
+
+    def kv_bytes_per_token(self, element_size: int = 4) -> int:
+        """Bytes of keys and values one token occupies across all layers."""
+        return 2 * self.n_layers * self.n_kv_heads * self.head_dim * element_size
+
+
+class TinyLlama(nn.Module):
+    """The model. Weights are plain parameters so ``state_dict`` round-trips via safetensors."""
+
+    def __init__(
+        self,
+        config: ModelConfig | None = None,
+        *,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        super().__init__()
+        cfg = config or ModelConfig()
+        self.config = cfg
+        gen = torch.Generator().manual_seed(cfg.seed)
+        hd = cfg.head_dim
+
+        def weight(*shape: int, fan_in: int) -> nn.Parameter:
+            w = torch.randn(*shape, generator=gen) / fan_in**0.5
+            return nn.Parameter(w.to(device=device, dtype=dtype), requires_grad=False)
+
+        def ones(n: int) -> nn.Parameter:
+            return nn.Parameter(torch.ones(n, device=device, dtype=dtype), requires_grad=False)
+
+        self.embed = weight(cfg.vocab_size, cfg.dim, fan_in=1)
+        self.wq = nn.ParameterList()
+        self.wk = nn.ParameterList()
+        self.wv = nn.ParameterList()
+        self.wo = nn.ParameterList()
+        self.w_gate = nn.ParameterList()
+        self.w_up = nn.ParameterList()
+        self.w_down = nn.ParameterList()
+        self.attn_norm = nn.ParameterList()
+        self.mlp_norm = nn.ParameterList()
+        for _ in range(cfg.n_layers):
+            self.wq.append(weight(cfg.n_heads * hd, cfg.dim, fan_in=cfg.dim))
+            self.wk.append(weight(cfg.n_kv_heads * hd, cfg.dim, fan_in=cfg.dim))
+            self.wv.append(weight(cfg.n_kv_heads * hd, cfg.dim, fan_in=cfg.dim))
+            self.wo.append(weight(cfg.dim, cfg.n_heads * hd, fan_in=cfg.dim))
+            self.w_gate.append(weight(cfg.ffn_dim, cfg.dim, fan_in=cfg.dim))
+            self.w_up.append(weight(cfg.ffn_dim, cfg.dim, fan_in=cfg.dim))
+            self.w_down.append(weight(cfg.dim, cfg.ffn_dim, fan_in=cfg.ffn_dim))
+            self.attn_norm.append(ones(cfg.dim))
+            self.mlp_norm.append(ones(cfg.dim))
+        self.final_norm = ones(cfg.dim)
+        self.lm_head = weight(cfg.vocab_size, cfg.dim, fan_in=cfg.dim)
+
+        inv_freq = 1.0 / cfg.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+        angles = torch.outer(torch.arange(cfg.max_seq_len, dtype=torch.float64), inv_freq)
+        self.register_buffer("rope_cos", angles.cos().to(device=device, dtype=dtype), False)
+        self.register_buffer("rope_sin", angles.sin().to(device=device, dtype=dtype), False)
+
+    # -- properties ------------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        return self.embed.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.embed.dtype
+
+    def new_pool(self, num_blocks: int, block_size: int) -> KVPool:
+        """A KV pool shaped for this model, on its device and dtype."""
+        cfg = self.config
+        return KVPool(
+            cfg.n_layers, num_blocks, block_size, cfg.n_kv_heads, cfg.head_dim,
+            dtype=self.dtype, device=self.device,
+        )
+
+    # -- building blocks -----------------------------------------------------------------
+    def _norm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        rms = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.config.norm_eps)
+        return x * rms * w
+
+    def _rope(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """Rotate ``x [n, heads, head_dim]`` by positions ``pos [n]`` (rotate-half form)."""
+        cos = self.rope_cos[pos][:, None, :]
+        sin = self.rope_sin[pos][:, None, :]
+        half = x.shape[-1] // 2
+        x1, x2 = x[..., :half], x[..., half:]
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+    def _qkv(
+        self, layer: int, x: torch.Tensor, pos: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        cfg, n = self.config, x.shape[0]
+        h = self._norm(x, self.attn_norm[layer])
+        q = F.linear(h, self.wq[layer]).view(n, cfg.n_heads, cfg.head_dim)
+        k = F.linear(h, self.wk[layer]).view(n, cfg.n_kv_heads, cfg.head_dim)
+        v = F.linear(h, self.wv[layer]).view(n, cfg.n_kv_heads, cfg.head_dim)
+        return self._rope(q, pos), self._rope(k, pos), v
+
+    def _finish_layer(self, layer: int, x: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
+        x = x + F.linear(attn.reshape(x.shape[0], -1), self.wo[layer])
+        h = self._norm(x, self.mlp_norm[layer])
+        mlp = F.silu(F.linear(h, self.w_gate[layer])) * F.linear(h, self.w_up[layer])
+        return x + F.linear(mlp, self.w_down[layer])
+
+    def _logits(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(self._norm(x, self.final_norm), self.lm_head)
+
+    def _tokens(self, tokens: Sequence[int]) -> torch.Tensor:
+        vocab = self.config.vocab_size
+        for t in tokens:
+            if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab:
+                raise InvalidLength(f"token {t!r} is outside the vocabulary range(0, {vocab})")
+        return torch.tensor(list(tokens), dtype=torch.int64, device=self.device)
+
+    def _check_len(self, n: int) -> None:
+        if n > self.config.max_seq_len:
+            raise InvalidLength(
+                f"{n} tokens exceed max_seq_len={self.config.max_seq_len}; "
+                "build the model with a larger ModelConfig.max_seq_len"
+            )
+
+    # -- the plain reference ---------------------------------------------------------------
+    @torch.no_grad()
+    def forward(self, tokens: Sequence[int]) -> torch.Tensor:  # type: ignore[override]
+        """Logits ``[len, vocab]`` for every position of one sequence, with no cache."""
+        if not tokens:
+            raise InvalidLength("need at least one token")
+        self._check_len(len(tokens))
+        ids = self._tokens(tokens)
+        pos = torch.arange(len(tokens), device=self.device)
+        x = self.embed[ids]
+        for layer in range(self.config.n_layers):
+            q, k, v = self._qkv(layer, x, pos)
+            attn = dense_attention(
+                q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
+                causal=True,
+            )[0].transpose(0, 1)
+            x = self._finish_layer(layer, x, attn)
+        return self._logits(x)
+
+    # -- paged: prefill and decode against a KVPool -----------------------------------------
+    @torch.no_grad()
+    def prefill(
+        self, pool: KVPool, tokens: Sequence[int], table: Sequence[int], *, start: int = 0
+    ) -> torch.Tensor:
+        """Compute positions ``start..len-1`` of one sequence; return the last logits ``[vocab]``.
+
+        Keys/values of positions ``< start`` must already be in ``pool`` (a prefix-cache
+        hit); those of the new positions are written to the blocks of ``table``.
+        """
+        n = len(tokens)
+        if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start < n:
+            raise InvalidLength(f"start must be in range(0, {n}) so one token is computed")
+        self._check_len(n)
+        bs = pool.block_size
+        if len(table) != -(-n // bs):
+            raise InvalidLength(f"a table of {len(table)} blocks cannot hold {n} tokens")
+        self._check_pool(pool)
+        ids = self._tokens(tokens[start:])
+        positions = list(range(start, n))
+        slots = pool.slots([table[p // bs] for p in positions], [p % bs for p in positions])
+        pos = torch.tensor(positions, dtype=torch.int64, device=self.device)
+        tab = torch.tensor([list(table)], dtype=torch.int64, device=self.device)
+        allowed = pos[:, None] >= torch.arange(n, device=self.device)[None, :]  # causal
+        x = self.embed[ids]
+        for layer in range(self.config.n_layers):
+            q, k, v = self._qkv(layer, x, pos)
+            pool.write(layer, slots, k, v)
+            keys = gather_kv(pool.keys(layer), tab, n)
+            values = gather_kv(pool.values(layer), tab, n)
+            attn = F.scaled_dot_product_attention(
+                q.transpose(0, 1)[None], keys, values, attn_mask=allowed, enable_gqa=True
+            )[0].transpose(0, 1)
+            x = self._finish_layer(layer, x, attn)
+        return self._logits(x[-1])
+
+    @torch.no_grad()
+    def decode(
+        self,
+        pool: KVPool,
+        tokens: Sequence[int],
+        slots: torch.Tensor,
+        batch: DecodeBatch,
+        *,
+        backend: Backend | None = None,
+    ) -> torch.Tensor:
+        """One decode step for a batch: logits ``[batch, vocab]``.
+
+        ``tokens[i]`` is sequence ``i``'s newest token, at position ``batch.lens[i] - 1``;
+        its key/value go to flat slot ``slots[i]`` (already counted in ``batch``).
+        """
+        if len(tokens) != batch.batch or slots.numel() != batch.batch:
+            raise ShapeMismatch(
+                f"{len(tokens)} tokens and {slots.numel()} slots for a batch of {batch.batch}"
+            )
+        self._check_pool(pool)
+        self._check_len(batch.max_len)
+        ids = self._tokens(tokens)
+        pos = batch.lens - 1
+        x = self.embed[ids]
+        for layer in range(self.config.n_layers):
+            q, k, v = self._qkv(layer, x, pos)
+            pool.write(layer, slots, k, v)
+            attn = paged_decode(q, pool.keys(layer), pool.values(layer), batch, backend=backend)
+            x = self._finish_layer(layer, x, attn)
+        return self._logits(x)
+
+    def _check_pool(self, pool: KVPool) -> None:
+        cfg = self.config
+        want = (cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, self.dtype, self.device)
+        got = (pool.num_layers, pool.num_kv_heads, pool.head_dim, pool.dtype, pool.device)
+        if want != got:
+            raise ShapeMismatch(f"pool (layers, kv heads, dim, dtype, device) {got} != {want}")
+
+    # -- dense: a contiguous max_len reservation per sequence ---------------------------
+    @torch.no_grad()
+    def generate_dense(self, prompts: Sequence[Sequence[int]], max_new: int) -> list[list[int]]:
+        """Greedy generation with a contiguous cache: ``max_new`` new tokens per prompt."""
+        if isinstance(max_new, bool) or not isinstance(max_new, int) or max_new < 0:
+            raise InvalidLength(f"max_new must be a non-negative int, got {max_new!r}")
+        if not prompts or any(not p for p in prompts):
+            raise InvalidLength("need at least one prompt, each with at least one token")
+        max_len = max(len(p) for p in prompts) + max_new
+        self._check_len(max_len)
+        cache = DenseKVCache(self, len(prompts), max_len)
+        out: list[list[int]] = [[] for _ in prompts]
+        last: list[int] = []
+        for i, p in enumerate(prompts):
+            last.append(int(cache.prefill(i, p).argmax()))
+        for step in range(max_new):
+            for i, t in enumerate(last):
+                out[i].append(t)
+            if step == max_new - 1:
+                break
+            last = cache.decode(last).argmax(-1).tolist()
+        return out
+
+
+class DenseKVCache:
+    """Keys/values in ``[batch, kv_heads, max_len, dim]`` per layer: the pre-paging layout."""
+
+    def __init__(self, model: TinyLlama, batch: int, max_len: int) -> None:
+        cfg = model.config
+        shape = (cfg.n_layers, 2, batch, cfg.n_kv_heads, max_len, cfg.head_dim)
+        self.model = model
+        self.kv = torch.zeros(shape, dtype=model.dtype, device=model.device)
+        self.lens = torch.zeros(batch, dtype=torch.int64, device=model.device)
+        self.max_len = max_len
+
+    @torch.no_grad()
+    def prefill(self, row: int, tokens: Sequence[int]) -> torch.Tensor:
+        """Fill row ``row`` with a prompt; return its last logits."""
+        m, n = self.model, len(tokens)
+        if not 0 < n <= self.max_len:
+            raise InvalidLength(f"a prompt of {n} tokens does not fit max_len={self.max_len}")
+        pos = torch.arange(n, device=m.device)
+        x = m.embed[m._tokens(tokens)]
+        for layer in range(m.config.n_layers):
+            q, k, v = m._qkv(layer, x, pos)
+            self.kv[layer, 0, row, :, :n] = k.transpose(0, 1)
+            self.kv[layer, 1, row, :, :n] = v.transpose(0, 1)
+            attn = dense_attention(
+                q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
+                causal=True,
+            )[0].transpose(0, 1)
+            x = m._finish_layer(layer, x, attn)
+        self.lens[row] = n
+        return m._logits(x[-1])
+
+    @torch.no_grad()
+    def decode(self, tokens: Sequence[int]) -> torch.Tensor:
+        """Append one token to every row; return logits ``[batch, vocab]``."""
+        m = self.model
+        if len(tokens) != self.lens.numel():
+            raise ShapeMismatch(f"{len(tokens)} tokens for {self.lens.numel()} rows")
+        if int(self.lens.max()) >= self.max_len:
+            raise InvalidLength(f"a row is full (max_len={self.max_len})")
+        pos = self.lens.clone()
+        rows = torch.arange(len(tokens), device=m.device)
+        visible = torch.arange(self.max_len, device=m.device)[None, :] <= pos[:, None]
+        x = m.embed[m._tokens(tokens)]
+        for layer in range(m.config.n_layers):
+            q, k, v = m._qkv(layer, x, pos)
+            self.kv[layer, 0, rows, :, pos] = k
+            self.kv[layer, 1, rows, :, pos] = v
+            attn = F.scaled_dot_product_attention(
+                q[:, :, None, :], self.kv[layer, 0], self.kv[layer, 1],
+                attn_mask=visible[:, None, None, :], enable_gqa=True,
+            )[:, :, 0, :]
+            x = m._finish_layer(layer, x, attn)
+        self.lens += 1
+        return m._logits(x)

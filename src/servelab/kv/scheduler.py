@@ -1,0 +1,452 @@
+"""The scheduler step: watermark admission, oldest-first decode, preempt the newest.
+
+A :class:`Scheduler` sits on a :class:`~servelab.kv.blocks.BlockManager` and decides, once per
+step, which sequences the engine computes. It keeps two queues: ``running`` (oldest first: the
+order sequences were admitted) and ``waiting`` (the next to admit first). One call to
+:meth:`Scheduler.step` does three things, in this order:
+
+1. **Retire.** Every running sequence that has generated ``max_new_tokens`` is dropped and its
+   blocks are freed.
+2. **Decode.** Every running sequence, oldest first, reserves the slot of one token with
+   ``append_slot``. When a block is needed and none is free, the *newest* running sequence is
+   preempted (which may be the one that asked) and the append is retried. Preempting the
+   newest protects the sequences that have made the most progress; preempting whoever happened
+   to hit the error would starve long requests instead.
+3. **Admit.** Only in a step that preempted nothing: first come, first served, while the free
+   blocks left *after* the admission stay at or above ``watermark``. The watermark keeps a few
+   blocks for next step's decodes; without it an admission that fills the pool guarantees a
+   preemption on the next step, usually of the sequence just admitted (thrashing).
+
+Preemption is by **recompute** by default, as in vLLM: the victim's blocks are freed and it goes
+back to the *front* of ``waiting`` with every token it has (prompt + generated), so the next
+prefill rebuilds its whole KV cache and no output is lost. The **swap** option copies the
+victim's blocks to a pool of host blocks instead (``StepOutput.swap_out``) and brings them back
+on admission (``StepOutput.swap_in``); when the host pool is full it falls back to recompute.
+
+Token accounting, which the engine relies on: a prefill of ``n`` tokens computes the KV of
+``token_ids[:n]`` and samples one token; a decode writes the KV of the sequence's last token into
+the returned slot and samples one token. The engine appends every sampled token with
+:meth:`Sequence.append_token` before the next ``step()``, so between steps a running sequence
+always holds KV slots for all of its tokens but the newest. A request therefore needs at most
+``prompt + max_new_tokens - 1`` slots, and :meth:`Scheduler.add` rejects one whose blocks for
+that length exceed ``num_blocks - watermark``: such a request could be preempted at a length it
+can never be readmitted at, and would wait forever.
+
+Every queue operation is O(1) (deque ends, list tail, dict lookups); a step costs O(running +
+admitted + blocks moved). No list is searched for membership.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal, NamedTuple
+
+from servelab.kv.blocks import BlockManager, KVCacheError, OutOfBlocks, Slot, UnknownSequence
+
+__all__ = [
+    "Decode",
+    "DuplicateSequence",
+    "HostBlockPool",
+    "InvalidRequest",
+    "InvalidSchedulerConfig",
+    "Preemption",
+    "Prefill",
+    "RequestTooLarge",
+    "Scheduler",
+    "SchedulerError",
+    "Sequence",
+    "SequenceFinished",
+    "StepOutput",
+    "TokenNotAppended",
+    "default_watermark",
+]
+
+Preemption = Literal["recompute", "swap"]
+
+
+class SchedulerError(KVCacheError):
+    """Base class of the scheduler's errors."""
+
+
+class InvalidRequest(SchedulerError, ValueError):
+    """A sequence that is malformed: empty prompt, ``max_new_tokens < 1``, non-int ids."""
+
+
+class RequestTooLarge(InvalidRequest):
+    """The request can never run: its longest KV cache needs more blocks than the pool minus
+    the watermark. Shorten the prompt or ``max_new_tokens``, or give the pool more blocks."""
+
+
+class DuplicateSequence(SchedulerError, ValueError):
+    """The sequence id is already queued, running, or held by the block manager."""
+
+
+class SequenceFinished(SchedulerError, ValueError):
+    """A token was appended to a sequence that has already generated ``max_new_tokens``."""
+
+
+class TokenNotAppended(SchedulerError, RuntimeError):
+    """``step()`` was called before the engine appended exactly one sampled token to every
+    sequence the previous step computed (see :meth:`StepOutput.computed`)."""
+
+
+class InvalidSchedulerConfig(SchedulerError, ValueError):
+    """A watermark, preemption mode or host pool size that the scheduler cannot work with."""
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(eq=False)
+class Sequence:
+    """One request being served: its token ids so far and how many new tokens it may generate.
+
+    ``token_ids`` starts as the prompt and grows by one sampled token per computed step. The
+    ids are dummies in simulations; prefix caching and the engine read the real ones.
+    """
+
+    seq_id: int
+    token_ids: list[int]
+    prompt_len: int
+    max_new_tokens: int
+
+    def __post_init__(self) -> None:
+        if not _is_int(self.seq_id):
+            raise InvalidRequest(f"seq_id must be an int, got {self.seq_id!r}")
+        if not isinstance(self.token_ids, list) or not all(_is_int(t) for t in self.token_ids):
+            raise InvalidRequest("token_ids must be a list of ints")
+        if not _is_int(self.prompt_len) or not 1 <= self.prompt_len <= len(self.token_ids):
+            raise InvalidRequest(
+                f"prompt_len must be an int in [1, {len(self.token_ids)}] (the prompt cannot be "
+                f"empty), got {self.prompt_len!r}"
+            )
+        if not _is_int(self.max_new_tokens) or self.max_new_tokens < 1:
+            raise InvalidRequest(
+                f"max_new_tokens must be a positive int, got {self.max_new_tokens!r}"
+            )
+        if self.num_generated > self.max_new_tokens:
+            raise InvalidRequest(
+                f"sequence {self.seq_id} already holds {self.num_generated} generated tokens, "
+                f"more than max_new_tokens={self.max_new_tokens}"
+            )
+
+    @classmethod
+    def from_prompt(cls, seq_id: int, prompt: Iterable[int], max_new_tokens: int) -> Sequence:
+        """A new request whose prompt is ``prompt``."""
+        ids = list(prompt)
+        return cls(seq_id, ids, len(ids), max_new_tokens)
+
+    @classmethod
+    def dummy(cls, seq_id: int, prompt_len: int, max_new_tokens: int) -> Sequence:
+        """A request with placeholder token ids (all equal to ``seq_id``, so two different
+        sequences never share a prefix by accident), for simulations and tests."""
+        if not _is_int(prompt_len) or prompt_len < 1:
+            raise InvalidRequest(f"prompt_len must be a positive int, got {prompt_len!r}")
+        return cls(seq_id, [seq_id] * prompt_len, prompt_len, max_new_tokens)
+
+    @property
+    def num_tokens(self) -> int:
+        """Prompt plus generated tokens: what a recompute prefill must rebuild."""
+        return len(self.token_ids)
+
+    @property
+    def num_generated(self) -> int:
+        return len(self.token_ids) - self.prompt_len
+
+    @property
+    def is_finished(self) -> bool:
+        return self.num_generated >= self.max_new_tokens
+
+    @property
+    def max_kv_tokens(self) -> int:
+        """The most KV slots this request ever holds: every token but the last sampled one."""
+        return self.prompt_len + self.max_new_tokens - 1
+
+    def append_token(self, token_id: int) -> None:
+        """Record one sampled token (the engine calls this after computing the step)."""
+        if not _is_int(token_id):
+            raise InvalidRequest(f"a token id must be an int, got {token_id!r}")
+        if self.is_finished:
+            raise SequenceFinished(
+                f"sequence {self.seq_id} has already generated its {self.max_new_tokens} tokens"
+            )
+        self.token_ids.append(token_id)
+
+    def __repr__(self) -> str:
+        return (
+            f"Sequence({self.seq_id}, prompt={self.prompt_len}, "
+            f"generated={self.num_generated}/{self.max_new_tokens})"
+        )
+
+
+class Prefill(NamedTuple):
+    """Compute the KV of ``seq.token_ids[:num_tokens]`` into the sequence's blocks, then sample
+    one token. ``num_tokens`` is prompt + generated: a recompute rebuilds everything."""
+
+    seq: Sequence
+    num_tokens: int
+
+
+class Decode(NamedTuple):
+    """Write the KV of ``seq``'s last token at ``slot`` (copying ``slot.cow_src`` into
+    ``slot.block`` first when it is set), then sample one token."""
+
+    seq: Sequence
+    slot: Slot
+
+
+@dataclass
+class StepOutput:
+    """What one step decided, in the order the engine must execute it.
+
+    1. ``swap_out`` copies (GPU block -> host block), before anything else: the GPU blocks
+       they read from were freed in this step and may already be reused below;
+    2. ``swap_in`` copies (host block -> GPU block) for the sequences in ``swapped_in``;
+    3. the copy-on-write copies named by ``decodes[i].slot.cow_src``;
+    4. the model over ``prefills`` and ``decodes``, then one sampled token appended to each
+       sequence of :meth:`computed`.
+
+    ``preempted`` lists victims in the order they were chosen (newest first); ``finished``
+    lists sequences retired at the start of this step, whose blocks are already free.
+    """
+
+    prefills: list[Prefill] = field(default_factory=list)
+    decodes: list[Decode] = field(default_factory=list)
+    preempted: list[Sequence] = field(default_factory=list)
+    finished: list[Sequence] = field(default_factory=list)
+    swapped_in: list[Sequence] = field(default_factory=list)
+    swap_out: list[tuple[int, int]] = field(default_factory=list)
+    swap_in: list[tuple[int, int]] = field(default_factory=list)
+
+    def computed(self) -> list[Sequence]:
+        """The sequences that sample a token in this step: prefills, then decodes."""
+        return [p.seq for p in self.prefills] + [d.seq for d in self.decodes]
+
+
+def default_watermark(num_blocks: int) -> int:
+    """vLLM's default: 1% of the pool, at least one block (and never the whole pool)."""
+    if not _is_int(num_blocks) or num_blocks < 1:
+        raise InvalidSchedulerConfig(f"num_blocks must be a positive int, got {num_blocks!r}")
+    return min(max(1, num_blocks // 100), num_blocks - 1)
+
+
+class HostBlockPool:
+    """Bookkeeping for swap space: a free list of host (CPU) block ids, nothing more.
+
+    The bytes live wherever the engine keeps them; the scheduler only decides which host
+    block receives which GPU block.
+    """
+
+    def __init__(self, num_blocks: int) -> None:
+        if not _is_int(num_blocks) or num_blocks < 0:
+            raise InvalidSchedulerConfig(
+                f"num_host_blocks must be a non-negative int, got {num_blocks!r}"
+            )
+        self.num_blocks = num_blocks
+        self._free: deque[int] = deque(range(num_blocks))
+
+    @property
+    def num_free(self) -> int:
+        return len(self._free)
+
+    def take(self, n: int) -> list[int]:
+        """``n`` host blocks, all or nothing (OutOfBlocks leaves the pool unchanged)."""
+        if n > len(self._free):
+            raise OutOfBlocks(f"swap needs {n} host blocks, only {len(self._free)} are free")
+        return [self._free.popleft() for _ in range(n)]
+
+    def release(self, blocks: Iterable[int]) -> None:
+        self._free.extend(blocks)
+
+    def __repr__(self) -> str:
+        return f"HostBlockPool(num_blocks={self.num_blocks}, free={self.num_free})"
+
+
+class Scheduler:
+    """Admit, decode and preempt over a :class:`BlockManager`, one :meth:`step` at a time.
+
+    ``watermark`` is a block count (default: :func:`default_watermark`, 1% of the pool).
+    ``preemption="swap"`` with ``num_host_blocks > 0`` swaps victims to host blocks while the
+    host pool has room, and recomputes otherwise.
+    """
+
+    def __init__(
+        self,
+        bm: BlockManager,
+        *,
+        watermark: int | None = None,
+        preemption: Preemption = "recompute",
+        num_host_blocks: int = 0,
+    ) -> None:
+        if watermark is None:
+            watermark = default_watermark(bm.num_blocks)
+        if not _is_int(watermark) or not 0 <= watermark < bm.num_blocks:
+            raise InvalidSchedulerConfig(
+                f"watermark must be an int block count in [0, {bm.num_blocks}) for a pool of "
+                f"{bm.num_blocks} blocks, got {watermark!r}"
+            )
+        if preemption not in ("recompute", "swap"):
+            raise InvalidSchedulerConfig(
+                f"preemption must be 'recompute' or 'swap', got {preemption!r}"
+            )
+        self.bm = bm
+        self.watermark: int = watermark
+        self.preemption: Preemption = preemption
+        self.host = HostBlockPool(num_host_blocks)
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self._live: dict[int, Sequence] = {}
+        self._swapped: dict[int, list[int]] = {}  # seq id -> its host blocks, in table order
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def is_idle(self) -> bool:
+        """Nothing running and nothing waiting."""
+        return not self.running and not self.waiting
+
+    def sequence(self, seq_id: int) -> Sequence:
+        """The live (waiting or running) sequence with this id."""
+        try:
+            return self._live[seq_id]
+        except KeyError:
+            raise UnknownSequence(f"sequence {seq_id} is not waiting or running") from None
+
+    def is_swapped(self, seq_id: int) -> bool:
+        """Whether the waiting sequence ``seq_id`` has its KV cache in host blocks."""
+        return seq_id in self._swapped
+
+    def max_request_blocks(self) -> int:
+        """The largest KV cache, in blocks, that :meth:`add` accepts."""
+        return self.bm.num_blocks - self.watermark
+
+    # ---------------------------------------------------------------- mutations
+    def add(self, seq: Sequence) -> None:
+        """Queue ``seq`` at the back of ``waiting``.
+
+        Raises TypeError for a non-Sequence, InvalidRequest for a finished one,
+        DuplicateSequence for an id already in use and RequestTooLarge for a request that
+        could never run. Nothing changes when it raises.
+        """
+        if not isinstance(seq, Sequence):
+            raise TypeError(f"add() takes a Sequence, got {type(seq).__name__}")
+        if seq.is_finished:
+            raise InvalidRequest(f"sequence {seq.seq_id} has nothing left to generate")
+        if seq.seq_id in self._live or self._held_by_block_manager(seq.seq_id):
+            raise DuplicateSequence(f"sequence id {seq.seq_id} is already in use")
+        need = self.bm.blocks_needed(seq.max_kv_tokens)
+        if need > self.max_request_blocks():
+            raise RequestTooLarge(
+                f"sequence {seq.seq_id} needs up to {need} blocks ({seq.prompt_len} prompt + "
+                f"{seq.max_new_tokens} new tokens - 1, {self.bm.block_size} per block) but a "
+                f"pool of {self.bm.num_blocks} with watermark {self.watermark} can give at "
+                f"most {self.max_request_blocks()}; it would be preempted forever"
+            )
+        self.waiting.append(seq)
+        self._live[seq.seq_id] = seq
+
+    def step(self) -> StepOutput:
+        """Retire finished sequences, decode the running ones oldest first (preempting the
+        newest when blocks run out), then admit from ``waiting`` if nothing was preempted.
+
+        Raises TokenNotAppended, changing nothing, when the previous step's sampled tokens
+        were not all appended.
+        """
+        self._check_tokens_appended()
+        out = StepOutput()
+        self._retire(out)
+        self._decode(out)
+        if not out.preempted:
+            self._admit(out)
+        return out
+
+    # ----------------------------------------------------------------- the step
+    def _check_tokens_appended(self) -> None:
+        for seq in self.running:
+            have = self.bm.seq_len(seq.seq_id)
+            if have != seq.num_tokens - 1:
+                raise TokenNotAppended(
+                    f"sequence {seq.seq_id} has {seq.num_tokens} tokens and {have} KV slots; "
+                    "after a step, append exactly one sampled token to every sequence in "
+                    "StepOutput.computed() before calling step() again"
+                )
+
+    def _retire(self, out: StepOutput) -> None:
+        if not any(seq.is_finished for seq in self.running):
+            return
+        still_running = []
+        for seq in self.running:
+            if seq.is_finished:
+                self.bm.free_seq(seq.seq_id)
+                del self._live[seq.seq_id]
+                out.finished.append(seq)
+            else:
+                still_running.append(seq)
+        self.running = still_running
+
+    def _decode(self, out: StepOutput) -> None:
+        running = self.running
+        i = 0
+        while i < len(running):
+            seq = running[i]
+            try:
+                slot = self.bm.append_slot(seq.seq_id)
+            except OutOfBlocks:
+                # Preempt the newest and retry. If the newest is ``seq`` itself, the loop
+                # ends here because ``i == len(running)`` after the pop.
+                self._preempt(running.pop(), out)
+                continue
+            out.decodes.append(Decode(seq, slot))
+            i += 1
+
+    def _preempt(self, victim: Sequence, out: StepOutput) -> None:
+        out.preempted.append(victim)
+        if not (self.preemption == "swap" and self._swap_out(victim, out)):
+            self.bm.free_seq(victim.seq_id)  # recompute: prefill prompt + generated later
+        self.waiting.appendleft(victim)
+
+    def _swap_out(self, victim: Sequence, out: StepOutput) -> bool:
+        table = self.bm.block_table(victim.seq_id)
+        if len(table) > self.host.num_free:
+            return False
+        host_blocks = self.host.take(len(table))
+        self.bm.free_seq(victim.seq_id)
+        out.swap_out.extend(zip(table, host_blocks, strict=True))
+        self._swapped[victim.seq_id] = host_blocks
+        return True
+
+    def _admit(self, out: StepOutput) -> None:
+        bm = self.bm
+        while self.waiting:
+            seq = self.waiting[0]
+            host_blocks = self._swapped.get(seq.seq_id)
+            # A swapped sequence comes back with the KV it had; a recomputed one is prefilled
+            # at its full length, prompt + generated.
+            n_tokens = seq.num_tokens - 1 if host_blocks is not None else seq.num_tokens
+            if bm.num_free - bm.blocks_needed(n_tokens) < self.watermark:
+                break  # FCFS: nobody overtakes the head of the queue
+            self.waiting.popleft()
+            bm.allocate(seq.seq_id, n_tokens)
+            self.running.append(seq)
+            if host_blocks is None:
+                out.prefills.append(Prefill(seq, n_tokens))
+            else:
+                del self._swapped[seq.seq_id]
+                out.swap_in.extend(zip(host_blocks, bm.block_table(seq.seq_id), strict=True))
+                self.host.release(host_blocks)
+                out.swapped_in.append(seq)
+
+    def _held_by_block_manager(self, seq_id: int) -> bool:
+        try:
+            self.bm.seq_len(seq_id)
+        except UnknownSequence:
+            return False
+        return True
+
+    def __repr__(self) -> str:
+        return (
+            f"Scheduler(running={len(self.running)}, waiting={len(self.waiting)}, "
+            f"free={self.bm.num_free}/{self.bm.num_blocks}, watermark={self.watermark})"
+        )

@@ -1,0 +1,426 @@
+"""The scheduler's rules as code: an executable model, per-step checks and a state machine.
+
+Everything here reads only the learner-facing surface, so it grades any implementation:
+``Scheduler(bm, watermark=w)``, ``add(seq)``, ``step() -> StepOutput``, ``waiting`` (next to
+admit first) and ``running`` (oldest first), over the reference
+:class:`~servelab.kv.blocks.BlockManager`.
+
+:class:`SchedulerModel` executes the rules on plain counts (no block ids: without forks, a
+sequence holding ``n`` KV slots holds ``ceil(n / block_size)`` blocks, whichever they are).
+:func:`compare_step` checks one ``step()`` against it and names the rule that broke first, so
+a failure maps to a hint about that rule; :func:`check_invariants` checks the rules that hold
+between steps. :func:`scheduler_machine` drives both from Hypothesis, at three stages that
+match the notebook: admission only (one step), admission + decode + retirement in a pool that
+never runs out, and the full step with preemption.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize, invariant, precondition, rule
+
+from servelab.kv.blocks import BlockManager
+from servelab.kv.scheduler import RequestTooLarge, Sequence, StepOutput
+from servelab.kv.sim import emit_tokens
+from servelab.testing import block_manager as bm_checks
+from servelab.testing.core import InvariantViolation, RecordingMachine
+
+__all__ = [
+    "INVARIANTS",
+    "ModelOutput",
+    "SchedulerModel",
+    "check_invariants",
+    "compare_step",
+    "scheduler_machine",
+]
+
+# Stable ids of the rules, in the order the notebook teaches them.
+INVARIANTS: dict[str, str] = {
+    "too-large": "add() raises RequestTooLarge exactly for requests that can never fit",
+    "fcfs": "admission is first come, first served and stops only at a request that won't fit",
+    "watermark": "admission leaves at least `watermark` free blocks",
+    "prefill-length": "a prefill covers every token the sequence has (prompt + generated)",
+    "finished-freed": "a finished sequence leaves running and its blocks are freed",
+    "decode-order": "every running sequence decodes one token per step, oldest first",
+    "victim-newest": "on OutOfBlocks the newest running sequence is preempted",
+    "requeue-front": "a preempted sequence goes back to the front of waiting",
+    "requeue-length": "a preempted sequence keeps its generated tokens and is re-prefilled at "
+    "prompt + generated",
+    "no-admit-after-preempt": "a step that preempted admits nothing",
+    "kv-slots": "a running sequence holds KV slots for all its tokens but the newest; a "
+    "waiting one holds none",
+    "no-leak": "the free blocks are exactly those no live sequence needs",
+}
+
+
+@dataclass
+class ModelOutput:
+    """The expected StepOutput, by sequence id."""
+
+    prefills: list[tuple[int, int]] = field(default_factory=list)
+    decodes: list[int] = field(default_factory=list)
+    preempted: list[int] = field(default_factory=list)
+    finished: list[int] = field(default_factory=list)
+
+    def computed(self) -> list[int]:
+        return [sid for sid, _ in self.prefills] + self.decodes
+
+
+@dataclass
+class SchedulerModel:
+    """The rules of one step, executed on token counts.
+
+    ``stage`` 1 admits only; 2 also retires and decodes (and must never run out of blocks);
+    3 adds preemption. ``tokens`` is every sequence's token count, ``kv`` the KV slots of each
+    running one.
+    """
+
+    num_blocks: int
+    block_size: int
+    watermark: int
+    stage: int = 3
+    running: list[int] = field(default_factory=list)
+    waiting: list[int] = field(default_factory=list)
+    tokens: dict[int, int] = field(default_factory=dict)
+    prompt: dict[int, int] = field(default_factory=dict)
+    max_new: dict[int, int] = field(default_factory=dict)
+    kv: dict[int, int] = field(default_factory=dict)
+
+    def blocks(self, n_tokens: int) -> int:
+        return -(-n_tokens // self.block_size)
+
+    @property
+    def num_free(self) -> int:
+        return self.num_blocks - sum(self.blocks(n) for n in self.kv.values())
+
+    def too_large(self, prompt_len: int, max_new_tokens: int) -> bool:
+        return self.blocks(prompt_len + max_new_tokens - 1) > self.num_blocks - self.watermark
+
+    def finished(self, sid: int) -> bool:
+        return self.tokens[sid] - self.prompt[sid] >= self.max_new[sid]
+
+    def add(self, sid: int, prompt_len: int, max_new_tokens: int) -> None:
+        self.tokens[sid] = self.prompt[sid] = prompt_len
+        self.max_new[sid] = max_new_tokens
+        self.waiting.append(sid)
+
+    def step(self) -> ModelOutput:
+        out = ModelOutput()
+        if self.stage >= 2:
+            for sid in self.running:
+                if self.finished(sid):
+                    out.finished.append(sid)
+                    del self.kv[sid]
+            self.running = [s for s in self.running if s not in out.finished]
+            i = 0
+            while i < len(self.running):
+                sid = self.running[i]
+                if self.kv[sid] % self.block_size == 0 and self.num_free == 0:
+                    if self.stage < 3:
+                        raise AssertionError("stage-2 workloads must never run out of blocks")
+                    victim = self.running.pop()
+                    del self.kv[victim]
+                    self.waiting.insert(0, victim)
+                    out.preempted.append(victim)
+                    continue
+                self.kv[sid] += 1
+                out.decodes.append(sid)
+                i += 1
+        if not out.preempted:
+            while self.waiting:
+                sid = self.waiting[0]
+                n = self.tokens[sid]
+                if self.num_free - self.blocks(n) < self.watermark:
+                    break
+                self.waiting.pop(0)
+                self.kv[sid] = n
+                self.running.append(sid)
+                out.prefills.append((sid, n))
+        return out
+
+    def emit(self, out: ModelOutput) -> None:
+        for sid in out.computed():
+            self.tokens[sid] += 1
+
+    def idle(self) -> bool:
+        return not self.running and not self.waiting
+
+
+def _ids(seqs: Iterable[Any]) -> list[int]:
+    return [s.seq_id for s in seqs]
+
+
+def compare_step(
+    sched: Any,
+    out: Any,
+    want: ModelOutput,
+    model: SchedulerModel,
+    seqs: dict[int, Sequence],
+    code: str = "sched.step()",
+) -> None:
+    """Check ``out`` (from ``sched.step()``) against the model's ``want``, rule by rule.
+
+    ``model`` has already taken the step. Raises :class:`InvariantViolation` naming the first
+    rule that differs, most specific first.
+    """
+    if not isinstance(out, StepOutput):
+        raise InvariantViolation(
+            "decode-order", f"`{code}` returned {out!r}; step() must return a StepOutput"
+        )
+    bm = sched.bm
+    running = _ids(sched.running)
+    waiting = _ids(sched.waiting)
+    live_in_bm = set(bm.sequences())
+    for sid in want.finished:
+        if sid in running or sid in live_in_bm:
+            raise InvariantViolation(
+                "finished-freed",
+                f"after `{code}`, sequence {sid} has generated all {model.max_new[sid]} of its "
+                "tokens but is still " + ("running" if sid in running else "holding blocks"),
+            )
+    if _ids(out.finished) != want.finished:
+        raise InvariantViolation(
+            "finished-freed",
+            f"`{code}` reported finished {_ids(out.finished)}; expected {want.finished}",
+        )
+    got_preempted = _ids(out.preempted)
+    if got_preempted != want.preempted:
+        raise InvariantViolation(
+            "victim-newest",
+            f"`{code}` preempted {got_preempted}; expected {want.preempted} (the newest "
+            f"running first, only when a decode finds no free block)",
+        )
+    for sid in want.preempted:
+        if seqs[sid].num_tokens != model.tokens[sid]:
+            raise InvariantViolation(
+                "requeue-length",
+                f"after `{code}`, preempted sequence {sid} has {seqs[sid].num_tokens} tokens; "
+                f"it had {model.tokens[sid]} (prompt + generated) and must keep them all",
+            )
+        if sid in live_in_bm:
+            raise InvariantViolation(
+                "kv-slots", f"after `{code}`, preempted sequence {sid} still holds blocks"
+            )
+    if want.preempted and out.prefills:
+        raise InvariantViolation(
+            "no-admit-after-preempt",
+            f"`{code}` preempted {want.preempted} and still admitted "
+            f"{_ids(p.seq for p in out.prefills)}",
+        )
+    got_prefills = [(p.seq.seq_id, p.num_tokens) for p in out.prefills]
+    for sid, n in got_prefills:
+        want_n = model.tokens[sid]
+        held = bm.seq_len(sid) if sid in live_in_bm else None
+        if n != want_n or held != want_n:
+            rule_id = "requeue-length" if want_n > model.prompt[sid] else "prefill-length"
+            raise InvariantViolation(
+                rule_id,
+                f"`{code}` admitted sequence {sid} with a prefill of {n} tokens and {held} KV "
+                f"slots; it has {want_n} tokens (prompt {model.prompt[sid]} + "
+                f"{want_n - model.prompt[sid]} generated), and every one of them needs KV",
+            )
+    want_ids = [sid for sid, _ in want.prefills]
+    got_ids = [sid for sid, _ in got_prefills]
+    if got_ids != want_ids:
+        if set(got_ids) - set(want_ids) and bm.num_free < model.watermark:
+            raise InvariantViolation(
+                "watermark",
+                f"`{code}` admitted {got_ids}, leaving {bm.num_free} free blocks below the "
+                f"watermark {model.watermark}; only {want_ids} fit above it",
+            )
+        raise InvariantViolation(
+            "fcfs",
+            f"`{code}` admitted {got_ids}; expected {want_ids} (first come, first served, "
+            f"while the free blocks left after each admission stay >= watermark "
+            f"{model.watermark})",
+        )
+    if waiting != model.waiting:
+        rule_id = "fcfs"
+        if sorted(waiting) == sorted(model.waiting) and want.preempted:
+            rule_id = "requeue-front"
+        raise InvariantViolation(
+            rule_id, f"after `{code}`, waiting is {waiting}; expected {model.waiting}"
+        )
+    got_decodes = [d.seq.seq_id for d in out.decodes]
+    if got_decodes != want.decodes:
+        raise InvariantViolation(
+            "decode-order",
+            f"`{code}` decoded {got_decodes}; expected {want.decodes} (each running sequence "
+            "once, oldest first)",
+        )
+    for d in out.decodes:
+        sid = d.seq.seq_id
+        length = bm.seq_len(sid) if sid in live_in_bm else None
+        if length != model.kv[sid] or tuple(d.slot) != _slot_of(bm, sid):
+            raise InvariantViolation(
+                "decode-order",
+                f"`{code}` decoded sequence {sid} with slot {d.slot}; it should hold "
+                f"{model.kv[sid]} slots after one append_slot (it holds {length})",
+            )
+    if running != model.running:
+        raise InvariantViolation(
+            "decode-order", f"after `{code}`, running is {running}; expected {model.running}"
+        )
+
+
+def _slot_of(bm: BlockManager, sid: int) -> tuple[int, int, None]:
+    n = bm.seq_len(sid)
+    return (bm.block_table(sid)[-1], (n - 1) % bm.block_size, None)
+
+
+def check_invariants(sched: Any, model: SchedulerModel | None = None) -> None:
+    """Between steps: block-manager invariants, queues, KV slots and (with a model) free count."""
+    bm = sched.bm
+    bm_checks.check_invariants(bm)
+    running = _ids(sched.running)
+    waiting = _ids(sched.waiting)
+    if len(set(running) | set(waiting)) != len(running) + len(waiting):
+        raise InvariantViolation(
+            "decode-order", f"a sequence is queued twice: running {running}, waiting {waiting}"
+        )
+    held = set(bm.sequences())
+    for seq in sched.running:
+        if seq.seq_id not in held:
+            raise InvariantViolation(
+                "kv-slots", f"running sequence {seq.seq_id} holds no blocks"
+            )
+        if bm.seq_len(seq.seq_id) != seq.num_tokens - 1:
+            raise InvariantViolation(
+                "kv-slots",
+                f"running sequence {seq.seq_id} has {seq.num_tokens} tokens but "
+                f"{bm.seq_len(seq.seq_id)} KV slots; it should have {seq.num_tokens - 1}",
+            )
+    for sid in waiting:
+        if sid in held:
+            raise InvariantViolation(
+                "kv-slots", f"waiting sequence {sid} still holds blocks {bm.block_table(sid)}"
+            )
+    stray = held - set(running)
+    if stray:
+        preempted = model is not None and stray <= set(model.waiting)
+        raise InvariantViolation(
+            "kv-slots" if preempted else "finished-freed",
+            f"sequences {sorted(stray)} hold blocks but are not running (leaked)",
+        )
+    if model is not None and bm.num_free != model.num_free:
+        raise InvariantViolation(
+            "no-leak", f"{bm.num_free} blocks are free; the model says {model.num_free}"
+        )
+
+
+def _new_sequence_code(sid: int, prompt_len: int, max_new_tokens: int) -> str:
+    return f"Sequence.dummy({sid}, prompt_len={prompt_len}, max_new_tokens={max_new_tokens})"
+
+
+def scheduler_machine(
+    impl: Any,
+    *,
+    stage: int,
+    name: str = "Scheduler",
+    max_blocks: int = 12,
+    max_prompt: int = 10,
+    max_new: int = 6,
+) -> type[RecordingMachine]:
+    """A state machine checking ``impl(bm, watermark=w)`` against :class:`SchedulerModel`.
+
+    Stage 1 takes a single step (a step-1 scheduler does not decode yet); stage 2 only adds
+    requests that fit all at once, so no decode ever runs out of blocks; stage 3 is the full
+    step with preemption.
+    """
+
+    class SchedulerMachine(RecordingMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.sched: Any = None
+            self.model = SchedulerModel(1, 1, 0, stage)
+            self.seqs: dict[int, Sequence] = {}
+            self.next_id = 0
+            self.steps = 0
+
+        @initialize(
+            num_blocks=st.integers(min_value=2, max_value=max_blocks),
+            block_size=st.sampled_from([1, 2, 4]),
+            watermark=st.integers(min_value=0, max_value=3),
+        )
+        def create(self, num_blocks: int, block_size: int, watermark: int) -> None:
+            watermark = min(watermark, num_blocks - 1)
+            self.model = SchedulerModel(num_blocks, block_size, watermark, stage)
+            self.record(f"bm = BlockManager(num_blocks={num_blocks}, block_size={block_size})")
+            bm = BlockManager(num_blocks, block_size)
+            self.sched = self.do(
+                f"sched = {name}(bm, watermark={watermark})",
+                lambda: impl(bm, watermark=watermark),
+            )
+
+        def _fits_with_everyone(self, prompt_len: int, new: int) -> bool:
+            m = self.model
+            live = [s for s in m.tokens if s in m.running or s in m.waiting]
+            total = sum(m.blocks(m.prompt[s] + m.max_new[s] - 1) for s in live)
+            return total + m.blocks(prompt_len + new - 1) <= m.num_blocks - m.watermark
+
+        @rule(
+            prompt_len=st.integers(min_value=1, max_value=max_prompt),
+            new=st.integers(min_value=1, max_value=max_new),
+        )
+        def add(self, prompt_len: int, new: int) -> None:
+            m = self.model
+            if stage == 1 and self.steps:
+                return
+            fits = m.too_large(prompt_len, new) or self._fits_with_everyone(prompt_len, new)
+            if stage == 2 and not fits:
+                return
+            sid = self.next_id
+            seq = Sequence.dummy(sid, prompt_len, new)
+            code = f"sched.add({_new_sequence_code(sid, prompt_len, new)})"
+            if m.too_large(prompt_len, new):
+                waiting = _ids(self.sched.waiting)
+                try:
+                    self.do(code, lambda: self.sched.add(seq))
+                except RequestTooLarge:
+                    if _ids(self.sched.waiting) != waiting:
+                        raise InvariantViolation(
+                            "too-large", f"`{code}` raised but changed waiting"
+                        ) from None
+                    return
+                raise InvariantViolation(
+                    "too-large",
+                    f"`{code}` returned normally: its {prompt_len + new - 1} KV slots need "
+                    f"{m.blocks(prompt_len + new - 1)} blocks, more than the "
+                    f"{m.num_blocks - m.watermark} the pool can ever give above the watermark",
+                )
+            try:
+                self.do(code, lambda: self.sched.add(seq))
+            except RequestTooLarge as exc:
+                raise InvariantViolation(
+                    "too-large",
+                    f"`{code}` raised RequestTooLarge, but its {prompt_len + new - 1} KV slots "
+                    f"need {m.blocks(prompt_len + new - 1)} of the "
+                    f"{m.num_blocks - m.watermark} blocks above the watermark: it fits",
+                ) from exc
+            self.next_id += 1
+            self.seqs[sid] = seq
+            m.add(sid, prompt_len, new)
+
+        @precondition(lambda self: stage > 1 or self.steps == 0)
+        @rule()
+        def step(self) -> None:
+            code = "out = sched.step()"
+            out = self.do(code, lambda: self.sched.step())
+            want = self.model.step()
+            self.steps += 1
+            compare_step(self.sched, out, want, self.model, self.seqs, "sched.step()")
+            self.record("emit_tokens(out)")
+            emit_tokens(out)
+            self.model.emit(want)
+
+        @invariant()
+        def rules_hold(self) -> None:
+            if self.sched is not None:
+                check_invariants(self.sched, self.model)
+
+    SchedulerMachine.__name__ = f"SchedulerMachine_stage{stage}"
+    return SchedulerMachine

@@ -1,0 +1,13 @@
+"""Pins are recorded but ignored when choosing a victim."""
+from correct import LearnerCache
+
+HINT = "pinn"
+
+
+class Buggy(LearnerCache):
+    def _victim(self):
+        return next(iter(self._items))
+
+    def _check_admissible(self, key, size):
+        if size <= 0 or size > self.capacity:
+            raise ValueError("bad size")

@@ -1,0 +1,16 @@
+"""Pins kept in a set: the first replica's unpin releases a model the second still uses."""
+from correct import LearnerCache
+
+HINT = "set"
+
+
+class Buggy(LearnerCache):
+    def pin(self, key):
+        if key not in self._items:
+            raise KeyError(key)
+        self._pins[key] = 1
+
+    def unpin(self, key):
+        if not self._pins.get(key):
+            raise ValueError(f"{key!r} is not pinned")
+        self._pins[key] = 0

@@ -1,0 +1,45 @@
+"""Test-wide settings: Hypothesis profiles and the GPU marker."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+# `dev` is the learner's default: fast feedback. `thorough` is what CI runs (`make test` picks it
+# when CI is set). Neither is named `ci`, so Hypothesis's built-in CI profile never interferes.
+settings.register_profile(
+    "dev",
+    max_examples=60,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "thorough",
+    max_examples=400,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if any(item.get_closest_marker("gpu") for item in items) and not _cuda_available():
+        skip = pytest.mark.skip(reason="needs CUDA")
+        for item in items:
+            if item.get_closest_marker("gpu"):
+                item.add_marker(skip)

@@ -1,0 +1,149 @@
+"""Every eviction policy agrees with its executable model, pins included."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from servelab.testing.core import thoroughness
+from servelab.testing.policies import MODELS, policy_machine
+from servelab.weights.cache import PinnedCapacityExceeded, WeightCache
+from servelab.weights.policies import (
+    FIFO,
+    GDSF,
+    LFU,
+    MRU,
+    POLICIES,
+    S3FIFO,
+    SIEVE,
+    NoVictim,
+)
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_policy_matches_its_model(name: str) -> None:
+    machine = policy_machine(POLICIES[name], MODELS[name], constructor=f"{name}()")
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=60 * thoroughness(), stateful_step_count=40, deadline=None
+        ),
+    )
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_pop_victim_raises_no_victim_when_all_pinned(name: str) -> None:
+    policy = POLICIES[name]()
+    policy.update_on_put("a", 1)
+    policy.update_on_pin("a")
+    with pytest.raises(NoVictim):
+        policy.pop_victim()
+    assert len(policy) == 0
+    policy.update_on_unpin("a")
+    assert policy.pop_victim() == "a"
+
+
+def _fill(policy: object, keys: str, size: int = 1) -> None:
+    for key in keys:
+        policy.update_on_put(key, size)  # type: ignore[attr-defined]
+
+
+def test_fifo_ignores_hits() -> None:
+    p: FIFO[str] = FIFO()
+    _fill(p, "abc")
+    p.update_on_hit("a")
+    assert p.eviction_order() == ["a", "b", "c"]
+
+
+def test_mru_evicts_the_newest_use() -> None:
+    p: MRU[str] = MRU()
+    _fill(p, "abc")
+    p.update_on_hit("a")
+    assert p.pop_victim() == "a"
+    assert p.eviction_order() == ["c", "b"]
+
+
+def test_lfu_ties_leave_in_the_order_they_reached_the_count() -> None:
+    p: LFU[str] = LFU()
+    _fill(p, "abcd")
+    for key in "dbca":  # every key reaches count 2, in this order
+        p.update_on_hit(key)
+    p.update_on_hit("d")  # d reaches 3
+    assert p.eviction_order() == ["b", "c", "a", "d"]
+
+
+def test_lfu_unpinned_key_returns_to_its_place_among_equals() -> None:
+    p: LFU[str] = LFU()
+    _fill(p, "abc")
+    p.update_on_pin("a")
+    p.update_on_hit("b")
+    p.update_on_hit("c")
+    p.update_on_unpin("a")  # count 1, older than nothing else of count 1
+    assert p.eviction_order() == ["a", "b", "c"]
+
+
+def test_sieve_sweeps_clears_bits_and_wraps() -> None:
+    p: SIEVE[str] = SIEVE()
+    _fill(p, "abcd")
+    for key in "abd":
+        p.update_on_hit(key)
+    assert p.pop_victim() == "c"  # a, b cleared; c unvisited
+    assert p.visited("d")
+    assert p.pop_victim() == "a"  # d visited: cleared; past the newest the hand wraps to a
+    assert not p.visited("d")
+    assert p.eviction_order() == ["b", "d"]
+
+
+def test_sieve_hand_wraps_to_the_oldest() -> None:
+    p: SIEVE[str] = SIEVE()
+    _fill(p, "abc")
+    p.update_on_hit("a")
+    p.update_on_hit("b")
+    assert p.pop_victim() == "c"  # newest evicted: the hand must wrap next time
+    p.update_on_put("d", 1)
+    assert p.pop_victim() == "a"  # a and b lost their bits in the first sweep
+
+
+def test_s3fifo_keeps_a_reused_newcomer_and_drops_a_one_hit_wonder() -> None:
+    p: S3FIFO[str] = S3FIFO(small_ratio=0.5)
+    _fill(p, "abcd")
+    p.update_on_hit("a")
+    assert p.pop_victim() == "b"  # a was reused in the small queue: promoted, b evicted
+    p.update_on_put("b", 1)  # b is a ghost: it goes straight to the main queue
+    assert "b" in p.eviction_order()
+
+
+def test_gdsf_prefers_to_evict_large_rarely_used_models() -> None:
+    p: GDSF[str] = GDSF()
+    p.update_on_put("small", 14)
+    p.update_on_put("large", 140)
+    assert p.pop_victim() == "large"
+    sized: GDSF[str] = GDSF(cost=float)  # cost ∝ size: plain LFU with aging
+    sized.update_on_put("small", 14)
+    sized.update_on_put("large", 140)
+    sized.update_on_hit("large")
+    assert sized.pop_victim() == "small"
+
+
+def test_s3fifo_rejects_a_bad_ratio() -> None:
+    with pytest.raises(ValueError, match="small_ratio"):
+        S3FIFO(small_ratio=1.5)
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_weight_cache_runs_any_policy_and_never_evicts_pinned(name: str) -> None:
+    cache: WeightCache[str] = WeightCache(100, policy=POLICIES[name]())
+    for i in range(5):
+        cache.put(f"m{i}", i, 20)
+    cache.pin("m0")
+    cache.get("m3")
+    for i in range(5, 12):
+        evicted = cache.put(f"m{i}", i, 30)
+        assert "m0" not in evicted
+        assert cache.used <= 100
+    assert "m0" in cache
+    before = (cache.used, cache.eviction_order())
+    with pytest.raises(PinnedCapacityExceeded):
+        cache.put("big", None, 90)
+    assert (cache.used, cache.eviction_order()) == before
