@@ -25,8 +25,14 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUD
 
 def scatter_case(
     lens: list[int], block_size: int, num_blocks: int, hq: int, hkv: int, d: int, seed: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor],
-           list[list[int]]]:
+) -> tuple[
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    list[torch.Tensor],
+    list[torch.Tensor],
+    list[list[int]],
+]:
     """Contiguous per-sequence K/V, and the same values scattered over a shuffled pool."""
     gen = torch.Generator().manual_seed(seed)
     k_cache = torch.randn(num_blocks, block_size, hkv, d, generator=gen)
@@ -48,10 +54,14 @@ def scatter_case(
     return q, k_cache, v_cache, ks, vs, tables
 
 
-def dense_reference(q: torch.Tensor, ks: list[torch.Tensor], vs: list[torch.Tensor]) -> torch.Tensor:
+def dense_reference(
+    q: torch.Tensor, ks: list[torch.Tensor], vs: list[torch.Tensor]
+) -> torch.Tensor:
     rows = []
-    for i, (k, v) in enumerate(zip(ks, vs)):
-        out = dense_attention(q[i][None, :, None, :], k.transpose(0, 1)[None], v.transpose(0, 1)[None])
+    for i, (k, v) in enumerate(zip(ks, vs, strict=True)):
+        out = dense_attention(
+            q[i][None, :, None, :], k.transpose(0, 1)[None], v.transpose(0, 1)[None]
+        )
         rows.append(out[0, :, 0, :])
     return torch.stack(rows)
 
@@ -69,7 +79,9 @@ def test_paged_equals_dense(
 ) -> None:
     hq, hkv = heads
     num_blocks = sum(-(-n // block_size) for n in lens) + 3
-    q, k_cache, v_cache, ks, vs, tables = scatter_case(lens, block_size, num_blocks, hq, hkv, 8, seed)
+    q, k_cache, v_cache, ks, vs, tables = scatter_case(
+        lens, block_size, num_blocks, hq, hkv, 8, seed
+    )
     batch = DecodeBatch.build(tables, lens, block_size=block_size, num_blocks=num_blocks)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # flex's "not compiled" notice
@@ -128,6 +140,8 @@ def test_compiled_flex_matches_oracle_on_cuda() -> None:
     batch = DecodeBatch.build(tables, lens, block_size=16, num_blocks=64, device=dev)
     args = (q.to(dev), k_cache.to(dev), v_cache.to(dev), batch)
     torch.testing.assert_close(
-        paged_decode(*args, backend="flex"), paged_decode(*args, backend="gather"),
-        rtol=1e-4, atol=1e-4,
+        paged_decode(*args, backend="flex"),
+        paged_decode(*args, backend="gather"),
+        rtol=1e-4,
+        atol=1e-4,
     )

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from buggy_impls import correct_module, mistakes, topic_dir
-from servelab.grading import GradeFailure, grade, load_topic
+from servelab.grading import GradeFailure, Step, Topic, grade, load_topic
 from servelab.weights import WeightCache
 
 TOPIC = "weight-cache"
@@ -76,6 +76,19 @@ def test_state_machine_finds_a_bug_no_probe_names() -> None:
 
     with pytest.raises(GradeFailure) as failure:
         grade(TOPIC, UnpinMovesToFront, step=3, out=io.StringIO())
+    assert "state machine" in failure.value.report.text
+
+
+@pytest.mark.parametrize(
+    "name", ["count_based", "evict_then_raise", "set_pins", "wrong_error_type", "get_no_refresh"]
+)
+def test_state_machine_alone_catches_listed_mistakes(name: str) -> None:
+    # The probes name mistakes quickly; the model comparison must not depend on them.
+    bug = next(m for m in MISTAKES if m.name == name)
+    final = load_topic(TOPIC).step(5)
+    machine_only = Topic(TOPIC, "machine only", [Step(5, final.title, (), final.machine)])
+    with pytest.raises(GradeFailure) as failure:
+        grade(machine_only, bug.impl, out=io.StringIO())
     assert "state machine" in failure.value.report.text
 
 

@@ -26,9 +26,7 @@ def test_policy_matches_its_model(name: str) -> None:
     machine = policy_machine(POLICIES[name], MODELS[name], constructor=f"{name}()")
     run_state_machine_as_test(
         machine,
-        settings=settings(
-            max_examples=60 * thoroughness(), stateful_step_count=40, deadline=None
-        ),
+        settings=settings(max_examples=60 * thoroughness(), stateful_step_count=40, deadline=None),
     )
 
 

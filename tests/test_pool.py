@@ -42,7 +42,7 @@ def test_write_lands_at_block_times_size_plus_offset() -> None:
     v = torch.randn(3, H, D)
     before = pool.kv.clone()
     pool.write(1, slots, k, v)
-    for i, (b, o) in enumerate(zip(blocks, offsets)):
+    for i, (b, o) in enumerate(zip(blocks, offsets, strict=True)):
         assert torch.equal(pool.keys(1)[b, o], k[i])
         assert torch.equal(pool.values(1)[b, o], v[i])
     changed = (pool.kv != before).any(dim=(-1, -2))  # [L, 2, NB, BS]

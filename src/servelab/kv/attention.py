@@ -100,7 +100,7 @@ class DecodeBatch:
         """Validate python block tables and lengths and move them to ``device``."""
         if len(tables) != len(lens) or not tables:
             raise InvalidLength(f"need one length per table, got {len(tables)} and {len(lens)}")
-        for t, n in zip(tables, lens):
+        for t, n in zip(tables, lens, strict=True):
             if isinstance(n, bool) or not isinstance(n, int) or n < 1:
                 raise InvalidLength(f"a sequence length must be an int >= 1, got {n!r}")
             if len(t) != -(-n // block_size):
@@ -144,9 +144,7 @@ def dense_attention(
     )
 
 
-def gather_kv(
-    cache: torch.Tensor, tables: torch.Tensor, length: int
-) -> torch.Tensor:
+def gather_kv(cache: torch.Tensor, tables: torch.Tensor, length: int) -> torch.Tensor:
     """Copy blocks ``tables [B, nb]`` of ``cache [blocks, bs, H, D]`` to ``[B, H, length, D]``."""
     b, nb = tables.shape
     bs, h, d = cache.shape[1:]
@@ -221,7 +219,7 @@ def _flex_fn(compiled: bool) -> Callable[..., torch.Tensor]:
     from torch.nn.attention.flex_attention import flex_attention
 
     if not compiled:
-        return flex_attention  # type: ignore[return-value]
+        return flex_attention
     if "flex" not in _COMPILED:
         _COMPILED["flex"] = torch.compile(flex_attention, dynamic=False)
     return _COMPILED["flex"]
@@ -255,9 +253,7 @@ def flex_attention_paged(
     v = v_cache.reshape(1, nb * bs, hkv, d).transpose(1, 2)
     mask = block_mask if block_mask is not None else _block_mask(batch, q.device)
     fn = _flex_fn(compiled)
-    out = fn(
-        q[:, :, None, :], k, v, block_mask=mask, scale=_scale(d, scale), enable_gqa=True
-    )
+    out = fn(q[:, :, None, :], k, v, block_mask=mask, scale=_scale(d, scale), enable_gqa=True)
     return out[:, :, 0, :]
 
 

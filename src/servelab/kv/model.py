@@ -47,8 +47,15 @@ class ModelConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim",
-                     "max_seq_len"):
+        for name in (
+            "vocab_size",
+            "dim",
+            "n_layers",
+            "n_heads",
+            "n_kv_heads",
+            "ffn_dim",
+            "max_seq_len",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise InvalidConfig(f"{name} must be a positive int, got {value!r}")
@@ -71,6 +78,9 @@ class ModelConfig:
 
 class TinyLlama(nn.Module):
     """The model. Weights are plain parameters so ``state_dict`` round-trips via safetensors."""
+
+    rope_cos: torch.Tensor
+    rope_sin: torch.Tensor
 
     def __init__(
         self,
@@ -133,8 +143,13 @@ class TinyLlama(nn.Module):
         """A KV pool shaped for this model, on its device and dtype."""
         cfg = self.config
         return KVPool(
-            cfg.n_layers, num_blocks, block_size, cfg.n_kv_heads, cfg.head_dim,
-            dtype=self.dtype, device=self.device,
+            cfg.n_layers,
+            num_blocks,
+            block_size,
+            cfg.n_kv_heads,
+            cfg.head_dim,
+            dtype=self.dtype,
+            device=self.device,
         )
 
     # -- building blocks -----------------------------------------------------------------
@@ -185,7 +200,7 @@ class TinyLlama(nn.Module):
 
     # -- the plain reference ---------------------------------------------------------------
     @torch.no_grad()
-    def forward(self, tokens: Sequence[int]) -> torch.Tensor:  # type: ignore[override]
+    def forward(self, tokens: Sequence[int]) -> torch.Tensor:
         """Logits ``[len, vocab]`` for every position of one sequence, with no cache."""
         if not tokens:
             raise InvalidLength("need at least one token")
@@ -196,7 +211,9 @@ class TinyLlama(nn.Module):
         for layer in range(self.config.n_layers):
             q, k, v = self._qkv(layer, x, pos)
             attn = dense_attention(
-                q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
+                q.transpose(0, 1)[None],
+                k.transpose(0, 1)[None],
+                v.transpose(0, 1)[None],
                 causal=True,
             )[0].transpose(0, 1)
             x = self._finish_layer(layer, x, attn)
@@ -324,7 +341,9 @@ class DenseKVCache:
             self.kv[layer, 0, row, :, :n] = k.transpose(0, 1)
             self.kv[layer, 1, row, :, :n] = v.transpose(0, 1)
             attn = dense_attention(
-                q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
+                q.transpose(0, 1)[None],
+                k.transpose(0, 1)[None],
+                v.transpose(0, 1)[None],
                 causal=True,
             )[0].transpose(0, 1)
             x = m._finish_layer(layer, x, attn)
@@ -348,8 +367,11 @@ class DenseKVCache:
             self.kv[layer, 0, rows, :, pos] = k
             self.kv[layer, 1, rows, :, pos] = v
             attn = F.scaled_dot_product_attention(
-                q[:, :, None, :], self.kv[layer, 0], self.kv[layer, 1],
-                attn_mask=visible[:, None, None, :], enable_gqa=True,
+                q[:, :, None, :],
+                self.kv[layer, 0],
+                self.kv[layer, 1],
+                attn_mask=visible[:, None, None, :],
+                enable_gqa=True,
             )[:, :, 0, :]
             x = m._finish_layer(layer, x, attn)
         self.lens += 1

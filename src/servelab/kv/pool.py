@@ -95,7 +95,7 @@ class KVPool:
         for o in offsets:
             if isinstance(o, bool) or not isinstance(o, int) or not 0 <= o < self.block_size:
                 raise InvalidBlock(f"offset {o!r} is outside range(0, {self.block_size})")
-        flat = [b * self.block_size + o for b, o in zip(blocks, offsets)]
+        flat = [b * self.block_size + o for b, o in zip(blocks, offsets, strict=True)]
         return torch.tensor(flat, dtype=torch.int64, device=self.device)
 
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:

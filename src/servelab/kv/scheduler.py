@@ -12,10 +12,12 @@ order sequences were admitted) and ``waiting`` (the next to admit first). One ca
    preempted (which may be the one that asked) and the append is retried. Preempting the
    newest protects the sequences that have made the most progress; preempting whoever happened
    to hit the error would starve long requests instead.
-3. **Admit.** Only in a step that preempted nothing: first come, first served, while the free
-   blocks left *after* the admission stay at or above ``watermark``. The watermark keeps a few
-   blocks for next step's decodes; without it an admission that fills the pool guarantees a
-   preemption on the next step, usually of the sequence just admitted (thrashing).
+3. **Admit.** First come, first served, while the free blocks left *after* the admission stay
+   at or above ``watermark``. The watermark keeps a few blocks for next step's decodes; without
+   it an admission that fills the pool guarantees a preemption on the next step, usually of the
+   sequence just admitted (thrashing). In a step that preempted, admission takes nobody: the
+   head of ``waiting`` is then the last victim, which needs at least the blocks it gave back,
+   and the decode that forced the preemption has taken one of them.
 
 Preemption is by **recompute** by default, as in vLLM: the victim's blocks are freed and it goes
 back to the *front* of ``waiting`` with every token it has (prompt + generated), so the next
@@ -27,10 +29,10 @@ Token accounting, which the engine relies on: a prefill of ``n`` tokens computes
 ``token_ids[:n]`` and samples one token; a decode writes the KV of the sequence's last token into
 the returned slot and samples one token. The engine appends every sampled token with
 :meth:`Sequence.append_token` before the next ``step()``, so between steps a running sequence
-always holds KV slots for all of its tokens but the newest. A request therefore needs at most
-``prompt + max_new_tokens - 1`` slots, and :meth:`Scheduler.add` rejects one whose blocks for
-that length exceed ``num_blocks - watermark``: such a request could be preempted at a length it
-can never be readmitted at, and would wait forever.
+always holds KV slots for all of its tokens but the newest. :meth:`Scheduler.add` rejects a
+request whose ``prompt + max_new_tokens`` tokens need more than ``num_blocks - watermark``
+blocks: it could be preempted at a length it can never be readmitted at, and would wait forever.
+(The last sampled token never needs a slot, so the rule is conservative by one token, and plain.)
 
 Every queue operation is O(1) (deque ends, list tail, dict lookups); a step costs O(running +
 admitted + blocks moved). No list is searched for membership.
@@ -161,9 +163,10 @@ class Sequence:
         return self.num_generated >= self.max_new_tokens
 
     @property
-    def max_kv_tokens(self) -> int:
-        """The most KV slots this request ever holds: every token but the last sampled one."""
-        return self.prompt_len + self.max_new_tokens - 1
+    def max_len(self) -> int:
+        """Prompt + max_new_tokens: the length admission control sizes a request by. (Its KV
+        never needs the last sampled token's slot; counting it anyway keeps the rule plain.)"""
+        return self.prompt_len + self.max_new_tokens
 
     def append_token(self, token_id: int) -> None:
         """Record one sampled token (the engine calls this after computing the step)."""
@@ -336,11 +339,11 @@ class Scheduler:
             raise InvalidRequest(f"sequence {seq.seq_id} has nothing left to generate")
         if seq.seq_id in self._live or self._held_by_block_manager(seq.seq_id):
             raise DuplicateSequence(f"sequence id {seq.seq_id} is already in use")
-        need = self.bm.blocks_needed(seq.max_kv_tokens)
+        need = self.bm.blocks_needed(seq.max_len)
         if need > self.max_request_blocks():
             raise RequestTooLarge(
                 f"sequence {seq.seq_id} needs up to {need} blocks ({seq.prompt_len} prompt + "
-                f"{seq.max_new_tokens} new tokens - 1, {self.bm.block_size} per block) but a "
+                f"{seq.max_new_tokens} new tokens, {self.bm.block_size} per block) but a "
                 f"pool of {self.bm.num_blocks} with watermark {self.watermark} can give at "
                 f"most {self.max_request_blocks()}; it would be preempted forever"
             )
@@ -349,7 +352,7 @@ class Scheduler:
 
     def step(self) -> StepOutput:
         """Retire finished sequences, decode the running ones oldest first (preempting the
-        newest when blocks run out), then admit from ``waiting`` if nothing was preempted.
+        newest when blocks run out), then admit from ``waiting``.
 
         Raises TokenNotAppended, changing nothing, when the previous step's sampled tokens
         were not all appended.
@@ -358,8 +361,7 @@ class Scheduler:
         out = StepOutput()
         self._retire(out)
         self._decode(out)
-        if not out.preempted:
-            self._admit(out)
+        self._admit(out)
         return out
 
     # ----------------------------------------------------------------- the step

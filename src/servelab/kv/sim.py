@@ -115,6 +115,7 @@ class SimResult:
     preemptions: int = 0
     recomputed_tokens: int = 0
     swapped_out_blocks: int = 0
+    prefills: int = 0
     prefill_tokens: int = 0
     decode_tokens: int = 0
     finished: int = 0
@@ -165,6 +166,7 @@ def simulate(
             if is_swapped is None or not is_swapped(victim.seq_id):
                 result.recomputed_tokens += victim.num_tokens - 1
         result.swapped_out_blocks += len(out.swap_out)
+        result.prefills += len(out.prefills)
         result.prefill_tokens += sum(p.num_tokens for p in out.prefills)
         result.decode_tokens += len(out.decodes)
         result.finished += len(out.finished)

@@ -328,7 +328,7 @@ MODELS: dict[str, Callable[[], PolicyModel]] = {
 }
 """The model of each policy, by the policy's ``name``."""
 
-KEYS = [f"m{i}" for i in range(8)]
+KEYS = [f"m{i}" for i in range(6)]
 SIZES = st.sampled_from([1, 2, 3, 5, 8])
 
 
@@ -357,10 +357,10 @@ def policy_machine(
         def _resident(self) -> list[Key]:
             return list(self.model.keys)
 
-        @rule(key=st.sampled_from(KEYS), size=SIZES)
-        def put(self, key: str, size: int) -> None:
-            if key in self.model.size:
-                return
+        @precondition(lambda self: len(self.model.keys) < len(KEYS))
+        @rule(data=st.data(), size=SIZES)
+        def put(self, data: st.DataObject, size: int) -> None:
+            key = data.draw(st.sampled_from([k for k in KEYS if k not in self.model.size]))
             self.do(
                 f"{var}.update_on_put({key!r}, {size})",
                 lambda: self.policy.update_on_put(key, size),

@@ -184,7 +184,12 @@ def check_invariants(cache: Any, model: ModelCache, level: int) -> None:
 def make_machine(impl: Any, level: int, capacity: int = 100) -> type[RecordingMachine]:
     """A state machine driving ``impl`` (a class or factory) at the given level of the API."""
 
-    sizes = st.integers(min_value=1, max_value=capacity)
+    # mostly entries that leave room for others, sometimes one that needs many evictions
+    sizes = st.one_of(
+        st.integers(min_value=1, max_value=capacity // 4),
+        st.integers(min_value=1, max_value=capacity),
+        st.integers(min_value=capacity + 1, max_value=2 * capacity),  # larger than the cache
+    )
 
     class WeightCacheMachine(RecordingMachine):
         @initialize()
@@ -256,43 +261,52 @@ def make_machine(impl: Any, level: int, capacity: int = 100) -> type[RecordingMa
                     "get-value", f"{code} returned {value!r}, expected {want!r}"
                 )
 
-        @precondition(lambda self: level >= 3)
-        @rule(key=st.sampled_from(KEYS))
-        def pin(self, key: str) -> None:
-            code = f"cache.pin({key!r})"
-            if key not in self.model.order:
-                if level < 4:
-                    return
-                before = snapshot(self.cache, True)
-                try:
-                    self.do(code, lambda: self.cache.pin(key))
-                except LookupError:
-                    self._expect_unchanged(before, code)
-                    return
-                raise InvariantViolation(
-                    "pin-missing", f"{code} returned normally, but {key!r} is not resident"
-                )
-            self.do(code, lambda: self.cache.pin(key))
+        @precondition(lambda self: level >= 3 and bool(self.model.order))
+        @rule(data=st.data())
+        def pin(self, data: st.DataObject) -> None:
+            key = data.draw(st.sampled_from(sorted(self.model.order)), label="key")
+            self.do(f"cache.pin({key!r})", lambda: self.cache.pin(key))
             self.model.pins[key] = self.model.pins.get(key, 0) + 1
 
-        @precondition(lambda self: level >= 3)
-        @rule(key=st.sampled_from(KEYS))
-        def unpin(self, key: str) -> None:
-            code = f"cache.unpin({key!r})"
-            if not self.model.pins.get(key):
-                if level < 4 or key not in self.model.order:
-                    return
-                before = snapshot(self.cache, True)
-                try:
-                    self.do(code, lambda: self.cache.unpin(key))
-                except Exception:
-                    self._expect_unchanged(before, code)
-                    return
-                raise InvariantViolation(
-                    "unpin-too-many", f"{code} returned normally, but {key!r} is not pinned"
-                )
-            self.do(code, lambda: self.cache.unpin(key))
+        @precondition(lambda self: level >= 3 and any(self.model.pins.values()))
+        @rule(data=st.data())
+        def unpin(self, data: st.DataObject) -> None:
+            pinned = sorted(k for k, n in self.model.pins.items() if n)
+            key = data.draw(st.sampled_from(pinned), label="key")
+            self.do(f"cache.unpin({key!r})", lambda: self.cache.unpin(key))
             self.model.pins[key] -= 1
+
+        @precondition(lambda self: level >= 4)
+        @rule(key=st.sampled_from(KEYS))
+        def pin_absent(self, key: str) -> None:
+            if key in self.model.order:
+                return
+            code = f"cache.pin({key!r})"
+            before = snapshot(self.cache, True)
+            try:
+                self.do(code, lambda: self.cache.pin(key))
+            except LookupError:
+                self._expect_unchanged(before, code)
+                return
+            raise InvariantViolation(
+                "pin-missing", f"{code} returned normally, but {key!r} is not resident"
+            )
+
+        @precondition(lambda self: level >= 4)
+        @rule(key=st.sampled_from(KEYS))
+        def unpin_unpinned(self, key: str) -> None:
+            if self.model.pins.get(key) or key not in self.model.order:
+                return
+            code = f"cache.unpin({key!r})"
+            before = snapshot(self.cache, True)
+            try:
+                self.do(code, lambda: self.cache.unpin(key))
+            except Exception:
+                self._expect_unchanged(before, code)
+                return
+            raise InvariantViolation(
+                "unpin-too-many", f"{code} returned normally, but {key!r} is not pinned"
+            )
 
         @precondition(lambda self: level >= 4)
         @rule(key=st.sampled_from(KEYS), size=st.sampled_from([0, -1, -capacity]))

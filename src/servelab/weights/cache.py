@@ -18,7 +18,8 @@ is evicted, so every error leaves the cache exactly as it was.
 Replacing a pinned key raises :class:`EntryPinned`: swapping the bytes a replica is reading is
 the same bug as evicting them. Replacing an unpinned key releases its old size first.
 
-All public methods take one lock: a replica pins and unpins from its own thread.
+All public methods take one (non-reentrant) lock: a replica pins and unpins from its own
+thread.
 """
 
 from __future__ import annotations
@@ -91,11 +92,13 @@ class CacheStats:
         return self.hits / total if total else 0.0
 
 
-@dataclass
 class _Entry:
-    size: int
-    value: Any
-    pins: int = 0
+    __slots__ = ("pins", "size", "value")
+
+    def __init__(self, size: int, value: Any) -> None:
+        self.size = size
+        self.value = value
+        self.pins = 0
 
 
 def _check_bytes(what: str, n: object) -> int:
@@ -122,7 +125,9 @@ class WeightCache(Generic[K]):
         self._used = 0
         self._evictable = 0  # bytes held by unpinned entries
         self._hits = self._misses = self._evictions = self._evicted_bytes = 0
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
+        self._on_hit = self.policy.update_on_hit
+        self._on_put = self.policy.update_on_put
 
     # --- the learner API: get / put / pin / unpin ---------------------------------------
 
@@ -134,7 +139,7 @@ class WeightCache(Generic[K]):
                 self._misses += 1
                 return None
             self._hits += 1
-            self.policy.update_on_hit(key)
+            self._on_hit(key)
             return entry.value
 
     def put(self, key: K, value: Any, size: int) -> list[K]:
@@ -143,7 +148,8 @@ class WeightCache(Generic[K]):
         Raises :class:`EntryTooLarge`, :class:`PinnedCapacityExceeded`, :class:`EntryPinned`
         or :class:`InvalidSize`; after any of them the cache is unchanged.
         """
-        _check_bytes("size", size)
+        if type(size) is not int or size <= 0:
+            _check_bytes("size", size)
         with self._lock:
             if size > self.capacity:
                 raise EntryTooLarge(
@@ -159,7 +165,7 @@ class WeightCache(Generic[K]):
                 )
             reclaimable = self.capacity - self._used + self._evictable
             if size > reclaimable:
-                pinned = [k for k, e in self._entries.items() if e.pins]
+                pinned = self._pinned_keys()
                 raise PinnedCapacityExceeded(
                     f"cannot admit {key!r} ({format_bytes(size)}): "
                     f"{format_bytes(self._used - self._evictable)} of the "
@@ -171,17 +177,22 @@ class WeightCache(Generic[K]):
                 self._remove(key, old)
                 self.policy.update_on_remove(key)
             evicted: list[K] = []
-            while self._used + size > self.capacity:
-                victim = self.policy.pop_victim()
-                gone = self._entries[victim]
-                self._remove(victim, gone)
-                self._evictions += 1
-                self._evicted_bytes += gone.size
-                evicted.append(victim)
-            self._entries[key] = _Entry(size, value)
+            entries, limit = self._entries, self.capacity - size
+            if self._used > limit:
+                pop_victim = self.policy.pop_victim
+                freed = 0
+                while self._used - freed > limit:  # victims are unpinned: admission checked it
+                    victim = pop_victim()
+                    freed += entries.pop(victim).size
+                    evicted.append(victim)
+                self._used -= freed
+                self._evictable -= freed
+                self._evictions += len(evicted)
+                self._evicted_bytes += freed
+            entries[key] = _Entry(size, value)
             self._used += size
             self._evictable += size
-            self.policy.update_on_put(key, size)
+            self._on_put(key, size)
             return evicted
 
     def _remove(self, key: K, entry: _Entry) -> None:
@@ -192,13 +203,16 @@ class WeightCache(Generic[K]):
 
     def pin(self, key: K) -> int:
         """Mark ``key`` in use by one more replica; returns its pin count."""
+        return self._pin(key)[1]
+
+    def _pin(self, key: K) -> tuple[Any, int]:
         with self._lock:
             entry = self._resident(key, "pin")
             entry.pins += 1
             if entry.pins == 1:
                 self._evictable -= entry.size
                 self.policy.update_on_pin(key)
-            return entry.pins
+            return entry.value, entry.pins
 
     def unpin(self, key: K) -> int:
         """Release one replica's pin; returns the remaining count. Never below zero."""
@@ -215,9 +229,7 @@ class WeightCache(Generic[K]):
     @contextmanager
     def pinned(self, key: K) -> Iterator[Any]:
         """Hold a pin for a replica's lifetime: ``with cache.pinned(k) as weights: ...``."""
-        with self._lock:
-            self.pin(key)
-            value = self._entries[key].value
+        value = self._pin(key)[0]
         try:
             yield value
         finally:
@@ -271,7 +283,10 @@ class WeightCache(Generic[K]):
 
     def pinned_keys(self) -> list[K]:
         with self._lock:
-            return [k for k, e in self._entries.items() if e.pins]
+            return self._pinned_keys()
+
+    def _pinned_keys(self) -> list[K]:
+        return [k for k, e in self._entries.items() if e.pins]
 
     def eviction_order(self) -> list[K]:
         """Unpinned keys, next victim first."""
@@ -295,6 +310,6 @@ class WeightCache(Generic[K]):
     def __repr__(self) -> str:
         return (
             f"WeightCache({format_bytes(self._used)} of {format_bytes(self.capacity)}, "
-            f"{len(self._entries)} entries, {len(self.pinned_keys())} pinned, "
+            f"{len(self._entries)} entries, {len(self._pinned_keys())} pinned, "
             f"policy={self.policy.name})"
         )

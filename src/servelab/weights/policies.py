@@ -151,6 +151,10 @@ class TickOrder(Generic[K]):
         return first[0] if first is not None else None
 
     def pop(self) -> K:
+        if not self._heap and self._recent:  # the common case: no key came back from a pin
+            key, _ = self._recent.popitem(last=False)
+            del self._tick[key]
+            return key
         key = self.peek()
         if key is None:
             raise NoVictim("no evictable entry")
@@ -176,15 +180,24 @@ class LRU(EvictionPolicy[K]):
         return self._clock
 
     def update_on_put(self, key: K, size: int) -> None:
-        tick = self._now()
+        self._clock = tick = self._clock + 1
         self._last_use[key] = tick
-        self._candidates.add(key, tick)
+        candidates = self._candidates  # TickOrder.add with the newest tick, inlined
+        candidates._tick[key] = tick
+        candidates._recent[key] = tick
+        candidates._newest = tick
 
     def update_on_hit(self, key: K) -> None:
-        tick = self._now()
+        # The hot path of a cache that mostly hits: TickOrder.touch, inlined.
+        self._clock = tick = self._clock + 1
         self._last_use[key] = tick
-        if key in self._candidates:
-            self._candidates.touch(key, tick)
+        candidates = self._candidates
+        if key in candidates._tick:
+            candidates._tick[key] = tick
+            recent = candidates._recent
+            recent[key] = tick
+            recent.move_to_end(key)
+            candidates._newest = tick
 
     def update_on_remove(self, key: K) -> None:
         self._last_use.pop(key, None)

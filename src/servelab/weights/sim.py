@@ -222,6 +222,9 @@ class PolicyNode:
     def __contains__(self, key: object) -> bool:
         return key in self._sizes
 
+    def __len__(self) -> int:
+        return len(self._sizes)
+
     @property
     def resident_bytes(self) -> int:
         return self._used

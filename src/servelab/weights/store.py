@@ -86,7 +86,10 @@ class CorruptEntry(WeightStoreError, ValueError):
 
 # -- the atomic write ----------------------------------------------------------------------
 def atomic_write(
-    path: Path, data: bytes | bytearray | memoryview, *, on_stage: Callable[[str], None] | None = None
+    path: Path,
+    data: bytes | bytearray | memoryview,
+    *,
+    on_stage: Callable[[str], None] | None = None,
 ) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves the old content or the new.
 
@@ -174,8 +177,15 @@ def encode(tensors: Mapping[str, torch.Tensor]) -> bytes:
 
 
 _DTYPES: dict[str, str] = {
-    "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
-    "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8",
+    "F64": "float64",
+    "F32": "float32",
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "I64": "int64",
+    "I32": "int32",
+    "I16": "int16",
+    "I8": "int8",
+    "U8": "uint8",
     "BOOL": "bool",
 }
 
@@ -226,9 +236,7 @@ ReplicaKey = tuple[str, str, str]  # (entry key, device, digest)
 class WeightStore:
     """A directory of verified safetensors entries, optionally fronted by a WeightCache."""
 
-    def __init__(
-        self, root: Path | str, *, cache: WeightCache[ReplicaKey] | None = None
-    ) -> None:
+    def __init__(self, root: Path | str, *, cache: WeightCache[ReplicaKey] | None = None) -> None:
         self.root = Path(root).resolve()
         if not self.root.is_dir():
             raise WeightStoreError(f"{self.root} is not a directory; create it first")
@@ -247,7 +255,10 @@ class WeightStore:
         return path
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and _KEY.fullmatch(key) is not None and self.path(key).exists()
+        try:
+            return self.path(key).exists()  # type: ignore[arg-type]
+        except InvalidKey:
+            return False
 
     def keys(self) -> list[str]:
         """Saved keys, sorted. Temp files of interrupted writes are not entries."""

@@ -1,0 +1,10 @@
+"""nbval settings for the notebooks in this folder (``pytest --nbval-lax FOLDER/``)."""
+
+from typing import Any
+
+
+def pytest_collectstart(collector: Any) -> None:
+    """Never compare stderr: kernel and library warnings are noise, not part of a lesson."""
+    path = getattr(collector, "path", None)
+    if path is not None and path.suffix == ".ipynb" and hasattr(collector, "skip_compare"):
+        collector.skip_compare += ("stderr",)

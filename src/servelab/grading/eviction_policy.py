@@ -1,0 +1,334 @@
+"""Grader topic ``eviction-policy``: the learner's LFU (step 1) and SIEVE (step 2) of notebook 02.
+
+Both classes implement :class:`servelab.weights.policies.EvictionPolicy`. Pass them as a mapping
+(``grade("eviction-policy", {"LFU": LFU, "SIEVE": SIEVE}, step=2)``), as a module or namespace
+with attributes ``LFU`` and ``SIEVE``, or one class alone (its ``name`` says which it is — enough
+for step 1 with an LFU). Steps are cumulative, as everywhere: step 2 grades the LFU again.
+
+Probes name the known mistakes (an LFU whose ties are not first-in-first-out, a SIEVE hand that
+does not wrap or does not clear the visited bit, a hand that goes back to the oldest key,
+candidates that ignore pins); the state machine of each step then compares the class with the
+executable model in :mod:`servelab.testing.policies` over random programs, pins included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
+from servelab.testing.core import RecordingMachine
+from servelab.testing.policies import LFUModel, SIEVEModel, policy_machine
+
+__all__ = ["TOPIC", "policy_class"]
+
+HINTS = {
+    "counts": (
+        "LFU evicts the key with the smallest count: 1 on update_on_put, +1 on every "
+        "update_on_hit (hits on pinned keys count too)."
+    ),
+    "tie": (
+        "LFU tie-break: among keys with the same count, the one that reached that count first "
+        "leaves first (first in, first out) — not the newest, and not an arbitrary one."
+    ),
+    "pins": (
+        "candidates ignore pins: update_on_pin must take the key out of the candidates (or "
+        "pop_victim must skip it) until update_on_unpin, and len() counts candidates only."
+    ),
+    "no-victim": (
+        "when every key is pinned there is no victim: pop_victim must raise LookupError "
+        "(NoVictim) rather than return a pinned key or None."
+    ),
+    "visited": (
+        "SIEVE's hand must clear the visited bit of each visited key it passes; a key keeps its "
+        "bit only until the hand reaches it, or hits would protect it forever."
+    ),
+    "wrap": (
+        "SIEVE's hand must wrap: past the newest key it continues at the oldest one (and after "
+        "evicting the newest key, the next sweep starts at the oldest)."
+    ),
+    "hand": (
+        "SIEVE's hand stays where it stopped: the next sweep starts just after the last victim, "
+        "not back at the oldest key (that is FIFO with a second chance)."
+    ),
+    "history": (
+        "a pinned key keeps its history: on update_on_unpin it returns where its history "
+        "(count, arrival, visited bit) puts it, not at the back, and hits while pinned count."
+    ),
+    "remove": (
+        "when the cache removes the key under SIEVE's hand (update_on_remove), the hand moves "
+        "on to the next newer key, exactly as after an eviction — it does not restart."
+    ),
+}
+
+
+def policy_class(impl: Any, name: str) -> Callable[[], Any]:
+    """The learner's class called ``name`` ("LFU" or "SIEVE") out of whatever was passed."""
+    if isinstance(impl, Mapping):
+        found = impl.get(name)
+    elif isinstance(impl, type):
+        found = impl if getattr(impl, "name", impl.__name__) == name else None
+    else:
+        found = getattr(impl, name, None)
+    if found is None:
+        raise ProbeFailed(
+            f"this step grades a {name} class, and none was given: pass "
+            f'{{"LFU": LFU, "SIEVE": SIEVE}} (or a class whose name = "{name}")'
+        )
+    return found  # type: ignore[no-any-return]
+
+
+class Script:
+    """Calls on one fresh policy, each written down as a line the learner can paste."""
+
+    def __init__(self, impl: Any, name: str) -> None:
+        self.policy = policy_class(impl, name)()
+        self.lines = [f"p = {name}()"]
+
+    def put(self, *keys: str, size: int = 1) -> None:
+        for key in keys:
+            self.lines.append(f"p.update_on_put({key!r}, {size})")
+            self.policy.update_on_put(key, size)
+
+    def hit(self, *keys: str) -> None:
+        for key in keys:
+            self.lines.append(f"p.update_on_hit({key!r})")
+            self.policy.update_on_hit(key)
+
+    def pin(self, key: str) -> None:
+        self.lines.append(f"p.update_on_pin({key!r})")
+        self.policy.update_on_pin(key)
+
+    def unpin(self, key: str) -> None:
+        self.lines.append(f"p.update_on_unpin({key!r})")
+        self.policy.update_on_unpin(key)
+
+    def fail(self, message: str) -> ProbeFailed:
+        return ProbeFailed(message, self.lines)
+
+    def expect_victim(self, want: str, why: str) -> None:
+        self.lines.append("p.pop_victim()")
+        got = self.policy.pop_victim()
+        if got != want:
+            raise self.fail(f"pop_victim() returned {got!r}, expected {want!r}: {why}")
+        self.lines[-1] += f"  # {want!r}"
+
+    def expect_order(self, want: list[str], why: str) -> None:
+        got = list(self.policy.eviction_order())
+        if got != want:
+            self.lines.append(f"p.eviction_order()  # {got}")
+            raise self.fail(f"eviction_order() is {got}, expected {want}: {why}")
+
+    def expect_len(self, want: int, why: str) -> None:
+        got = len(self.policy)
+        if got != want:
+            self.lines.append(f"len(p)  # {got}")
+            raise self.fail(f"len(p) is {got}, expected {want}: {why}")
+
+    def expect_no_victim(self) -> None:
+        self.lines.append("p.pop_victim()")
+        try:
+            got = self.policy.pop_victim()
+        except LookupError:
+            return
+        raise self.fail(f"pop_victim() returned {got!r} although every key is pinned")
+
+
+# --------------------------------------------------------------------------- shared probes
+
+
+def _pins_leave_the_candidates(name: str, after_unpin: list[str]) -> Callable[[Any], None]:
+    def run(impl: Any) -> None:
+        s = Script(impl, name)
+        s.put("a", "b", "c")
+        s.hit("b", "c")
+        s.pin("a")  # the natural victim in both policies
+        s.expect_len(2, "a pinned key is not a candidate")
+        s.expect_victim("b", "the pinned key 'a' may not be evicted")
+        s.unpin("a")
+        s.expect_len(2, "after update_on_unpin the key is a candidate again")
+        s.expect_order(after_unpin, "'a' is a candidate again, where its history puts it")
+
+    return run
+
+
+def _nothing_to_evict(name: str) -> Callable[[Any], None]:
+    def run(impl: Any) -> None:
+        s = Script(impl, name)
+        s.put("a", "b")
+        s.pin("a")
+        s.pin("b")
+        s.expect_len(0, "both keys are pinned")
+        s.expect_no_victim()
+
+    return run
+
+
+# --------------------------------------------------------------------------- LFU probes
+
+
+def _lfu_counts(impl: Any) -> None:
+    s = Script(impl, "LFU")
+    s.put("a", "b", "c")
+    s.hit("a", "a", "c")
+    s.expect_victim("b", "'b' was never hit (count 1); 'c' has 2, 'a' has 3")
+    s.expect_victim("c", "'c' has count 2, 'a' has 3")
+
+
+def _lfu_ties_fifo(impl: Any) -> None:
+    s = Script(impl, "LFU")
+    s.put("a", "b", "c", "d")
+    s.hit("d", "b")  # b and d reach count 2, d first
+    s.expect_order(
+        ["a", "c", "d", "b"],
+        "a and c (count 1) first, in arrival order; then d, which reached count 2 before b",
+    )
+    s.expect_victim("a", "count 1, and it arrived before 'c'")
+    s.expect_victim("c", "count 1")
+    s.expect_victim("d", "count 2, reached before 'b' reached it")
+
+
+def _lfu_pinned_history(impl: Any) -> None:
+    s = Script(impl, "LFU")
+    s.put("a", "b", "c")
+    s.pin("a")
+    s.hit("a", "a")  # hits while pinned count
+    s.hit("b")
+    s.unpin("a")
+    s.expect_order(["c", "b", "a"], "'a' has count 3 (two hits while pinned), 'b' 2, 'c' 1")
+
+
+# --------------------------------------------------------------------------- SIEVE probes
+
+
+def _sieve_basic(impl: Any) -> None:
+    s = Script(impl, "SIEVE")
+    s.put("a", "b", "c")
+    s.hit("a")
+    s.expect_victim("b", "the hand starts at the oldest key, passes visited 'a', evicts 'b'")
+
+
+def _sieve_clears_bits(impl: Any) -> None:
+    s = Script(impl, "SIEVE")
+    s.put("a", "b")
+    s.hit("a")
+    s.expect_victim("b", "'a' is visited, 'b' is not")
+    s.put("c")
+    s.expect_victim("a", "the hand cleared a's bit on its way past; this sweep evicts it")
+
+
+def _sieve_wraps(impl: Any) -> None:
+    s = Script(impl, "SIEVE")
+    s.put("a", "b", "c")
+    s.hit("a", "b")
+    s.expect_victim("c", "a and b are visited (their bits get cleared), c is not")
+    s.put("d")
+    s.expect_victim("a", "c was the newest, so the hand wraps to the oldest key, 'a'")
+
+
+def _sieve_remove_under_hand(impl: Any) -> None:
+    s = Script(impl, "SIEVE")
+    s.put("a", "b", "c", "d")
+    s.hit("a")
+    s.expect_victim("b", "passes visited 'a' (clearing it), evicts 'b'; the hand rests on 'c'")
+    s.lines.append("p.update_on_remove('c')")
+    s.policy.update_on_remove("c")
+    s.put("e")
+    s.expect_victim("d", "'c' was removed under the hand, so the hand moved on to 'd'")
+
+
+def _sieve_hand_stays(impl: Any) -> None:
+    s = Script(impl, "SIEVE")
+    s.put("a", "b", "c", "d")
+    s.hit("a")
+    s.expect_victim("b", "passes visited 'a' (clearing it), evicts 'b'")
+    s.expect_victim("c", "the hand continues after 'b': 'c' is next, not 'a'")
+
+
+# --------------------------------------------------------------------------- state machines
+
+
+def _machine(name: str, model: Callable[[], Any]) -> Callable[[Any], type[RecordingMachine]]:
+    def build(impl: Any) -> type[RecordingMachine]:
+        return policy_machine(policy_class(impl, name), model, constructor=f"{name}()")
+
+    return build
+
+
+_MACHINE_HINTS = {
+    "pinned-never-victim": HINTS["pins"],
+    "candidate-count": HINTS["pins"],
+    "no-victim-when-all-pinned": HINTS["no-victim"],
+}
+
+
+def _machine_hints(*order_hints: str) -> dict[str, str]:
+    """Pins and empty-victim breaks have their own hint; a wrong order gets the step's."""
+    wrong_order = " Or: ".join(order_hints)
+    return {
+        **_MACHINE_HINTS,
+        "victim-matches-model": wrong_order,
+        "order-matches-model": wrong_order,
+    }
+
+
+_INVARIANTS = (
+    "len() counts unpinned keys",
+    "eviction_order() matches the model",
+    "pop_victim() returns the model's victim, never a pinned key",
+)
+
+TOPIC = Topic(
+    name="eviction-policy",
+    title="Eviction policies behind one interface",
+    steps=[
+        Step(
+            1,
+            "LFU with first-in-first-out ties",
+            probes=[
+                Probe("the least used key leaves first", HINTS["counts"], _lfu_counts),
+                Probe("ties leave first in, first out", HINTS["tie"], _lfu_ties_fifo),
+                Probe(
+                    "pinned keys are not candidates",
+                    HINTS["pins"],
+                    _pins_leave_the_candidates("LFU", ["a", "c"]),
+                ),
+                Probe("nothing to evict raises", HINTS["no-victim"], _nothing_to_evict("LFU")),
+                Probe("pinning keeps the history", HINTS["history"], _lfu_pinned_history),
+            ],
+            machine=MachineCheck(
+                "LFU against the model",
+                _machine("LFU", LFUModel),
+                _INVARIANTS,
+                hints=_machine_hints(HINTS["tie"], HINTS["history"]),
+                max_examples=80,
+                step_count=30,
+            ),
+        ),
+        Step(
+            2,
+            "SIEVE: a visited bit and a moving hand",
+            probes=[
+                Probe("a hit protects a key once", HINTS["visited"], _sieve_basic),
+                Probe("the hand clears visited bits", HINTS["visited"], _sieve_clears_bits),
+                Probe("the hand wraps to the oldest key", HINTS["wrap"], _sieve_wraps),
+                Probe("the hand stays where it stopped", HINTS["hand"], _sieve_hand_stays),
+                Probe("a removal under the hand", HINTS["remove"], _sieve_remove_under_hand),
+                Probe(
+                    "pinned keys are not candidates",
+                    HINTS["pins"],
+                    _pins_leave_the_candidates("SIEVE", ["c", "a"]),
+                ),
+                Probe("nothing to evict raises", HINTS["no-victim"], _nothing_to_evict("SIEVE")),
+            ],
+            machine=MachineCheck(
+                "SIEVE against the model",
+                _machine("SIEVE", SIEVEModel),
+                _INVARIANTS,
+                hints=_machine_hints(HINTS["hand"], HINTS["history"]),
+                max_examples=80,
+                step_count=30,
+            ),
+        ),
+    ],
+)

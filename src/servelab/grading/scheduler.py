@@ -1,0 +1,329 @@
+"""Grader topic ``scheduler``: the three steps of notebook 04.
+
+The learner's class has the seed's shape, over the reference
+:class:`~servelab.kv.blocks.BlockManager`:
+
+* ``Scheduler(bm, watermark=w)`` — ``watermark`` is a block count;
+* ``add(seq)`` queues a :class:`~servelab.kv.scheduler.Sequence` at the back of ``waiting``
+  and raises :class:`~servelab.kv.scheduler.RequestTooLarge` when ``prompt_len +
+  max_new_tokens`` tokens need more than ``num_blocks - watermark`` blocks;
+* ``step()`` returns a :class:`~servelab.kv.scheduler.StepOutput`: it retires finished
+  sequences (``finished``), decodes every running sequence oldest first (``decodes``),
+  preempting the newest on ``OutOfBlocks`` (``preempted``), then admits first come, first
+  served while ``bm.num_free - blocks_needed(n) >= watermark`` (``prefills``,
+  ``n = seq.num_tokens``);
+* ``waiting`` (next to admit first) and ``running`` (oldest first) are readable sequences of
+  ``Sequence`` objects.
+
+Between steps the grader plays the engine: it appends one dummy token to every sequence in
+``out.computed()`` (``emit_tokens(out)`` in the printed repro).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
+from servelab.kv.blocks import BlockManager
+from servelab.kv.scheduler import RequestTooLarge, Sequence, StepOutput
+from servelab.kv.sim import emit_tokens
+from servelab.testing.scheduler import INVARIANTS, scheduler_machine
+
+__all__ = ["HINTS", "TOPIC"]
+
+HINTS: dict[str, str] = {
+    "too-large": (
+        "add() must raise RequestTooLarge when blocks_needed(prompt_len + max_new_tokens) > "
+        "num_blocks - watermark: such a request could be preempted at a length it can never be "
+        "readmitted at"
+    ),
+    "watermark": (
+        "admit only while bm.num_free - bm.blocks_needed(n) >= watermark: the watermark keeps "
+        "free blocks for the next decode step"
+    ),
+    "fcfs": (
+        "admission is first come, first served: stop (break) at the first waiting sequence "
+        "that does not fit; nobody behind it may overtake"
+    ),
+    "prefill-length": (
+        "a prefill covers every token the sequence has: allocate and prefill seq.num_tokens "
+        "tokens"
+    ),
+    "finished-freed": (
+        "retire finished sequences at the start of step(): bm.free_seq(seq.seq_id) for every "
+        "running sequence with seq.is_finished, drop it from running and list it in "
+        "out.finished"
+    ),
+    "decode-order": (
+        "decode every running sequence exactly once per step, oldest first (the order of "
+        "running), with slot = bm.append_slot(seq.seq_id)"
+    ),
+    "victim-newest": (
+        "on OutOfBlocks, preempt the newest running sequence (running.pop()), not the one "
+        "whose append_slot failed, and retry; preempt only when a decode finds no free block"
+    ),
+    "requeue-front": (
+        "re-queue a preempted sequence at the front of waiting (waiting.appendleft), so it is "
+        "the first to come back"
+    ),
+    "requeue-length": (
+        "a preempted sequence keeps its tokens: re-queued length = prompt + generated, so "
+        "re-prefill seq.num_tokens tokens, not seq.prompt_len"
+    ),
+    "kv-slots": (
+        "a preempted sequence must give back its blocks (bm.free_seq) before it waits; a "
+        "running one holds KV for all its tokens but the newest"
+    ),
+    "no-leak": "blocks went missing: free every block of finished and preempted sequences",
+    "free-list": "the block manager's free list broke: only call its public methods",
+    "refcount-matches-tables": "the block manager's refcounts broke: only call its public methods",
+    "table-length": "the block manager's tables broke: only call its public methods",
+}
+
+BUILD = (
+    "from servelab.kv.blocks import BlockManager\n"
+    "from servelab.kv.scheduler import Sequence\n"
+    "from servelab.kv.sim import emit_tokens"
+)
+
+
+class Script:
+    """Runs a scenario on a fresh scheduler and writes each call down as paste-able code."""
+
+    def __init__(self, impl: Any, num_blocks: int, block_size: int, watermark: int) -> None:
+        self.lines = [
+            f"bm = BlockManager(num_blocks={num_blocks}, block_size={block_size})",
+            f"sched = Scheduler(bm, watermark={watermark})",
+        ]
+        self.bm = BlockManager(num_blocks, block_size)
+        self.sched = impl(self.bm, watermark=watermark)
+        self.seqs: dict[int, Sequence] = {}
+
+    def add(self, sid: int, prompt_len: int, max_new_tokens: int) -> None:
+        self.lines.append(
+            f"sched.add(Sequence.dummy({sid}, prompt_len={prompt_len}, "
+            f"max_new_tokens={max_new_tokens}))"
+        )
+        seq = Sequence.dummy(sid, prompt_len, max_new_tokens)
+        self.seqs[sid] = seq
+        self.sched.add(seq)
+
+    def step(self, emit: bool = True) -> StepOutput:
+        self.lines.append("out = sched.step()")
+        out = self.sched.step()
+        if not isinstance(out, StepOutput):
+            raise self.fail(f"step() returned {out!r}; it must return a StepOutput")
+        if emit:
+            self.lines.append("emit_tokens(out)")
+            emit_tokens(out)
+        return out
+
+    def running(self) -> list[int]:
+        return [s.seq_id for s in self.sched.running]
+
+    def waiting(self) -> list[int]:
+        return [s.seq_id for s in self.sched.waiting]
+
+    def fail(self, message: str) -> ProbeFailed:
+        state = f"# running {self.running()}, waiting {self.waiting()}, free {self.bm.num_free}"
+        return ProbeFailed(message, [*self.lines, state])
+
+    def expect(self, got: object, want: object, what: str) -> None:
+        if got != want:
+            raise self.fail(f"{what} is {got!r}, expected {want!r}")
+
+
+def _ids(items: Any) -> list[int]:
+    return [getattr(x, "seq", x).seq_id for x in items]
+
+
+# --- step 1: admission -------------------------------------------------------------------
+
+
+def _rejects_too_large(impl: Any) -> None:
+    s = Script(impl, num_blocks=8, block_size=4, watermark=2)
+    s.add(0, 20, 4)  # 24 tokens: 6 blocks, exactly num_blocks - watermark
+    s.lines.append("sched.add(Sequence.dummy(1, prompt_len=20, max_new_tokens=5))")
+    try:
+        s.sched.add(Sequence.dummy(1, 20, 5))
+    except RequestTooLarge:
+        s.expect(s.waiting(), [0], "after the rejected add, waiting")
+        return
+    raise s.fail(
+        "a request of 20 + 5 = 25 tokens needs 7 blocks of 4, but a pool of 8 with watermark 2 "
+        "can give it at most 6; add() returned normally instead of raising RequestTooLarge"
+    )
+
+
+def _watermark(impl: Any) -> None:
+    s = Script(impl, num_blocks=8, block_size=4, watermark=2)
+    s.add(0, 16, 1)  # 4 blocks -> 4 free
+    s.add(1, 8, 1)  # 2 blocks -> exactly 2 free = watermark: admitted
+    s.add(2, 4, 1)  # 1 block -> 1 free < watermark: waits
+    out = s.step(emit=False)
+    s.expect(
+        _ids(out.prefills),
+        [0, 1],
+        "admitted (sequence 1 leaves exactly the watermark free, sequence 2 would leave 1)",
+    )
+    s.expect(s.waiting(), [2], "waiting")
+    s.expect(s.bm.num_free, 2, "free blocks after admission")
+
+
+def _first_come_first_served(impl: Any) -> None:
+    s = Script(impl, num_blocks=8, block_size=4, watermark=0)
+    s.add(0, 20, 1)  # 5 blocks -> 3 free
+    s.add(1, 16, 1)  # 4 blocks: does not fit now
+    s.add(2, 4, 1)  # 1 block: fits, but may not overtake sequence 1
+    out = s.step(emit=False)
+    s.expect(_ids(out.prefills), [0], "admitted (sequence 2 must not overtake sequence 1)")
+    s.expect(s.waiting(), [1, 2], "waiting")
+
+
+def _prefill_whole_prompt(impl: Any) -> None:
+    s = Script(impl, num_blocks=8, block_size=4, watermark=1)
+    s.add(0, 6, 2)
+    out = s.step(emit=False)
+    got = [(p.seq.seq_id, p.num_tokens) for p in out.prefills]
+    s.expect(got, [(0, 6)], "prefills as (seq_id, num_tokens)")
+    s.expect(s.bm.seq_len(0), 6, "bm.seq_len(0) after admission")
+    s.expect(s.running(), [0], "running")
+
+
+# --- step 2: decode and retire -------------------------------------------------------------
+
+
+def _decode_oldest_first(impl: Any) -> None:
+    s = Script(impl, num_blocks=16, block_size=4, watermark=0)
+    for sid, prompt in ((0, 3), (1, 5), (2, 2)):
+        s.add(sid, prompt, 4)
+    s.step()
+    out = s.step()
+    s.expect(_ids(out.decodes), [0, 1, 2], "decoded (each running sequence once, oldest first)")
+    s.expect([s.bm.seq_len(i) for i in (0, 1, 2)], [4, 6, 3], "KV slots of sequences 0, 1, 2")
+    s.expect(out.prefills, [], "prefills in a step with nothing waiting")
+
+
+def _frees_finished(impl: Any) -> None:
+    s = Script(impl, num_blocks=8, block_size=4, watermark=0)
+    s.add(0, 4, 2)
+    s.add(1, 4, 6)
+    s.step()  # prefill: 1 generated each
+    s.step()  # decode: sequence 0 reaches its 2 tokens
+    out = s.step()
+    s.expect(_ids(out.finished), [0], "finished")
+    s.expect(s.running(), [1], "running after sequence 0 finished")
+    s.expect(s.bm.sequences(), [1], "bm.sequences() (sequence 0's blocks must be freed)")
+    s.expect(s.bm.num_free, 6, "free blocks (8 minus sequence 1's 2)")
+
+
+# --- step 3: preemption --------------------------------------------------------------------
+
+
+def _pressure(impl: Any) -> tuple[Script, StepOutput]:
+    """Two sequences fill a 2-block pool; a third waits. Sequence 0's decode needs a block."""
+    s = Script(impl, num_blocks=2, block_size=2, watermark=0)
+    s.add(0, 2, 2)
+    s.add(1, 2, 2)
+    s.add(2, 1, 1)
+    s.step()
+    return s, s.step()
+
+
+def _preempts_newest(impl: Any) -> None:
+    s, out = _pressure(impl)
+    s.expect(
+        _ids(out.preempted),
+        [1],
+        "preempted (sequence 0's append_slot found no free block; the newest running is 1)",
+    )
+    s.expect(_ids(out.decodes), [0], "decoded")
+
+
+def _requeues_at_front(impl: Any) -> None:
+    s, out = _pressure(impl)
+    s.expect(_ids(out.preempted), [1], "preempted")
+    s.expect(s.waiting(), [1, 2], "waiting (the preempted sequence goes first)")
+
+
+def _requeues_full_length(impl: Any) -> None:
+    s, _ = _pressure(impl)
+    seq = s.seqs[1]
+    s.expect(seq.num_tokens, 3, "tokens of preempted sequence 1 (prompt 2 + 1 generated)")
+    out = s.step()  # sequence 0 finishes and is retired; sequence 1 comes back
+    got = [(p.seq.seq_id, p.num_tokens) for p in out.prefills]
+    s.expect(got, [(1, 3)], "prefills as (seq_id, num_tokens): prompt + generated")
+    s.expect(s.bm.seq_len(1), 3, "bm.seq_len(1) after re-admission")
+
+
+def _probe(name: str, hint_id: str, run: Callable[[Any], None]) -> Probe:
+    return Probe(name, HINTS[hint_id], run)
+
+
+def _machine(
+    stage: int, name: str, invariants: list[str], examples: int, steps: int
+) -> MachineCheck:
+    return MachineCheck(
+        name=name,
+        build=lambda impl: scheduler_machine(impl, stage=stage),
+        invariants=[INVARIANTS[i] for i in invariants],
+        hints=HINTS,
+        max_examples=examples,
+        step_count=steps,
+    )
+
+
+TOPIC = Topic(
+    name="scheduler",
+    title="The scheduler step: watermark admission, oldest-first decode, preempt the newest",
+    steps=[
+        Step(
+            1,
+            "admission: first come, first served, above the watermark",
+            probes=[
+                _probe("a request that can never fit is rejected", "too-large", _rejects_too_large),
+                _probe("admission stops at the watermark", "watermark", _watermark),
+                _probe("nobody overtakes the head of the queue", "fcfs",
+                       _first_come_first_served),
+                _probe("a prefill covers the whole prompt", "prefill-length",
+                       _prefill_whole_prompt),
+            ],
+            machine=_machine(
+                1, "state machine: add, then one step",
+                ["too-large", "fcfs", "watermark", "prefill-length", "kv-slots", "no-leak"],
+                examples=120, steps=12,
+            ),
+        ),
+        Step(
+            2,
+            "decode oldest first, retire finished sequences",
+            probes=[
+                _probe("every running sequence decodes once, oldest first", "decode-order",
+                       _decode_oldest_first),
+                _probe("finished sequences are freed", "finished-freed", _frees_finished),
+            ],
+            machine=_machine(
+                2, "state machine: add and step in a pool that never runs out",
+                ["fcfs", "watermark", "decode-order", "finished-freed", "kv-slots", "no-leak"],
+                examples=100, steps=30,
+            ),
+        ),
+        Step(
+            3,
+            "preempt the newest, recompute at prompt + generated",
+            probes=[
+                _probe("the newest running sequence is the victim", "victim-newest",
+                       _preempts_newest),
+                _probe("the victim goes back to the front of waiting", "requeue-front",
+                       _requeues_at_front),
+                _probe("the victim is re-prefilled at prompt + generated", "requeue-length",
+                       _requeues_full_length),
+            ],
+            machine=_machine(
+                3, "state machine: add and step under memory pressure",
+                list(INVARIANTS), examples=150, steps=30,
+            ),
+        ),
+    ],
+)

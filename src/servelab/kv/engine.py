@@ -1,0 +1,476 @@
+"""The serving loop: requests in, tokens out, through scheduler, block manager, pool and model.
+
+Each :meth:`Engine.step` asks the :class:`~servelab.kv.scheduler.Scheduler` what to run and
+then carries out its :class:`~servelab.kv.scheduler.StepOutput` on the device, in the order
+that keeps every block's contents right:
+
+1. **swap out** victims' blocks to host memory (their device blocks were freed in this step
+   and may be handed to someone else below, so they are read first);
+2. **swap in** the blocks of re-admitted swapped sequences;
+3. **copy-on-write**: one batched copy for every decode whose slot names a ``cow_src``;
+4. **prefill** admitted sequences (skipping tokens found in the prefix cache), in admission
+   order, so a prompt that hits blocks another prompt of this step registered reads them
+   after they were written;
+5. **decode** all running sequences in one batch through paged attention;
+6. sample one token per computed sequence and append it.
+
+Prefix caching. With ``prefix_caching=True`` the block manager is a
+:class:`~servelab.kv.prefix.PrefixCachingBlockManager`. The scheduler speaks the plain
+block-manager interface (token *counts*), so a small adapter passes it the token *ids* it
+needs: the engine owns the sequences and knows them.
+
+Parallel sampling. A request with ``n > 1`` is admitted as one sequence; right after its
+prompt is prefilled, ``n - 1`` children are ``fork``-ed from it, sharing every prompt block.
+Each sample then draws its own first token from the same logits. The trailing partial block
+is copied by the first sibling that writes to it (copy-on-write), full blocks stay shared.
+
+Sampling is greedy at temperature 0; otherwise Gumbel-max with noise drawn from a generator
+seeded by (the sample's seed, its position), so a token never depends on batching, forking
+or preemption — which is what lets tests demand exact equality with independent runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from collections.abc import Sequence as Seq
+from dataclasses import dataclass, field
+from typing import cast
+
+import torch
+
+from servelab.kv.attention import Backend, DecodeBatch
+from servelab.kv.blocks import BlockManager, InvalidConfig, KVCacheError, Slot, UnknownSequence
+from servelab.kv.model import TinyLlama
+from servelab.kv.prefix import PrefixCachingBlockManager
+from servelab.kv.scheduler import Preemption, Scheduler, Sequence, StepOutput
+
+__all__ = [
+    "Completion",
+    "Engine",
+    "EngineConfig",
+    "EngineError",
+    "EngineStats",
+    "InvalidSamplingRequest",
+    "Request",
+]
+
+
+class EngineError(KVCacheError):
+    """Base of the engine's own errors."""
+
+
+class InvalidSamplingRequest(EngineError, ValueError):
+    """A request whose prompt, length, sample count, temperature or seed is malformed."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """A prompt, how many tokens to generate, and how to sample them.
+
+    ``n`` samples share the prompt's KV blocks (fork). Sample ``i`` uses seed ``seed + i``,
+    so it equals an independent request with ``n=1`` and that seed.
+    """
+
+    prompt: tuple[int, ...]
+    max_new_tokens: int
+    n: int = 1
+    temperature: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.prompt or not all(
+            isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in self.prompt
+        ):
+            raise InvalidSamplingRequest("prompt must be a non-empty sequence of token ids >= 0")
+        for name in ("max_new_tokens", "n"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidSamplingRequest(f"{name} must be a positive int, got {value!r}")
+        if not isinstance(self.temperature, (int, float)) or not self.temperature >= 0:
+            raise InvalidSamplingRequest(f"temperature must be >= 0, got {self.temperature!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise InvalidSamplingRequest(f"seed must be a non-negative int, got {self.seed!r}")
+
+    @classmethod
+    def of(
+        cls,
+        prompt: Iterable[int],
+        max_new_tokens: int,
+        *,
+        n: int = 1,
+        temperature: float = 0.0,
+        seed: int = 0,
+    ) -> Request:
+        return cls(tuple(prompt), max_new_tokens, n, temperature, seed)
+
+
+@dataclass
+class Completion:
+    """The generated tokens of one request: one list per sample."""
+
+    request_id: int
+    request: Request
+    samples: list[list[int]]
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Pool size and policies. ``num_host_blocks`` is swap space (used with ``"swap"``)."""
+
+    num_blocks: int = 256
+    block_size: int = 16
+    prefix_caching: bool = True
+    preemption: Preemption = "recompute"
+    num_host_blocks: int = 0
+    watermark: int | None = None
+    backend: Backend | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("num_blocks", "block_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidConfig(f"{name} must be a positive int, got {value!r}")
+
+
+@dataclass
+class EngineStats:
+    """Counters over the engine's life (the demo's summary reads them)."""
+
+    steps: int = 0
+    prompt_tokens: int = 0  # tokens prefilled, recompute included
+    cached_tokens: int = 0  # of those, found in the prefix cache (not computed)
+    decode_tokens: int = 0
+    generated_tokens: int = 0
+    preemptions: int = 0
+    swapped_out_blocks: int = 0
+    swapped_in_blocks: int = 0
+    cow_copies: int = 0
+    forks: int = 0
+    peak_blocks_used: int = 0
+    wall_s: float = 0.0
+    # KV slots summed over steps: held by tokens, reserved by block tables, and what a
+    # contiguous reservation of prompt + max_new_tokens per sequence would hold
+    slots_used: int = 0
+    slots_paged: int = 0
+    slots_contiguous: int = 0
+    blocks_referenced: int = 0  # block-table entries, summed over steps
+    blocks_distinct: int = 0  # physical blocks in use, summed over steps
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.generated_tokens / self.wall_s if self.wall_s else 0.0
+
+    @property
+    def paged_waste(self) -> float:
+        """Fraction of reserved KV slots holding no token (only last blocks' tails)."""
+        return 1 - self.slots_used / self.slots_paged if self.slots_paged else 0.0
+
+    @property
+    def contiguous_waste(self) -> float:
+        """The same fraction for a contiguous prompt + max_new_tokens reservation."""
+        return 1 - self.slots_used / self.slots_contiguous if self.slots_contiguous else 0.0
+
+    @property
+    def sharing_saving(self) -> float:
+        """Fraction of block-table entries served by a block another table also holds."""
+        if not self.blocks_referenced:
+            return 0.0
+        return 1 - self.blocks_distinct / self.blocks_referenced
+
+
+class _PrefixAdapter:
+    """The plain block-manager interface the scheduler calls, over a prefix-caching one.
+
+    ``allocate(seq, n)`` and ``append_slot(seq)`` look up the token ids the engine holds;
+    the number of cached tokens found at each ``allocate`` is kept for the prefill.
+    """
+
+    def __init__(self, inner: PrefixCachingBlockManager, tokens: Callable[[int], list[int]]):
+        self.inner = inner
+        self._tokens = tokens
+        self.num_blocks = inner.num_blocks
+        self.block_size = inner.block_size
+        self.cached: dict[int, int] = {}
+
+    @property
+    def num_free(self) -> int:
+        return self.inner.num_free
+
+    def blocks_needed(self, n_tokens: int) -> int:
+        return self.inner.blocks_needed(n_tokens)
+
+    def can_allocate(self, n_tokens: int) -> bool:
+        return self.inner.num_free >= self.inner.blocks_needed(n_tokens)
+
+    def allocate(self, seq: int, n_tokens: int) -> None:
+        self.cached[seq] = self.inner.allocate(seq, self._tokens(seq)[:n_tokens])
+
+    def append_slot(self, seq: int) -> Slot:
+        n = self.inner.seq_len(seq)
+        return self.inner.append_slot(seq, self._tokens(seq)[n])
+
+    def fork(self, parent: int, child: int) -> None:
+        self.inner.fork(parent, child)
+
+    def free_seq(self, seq: int) -> None:
+        self.inner.free_seq(seq)
+        self.cached.pop(seq, None)
+
+    def block_table(self, seq: int) -> list[int]:
+        return self.inner.block_table(seq)
+
+    def seq_len(self, seq: int) -> int:
+        return self.inner.seq_len(seq)
+
+    def refcount(self, block: int) -> int:
+        return self.inner.refcount(block)
+
+    def sequences(self) -> list[int]:
+        return self.inner.sequences()
+
+
+class _ForkingScheduler(Scheduler):
+    """The reference scheduler plus ``fork``: a child joins ``running`` as its newest member."""
+
+    def fork(self, parent: Sequence, child: Sequence) -> None:
+        if parent.seq_id not in self._live or child.seq_id in self._live:
+            raise UnknownSequence(f"cannot fork {parent.seq_id} into {child.seq_id}")
+        self.bm.fork(parent.seq_id, child.seq_id)
+        self.running.append(child)
+        self._live[child.seq_id] = child
+
+
+@dataclass
+class _Sample:
+    request_id: int
+    index: int
+    seed: int
+    temperature: float
+
+
+@dataclass
+class _Group:
+    request: Request
+    seqs: list[Sequence] = field(default_factory=list)
+    forked: bool = False
+
+
+class Engine:
+    """Serve :class:`Request` s with a :class:`TinyLlama` on its device."""
+
+    def __init__(self, model: TinyLlama, config: EngineConfig | None = None) -> None:
+        self.model = model
+        self.config = cfg = config or EngineConfig()
+        self.pool = model.new_pool(cfg.num_blocks, cfg.block_size)
+        self._seqs: dict[int, Sequence] = {}
+        self._samples: dict[int, _Sample] = {}
+        self._groups: dict[int, _Group] = {}
+        self._done: dict[int, Completion] = {}
+        self._next_seq = 0
+        self._next_request = 0
+        self.prefix: PrefixCachingBlockManager | None = None
+        self._adapter: _PrefixAdapter | None = None
+        if cfg.prefix_caching:
+            self.prefix = PrefixCachingBlockManager(cfg.num_blocks, cfg.block_size)
+            self._adapter = _PrefixAdapter(self.prefix, lambda s: self._seqs[s].token_ids)
+            bm = cast(BlockManager, self._adapter)  # same interface, see _PrefixAdapter
+        else:
+            bm = BlockManager(cfg.num_blocks, cfg.block_size)
+        self.scheduler = _ForkingScheduler(
+            bm,
+            watermark=cfg.watermark,
+            preemption=cfg.preemption,
+            num_host_blocks=cfg.num_host_blocks,
+        )
+        self.bm = bm
+        self._host: torch.Tensor | None = None
+        if cfg.num_host_blocks:
+            pin = self.pool.device.type == "cuda" and torch.cuda.is_available()
+            shape = (*self.pool.kv.shape[:2], cfg.num_host_blocks, *self.pool.kv.shape[3:])
+            self._host = torch.zeros(shape, dtype=self.pool.dtype, pin_memory=pin)
+        self.stats = EngineStats()
+
+    # -- requests ----------------------------------------------------------------------
+    def add(self, request: Request) -> int:
+        """Queue a request; returns its id. Raises the scheduler's errors unchanged."""
+        if not isinstance(request, Request):
+            raise InvalidSamplingRequest(f"add() takes a Request, got {type(request).__name__}")
+        vocab = self.model.config.vocab_size
+        if max(request.prompt) >= vocab:
+            raise InvalidSamplingRequest(f"a prompt token is outside the vocabulary ({vocab})")
+        total = len(request.prompt) + request.max_new_tokens
+        if total > self.model.config.max_seq_len:
+            raise InvalidSamplingRequest(
+                f"prompt + max_new_tokens = {total} exceeds the model's max_seq_len "
+                f"{self.model.config.max_seq_len}"
+            )
+        seq = Sequence.from_prompt(self._next_seq, request.prompt, request.max_new_tokens)
+        self._seqs[seq.seq_id] = seq  # the adapter may need the ids during add()
+        try:
+            self.scheduler.add(seq)
+        except BaseException:
+            del self._seqs[seq.seq_id]
+            raise
+        rid = self._next_request
+        self._next_request += 1
+        self._next_seq += 1
+        self._samples[seq.seq_id] = _Sample(rid, 0, request.seed, request.temperature)
+        self._groups[rid] = _Group(request, [seq])
+        return rid
+
+    @property
+    def is_idle(self) -> bool:
+        return self.scheduler.is_idle
+
+    def completions(self) -> list[Completion]:
+        """Finished requests so far, by request id."""
+        return [self._done[r] for r in sorted(self._done)]
+
+    def run(
+        self, requests: Iterable[Request], *, progress: Callable[[int], None] | None = None
+    ) -> list[Completion]:
+        """Serve ``requests`` to completion; ``progress(n)`` is told of each n new tokens."""
+        ids = [self.add(r) for r in requests]
+        while not self.is_idle:
+            made = self.step()
+            if progress is not None and made:
+                progress(made)
+        return [self._done[i] for i in ids]
+
+    # -- one step ----------------------------------------------------------------------
+    def step(self) -> int:
+        """Run one scheduler step on the device; returns the number of tokens sampled."""
+        t0 = time.perf_counter()
+        out = self.scheduler.step()
+        self._swap(out)
+        cows = [(d.slot.cow_src, d.slot.block) for d in out.decodes if d.slot.cow_src is not None]
+        self.pool.copy_blocks(cows)
+        sampled: list[tuple[Sequence, torch.Tensor]] = []
+        for p in out.prefills:
+            sampled.extend(self._prefill(p.seq, p.num_tokens))
+        if out.decodes:
+            logits = self._decode(out)
+            sampled.extend((d.seq, logits[i]) for i, d in enumerate(out.decodes))
+        tokens = self._sample(sampled)
+        for (seq, _), tok in zip(sampled, tokens, strict=True):
+            seq.append_token(tok)
+        self._collect_finished()
+        self._account(out, len(cows))
+        self.stats.generated_tokens += len(tokens)
+        self.stats.wall_s += time.perf_counter() - t0
+        return len(tokens)
+
+    def _swap(self, out: StepOutput) -> None:
+        if out.swap_out:
+            assert self._host is not None  # the scheduler swaps only with host blocks
+            dev_blocks = [d for d, _ in out.swap_out]
+            host_ids = torch.tensor([h for _, h in out.swap_out], dtype=torch.int64)
+            self._host.index_copy_(2, host_ids, self.pool.swap_out(dev_blocks))
+            self.stats.swapped_out_blocks += len(dev_blocks)
+        if out.swap_in:
+            assert self._host is not None
+            pairs = list(out.swap_in)
+            if self._adapter is not None:  # blocks found in the prefix cache are shared: skip
+                skip: set[int] = set()
+                for seq in out.swapped_in:
+                    n_hit = self._adapter.cached.get(seq.seq_id, 0) // self.pool.block_size
+                    skip.update(self.bm.block_table(seq.seq_id)[:n_hit])
+                pairs = [(h, d) for h, d in pairs if d not in skip]
+            if pairs:
+                host_ids = torch.tensor([h for h, _ in pairs], dtype=torch.int64)
+                self.pool.swap_in(self._host.index_select(2, host_ids), [d for _, d in pairs])
+            self.stats.swapped_in_blocks += len(pairs)
+
+    def _prefill(self, seq: Sequence, n: int) -> list[tuple[Sequence, torch.Tensor]]:
+        cached = self._adapter.cached.get(seq.seq_id, 0) if self._adapter is not None else 0
+        logits = self.model.prefill(
+            self.pool, seq.token_ids[:n], self.bm.block_table(seq.seq_id), start=cached
+        )
+        self.stats.prompt_tokens += n
+        self.stats.cached_tokens += cached
+        out = [(seq, logits)]
+        sample = self._samples[seq.seq_id]
+        group = self._groups[sample.request_id]
+        if not group.forked and sample.index == 0:  # first prefill of a request: fork it
+            group.forked = True
+            for i in range(1, group.request.n):
+                child = Sequence(
+                    self._next_seq, list(seq.token_ids), seq.prompt_len, seq.max_new_tokens
+                )
+                self._next_seq += 1
+                self._seqs[child.seq_id] = child
+                self.scheduler.fork(seq, child)
+                self._samples[child.seq_id] = _Sample(
+                    sample.request_id, i, sample.seed + i, sample.temperature
+                )
+                group.seqs.append(child)
+                self.stats.forks += 1
+                out.append((child, logits))
+        return out
+
+    def _decode(self, out: StepOutput) -> torch.Tensor:
+        bs = self.pool.block_size
+        tables = [self.bm.block_table(d.seq.seq_id) for d in out.decodes]
+        lens = [self.bm.seq_len(d.seq.seq_id) for d in out.decodes]
+        batch = DecodeBatch.build(
+            tables, lens, block_size=bs, num_blocks=self.pool.num_blocks, device=self.pool.device
+        )
+        slots = self.pool.slots(
+            [d.slot.block for d in out.decodes], [d.slot.offset for d in out.decodes]
+        )
+        tokens = [d.seq.token_ids[-1] for d in out.decodes]
+        self.stats.decode_tokens += len(tokens)
+        return self.model.decode(self.pool, tokens, slots, batch, backend=self.config.backend)
+
+    def _sample(self, rows: Seq[tuple[Sequence, torch.Tensor]]) -> list[int]:
+        if not rows:
+            return []
+        logits = torch.stack([r for _, r in rows]).float()
+        temps = [self._samples[s.seq_id].temperature for s, _ in rows]
+        if any(temps):
+            vocab = logits.shape[-1]
+            noise = torch.zeros(len(rows), vocab)
+            scale = torch.ones(len(rows), 1)
+            for i, (seq, _) in enumerate(rows):
+                sample = self._samples[seq.seq_id]
+                if sample.temperature > 0:
+                    noise[i] = _gumbel(sample.seed, seq.num_tokens, vocab)
+                    scale[i] = 1.0 / sample.temperature
+            logits = logits * scale.to(logits.device) + noise.to(logits.device)
+        return [int(t) for t in logits.argmax(-1).tolist()]
+
+    def _collect_finished(self) -> None:
+        """Record requests whose every sample has generated all its tokens."""
+        for rid, group in list(self._groups.items()):
+            if len(group.seqs) == group.request.n and all(s.is_finished for s in group.seqs):
+                samples = [s.token_ids[s.prompt_len :] for s in group.seqs]
+                self._done[rid] = Completion(rid, group.request, samples)
+                for s in group.seqs:  # the scheduler frees their blocks at its next step
+                    self._seqs.pop(s.seq_id, None)
+                    self._samples.pop(s.seq_id, None)
+                del self._groups[rid]
+
+    def _account(self, out: StepOutput, cows: int) -> None:
+        st, bs = self.stats, self.pool.block_size
+        st.steps += 1
+        st.preemptions += len(out.preempted)
+        st.cow_copies += cows
+        distinct: set[int] = set()
+        for seq in self.scheduler.running:
+            table = self.bm.block_table(seq.seq_id)
+            n = self.bm.seq_len(seq.seq_id)
+            st.slots_used += n
+            st.slots_paged += len(table) * bs
+            st.slots_contiguous += seq.max_len
+            st.blocks_referenced += len(table)
+            distinct.update(table)
+        st.blocks_distinct += len(distinct)
+        st.peak_blocks_used = max(st.peak_blocks_used, len(distinct))
+
+
+def _gumbel(seed: int, position: int, vocab: int) -> torch.Tensor:
+    """Gumbel noise that depends only on (seed, position): sampling is batch-independent."""
+    gen = torch.Generator().manual_seed((seed * 1_000_003 + position) % (2**63))
+    u = torch.rand(vocab, generator=gen).clamp_(1e-12, 1 - 1e-7)
+    return -torch.log(-torch.log(u))

@@ -1,0 +1,15 @@
+"""LFU forgets history across a pin: an unpinned key restarts at count 1 (no probe for exactly this)."""
+from correct import LFU, SIEVE
+
+HINT = "history"
+
+
+class ForgetfulLFU(LFU):
+    def update_on_unpin(self, key):
+        self.count[key] = 1
+        self.clock += 1
+        self.reached[key] = self.clock
+        super().update_on_unpin(key)
+
+
+Buggy = {"LFU": ForgetfulLFU, "SIEVE": SIEVE}

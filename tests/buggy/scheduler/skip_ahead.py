@@ -1,0 +1,19 @@
+"""Lets a small request overtake a large one that does not fit yet: not first come, first
+served."""
+from correct import LearnerScheduler
+
+from servelab.kv.scheduler import Prefill
+
+HINT = "first come"
+
+
+class Buggy(LearnerScheduler):
+    def admit(self, out):
+        for seq in list(self.waiting):
+            n = seq.num_tokens
+            if not self.fits(n):
+                continue
+            self.waiting.remove(seq)
+            self.bm.allocate(seq.seq_id, n)
+            self.running.append(seq)
+            out.prefills.append(Prefill(seq, n))

@@ -1,0 +1,174 @@
+"""The engine: paged serving produces exactly the tokens of dense generation."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from servelab.kv.engine import (  # noqa: E402
+    Engine,
+    EngineConfig,
+    InvalidSamplingRequest,
+    Request,
+)
+from servelab.kv.model import ModelConfig, TinyLlama  # noqa: E402
+from servelab.kv.scheduler import RequestTooLarge  # noqa: E402
+
+torch.set_num_threads(1)  # tiny tensors: threads only add contention on a shared machine
+MODEL = TinyLlama(ModelConfig(max_seq_len=256))
+
+
+def workload(seed: int, n: int = 10, shared: int = 13) -> list[Request]:
+    """Requests whose prompts share a prefix of ``shared`` tokens, with mixed lengths."""
+    rng = random.Random(seed)
+    prefix = [rng.randrange(256) for _ in range(shared)]
+    return [
+        Request.of(
+            prefix + [rng.randrange(256) for _ in range(rng.randrange(1, 12))],
+            rng.randrange(1, 25),
+        )
+        for _ in range(n)
+    ]
+
+
+def dense(requests: list[Request]) -> list[list[int]]:
+    return [MODEL.generate_dense([list(r.prompt)], r.max_new_tokens)[0] for r in requests]
+
+
+def run(requests: list[Request], **config: object) -> tuple[Engine, list[list[list[int]]]]:
+    engine = Engine(MODEL, EngineConfig(**config))  # type: ignore[arg-type]
+    out = engine.run(requests)
+    return engine, [c.samples for c in out]
+
+
+def assert_drained(engine: Engine) -> None:
+    """Nothing running or waiting, and every block back in the free pool."""
+    assert engine.is_idle
+    engine.step()  # retire the last finished sequences
+    assert engine.bm.num_free == engine.config.num_blocks
+    assert engine.scheduler.running == []
+
+
+REQUESTS = workload(0)
+EXPECTED = dense(REQUESTS)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"num_blocks": 96, "block_size": 4, "prefix_caching": False},
+        {"num_blocks": 96, "block_size": 4},
+        {"num_blocks": 60, "block_size": 1},
+        {"num_blocks": 12, "block_size": 16},
+    ],
+    ids=["plain", "prefix-cache", "bs1", "bs16"],
+)
+def test_greedy_paged_generation_equals_dense(config: dict[str, object]) -> None:
+    engine, got = run(REQUESTS, **config)
+    assert [s[0] for s in got] == EXPECTED
+    assert engine.stats.generated_tokens == sum(r.max_new_tokens for r in REQUESTS)
+    assert_drained(engine)
+
+
+def test_prefix_cache_hits_change_no_token() -> None:
+    engine, got = run(REQUESTS, num_blocks=96, block_size=4, prefix_caching=True)
+    assert engine.stats.cached_tokens >= 12 * (len(REQUESTS) - 1)  # 3 shared blocks each
+    assert [s[0] for s in got] == EXPECTED
+
+
+@pytest.mark.parametrize("prefix_caching", [False, True])
+def test_recompute_preemption_mid_run_changes_no_token(prefix_caching: bool) -> None:
+    engine, got = run(REQUESTS, num_blocks=14, block_size=4, prefix_caching=prefix_caching)
+    assert engine.stats.preemptions > 0
+    assert [s[0] for s in got] == EXPECTED
+    assert_drained(engine)
+
+
+def test_swap_preemption_changes_no_token() -> None:
+    engine, got = run(
+        REQUESTS,
+        num_blocks=14,
+        block_size=4,
+        preemption="swap",
+        num_host_blocks=64,
+        prefix_caching=False,
+    )
+    assert engine.stats.preemptions > 0
+    assert engine.stats.swapped_out_blocks > 0
+    assert engine.stats.swapped_in_blocks == engine.stats.swapped_out_blocks
+    assert [s[0] for s in got] == EXPECTED
+    assert_drained(engine)
+
+
+@pytest.mark.parametrize("prefix_caching", [False, True])
+def test_parallel_sampling_forks_and_matches_independent_runs(prefix_caching: bool) -> None:
+    prompt = list(range(30, 48))  # 18 tokens: 4 full blocks of 4 and a shared partial one
+    fan = Request.of(prompt, 12, n=4, temperature=1.0, seed=7)
+    engine, (samples,) = run([fan], num_blocks=64, block_size=4, prefix_caching=prefix_caching)
+    assert len(samples) == 4
+    assert len({tuple(s) for s in samples}) > 1  # real sampling, not four greedy copies
+    assert engine.stats.forks == 3
+    assert engine.stats.cow_copies == 3  # the partial block: all but its last holder copy
+    assert engine.stats.sharing_saving > 0.3  # the 4 full prompt blocks stay shared
+    for i, sample in enumerate(samples):
+        alone = Request.of(prompt, 12, temperature=1.0, seed=7 + i)
+        assert run([alone], num_blocks=64, block_size=4)[1][0][0] == sample
+    assert_drained(engine)
+
+
+def test_parallel_sampling_survives_preemption() -> None:
+    fans = [Request.of(list(range(i, i + 9)), 15, n=3, temperature=0.8, seed=i) for i in range(3)]
+    _, roomy = run(fans, num_blocks=128, block_size=4)
+    engine, tight = run(fans, num_blocks=16, block_size=4)
+    assert engine.stats.preemptions > 0
+    assert tight == roomy
+
+
+@settings(max_examples=5, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    num_blocks=st.integers(10, 40),
+    block_size=st.sampled_from([2, 4, 8]),
+    prefix_caching=st.booleans(),
+)
+def test_random_workloads_match_dense(
+    seed: int, num_blocks: int, block_size: int, prefix_caching: bool
+) -> None:
+    requests = workload(seed, n=5, shared=seed % 9)
+    limit = (num_blocks - 1) * block_size
+    requests = [r for r in requests if len(r.prompt) + r.max_new_tokens <= limit]
+    engine, got = run(
+        requests, num_blocks=num_blocks, block_size=block_size, prefix_caching=prefix_caching
+    )
+    assert [s[0] for s in got] == dense(requests)
+    assert_drained(engine)
+
+
+def test_invalid_requests_raise_and_change_nothing() -> None:
+    engine = Engine(MODEL, EngineConfig(num_blocks=8, block_size=4))
+    with pytest.raises(InvalidSamplingRequest):
+        Request.of([], 3)
+    with pytest.raises(InvalidSamplingRequest):
+        Request.of([1], 0)
+    with pytest.raises(InvalidSamplingRequest):
+        Request.of([1], 3, temperature=-1.0)
+    with pytest.raises(InvalidSamplingRequest):
+        engine.add(Request.of([256], 3))  # outside the vocabulary
+    with pytest.raises(InvalidSamplingRequest):
+        engine.add(Request.of([1] * 250, 10))  # past max_seq_len
+    with pytest.raises(RequestTooLarge):
+        engine.add(Request.of([1] * 40, 10))  # more blocks than the pool can ever give
+    assert engine.is_idle
+    assert engine.completions() == []
+    rid = engine.add(Request.of([1, 2, 3], 4))
+    while not engine.is_idle:
+        engine.step()
+    (done,) = engine.completions()
+    assert done.request_id == rid
+    assert done.samples == [MODEL.generate_dense([[1, 2, 3]], 4)[0]]

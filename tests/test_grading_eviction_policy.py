@@ -1,0 +1,61 @@
+"""The eviction-policy grader: passes correct LFU/SIEVE classes, fails each known mistake."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+
+from buggy_impls import correct_module, mistakes
+from servelab.grading import GradeFailure, grade
+from servelab.weights.policies import LFU, SIEVE
+
+TOPIC = "eviction-policy"
+MISTAKES = mistakes(TOPIC)
+
+
+def test_every_mistake_named_in_the_issue_is_kept() -> None:
+    names = {m.name for m in MISTAKES}
+    assert {"lfu_newest_tie", "sieve_no_wrap", "sieve_keeps_visited"} <= names
+    assert {"lfu_ignores_pins", "sieve_ignores_pins"} <= names
+
+
+@pytest.mark.parametrize(
+    "impl",
+    [{"LFU": LFU, "SIEVE": SIEVE}, correct_module(TOPIC).Correct, correct_module(TOPIC)],
+    ids=["reference", "learner-dict", "learner-module"],
+)
+def test_correct_policies_pass_every_step(impl: Any) -> None:
+    report = grade(TOPIC, impl, out=io.StringIO())
+    assert report.passed and report.text.endswith("PASSED")
+
+
+def test_step_one_takes_a_single_lfu_class() -> None:
+    assert grade(TOPIC, correct_module(TOPIC).LFU, step=1, out=io.StringIO()).passed
+    with pytest.raises(GradeFailure, match="grades a SIEVE class"):
+        grade(TOPIC, correct_module(TOPIC).LFU, step=2, out=io.StringIO())
+
+
+@pytest.mark.parametrize("mistake", MISTAKES, ids=[m.name for m in MISTAKES])
+def test_each_mistake_fails_with_a_hint_naming_it(mistake: Any) -> None:
+    with pytest.raises(GradeFailure) as failure:
+        grade(TOPIC, mistake.impl, out=io.StringIO())
+    report = failure.value.report
+    assert mistake.hint.lower() in report.hint.lower(), (mistake.name, report.text)
+    assert "reproduce:" in report.text
+
+
+def test_the_state_machine_catches_what_no_probe_names() -> None:
+    bug = next(m for m in MISTAKES if m.name == "sieve_unpin_forgets_visit")
+    with pytest.raises(GradeFailure) as failure:
+        grade(TOPIC, bug.impl, step=2, out=io.StringIO())
+    report = failure.value.report
+    assert "SIEVE against the model" in report.text
+    # the repro is code: replayed on the buggy class it ends in the wrong victim
+    namespace: dict[str, Any] = {"SIEVE": bug.impl["SIEVE"]}
+    exec(report.code, namespace)
+    replay: dict[str, Any] = {"SIEVE": correct_module(TOPIC).SIEVE}
+    lines = report.code.splitlines()
+    exec("\n".join(lines[:-1]), replay)
+    assert lines[-1].startswith("p.")

@@ -1,0 +1,118 @@
+"""The scheduler grader: passes correct schedulers, fails every known mistake with its hint."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from buggy_impls import correct_module, mistakes, topic_dir
+from servelab.grading import GradeFailure, grade
+from servelab.kv.scheduler import Scheduler
+
+TOPIC = "scheduler"
+MISTAKES = mistakes(TOPIC)
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_every_mistake_the_issue_names_has_a_buggy_implementation() -> None:
+    names = {m.name for m in MISTAKES}
+    for required in (
+        "preempt_current",
+        "requeue_prompt_only",
+        "admit_past_watermark",
+        "requeue_back",
+        "never_free_finished",
+    ):
+        assert required in names
+
+
+@pytest.mark.parametrize("impl", [Scheduler, correct_module(TOPIC).LearnerScheduler])
+@pytest.mark.parametrize("step", [1, 2, 3])
+def test_correct_schedulers_pass_every_step(impl: Any, step: int) -> None:
+    report = grade(TOPIC, impl, step=step, out=io.StringIO())
+    assert report.passed and report.text.endswith("PASSED")
+
+
+@pytest.mark.parametrize("mistake", MISTAKES, ids=[m.name for m in MISTAKES])
+def test_each_mistake_fails_with_a_hint_naming_it(mistake: Any) -> None:
+    with pytest.raises(GradeFailure) as failure:
+        grade(TOPIC, mistake.impl, out=io.StringIO())
+    report = failure.value.report
+    assert mistake.hint.lower() in report.hint.lower(), (mistake.name, report.text)
+    assert "reproduce:" in report.text
+
+
+def test_the_repro_is_code_that_shows_the_mistake() -> None:
+    bug = next(m for m in MISTAKES if m.name == "preempt_current")
+    with pytest.raises(GradeFailure) as failure:
+        grade(TOPIC, bug.impl, out=io.StringIO())
+    code = failure.value.report.code
+    namespace: dict[str, Any] = {"Impl": bug.impl}
+    exec(_imports() + "\nScheduler = Impl\n" + code, namespace)
+    assert [s.seq_id for s in namespace["out"].preempted] == [0]  # the one that asked
+
+
+def _imports() -> str:
+    return (
+        "from servelab.kv.blocks import BlockManager\n"
+        "from servelab.kv.scheduler import Sequence\n"
+        "from servelab.kv.sim import emit_tokens"
+    )
+
+
+def test_reports_are_deterministic() -> None:
+    bug = next(m for m in MISTAKES if m.name == "requeue_back")
+    texts = []
+    for _ in range(2):
+        with pytest.raises(GradeFailure) as failure:
+            grade(TOPIC, bug.impl, out=io.StringIO())
+        texts.append(failure.value.report.text)
+    assert texts[0] == texts[1]
+
+
+def test_the_state_machine_finds_a_bug_no_probe_names() -> None:
+    # Sizes the watermark check by the prompt but allocates prompt + generated: only a
+    # re-admission under a nonzero watermark shows it, which no probe scenario has.
+    correct = correct_module(TOPIC).LearnerScheduler
+    from servelab.kv.scheduler import Prefill
+
+    class SizesByPrompt(correct):  # type: ignore[misc, valid-type]
+        def admit(self, out: Any) -> None:
+            while self.waiting:
+                seq = self.waiting[0]
+                if not self.fits(seq.prompt_len):
+                    break
+                self.waiting.popleft()
+                self.bm.allocate(seq.seq_id, seq.num_tokens)
+                self.running.append(seq)
+                out.prefills.append(Prefill(seq, seq.num_tokens))
+
+    with pytest.raises(GradeFailure) as failure:
+        grade(TOPIC, SizesByPrompt, step=3, out=io.StringIO())
+    assert "state machine" in failure.value.report.text
+    assert "watermark" in failure.value.report.hint
+
+
+def test_an_unfinished_exercise_raises_not_implemented() -> None:
+    class Unfinished(correct_module(TOPIC).LearnerScheduler):  # type: ignore[misc]
+        def admit(self, out: Any) -> None:
+            raise NotImplementedError
+
+    with pytest.raises(NotImplementedError):
+        grade(TOPIC, Unfinished, step=1, out=io.StringIO())
+
+
+def test_cli_grades_a_file() -> None:
+    folder = topic_dir(TOPIC)
+    ok = subprocess.run(
+        [sys.executable, "-m", "servelab", "grade", TOPIC,
+         "--impl", f"{folder / 'correct.py'}:LearnerScheduler", "--step", "2"],
+        capture_output=True, text=True, cwd=REPO, timeout=120,
+    )
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "PASSED" in ok.stdout

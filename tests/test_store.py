@@ -1,0 +1,271 @@
+"""The weight store: atomic safetensors writes, verified loads, contained keys, pinned replicas."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+safetensors_torch = pytest.importorskip("safetensors.torch")
+
+from servelab.testing.core import thoroughness  # noqa: E402
+from servelab.weights.cache import WeightCache  # noqa: E402
+from servelab.weights.store import (  # noqa: E402
+    CorruptEntry,
+    EntryNotFound,
+    InvalidKey,
+    WeightStore,
+    decode,
+    encode,
+)
+
+HERE = Path(__file__).resolve().parent
+
+
+def weights(seed: int, n: int = 64) -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    return {
+        "embed": torch.randn(n, 16, generator=gen),
+        "norm": torch.randn(16, generator=gen).to(torch.bfloat16),
+        "ids": torch.randint(0, 100, (3, 5), generator=gen),
+        "scalar": torch.tensor(float(seed)),
+        "empty": torch.zeros(0, 4),
+        "mask": torch.rand(7, generator=gen) > 0.5,
+    }
+
+
+def assert_same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert sorted(a) == sorted(b)
+    for k in a:
+        assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, k
+        assert torch.equal(a[k], b[k]), k
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> WeightStore:
+    root = tmp_path / "store"
+    root.mkdir()
+    return WeightStore(root)
+
+
+def test_round_trip_keeps_every_dtype_and_shape(store: WeightStore) -> None:
+    w = weights(1)
+    store.save("tiny-llama", w)
+    assert store.keys() == ["tiny-llama"]
+    assert "tiny-llama" in store
+    assert_same(store.load("tiny-llama"), w)
+
+
+def test_files_are_plain_safetensors(store: WeightStore) -> None:
+    w = weights(2)
+    store.save("m", w)
+    from safetensors import safe_open
+
+    with safe_open(str(store.path("m")), framework="pt") as f:
+        assert sorted(f.keys()) == sorted(w)
+        assert "servelab.sha256" in (f.metadata() or {})
+        assert torch.equal(f.get_tensor("embed"), w["embed"])
+
+
+def test_save_replaces_old_content(store: WeightStore) -> None:
+    store.save("m", weights(1))
+    store.save("m", weights(2, n=10))
+    assert_same(store.load("m"), weights(2, n=10))
+    assert store.stale_temp_files() == []
+
+
+def test_write_order_is_fsync_file_rename_fsync_dir(
+    store: WeightStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        calls.append(
+            "fsync-dir" if Path(f"/proc/self/fd/{fd}").resolve().is_dir() else "fsync-file"
+        )
+        real_fsync(fd)
+
+    def replace(src: object, dst: object) -> None:
+        calls.append("replace")
+        real_replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    store.save("m", weights(3))
+    assert calls == ["fsync-file", "replace", "fsync-dir"]
+
+
+def test_a_failed_write_leaves_the_old_entry_and_no_temp_file(store: WeightStore) -> None:
+    store.save("m", weights(1))
+
+    def boom(stage: str) -> None:
+        if stage == "synced":
+            raise OSError("disk went away")
+
+    with pytest.raises(OSError, match="disk went away"):
+        store.save("m", weights(2), on_stage=boom)
+    assert_same(store.load("m"), weights(1))
+    assert store.stale_temp_files() == []
+
+
+@pytest.mark.parametrize("where", ["data", "header", "digest", "truncate", "no-digest"])
+def test_corruption_is_detected_and_never_served(tmp_path: Path, where: str) -> None:
+    root = tmp_path / "s"
+    root.mkdir()
+    cache: WeightCache[tuple[str, str, str]] = WeightCache(10**9)
+    store = WeightStore(root, cache=cache)
+    store.save("m", weights(4))
+    path = store.path("m")
+    raw = bytearray(path.read_bytes())
+    header_len = int.from_bytes(raw[:8], "little")
+    if where == "data":
+        raw[8 + header_len + 100] ^= 0x01  # one bit of one weight
+    elif where == "header":
+        text = raw[8 : 8 + header_len].decode()
+        raw[8 : 8 + header_len] = text.replace("[64,16]", "[16,64]").encode()  # a shape
+    elif where == "digest":
+        pos = raw.index(b"servelab.sha256") + len(b'servelab.sha256":"')
+        raw[pos] = ord("0") if raw[pos] != ord("0") else ord("1")
+    elif where == "truncate":
+        raw = raw[:-9]
+    else:
+        raw = bytearray(safetensors_torch.save(weights(4)))
+    path.write_bytes(bytes(raw))
+    with pytest.raises(CorruptEntry):
+        store.load("m")
+    with pytest.raises(CorruptEntry), store.replica("m"):
+        pass
+    assert len(cache) == 0
+
+
+def test_garbage_headers_raise_corrupt_entry() -> None:
+    for blob in (
+        b"",
+        b"\x05\x00",
+        (10**9).to_bytes(8, "little") + b"{}",
+        b"\x02" + b"\x00" * 7 + b"[]",
+    ):
+        with pytest.raises(CorruptEntry):
+            decode(blob)
+    good = bytearray(encode(weights(5)))
+    assert_same(decode(good), weights(5))
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["../escape", "/etc/passwd", "a/b", ".hidden", "", "a..b", "x" * 129, "sp ace", "nul\x00", 7],
+)
+def test_keys_cannot_escape_the_store(store: WeightStore, key: object) -> None:
+    before = sorted(p.name for p in store.root.parent.iterdir())
+    with pytest.raises(InvalidKey):
+        store.save(key, weights(1))  # type: ignore[arg-type]
+    with pytest.raises(InvalidKey):
+        store.load(key)  # type: ignore[arg-type]
+    assert sorted(p.name for p in store.root.parent.iterdir()) == before
+    assert store.keys() == []
+    assert key not in store
+
+
+def test_missing_entries_raise_entry_not_found(store: WeightStore) -> None:
+    with pytest.raises(EntryNotFound):
+        store.load("nope")
+    with pytest.raises(EntryNotFound):
+        store.delete("nope")
+    store.save("yes", weights(1))
+    store.delete("yes")
+    assert store.keys() == []
+
+
+def test_replica_pins_for_its_lifetime_and_reuses_the_cached_copy(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    root.mkdir()
+    cache: WeightCache[tuple[str, str, str]] = WeightCache(10**9)
+    store = WeightStore(root, cache=cache)
+    store.save("m", weights(6))
+    with store.replica("m", device="cpu") as w:
+        assert_same(w, weights(6))
+        assert all(t.device.type == "cpu" for t in w.values())
+        (ck,) = cache.pinned_keys()
+        assert cache.pin_count(ck) == 1
+        with store.replica("m") as w2:  # a second replica: a hit, two pins
+            assert w2 is w
+            assert cache.pin_count(ck) == 2
+        assert cache.pin_count(ck) == 1
+    assert cache.pinned_keys() == []
+    with pytest.raises(RuntimeError), store.replica("m"):
+        assert cache.pin_count(ck) == 1
+        raise RuntimeError("replica crashed")
+    assert cache.pinned_keys() == []  # released even when the replica fails
+    store.save("m", weights(7))  # new content: a new cache entry, never the stale one
+    with store.replica("m") as w3:
+        assert_same(w3, weights(7))
+    assert len(cache) == 2
+
+
+@pytest.fixture
+def zygote() -> Iterator[subprocess.Popen[str]]:
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent / "src")}
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "store_crash_zygote.py")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    yield proc
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait(timeout=30)
+
+
+def test_sigkill_at_the_rename_boundary_leaves_old_or_new_never_partial(
+    store: WeightStore, zygote: subprocess.Popen[str], tmp_path: Path
+) -> None:
+    """Kill a writer at each stage of the write, many times: the entry always decodes to the
+    content it should have at that stage, old or new."""
+    versions = [weights(10 + i, n=2000 + 700 * i) for i in range(3)]
+    payloads = []
+    for i, w in enumerate(versions):
+        p = tmp_path / f"payload{i}"
+        p.write_bytes(encode(w))
+        payloads.append(p)
+    store.save("m", versions[0])
+    current = 0
+    rng = random.Random(0)
+    stages = ["partial", "synced", "replaced", "none"]
+    rounds = 60 * thoroughness()
+    assert zygote.stdin is not None and zygote.stdout is not None
+    seen = set()
+    for _ in range(rounds):
+        stage = rng.choice(stages)
+        new = rng.choice([i for i in range(len(versions)) if i != current])
+        zygote.stdin.write(f"{stage} {store.path('m')} {payloads[new]}\n")
+        zygote.stdin.flush()
+        pid_s, at = zygote.stdout.readline().split()
+        if stage == "none":
+            assert at == "done"
+        else:
+            assert at == stage  # the writer is parked exactly at this boundary
+            os.kill(int(pid_s), signal.SIGKILL)
+        assert zygote.stdout.readline().split() == [
+            "reaped",
+            pid_s,
+            "9" if stage != "none" else "0",
+        ]
+        loaded = store.load("m")  # never raises CorruptEntry: no partial entry is visible
+        expected = new if stage in ("replaced", "none") else current
+        assert_same(loaded, versions[expected])
+        current = expected
+        seen.add(stage)
+        for tmp in store.stale_temp_files():  # what a restarted node would clean up
+            tmp.unlink()
+    assert seen == set(stages)
