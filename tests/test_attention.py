@@ -13,6 +13,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from servelab.kv.attention import (  # noqa: E402
     DecodeBatch,
+    FlexDecoder,
     InvalidBackend,
     dense_attention,
     paged_decode,
@@ -145,3 +146,21 @@ def test_compiled_flex_matches_oracle_on_cuda() -> None:
         rtol=1e-4,
         atol=1e-4,
     )
+
+
+def test_flex_decoder_reuses_its_buffers_across_steps_and_pads_buckets() -> None:
+    """One decoder, batches of changing size and content: each answer is right, the
+    block-mask buffers are the same objects every time (what keeps a compiled kernel
+    from recompiling), and padding rows never leak into real rows."""
+    nb, bs = 24, 4
+    decoder = FlexDecoder(nb, bs, torch.device("cpu"), compiled=False, min_bucket=4)
+    masks = set()
+    for seed, lens in enumerate([[3, 9], [1, 5, 8, 2, 7], [12], [4, 4, 4]]):
+        q, k_cache, v_cache, ks, vs, tables = scatter_case(lens, bs, nb, 4, 2, 8, seed)
+        batch = DecodeBatch.build(tables, lens, block_size=bs, num_blocks=nb)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            got = decoder(q, k_cache, v_cache, batch, block_mask=decoder.prepare(batch))
+        torch.testing.assert_close(got, dense_reference(q, ks, vs), rtol=1e-5, atol=1e-5)
+        masks.add(id(decoder.prepare(batch)))
+    assert len(masks) == 2  # buckets of 4 and 8 rows, each built once

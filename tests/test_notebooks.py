@@ -21,8 +21,6 @@ import pytest
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-pytestmark = pytest.mark.notebooks
-
 ROOT = Path(__file__).resolve().parent.parent
 CELL_TIMEOUT_S = 120
 
@@ -52,6 +50,7 @@ def _hypothesis_storage_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("HYPOTHESIS_STORAGE_DIRECTORY", str(tmp_path / "hypothesis"))
 
 
+@pytest.mark.notebooks
 @pytest.mark.parametrize("path", _notebooks("solutions", "notebooks"), ids=_name)
 def test_notebook_passes_nbval(path: Path) -> None:
     command = [
@@ -96,6 +95,7 @@ def unexpected_outcomes(notebook: nbformat.NotebookNode) -> list[str]:
     return problems
 
 
+@pytest.mark.notebooks
 @pytest.mark.parametrize("path", _notebooks("exercises"), ids=_name)
 def test_exercise_fails_only_where_the_learner_works(path: Path) -> None:
     notebook = nbformat.read(path, as_version=4)

@@ -214,8 +214,11 @@ def test_random_workloads_drain_live_without_leaks(
     bm = BlockManager(num_blocks, block_size)
     sched = Scheduler(bm, watermark=min(watermark, num_blocks - 1))
     limit = sched.max_request_blocks() * block_size
-    arrivals = [Arrival(t, min(p, limit - 1), min(n, limit - min(p, limit - 1)))
-                for t, p, n in work if limit >= 2]
+    arrivals = [
+        Arrival(t, min(p, limit - 1), min(n, limit - min(p, limit - 1)))
+        for t, p, n in work
+        if limit >= 2
+    ]
     if not arrivals:
         return
     seqs: dict[int, Sequence] = {}

@@ -110,9 +110,21 @@ def test_an_unfinished_exercise_raises_not_implemented() -> None:
 def test_cli_grades_a_file() -> None:
     folder = topic_dir(TOPIC)
     ok = subprocess.run(
-        [sys.executable, "-m", "servelab", "grade", TOPIC,
-         "--impl", f"{folder / 'correct.py'}:LearnerScheduler", "--step", "2"],
-        capture_output=True, text=True, cwd=REPO, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "servelab",
+            "grade",
+            TOPIC,
+            "--impl",
+            f"{folder / 'correct.py'}:LearnerScheduler",
+            "--step",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
     )
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "PASSED" in ok.stdout

@@ -32,8 +32,13 @@ def rects(root: ET.Element, cls: str) -> list[ET.Element]:
     return [r for r in root.iter(f"{SVG}rect") if cls in r.get("class", "").split()]
 
 
+def visible(text: ET.Element) -> str:
+    """The text a viewer sees: without the tooltip in a nested <title>."""
+    return (text.text or "") + "".join(child.tail or "" for child in text)
+
+
 def texts(root: ET.Element, cls: str) -> list[str]:
-    return [t.text or "" for t in root.iter(f"{SVG}text") if t.get("class") == cls]
+    return [visible(t) for t in root.iter(f"{SVG}text") if t.get("class") == cls]
 
 
 def width(element: ET.Element) -> float:
@@ -176,6 +181,18 @@ def test_keys_that_need_escaping_round_trip() -> None:
     root = parse(render_cache(state, title="t<1>"))
     assert rects(root, "entry")[0].get("data-key") == "<a & b>"
     assert texts(root, "title") == ["t<1>"]
+
+
+def test_long_notes_are_clipped_to_the_picture_with_the_full_text_as_tooltip() -> None:
+    caption = "put('big', 200 GB) \u2192 PinnedCapacityExceeded: " + "pinned " * 40
+    root = parse(render_cache(KNOWN, width=400, caption=caption))
+    (note,) = [t for t in root.iter(f"{SVG}text") if t.get("class") == "caption"]
+    title = note.find(f"{SVG}title")
+    assert title is not None and title.text == caption
+    shown = visible(note)
+    assert shown.endswith("\u2026")
+    assert len(shown) * 6.6 <= 400
+    assert caption.startswith(shown[:-1])
 
 
 def test_missing_used_and_order_are_derived_from_entries() -> None:

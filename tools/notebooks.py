@@ -100,9 +100,8 @@ def clear_solution_regions(source: str, *, cell_type: str = "code", where: str =
 def make_exercise(solution: NotebookNode, *, name: str = "notebook") -> NotebookNode:
     """Return the learner's version of a solution notebook; the input is left untouched."""
     exercise = copy.deepcopy(solution)
-    exercise.metadata = nbformat.from_dict(
-        {key: solution.metadata[key] for key in _KEPT_NOTEBOOK_METADATA if key in solution.metadata}
-    )
+    kept = {k: v for k, v in solution.metadata.items() if k in _KEPT_NOTEBOOK_METADATA}
+    exercise.metadata = nbformat.from_dict(copy.deepcopy(kept))  # type: ignore[no-untyped-call]
     for index, cell in enumerate(exercise.cells):
         where = f"{name}, cell {index}"
         if cell.cell_type in ("code", "markdown"):
@@ -117,12 +116,13 @@ def make_exercise(solution: NotebookNode, *, name: str = "notebook") -> Notebook
 
 def render(notebook: NotebookNode) -> str:
     """Serialize a notebook the same way every time, so files can be compared as text."""
-    return nbformat.writes(notebook, version=4) + "\n"
+    text: str = nbformat.writes(notebook, version=4)  # type: ignore[no-untyped-call]
+    return text + "\n"
 
 
 def exercise_text(solution_path: Path) -> str:
     """The exact text of the exercise generated from ``solution_path``."""
-    solution = nbformat.read(solution_path, as_version=4)
+    solution: NotebookNode = nbformat.read(solution_path, as_version=4)  # type: ignore[no-untyped-call]
     return render(make_exercise(solution, name=solution_path.name))
 
 

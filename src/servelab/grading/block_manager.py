@@ -13,6 +13,7 @@ from typing import Any
 from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
 from servelab.testing.block_manager import (
     INVARIANTS,
+    SUPPRESS_IMPORT,
     block_manager_machine,
     check_invariants,
     error_matches,
@@ -56,8 +57,11 @@ class Script:
         """Run ``line``; it must raise ``kind`` and leave ``bm`` exactly as it was."""
         bm = self.ns["bm"]
         before = snapshot(bm)
+        if SUPPRESS_IMPORT not in self.lines:
+            self.lines.insert(0, SUPPRESS_IMPORT)
+        self.lines.append(f"with suppress({kind}): {line}")
         try:
-            self(line)
+            eval(compile(line, "<probe>", "eval"), self.ns)
         except Exception as exc:
             if not error_matches(exc, kind):
                 self.fail(f"`{line}` raised {type(exc).__name__}: {exc}; expected {kind}")

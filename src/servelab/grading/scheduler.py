@@ -47,8 +47,7 @@ HINTS: dict[str, str] = {
         "that does not fit; nobody behind it may overtake"
     ),
     "prefill-length": (
-        "a prefill covers every token the sequence has: allocate and prefill seq.num_tokens "
-        "tokens"
+        "a prefill covers every token the sequence has: allocate and prefill seq.num_tokens tokens"
     ),
     "finished-freed": (
         "retire finished sequences at the start of step(): bm.free_seq(seq.seq_id) for every "
@@ -284,45 +283,62 @@ TOPIC = Topic(
             probes=[
                 _probe("a request that can never fit is rejected", "too-large", _rejects_too_large),
                 _probe("admission stops at the watermark", "watermark", _watermark),
-                _probe("nobody overtakes the head of the queue", "fcfs",
-                       _first_come_first_served),
-                _probe("a prefill covers the whole prompt", "prefill-length",
-                       _prefill_whole_prompt),
+                _probe("nobody overtakes the head of the queue", "fcfs", _first_come_first_served),
+                _probe(
+                    "a prefill covers the whole prompt", "prefill-length", _prefill_whole_prompt
+                ),
             ],
             machine=_machine(
-                1, "state machine: add, then one step",
+                1,
+                "state machine: add, then one step",
                 ["too-large", "fcfs", "watermark", "prefill-length", "kv-slots", "no-leak"],
-                examples=120, steps=12,
+                examples=120,
+                steps=12,
             ),
         ),
         Step(
             2,
             "decode oldest first, retire finished sequences",
             probes=[
-                _probe("every running sequence decodes once, oldest first", "decode-order",
-                       _decode_oldest_first),
+                _probe(
+                    "every running sequence decodes once, oldest first",
+                    "decode-order",
+                    _decode_oldest_first,
+                ),
                 _probe("finished sequences are freed", "finished-freed", _frees_finished),
             ],
             machine=_machine(
-                2, "state machine: add and step in a pool that never runs out",
+                2,
+                "state machine: add and step in a pool that never runs out",
                 ["fcfs", "watermark", "decode-order", "finished-freed", "kv-slots", "no-leak"],
-                examples=100, steps=30,
+                examples=100,
+                steps=30,
             ),
         ),
         Step(
             3,
             "preempt the newest, recompute at prompt + generated",
             probes=[
-                _probe("the newest running sequence is the victim", "victim-newest",
-                       _preempts_newest),
-                _probe("the victim goes back to the front of waiting", "requeue-front",
-                       _requeues_at_front),
-                _probe("the victim is re-prefilled at prompt + generated", "requeue-length",
-                       _requeues_full_length),
+                _probe(
+                    "the newest running sequence is the victim", "victim-newest", _preempts_newest
+                ),
+                _probe(
+                    "the victim goes back to the front of waiting",
+                    "requeue-front",
+                    _requeues_at_front,
+                ),
+                _probe(
+                    "the victim is re-prefilled at prompt + generated",
+                    "requeue-length",
+                    _requeues_full_length,
+                ),
             ],
             machine=_machine(
-                3, "state machine: add and step under memory pressure",
-                list(INVARIANTS), examples=150, steps=30,
+                3,
+                "state machine: add and step under memory pressure",
+                list(INVARIANTS),
+                examples=100,
+                steps=30,
             ),
         ),
     ],

@@ -53,9 +53,11 @@ __all__ = [
     "BACKENDS",
     "Backend",
     "DecodeBatch",
+    "FlexDecoder",
     "InvalidBackend",
     "dense_attention",
     "flex_attention_paged",
+    "flex_decoder",
     "gather_attention",
     "gather_kv",
     "paged_decode",
@@ -67,6 +69,7 @@ BACKENDS: tuple[Backend, ...] = ("gather", "flex", "flex-eager")
 # FlexAttention's decode kernel needs the query tile to be a multiple of its BLOCK_M;
 # a query of length 1 fits in one row tile whatever its size.
 _Q_TILE = 128
+_MIN_BUCKET = 16
 
 
 class InvalidBackend(KVCacheError, ValueError):
@@ -171,48 +174,137 @@ def gather_attention(
     return out[:, :, 0, :]
 
 
-def _block_mask(batch: DecodeBatch, device: torch.device) -> object:
-    """A FlexAttention ``BlockMask`` that visits exactly each sequence's table."""
-    from torch.nn.attention.flex_attention import BlockMask
+def _bucket(batch: int, min_bucket: int) -> int:
+    """Rows to run: ``batch`` itself when ``min_bucket`` is 0, else a power-of-two multiple of
+    ``min_bucket``, so a serving loop whose batch changes every step compiles a handful of
+    kernels instead of one per batch size."""
+    if min_bucket <= 0:
+        return batch
+    size = min_bucket
+    while size < batch:
+        size *= 2
+    return size
 
-    bsz, width = batch.tables.shape
-    nb, bs = batch.num_blocks, batch.block_size
-    n_blocks = (batch.lens + bs - 1) // bs  # [B]
-    cols = torch.arange(width, device=device)
-    valid = cols[None, :] < n_blocks[:, None]  # [B, width]
-    # physical block -> logical index for each row; -1 where the row does not own it
-    logical = torch.full((bsz, nb), -1, dtype=torch.int32, device=device)
-    rows, js = valid.nonzero(as_tuple=True)
-    logical[rows, batch.tables[rows, js]] = js.to(torch.int32)
 
-    full_idx = torch.zeros((bsz, 1, 1, nb), dtype=torch.int32, device=device)
-    full_idx[:, 0, 0, :width] = batch.tables.to(torch.int32)
-    full_num = (n_blocks - 1).to(torch.int32).view(bsz, 1, 1)
-    last = batch.tables.gather(1, (n_blocks - 1)[:, None]).to(torch.int32)  # [B, 1]
-    part_idx = torch.zeros((bsz, 1, 1, nb), dtype=torch.int32, device=device)
-    part_idx[:, 0, 0, :1] = last
-    part_num = torch.ones((bsz, 1, 1), dtype=torch.int32, device=device)
-    lens = batch.lens
+class FlexDecoder:
+    """FlexAttention paged decode over one pool geometry, with persistent block-mask buffers.
 
-    def mask_mod(
-        b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor
+    The block mask of a step is written *in place* into tensors allocated once per batch
+    bucket, and the mask function closes over those same tensors. A compiled kernel is
+    therefore reused step after step (new tensor objects or a new closure would make
+    ``torch.compile`` guard-fail and recompile, or fall back to the slow eager path).
+    Padding rows attend to one slot of block 0 and their outputs are dropped.
+    """
+
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        device: torch.device,
+        *,
+        compiled: bool,
+        min_bucket: int | None = None,
+    ) -> None:
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.device = device
+        self.compiled = compiled
+        self.min_bucket = (_MIN_BUCKET if compiled else 0) if min_bucket is None else min_bucket
+        self._states: dict[int, tuple[dict[str, torch.Tensor], object]] = {}
+
+    def _state(self, rows: int) -> tuple[dict[str, torch.Tensor], object]:
+        if rows in self._states:
+            return self._states[rows]
+        from torch.nn.attention.flex_attention import BlockMask
+
+        nb, bs, dev = self.num_blocks, self.block_size, self.device
+        t = {
+            # physical block -> logical index in each row's table; -1 where not owned
+            "logical": torch.full((rows, nb), -1, dtype=torch.int32, device=dev),
+            "lens": torch.ones(rows, dtype=torch.int64, device=dev),
+            "full_num": torch.zeros((rows, 1, 1), dtype=torch.int32, device=dev),
+            "full_idx": torch.zeros((rows, 1, 1, nb), dtype=torch.int32, device=dev),
+            "part_num": torch.ones((rows, 1, 1), dtype=torch.int32, device=dev),
+            "part_idx": torch.zeros((rows, 1, 1, nb), dtype=torch.int32, device=dev),
+        }
+        logical, lens = t["logical"], t["lens"]
+
+        def mask_mod(
+            b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor
+        ) -> torch.Tensor:
+            # correct at every physical slot: eager mode evaluates it over the whole pool
+            lb = logical[b, kv_idx // bs]
+            return (lb >= 0) & (lb * bs + kv_idx % bs < lens[b])
+
+        # every block but a sequence's last is *full*: the kernel skips the mask there
+        mask = BlockMask.from_kv_blocks(
+            t["part_num"],
+            t["part_idx"],
+            t["full_num"],
+            t["full_idx"],
+            BLOCK_SIZE=(_Q_TILE, bs),
+            mask_mod=mask_mod,
+            seq_lengths=(1, nb * bs),
+            compute_q_blocks=False,
+        )
+        self._states[rows] = (t, mask)
+        return t, mask
+
+    def prepare(self, batch: DecodeBatch) -> object:
+        """Write ``batch`` into its bucket's buffers; returns the (reused) BlockMask."""
+        b, width = batch.tables.shape
+        t, mask = self._state(_bucket(b, self.min_bucket))
+        n_blocks = (batch.lens + self.block_size - 1) // self.block_size  # [B]
+        valid = torch.arange(width, device=self.device)[None, :] < n_blocks[:, None]
+        rows, js = valid.nonzero(as_tuple=True)
+        logical = t["logical"]
+        logical.fill_(-1)
+        logical[rows, batch.tables[rows, js]] = js.to(torch.int32)
+        logical[b:, 0] = 0  # padding rows own block 0 ...
+        t["lens"].fill_(1)  # ... and read one slot of it
+        t["lens"][:b] = batch.lens
+        t["full_num"].zero_()
+        t["full_num"][:b, 0, 0] = (n_blocks - 1).to(torch.int32)
+        t["full_idx"][:b, 0, 0, :width] = batch.tables.to(torch.int32)
+        t["part_idx"][:, 0, 0, 0] = 0
+        t["part_idx"][:b, 0, 0, 0] = batch.tables.gather(1, (n_blocks - 1)[:, None])[:, 0].to(
+            torch.int32
+        )
+        return mask
+
+    def __call__(
+        self,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        batch: DecodeBatch,
+        *,
+        scale: float | None = None,
+        block_mask: object | None = None,
     ) -> torch.Tensor:
-        lb = logical[b, kv_idx // bs]
-        return (lb >= 0) & (lb * bs + kv_idx % bs < lens[b])
+        """``q [B, Hq, D]`` against one layer of the pool; returns ``[B, Hq, D]``.
 
-    return BlockMask.from_kv_blocks(
-        part_num,
-        part_idx,
-        full_num,
-        full_idx,
-        BLOCK_SIZE=(_Q_TILE, bs),
-        mask_mod=mask_mod,
-        seq_lengths=(1, nb * bs),
-        compute_q_blocks=False,
-    )
+        Pass the ``block_mask`` returned by :meth:`prepare` to skip rebuilding it (every
+        layer of a step shares it).
+        """
+        mask = block_mask if block_mask is not None else self.prepare(batch)
+        b = q.shape[0]
+        rows = _bucket(b, self.min_bucket)
+        if rows != b:
+            q = torch.cat([q, q.new_zeros((rows - b, *q.shape[1:]))])
+        nb, bs, hkv, d = k_cache.shape
+        # [blocks, bs, H, D] -> [1, H, blocks * bs, D]: a view, nothing is copied
+        k = k_cache.reshape(1, nb * bs, hkv, d).transpose(1, 2)
+        v = v_cache.reshape(1, nb * bs, hkv, d).transpose(1, 2)
+        out = _flex_fn(self.compiled)(
+            q[:, :, None, :], k, v, block_mask=mask, scale=_scale(d, scale), enable_gqa=True
+        )
+        return out[:b, :, 0, :]
 
 
 _COMPILED: dict[str, Callable[..., torch.Tensor]] = {}
+_DECODERS: dict[tuple[int, int, str, bool], FlexDecoder] = {}
+_MAX_DECODERS = 8
 
 
 def _flex_fn(compiled: bool) -> Callable[..., torch.Tensor]:
@@ -225,6 +317,20 @@ def _flex_fn(compiled: bool) -> Callable[..., torch.Tensor]:
     return _COMPILED["flex"]
 
 
+def flex_decoder(
+    num_blocks: int, block_size: int, device: torch.device, *, compiled: bool
+) -> FlexDecoder:
+    """The shared :class:`FlexDecoder` of a pool geometry (a few are kept, newest last)."""
+    key = (num_blocks, block_size, str(device), compiled)
+    decoder = _DECODERS.pop(key, None)
+    if decoder is None:
+        decoder = FlexDecoder(num_blocks, block_size, device, compiled=compiled)
+    _DECODERS[key] = decoder
+    while len(_DECODERS) > _MAX_DECODERS:
+        del _DECODERS[next(iter(_DECODERS))]
+    return decoder
+
+
 def flex_attention_paged(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -233,13 +339,11 @@ def flex_attention_paged(
     *,
     scale: float | None = None,
     compiled: bool | None = None,
-    block_mask: object | None = None,
 ) -> torch.Tensor:
     """FlexAttention over the pool itself, steered by the block tables. ``q`` is ``[B, Hq, D]``.
 
     ``compiled`` defaults to True on CUDA (the fused kernel) and False elsewhere (eager,
-    which is slow and memory-hungry: it scores every slot of the pool). Pass a
-    ``block_mask`` from a previous call to reuse it across layers of the same step.
+    which is slow and memory-hungry: it scores every slot of the pool).
     """
     if compiled is None:
         compiled = q.device.type == "cuda"
@@ -247,14 +351,8 @@ def flex_attention_paged(
         raise InvalidBackend(
             f"flex on CUDA needs a block size that is a multiple of 16, got {batch.block_size}"
         )
-    nb, bs, hkv, d = k_cache.shape
-    # [blocks, bs, H, D] -> [1, H, blocks * bs, D]: a view, nothing is copied
-    k = k_cache.reshape(1, nb * bs, hkv, d).transpose(1, 2)
-    v = v_cache.reshape(1, nb * bs, hkv, d).transpose(1, 2)
-    mask = block_mask if block_mask is not None else _block_mask(batch, q.device)
-    fn = _flex_fn(compiled)
-    out = fn(q[:, :, None, :], k, v, block_mask=mask, scale=_scale(d, scale), enable_gqa=True)
-    return out[:, :, 0, :]
+    decoder = flex_decoder(batch.num_blocks, batch.block_size, q.device, compiled=compiled)
+    return decoder(q, k_cache, v_cache, batch, scale=scale)
 
 
 def paged_decode(

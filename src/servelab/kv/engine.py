@@ -154,6 +154,7 @@ class EngineStats:
     slots_used: int = 0
     slots_paged: int = 0
     slots_contiguous: int = 0
+    slots_max_seq_len: int = 0  # a reservation of the model's max_seq_len per sequence
     blocks_referenced: int = 0  # block-table entries, summed over steps
     blocks_distinct: int = 0  # physical blocks in use, summed over steps
 
@@ -170,6 +171,11 @@ class EngineStats:
     def contiguous_waste(self) -> float:
         """The same fraction for a contiguous prompt + max_new_tokens reservation."""
         return 1 - self.slots_used / self.slots_contiguous if self.slots_contiguous else 0.0
+
+    @property
+    def max_seq_len_waste(self) -> float:
+        """The same fraction when every sequence reserves the model's whole context."""
+        return 1 - self.slots_used / self.slots_max_seq_len if self.slots_max_seq_len else 0.0
 
     @property
     def sharing_saving(self) -> float:
@@ -463,6 +469,7 @@ class Engine:
             st.slots_used += n
             st.slots_paged += len(table) * bs
             st.slots_contiguous += seq.max_len
+            st.slots_max_seq_len += self.model.config.max_seq_len
             st.blocks_referenced += len(table)
             distinct.update(table)
         st.blocks_distinct += len(distinct)

@@ -44,6 +44,7 @@ class ModelConfig:
     max_seq_len: int = 1024
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
+    logit_scale: float = 4.0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -123,7 +124,10 @@ class TinyLlama(nn.Module):
             self.attn_norm.append(ones(cfg.dim))
             self.mlp_norm.append(ones(cfg.dim))
         self.final_norm = ones(cfg.dim)
+        # A trained model is confident: scaled-up output weights give peaked logits, so a
+        # wrong key or value anywhere changes which token wins (tests rely on that).
         self.lm_head = weight(cfg.vocab_size, cfg.dim, fan_in=cfg.dim)
+        self.lm_head.mul_(cfg.logit_scale)
 
         inv_freq = 1.0 / cfg.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
         angles = torch.outer(torch.arange(cfg.max_seq_len, dtype=torch.float64), inv_freq)

@@ -29,8 +29,11 @@ from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from servelab.testing.core import InvariantViolation, RecordingMachine
 
+SUPPRESS_IMPORT = "from contextlib import suppress"
+
 __all__ = [
     "INVARIANTS",
+    "SUPPRESS_IMPORT",
     "BlockManagerLike",
     "BlockModel",
     "block_manager_machine",
@@ -293,8 +296,10 @@ def block_manager_machine(
         def _expect_error(self, code: str, fn: Callable[[], object], kind: str, why: str,
                           on_change: str = "exception-safety") -> None:
             before = snapshot(self.bm)
+            if SUPPRESS_IMPORT not in self.log:
+                self.log.insert(1, SUPPRESS_IMPORT)
             try:
-                self.do(code, fn)
+                self.do(f"with suppress({kind}): {code}", fn)
             except Exception as exc:
                 if not error_matches(exc, kind):
                     raise InvariantViolation(

@@ -19,13 +19,18 @@ says must fail raise and change nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
 
-from servelab.testing.block_manager import check_invariants, error_matches, snapshot
+from servelab.testing.block_manager import (
+    SUPPRESS_IMPORT,
+    check_invariants,
+    error_matches,
+    snapshot,
+)
 from servelab.testing.core import InvariantViolation, RecordingMachine
 
 __all__ = [
@@ -82,7 +87,7 @@ def check_prefix_invariants(bm: PrefixManagerLike) -> None:
     evictable = bm.evictable()
     ev_set = set(evictable)
     if len(ev_set) != len(evictable):
-        raise InvariantViolation("free-list", f"a block is on the evictable list twice: {evictable}")
+        raise InvariantViolation("free-list", f"a block is evictable twice: {evictable}")
     if free[len(free) - len(evictable) :] != evictable:
         raise InvariantViolation(
             "evictable",
@@ -101,8 +106,8 @@ def check_prefix_invariants(bm: PrefixManagerLike) -> None:
                 "cache-map", f"the cache map holds block {b}, which is plain free (evicted)"
             )
     for b in evictable:
-        h = bm.block_hash(b)
-        if h is None or cached.get(h) != b:
+        key = bm.block_hash(b)
+        if key is None or cached.get(key) != b:
             raise InvariantViolation(
                 "evictable", f"evictable block {b} is not in the cache map under its hash"
             )
@@ -168,7 +173,7 @@ def prefix_cache_machine(
             return len({b for s in self.tokens for b in self.bm.block_table(s)})
 
         def _lru_check(self, code: str, before_free: list[int], before_ev: list[int],
-                       taken: list[int], hits: list[int] = ()) -> None:  # type: ignore[assignment]
+                       taken: list[int], hits: Sequence[int] = ()) -> None:
             plain = len(before_free) - len(before_ev)
             before_ev = [b for b in before_ev if b not in hits]
             ev_order = [b for b in before_ev if b in taken]
@@ -189,8 +194,10 @@ def prefix_cache_machine(
         def _expect_error(self, code: str, fn: Callable[[], object], kind: str,
                           why: str) -> None:
             before = prefix_snapshot(self.bm)
+            if SUPPRESS_IMPORT not in self.log:
+                self.log.insert(1, SUPPRESS_IMPORT)
             try:
-                self.do(code, fn)
+                self.do(f"with suppress({kind}): {code}", fn)
             except Exception as exc:
                 if not error_matches(exc, kind):
                     raise InvariantViolation(

@@ -209,6 +209,12 @@ def _fits(text: str, width: float) -> bool:
     return len(text) * _CHAR_WIDTH + 6 <= width
 
 
+def _clip(text: str, width: float) -> str:
+    """Shorten ``text`` with an ellipsis so that it fits ``width`` pixels."""
+    room = max(int(width / _CHAR_WIDTH), 4)
+    return text if len(text) <= room else text[: room - 1].rstrip() + "\u2026"
+
+
 def _attr(value: object) -> str:
     return escape(str(value), quote=True)
 
@@ -335,7 +341,7 @@ def render_cache(
         text = note if is_caption else "\u26a0 " + note
         parts.append(
             f'<text class="{cls}" x="{_MARGIN}" y="{y + 14}" fill="{_COLOURS[colour]}">'
-            f"{escape(text)}</text>"
+            f"<title>{escape(text)}</title>{escape(_clip(text, bar_width))}</text>"
         )
     parts.append("</svg>")
     return "".join(parts)
@@ -478,7 +484,8 @@ class CacheReplay:
                 f"<li style='color:{'#cb181d' if o.raised else 'inherit'}'>{escape(o.text)}</li>"
                 for o in self.log
             ]
-            history.value = f"<ol style='font-family:monospace'>{''.join(rows)}</ol>"
+            style = "font-family:monospace;font-size:12px;line-height:1.35;margin:0"
+            history.value = f"<ol style='{style}'>{''.join(rows)}</ol>"
 
         def nudge(delta: int) -> Callable[[Any], None]:
             return lambda _button: setattr(slider, "value", max(0, min(n, slider.value + delta)))

@@ -1,10 +1,7 @@
-"""SIEVE whose hand jumps back to the oldest key when the cache removes the key under it.
-
-No probe names this one: only the state machine's comparison with the model finds it.
-"""
+"""SIEVE whose hand jumps back to the oldest key when the cache removes the key under it."""
 from correct import LFU, SIEVE
 
-HINT = "under the hand"
+HINT = "removes the key under"
 
 
 class ForgetfulHandSIEVE(SIEVE):

@@ -1,4 +1,5 @@
 """Admits while the request fits at all, ignoring the watermark."""
+
 from correct import LearnerScheduler
 
 HINT = "watermark"

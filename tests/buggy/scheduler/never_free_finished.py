@@ -1,4 +1,5 @@
 """Drops finished sequences from running but never frees their blocks."""
+
 from correct import LearnerScheduler
 
 HINT = "free_seq"

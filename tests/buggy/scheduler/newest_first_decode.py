@@ -1,4 +1,5 @@
 """Decodes the newest sequence first."""
+
 from correct import LearnerScheduler
 
 from servelab.kv.scheduler import Decode

@@ -1,4 +1,5 @@
 """Queues any request, even one that can never fit in the pool."""
+
 from correct import LearnerScheduler
 
 HINT = "RequestTooLarge"

@@ -1,4 +1,5 @@
 """Preempts the sequence whose append_slot failed instead of the newest running one."""
+
 from correct import LearnerScheduler
 
 from servelab.kv.blocks import OutOfBlocks

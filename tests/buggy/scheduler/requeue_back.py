@@ -1,4 +1,5 @@
 """Re-queues a preempted sequence at the back of waiting, behind newer requests."""
+
 from correct import LearnerScheduler
 
 HINT = "front"

@@ -1,4 +1,5 @@
 """Forgets the generated tokens: a preempted sequence is re-prefilled at its prompt length."""
+
 from correct import LearnerScheduler
 
 from servelab.kv.scheduler import Prefill

@@ -1,5 +1,6 @@
 """Lets a small request overtake a large one that does not fit yet: not first come, first
 served."""
+
 from correct import LearnerScheduler
 
 from servelab.kv.scheduler import Prefill

@@ -1,0 +1,232 @@
+"""Draw a scheduler run as a timeline: one row per sequence, one column per step, and a gauge.
+
+Each row shows what happened to a sequence at each step: waiting, prefilled (admitted, or
+re-admitted after a preemption), decoding, or preempted in that step. Below the rows, the
+free-block gauge plots ``bm.num_free`` after every step against the watermark, so thrashing
+shows as red marks where the gauge touches zero.
+
+:func:`render_timeline` is a pure function of a list of :class:`~servelab.kv.sim.Frame`
+(``simulate(..., record=True).frames``, or ``snapshot(sched, out, step)`` per step of a
+learner's own scheduler) and returns SVG text, so it shows in JupyterLab, static exports and on
+GitHub, and a test can read it back with ``xml.etree``. Runs of one state are drawn as one
+rectangle, so a thousand-step run stays a small picture. :class:`TimelineReplay` adds a
+slider and a play button that reveal the run step by step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+from typing import Any
+
+from servelab.kv.sim import Frame
+
+__all__ = ["COLORS", "TimelineReplay", "render_timeline", "states_by_sequence"]
+
+COLORS: dict[str, str] = {
+    "waiting": "#d9d9d9",
+    "prefill": "#31a354",
+    "decode": "#3182bd",
+    "preempted": "#de2d26",
+}
+
+
+def _state(frame: Frame, seq_id: int) -> str | None:
+    if seq_id in frame.preempted:
+        return "preempted"
+    if seq_id in frame.prefilled:
+        return "prefill"
+    if seq_id in frame.decoded:
+        return "decode"
+    if seq_id in frame.waiting:
+        return "waiting"
+    return None  # not arrived, finished, or running without a token this step
+
+
+def states_by_sequence(frames: Sequence[Frame]) -> dict[int, list[tuple[str, int, int]]]:
+    """Each sequence's runs of one state as ``(state, first frame, last frame + 1)``."""
+    seq_ids = sorted(
+        {s for f in frames for s in (*f.running, *f.waiting, *f.preempted, *f.finished)}
+    )
+    runs: dict[int, list[tuple[str, int, int]]] = {}
+    for sid in seq_ids:
+        spans: list[tuple[str, int, int]] = []
+        for i, frame in enumerate(frames):
+            state = _state(frame, sid)
+            if state is None:
+                continue
+            if spans and spans[-1][0] == state and spans[-1][2] == i:
+                spans[-1] = (state, spans[-1][1], i + 1)
+            else:
+                spans.append((state, i, i + 1))
+        runs[sid] = spans
+    return runs
+
+
+def _check_frames(frames: Sequence[Frame]) -> None:
+    if not all(isinstance(f, Frame) for f in frames):
+        raise TypeError("frames must be servelab.kv.sim.Frame objects (simulate(record=True))")
+
+
+def render_timeline(
+    frames: Sequence[Frame],
+    *,
+    upto: int | None = None,
+    width: int = 720,
+    title: str | None = None,
+) -> str:
+    """SVG of ``frames[:upto]`` (all by default), laid out for all of them."""
+    _check_frames(frames)
+    n = len(frames)
+    if upto is None:
+        upto = n
+    if isinstance(upto, bool) or not isinstance(upto, int) or not 0 <= upto <= n:
+        raise ValueError(f"upto must be an int in 0..{n}, got {upto!r}")
+    if isinstance(width, bool) or not isinstance(width, int) or width < 200:
+        raise ValueError(f"width must be an int of at least 200 pixels, got {width!r}")
+    shown = frames[:upto]
+    runs = states_by_sequence(frames)
+    left, right, top = 56, 12, 40 if title else 22
+    plot_w = width - left - right
+    rows = len(runs)
+    row_h = max(2.0, min(14.0, 360 / max(1, rows)))
+    grid_h = rows * row_h
+    gauge_top = top + grid_h + 18
+    gauge_h = 70
+    height = int(gauge_top + gauge_h + 44)
+    col_w = plot_w / max(1, n)
+
+    def x(i: float) -> float:
+        return left + i * col_w
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+    ]
+    if title:
+        out.append(
+            f'<text x="{left}" y="16" font-size="13" font-weight="bold">{escape(title)}</text>'
+        )
+    out.append(f'<text x="4" y="{top + 10}" fill="#555">seq</text>')
+    for r, (sid, spans) in enumerate(runs.items()):
+        y = top + r * row_h
+        if row_h >= 9:
+            out.append(
+                f'<text x="{left - 4}" y="{y + row_h - 2:.1f}" text-anchor="end" '
+                f'fill="#555">{sid}</text>'
+            )
+        for state, a, b in spans:
+            if a >= upto:
+                continue
+            b = min(b, upto)
+            out.append(
+                f'<rect class="{state}" data-seq="{sid}" data-from="{a}" data-to="{b}" '
+                f'x="{x(a):.2f}" y="{y:.2f}" width="{max(0.5, (b - a) * col_w):.2f}" '
+                f'height="{max(1.0, row_h - 1):.2f}" fill="{COLORS[state]}"/>'
+            )
+    out.append(
+        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{grid_h:.1f}" '
+        'fill="none" stroke="#999"/>'
+    )
+
+    # the free-block gauge
+    num_blocks = frames[0].num_blocks if frames else 1
+    watermark = frames[0].watermark if frames else 0
+
+    def gy(free: float) -> float:
+        return gauge_top + gauge_h - gauge_h * free / max(1, num_blocks)
+
+    out.append(
+        f'<rect x="{left}" y="{gauge_top}" width="{plot_w}" height="{gauge_h}" '
+        'fill="#fafafa" stroke="#999"/>'
+    )
+    out.append(f'<text x="4" y="{gauge_top + 10}" fill="#555">free</text>')
+    out.append(
+        f'<text x="{left - 4}" y="{gauge_top + 9}" text-anchor="end" '
+        f'fill="#555">{num_blocks}</text>'
+    )
+    out.append(
+        f'<text x="{left - 4}" y="{gauge_top + gauge_h}" text-anchor="end" fill="#555">0</text>'
+    )
+    out.append(
+        f'<line class="watermark" x1="{left}" x2="{left + plot_w}" '
+        f'y1="{gy(watermark):.2f}" y2="{gy(watermark):.2f}" stroke="#e6550d" '
+        'stroke-dasharray="4 3"/>'
+    )
+    if shown:
+        points = " ".join(f"{x(i + 0.5):.2f},{gy(f.free_blocks):.2f}" for i, f in enumerate(shown))
+        out.append(
+            f'<polyline class="free-blocks" points="{points}" fill="none" '
+            'stroke="#08519c" stroke-width="1.2"/>'
+        )
+        for i, f in enumerate(shown):
+            if f.preempted:
+                out.append(
+                    f'<line class="preemption" x1="{x(i + 0.5):.2f}" '
+                    f'x2="{x(i + 0.5):.2f}" y1="{gauge_top + gauge_h}" '
+                    f'y2="{gauge_top + gauge_h - 8}" stroke="{COLORS["preempted"]}"/>'
+                )
+        last = shown[-1]
+        out.append(
+            f'<line class="cursor" x1="{x(upto):.2f}" x2="{x(upto):.2f}" y1="{top}" '
+            f'y2="{gauge_top + gauge_h}" stroke="#333" stroke-width="0.8"/>'
+        )
+        caption = (
+            f"step {last.step}: {len(last.running)} running, {len(last.waiting)} waiting, "
+            f"{last.free_blocks}/{last.num_blocks} blocks free (watermark {last.watermark})"
+            + (f", preempted {sorted(last.preempted)}" if last.preempted else "")
+        )
+    else:
+        caption = f"{n} steps recorded; none shown yet"
+    legend_y = gauge_top + gauge_h + 16
+    lx = left
+    for state, color in COLORS.items():
+        out.append(f'<rect x="{lx}" y="{legend_y - 9}" width="10" height="10" fill="{color}"/>')
+        out.append(f'<text x="{lx + 13}" y="{legend_y}">{state}</text>')
+        lx += 90
+    out.append(f'<text x="{lx}" y="{legend_y}" fill="#e6550d">- - watermark</text>')
+    out.append(f'<text class="caption" x="{left}" y="{legend_y + 18}">{escape(caption)}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+class TimelineReplay:
+    """Reveal a recorded run step by step, with a slider and a play button."""
+
+    def __init__(self, frames: Sequence[Frame], *, width: int = 720, title: str | None = None):
+        _check_frames(frames)
+        self.frames = list(frames)
+        self.width = width
+        self.title = title
+        self.position = len(self.frames)
+
+    def seek(self, position: int) -> None:
+        if isinstance(position, bool) or not isinstance(position, int):
+            raise TypeError(f"position must be an int, got {position!r}")
+        if not 0 <= position <= len(self.frames):
+            raise ValueError(f"position must be in 0..{len(self.frames)}, got {position}")
+        self.position = position
+
+    def svg(self) -> str:
+        return render_timeline(self.frames, upto=self.position, width=self.width, title=self.title)
+
+    def widget(self) -> Any:
+        """Controls (play, a step slider) over the drawing."""
+        import ipywidgets as widgets
+
+        n = len(self.frames)
+        picture = widgets.HTML(self.svg())
+        slider = widgets.IntSlider(value=self.position, min=0, max=n, description="step")
+        play = widgets.Play(value=self.position, min=0, max=n, interval=150)
+        widgets.jslink((play, "value"), (slider, "value"))
+
+        def redraw(change: Any = None) -> None:
+            self.seek(slider.value)
+            picture.value = self.svg()
+
+        slider.observe(redraw, names="value")
+        return widgets.VBox([widgets.HBox([play, slider]), picture])
+
+    def _repr_html_(self) -> str:
+        return self.svg()

@@ -1,0 +1,11 @@
+"""Evicting a cached block clears the block but leaves its entry in the hash map."""
+
+from correct import PrefixBlockManager
+
+HINT = "map"
+
+
+class Buggy(PrefixBlockManager):
+    def _evict(self, b: int) -> None:
+        self.hash[b] = None  # forgets: del self.map[old hash]
+        self.tokens[b] = None

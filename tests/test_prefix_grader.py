@@ -1,0 +1,49 @@
+"""The prefix-cache grader passes correct managers and fails every known mistake with its hint."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from buggy_impls import correct_module, mistakes
+from servelab.grading import GradeFailure, Topic, grade, load_topic
+from servelab.kv.prefix import PrefixCachingBlockManager
+
+TOPIC = "prefix-cache"
+MISTAKES = mistakes(TOPIC)
+
+
+def test_the_real_bugs_have_buggy_implementations() -> None:
+    assert {"stale_hash", "evicted_left_in_map", "freed_twice"} <= {m.name for m in MISTAKES}
+
+
+@pytest.mark.parametrize(
+    "impl",
+    [PrefixCachingBlockManager, correct_module(TOPIC).PrefixBlockManager],
+    ids=["reference", "learner"],
+)
+def test_correct_managers_pass_every_step(impl: Any) -> None:
+    for step in (1, 2):
+        assert grade(TOPIC, impl, step=step, out=io.StringIO()).passed
+
+
+@pytest.mark.parametrize("mistake", MISTAKES, ids=[m.name for m in MISTAKES])
+def test_each_mistake_fails_with_a_hint_naming_it(mistake: Any) -> None:
+    with pytest.raises(GradeFailure) as failure:
+        grade(TOPIC, mistake.impl, out=io.StringIO())
+    report = failure.value.report
+    assert mistake.hint.lower() in report.hint.lower(), (mistake.name, report.text)
+    assert "bm = PrefixBlockManager(" in report.code
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mistake", MISTAKES, ids=[m.name for m in MISTAKES])
+def test_state_machine_alone_catches_each_mistake(mistake: Any) -> None:
+    topic = load_topic(TOPIC)
+    machines_only = Topic(topic.name, topic.title, [replace(s, probes=()) for s in topic.steps])
+    with pytest.raises(GradeFailure) as failure:
+        grade(machines_only, mistake.impl, out=io.StringIO())
+    assert mistake.hint.lower() in failure.value.report.hint.lower(), failure.value.report.text

@@ -1,0 +1,114 @@
+"""The timeline renderer: what it draws is what the run recorded."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections import Counter
+
+import pytest
+
+from servelab.kv.blocks import BlockManager
+from servelab.kv.scheduler import Scheduler
+from servelab.kv.sim import Frame, random_workload, simulate
+from servelab.viz.timeline import TimelineReplay, render_timeline, states_by_sequence
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+@pytest.fixture(scope="module")
+def frames() -> list[Frame]:
+    workload = random_workload(
+        10, seed=2, prompt_len=(2, 12), max_new_tokens=(2, 16), arrive_within=6
+    )
+    result = simulate(Scheduler(BlockManager(16, 2), watermark=0), workload, record=True)
+    assert result.preemptions > 0  # the picture must have something red to draw
+    return result.frames
+
+
+def parse(svg: str) -> ET.Element:
+    return ET.fromstring(svg)
+
+
+def rects(root: ET.Element, cls: str) -> list[ET.Element]:
+    return [r for r in root.iter(f"{SVG}rect") if r.get("class") == cls]
+
+
+def covered_steps(root: ET.Element, cls: str) -> Counter[int]:
+    """How many steps each sequence spends in state ``cls``, read back from the picture."""
+    steps: Counter[int] = Counter()
+    for r in rects(root, cls):
+        steps[int(r.get("data-seq", -1))] += int(r.get("data-to", 0)) - int(r.get("data-from", 0))
+    return steps
+
+
+def test_every_state_of_every_step_is_drawn(frames: list[Frame]) -> None:
+    root = parse(render_timeline(frames))
+    for cls, field in (("prefill", "prefilled"), ("decode", "decoded"), ("preempted", "preempted")):
+        want: Counter[int] = Counter()
+        for f in frames:
+            for sid in getattr(f, field):
+                if cls == "preempted" or sid not in f.preempted:
+                    want[sid] += 1
+        assert covered_steps(root, cls) == want, cls
+
+
+def test_runs_of_one_state_are_merged(frames: list[Frame]) -> None:
+    root = parse(render_timeline(frames))
+    runs = states_by_sequence(frames)
+    drawn = sum(len(rects(root, cls)) for cls in ("waiting", "prefill", "decode", "preempted"))
+    assert drawn == sum(len(spans) for spans in runs.values())
+    assert drawn < sum(len(f.running) + len(f.waiting) for f in frames)
+
+
+def test_the_gauge_plots_free_blocks_and_marks_preemptions(frames: list[Frame]) -> None:
+    root = parse(render_timeline(frames))
+    (line,) = [p for p in root.iter(f"{SVG}polyline") if p.get("class") == "free-blocks"]
+    ys = [float(pt.split(",")[1]) for pt in (line.get("points") or "").split()]
+    assert len(ys) == len(frames)
+    # more free blocks are drawn higher (smaller y)
+    order = sorted(range(len(frames)), key=lambda i: frames[i].free_blocks)
+    assert [ys[i] for i in order] == sorted(ys, reverse=True)
+    marks = [x for x in root.iter(f"{SVG}line") if x.get("class") == "preemption"]
+    assert len(marks) == sum(1 for f in frames if f.preempted)
+
+
+def test_a_replay_position_hides_later_steps(frames: list[Frame]) -> None:
+    upto = len(frames) // 2
+    root = parse(render_timeline(frames, upto=upto))
+    for cls in ("waiting", "prefill", "decode", "preempted"):
+        assert all(int(r.get("data-to", 0)) <= upto for r in rects(root, cls))
+    (line,) = [p for p in root.iter(f"{SVG}polyline") if p.get("class") == "free-blocks"]
+    assert len((line.get("points") or "").split()) == upto
+    caption = next(t for t in root.iter(f"{SVG}text") if t.get("class") == "caption")
+    last = frames[upto - 1]
+    assert f"step {last.step}:" in (caption.text or "")
+    assert f"{last.free_blocks}/{last.num_blocks} blocks free" in (caption.text or "")
+
+
+def test_nothing_shown_yet_is_still_a_picture(frames: list[Frame]) -> None:
+    root = parse(render_timeline(frames, upto=0))
+    assert not rects(root, "decode")
+    assert parse(render_timeline([])).tag == f"{SVG}svg"
+
+
+@pytest.mark.parametrize("upto", [-1, 10**6, 1.5, True])
+def test_bad_positions_raise(frames: list[Frame], upto: object) -> None:
+    with pytest.raises(ValueError):
+        render_timeline(frames, upto=upto)  # type: ignore[arg-type]
+
+
+def test_frames_must_be_frames() -> None:
+    with pytest.raises(TypeError):
+        render_timeline([{"step": 0}])  # type: ignore[list-item]
+
+
+def test_replay_seeks_and_draws_the_prefix(frames: list[Frame]) -> None:
+    replay = TimelineReplay(frames, title="t")
+    replay.seek(3)
+    assert replay.svg() == render_timeline(frames, upto=3, title="t")
+    with pytest.raises(ValueError):
+        replay.seek(len(frames) + 1)
+    box = replay.widget()
+    slider = box.children[0].children[1]
+    slider.value = 5
+    assert replay.position == 5 and box.children[1].value == replay.svg()
