@@ -172,9 +172,10 @@ def bench_attention(timer: Timer, p: dict[str, Any], copy_gbps: float) -> dict[s
         (b, c) for b in p["batches"] for c in p["contexts"] if b * c * kv_per_token <= p["kv_cap"]
     ]
     nb = max(-(-c // bs) * b for b, c in points) + 64
-    gen = torch.Generator(device="cpu").manual_seed(0)
-    k_cache = torch.randn(nb, bs, hkv, d, generator=gen).to(dev, dtype)
-    v_cache = torch.randn(nb, bs, hkv, d, generator=gen).to(dev, dtype)
+    gen = torch.Generator(device="cpu").manual_seed(0)  # block tables
+    dgen = torch.Generator(device=dev).manual_seed(0)  # data, made where it lives
+    k_cache = torch.randn((nb, bs, hkv, d), generator=dgen, device=dev, dtype=dtype)
+    v_cache = torch.randn((nb, bs, hkv, d), generator=dgen, device=dev, dtype=dtype)
     compiled = dev.type == "cuda"
     decoder = flex_decoder(nb, bs, dev, compiled=compiled)
     rows: list[dict[str, Any]] = []
@@ -183,7 +184,7 @@ def bench_attention(timer: Timer, p: dict[str, Any], copy_gbps: float) -> dict[s
         per = -(-ctx // bs)
         tables = [order[i * per : (i + 1) * per] for i in range(b)]
         batch = DecodeBatch.build(tables, [ctx] * b, block_size=bs, num_blocks=nb, device=dev)
-        q = torch.randn(b, hq, d, generator=gen).to(dev, dtype)
+        q = torch.randn((b, hq, d), generator=dgen, device=dev, dtype=dtype)
         rows.extend(_attention_point(timer, decoder, q, k_cache, v_cache, batch, copy_gbps))
     return {
         "heads": {"q": hq, "kv": hkv, "dim": d},

@@ -67,15 +67,15 @@ def dense_reference(
     return torch.stack(rows)
 
 
-@pytest.mark.parametrize("backend", ["gather", "flex-eager"])
-@settings(max_examples=12, deadline=None)
-@given(
+paged_cases = given(
     lens=st.lists(st.integers(1, 40), min_size=1, max_size=4),
     block_size=st.sampled_from([1, 4, 16]),
     heads=st.sampled_from([(4, 4), (4, 2), (6, 1)]),
     seed=st.integers(0, 2**16),
 )
-def test_paged_equals_dense(
+
+
+def check_paged_equals_dense(
     backend: str, lens: list[int], block_size: int, heads: tuple[int, int], seed: int
 ) -> None:
     hq, hkv = heads
@@ -88,6 +88,22 @@ def test_paged_equals_dense(
         warnings.simplefilter("ignore", UserWarning)  # flex's "not compiled" notice
         got = paged_decode(q, k_cache, v_cache, batch, backend=backend)  # type: ignore[arg-type]
     torch.testing.assert_close(got, dense_reference(q, ks, vs), rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=20, deadline=None)
+@paged_cases
+def test_gather_oracle_equals_dense(
+    lens: list[int], block_size: int, heads: tuple[int, int], seed: int
+) -> None:
+    check_paged_equals_dense("gather", lens, block_size, heads, seed)
+
+
+@settings(max_examples=5, deadline=None)  # eager flex scores the whole pool: slow
+@paged_cases
+def test_flex_block_mask_equals_dense(
+    lens: list[int], block_size: int, heads: tuple[int, int], seed: int
+) -> None:
+    check_paged_equals_dense("flex-eager", lens, block_size, heads, seed)
 
 
 def test_backends_ignore_stale_data_outside_the_tables() -> None:

@@ -172,3 +172,13 @@ def test_invalid_requests_raise_and_change_nothing() -> None:
     (done,) = engine.completions()
     assert done.request_id == rid
     assert done.samples == [MODEL.generate_dense([[1, 2, 3]], 4)[0]]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_engine_on_cuda_with_compiled_flex_equals_dense() -> None:
+    model = TinyLlama(ModelConfig(max_seq_len=256), device="cuda")
+    engine = Engine(model, EngineConfig(num_blocks=24, block_size=16, backend="flex"))
+    got = [c.samples[0] for c in engine.run(REQUESTS)]
+    assert got == [model.generate_dense([list(r.prompt)], r.max_new_tokens)[0] for r in REQUESTS]
+    assert got == EXPECTED  # and equal to the CPU run, token for token

@@ -145,3 +145,18 @@ def test_weight_cache_runs_any_policy_and_never_evicts_pinned(name: str) -> None
     with pytest.raises(PinnedCapacityExceeded):
         cache.put("big", None, 90)
     assert (cache.used, cache.eviction_order()) == before
+
+
+MINE = sorted(set(POLICIES) - {"LRU"})
+
+
+@pytest.mark.parametrize("name", MINE)
+def test_contract_breaks_raise_before_any_change(name: str) -> None:
+    policy = POLICIES[name]()
+    _fill(policy, "ab")
+    before = policy.eviction_order()
+    with pytest.raises(ValueError, match="already resident"):
+        policy.update_on_put("a", 1)
+    with pytest.raises(KeyError, match="no such key"):
+        policy.update_on_hit("zz")
+    assert policy.eviction_order() == before and len(policy) == 2

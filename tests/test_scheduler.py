@@ -373,3 +373,43 @@ def test_host_pool_take_is_all_or_nothing() -> None:
     with pytest.raises(OutOfBlocks):
         host.take(2)
     assert host.num_free == 1
+
+
+# --- fork -----------------------------------------------------------------------------------
+
+
+def test_a_fork_shares_blocks_and_copies_on_its_first_write() -> None:
+    bm = BlockManager(8, 4)
+    sched = Scheduler(bm, watermark=0)
+    parent = Sequence.dummy(0, 5, 3)
+    sched.add(parent)
+    emit_tokens(sched.step())  # parent: 6 tokens, 5 KV slots (one full block + 1 slot)
+    child = Sequence(1, list(parent.token_ids), parent.prompt_len, parent.max_new_tokens)
+    sched.fork(parent, child)
+    assert bm.block_table(1) == bm.block_table(0) and sched.running == [parent, child]
+    out = sched.step()
+    (d0, d1) = out.decodes
+    assert d0.seq is parent and d0.slot.cow_src == bm.block_table(1)[-1]  # the first writer copies
+    assert d1.seq is child and d1.slot.cow_src is None  # the last holder writes in place
+    emit_tokens(out)
+    check_invariants(sched)
+
+
+def test_bad_forks_change_nothing() -> None:
+    sched = Scheduler(BlockManager(8, 4), watermark=0)
+    parent, waiting = Sequence.dummy(0, 5, 3), Sequence.dummy(1, 2, 2)
+    sched.add(parent)
+    emit_tokens(sched.step())
+    sched.add(waiting)
+    before = state(sched)
+    twin = Sequence(2, list(parent.token_ids), 5, 3)
+    for par, kid, error in (
+        (waiting, Sequence(3, list(waiting.token_ids), 2, 2), UnknownSequence),
+        (parent, Sequence(1, list(parent.token_ids), 5, 3), DuplicateSequence),
+        (parent, Sequence(2, [9, 9, 9, 9, 9, 9], 5, 3), InvalidRequest),
+    ):
+        with pytest.raises(error):
+            sched.fork(par, kid)
+        assert state(sched) == before
+    sched.fork(parent, twin)
+    assert [s.seq_id for s in sched.running] == [0, 2]

@@ -269,3 +269,15 @@ def test_sigkill_at_the_rename_boundary_leaves_old_or_new_never_partial(
         for tmp in store.stale_temp_files():  # what a restarted node would clean up
             tmp.unlink()
     assert seen == set(stages)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_replica_loads_onto_cuda(tmp_path: Path) -> None:
+    cache: WeightCache[tuple[str, str, str]] = WeightCache(10**9)
+    store = WeightStore(tmp_path, cache=cache)
+    store.save("m", weights(8))
+    with store.replica("m", device="cuda") as w:
+        assert all(t.device.type == "cuda" for t in w.values())
+        assert_same({k: t.cpu() for k, t in w.items()}, weights(8))
+    assert cache.pinned_keys() == []

@@ -22,13 +22,17 @@ from __future__ import annotations
 
 import importlib
 import io
+import os
 import pkgutil
+import tempfile
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
+import hypothesis.configuration
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis.errors import Flaky
 from hypothesis.internal.conjecture import engine as _hypothesis_engine
@@ -55,6 +59,7 @@ __all__ = [
 ]
 
 PROBE_TIMEOUT_S = 5.0
+_HOME_MOVED: list[bool] = []
 SHRINK_BUDGET_S = 4.0
 
 
@@ -286,6 +291,16 @@ def _run_machine(check: MachineCheck, impl: Any) -> tuple[BaseException | None, 
     return None, ""
 
 
+def _keep_hypothesis_files_out_of_the_notebook_folder() -> None:
+    """Hypothesis writes ``.hypothesis/`` into the working directory even without a database."""
+    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY") or _HOME_MOVED:
+        return
+    hypothesis.configuration.set_hypothesis_home_dir(
+        Path(tempfile.gettempdir()) / "servelab-hypothesis"
+    )
+    _HOME_MOVED.append(True)
+
+
 def grade(
     topic: str | Topic,
     impl: Any,
@@ -300,6 +315,7 @@ def grade(
     :class:`GradeFailure` (whose message is the report) on the first failing check.
     """
     __tracebackhide__ = True
+    _keep_hypothesis_files_out_of_the_notebook_folder()
     the_topic = load_topic(topic) if isinstance(topic, str) else topic
     steps = list(the_topic.steps)
     if step is not None:

@@ -80,7 +80,8 @@ class Script:
             if after != before:
                 raise self.fail(
                     f"{code} raised {type(exc).__name__} as it should, but the cache changed "
-                    f"first: resident {before[0]} -> {after[0]}"
+                    f"first: resident {before[0]} -> {after[0]}",
+                    HINTS["changed-on-error"],
                 ) from exc
             return exc
         except Exception as exc:

@@ -350,6 +350,32 @@ class Scheduler:
         self.waiting.append(seq)
         self._live[seq.seq_id] = seq
 
+    def fork(self, parent: Sequence, child: Sequence) -> None:
+        """Make ``child`` a running copy of the running ``parent`` that shares all its blocks
+        (parallel sampling, beam search). The child joins ``running`` as its newest member;
+        copy-on-write happens in the block manager at the first append into a shared block.
+
+        Raises UnknownSequence if ``parent`` is not running, DuplicateSequence if the child's
+        id is in use and InvalidRequest if the child's tokens differ from the parent's or it
+        has nothing left to generate. Nothing changes when it raises.
+        """
+        if self._live.get(parent.seq_id) is not parent or not self._held_by_block_manager(
+            parent.seq_id
+        ):
+            raise UnknownSequence(f"sequence {parent.seq_id} is not running; fork a running one")
+        if not isinstance(child, Sequence):
+            raise TypeError(f"fork() takes Sequences, got {type(child).__name__}")
+        if child.seq_id in self._live or self._held_by_block_manager(child.seq_id):
+            raise DuplicateSequence(f"sequence id {child.seq_id} is already in use")
+        if child.token_ids != parent.token_ids or child.is_finished:
+            raise InvalidRequest(
+                f"a fork of sequence {parent.seq_id} must start with its {parent.num_tokens} "
+                "tokens and have tokens left to generate"
+            )
+        self.bm.fork(parent.seq_id, child.seq_id)
+        self.running.append(child)
+        self._live[child.seq_id] = child
+
     def step(self) -> StepOutput:
         """Retire finished sequences, decode the running ones oldest first (preempting the
         newest when blocks run out), then admit from ``waiting``.

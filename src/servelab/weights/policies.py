@@ -166,59 +166,81 @@ class TickOrder(Generic[K]):
 
 
 class LRU(EvictionPolicy[K]):
-    """Least recently used: ``get`` and ``put`` refresh a key; the stalest candidate goes first."""
+    """Least recently used: ``get`` and ``put`` refresh a key; the stalest candidate goes first.
+
+    The default policy, so its hit path is kept to three dictionary operations: candidates live
+    in an ``OrderedDict`` in recency order; a key unpinned after others were used returns with
+    an older tick to a small heap (the same scheme as :class:`TickOrder`, inlined).
+    """
 
     name: ClassVar[str] = "LRU"
 
     def __init__(self) -> None:
         self._clock = 0
         self._last_use: dict[K, int] = {}  # every resident key, pinned ones included
-        self._candidates: TickOrder[K] = TickOrder()
-
-    def _now(self) -> int:
-        self._clock += 1
-        return self._clock
+        self._recent: OrderedDict[K, None] = OrderedDict()  # candidates, ticks ascending
+        self._returned: dict[K, int] = {}  # candidates back from a pin, older than _recent's end
+        self._heap: list[tuple[int, K]] = []  # (tick, key) of returned keys; stale ones skipped
 
     def update_on_put(self, key: K, size: int) -> None:
-        self._clock = tick = self._clock + 1
-        self._last_use[key] = tick
-        candidates = self._candidates  # TickOrder.add with the newest tick, inlined
-        candidates._tick[key] = tick
-        candidates._recent[key] = tick
-        candidates._newest = tick
+        self._clock += 1
+        self._last_use[key] = self._clock
+        self._recent[key] = None
 
     def update_on_hit(self, key: K) -> None:
-        # The hot path of a cache that mostly hits: TickOrder.touch, inlined.
-        self._clock = tick = self._clock + 1
-        self._last_use[key] = tick
-        candidates = self._candidates
-        if key in candidates._tick:
-            candidates._tick[key] = tick
-            recent = candidates._recent
-            recent[key] = tick
-            recent.move_to_end(key)
-            candidates._newest = tick
+        self._clock += 1
+        self._last_use[key] = self._clock
+        if key in self._recent:
+            self._recent.move_to_end(key)
+        elif self._returned.pop(key, None) is not None:
+            self._recent[key] = None  # its heap entry is now stale
+
+    def _drop(self, key: K) -> None:
+        if self._recent.pop(key, 0) is not None:  # 0: it was not in _recent
+            self._returned.pop(key, None)
 
     def update_on_remove(self, key: K) -> None:
-        self._last_use.pop(key, None)
-        self._candidates.discard(key)
+        del self._last_use[key]
+        self._drop(key)
 
     def update_on_pin(self, key: K) -> None:
-        self._candidates.discard(key)
+        self._drop(key)
 
     def update_on_unpin(self, key: K) -> None:
-        self._candidates.add(key, self._last_use[key])
+        tick = self._last_use[key]
+        recent = self._recent
+        if not recent or tick > self._last_use[next(reversed(recent))]:
+            recent[key] = None
+            return
+        self._returned[key] = tick
+        heapq.heappush(self._heap, (tick, key))
+        if len(self._heap) > 2 * len(self._returned) + 32:
+            self._heap = [(t, k) for k, t in self._returned.items()]
+            heapq.heapify(self._heap)
 
     def pop_victim(self) -> K:
-        key = self._candidates.pop()
+        recent = self._recent
+        if self._returned:
+            heap, returned = self._heap, self._returned
+            while returned.get(heap[0][1]) != heap[0][0]:
+                heapq.heappop(heap)  # stale: touched, pinned again or removed since pushed
+            tick, key = heap[0]
+            if not recent or tick < self._last_use[next(iter(recent))]:
+                heapq.heappop(heap)
+                del returned[key]
+                del self._last_use[key]
+                return key
+        if not recent:
+            raise NoVictim("every resident entry is pinned")
+        key = recent.popitem(last=False)[0]
         del self._last_use[key]
         return key
 
     def eviction_order(self) -> list[K]:
-        return self._candidates.ordered()
+        return sorted([*self._recent, *self._returned], key=self._last_use.__getitem__)
 
     def __len__(self) -> int:
-        return len(self._candidates)
+        return len(self._recent) + len(self._returned)
 
 
 class RankOrder(Generic[K]):
@@ -278,7 +300,12 @@ class RankOrder(Generic[K]):
 
 
 class _Ticking(EvictionPolicy[K]):
-    """Shared clock: every event gets a unique, increasing tick (the policies' notion of time)."""
+    """Shared clock: every event gets a unique, increasing tick (the policies' notion of time).
+
+    Events about keys break the contract loudly and before any change: ``update_on_put`` of a
+    key the policy already holds raises ``ValueError``, a hit on a key it does not hold raises
+    ``KeyError``.
+    """
 
     def __init__(self) -> None:
         self._clock = 0
@@ -286,6 +313,14 @@ class _Ticking(EvictionPolicy[K]):
     def _now(self) -> int:
         self._clock += 1
         return self._clock
+
+    @staticmethod
+    def _duplicate(key: object) -> ValueError:
+        return ValueError(f"update_on_put({key!r}): the key is already resident; remove it first")
+
+    @staticmethod
+    def _unknown(key: object, event: str) -> KeyError:
+        return KeyError(f"{event}({key!r}): the policy holds no such key")
 
 
 class FIFO(_Ticking[K]):
@@ -299,12 +334,15 @@ class FIFO(_Ticking[K]):
         self._candidates: TickOrder[K] = TickOrder()
 
     def update_on_put(self, key: K, size: int) -> None:
+        if key in self._arrival:
+            raise self._duplicate(key)
         tick = self._now()
         self._arrival[key] = tick
         self._candidates.add(key, tick)
 
     def update_on_hit(self, key: K) -> None:
-        return None
+        if key not in self._arrival:
+            raise self._unknown(key, "update_on_hit")
 
     def update_on_remove(self, key: K) -> None:
         self._arrival.pop(key, None)
@@ -374,11 +412,15 @@ class MRU(_Ranked[K]):
     name: ClassVar[str] = "MRU"
 
     def update_on_put(self, key: K, size: int) -> None:
+        if key in self._ranks:
+            raise self._duplicate(key)
         rank = (-self._now(),)
         self._ranks[key] = rank
         self._candidates.set(key, rank)
 
     def update_on_hit(self, key: K) -> None:
+        if key not in self._ranks:
+            raise self._unknown(key, "update_on_hit")
         self._rerank(key, (-self._now(),))
 
 
@@ -397,12 +439,16 @@ class LFU(_Ranked[K]):
         self._count: dict[K, int] = {}
 
     def update_on_put(self, key: K, size: int) -> None:
+        if key in self._count:
+            raise self._duplicate(key)
         self._count[key] = 1
         rank = (1, self._now())
         self._ranks[key] = rank
         self._candidates.set(key, rank)
 
     def update_on_hit(self, key: K) -> None:
+        if key not in self._count:
+            raise self._unknown(key, "update_on_hit")
         count = self._count[key] + 1
         self._count[key] = count
         self._rerank(key, (count, self._now()))
@@ -443,6 +489,10 @@ class GDSF(_Ranked[K]):
         return self._inflation + self._count[key] * self._cost(size) / size
 
     def update_on_put(self, key: K, size: int) -> None:
+        if key in self._count:
+            raise self._duplicate(key)
+        if size <= 0:
+            raise ValueError(f"update_on_put({key!r}, {size!r}): size must be positive")
         self._count[key] = 1
         self._size[key] = size
         rank = (self._priority(key), self._now())
@@ -450,6 +500,8 @@ class GDSF(_Ranked[K]):
         self._candidates.set(key, rank)
 
     def update_on_hit(self, key: K) -> None:
+        if key not in self._count:
+            raise self._unknown(key, "update_on_hit")
         self._count[key] += 1
         self._rerank(key, (self._priority(key), self._now()))
 
@@ -493,6 +545,8 @@ class SIEVE(_Ticking[K]):
         self._hand = 0
 
     def update_on_put(self, key: K, size: int) -> None:
+        if key in self._arrival:
+            raise self._duplicate(key)
         tick = self._now()
         self._arrival[key] = tick
         self._visited[key] = False
@@ -500,6 +554,8 @@ class SIEVE(_Ticking[K]):
         self._at[tick] = key
 
     def update_on_hit(self, key: K) -> None:
+        if key not in self._visited:
+            raise self._unknown(key, "update_on_hit")
         self._visited[key] = True
 
     def _leave_queue(self, key: K) -> None:
@@ -620,6 +676,8 @@ class S3FIFO(_Ticking[K]):
         (self._small if small else self._main).add(key, tick)
 
     def update_on_put(self, key: K, size: int) -> None:
+        if key in self._size:
+            raise self._duplicate(key)
         recently_evicted = key in self._ghost
         if recently_evicted:
             del self._ghost[key]
@@ -632,6 +690,8 @@ class S3FIFO(_Ticking[K]):
         self._enter(key, small)
 
     def update_on_hit(self, key: K) -> None:
+        if key not in self._freq:
+            raise self._unknown(key, "update_on_hit")
         self._freq[key] = min(self._freq[key] + 1, 3)
 
     def _drop(self, key: K) -> None:
