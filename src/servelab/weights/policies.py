@@ -152,9 +152,9 @@ class TickOrder(Generic[K]):
 
     def pop(self) -> K:
         if not self._heap and self._recent:  # the common case: no key came back from a pin
-            key, _ = self._recent.popitem(last=False)
-            del self._tick[key]
-            return key
+            first, _ = self._recent.popitem(last=False)
+            del self._tick[first]
+            return first
         key = self.peek()
         if key is None:
             raise NoVictim("no evictable entry")
