@@ -150,8 +150,9 @@ def replay(bm: object, trace: list[Request], window: int, prefix: bool) -> int:
     return ops
 
 
-def measure(make: Callable[[int], object], trace: list[Request], prefix: bool,
-            repeats: int) -> list[float]:
+def measure(
+    make: Callable[[int], object], trace: list[Request], prefix: bool, repeats: int
+) -> list[float]:
     """Best ops/s per pool size; sizes are interleaved so machine noise hits them alike."""
     best = [0.0] * len(SIZES)
     for _ in range(repeats):
@@ -172,13 +173,14 @@ def main() -> None:
     # the peer runs once: at 131k blocks one run takes seconds, and its fall is not noise
     rows: list[tuple[str, Callable[[int], object], bool, int]] = [
         ("BlockManager (no prefix caching)", lambda s: BlockManager(s, BLOCK), False, repeats),
-        ("PrefixCachingBlockManager", lambda s: PrefixCachingBlockManager(s, BLOCK), True,
-         repeats),
+        ("PrefixCachingBlockManager", lambda s: PrefixCachingBlockManager(s, BLOCK), True, repeats),
         ("peer: deque.remove (nano-vllm style)", lambda s: DequeRemovePeer(s, BLOCK), True, 1),
     ]
-    print(f"{n} lifecycles, block size {BLOCK}, {WINDOW} live sequences; ours best of {repeats}; "
-          f"{platform.python_implementation()} {platform.python_version()} on "
-          f"{platform.machine()}")
+    print(
+        f"{n} lifecycles, block size {BLOCK}, {WINDOW} live sequences; ours best of {repeats}; "
+        f"{platform.python_implementation()} {platform.python_version()} on "
+        f"{platform.machine()}"
+    )
     header = f"{'':40}" + "".join(f"{size:>14,}" for size in SIZES) + f"{'131k/1k':>10}"
     print(header + "\n" + "-" * len(header))
     for name, make, prefix, runs in rows:

@@ -24,8 +24,14 @@ from servelab.kv.scheduler import (
     default_watermark,
 )
 from servelab.kv.sim import Arrival, SimulationStalled, emit_tokens, random_workload, simulate
-from servelab.testing.core import thoroughness
-from servelab.testing.scheduler import check_invariants, scheduler_machine
+from servelab.testing.core import InvariantViolation, thoroughness
+from servelab.testing.scheduler import (
+    QueueState,
+    check_invariants,
+    check_step_rules,
+    run_until_idle,
+    scheduler_machine,
+)
 
 
 def state(sched: Scheduler) -> tuple[Any, ...]:
@@ -223,29 +229,48 @@ def test_random_workloads_drain_live_without_leaks(
         return
     seqs: dict[int, Sequence] = {}
     pending = sorted(enumerate(arrivals), key=lambda ia: ia[1].step)
-    bound = max(a.step for a in arrivals) + sum(a.max_new_tokens + 1 for a in arrivals) + 1
     step = 0
-    while pending or not sched.is_idle:
-        assert step <= bound, "liveness: the queue did not drain within the bound"
+    while pending:  # arrivals over time, every step checked against the rules
         while pending and pending[0][1].step <= step:
             sid, a = pending.pop(0)
             seqs[sid] = Sequence.dummy(sid, a.prompt_len, a.max_new_tokens)
             sched.add(seqs[sid])
-        running_before = [s.seq_id for s in sched.running if not s.is_finished]
+        before = QueueState.of(sched)
         out = sched.step()
-        victims = [s.seq_id for s in out.preempted]
-        assert victims == running_before[::-1][: len(victims)], "victims are the newest"
-        assert not (victims and out.prefills), "a preempting step never admits"
-        assert [s.seq_id for s in list(sched.waiting)[: len(victims)]] == victims[::-1]
-        if out.prefills:
-            assert bm.num_free >= sched.watermark
-        for p in out.prefills:
-            assert p.num_tokens == p.seq.num_tokens  # prompt + generated
+        check_step_rules(sched, before, out)
+        assert not (out.preempted and out.prefills), "a preempting step never admits"
         emit_tokens(out)
         check_invariants(sched)
         step += 1
+    run_until_idle(sched)  # then drain: liveness bound, the rules, no leaked block
     assert bm.num_free == num_blocks
     assert all(s.num_generated == s.max_new_tokens for s in seqs.values())
+
+
+def test_the_liveness_check_catches_a_scheduler_that_starves() -> None:
+    class NeverAdmits(Scheduler):
+        def _admit(self, out: StepOutput) -> None:
+            pass
+
+    sched = NeverAdmits(BlockManager(8, 4), watermark=0)
+    sched.add(Sequence.dummy(0, 2, 2))
+    with pytest.raises(InvariantViolation) as info:
+        run_until_idle(sched)
+    assert info.value.invariant == "liveness"
+
+
+def test_the_step_rules_catch_a_leak_and_a_wrong_victim() -> None:
+    class LeaksFinished(Scheduler):
+        def _retire(self, out: StepOutput) -> None:
+            done = [s for s in self.running if s.is_finished]
+            self.running = [s for s in self.running if not s.is_finished]
+            out.finished.extend(done)
+
+    sched = LeaksFinished(BlockManager(8, 4), watermark=0)
+    sched.add(Sequence.dummy(0, 2, 1))
+    with pytest.raises(InvariantViolation) as info:
+        run_until_idle(sched)
+    assert info.value.invariant == "finished-freed"
 
 
 def test_simulate_reports_a_stall() -> None:

@@ -22,8 +22,11 @@ NS = {"s": "http://www.w3.org/2000/svg"}
 
 def _blocks(svg: str) -> dict[int, dict[str, str]]:
     root = ET.fromstring(svg)
-    return {int(g.get("data-block", -1)): dict(g.attrib)
-            for g in root.iter("{http://www.w3.org/2000/svg}g") if g.get("class") == "block"}
+    return {
+        int(g.get("data-block", -1)): dict(g.attrib)
+        for g in root.iter("{http://www.w3.org/2000/svg}g")
+        if g.get("class") == "block"
+    }
 
 
 def test_grid_shows_refcounts_holders_and_free_blocks() -> None:
@@ -55,11 +58,13 @@ def test_copy_on_write_is_marked() -> None:
     bm.fork(0, 1)
     slot = bm.append_slot(0)
     root = ET.fromstring(render_blocks(snapshot(bm, slot=slot)))
-    (arrow,) = [p for p in root.iter("{http://www.w3.org/2000/svg}path")
-                if p.get("class") == "cow-copy"]
+    (arrow,) = [
+        p for p in root.iter("{http://www.w3.org/2000/svg}path") if p.get("class") == "cow-copy"
+    ]
     assert (arrow.get("data-src"), arrow.get("data-dst")) == (str(slot.cow_src), str(slot.block))
-    (written,) = [r for r in root.iter("{http://www.w3.org/2000/svg}rect")
-                  if r.get("class") == "written-slot"]
+    (written,) = [
+        r for r in root.iter("{http://www.w3.org/2000/svg}rect") if r.get("class") == "written-slot"
+    ]
     assert written.get("data-offset") == "2"
 
 
@@ -77,8 +82,10 @@ def test_inconsistent_snapshot_is_rejected() -> None:
 
 
 def test_stepper_replays_the_seed_example() -> None:
-    stepper = BlockStepper(lambda: BlockManager(8, 4),
-                           ["allocate(0, 6)", "fork(0, 1)", "append_slot(0)", "append_slot(1)"])
+    stepper = BlockStepper(
+        lambda: BlockManager(8, 4),
+        ["allocate(0, 6)", "fork(0, 1)", "append_slot(0)", "append_slot(1)"],
+    )
     lines = stepper.run()
     assert "copy block 1 first" in lines[2]
     assert lines[3].endswith("block 1, offset 2")

@@ -125,14 +125,16 @@ def _append_fills_then_allocates(impl: Any) -> None:
     s("bm.allocate(0, 3)")
     (first,) = s("bm.block_table(0)")
     block, offset, src = _slot(s, "bm.append_slot(0)")
-    s.check((block, offset, src) == (first, 3, None),
-            f"token 3 goes to offset 3 of block {first} (it has room), got "
-            f"({block}, {offset}, {src})")
+    s.check(
+        (block, offset, src) == (first, 3, None),
+        f"token 3 goes to offset 3 of block {first} (it has room), got ({block}, {offset}, {src})",
+    )
     s.check(s("bm.num_free") == 7, "no block should be allocated while the last one has room")
     block, offset, src = _slot(s, "bm.append_slot(0)")
-    s.check(offset == 0 and src is None and block != first,
-            f"token 4 crosses the boundary: a new block at offset 0, got ({block}, {offset}, "
-            f"{src})")
+    s.check(
+        offset == 0 and src is None and block != first,
+        f"token 4 crosses the boundary: a new block at offset 0, got ({block}, {offset}, {src})",
+    )
     s.check(s("bm.block_table(0)") == [first, block], "the new block goes at the table's end")
     s.invariants()
 
@@ -142,8 +144,10 @@ def _append_to_empty(impl: Any) -> None:
     s("bm = BlockManager(2, 4)")
     s("bm.allocate(0, 0)")
     block, offset, src = _slot(s, "bm.append_slot(0)")
-    s.check(offset == 0 and src is None and s("bm.block_table(0)") == [block],
-            "a sequence with no tokens gets its first block on its first append")
+    s.check(
+        offset == 0 and src is None and s("bm.block_table(0)") == [block],
+        "a sequence with no tokens gets its first block on its first append",
+    )
     s.invariants()
 
 
@@ -158,8 +162,10 @@ def _fork_counts(impl: Any) -> None:
     for b in t0:
         s.check(s(f"bm.refcount({b})") == 2, f"block {b} is in two tables; refcount must be 2")
     s("bm.free_seq(0)")
-    s.check(not set(t1) & set(s("bm.free_list()")),
-            "freeing the parent put blocks on the free list that the child still uses")
+    s.check(
+        not set(t1) & set(s("bm.free_list()")),
+        "freeing the parent put blocks on the free list that the child still uses",
+    )
     s.invariants()
 
 
@@ -170,9 +176,11 @@ def _first_writer_copies(impl: Any) -> None:
     s("bm.fork(0, 1)")
     full, partial = s("bm.block_table(0)")
     block, offset, src = _slot(s, "bm.append_slot(0)")
-    s.check(src == partial and offset == 2 and block not in (full, partial),
-            f"sequence 0 writes into shared partial block {partial}: expected a new block "
-            f"with cow_src={partial} at offset 2, got ({block}, {offset}, {src})")
+    s.check(
+        src == partial and offset == 2 and block not in (full, partial),
+        f"sequence 0 writes into shared partial block {partial}: expected a new block "
+        f"with cow_src={partial} at offset 2, got ({block}, {offset}, {src})",
+    )
     s.check(s("bm.block_table(0)") == [full, block], "only the last entry changes")
     s.check(s(f"bm.refcount({partial})") == 1, "the copier must drop its reference")
     s.invariants()
@@ -187,9 +195,11 @@ def _second_writer_in_place(impl: Any) -> None:
     s("bm.append_slot(0)")
     free_before = s("bm.num_free")
     block, offset, src = _slot(s, "bm.append_slot(1)")
-    s.check((block, offset, src) == (partial, 2, None),
-            f"sequence 1 is now the only holder of block {partial}: expected Slot({partial}, "
-            f"2, None), got ({block}, {offset}, {src})")
+    s.check(
+        (block, offset, src) == (partial, 2, None),
+        f"sequence 1 is now the only holder of block {partial}: expected Slot({partial}, "
+        f"2, None), got ({block}, {offset}, {src})",
+    )
     s.check(s("bm.num_free") == free_before, "writing in place takes no block")
     s.invariants()
 
@@ -201,9 +211,10 @@ def _full_blocks_not_copied(impl: Any) -> None:
     s("bm.fork(0, 1)")
     shared = s("bm.block_table(0)")
     block, offset, src = _slot(s, "bm.append_slot(1)")
-    s.check(src is None and offset == 0 and block not in shared,
-            f"both blocks are full: sequence 1 needs only a new block, got ({block}, "
-            f"{offset}, {src})")
+    s.check(
+        src is None and offset == 0 and block not in shared,
+        f"both blocks are full: sequence 1 needs only a new block, got ({block}, {offset}, {src})",
+    )
     s.check(s("bm.block_table(1)")[:2] == shared, "the full blocks must stay shared")
     s.check(s("bm.num_free") == 5, "exactly one new block should be taken")
     s.invariants()
@@ -293,7 +304,13 @@ STEP_INVARIANTS: dict[int, list[str]] = {
 
 
 def _machine(
-    step: int, title: str, *, append: bool, fork: bool, errors: bool, examples: int = 60,
+    step: int,
+    title: str,
+    *,
+    append: bool,
+    fork: bool,
+    errors: bool,
+    examples: int = 60,
     steps: int = 30,
 ) -> MachineCheck:
     def build(impl: Any) -> Any:
@@ -315,54 +332,86 @@ TOPIC = Topic(
             1,
             "free list and refcounts",
             [
-                _probe("allocate takes blocks off the free list", "refcount-matches-tables",
-                       _allocate_takes_blocks),
-                _probe("free_seq returns blocks at refcount 0", "free-list",
-                       _free_returns_blocks),
+                _probe(
+                    "allocate takes blocks off the free list",
+                    "refcount-matches-tables",
+                    _allocate_takes_blocks,
+                ),
+                _probe("free_seq returns blocks at refcount 0", "free-list", _free_returns_blocks),
                 _probe("ceil(len / block_size) blocks", "table-length", _ceil_blocks),
             ],
-            _machine(1, "allocate / free_seq vs the model", append=False, fork=False,
-                     errors=False),
+            _machine(1, "allocate / free_seq vs the model", append=False, fork=False, errors=False),
         ),
         Step(
             2,
             "allocation on a boundary crossing",
             [
-                _probe("append fills the last block, then allocates", "boundary-allocation",
-                       _append_fills_then_allocates),
-                _probe("first append of an empty sequence", "boundary-allocation",
-                       _append_to_empty),
+                _probe(
+                    "append fills the last block, then allocates",
+                    "boundary-allocation",
+                    _append_fills_then_allocates,
+                ),
+                _probe(
+                    "first append of an empty sequence", "boundary-allocation", _append_to_empty
+                ),
             ],
-            _machine(2, "allocate / append_slot / free_seq vs the model", append=True,
-                     fork=False, errors=False),
+            _machine(
+                2,
+                "allocate / append_slot / free_seq vs the model",
+                append=True,
+                fork=False,
+                errors=False,
+            ),
         ),
         Step(
             3,
             "fork, and copy-on-write of the trailing partial block only",
             [
                 _probe("fork shares blocks and counts them", "fork-shares", _fork_counts),
-                _probe("the first writer copies the shared partial block", "cow-missing",
-                       _first_writer_copies),
-                _probe("the second writer writes in place", "cow-sole-owner",
-                       _second_writer_in_place),
+                _probe(
+                    "the first writer copies the shared partial block",
+                    "cow-missing",
+                    _first_writer_copies,
+                ),
+                _probe(
+                    "the second writer writes in place", "cow-sole-owner", _second_writer_in_place
+                ),
                 _probe("full blocks stay shared", "cow-full-block", _full_blocks_not_copied),
             ],
-            _machine(3, "allocate / append_slot / fork / free_seq vs the model", append=True,
-                     fork=True, errors=False),
+            _machine(
+                3,
+                "allocate / append_slot / fork / free_seq vs the model",
+                append=True,
+                fork=True,
+                errors=False,
+            ),
         ),
         Step(
             4,
             "exception safety",
             [
                 _probe("allocate is all or nothing", "all-or-nothing", _allocate_all_or_nothing),
-                _probe("copy-on-write allocates before it releases",
-                       "cow-release-before-allocate", _cow_allocates_first),
-                _probe("out of blocks on a boundary changes nothing", "exception-safety",
-                       _boundary_out_of_blocks),
+                _probe(
+                    "copy-on-write allocates before it releases",
+                    "cow-release-before-allocate",
+                    _cow_allocates_first,
+                ),
+                _probe(
+                    "out of blocks on a boundary changes nothing",
+                    "exception-safety",
+                    _boundary_out_of_blocks,
+                ),
                 _probe("bad ids and lengths raise typed errors", "expected-error", _bad_calls),
             ],
-            _machine(4, "every call, valid or not, vs the model", append=True, fork=True,
-                     errors=True, examples=80, steps=40),
+            _machine(
+                4,
+                "every call, valid or not, vs the model",
+                append=True,
+                fork=True,
+                errors=True,
+                examples=80,
+                steps=40,
+            ),
         ),
     ],
 )

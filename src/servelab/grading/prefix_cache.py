@@ -47,8 +47,10 @@ def _same_prompt_shares(impl: Any) -> None:
     got = s(f"bm.allocate(1, {prompt})")
     s.check(got == 8, f"the first two full blocks are cached: expected 8 cached tokens, got {got}")
     t0, t1 = s("bm.block_table(0)"), s("bm.block_table(1)")
-    s.check(t0[:2] == t1[:2] and t0[2] != t1[2],
-            f"the two full blocks are shared and the partial tail is not: {t0} vs {t1}")
+    s.check(
+        t0[:2] == t1[:2] and t0[2] != t1[2],
+        f"the two full blocks are shared and the partial tail is not: {t0} vs {t1}",
+    )
     s.check([s(f"bm.refcount({b})") for b in t0[:2]] == [2, 2], "shared blocks need refcount 2")
     _invariants(s)
 
@@ -65,8 +67,11 @@ def _chained_hash(impl: Any) -> None:
     s = _script(impl, f"bm = {NAME}(8, 2)")
     s("bm.allocate(0, [1, 2, 3, 4, 9])")
     got = s("bm.allocate(1, [7, 7, 3, 4, 9])")
-    s.check(got == 0, "block [3, 4] follows a different prefix, so it must not hit "
-            f"(the hash chains the previous block's hash), got {got} cached tokens")
+    s.check(
+        got == 0,
+        "block [3, 4] follows a different prefix, so it must not hit "
+        f"(the hash chains the previous block's hash), got {got} cached tokens",
+    )
     got = s("bm.allocate(2, [1, 2, 5, 5, 9])")
     s.check(got == 2, f"only the first block [1, 2] is shared, got {got} cached tokens")
     _invariants(s)
@@ -99,8 +104,11 @@ def _plain_free_first(impl: Any) -> None:
     s("bm.free_seq(0)")
     s("bm.allocate(1, [7, 8, 9])")
     got = s("bm.num_cached_tokens([1, 2, 3])")
-    s.check(got == 2, "two plain free blocks were left, so the cached block [1, 2] must "
-            f"survive; num_cached_tokens([1, 2, 3]) is {got}")
+    s.check(
+        got == 2,
+        "two plain free blocks were left, so the cached block [1, 2] must "
+        f"survive; num_cached_tokens([1, 2, 3]) is {got}",
+    )
 
 
 def _least_recent_first(impl: Any) -> None:
@@ -110,8 +118,10 @@ def _least_recent_first(impl: Any) -> None:
     s("bm.allocate(1, [5, 6])")
     s("bm.free_seq(1)")
     s("bm.allocate(2, [8, 9])")
-    s.check(s("bm.num_cached_tokens([5, 6])") == 1,
-            "the least recently freed block [1] should be reclaimed, not [5]")
+    s.check(
+        s("bm.num_cached_tokens([5, 6])") == 1,
+        "the least recently freed block [1] should be reclaimed, not [5]",
+    )
     s.check(s("bm.num_cached_tokens([1, 2])") == 0, "block [1] was the oldest and is gone")
 
 
@@ -123,8 +133,9 @@ def _reused_block_forgets(impl: Any) -> None:
     table = s("bm.block_table(1)")
     for b in table[-1:]:
         h = s(f"bm.block_hash({b})")
-        s.check(h is None, f"block {b} was reclaimed for new tokens but still carries its old "
-                f"hash {h}")
+        s.check(
+            h is None, f"block {b} was reclaimed for new tokens but still carries its old hash {h}"
+        )
     got = s("bm.num_cached_tokens([1, 2, 3])")
     s.check(got == 0, f"block [1, 2] was overwritten, yet a lookup still finds {got} tokens")
 
@@ -136,9 +147,11 @@ def _evicted_leaves_map(impl: Any) -> None:
     s("bm.allocate(1, [7, 8, 9])")
     owned = set(s("bm.block_table(1)"))
     stale = {h: b for h, b in s("bm.cached()").items() if b in owned}
-    s.check(all(s(f"bm.block_hash({b})") == h for h, b in stale.items()),
-            f"the cache map still sends a hash to block(s) {sorted(stale.values())}, which "
-            "were evicted and reused")
+    s.check(
+        all(s(f"bm.block_hash({b})") == h for h, b in stale.items()),
+        f"the cache map still sends a hash to block(s) {sorted(stale.values())}, which "
+        "were evicted and reused",
+    )
 
 
 def _freed_once(impl: Any) -> None:
@@ -146,8 +159,10 @@ def _freed_once(impl: Any) -> None:
     s("bm.allocate(0, [1, 2, 3])")
     s("bm.free_seq(0)")
     free = s("bm.free_list()")
-    s.check(len(free) == len(set(free)) == 4,
-            f"free_list() is {free}: a block appears twice, so it was freed twice")
+    s.check(
+        len(free) == len(set(free)) == 4,
+        f"free_list() is {free}: a block appears twice, so it was freed twice",
+    )
     _invariants(s)
 
 
@@ -169,8 +184,7 @@ HINTS: dict[str, str] = {
     "(len - 1) // block_size blocks so the last prompt token is computed",
     "lru-eviction": "reclaim cached blocks only when no plain free block is left, and the "
     "least recently freed first",
-    "expected-error": "raise the documented error: OutOfBlocks, UnknownSequence or "
-    "SequenceExists",
+    "expected-error": "raise the documented error: OutOfBlocks, UnknownSequence or SequenceExists",
     "exception-safety": "check that the request fits before claiming hits or taking blocks",
     "exception": "a call raised an unexpected error; the repro above shows which",
 }
@@ -192,12 +206,15 @@ TOPIC = Topic(
             1,
             "hash-chained blocks and reuse",
             [
-                _probe("an equal prompt shares its full blocks", "refcount-matches-tables",
-                       _same_prompt_shares),
-                _probe("the last prompt token is always computed", "hit-count",
-                       _last_token_computed),
-                _probe("a block's identity covers its whole prefix", "hit-count",
-                       _chained_hash),
+                _probe(
+                    "an equal prompt shares its full blocks",
+                    "refcount-matches-tables",
+                    _same_prompt_shares,
+                ),
+                _probe(
+                    "the last prompt token is always computed", "hit-count", _last_token_computed
+                ),
+                _probe("a block's identity covers its whole prefix", "hit-count", _chained_hash),
                 _probe("a block filled by decoding is cached", "hit-count", _decode_fills_cache),
             ],
         ),
@@ -208,14 +225,22 @@ TOPIC = Topic(
                 _probe("a freed block is freed once", "free-list", _freed_once),
                 _probe("freed full blocks stay cached", "evictable", _freed_stays_cached),
                 _probe("eviction removes the map entry", "cache-map", _evicted_leaves_map),
-                _probe("a reclaimed block forgets its hash", "stale-hash",
-                       _reused_block_forgets),
+                _probe("a reclaimed block forgets its hash", "stale-hash", _reused_block_forgets),
                 _probe("plain free blocks go first", "lru-eviction", _plain_free_first),
-                _probe("the least recently freed is reclaimed first", "lru-eviction",
-                       _least_recent_first),
+                _probe(
+                    "the least recently freed is reclaimed first",
+                    "lru-eviction",
+                    _least_recent_first,
+                ),
             ],
-            MachineCheck("allocate / append / fork / free vs the rules", _build,
-                         list(PREFIX_INVARIANTS.values()), HINTS, 80, 30),
+            MachineCheck(
+                "allocate / append / fork / free vs the rules",
+                _build,
+                list(PREFIX_INVARIANTS.values()),
+                HINTS,
+                80,
+                30,
+            ),
         ),
     ],
 )

@@ -75,6 +75,10 @@ HINTS: dict[str, str] = {
         "running one holds KV for all its tokens but the newest"
     ),
     "no-leak": "blocks went missing: free every block of finished and preempted sequences",
+    "liveness": (
+        "a sequence never finished: the oldest unfinished sequence must get a token in every "
+        "step (decode oldest first, preempt the newest, admit first come, first served)"
+    ),
     "free-list": "the block manager's free list broke: only call its public methods",
     "refcount-matches-tables": "the block manager's refcounts broke: only call its public methods",
     "table-length": "the block manager's tables broke: only call its public methods",
@@ -336,7 +340,7 @@ TOPIC = Topic(
             machine=_machine(
                 3,
                 "state machine: add and step under memory pressure",
-                list(INVARIANTS),
+                [i for i in INVARIANTS if i != "liveness"],
                 examples=100,
                 steps=30,
             ),

@@ -202,8 +202,10 @@ class BlockManager:
 
     def refcount(self, block: int) -> int:
         """How many block tables hold ``block`` (0 when it is free)."""
-        if not isinstance(block, int) or isinstance(block, bool) or not (
-            0 <= block < self.num_blocks
+        if (
+            not isinstance(block, int)
+            or isinstance(block, bool)
+            or not (0 <= block < self.num_blocks)
         ):
             raise InvalidBlock(f"block must be an int in [0, {self.num_blocks}), got {block!r}")
         return self._ref[block]

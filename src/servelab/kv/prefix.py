@@ -166,8 +166,12 @@ class PrefixCachingBlockManager:
             block = self._take()
             table.append(block)
             if i < len(hashes):
-                self._register(block, hashes[i], tuple(tokens[i * size : (i + 1) * size]),
-                               hashes[i - 1] if i else ROOT_HASH)
+                self._register(
+                    block,
+                    hashes[i],
+                    tuple(tokens[i * size : (i + 1) * size]),
+                    hashes[i - 1] if i else ROOT_HASH,
+                )
         self._tables[seq] = table
         self._seq_tokens[seq] = tokens
         self._seq_hashes[seq] = hashes
@@ -272,8 +276,10 @@ class PrefixCachingBlockManager:
         return [_check_token(t) for t in token_ids]
 
     def _check_block(self, block: int) -> int:
-        if not isinstance(block, int) or isinstance(block, bool) or not (
-            0 <= block < self.num_blocks
+        if (
+            not isinstance(block, int)
+            or isinstance(block, bool)
+            or not (0 <= block < self.num_blocks)
         ):
             raise InvalidBlock(f"block must be an int in [0, {self.num_blocks}), got {block!r}")
         return block

@@ -293,8 +293,14 @@ def block_manager_machine(
                 self.memory[(table[pos // size], pos % size)] = v
             self.content[seq] = values
 
-        def _expect_error(self, code: str, fn: Callable[[], object], kind: str, why: str,
-                          on_change: str = "exception-safety") -> None:
+        def _expect_error(
+            self,
+            code: str,
+            fn: Callable[[], object],
+            kind: str,
+            why: str,
+            on_change: str = "exception-safety",
+        ) -> None:
             before = snapshot(self.bm)
             if SUPPRESS_IMPORT not in self.log:
                 self.log.insert(1, SUPPRESS_IMPORT)
@@ -390,9 +396,17 @@ def block_manager_machine(
             self.content[seq].append(value)
             self._sync(code)
 
-        def _check_slot(self, code: str, kind: str, block: int, offset: int,
-                        cow_src: int | None, length: int, old_block: int | None,
-                        in_use: set[int]) -> None:
+        def _check_slot(
+            self,
+            code: str,
+            kind: str,
+            block: int,
+            offset: int,
+            cow_src: int | None,
+            length: int,
+            old_block: int | None,
+            in_use: set[int],
+        ) -> None:
             want_offset = length % self.model.block_size
             if offset != want_offset:
                 raise InvariantViolation(
@@ -486,8 +500,9 @@ def block_manager_machine(
                 on_change="all-or-nothing",
             )
 
-        @precondition(lambda self: errors and append and bool(self.model.tables)
-                      and self.model.num_free == 0)
+        @precondition(
+            lambda self: errors and append and bool(self.model.tables) and self.model.num_free == 0
+        )
         @rule(data=st.data())
         def append_without_room(self, data: st.DataObject) -> None:
             needy = [s for s in self._live() if self.model.append_kind(s) != "inplace"]
@@ -504,8 +519,12 @@ def block_manager_machine(
             )
 
         @precondition(lambda self: errors)
-        @rule(data=st.data(), op=st.sampled_from(
-            ["append_slot", "free_seq", "fork", "allocate-live", "fork-live", "negative"]))
+        @rule(
+            data=st.data(),
+            op=st.sampled_from(
+                ["append_slot", "free_seq", "fork", "allocate-live", "fork-live", "negative"]
+            ),
+        )
         def bad_call(self, data: st.DataObject, op: str) -> None:
             live = self._live()
             dead = [s for s in range(7) if s not in self.model.tables]
@@ -521,26 +540,36 @@ def block_manager_machine(
                     if not fork:
                         return
                     code, fn = f"bm.fork({seq}, {dead[-1]})", lambda: self.bm.fork(seq, dead[-1])
-                self._expect_error(code, fn, "UnknownSequence",
-                                   f"sequence {seq} is not live")
+                self._expect_error(code, fn, "UnknownSequence", f"sequence {seq} is not live")
             elif op == "allocate-live":
                 if not live:
                     return
                 seq = data.draw(st.sampled_from(live), label="seq")
-                self._expect_error(f"bm.allocate({seq}, 1)", lambda: self.bm.allocate(seq, 1),
-                                   "SequenceExists", f"sequence {seq} is already live")
+                self._expect_error(
+                    f"bm.allocate({seq}, 1)",
+                    lambda: self.bm.allocate(seq, 1),
+                    "SequenceExists",
+                    f"sequence {seq} is already live",
+                )
             elif op == "fork-live":
                 if not fork or not live:
                     return
                 parent = data.draw(st.sampled_from(live), label="parent")
                 child = data.draw(st.sampled_from(live), label="child")
-                self._expect_error(f"bm.fork({parent}, {child})",
-                                   lambda: self.bm.fork(parent, child),
-                                   "SequenceExists", f"sequence {child} is already live")
+                self._expect_error(
+                    f"bm.fork({parent}, {child})",
+                    lambda: self.bm.fork(parent, child),
+                    "SequenceExists",
+                    f"sequence {child} is already live",
+                )
             else:
                 seq = dead[0]
-                self._expect_error(f"bm.allocate({seq}, -1)", lambda: self.bm.allocate(seq, -1),
-                                   "InvalidLength", "a length cannot be negative")
+                self._expect_error(
+                    f"bm.allocate({seq}, -1)",
+                    lambda: self.bm.allocate(seq, -1),
+                    "InvalidLength",
+                    "a length cannot be negative",
+                )
 
         # ----------------------------------------------------------- invariants
         @invariant()

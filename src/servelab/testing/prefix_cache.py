@@ -172,8 +172,14 @@ def prefix_cache_machine(
         def _used(self) -> int:
             return len({b for s in self.tokens for b in self.bm.block_table(s)})
 
-        def _lru_check(self, code: str, before_free: list[int], before_ev: list[int],
-                       taken: list[int], hits: Sequence[int] = ()) -> None:
+        def _lru_check(
+            self,
+            code: str,
+            before_free: list[int],
+            before_ev: list[int],
+            taken: list[int],
+            hits: Sequence[int] = (),
+        ) -> None:
             plain = len(before_free) - len(before_ev)
             before_ev = [b for b in before_ev if b not in hits]
             ev_order = [b for b in before_ev if b in taken]
@@ -191,8 +197,7 @@ def prefix_cache_machine(
                     f"{before_ev[:evicted]} (evictable order before: {before_ev})",
                 )
 
-        def _expect_error(self, code: str, fn: Callable[[], object], kind: str,
-                          why: str) -> None:
+        def _expect_error(self, code: str, fn: Callable[[], object], kind: str, why: str) -> None:
             before = prefix_snapshot(self.bm)
             if SUPPRESS_IMPORT not in self.log:
                 self.log.insert(1, SUPPRESS_IMPORT)
@@ -225,10 +230,13 @@ def prefix_cache_machine(
                 lambda: factory(num_blocks, block_size),
             )
 
-        @rule(data=st.data(), stem=st.sampled_from(STEMS), cut=st.integers(0, 8),
-              tail=st.lists(st.integers(0, 2), max_size=4))
-        def allocate(self, data: st.DataObject, stem: list[int], cut: int,
-                     tail: list[int]) -> None:
+        @rule(
+            data=st.data(),
+            stem=st.sampled_from(STEMS),
+            cut=st.integers(0, 8),
+            tail=st.lists(st.integers(0, 2), max_size=4),
+        )
+        def allocate(self, data: st.DataObject, stem: list[int], cut: int, tail: list[int]) -> None:
             free_ids = self._free_ids()
             prompt = (stem[:cut] + tail) or [0]
             if not free_ids:
@@ -254,8 +262,12 @@ def prefix_cache_machine(
                         "exception-safety", f"`{code}` raised OutOfBlocks but changed state"
                     ) from exc
                 return
-            if (not isinstance(cached, int) or cached % self.size or cached < 0
-                    or cached > len(prompt) - 1):
+            if (
+                not isinstance(cached, int)
+                or cached % self.size
+                or cached < 0
+                or cached > len(prompt) - 1
+            ):
                 raise InvariantViolation(
                     "hit-count",
                     f"`{code}` returned {cached!r}; expected a multiple of {self.size} "
@@ -265,11 +277,16 @@ def prefix_cache_machine(
             table = self.bm.block_table(seq)
             if len(table) != need:
                 raise InvariantViolation(
-                    "table-length", f"after `{code}` the table holds {len(table)} blocks, "
-                    f"expected {need}",
+                    "table-length",
+                    f"after `{code}` the table holds {len(table)} blocks, expected {need}",
                 )
-            self._lru_check(code, before_free, before_ev, table[cached // self.size:],
-                            table[: cached // self.size])
+            self._lru_check(
+                code,
+                before_free,
+                before_ev,
+                table[cached // self.size :],
+                table[: cached // self.size],
+            )
             for pos in range(cached, len(prompt)):  # the engine computes only uncached KV
                 self.memory[(table[pos // self.size], pos % self.size)] = prompt[pos]
 
@@ -280,18 +297,22 @@ def prefix_cache_machine(
             code = f"bm.append_slot({seq}, {token})"
             before_free, before_ev = self.bm.free_list(), self.bm.evictable()
             table = self.bm.block_table(seq)
-            needs_block = (len(self.tokens[seq]) % self.size == 0
-                           or self.bm.refcount(table[-1]) > 1)
+            needs_block = len(self.tokens[seq]) % self.size == 0 or self.bm.refcount(table[-1]) > 1
             if needs_block and not before_free:
                 if errors:
-                    self._expect_error(code, lambda: self.bm.append_slot(seq, token),
-                                       "OutOfBlocks", "a block is needed and none is free")
+                    self._expect_error(
+                        code,
+                        lambda: self.bm.append_slot(seq, token),
+                        "OutOfBlocks",
+                        "a block is needed and none is free",
+                    )
                 return
             slot = self.do(code, lambda: self.bm.append_slot(seq, token))
             block, offset, cow_src = slot
             if offset != len(self.tokens[seq]) % self.size:
                 raise InvariantViolation(
-                    "table-length", f"`{code}` returned offset {offset}; expected "
+                    "table-length",
+                    f"`{code}` returned offset {offset}; expected "
                     f"{len(self.tokens[seq]) % self.size}",
                 )
             if cow_src is not None:
@@ -326,17 +347,27 @@ def prefix_cache_machine(
         def bad_call(self, op: str) -> None:
             dead = self._free_ids() or [99]
             if op == "free-twice":
-                self._expect_error(f"bm.free_seq({dead[0]})",
-                                   lambda: self.bm.free_seq(dead[0]),
-                                   "UnknownSequence", f"sequence {dead[0]} is not live")
+                self._expect_error(
+                    f"bm.free_seq({dead[0]})",
+                    lambda: self.bm.free_seq(dead[0]),
+                    "UnknownSequence",
+                    f"sequence {dead[0]} is not live",
+                )
             elif op == "unknown-append":
-                self._expect_error(f"bm.append_slot({dead[0]}, 0)",
-                                   lambda: self.bm.append_slot(dead[0], 0),
-                                   "UnknownSequence", f"sequence {dead[0]} is not live")
+                self._expect_error(
+                    f"bm.append_slot({dead[0]}, 0)",
+                    lambda: self.bm.append_slot(dead[0], 0),
+                    "UnknownSequence",
+                    f"sequence {dead[0]} is not live",
+                )
             elif self.tokens:
                 seq = self._live()[0]
-                self._expect_error(f"bm.allocate({seq}, [0])", lambda: self.bm.allocate(seq, [0]),
-                                   "SequenceExists", f"sequence {seq} is live")
+                self._expect_error(
+                    f"bm.allocate({seq}, [0])",
+                    lambda: self.bm.allocate(seq, [0]),
+                    "SequenceExists",
+                    f"sequence {seq} is live",
+                )
 
         # ----------------------------------------------------------- invariants
         @invariant()
@@ -352,8 +383,10 @@ def prefix_cache_machine(
                 )
             for seq, tokens in self.tokens.items():
                 table = self.bm.block_table(seq)
-                got = [self.memory.get((table[p // self.size], p % self.size))
-                       for p in range(len(tokens))]
+                got = [
+                    self.memory.get((table[p // self.size], p % self.size))
+                    for p in range(len(tokens))
+                ]
                 if got != tokens:
                     raise InvariantViolation(
                         "wrong-data",

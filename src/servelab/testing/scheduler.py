@@ -33,9 +33,13 @@ from servelab.testing.core import InvariantViolation, RecordingMachine
 __all__ = [
     "INVARIANTS",
     "ModelOutput",
+    "QueueState",
     "SchedulerModel",
     "check_invariants",
+    "check_step_rules",
     "compare_step",
+    "liveness_bound",
+    "run_until_idle",
     "scheduler_machine",
 ]
 
@@ -54,6 +58,7 @@ INVARIANTS: dict[str, str] = {
     "kv-slots": "a running sequence holds KV slots for all its tokens but the newest; a "
     "waiting one holds none",
     "no-leak": "the free blocks are exactly those no live sequence needs",
+    "liveness": "every request finishes within a bounded number of steps",
 }
 
 
@@ -307,6 +312,109 @@ def check_invariants(sched: Any, model: SchedulerModel | None = None) -> None:
         raise InvariantViolation(
             "no-leak", f"{bm.num_free} blocks are free; the model says {model.num_free}"
         )
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """The queues before a step: enough to check the step's rules without a model."""
+
+    running: tuple[Any, ...]
+    waiting: tuple[Any, ...]
+    tokens: dict[int, int]
+
+    @classmethod
+    def of(cls, sched: Any) -> QueueState:
+        seqs = (*sched.running, *sched.waiting)
+        return cls(
+            tuple(sched.running), tuple(sched.waiting), {s.seq_id: s.num_tokens for s in seqs}
+        )
+
+
+def check_step_rules(sched: Any, before: QueueState, out: StepOutput) -> None:
+    """The rules of one ``step()`` that need no model: finished ones freed, victims the newest
+    and re-queued at the front with every token, admission above the watermark at full length.
+    """
+    bm = sched.bm
+    held = set(bm.sequences())
+    finished = [s for s in before.running if s.is_finished]
+    if [s.seq_id for s in out.finished] != [s.seq_id for s in finished] or any(
+        s.seq_id in held for s in finished
+    ):
+        raise InvariantViolation(
+            "finished-freed",
+            f"finished before the step: {_ids(finished)}; reported {_ids(out.finished)}, "
+            f"still holding blocks: {[s.seq_id for s in finished if s.seq_id in held]}",
+        )
+    alive = [s.seq_id for s in before.running if not s.is_finished]
+    victims = _ids(out.preempted)
+    if victims != alive[::-1][: len(victims)]:
+        raise InvariantViolation(
+            "victim-newest", f"running (oldest first) was {alive}; preempted {victims}"
+        )
+    if _ids(list(sched.waiting)[: len(victims)]) != victims[::-1]:
+        raise InvariantViolation(
+            "requeue-front",
+            f"preempted {victims}, but waiting starts {_ids(sched.waiting)[: len(victims)]}",
+        )
+    for seq in out.preempted:
+        if seq.num_tokens != before.tokens[seq.seq_id] or seq.seq_id in held:
+            raise InvariantViolation(
+                "requeue-length",
+                f"preempted sequence {seq.seq_id} must keep its {before.tokens[seq.seq_id]} "
+                f"tokens (it has {seq.num_tokens}) and give back its blocks",
+            )
+    for p in out.prefills:
+        if p.num_tokens != p.seq.num_tokens or bm.seq_len(p.seq.seq_id) != p.num_tokens:
+            raise InvariantViolation(
+                "requeue-length",
+                f"sequence {p.seq.seq_id} has {p.seq.num_tokens} tokens (prompt + generated) "
+                f"but was prefilled at {p.num_tokens}",
+            )
+    if out.prefills and bm.num_free < sched.watermark:
+        raise InvariantViolation(
+            "watermark",
+            f"admission left {bm.num_free} free blocks, below the watermark {sched.watermark}",
+        )
+
+
+def liveness_bound(seqs: Iterable[Sequence]) -> int:
+    """Steps within which every live sequence must finish and be retired.
+
+    In every step the oldest unfinished sequence gets one token (a prefill samples one too),
+    so ``sum(tokens left) + 1`` steps (the last one retires) drain the queue.
+    """
+    return sum(s.max_new_tokens - s.num_generated for s in seqs) + 1
+
+
+def run_until_idle(sched: Any, max_steps: int | None = None) -> int:
+    """Step ``sched`` (playing the engine) until nothing waits or runs; returns the steps.
+
+    Checks the step rules and the invariants after every step, that the queue drains within
+    :func:`liveness_bound` (or ``max_steps``), and that no block is still held at the end.
+    """
+    live = [*sched.running, *sched.waiting]
+    limit = liveness_bound(live) if max_steps is None else max_steps
+    steps = 0
+    while sched.running or sched.waiting:
+        if steps >= limit:
+            raise InvariantViolation(
+                "liveness",
+                f"{len(sched.running)} running and {len(sched.waiting)} waiting after {steps} "
+                f"steps; every sequence should have finished within {limit}",
+            )
+        before = QueueState.of(sched)
+        out = sched.step()
+        check_step_rules(sched, before, out)
+        emit_tokens(out)
+        check_invariants(sched)
+        steps += 1
+    if sched.bm.num_free != sched.bm.num_blocks:
+        raise InvariantViolation(
+            "no-leak",
+            f"the queue drained but only {sched.bm.num_free} of {sched.bm.num_blocks} blocks "
+            "are free",
+        )
+    return steps
 
 
 def _new_sequence_code(sid: int, prompt_len: int, max_new_tokens: int) -> str:

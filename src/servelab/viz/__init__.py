@@ -5,6 +5,7 @@ the picture shows in JupyterLab, static exports and on GitHub alike; the widgets
 stepping and replay on top.
 """
 
+from servelab.viz.timeline import TimelineReplay, render_timeline
 from servelab.viz.weights import (
     CacheReplay,
     CacheSnapshot,
@@ -18,7 +19,9 @@ __all__ = [
     "CacheReplay",
     "CacheSnapshot",
     "SnapshotError",
+    "TimelineReplay",
     "render_cache",
+    "render_timeline",
     "show_cache",
     "snapshot",
 ]

@@ -123,8 +123,10 @@ def render_blocks(
     grid_top = pad + head + 34  # room for the label and a copy-on-write arrow
     tables_top = grid_top + grid_rows * (cell + gap) + 24
     row_h = 26
-    width = pad * 2 + max(per_row * (cell + gap), 90 + max(
-        (len(t) for t in snap.tables.values()), default=0) * (row_h + 4))
+    width = pad * 2 + max(
+        per_row * (cell + gap),
+        90 + max((len(t) for t in snap.tables.values()), default=0) * (row_h + 4),
+    )
     height = tables_top + max(1, len(snap.tables)) * (row_h + 6) + pad
     out: list[str] = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -265,8 +267,9 @@ class BlockStepper:
     failed copy-on-write can be watched too. ``widget`` is the ipywidgets view.
     """
 
-    def __init__(self, factory: Callable[[], Any], ops: Sequence[Operation | str],
-                 **render_options: Any) -> None:
+    def __init__(
+        self, factory: Callable[[], Any], ops: Sequence[Operation | str], **render_options: Any
+    ) -> None:
         self.factory = factory
         self.ops = [parse_operation(op) for op in ops]
         self.render_options = render_options
@@ -331,8 +334,7 @@ class BlockStepper:
         if self._view is None:
             widgets: Any = importlib.import_module("ipywidgets")
             picture = widgets.HTML(self.svg())
-            log = widgets.Textarea("", layout={"width": "100%", "height": "110px"},
-                                   disabled=True)
+            log = widgets.Textarea("", layout={"width": "100%", "height": "110px"}, disabled=True)
             nxt, again = widgets.Button(description="step"), widgets.Button(description="reset")
             nxt.on_click(lambda _b: self.step())
             again.on_click(lambda _b: self.reset())

@@ -447,11 +447,23 @@ class LFU(_Ranked[K]):
         self._candidates.set(key, rank)
 
     def update_on_hit(self, key: K) -> None:
-        if key not in self._count:
+        # The hot path of a cache that mostly hits: _rerank and RankOrder.set, inlined.
+        count = self._count.get(key)
+        if count is None:
             raise self._unknown(key, "update_on_hit")
-        count = self._count[key] + 1
+        count += 1
         self._count[key] = count
-        self._rerank(key, (count, self._now()))
+        self._clock = tick = self._clock + 1
+        rank = (count, tick)
+        self._ranks[key] = rank
+        candidates = self._candidates
+        live = candidates._rank
+        if key in live:
+            live[key] = rank
+            heap = candidates._heap
+            heapq.heappush(heap, (rank, key))
+            if len(heap) > 2 * len(live) + 16:
+                candidates._compact()
 
     def _forget(self, key: K) -> None:
         del self._count[key]
@@ -529,9 +541,12 @@ class SIEVE(_Ticking[K]):
     and the hand rests just past it for next time; past the newest key it wraps to the oldest.
     Survivors keep their place, so new keys that are never reused leave quickly.
 
-    The queue holds candidates only, as sorted arrival ticks; the hand is a tick (the next key
-    it examines is the first candidate at or after it), so pinning, unpinning and removal
-    never leave it dangling.
+    The queue is a sorted list of arrival ticks; the hand is a tick (the next key it examines
+    is the first candidate at or after it), so pinning, unpinning and removal never leave it
+    dangling. A key that leaves the candidates (evicted, removed, pinned) only has its tick
+    marked dead, and dead ticks are dropped in one pass when they outnumber the live ones: every
+    operation is O(1) amortized, plus O(log n) to find the hand, and an unpin after such a pass
+    puts the tick back with one insertion.
     """
 
     name: ClassVar[str] = "SIEVE"
@@ -540,8 +555,9 @@ class SIEVE(_Ticking[K]):
         super().__init__()
         self._arrival: dict[K, int] = {}  # every resident key
         self._visited: dict[K, bool] = {}  # every resident key
-        self._queue: list[int] = []  # arrival ticks of the candidates, oldest first
-        self._at: dict[int, K] = {}  # arrival tick -> candidate
+        self._queue: list[int] = []  # arrival ticks, oldest first: live and dead
+        self._at: dict[int, K] = {}  # live tick -> candidate
+        self._dead: set[int] = set()  # ticks in the queue whose key is not a candidate
         self._hand = 0
 
     def update_on_put(self, key: K, size: int) -> None:
@@ -558,15 +574,17 @@ class SIEVE(_Ticking[K]):
             raise self._unknown(key, "update_on_hit")
         self._visited[key] = True
 
-    def _leave_queue(self, key: K) -> None:
-        tick = self._arrival[key]
+    def _leave_queue(self, tick: int) -> None:
         if self._at.pop(tick, None) is not None:
-            del self._queue[bisect.bisect_left(self._queue, tick)]
+            self._dead.add(tick)
+            if len(self._dead) > len(self._at) + 16:
+                at = self._at
+                self._queue = [t for t in self._queue if t in at]
+                self._dead.clear()
 
     def update_on_remove(self, key: K) -> None:
         if key in self._arrival:
-            self._leave_queue(key)
-            del self._arrival[key]
+            self._leave_queue(self._arrival.pop(key))
             del self._visited[key]
             self._settle_hand()
 
@@ -577,37 +595,44 @@ class SIEVE(_Ticking[K]):
             self._hand = 0
 
     def update_on_pin(self, key: K) -> None:
-        self._leave_queue(key)
+        self._leave_queue(self._arrival[key])
 
     def update_on_unpin(self, key: K) -> None:
         tick = self._arrival[key]
-        bisect.insort(self._queue, tick)
+        if tick in self._dead:
+            self._dead.remove(tick)
+        else:
+            bisect.insort(self._queue, tick)
         self._at[tick] = key
 
     def pop_victim(self) -> K:
-        queue, visited = self._queue, self._visited
-        if not queue:
+        queue, visited, at = self._queue, self._visited, self._at
+        if not at:
             raise NoVictim("no evictable entry")
         i = bisect.bisect_left(queue, self._hand)
+        n = len(queue)
         while True:
-            if i == len(queue):
+            if i == n:
                 i = 0  # past the newest: wrap to the oldest
-            key = self._at[queue[i]]
+            tick = queue[i]
+            key = at.get(tick)
+            if key is None:  # dead: evicted, removed or pinned
+                i += 1
+                continue
             if visited[key]:
                 visited[key] = False
                 i += 1
                 continue
-            tick = queue.pop(i)
-            del self._at[tick]
             del self._arrival[key]
             del visited[key]
+            self._leave_queue(tick)
             self._hand = tick + 1
             self._settle_hand()
             return key
 
     def eviction_order(self) -> list[K]:
         order: list[K] = []
-        queue = list(self._queue)
+        queue = [t for t in self._queue if t in self._at]
         visited = {self._at[t]: self._visited[self._at[t]] for t in queue}
         newest_pinned = max((t for k, t in self._arrival.items() if k not in visited), default=0)
         hand = self._hand
@@ -633,7 +658,7 @@ class SIEVE(_Ticking[K]):
         return self._visited[key]
 
     def __len__(self) -> int:
-        return len(self._queue)
+        return len(self._at)
 
 
 class S3FIFO(_Ticking[K]):
