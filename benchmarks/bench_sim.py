@@ -47,13 +47,17 @@ def main() -> None:
         )
         rows.append((f"ours {name}", seconds, result))
     for size_aware in (False, True):
-        seconds, result = timed(lambda s=size_aware: belady(trace, capacity, size_aware=s))
+        seconds, result = timed(
+            lambda s=size_aware: belady(trace, capacity, size_aware=s, progress=False)
+        )
         rows.append((f"ours {result.name}", seconds, result))
     for router in ("random", "affinity"):
         seconds, result = timed(
-            lambda r=router: simulate_fleet(trace, fleet(8, capacity, POLICIES["LRU"]), router=r)
+            lambda r=router: simulate_fleet(
+                trace, fleet(8, 200 * GB, POLICIES["LRU"]), router=r, progress=False
+            )
         )
-        rows.append((f"ours fleet of 8, {router}", seconds, result))
+        rows.append((f"ours 8 x 200 GB, {router}", seconds, result))
     try:
         for algorithm in ("LRU", "Sieve", "S3FIFO", "GDSF", "BeladySize"):
             seconds, result = timed(lambda a=algorithm: replay_libcachesim(trace, capacity, a))

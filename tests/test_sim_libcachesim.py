@@ -56,3 +56,20 @@ def test_same_hits_and_misses_as_libcachesim(ours: type, theirs: str) -> None:
     assert _weight_cache_hits(ours()) == expected
     node = replay(TRACE, PolicyNode(CAPACITY, ours()))
     assert node.hits == sum(expected)
+
+
+def test_replay_libcachesim_matches_our_replay_for_lru() -> None:
+    from servelab.weights.sim import replay_libcachesim
+
+    theirs = replay_libcachesim(TRACE, CAPACITY, "LRU")
+    ours = replay(TRACE, PolicyNode(CAPACITY, LRU()))
+    assert (theirs.hits, theirs.bytes_missed) == (ours.hits, ours.bytes_missed)
+
+
+def test_replay_libcachesim_refuses_an_unfair_trace() -> None:
+    from servelab.weights.sim import replay_libcachesim
+
+    with pytest.raises(ValueError, match="larger than the cache"):
+        replay_libcachesim(TRACE, 50 * GB, "LRU")
+    with pytest.raises(ValueError, match="no algorithm"):
+        replay_libcachesim(TRACE, CAPACITY, "NoSuchPolicy")

@@ -6,6 +6,14 @@ without torch. The device half (``servelab.kv.pool``, ``attention``, ``model``, 
 """
 
 from servelab.grading import GradeFailure, grade
+from servelab.kv import (
+    BlockManager,
+    KVCacheError,
+    OutOfBlocks,
+    PrefixCachingBlockManager,
+    RequestTooLarge,
+    Scheduler,
+)
 from servelab.units import GB, MB, TB, format_bytes
 from servelab.weights import (
     LRU,
@@ -27,14 +35,20 @@ __all__ = [
     "LRU",
     "MB",
     "TB",
+    "BlockManager",
     "CacheStats",
     "EntryPinned",
     "EntryTooLarge",
     "EvictionPolicy",
     "GradeFailure",
+    "KVCacheError",
     "NotPinned",
     "NotResident",
+    "OutOfBlocks",
     "PinnedCapacityExceeded",
+    "PrefixCachingBlockManager",
+    "RequestTooLarge",
+    "Scheduler",
     "WeightCache",
     "WeightCacheError",
     "__version__",

@@ -4,6 +4,9 @@ Both classes implement :class:`servelab.weights.policies.EvictionPolicy`. Pass t
 (``grade("eviction-policy", {"LFU": LFU, "SIEVE": SIEVE}, step=2)``), as a module or namespace
 with attributes ``LFU`` and ``SIEVE``, or one class alone (its ``name`` says which it is — enough
 for step 1 with an LFU). Steps are cumulative, as everywhere: step 2 grades the LFU again.
+From the command line, name a dict in the learner's file:
+``python -m servelab grade eviction-policy --impl mine.py:Policies --step 2`` with
+``Policies = {"LFU": LFU, "SIEVE": SIEVE}``.
 
 Probes name the known mistakes (an LFU whose ties are not first-in-first-out, a SIEVE hand that
 does not wrap or does not clear the visited bit, a hand that goes back to the oldest key,

@@ -16,6 +16,7 @@ from servelab.kv.blocks import (
     UnknownSequence,
 )
 from servelab.kv.prefix import PrefixCachingBlockManager
+from servelab.kv.scheduler import RequestTooLarge, Scheduler, Sequence, StepOutput
 
 __all__ = [
     "BlockManager",
@@ -25,7 +26,11 @@ __all__ = [
     "KVCacheError",
     "OutOfBlocks",
     "PrefixCachingBlockManager",
+    "RequestTooLarge",
+    "Scheduler",
+    "Sequence",
     "SequenceExists",
     "Slot",
+    "StepOutput",
     "UnknownSequence",
 ]

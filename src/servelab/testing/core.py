@@ -55,15 +55,18 @@ class ImplementationHung(BaseException):
 
 
 _guard_depth = threading.local()
+WALL_FACTOR = 5.0
 
 
 @contextmanager
 def hang_guard(code: str, seconds: float) -> Iterator[None]:
-    """Raise :class:`ImplementationHung` if the body runs longer than ``seconds``.
+    """Raise :class:`ImplementationHung` if the body spins for ``seconds`` of CPU time.
 
-    Uses a real-time interval timer, which interrupts pure-Python loops. It is armed only in
-    the main thread of a POSIX process (where grade cells, pytest and the CLI run) and only by
-    the outermost guard; elsewhere the body runs unguarded.
+    Two interval timers interrupt pure-Python loops: CPU time (``seconds``), so a busy machine
+    does not make an honest call look hung, and wall time (``WALL_FACTOR`` times longer), so a
+    loop that sleeps between retries is caught too. They are armed only in the main thread of a
+    POSIX process (where grade cells, pytest and the CLI run) and only by the outermost guard;
+    elsewhere the body runs unguarded.
     """
     usable = (
         hasattr(signal, "setitimer")
@@ -77,14 +80,18 @@ def hang_guard(code: str, seconds: float) -> Iterator[None]:
     def on_alarm(signum: int, frame: Any) -> None:
         raise ImplementationHung(code, seconds)
 
-    previous = signal.signal(signal.SIGALRM, on_alarm)
+    previous_real = signal.signal(signal.SIGALRM, on_alarm)
+    previous_prof = signal.signal(signal.SIGPROF, on_alarm)
     _guard_depth.n = 1
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    signal.setitimer(signal.ITIMER_REAL, seconds * WALL_FACTOR)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGALRM, previous_real)
+        signal.signal(signal.SIGPROF, previous_prof)
         _guard_depth.n = 0
 
 

@@ -5,6 +5,7 @@ the picture shows in JupyterLab, static exports and on GitHub alike; the widgets
 stepping and replay on top.
 """
 
+from servelab.viz.blocks import BlockStepper, render_blocks, show_blocks
 from servelab.viz.timeline import TimelineReplay, render_timeline
 from servelab.viz.weights import (
     CacheReplay,
@@ -16,12 +17,15 @@ from servelab.viz.weights import (
 )
 
 __all__ = [
+    "BlockStepper",
     "CacheReplay",
     "CacheSnapshot",
     "SnapshotError",
     "TimelineReplay",
+    "render_blocks",
     "render_cache",
     "render_timeline",
+    "show_blocks",
     "show_cache",
     "snapshot",
 ]

@@ -1,4 +1,5 @@
 """LFU candidates ignore pins: a pinned key can be evicted."""
+
 from correct import LFU, SIEVE
 
 HINT = "ignore pins"

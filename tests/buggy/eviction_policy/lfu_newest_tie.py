@@ -1,4 +1,5 @@
 """LFU without a FIFO tie-break: among equal counts the newest leaves first."""
+
 from correct import LFU, SIEVE
 
 HINT = "tie-break"

@@ -1,4 +1,5 @@
-"""LFU forgets history across a pin: an unpinned key restarts at count 1 (no probe for exactly this)."""
+"""LFU forgets history across a pin: an unpinned key restarts at count 1."""
+
 from correct import LFU, SIEVE
 
 HINT = "history"

@@ -1,4 +1,5 @@
 """SIEVE whose hand goes back to the oldest key on every eviction (FIFO with second chance)."""
+
 from correct import LFU, SIEVE
 
 HINT = "stays where it stopped"

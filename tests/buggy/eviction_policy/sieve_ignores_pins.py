@@ -1,4 +1,5 @@
 """SIEVE candidates ignore pins: the hand evicts a pinned key."""
+
 from correct import LFU, SIEVE
 
 HINT = "ignore pins"

@@ -1,5 +1,7 @@
 """SIEVE that does not clear the visited bit as the hand passes."""
+
 from correct import LFU, SIEVE
+
 from servelab.weights.policies import NoVictim
 
 HINT = "visited bit"

@@ -1,4 +1,5 @@
 """SIEVE whose hand jumps back to the oldest key when the cache removes the key under it."""
+
 from correct import LFU, SIEVE
 
 HINT = "removes the key under"

@@ -2,6 +2,7 @@
 
 No probe names this one: only the state machine's comparison with the model finds it.
 """
+
 from correct import LFU, SIEVE
 
 HINT = "history"
