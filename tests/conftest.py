@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from servelab.testing.core import without_local_constants
 
 # `dev` is the learner's default: fast feedback. `thorough` is what CI runs (`make test` picks it
 # when CI is set). Neither is named `ci`, so Hypothesis's built-in CI profile never interferes.
@@ -27,6 +30,13 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+@pytest.fixture(autouse=True)
+def _generation_independent_of_import_history() -> Iterator[None]:
+    """Derandomized runs give the same examples whatever ran before (see the helper)."""
+    with without_local_constants():
+        yield
 
 try:  # tiny tensors: one thread is much faster than several fighting over two cores
     import torch

@@ -163,7 +163,7 @@ def test_reference_passes_the_state_machine_at_every_level() -> None:
     for level in range(1, 6):
         run_state_machine_as_test(
             make_machine(WeightCache, level),
-            settings=settings(max_examples=40 * thoroughness(), stateful_step_count=40),
+            settings=settings(max_examples=25 * thoroughness(), stateful_step_count=40),
         )
 
 

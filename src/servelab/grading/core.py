@@ -43,6 +43,7 @@ from servelab.testing.core import (
     InvariantViolation,
     RecordingMachine,
     hang_guard,
+    without_local_constants,
 )
 
 __all__ = [
@@ -270,7 +271,11 @@ def _run_machine(check: MachineCheck, impl: Any) -> tuple[BaseException | None, 
     )
     sink = io.StringIO()
     try:
-        with _bounded_shrinking(SHRINK_BUDGET_S), redirect_stdout(sink):
+        with (
+            _bounded_shrinking(SHRINK_BUDGET_S),
+            without_local_constants(),
+            redirect_stdout(sink),
+        ):
             run_state_machine_as_test(machine, settings=chosen)
     except ImplementationHung as exc:
         code = "\n".join(machine.last.log) if machine.last else ""

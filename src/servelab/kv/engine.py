@@ -40,7 +40,7 @@ from typing import cast
 import torch
 
 from servelab.kv.attention import Backend, DecodeBatch
-from servelab.kv.blocks import BlockManager, InvalidConfig, KVCacheError, Slot, UnknownSequence
+from servelab.kv.blocks import BlockManager, InvalidConfig, KVCacheError, Slot
 from servelab.kv.model import TinyLlama
 from servelab.kv.prefix import PrefixCachingBlockManager
 from servelab.kv.scheduler import Preemption, Scheduler, Sequence, StepOutput
@@ -236,17 +236,6 @@ class _PrefixAdapter:
         return self.inner.sequences()
 
 
-class _ForkingScheduler(Scheduler):
-    """The reference scheduler plus ``fork``: a child joins ``running`` as its newest member."""
-
-    def fork(self, parent: Sequence, child: Sequence) -> None:
-        if parent.seq_id not in self._live or child.seq_id in self._live:
-            raise UnknownSequence(f"cannot fork {parent.seq_id} into {child.seq_id}")
-        self.bm.fork(parent.seq_id, child.seq_id)
-        self.running.append(child)
-        self._live[child.seq_id] = child
-
-
 @dataclass
 class _Sample:
     request_id: int
@@ -283,7 +272,7 @@ class Engine:
             bm = cast(BlockManager, self._adapter)  # same interface, see _PrefixAdapter
         else:
             bm = BlockManager(cfg.num_blocks, cfg.block_size)
-        self.scheduler = _ForkingScheduler(
+        self.scheduler = Scheduler(
             bm,
             watermark=cfg.watermark,
             preemption=cfg.preemption,

@@ -16,8 +16,9 @@ order sequences were admitted) and ``waiting`` (the next to admit first). One ca
    at or above ``watermark``. The watermark keeps a few blocks for next step's decodes; without
    it an admission that fills the pool guarantees a preemption on the next step, at times of the
    sequence just admitted, whose prefill is then wasted (thrashing). In a step that preempted,
-   admission takes nobody: the head of ``waiting`` is then the last victim, which needs at least the blocks it gave back,
-   and the decode that forced the preemption has taken one of them.
+   admission takes nobody: the head of ``waiting`` is then the last victim, which needs at
+   least the blocks it gave back, and the decode that forced the preemption has taken one of
+   them.
 
 Preemption is by **recompute** by default, as in vLLM: the victim's blocks are freed and it goes
 back to the *front* of ``waiting`` with every token it has (prompt + generated), so the next

@@ -11,10 +11,28 @@ from servelab.weights.cache import (
     WeightCache,
     WeightCacheError,
 )
-from servelab.weights.policies import LRU, EvictionPolicy, NoVictim
+from servelab.weights.policies import (
+    FIFO,
+    GDSF,
+    LFU,
+    LRU,
+    MRU,
+    POLICIES,
+    S3FIFO,
+    SIEVE,
+    EvictionPolicy,
+    NoVictim,
+)
 
 __all__ = [
+    "FIFO",
+    "GDSF",
+    "LFU",
     "LRU",
+    "MRU",
+    "POLICIES",
+    "S3FIFO",
+    "SIEVE",
     "CacheStats",
     "EntryPinned",
     "EntryTooLarge",

@@ -92,13 +92,7 @@ class CacheStats:
         return self.hits / total if total else 0.0
 
 
-class _Entry:
-    __slots__ = ("pins", "size", "value")
-
-    def __init__(self, size: int, value: Any) -> None:
-        self.size = size
-        self.value = value
-        self.pins = 0
+_MISSING = object()
 
 
 def _check_bytes(what: str, n: object) -> int:
@@ -121,7 +115,10 @@ class WeightCache(Generic[K]):
         self.policy: EvictionPolicy[K] = policy if policy is not None else LRU()
         if len(self.policy):
             raise ValueError("the eviction policy must start empty")
-        self._entries: dict[K, _Entry] = {}
+        # Three plain dicts instead of an entry object: a hit is one dict lookup.
+        self._values: dict[K, Any] = {}
+        self._sizes: dict[K, int] = {}
+        self._pins: dict[K, int] = {}  # pinned keys only
         self._used = 0
         self._evictable = 0  # bytes held by unpinned entries
         self._hits = self._misses = self._evictions = self._evicted_bytes = 0
@@ -134,13 +131,13 @@ class WeightCache(Generic[K]):
     def get(self, key: K) -> Any | None:
         """The value for ``key`` (refreshing its recency), or None on a miss."""
         with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
+            value = self._values.get(key, _MISSING)
+            if value is _MISSING:
                 self._misses += 1
                 return None
             self._hits += 1
             self._on_hit(key)
-            return entry.value
+            return value
 
     def put(self, key: K, value: Any, size: int) -> list[K]:
         """Admit ``key`` at ``size`` bytes, evicting until it fits; returns the evicted keys.
@@ -157,49 +154,52 @@ class WeightCache(Generic[K]):
                     f"{format_bytes(self.capacity)} cache: no eviction can admit it. Raise the "
                     f"budget or do not place this model on this node."
                 )
-            old = self._entries.get(key)
-            if old is not None and old.pins:
+            sizes = self._sizes
+            old_size = sizes.get(key)
+            if old_size is not None and key in self._pins:
                 raise EntryPinned(
-                    f"{key!r} is pinned {old.pins}x by running replicas; unpin it before "
-                    f"replacing its weights"
+                    f"{key!r} is pinned {self._pins[key]}x by running replicas; unpin it "
+                    f"before replacing its weights"
                 )
             reclaimable = self.capacity - self._used + self._evictable
             if size > reclaimable:
-                pinned = self._pinned_keys()
                 raise PinnedCapacityExceeded(
                     f"cannot admit {key!r} ({format_bytes(size)}): "
                     f"{format_bytes(self._used - self._evictable)} of the "
-                    f"{format_bytes(self.capacity)} cache is pinned by {pinned!r}, so at most "
-                    f"{format_bytes(reclaimable)} can be freed. Retry after a replica unpins, "
-                    f"or place the model on another node."
+                    f"{format_bytes(self.capacity)} cache is pinned by {list(self._pins)!r}, so "
+                    f"at most {format_bytes(reclaimable)} can be freed. Retry after a replica "
+                    f"unpins, or place the model on another node."
                 )
-            if old is not None:  # replacing: release the old size first (not an eviction)
-                self._remove(key, old)
+            if old_size is not None:  # replacing: release the old size first (not an eviction)
+                self._drop(key)
                 self.policy.update_on_remove(key)
             evicted: list[K] = []
-            entries, limit = self._entries, self.capacity - size
+            limit = self.capacity - size
             if self._used > limit:
-                pop_victim = self.policy.pop_victim
+                pop_victim, values = self.policy.pop_victim, self._values
                 freed = 0
                 while self._used - freed > limit:  # victims are unpinned: admission checked it
                     victim = pop_victim()
-                    freed += entries.pop(victim).size
+                    freed += sizes.pop(victim)
+                    del values[victim]
                     evicted.append(victim)
                 self._used -= freed
                 self._evictable -= freed
                 self._evictions += len(evicted)
                 self._evicted_bytes += freed
-            entries[key] = _Entry(size, value)
+            self._values[key] = value
+            sizes[key] = size
             self._used += size
             self._evictable += size
             self._on_put(key, size)
             return evicted
 
-    def _remove(self, key: K, entry: _Entry) -> None:
-        del self._entries[key]
-        self._used -= entry.size
-        if not entry.pins:
-            self._evictable -= entry.size
+    def _drop(self, key: K) -> None:
+        """Forget an unpinned entry's bytes (the policy is told by the caller)."""
+        size = self._sizes.pop(key)
+        del self._values[key]
+        self._used -= size
+        self._evictable -= size
 
     def pin(self, key: K) -> int:
         """Mark ``key`` in use by one more replica; returns its pin count."""
@@ -207,24 +207,28 @@ class WeightCache(Generic[K]):
 
     def _pin(self, key: K) -> tuple[Any, int]:
         with self._lock:
-            entry = self._resident(key, "pin")
-            entry.pins += 1
-            if entry.pins == 1:
-                self._evictable -= entry.size
+            self._resident(key, "pin")
+            pins = self._pins.get(key, 0) + 1
+            self._pins[key] = pins
+            if pins == 1:
+                self._evictable -= self._sizes[key]
                 self.policy.update_on_pin(key)
-            return entry.value, entry.pins
+            return self._values[key], pins
 
     def unpin(self, key: K) -> int:
         """Release one replica's pin; returns the remaining count. Never below zero."""
         with self._lock:
-            entry = self._resident(key, "unpin")
-            if entry.pins == 0:
+            self._resident(key, "unpin")
+            pins = self._pins.get(key, 0)
+            if pins == 0:
                 raise NotPinned(f"{key!r} is not pinned: unpin() without a matching pin()")
-            entry.pins -= 1
-            if entry.pins == 0:
-                self._evictable += entry.size
+            if pins > 1:
+                self._pins[key] = pins - 1
+            else:
+                del self._pins[key]
+                self._evictable += self._sizes[key]
                 self.policy.update_on_unpin(key)
-            return entry.pins
+            return pins - 1
 
     @contextmanager
     def pinned(self, key: K) -> Iterator[Any]:
@@ -238,17 +242,17 @@ class WeightCache(Generic[K]):
     def remove(self, key: K) -> None:
         """Drop an unpinned entry on purpose (not counted as an eviction)."""
         with self._lock:
-            entry = self._resident(key, "remove")
-            if entry.pins:
-                raise EntryPinned(f"{key!r} is pinned {entry.pins}x; unpin it before removing it")
-            self._remove(key, entry)
+            self._resident(key, "remove")
+            if key in self._pins:
+                raise EntryPinned(
+                    f"{key!r} is pinned {self._pins[key]}x; unpin it before removing it"
+                )
+            self._drop(key)
             self.policy.update_on_remove(key)
 
-    def _resident(self, key: K, action: str) -> _Entry:
-        entry = self._entries.get(key)
-        if entry is None:
+    def _resident(self, key: K, action: str) -> None:
+        if key not in self._sizes:
             raise NotResident(f"cannot {action} {key!r}: it is not in the cache")
-        return entry
 
     # --- inspection: none of these changes recency ---------------------------------------
 
@@ -267,26 +271,23 @@ class WeightCache(Generic[K]):
             return CacheStats(self._hits, self._misses, self._evictions, self._evicted_bytes)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._entries
+        return key in self._sizes
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._sizes)
 
     def size_of(self, key: K) -> int:
         with self._lock:
-            return self._resident(key, "size").size
+            self._resident(key, "size")
+            return self._sizes[key]
 
     def pin_count(self, key: K) -> int:
         """Pins held on ``key``; 0 for an unpinned or absent key."""
-        entry = self._entries.get(key)
-        return entry.pins if entry is not None else 0
+        return self._pins.get(key, 0)
 
     def pinned_keys(self) -> list[K]:
         with self._lock:
-            return self._pinned_keys()
-
-    def _pinned_keys(self) -> list[K]:
-        return [k for k, e in self._entries.items() if e.pins]
+            return list(self._pins)
 
     def eviction_order(self) -> list[K]:
         """Unpinned keys, next victim first."""
@@ -300,16 +301,16 @@ class WeightCache(Generic[K]):
         pinned keys (most of them besides LRU/FIFO) they follow the candidates.
         """
         with self._lock:
+            history = getattr(self.policy, "history_order", None)
+            if history is not None:
+                return list(history())
             order = self.policy.eviction_order()
-            history = getattr(self.policy, "_last_use", None)
-            if isinstance(history, dict):
-                return sorted(self._entries, key=history.__getitem__)
             seen = set(order)
-            return order + [k for k in self._entries if k not in seen]
+            return order + [k for k in self._sizes if k not in seen]
 
     def __repr__(self) -> str:
         return (
             f"WeightCache({format_bytes(self._used)} of {format_bytes(self.capacity)}, "
-            f"{len(self._entries)} entries, {len(self._pinned_keys())} pinned, "
+            f"{len(self._sizes)} entries, {len(self._pins)} pinned, "
             f"policy={self.policy.name})"
         )

@@ -168,79 +168,82 @@ class TickOrder(Generic[K]):
 class LRU(EvictionPolicy[K]):
     """Least recently used: ``get`` and ``put`` refresh a key; the stalest candidate goes first.
 
-    The default policy, so its hit path is kept to three dictionary operations: candidates live
-    in an ``OrderedDict`` in recency order; a key unpinned after others were used returns with
-    an older tick to a small heap (the same scheme as :class:`TickOrder`, inlined).
+    The default policy, so a hit costs one ``move_to_end``. All resident keys, pinned ones
+    included, live in one ``OrderedDict`` in recency order. When a victim is chosen and a pinned
+    key is at the front, that key is *parked*: moved aside, once, with a sequence number. Every
+    parked key is older than every key still in the recency order, so a parked key that is
+    unpinned is the next victim, oldest parked first (a small heap). Each pin costs at most one
+    park, so eviction stays amortized O(1) however many entries are pinned, and the order is
+    exactly the model's: one recency list, the first unpinned key goes.
     """
 
     name: ClassVar[str] = "LRU"
 
     def __init__(self) -> None:
-        self._clock = 0
-        self._last_use: dict[K, int] = {}  # every resident key, pinned ones included
-        self._recent: OrderedDict[K, None] = OrderedDict()  # candidates, ticks ascending
-        self._returned: dict[K, int] = {}  # candidates back from a pin, older than _recent's end
-        self._heap: list[tuple[int, K]] = []  # (tick, key) of returned keys; stale ones skipped
+        self._recent: OrderedDict[K, None] = OrderedDict()  # never parked; LRU first
+        self._pinned: set[K] = set()
+        self._parked: dict[K, int] = {}  # key -> park number; all older than _recent
+        self._returned: dict[K, int] = {}  # parked and no longer pinned: candidates
+        self._heap: list[tuple[int, K]] = []  # (park number, key) of returned keys; lazy
+        self._parks = 0
 
     def update_on_put(self, key: K, size: int) -> None:
-        self._clock += 1
-        self._last_use[key] = self._clock
         self._recent[key] = None
 
     def update_on_hit(self, key: K) -> None:
-        self._clock += 1
-        self._last_use[key] = self._clock
-        if key in self._recent:
-            self._recent.move_to_end(key)
-        elif self._returned.pop(key, None) is not None:
-            self._recent[key] = None  # its heap entry is now stale
-
-    def _drop(self, key: K) -> None:
-        if self._recent.pop(key, 0) is not None:  # 0: it was not in _recent
+        recent = self._recent
+        if key in recent:
+            recent.move_to_end(key)
+        elif key in self._parked:  # back into the recency order, at the newest end
+            del self._parked[key]
             self._returned.pop(key, None)
+            recent[key] = None
 
     def update_on_remove(self, key: K) -> None:
-        del self._last_use[key]
-        self._drop(key)
+        if self._recent.pop(key, 0) is not None:  # 0: it was parked
+            del self._parked[key]
+            self._returned.pop(key, None)
+        self._pinned.discard(key)
 
     def update_on_pin(self, key: K) -> None:
-        self._drop(key)
+        self._pinned.add(key)
+        self._returned.pop(key, None)
 
     def update_on_unpin(self, key: K) -> None:
-        tick = self._last_use[key]
-        recent = self._recent
-        if not recent or tick > self._last_use[next(reversed(recent))]:
-            recent[key] = None
-            return
-        self._returned[key] = tick
-        heapq.heappush(self._heap, (tick, key))
-        if len(self._heap) > 2 * len(self._returned) + 32:
-            self._heap = [(t, k) for k, t in self._returned.items()]
-            heapq.heapify(self._heap)
+        self._pinned.discard(key)
+        number = self._parked.get(key)
+        if number is not None:
+            self._returned[key] = number
+            heapq.heappush(self._heap, (number, key))
 
     def pop_victim(self) -> K:
-        recent = self._recent
-        if self._returned:
-            heap, returned = self._heap, self._returned
+        returned = self._returned
+        if returned:  # parked keys are older than everything in _recent
+            heap = self._heap
             while returned.get(heap[0][1]) != heap[0][0]:
-                heapq.heappop(heap)  # stale: touched, pinned again or removed since pushed
-            tick, key = heap[0]
-            if not recent or tick < self._last_use[next(iter(recent))]:
-                heapq.heappop(heap)
-                del returned[key]
-                del self._last_use[key]
+                heapq.heappop(heap)  # stale: pinned again, touched or removed since
+            key = heapq.heappop(heap)[1]
+            del returned[key], self._parked[key]
+            return key
+        recent, pinned = self._recent, self._pinned
+        while recent:
+            key = recent.popitem(last=False)[0]
+            if key not in pinned:
                 return key
-        if not recent:
-            raise NoVictim("every resident entry is pinned")
-        key = recent.popitem(last=False)[0]
-        del self._last_use[key]
-        return key
+            self._parks += 1
+            self._parked[key] = self._parks
+        raise NoVictim("every resident entry is pinned")
 
     def eviction_order(self) -> list[K]:
-        return sorted([*self._recent, *self._returned], key=self._last_use.__getitem__)
+        returned = sorted(self._returned, key=self._returned.__getitem__)
+        return returned + [k for k in self._recent if k not in self._pinned]
+
+    def history_order(self) -> list[K]:
+        """Every resident key, pinned ones included, least recently used first."""
+        return sorted(self._parked, key=self._parked.__getitem__) + list(self._recent)
 
     def __len__(self) -> int:
-        return len(self._recent) + len(self._returned)
+        return len(self._recent) + len(self._parked) - len(self._pinned)
 
 
 class RankOrder(Generic[K]):
