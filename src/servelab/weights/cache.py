@@ -130,7 +130,9 @@ class WeightCache(Generic[K]):
 
     def get(self, key: K) -> Any | None:
         """The value for ``key`` (refreshing its recency), or None on a miss."""
-        with self._lock:
+        # acquire/release rather than `with`: on the hit path `with` costs twice as much
+        self._lock.acquire()
+        try:
             value = self._values.get(key, _MISSING)
             if value is _MISSING:
                 self._misses += 1
@@ -138,6 +140,8 @@ class WeightCache(Generic[K]):
             self._hits += 1
             self._on_hit(key)
             return value
+        finally:
+            self._lock.release()
 
     def put(self, key: K, value: Any, size: int) -> list[K]:
         """Admit ``key`` at ``size`` bytes, evicting until it fits; returns the evicted keys.
@@ -147,7 +151,8 @@ class WeightCache(Generic[K]):
         """
         if type(size) is not int or size <= 0:
             _check_bytes("size", size)
-        with self._lock:
+        self._lock.acquire()  # not `with`: see get()
+        try:
             if size > self.capacity:
                 raise EntryTooLarge(
                     f"{key!r} is {format_bytes(size)}, larger than the whole "
@@ -193,6 +198,8 @@ class WeightCache(Generic[K]):
             self._evictable += size
             self._on_put(key, size)
             return evicted
+        finally:
+            self._lock.release()
 
     def _drop(self, key: K) -> None:
         """Forget an unpinned entry's bytes (the policy is told by the caller)."""
