@@ -13,7 +13,8 @@ $(STAMP): pyproject.toml tools/install_torch.sh
 	touch $(STAMP)
 
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=. exercises/01_weight_cache.ipynb
+	$(VENV)/bin/jupyter lab --notebook-dir=. $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) \
+	  $(LAB_ARGS) exercises/01_weight_cache.ipynb
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks tools
