@@ -39,6 +39,7 @@ __all__ = [
     "block_manager_machine",
     "check_invariants",
     "error_matches",
+    "expect_error",
     "snapshot",
 ]
 
@@ -153,6 +154,42 @@ def error_matches(exc: BaseException, kind: str) -> bool:
     if any(cls.__name__ == kind for cls in type(exc).__mro__):
         return True
     return isinstance(exc, ERROR_FAMILIES.get(kind, ()))
+
+
+def expect_error(
+    machine: RecordingMachine,
+    code: str,
+    fn: Callable[[], object],
+    kind: str,
+    why: str,
+    state: Callable[[], object],
+    on_change: str = "exception-safety",
+) -> None:
+    """Run a call that must raise ``kind`` and change nothing that ``state()`` sees.
+
+    The call is recorded as ``with suppress(kind): code`` so the repro stays pasteable.
+    """
+    before = state()
+    if SUPPRESS_IMPORT not in machine.log:
+        machine.log.insert(1, SUPPRESS_IMPORT)
+    try:
+        machine.do(f"with suppress({kind}): {code}", fn)
+    except Exception as exc:
+        if not error_matches(exc, kind):
+            raise InvariantViolation(
+                "expected-error",
+                f"`{code}` raised {type(exc).__name__}: {exc}; expected {kind} ({why})",
+            ) from exc
+    else:
+        raise InvariantViolation(
+            "expected-error", f"`{code}` returned normally; expected {kind} ({why})"
+        )
+    if state() != before:
+        raise InvariantViolation(
+            on_change,
+            f"`{code}` raised {kind} as it should, but changed the state first "
+            "(tables, lengths, refcounts or free list differ from before the call)",
+        )
 
 
 @dataclass
@@ -301,27 +338,7 @@ def block_manager_machine(
             why: str,
             on_change: str = "exception-safety",
         ) -> None:
-            before = snapshot(self.bm)
-            if SUPPRESS_IMPORT not in self.log:
-                self.log.insert(1, SUPPRESS_IMPORT)
-            try:
-                self.do(f"with suppress({kind}): {code}", fn)
-            except Exception as exc:
-                if not error_matches(exc, kind):
-                    raise InvariantViolation(
-                        "expected-error",
-                        f"`{code}` raised {type(exc).__name__}: {exc}; expected {kind} ({why})",
-                    ) from exc
-            else:
-                raise InvariantViolation(
-                    "expected-error", f"`{code}` returned normally; expected {kind} ({why})"
-                )
-            if snapshot(self.bm) != before:
-                raise InvariantViolation(
-                    on_change,
-                    f"`{code}` raised {kind} as it should, but changed the state first "
-                    "(tables, lengths, refcounts or free list differ from before the call)",
-                )
+            expect_error(self, code, fn, kind, why, lambda: snapshot(self.bm), on_change)
 
         def _call(self, code: str, fn: Callable[[], Any]) -> Any:
             """Run a call the model says must succeed; an OutOfBlocks here means waste."""

@@ -26,9 +26,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from servelab.testing.block_manager import (
-    SUPPRESS_IMPORT,
     check_invariants,
     error_matches,
+    expect_error,
     snapshot,
 )
 from servelab.testing.core import InvariantViolation, RecordingMachine
@@ -198,25 +198,7 @@ def prefix_cache_machine(
                 )
 
         def _expect_error(self, code: str, fn: Callable[[], object], kind: str, why: str) -> None:
-            before = prefix_snapshot(self.bm)
-            if SUPPRESS_IMPORT not in self.log:
-                self.log.insert(1, SUPPRESS_IMPORT)
-            try:
-                self.do(f"with suppress({kind}): {code}", fn)
-            except Exception as exc:
-                if not error_matches(exc, kind):
-                    raise InvariantViolation(
-                        "expected-error",
-                        f"`{code}` raised {type(exc).__name__}: {exc}; expected {kind} ({why})",
-                    ) from exc
-            else:
-                raise InvariantViolation(
-                    "expected-error", f"`{code}` returned normally; expected {kind} ({why})"
-                )
-            if prefix_snapshot(self.bm) != before:
-                raise InvariantViolation(
-                    "exception-safety", f"`{code}` raised {kind} but changed the state first"
-                )
+            expect_error(self, code, fn, kind, why, lambda: prefix_snapshot(self.bm))
 
         # --------------------------------------------------------------- rules
         @initialize(
