@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from servelab.testing.block_manager import (
+    BlockManagerLike,
     check_invariants,
     error_matches,
     expect_error,
@@ -56,22 +57,8 @@ PREFIX_INVARIANTS: dict[str, str] = {
 }
 
 
-class PrefixManagerLike(Protocol):
-    block_size: int
-    num_blocks: int
-
-    @property
-    def num_free(self) -> int: ...
-
-    def block_table(self, seq: int) -> list[int]: ...
-
-    def seq_len(self, seq: int) -> int: ...
-
-    def refcount(self, block: int) -> int: ...
-
-    def free_list(self) -> list[int]: ...
-
-    def sequences(self) -> list[int]: ...
+class PrefixManagerLike(BlockManagerLike, Protocol):
+    """The block manager's inspection surface plus what prefix caching adds."""
 
     def block_hash(self, block: int) -> int | None: ...
 
