@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
@@ -13,10 +15,12 @@ from servelab.weights.policies import (
     FIFO,
     GDSF,
     LFU,
+    LRU,
     MRU,
     POLICIES,
     S3FIFO,
     SIEVE,
+    EvictionPolicy,
     NoVictim,
 )
 
@@ -28,6 +32,56 @@ def test_policy_matches_its_model(name: str) -> None:
         machine,
         settings=settings(max_examples=60 * thoroughness(), stateful_step_count=40, deadline=None),
     )
+
+
+class _ThroughHooks:
+    """Drives a policy the way WeightCache does: hits and puts go through its hooks."""
+
+    def __init__(self, policy: EvictionPolicy[str]) -> None:
+        self.policy = policy
+        self.touch = policy.hit_hook()
+        self.admit = policy.put_hook()
+
+    def update_on_hit(self, key: str) -> None:
+        if self.touch is not None:
+            try:
+                self.touch(key)
+            except KeyError:
+                self.policy.update_on_hit(key)
+
+    def update_on_put(self, key: str, size: int) -> None:
+        self.admit(key, size)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.policy, name)
+
+    def __len__(self) -> int:
+        return len(self.policy)
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_hooks_have_exactly_the_effect_of_the_updates(name: str) -> None:
+    machine = policy_machine(
+        lambda: _ThroughHooks(POLICIES[name]()), MODELS[name], constructor=f"{name}()"
+    )
+    run_state_machine_as_test(
+        machine,
+        settings=settings(max_examples=30 * thoroughness(), stateful_step_count=40, deadline=None),
+    )
+
+
+def test_lru_hit_hook_is_a_c_method_that_refuses_parked_keys() -> None:
+    lru: LRU[str] = LRU()
+    _fill(lru, "abc")
+    lru.update_on_pin("a")
+    assert lru.pop_victim() == "b"  # parks "a" on the way
+    touch = lru.hit_hook()
+    assert touch is not None and not hasattr(touch, "__code__")  # no Python frame per hit
+    with pytest.raises(KeyError):
+        touch("a")
+    lru.update_on_hit("a")  # the fallback the cache calls: back at the newest end
+    lru.update_on_unpin("a")
+    assert lru.eviction_order() == ["c", "a"]
 
 
 @pytest.mark.parametrize("name", sorted(POLICIES))

@@ -81,6 +81,22 @@ class EvictionPolicy(ABC, Generic[K]):
     def __len__(self) -> int:
         """Number of candidates (evictable keys)."""
 
+    def hit_hook(self) -> Callable[[K], object] | None:
+        """What the cache calls on each hit; bound once, when the cache is built.
+
+        ``update_on_hit`` by default, and ``None`` for a policy whose order hits never change.
+        A policy may return something cheaper, such as a C method of its own structure, on one
+        condition: it raises ``KeyError`` for any key that needs the full ``update_on_hit``,
+        which the cache then calls. Hits are most of a cache's traffic; this is where a Python
+        frame per hit is saved.
+        """
+        return self.update_on_hit
+
+    def put_hook(self) -> Callable[[K, int], object]:
+        """What the cache calls to admit a key: ``update_on_put``, or a cheaper callable with
+        exactly its effect (bound once, like :meth:`hit_hook`)."""
+        return self.update_on_put
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
@@ -180,7 +196,7 @@ class LRU(EvictionPolicy[K]):
     name: ClassVar[str] = "LRU"
 
     def __init__(self) -> None:
-        self._recent: OrderedDict[K, None] = OrderedDict()  # never parked; LRU first
+        self._recent: OrderedDict[K, int] = OrderedDict()  # key -> size; LRU first
         self._pinned: set[K] = set()
         self._parked: dict[K, int] = {}  # key -> park number; all older than _recent
         self._returned: dict[K, int] = {}  # parked and no longer pinned: candidates
@@ -188,7 +204,15 @@ class LRU(EvictionPolicy[K]):
         self._parks = 0
 
     def update_on_put(self, key: K, size: int) -> None:
-        self._recent[key] = None
+        self._recent[key] = size
+
+    def put_hook(self) -> Callable[[K, int], object]:
+        # A new key is never in _recent, so setdefault(key, size) is update_on_put, in C.
+        return self._recent.setdefault
+
+    def hit_hook(self) -> Callable[[K], object]:
+        # A key missing from _recent is parked (KeyError): the cache falls back to update_on_hit.
+        return self._recent.move_to_end
 
     def update_on_hit(self, key: K) -> None:
         recent = self._recent
@@ -197,10 +221,10 @@ class LRU(EvictionPolicy[K]):
         elif key in self._parked:  # back into the recency order, at the newest end
             del self._parked[key]
             self._returned.pop(key, None)
-            recent[key] = None
+            recent[key] = 0  # the size is not used
 
     def update_on_remove(self, key: K) -> None:
-        if self._recent.pop(key, 0) is not None:  # 0: it was parked
+        if self._recent.pop(key, None) is None:  # it was parked
             del self._parked[key]
             self._returned.pop(key, None)
         self._pinned.discard(key)
@@ -227,7 +251,7 @@ class LRU(EvictionPolicy[K]):
             return key
         recent, pinned = self._recent, self._pinned
         while recent:
-            key = recent.popitem(last=False)[0]
+            key = recent.popitem(False)[0]  # positional: cheaper than last=False
             if key not in pinned:
                 return key
             self._parks += 1
@@ -346,6 +370,9 @@ class FIFO(_Ticking[K]):
     def update_on_hit(self, key: K) -> None:
         if key not in self._arrival:
             raise self._unknown(key, "update_on_hit")
+
+    def hit_hook(self) -> None:
+        return None  # arrival order ignores hits
 
     def update_on_remove(self, key: K) -> None:
         self._arrival.pop(key, None)
