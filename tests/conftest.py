@@ -38,6 +38,7 @@ def _generation_independent_of_import_history() -> Iterator[None]:
     with without_local_constants():
         yield
 
+
 try:  # tiny tensors: one thread is much faster than several fighting over two cores
     import torch
 

@@ -165,9 +165,7 @@ def check_invariants(cache: Any, model: ModelCache, level: int) -> None:
         for k in KEYS:
             got, want = cache.pin_count(k), model.pins.get(k, 0)
             if got != want:
-                raise InvariantViolation(
-                    "pin-count", f"pin_count({k!r}) is {got}, expected {want}"
-                )
+                raise InvariantViolation("pin-count", f"pin_count({k!r}) is {got}, expected {want}")
     if level >= 5:
         got_stats = stats_of(cache)
         want_stats = (model.hits, model.misses, model.evictions, model.evicted_bytes)
@@ -245,8 +243,11 @@ def make_machine(impl: Any, level: int, capacity: int = 100) -> type[RecordingMa
                 raise InvariantViolation(
                     "miss-instead-of-raise",
                     f"{code} returned normally, but it "
-                    + ("is larger than the whole cache" if outcome == "too-large"
-                       else "cannot fit while the pinned entries stay"),
+                    + (
+                        "is larger than the whole cache"
+                        if outcome == "too-large"
+                        else "cannot fit while the pinned entries stay"
+                    ),
                 )
             model.put(key, size)
 

@@ -1,4 +1,5 @@
 """A count-based budget: at most four entries, whatever their sizes."""
+
 from correct import LearnerCache
 
 HINT = "count"

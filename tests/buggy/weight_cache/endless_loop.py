@@ -1,4 +1,5 @@
 """When every resident entry is pinned, the eviction loop spins forever."""
+
 from correct import LearnerCache
 
 HINT = "never returned"

@@ -1,4 +1,5 @@
 """Evicts exactly one entry instead of looping until the new one fits."""
+
 from correct import LearnerCache
 
 HINT = "loop"

@@ -1,4 +1,5 @@
 """Evicts until it runs out of unpinned victims, then raises: the cache changed on error."""
+
 from correct import LearnerCache
 
 HINT = "before evicting"

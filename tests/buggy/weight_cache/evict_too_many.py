@@ -1,4 +1,5 @@
 """Evicts one entry more than needed (an off-by-one in the loop condition)."""
+
 from correct import LearnerCache
 
 HINT = "stop evicting"

@@ -1,4 +1,5 @@
 """A failed put is counted as a miss."""
+
 from correct import LearnerCache
 
 HINT = "miss"

@@ -1,4 +1,5 @@
 """get() does not refresh recency: a FIFO that calls itself an LRU."""
+
 from correct import LearnerCache
 
 HINT = "get"

@@ -1,4 +1,5 @@
 """Returns quietly (a miss) when an entry cannot be admitted."""
+
 from correct import LearnerCache
 
 HINT = "miss"

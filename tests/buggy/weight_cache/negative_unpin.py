@@ -1,4 +1,5 @@
 """unpin() without a matching pin drives the count negative instead of raising."""
+
 from correct import LearnerCache
 
 HINT = "unpin"

@@ -1,4 +1,5 @@
 """The last unpin leaves the entry unevictable (pinned at lookup, never released)."""
+
 from correct import LearnerCache
 
 HINT = "evictable again"

@@ -1,4 +1,5 @@
 """Pins are recorded but ignored when choosing a victim."""
+
 from correct import LearnerCache
 
 HINT = "pinn"

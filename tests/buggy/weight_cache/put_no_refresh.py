@@ -1,4 +1,5 @@
 """Putting an existing key again keeps its old place in the recency order."""
+
 from collections import OrderedDict
 
 from correct import LearnerCache

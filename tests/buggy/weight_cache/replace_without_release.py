@@ -1,4 +1,5 @@
 """Replacing a key adds the new size without releasing the old one."""
+
 from correct import LearnerCache
 
 HINT = "release"

@@ -1,4 +1,5 @@
 """Pins kept in a set: the first replica's unpin releases a model the second still uses."""
+
 from correct import LearnerCache
 
 HINT = "set"

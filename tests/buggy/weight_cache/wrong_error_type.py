@@ -1,4 +1,5 @@
 """Raises MemoryError for an entry larger than the whole cache (a permanent condition)."""
+
 from correct import LearnerCache
 
 HINT = "ValueError"
