@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pytest
 
 from buggy_impls import correct_module, mistakes, topic_dir
@@ -82,11 +84,18 @@ def test_state_machine_finds_a_bug_no_probe_names() -> None:
 @pytest.mark.parametrize(
     "name", ["count_based", "evict_then_raise", "set_pins", "wrong_error_type", "get_no_refresh"]
 )
-def test_state_machine_alone_catches_listed_mistakes(name: str) -> None:
-    # The probes name mistakes quickly; the model comparison must not depend on them.
+@pytest.mark.parametrize("seed", [None, 1, 2])
+def test_state_machine_alone_catches_listed_mistakes(name: str, seed: int | None) -> None:
+    # The probes name mistakes quickly; the model comparison must not depend on them, nor on
+    # the seed: a derandomized run's seed changes whenever the machine's source does.
     bug = next(m for m in MISTAKES if m.name == name)
     final = load_topic(TOPIC).step(5)
-    machine_only = Topic(TOPIC, "machine only", [Step(5, final.title, (), final.machine)])
+    assert final.machine is not None
+    check = final.machine
+    if seed is not None:
+        build = check.build
+        check = dataclasses.replace(check, build=lambda impl: hypothesis.seed(seed)(build(impl)))
+    machine_only = Topic(TOPIC, "machine only", [Step(5, final.title, (), check)])
     with pytest.raises(GradeFailure) as failure:
         grade(machine_only, bug.impl, out=io.StringIO())
     assert "state machine" in failure.value.report.text
