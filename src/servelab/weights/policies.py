@@ -181,22 +181,20 @@ class TickOrder(Generic[K]):
         return sorted(self._tick, key=self._tick.__getitem__)
 
 
-class LRU(EvictionPolicy[K]):
-    """Least recently used: ``get`` and ``put`` refresh a key; the stalest candidate goes first.
+class _ParkingQueue(EvictionPolicy[K]):
+    """One queue of every resident key, oldest first, where the front is the next victim.
 
-    The default policy, so a hit costs one ``move_to_end``. All resident keys, pinned ones
-    included, live in one ``OrderedDict`` in recency order. When a victim is chosen and a pinned
-    key is at the front, that key is *parked*: moved aside, once, with a sequence number. Every
-    parked key is older than every key still in the recency order, so a parked key that is
-    unpinned is the next victim, oldest parked first (a small heap). Each pin costs at most one
-    park, so eviction stays amortized O(1) however many entries are pinned, and the order is
-    exactly the model's: one recency list, the first unpinned key goes.
+    The structure LRU and FIFO share; they differ only in what a hit does. All resident keys,
+    pinned ones included, live in one ``OrderedDict``. When a victim is chosen and a pinned key
+    is at the front, that key is *parked*: moved aside, once, with a sequence number. Every
+    parked key is older than every key still in the queue, so a parked key that is unpinned is
+    the next victim, oldest parked first (a small heap). Each pin costs at most one park, so
+    eviction stays amortized O(1) however many entries are pinned, and the order is exactly the
+    model's: one list, the first unpinned key goes.
     """
 
-    name: ClassVar[str] = "LRU"
-
     def __init__(self) -> None:
-        self._recent: OrderedDict[K, int] = OrderedDict()  # key -> size; LRU first
+        self._recent: OrderedDict[K, int] = OrderedDict()  # key -> size; never parked
         self._pinned: set[K] = set()
         self._parked: dict[K, int] = {}  # key -> park number; all older than _recent
         self._returned: dict[K, int] = {}  # parked and no longer pinned: candidates
@@ -210,18 +208,8 @@ class LRU(EvictionPolicy[K]):
         # A new key is never in _recent, so setdefault(key, size) is update_on_put, in C.
         return self._recent.setdefault
 
-    def hit_hook(self) -> Callable[[K], object]:
-        # A key missing from _recent is parked (KeyError): the cache falls back to update_on_hit.
-        return self._recent.move_to_end
-
-    def update_on_hit(self, key: K) -> None:
-        recent = self._recent
-        if key in recent:
-            recent.move_to_end(key)
-        elif key in self._parked:  # back into the recency order, at the newest end
-            del self._parked[key]
-            self._returned.pop(key, None)
-            recent[key] = 0  # the size is not used
+    def _holds(self, key: K) -> bool:
+        return key in self._recent or key in self._parked
 
     def update_on_remove(self, key: K) -> None:
         if self._recent.pop(key, None) is None:  # it was parked
@@ -263,11 +251,35 @@ class LRU(EvictionPolicy[K]):
         return returned + [k for k in self._recent if k not in self._pinned]
 
     def history_order(self) -> list[K]:
-        """Every resident key, pinned ones included, least recently used first."""
+        """Every resident key, pinned ones included, in queue order (next victim first)."""
         return sorted(self._parked, key=self._parked.__getitem__) + list(self._recent)
 
     def __len__(self) -> int:
         return len(self._recent) + len(self._parked) - len(self._pinned)
+
+
+class LRU(_ParkingQueue[K]):
+    """Least recently used: ``get`` and ``put`` refresh a key; the stalest candidate goes first.
+
+    The default policy. A hit moves the key to the back of the queue: one ``move_to_end``,
+    called by the cache directly (:meth:`hit_hook`). A hit on a parked key brings it back into
+    the queue, at the back.
+    """
+
+    name: ClassVar[str] = "LRU"
+
+    def hit_hook(self) -> Callable[[K], object]:
+        # A key missing from _recent is parked (KeyError): the cache falls back to update_on_hit.
+        return self._recent.move_to_end
+
+    def update_on_hit(self, key: K) -> None:
+        recent = self._recent
+        if key in recent:
+            recent.move_to_end(key)
+        elif key in self._parked:  # back into the recency order, at the newest end
+            del self._parked[key]
+            self._returned.pop(key, None)
+            recent[key] = 0  # the size is not used
 
 
 class RankOrder(Generic[K]):
@@ -350,50 +362,27 @@ class _Ticking(EvictionPolicy[K]):
         return KeyError(f"{event}({key!r}): the policy holds no such key")
 
 
-class FIFO(_Ticking[K]):
-    """First in, first out: hits change nothing; the oldest arrival among candidates goes first."""
+class FIFO(_ParkingQueue[K]):
+    """First in, first out: hits change nothing; the oldest arrival among candidates goes first.
+
+    The same queue as LRU's, with nothing to do on a hit. Breaking the contract raises before
+    any change, as for the other policies (``ValueError`` for a second put of a resident key,
+    ``KeyError`` for a hit on an unknown one); the cache's own hooks skip those checks.
+    """
 
     name: ClassVar[str] = "FIFO"
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._arrival: dict[K, int] = {}  # every resident key, pinned ones included
-        self._candidates: TickOrder[K] = TickOrder()
-
     def update_on_put(self, key: K, size: int) -> None:
-        if key in self._arrival:
-            raise self._duplicate(key)
-        tick = self._now()
-        self._arrival[key] = tick
-        self._candidates.add(key, tick)
+        if self._holds(key):
+            raise _Ticking._duplicate(key)
+        self._recent[key] = size
 
     def update_on_hit(self, key: K) -> None:
-        if key not in self._arrival:
-            raise self._unknown(key, "update_on_hit")
+        if not self._holds(key):
+            raise _Ticking._unknown(key, "update_on_hit")
 
     def hit_hook(self) -> None:
         return None  # arrival order ignores hits
-
-    def update_on_remove(self, key: K) -> None:
-        self._arrival.pop(key, None)
-        self._candidates.discard(key)
-
-    def update_on_pin(self, key: K) -> None:
-        self._candidates.discard(key)
-
-    def update_on_unpin(self, key: K) -> None:
-        self._candidates.add(key, self._arrival[key])
-
-    def pop_victim(self) -> K:
-        key = self._candidates.pop()
-        del self._arrival[key]
-        return key
-
-    def eviction_order(self) -> list[K]:
-        return self._candidates.ordered()
-
-    def __len__(self) -> int:
-        return len(self._candidates)
 
 
 class _Ranked(_Ticking[K]):
