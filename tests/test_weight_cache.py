@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 import threading
 
 import pytest
@@ -14,6 +15,7 @@ from servelab.testing.weight_cache import ModelCache, make_machine
 from servelab.units import GB
 from servelab.weights import (
     LRU,
+    POLICIES,
     EntryPinned,
     EntryTooLarge,
     InvalidSize,
@@ -167,17 +169,19 @@ def test_reference_passes_the_state_machine_at_every_level() -> None:
         )
 
 
-def test_threads_pinning_and_putting_keep_the_invariants() -> None:
-    cache: WeightCache[str] = WeightCache(1_000)
+@pytest.mark.parametrize("policy", ["LRU", "LFU"])
+def test_threads_pinning_and_putting_keep_the_invariants(policy: str) -> None:
+    cache: WeightCache[str] = WeightCache(1_000, policy=POLICIES[policy]())
     keys = [f"m{i}" for i in range(12)]
     errors: list[BaseException] = []
+    gets = [0] * 6
     barrier = threading.Barrier(6)
 
-    def replica(seed: int) -> None:
-        rng = random.Random(seed)
+    def replica(i: int) -> None:
+        rng = random.Random(i)
         barrier.wait()
         try:
-            for _ in range(3_000):
+            for _ in range(10_000):
                 key = rng.choice(keys)
                 r = rng.random()
                 if r < 0.4:
@@ -187,23 +191,32 @@ def test_threads_pinning_and_putting_keep_the_invariants() -> None:
                         pass
                 elif r < 0.7:
                     cache.get(key)
+                    gets[i] += 1
                 else:
                     try:
                         with cache.pinned(key):
-                            cache.get(key)
+                            # pinned: no other thread may evict or replace it meanwhile
+                            assert cache.get(key) == key, f"{key} left the cache while pinned"
+                            gets[i] += 1
                     except NotResident:
                         pass
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=replica, args=(i,)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, inside the lock too
+    try:
+        threads = [threading.Thread(target=replica, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(switch)
     assert errors == []
     assert cache.used == sum(cache.size_of(k) for k in cache.keys()) <= cache.capacity
     assert cache.pinned_keys() == []
     assert sorted(cache.eviction_order()) == sorted(cache.keys())
     stats = cache.stats
-    assert stats.hits + stats.misses > 0 and stats.evictions > 0
+    assert stats.hits + stats.misses == sum(gets)  # no count lost to a race
+    assert stats.evictions > 0
