@@ -573,7 +573,7 @@ class SIEVE(_Ticking[K]):
     def __init__(self) -> None:
         super().__init__()
         self._arrival: dict[K, int] = {}  # every resident key
-        self._visited: dict[K, bool] = {}  # every resident key
+        self._visited: set[K] = set()  # resident keys whose bit is set
         self._queue: list[int] = []  # arrival ticks, oldest first: live and dead
         self._at: dict[int, K] = {}  # live tick -> candidate
         self._dead: set[int] = set()  # ticks in the queue whose key is not a candidate
@@ -584,14 +584,16 @@ class SIEVE(_Ticking[K]):
             raise self._duplicate(key)
         tick = self._now()
         self._arrival[key] = tick
-        self._visited[key] = False
         self._queue.append(tick)
         self._at[tick] = key
 
     def update_on_hit(self, key: K) -> None:
-        if key not in self._visited:
+        if key not in self._arrival:
             raise self._unknown(key, "update_on_hit")
-        self._visited[key] = True
+        self._visited.add(key)
+
+    def hit_hook(self) -> Callable[[K], object]:
+        return self._visited.add  # setting the bit of a resident key, in C
 
     def _leave_queue(self, tick: int) -> None:
         if self._at.pop(tick, None) is not None:
@@ -604,7 +606,7 @@ class SIEVE(_Ticking[K]):
     def update_on_remove(self, key: K) -> None:
         if key in self._arrival:
             self._leave_queue(self._arrival.pop(key))
-            del self._visited[key]
+            self._visited.discard(key)
             self._settle_hand()
 
     def _settle_hand(self) -> None:
@@ -638,12 +640,11 @@ class SIEVE(_Ticking[K]):
             if key is None:  # dead: evicted, removed or pinned
                 i += 1
                 continue
-            if visited[key]:
-                visited[key] = False
+            if key in visited:
+                visited.remove(key)  # clear the bit
                 i += 1
                 continue
             del self._arrival[key]
-            del visited[key]
             self._leave_queue(tick)
             self._hand = tick + 1
             self._settle_hand()
@@ -652,8 +653,9 @@ class SIEVE(_Ticking[K]):
     def eviction_order(self) -> list[K]:
         order: list[K] = []
         queue = [t for t in self._queue if t in self._at]
-        visited = {self._at[t]: self._visited[self._at[t]] for t in queue}
-        newest_pinned = max((t for k, t in self._arrival.items() if k not in visited), default=0)
+        candidates = {self._at[t] for t in queue}
+        visited = {k: k in self._visited for k in candidates}
+        newest_pinned = max((t for k, t in self._arrival.items() if k not in candidates), default=0)
         hand = self._hand
         while queue:
             if hand > max(queue[-1], newest_pinned):
@@ -674,7 +676,9 @@ class SIEVE(_Ticking[K]):
 
     def visited(self, key: K) -> bool:
         """The key's visited bit (for display)."""
-        return self._visited[key]
+        if key not in self._arrival:
+            raise self._unknown(key, "visited")
+        return key in self._visited
 
     def __len__(self) -> int:
         return len(self._at)
