@@ -2,15 +2,26 @@
 
 ``python -m servelab grade weight-cache --impl my_cache.py:WeightCache --step 3`` grades a class
 from a file exactly as a notebook grade cell does, and exits 0 only when every check passes.
+
+It grades in a child process under a hard timeout (``--timeout``): the in-process hang guard
+stops loops written in Python, but not one inside a single C call (``sum(range(10**12))``), and
+the learner's code could end the process itself (``os._exit(0)``). The parent trusts only the
+verdict the child writes after :func:`~servelab.grading.grade` has returned or raised, so
+anything else is a failure. Exit codes: 0 passed, 1 failed or not finished, 2 a usage error,
+130 interrupted by Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
+
+DEFAULT_TIMEOUT_S = 120.0
 
 __all__ = ["load_impl", "main"]
 
@@ -43,20 +54,67 @@ def load_impl(spec: str) -> Any:
 
 
 def _grade(args: argparse.Namespace) -> int:
+    if args.in_process:
+        return _grade_here(args)
+    return _grade_in_child(args)
+
+
+def _grade_here(args: argparse.Namespace) -> int:
+    """Grade in this process; write the verdict last, so a child that dies leaves none."""
     from servelab.grading import GradeFailure, grade
 
+    verdict, code = "error", 2
     try:
         impl = load_impl(args.impl)
         grade(args.topic, impl, step=args.step)
-    except GradeFailure:
-        return 1
-    except NotImplementedError as exc:
-        print(f"not implemented yet: {exc}", file=sys.stderr)
-        return 1
+        verdict, code = "passed", 0
+    except GradeFailure as failure:
+        verdict, code = failure.report.verdict, 1
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
+    sys.stdout.flush()
+    if args.verdict:
+        Path(args.verdict).write_text(verdict, encoding="utf-8")
+    return code
+
+
+def _grade_in_child(args: argparse.Namespace) -> int:
+    where = f"{args.topic}" + (f" · step {args.step}" if args.step is not None else "")
+    with tempfile.TemporaryDirectory(prefix="servelab-grade-") as folder:
+        verdict_file = Path(folder) / "verdict"
+        command = [sys.executable, "-m", "servelab", "grade", args.topic, "--impl", args.impl]
+        if args.step is not None:
+            command += ["--step", str(args.step)]
+        command += ["--in-process", "--verdict", str(verdict_file)]
+        child = subprocess.Popen(command)
+        try:
+            returncode = child.wait(timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            print(
+                f"{where}\n  ✗ grading did not finish within {args.timeout:g} s: a call into "
+                "your code never returned.\n    A Python loop is reported within seconds, so "
+                "this is a loop inside one built-in call\n    (such as sum(range(10**12))) or a "
+                "call that blocks (input(), a lock, a socket).\nFAILED"
+            )
+            return 1
+        except KeyboardInterrupt:
+            child.kill()
+            child.wait()
+            return 130
+        verdict = verdict_file.read_text(encoding="utf-8") if verdict_file.exists() else None
+    if verdict == "passed" and returncode == 0:
+        return 0
+    if verdict == "error":
         return 2
-    return 0
+    if verdict is None:
+        print(
+            f"{where}\n  ✗ grading ended early: the process exited with code {returncode} "
+            "while your code ran\n    (os._exit(), a crash, or an exit at import time); "
+            "your methods must return or raise.\nFAILED"
+        )
+    return 1
 
 
 def _topics(args: argparse.Namespace) -> int:
@@ -85,6 +143,18 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("topic", help="e.g. weight-cache, block-manager, scheduler")
     g.add_argument("--impl", required=True, help="path/to/file.py:ClassName")
     g.add_argument("--step", type=int, default=None, help="grade steps 1..N (default: all)")
+    g.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help=f"seconds before a grade that never ends is failed (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    g.add_argument(
+        "--in-process",
+        action="store_true",
+        help="grade in this process, without the hard timeout (for debugging the grader)",
+    )
+    g.add_argument("--verdict", default=None, help=argparse.SUPPRESS)
     g.set_defaults(run=_grade)
 
     t = sub.add_parser("topics", help="list the graded topics and their steps")

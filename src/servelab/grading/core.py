@@ -8,14 +8,25 @@ the implementation with an executable model and searches for everything nobody l
 Design choices, each for the learner in front of a grade cell:
 
 * probes run first: they fail in milliseconds and name the mistake precisely;
-* Hypothesis runs derandomized with ``database=None``, so a report is the same on every run and
-  no ``.hypothesis/`` folder appears beside a notebook; shrinking is bounded in time;
+* the report depends only on the implementation: Hypothesis runs derandomized with
+  ``database=None`` (no ``.hypothesis/`` folder beside a notebook either), and shrinking is
+  bounded by a number of programs (:data:`SHRINK_PROGRAMS`), never by wall time;
+* a class stacked on a stale copy of itself (a cell run twice in the ``class X(X)`` style) is
+  not diagnosed: the report asks to restart the kernel and run all cells;
+* an unfinished step is not a wrong one: ``NotImplementedError`` from the implementation is
+  reported as "step 3: `pin` is not written yet" (the step graded, the method that raised)
+  and raised as :class:`StepNotWritten`;
+* an exception from the learner's code is reported with the learner's method and line, the
+  call in progress and a hint about that exception, never with the grader's frames;
 * an implementation that never returns is reported as such within seconds
-  (:class:`~servelab.testing.core.ImplementationHung`);
-* ``NotImplementedError`` from the implementation is re-raised as it is: an unfinished step is
-  not a wrong one;
-* on failure the report is printed *and* ``GradeFailure`` is raised, so a notebook whose stored
-  outputs were edited still fails under ``pytest --nbval-lax``.
+  (:class:`~servelab.testing.core.ImplementationHung`), even when it catches the exception;
+* ``SystemExit`` and ``KeyboardInterrupt`` raised by the implementation fail the grade; only
+  a real Ctrl-C interrupts it;
+* the report is printed once. On failure :class:`GradeFailure` is raised as well, so a notebook
+  whose stored outputs were edited still fails under ``pytest --nbval-lax``; in IPython its
+  traceback is one line (``_render_traceback_``), so the report is not shown twice. A
+  :class:`Report` that was printed displays as nothing (``_ipython_display_``), so in Jupyter a
+  passing cell shows the report and no ``Out[n]:``.
 """
 
 from __future__ import annotations
@@ -24,12 +35,15 @@ import importlib
 import io
 import os
 import pkgutil
+import signal
 import tempfile
-import traceback
-from collections.abc import Callable, Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import Any, TextIO
 
 import hypothesis.configuration
@@ -38,6 +52,12 @@ from hypothesis.errors import Flaky
 from hypothesis.internal.conjecture import engine as _hypothesis_engine
 from hypothesis.stateful import run_state_machine_as_test
 
+from servelab.grading._learner import (
+    exception_hint,
+    learner_frame,
+    program_in_progress,
+    stacking_problem,
+)
 from servelab.testing.core import (
     ImplementationHung,
     InvariantViolation,
@@ -47,12 +67,14 @@ from servelab.testing.core import (
 )
 
 __all__ = [
+    "Diagnose",
     "GradeFailure",
     "MachineCheck",
     "Probe",
     "ProbeFailed",
     "Report",
     "Step",
+    "StepNotWritten",
     "Topic",
     "grade",
     "load_topic",
@@ -60,8 +82,18 @@ __all__ = [
 ]
 
 PROBE_TIMEOUT_S = 5.0
+DIAGNOSE_TIMEOUT_S = 5.0
+#: Programs Hypothesis may run while shrinking one failure. A count, not seconds, so the
+#: report is the same on a quiet laptop and on a loaded CI runner.
+SHRINK_PROGRAMS = 600
+HANG_HINT = (
+    "a call never returned — an eviction or retry loop that cannot make progress? Check how "
+    "each loop ends, including when nothing can be removed"
+)
 _HOME_MOVED: list[bool] = []
-SHRINK_BUDGET_S = 4.0
+
+#: ``diagnose(program_lines, impl) -> str | None``; see :attr:`Topic.diagnose`.
+Diagnose = Callable[[Sequence[str], Any], "str | None"]
 
 
 class ProbeFailed(AssertionError):
@@ -81,11 +113,25 @@ class ProbeFailed(AssertionError):
 
 
 class GradeFailure(AssertionError):
-    """Raised by :func:`grade` when a check fails; the message is the whole report."""
+    """Raised by :func:`grade` when a check fails; the message is the whole report.
+
+    The report has already been printed, so in IPython the traceback is a single line
+    (``_render_traceback_``): no grader frames, no second copy of the report.
+    """
 
     def __init__(self, report: Report) -> None:
         super().__init__(report.text)
         self.report = report
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self.report.summary}"]
+
+
+class StepNotWritten(GradeFailure, NotImplementedError):
+    """Raised by :func:`grade` when a method of the graded steps still raises NotImplementedError.
+
+    Also a ``NotImplementedError``: an unfinished step, not a wrong one.
+    """
 
 
 @dataclass(frozen=True)
@@ -123,9 +169,23 @@ class Step:
 
 @dataclass(frozen=True)
 class Topic:
+    """A graded topic: its steps, and optionally a ``diagnose`` hook that names mistakes.
+
+    ``diagnose(program_lines, impl) -> str | None`` is called once when a probe or a state
+    machine fails (a wrong result, an invariant broken, or an exception from the learner's
+    code; not for a hang, an unwritten step or a stale class). ``program_lines`` is the failing
+    program exactly as the report shows it under "reproduce:" (paste-able lines, the first one
+    constructing the object, comment-only annotations such as ``cache.keys()  # [...]``
+    included); ``impl`` is what was graded. A string it returns replaces the check's hint in
+    the report; None keeps the check's hint. It runs under a hang guard of
+    ``DIAGNOSE_TIMEOUT_S`` seconds of CPU; if it raises or hangs, the check's hint is kept. It
+    must not print, and must return the same answer for the same inputs.
+    """
+
     name: str
     title: str
     steps: Sequence[Step]
+    diagnose: Diagnose | None = None
 
     def step(self, number: int) -> Step:
         for s in self.steps:
@@ -145,15 +205,30 @@ class Report:
     passed: bool = True
     hint: str = ""
     code: str = ""
+    #: "passed", "failed", or "not written" (a method of the graded steps is still a stub).
+    verdict: str = "passed"
+    printed: bool = field(default=False, compare=False, repr=False)
 
     @property
     def text(self) -> str:
         return "\n".join(self.lines)
 
-    def __repr__(self) -> str:
-        verdict = "passed" if self.passed else "FAILED"
+    @property
+    def summary(self) -> str:
+        """One line: topic, step and verdict (the traceback line of a failing grade cell)."""
         where = f" step {self.step}" if self.step is not None else ""
-        return f"<grade {self.topic}{where}: {verdict}>"
+        if self.verdict == "not written":
+            return f"{self.topic}{where} is not finished (see the report above)"
+        verdict = "passed" if self.passed else "failed (see the report above)"
+        return f"{self.topic}{where} {verdict}"
+
+    def __repr__(self) -> str:
+        return f"<grade {self.summary}>"
+
+    def _ipython_display_(self) -> None:
+        """In IPython, show nothing more when :func:`grade` has printed the report already."""
+        if not self.printed:
+            print(self.text)
 
 
 def topics() -> list[str]:
@@ -202,27 +277,74 @@ def _describe(exc: BaseException) -> str:
     return f"{name}: {exc}" if str(exc) else name
 
 
-def _learner_frame(exc: BaseException) -> str:
-    """The last traceback line outside servelab and hypothesis: where the learner's code broke."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    for frame in reversed(frames):
-        path = frame.filename.replace("\\", "/")
-        if "/servelab/" not in path and "/hypothesis/" not in path:
-            return f"{frame.name}() line {frame.lineno}: {frame.line or ''}".rstrip(": ")
-    return ""
+class _ProgramClock:
+    """Stands in for ``time`` inside Hypothesis's engine: the "seconds" are programs run.
+
+    Hypothesis ends shrinking when ``time.perf_counter()`` passes a deadline set
+    ``MAX_SHRINKING_SECONDS`` after shrinking starts. With this clock the deadline is a number
+    of programs, so how far a failure shrinks depends on the implementation only.
+    """
+
+    def perf_counter(self) -> float:
+        return float(RecordingMachine.programs_started)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
 
 
 @contextmanager
-def _bounded_shrinking(seconds: float) -> Any:
-    """Cap Hypothesis's shrink phase (5 minutes by default) so a failing grade cell answers fast."""
-    previous = getattr(_hypothesis_engine, "MAX_SHRINKING_SECONDS", None)
-    if previous is not None:
-        _hypothesis_engine.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]
+def _shrinking_bounded_by_count(programs: int) -> Iterator[None]:
+    engine: Any = _hypothesis_engine
+    saved = {
+        name: getattr(engine, name)
+        for name in ("time", "MAX_SHRINKING_SECONDS")
+        if hasattr(engine, name)
+    }
+    if len(saved) == 2:
+        engine.time = _ProgramClock()
+        engine.MAX_SHRINKING_SECONDS = programs
     try:
         yield
     finally:
-        if previous is not None:
-            _hypothesis_engine.MAX_SHRINKING_SECONDS = previous
+        for name, value in saved.items():
+            setattr(engine, name, value)
+
+
+class _Interrupts:
+    """Tells a real Ctrl-C (SIGINT) from ``raise KeyboardInterrupt`` in the learner's code."""
+
+    def __init__(self) -> None:
+        self.real = False
+
+    @contextmanager
+    def watch(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            self.real = True  # cannot tell: treat every interrupt as real
+            yield
+            return
+
+        def on_sigint(signum: int, frame: Any) -> None:
+            self.real = True
+            raise KeyboardInterrupt
+
+        try:
+            previous = signal.signal(signal.SIGINT, on_sigint)
+        except ValueError:  # pragma: no cover - not the main interpreter
+            self.real = True
+            yield
+            return
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+class _NotWritten(Exception):
+    """Internal: a NotImplementedError from the implementation, found while running checks."""
+
+    def __init__(self, cause: NotImplementedError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 def _not_implemented(exc: BaseException) -> NotImplementedError | None:
@@ -241,20 +363,36 @@ def _not_implemented(exc: BaseException) -> NotImplementedError | None:
     return None
 
 
-def _run_probe(probe: Probe, impl: Any) -> BaseException | None:
+def _learner_escape(exc: BaseException, interrupts: _Interrupts) -> bool:
+    """SystemExit or a KeyboardInterrupt that no Ctrl-C caused: the learner's code raised it."""
+    if isinstance(exc, KeyboardInterrupt):
+        return not interrupts.real
+    return isinstance(exc, SystemExit)
+
+
+def _run_probe(probe: Probe, impl: Any, interrupts: _Interrupts) -> BaseException | None:
     try:
         with hang_guard(f"probe {probe.name!r}", PROBE_TIMEOUT_S):
             probe.run(impl)
     except ImplementationHung as exc:
         return exc
-    except NotImplementedError:
-        raise
+    except NotImplementedError as exc:
+        raise _NotWritten(exc) from exc
     except Exception as exc:
+        missing = _not_implemented(exc)
+        if missing is not None:
+            raise _NotWritten(missing) from exc
         return exc
+    except (SystemExit, KeyboardInterrupt) as exc:
+        if _learner_escape(exc, interrupts):
+            return exc
+        raise
     return None
 
 
-def _run_machine(check: MachineCheck, impl: Any) -> tuple[BaseException | None, str]:
+def _run_machine(
+    check: MachineCheck, impl: Any, interrupts: _Interrupts
+) -> tuple[BaseException | None, str]:
     machine = check.build(impl)
     machine.last = None
     chosen = settings(
@@ -272,27 +410,20 @@ def _run_machine(check: MachineCheck, impl: Any) -> tuple[BaseException | None, 
     sink = io.StringIO()
     try:
         with (
-            _bounded_shrinking(SHRINK_BUDGET_S),
+            _shrinking_bounded_by_count(SHRINK_PROGRAMS),
             without_local_constants(),
             redirect_stdout(sink),
         ):
             run_state_machine_as_test(machine, settings=chosen)
-    except ImplementationHung as exc:
-        code = "\n".join(machine.last.log) if machine.last else ""
-        return exc, code
-    except NotImplementedError:
-        raise
-    except Flaky as exc:
-        code = "\n".join(machine.last.log) if machine.last else ""
-        return exc, code
+    except (ImplementationHung, Flaky) as exc:
+        return exc, "\n".join(machine.last.log) if machine.last else ""
     except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt):
+        if isinstance(exc, SystemExit | KeyboardInterrupt) and not _learner_escape(exc, interrupts):
             raise
         missing = _not_implemented(exc)
         if missing is not None:
-            raise missing from None
-        code = "\n".join(machine.last.log) if machine.last else ""
-        return exc, code
+            raise _NotWritten(missing) from None
+        return exc, "\n".join(machine.last.log) if machine.last else ""
     return None, ""
 
 
@@ -306,6 +437,36 @@ def _keep_hypothesis_files_out_of_the_notebook_folder() -> None:
     _HOME_MOVED.append(True)
 
 
+@dataclass
+class _Failure:
+    label: str
+    exc: BaseException
+    hint: str
+    code: str
+
+
+def _learner_exception(exc: BaseException) -> bool:
+    return not isinstance(exc, ProbeFailed | InvariantViolation | ImplementationHung | Flaky)
+
+
+def _diagnosed(topic: Topic, code: str, impl: Any) -> str | None:
+    """The topic's ``diagnose`` hook, guarded: its failure must never hide the check's hint."""
+    if topic.diagnose is None or not code:
+        return None
+    try:
+        with hang_guard("diagnose", DIAGNOSE_TIMEOUT_S), redirect_stdout(io.StringIO()):
+            found = topic.diagnose(code.splitlines(), impl)
+    except (Exception, ImplementationHung):
+        return None
+    return found if isinstance(found, str) and found else None
+
+
+def _finish(report: Report, out: TextIO | None, quiet: bool) -> None:
+    if not quiet:
+        print(report.text, file=out)
+        report.printed = True
+
+
 def grade(
     topic: str | Topic,
     impl: Any,
@@ -317,7 +478,8 @@ def grade(
     """Grade ``impl`` on ``topic`` up to ``step`` (all steps when None).
 
     Prints a short deterministic report and returns it when everything passes; raises
-    :class:`GradeFailure` (whose message is the report) on the first failing check.
+    :class:`GradeFailure` (whose message is the report) on the first failing check, and
+    :class:`StepNotWritten` when a method of the graded steps is not written yet.
     """
     __tracebackhide__ = True
     _keep_hypothesis_files_out_of_the_notebook_folder()
@@ -333,72 +495,123 @@ def grade(
         head = f"{the_topic.name} · all {len(the_topic.steps)} steps"
     report.lines.append(head)
 
-    failure: tuple[str, BaseException, str, str] | None = None  # (check, exc, hint, code)
+    stale = stacking_problem(impl)
+    if stale is not None:
+        what, hint = stale
+        report.passed, report.verdict, report.hint = False, "failed", hint
+        report.lines += [f"  ✗ {what}", f"    hint: {hint}", "FAILED"]
+        _finish(report, out, quiet)
+        raise GradeFailure(report)
+
+    interrupts = _Interrupts()
+    try:
+        with interrupts.watch():
+            failure = _run_checks(steps, final, impl, report, interrupts, the_topic)
+    except _NotWritten as missing:
+        report.passed, report.verdict = False, "not written"
+        frame = learner_frame(missing.cause)
+        method = f"`{frame.name}`" if frame is not None else "a method"
+        report.lines += [f"  ✗ step {final.number}: {method} is not written yet", "NOT FINISHED"]
+        _finish(report, out, quiet)
+        raise StepNotWritten(report) from None
+
+    if failure is None:
+        report.lines.append("PASSED")
+        _finish(report, out, quiet)
+        return report
+
+    report.passed, report.verdict = False, "failed"
+    report.hint, report.code = failure.hint, failure.code
+    exc = failure.exc
+    program = failure.code.splitlines()
+    report.lines.append(f"  ✗ {failure.label}")
+    if isinstance(exc, ImplementationHung) and program:
+        report.lines.append(f"      `{program[-1]}` did not return within {exc.seconds:g} s")
+    else:
+        report.lines.extend(_indent(_describe(exc)))
+    if _learner_exception(exc) or isinstance(exc, ImplementationHung):
+        frame = learner_frame(exc)
+        if frame is not None:
+            source = (frame.line or "").strip()
+            verb = "looping" if isinstance(exc, ImplementationHung) else "raised"
+            report.lines.append(
+                f"      {verb} in your {frame.name}(), line {frame.lineno}"
+                + (f": {source}" if source else "")
+            )
+        if program and not isinstance(exc, ImplementationHung):
+            report.lines.append(f"      while running: {program[-1]}")
+    if failure.code:
+        report.lines.append("    reproduce:")
+        report.lines.extend(_indent(failure.code, "      "))
+    report.lines.append(f"    hint: {failure.hint}")
+    report.lines.append("FAILED")
+    _finish(report, out, quiet)
+    raise GradeFailure(report)
+
+
+def _run_checks(
+    steps: Sequence[Step],
+    final: Step,
+    impl: Any,
+    report: Report,
+    interrupts: _Interrupts,
+    topic: Topic,
+) -> _Failure | None:
+    """Run the probes of every step, then the final step's machine; the first failure or None."""
     for s in steps:
         passed_here = 0
         for probe in s.probes:
-            exc = _run_probe(probe, impl)
+            exc = _run_probe(probe, impl, interrupts)
             label = f"step {s.number} · {probe.name}"
             if exc is None:
                 passed_here += 1
                 if s is final:
                     report.lines.append(f"  ✓ {label}")
                 continue
-            code = exc.code if isinstance(exc, ProbeFailed) else ""
-            hint = probe.hint
-            if isinstance(exc, ProbeFailed) and exc.hint:
-                hint = exc.hint
-            if isinstance(exc, ImplementationHung):
-                hint = f"a call never returned — an endless loop? {probe.hint}"
-            failure = (label, exc, hint, code)
-            break
-        if failure:
-            break
+            return _probe_failure(probe, label, exc, impl, topic)
         if s is not final and s.probes:
             report.lines.append(f"  ✓ step {s.number} · {s.title} ({passed_here} checks)")
 
-    if failure is None and final.machine is not None:
-        check = final.machine
-        exc, code = _run_machine(check, impl)
-        label = f"step {final.number} · {check.name}"
-        if exc is None:
-            report.lines.append(
-                f"  ✓ {label}: {check.max_examples} random programs of up to "
-                f"{check.step_count} calls agree with the model"
-            )
-            report.lines.append("      invariants: " + "; ".join(check.invariants))
-        else:
-            if isinstance(exc, InvariantViolation):
-                hint = check.hints.get(exc.invariant, check.generic_hint)
-            elif isinstance(exc, ImplementationHung):
-                hint = (
-                    "a call never returned — an eviction or retry loop that cannot make "
-                    "progress? Check how the loop ends when nothing can be removed."
-                )
-            else:
-                hint = check.hints.get("exception", check.generic_hint)
-            failure = (label, exc, hint, code)
+    if final.machine is None:
+        return None
+    check = final.machine
+    exc, code = _run_machine(check, impl, interrupts)
+    label = f"step {final.number} · {check.name}"
+    if exc is None:
+        report.lines.append(
+            f"  ✓ {label}: {check.max_examples} random programs of up to "
+            f"{check.step_count} calls agree with the model"
+        )
+        report.lines.append("      invariants: " + "; ".join(check.invariants))
+        return None
+    if isinstance(exc, InvariantViolation):
+        hint = check.hints.get(exc.invariant, check.generic_hint)
+    elif isinstance(exc, ImplementationHung):
+        return _Failure(label, exc, HANG_HINT, code)
+    elif isinstance(exc, Flaky):
+        hint = check.generic_hint
+    else:
+        hint = exception_hint(exc) or check.hints.get("exception", check.generic_hint)
+    return _Failure(label, exc, _diagnosed(topic, code, impl) or hint, code)
 
-    if failure is None:
-        report.lines.append("PASSED")
-        if not quiet:
-            print(report.text, file=out)
-        return report
 
-    label, exc, hint, code = failure
-    report.passed = False
-    report.hint = hint
-    report.code = code
-    report.lines.append(f"  ✗ {label}")
-    report.lines.extend(_indent(_describe(exc)))
-    where = _learner_frame(exc)
-    if where and not isinstance(exc, ProbeFailed | InvariantViolation):
-        report.lines.append(f"      raised in {where}")
-    if code:
-        report.lines.append("    reproduce:")
-        report.lines.extend(_indent(code, "      "))
-    report.lines.append(f"    hint: {hint}")
-    report.lines.append("FAILED")
-    if not quiet:
-        print(report.text, file=out)
-    raise GradeFailure(report)
+def _probe_failure(
+    probe: Probe, label: str, exc: BaseException, impl: Any, topic: Topic
+) -> _Failure:
+    if isinstance(exc, ProbeFailed):
+        return _Failure(
+            label, exc, _diagnosed(topic, exc.code, impl) or exc.hint or probe.hint, exc.code
+        )
+    code = "\n".join(program_in_progress(_traceback_of(exc)) or ())
+    if isinstance(exc, ImplementationHung):
+        return _Failure(label, exc, HANG_HINT, code)
+    hint = exception_hint(exc) or probe.hint
+    return _Failure(label, exc, _diagnosed(topic, code, impl) or hint, code)
+
+
+def _traceback_of(exc: BaseException) -> TracebackType | None:
+    """The traceback that reached into the program: a hang raised from a swallowed one has it
+    on its cause."""
+    if isinstance(exc, ImplementationHung) and exc.__cause__ is not None:
+        return exc.__cause__.__traceback__ or exc.__traceback__
+    return exc.__traceback__

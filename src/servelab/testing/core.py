@@ -8,13 +8,19 @@ machine's own internals.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
+import sys
+import sysconfig
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
 from typing import Any, ClassVar, TypeVar
 
+import hypothesis
 from hypothesis.stateful import RuleBasedStateMachine
 
 T = TypeVar("T")
@@ -24,6 +30,7 @@ __all__ = [
     "InvariantViolation",
     "RecordingMachine",
     "hang_guard",
+    "is_library_code",
     "thoroughness",
     "without_local_constants",
 ]
@@ -55,8 +62,34 @@ class ImplementationHung(BaseException):
         self.seconds = seconds
 
 
+_LIBRARY_DIRS = tuple(
+    str(Path(folder).resolve())
+    for folder in (
+        str(Path(__file__).resolve().parent.parent),  # servelab
+        str(Path(hypothesis.__file__).resolve().parent),
+        sysconfig.get_path("stdlib"),
+        sysconfig.get_path("platstdlib"),
+    )
+)
+
+
+@functools.lru_cache(maxsize=1024)
+def is_library_code(filename: str) -> bool:
+    """True for servelab's, Hypothesis's and the standard library's files: not learner code.
+
+    Code a grader compiles from a string is named ``<probe>``; any other file, ``<string>``
+    included, is the learner's.
+    """
+    if filename.startswith("<"):
+        return filename == "<probe>" or filename.startswith("<frozen ")
+    return filename.startswith(_LIBRARY_DIRS) or str(Path(filename).resolve()).startswith(
+        _LIBRARY_DIRS
+    )
+
+
 _guard_depth = threading.local()
 WALL_FACTOR = 5.0
+REPEAT_S = 0.05
 
 
 @contextmanager
@@ -65,9 +98,15 @@ def hang_guard(code: str, seconds: float) -> Iterator[None]:
 
     Two interval timers interrupt pure-Python loops: CPU time (``seconds``), so a busy machine
     does not make an honest call look hung, and wall time (``WALL_FACTOR`` times longer), so a
-    loop that sleeps between retries is caught too. They are armed only in the main thread of a
-    POSIX process (where grade cells, pytest and the CLI run) and only by the outermost guard;
-    elsewhere the body runs unguarded.
+    loop that sleeps between retries is caught too. Once fired, they fire again every
+    ``REPEAT_S`` until the body ends, and after each alarm the learner's next line raises
+    again, so a loop that catches the exception (``while ...: try: ... except: pass``) is still
+    stopped; a body that swallowed it and returned is reported as hung all the same.
+
+    The timers are armed only in the main thread of a POSIX process (where grade cells, pytest
+    and the CLI run) and only by the outermost guard; elsewhere the body runs unguarded. A loop
+    inside one C call (``sum(range(10**12))``) never reaches a Python frame, so only a process
+    boundary can stop it: the CLI grades in a child process for that reason.
     """
     usable = (
         hasattr(signal, "setitimer")
@@ -78,22 +117,56 @@ def hang_guard(code: str, seconds: float) -> Iterator[None]:
         yield
         return
 
-    def on_alarm(signum: int, frame: Any) -> None:
-        raise ImplementationHung(code, seconds)
+    state = {"armed": True, "fired": False}
 
+    def again_on_next_line(frame: FrameType, event: str, arg: Any) -> Any:
+        # Raised from the learner's next line: inside an ``except:`` that caught the last one,
+        # it escapes that ``try`` (Python then turns tracing off until the next alarm).
+        if not state["armed"]:
+            return None
+        if event == "line" and not is_library_code(frame.f_code.co_filename):
+            raise ImplementationHung(code, seconds)
+        return again_on_next_line
+
+    def on_alarm(signum: int, frame: FrameType | None) -> None:
+        if not state["armed"]:
+            return
+        first = not state["fired"]
+        state["fired"] = True
+        sys.settrace(again_on_next_line)
+        in_learner_code = False
+        while frame is not None:
+            if not is_library_code(frame.f_code.co_filename):
+                frame.f_trace = again_on_next_line
+                in_learner_code = True
+            frame = frame.f_back
+        if first or in_learner_code:  # later alarms leave library frames to the tracer
+            raise ImplementationHung(code, seconds)
+
+    previous_trace = sys.gettrace()
     previous_real = signal.signal(signal.SIGALRM, on_alarm)
     previous_prof = signal.signal(signal.SIGPROF, on_alarm)
     _guard_depth.n = 1
-    signal.setitimer(signal.ITIMER_PROF, seconds)
-    signal.setitimer(signal.ITIMER_REAL, seconds * WALL_FACTOR)
+    signal.setitimer(signal.ITIMER_PROF, seconds, REPEAT_S)
+    signal.setitimer(signal.ITIMER_REAL, seconds * WALL_FACTOR, REPEAT_S)
     try:
         yield
+    except BaseException as exc:
+        state["armed"] = False
+        if state["fired"] and not isinstance(exc, ImplementationHung | GeneratorExit):
+            raise ImplementationHung(code, seconds) from exc
+        raise
     finally:
+        state["armed"] = False
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.setitimer(signal.ITIMER_PROF, 0)
+        if state["fired"]:
+            sys.settrace(previous_trace)
         signal.signal(signal.SIGALRM, previous_real)
         signal.signal(signal.SIGPROF, previous_prof)
         _guard_depth.n = 0
+    if state["fired"]:  # the body caught every ImplementationHung and then returned
+        raise ImplementationHung(code, seconds)
 
 
 class RecordingMachine(RuleBasedStateMachine):
@@ -105,11 +178,14 @@ class RecordingMachine(RuleBasedStateMachine):
 
     last: ClassVar[RecordingMachine | None] = None
     call_timeout: ClassVar[float] = 2.0
+    #: Programs started by every machine so far: the grader bounds shrinking by this count.
+    programs_started: ClassVar[int] = 0
 
     def __init__(self) -> None:
         super().__init__()
         self.log: list[str] = []
         type(self).last = self
+        RecordingMachine.programs_started += 1
 
     def record(self, line: str) -> None:
         """Write down a line of the learner-facing program without running anything."""

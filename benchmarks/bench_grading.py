@@ -1,0 +1,113 @@
+"""Grade-cell cost: CPU seconds per grade for the reference and for known-buggy implementations.
+
+A learner waits for every grade cell, so the grader has a budget: a correct implementation
+grades in at most 3 s of CPU per step, and a failing one answers in at most 5 s. CPU time
+(``time.process_time``) rather than wall time, so other load on the machine does not count.
+
+Rows, per topic:
+
+* ``reference step N``: the package's own implementation graded at step N (probes of steps
+  1..N, then the step-N state machine: exactly what a grade cell runs);
+* ``failing``: every known-buggy implementation in ``tests/buggy/<topic>/`` graded on all
+  steps, as the report it produces after shrinking; the slowest and the median are shown,
+  and the slowest file is named.
+
+The peer for each row is the budget it must stay under (the ``of budget`` column). Run:
+``python benchmarks/bench_grading.py [--quick] [--topic NAME]`` (``--quick``: reference only
+at the last step, and at most three buggy files per topic).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from servelab.grading import GradeFailure, grade, load_topic, topics
+from servelab.kv.blocks import BlockManager
+from servelab.kv.prefix import PrefixCachingBlockManager
+from servelab.kv.scheduler import Scheduler
+from servelab.weights import WeightCache
+from servelab.weights.policies import LFU, SIEVE
+
+PASSING_BUDGET_S = 3.0
+FAILING_BUDGET_S = 5.0
+ROOT = Path(__file__).resolve().parent.parent
+
+REFERENCES: dict[str, Any] = {
+    "weight-cache": WeightCache,
+    "eviction-policy": {"LFU": LFU, "SIEVE": SIEVE},
+    "block-manager": BlockManager,
+    "scheduler": Scheduler,
+    "prefix-cache": PrefixCachingBlockManager,
+}
+
+
+def timed_grade(topic: str, impl: Any, step: int | None) -> tuple[float, bool]:
+    """CPU seconds of one grade, and whether it passed."""
+    start = time.process_time()
+    try:
+        passed = grade(topic, impl, step=step, out=io.StringIO()).passed
+    except GradeFailure:
+        passed = False
+    return time.process_time() - start, passed
+
+
+def buggy_implementations(topic: str) -> list[tuple[str, Any]]:
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        from buggy_impls import mistakes
+    finally:
+        sys.path.remove(str(ROOT / "tests"))
+    return [(m.name, m.impl) for m in mistakes(topic)]
+
+
+def row(label: str, seconds: float, budget: float, note: str = "") -> str:
+    flag = "ok" if seconds <= budget else "OVER"
+    return f"  {label:<28}{seconds:>8.2f} s {seconds / budget:>9.0%}  {flag:<4} {note}"
+
+
+def bench_topic(topic: str, quick: bool) -> list[str]:
+    lines = [f"{topic}"]
+    reference = REFERENCES[topic]
+    numbers = [s.number for s in load_topic(topic).steps]
+    for number in numbers[-1:] if quick else numbers:
+        seconds, passed = timed_grade(topic, reference, number)
+        note = "" if passed else "(did not pass!)"
+        lines.append(row(f"reference step {number}", seconds, PASSING_BUDGET_S, note))
+    buggy = buggy_implementations(topic)
+    if quick:
+        buggy = buggy[:3]
+    timings: list[tuple[float, str]] = []
+    for name, impl in buggy:
+        seconds, passed = timed_grade(topic, impl, None)
+        timings.append((seconds, f"{name} (passed!)" if passed else name))
+    if timings:
+        slowest, name = max(timings)
+        median = statistics.median(t for t, _ in timings)
+        lines.append(row(f"failing, median of {len(timings)}", median, FAILING_BUDGET_S))
+        lines.append(row("failing, slowest", slowest, FAILING_BUDGET_S, name))
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer steps and buggy files")
+    parser.add_argument("--topic", choices=topics(), action="append", help="only these topics")
+    args = parser.parse_args(argv)
+    print(f"{'':<30}{'CPU':>8}   {'of budget':>9}")
+    for topic in args.topic or topics():
+        print("\n".join(bench_topic(topic, args.quick)), flush=True)
+    print(
+        f"budgets: {PASSING_BUDGET_S:g} s of CPU per passing step, "
+        f"{FAILING_BUDGET_S:g} s per failing grade"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

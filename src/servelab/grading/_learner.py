@@ -1,0 +1,149 @@
+"""What the grader says about the learner's own code: where it broke, and what that usually means.
+
+A grade report speaks of the learner's methods, never of the grader's. The helpers here find, in a
+traceback, the learner's frame (not servelab, not Hypothesis, not the standard library) and the
+program the grader was running when the exception happened, and they hold the hints for the
+exceptions that learners' code raises most often.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import servelab
+from servelab.testing.core import is_library_code
+
+__all__ = [
+    "EXCEPTION_HINTS",
+    "exception_hint",
+    "learner_frame",
+    "program_in_progress",
+    "stacking_problem",
+]
+
+_SERVELAB = str(Path(servelab.__file__).resolve().parent)
+
+EXCEPTION_HINTS: Mapping[str, str] = {
+    "StopIteration": (
+        "next() found nothing left: your code asked for one more item than there was (a victim "
+        "when nothing can be evicted?). A loop that repeats until something fits must get "
+        "closer on every pass: check that each removal gives its size back"
+    ),
+    "KeyError": (
+        "a lookup of a key that is not there: it was never added, or was already removed from "
+        "one structure but not from another; update every structure in the same place"
+    ),
+    "AttributeError": (
+        "an attribute that does not exist: a typo, or a name the skeleton spells differently "
+        "(compare with the skeleton's __init__)"
+    ),
+    "IndexError": (
+        "an index past the end of a list, or a pop from an empty one: check the empty case"
+    ),
+    "TypeError": (
+        "a call with the wrong arguments, or an operation on a value of the wrong type (often "
+        "None returned by a method that forgot to return)"
+    ),
+    "RecursionError": (
+        "a method that calls itself without end: call the previous step's version with "
+        "super().method(...), not self.method(...)"
+    ),
+    "ZeroDivisionError": "a division by zero: check the empty case first",
+    "UnboundLocalError": "a local variable used before it is assigned on every path",
+    "NameError": "a name that is not defined in your cell: a typo, or a missing import",
+    "SystemExit": (
+        "sys.exit() or raise SystemExit inside a method ends the whole program; raise an "
+        "exception that says what went wrong instead"
+    ),
+    "KeyboardInterrupt": (
+        "raise KeyboardInterrupt inside a method looks like Ctrl-C to the caller; raise an "
+        "exception that says what went wrong instead"
+    ),
+}
+
+
+def exception_hint(exc: BaseException) -> str | None:
+    """The hint for an exception raised by the learner's code, by its type (and its bases)."""
+    for kind in type(exc).__mro__:
+        if kind.__name__ in EXCEPTION_HINTS:
+            return EXCEPTION_HINTS[kind.__name__]
+    return None
+
+
+def learner_frame(exc: BaseException) -> traceback.FrameSummary | None:
+    """The innermost frame of the traceback that belongs to the learner's code, if any."""
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if not is_library_code(frame.filename):
+            return frame
+    return None
+
+
+def program_in_progress(tb: TracebackType | None) -> list[str] | None:
+    """The paste-able program a grader script was running when ``tb`` was raised.
+
+    Every topic's probes and state machines write each call down before making it (a
+    ``Script.lines`` or ``RecordingMachine.log`` list of code lines), so the innermost grader
+    frame whose ``self`` holds such a list knows the whole program, the last line being the
+    operation in progress.
+    """
+    found: list[str] | None = None
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_filename.startswith(_SERVELAB):
+            owner = frame.f_locals.get("self")
+            for name in ("lines", "log"):
+                lines = getattr(owner, name, None)
+                if isinstance(lines, list) and lines and all(isinstance(x, str) for x in lines):
+                    found = list(lines)
+                    break
+        tb = tb.tb_next
+    return found
+
+
+def _classes(impl: Any) -> list[type]:
+    values = impl.values() if isinstance(impl, Mapping) else [impl]
+    return [value for value in values if isinstance(value, type)]
+
+
+def stacking_problem(impl: Any) -> tuple[str, str] | None:
+    """A class graded on top of a stale copy of itself or of a parent: (what, hint) or None.
+
+    Two ways a notebook's classes go stale, both fixed by running cells again, neither a
+    mistake in the code:
+
+    * the same class twice in the MRO: a cell written ``class X(X)`` ran twice;
+    * a parent that a cell has since redefined (``SizedCache`` ran again after
+      ``EvictingCache(SizedCache)``): the graded class still extends the old one. Only
+      classes of ``__main__`` (notebook cells) are checked, where re-running happens.
+    """
+    for cls in _classes(impl):
+        seen: dict[tuple[str, str], type] = {}
+        for klass in cls.__mro__:
+            key = (klass.__module__, klass.__qualname__)
+            if key in seen:
+                chain = " → ".join(k.__name__ for k in cls.__mro__ if k is not object)
+                return (
+                    f"`{cls.__name__}` is built on an earlier definition of `{klass.__name__}` "
+                    f"({chain}): a cell that extends its own class ran twice",
+                    "restart the kernel and run all cells",
+                )
+            seen[key] = klass
+        main = sys.modules.get("__main__")
+        for klass in cls.__mro__[1:]:
+            if klass.__module__ != "__main__" or klass.__qualname__ != klass.__name__:
+                continue
+            current = getattr(main, klass.__name__, klass)
+            if isinstance(current, type) and current is not klass:
+                return (
+                    f"`{cls.__name__}` extends an older `{klass.__name__}`: the cell that "
+                    f"defines `{klass.__name__}` ran again after the one that defines "
+                    f"`{cls.__name__}`",
+                    f"run the cells from `{klass.__name__}` down to this grade cell again, or "
+                    "restart the kernel and run all cells",
+                )
+    return None

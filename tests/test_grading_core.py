@@ -1,0 +1,521 @@
+"""The grading engine itself: what a grade cell shows, whatever the learner's code does.
+
+The learner's code here is notebook 01's own cells (``solutions/01_weight_cache.ipynb``, found
+by cell id), run in a module that stands in for the notebook's ``__main__``, plus small edits
+of them that make one mistake each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import io
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import types
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from servelab.grading import GradeFailure, Step, Topic, grade, load_topic
+from servelab.grading.core import StepNotWritten
+from servelab.testing.core import ImplementationHung, hang_guard
+
+ROOT = Path(__file__).resolve().parent.parent
+TOPIC = "weight-cache"
+STEP_CELLS = {1: "c07", 2: "c11", 3: "c18", 4: "c22", 5: "c31"}  # cell ids of the step classes
+SKELETON_CELLS = ("c01", "c03")
+STEP_CLASS = {1: "SizedCache", 2: "EvictingCache", 3: "PinningCache", 4: "CheckedCache"}
+STEP_CLASS[5] = "WeightCache"
+
+
+def _clear_solution_regions(source: str) -> str:
+    """The exercise's version of a cell, exactly as ``tools/notebooks.py`` writes it."""
+    name = "servelab_tools_notebooks"
+    tool = sys.modules.get(name)
+    if tool is None:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / "notebooks.py")
+        assert spec is not None and spec.loader is not None
+        tool = importlib.util.module_from_spec(spec)
+        sys.modules[name] = tool
+        spec.loader.exec_module(tool)
+    cleared: str = tool.clear_solution_regions(source)
+    return cleared
+
+
+def _cells() -> dict[str, str]:
+    notebook = nbformat.read(ROOT / "solutions" / "01_weight_cache.ipynb", as_version=4)
+    return {cell.id: cell.source for cell in notebook.cells}
+
+
+CELLS = _cells()
+
+
+@pytest.fixture
+def main(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    """A fresh ``__main__`` (a notebook kernel) with the skeleton cells run."""
+    module = types.ModuleType("__main__")
+    monkeypatch.setitem(sys.modules, "__main__", module)
+    for cell in SKELETON_CELLS:
+        run_cell(module, CELLS[cell])
+    return module
+
+
+def run_cell(main: types.ModuleType, source: str) -> None:
+    exec(compile(source, f"<cell {abs(hash(source))}>", "exec"), main.__dict__)
+
+
+def run_steps(main: types.ModuleType, upto: int) -> None:
+    for number in range(1, upto + 1):
+        run_cell(main, CELLS[STEP_CELLS[number]])
+
+
+def failure_of(topic: str | Topic, impl: Any, step: int | None = None) -> GradeFailure:
+    with pytest.raises(GradeFailure) as failure:
+        grade(topic, impl, step=step, out=io.StringIO())
+    return failure.value
+
+
+# --- §1: re-running a cell never changes a grade -------------------------------------------
+
+
+def test_every_step_cell_run_twice_still_passes(main: types.ModuleType) -> None:
+    for number in STEP_CELLS:
+        run_cell(main, CELLS[STEP_CELLS[number]])
+        run_cell(main, CELLS[STEP_CELLS[number]])
+    report = grade(TOPIC, main.WeightCache, step=5, out=io.StringIO())
+    assert report.passed
+
+
+def test_a_stub_cell_then_its_filled_version_passes(main: types.ModuleType) -> None:
+    run_steps(main, 1)
+    stub = _clear_solution_regions(CELLS[STEP_CELLS[2]])
+    assert "raise NotImplementedError()" in stub
+    run_cell(main, stub)
+    with pytest.raises(StepNotWritten):
+        grade(TOPIC, main.EvictingCache, step=2, out=io.StringIO())
+    run_cell(main, CELLS[STEP_CELLS[2]])
+    assert grade(TOPIC, main.EvictingCache, step=2, out=io.StringIO()).passed
+
+
+def test_a_class_stacked_on_itself_asks_for_a_restart(main: types.ModuleType) -> None:
+    run_steps(main, 5)
+    old_style = CELLS[STEP_CELLS[5]].replace(
+        "class WeightCache(CheckedCache):", "class WeightCache(WeightCache):"
+    )
+    run_cell(main, old_style)  # the cell of the old notebooks, run a second time
+    failure = failure_of(TOPIC, main.WeightCache, step=5)
+    text = failure.report.text
+    assert "restart the kernel and run all cells" in text
+    assert "earlier definition of `WeightCache`" in text
+    assert "✓" not in text and "reproduce:" not in text  # not diagnosed as a mistake
+
+
+def test_a_parent_run_again_after_its_child_asks_to_run_the_cells_again(
+    main: types.ModuleType,
+) -> None:
+    run_steps(main, 5)
+    run_cell(main, CELLS[STEP_CELLS[4]])  # CheckedCache again; WeightCache extends the old one
+    text = failure_of(TOPIC, main.WeightCache, step=5).report.text
+    assert "extends an older `CheckedCache`" in text
+    assert "run the cells from `CheckedCache` down to this grade cell again" in text
+    run_cell(main, CELLS[STEP_CELLS[5]])
+    assert grade(TOPIC, main.WeightCache, step=5, out=io.StringIO()).passed
+
+
+# --- §2: a step not yet written says so, once ----------------------------------------------
+
+
+def test_an_unwritten_step_says_so_in_one_line(main: types.ModuleType) -> None:
+    run_steps(main, 2)
+    run_cell(
+        main,
+        "class PinningCache(EvictingCache):\n"
+        "    def pin(self, key):\n"
+        "        # YOUR CODE HERE\n"
+        "        raise NotImplementedError()\n",
+    )
+    out = io.StringIO()
+    with pytest.raises(StepNotWritten) as failure:
+        grade(TOPIC, main.PinningCache, step=3, out=out)
+    assert isinstance(failure.value, NotImplementedError)
+    assert out.getvalue().splitlines() == [
+        "weight-cache · step 3 of 5: pinning, then refcounted pins for two replicas",
+        "  ✓ step 1 · bytes, not a count (3 checks)",
+        "  ✓ step 2 · the eviction loop (4 checks)",
+        "  ✗ step 3: `pin` is not written yet",
+        "NOT FINISHED",
+    ]
+    assert failure.value._render_traceback_() == [
+        "StepNotWritten: weight-cache step 3 is not finished (see the report above)"
+    ]
+
+
+def test_a_method_left_as_a_stub_is_named_under_the_step_graded(main: types.ModuleType) -> None:
+    run_steps(main, 2)
+    run_cell(main, _clear_solution_regions(CELLS[STEP_CELLS[3]]))  # the whole step-3 stub
+    with pytest.raises(StepNotWritten) as failure:
+        grade(TOPIC, main.PinningCache, step=3, out=io.StringIO())
+    # The stub's _next_victim breaks step 2's checks, but it is step 3's cell to write.
+    assert failure.value.report.text.splitlines()[-2:] == [
+        "  ✗ step 3: `_next_victim` is not written yet",
+        "NOT FINISHED",
+    ]
+
+
+@pytest.fixture
+def shell(main: types.ModuleType) -> Iterator[Any]:
+    """An IPython shell whose user namespace is the notebook's ``__main__``."""
+    interactive = pytest.importorskip("IPython.core.interactiveshell")
+    instance = interactive.InteractiveShell.instance()
+    saved = dict(instance.user_ns)
+    instance.user_ns.update(main.__dict__)
+    instance.user_ns["grade"] = grade
+    yield instance
+    instance.user_ns.clear()
+    instance.user_ns.update(saved)
+
+
+def test_in_ipython_a_failure_shows_the_report_once_and_no_grader_frames(
+    shell: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.run_cell(CELLS[STEP_CELLS[1]])
+    shell.run_cell(
+        "class EvictingCache(SizedCache):\n"
+        "    def put(self, key, value, size):\n"
+        "        super().put(key, value, size)  # never evicts\n"
+    )
+    capsys.readouterr()
+    result = shell.run_cell('grade("weight-cache", EvictingCache, step=2)')
+    shown = capsys.readouterr()
+    assert isinstance(result.error_in_exec, GradeFailure)
+    everything = shown.out + shown.err
+    assert everything.count("✗ step 2") == 1
+    assert everything.count("hint:") == 1
+    assert "grading/" not in everything and "Traceback" not in everything
+    assert "GradeFailure: weight-cache step 2 failed (see the report above)" in everything
+
+
+def test_in_ipython_a_passing_cell_shows_the_report_and_nothing_else(
+    shell: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.run_cell(CELLS[STEP_CELLS[1]])
+    capsys.readouterr()
+    result = shell.run_cell('report = grade("weight-cache", SizedCache, step=1)')
+    shown = capsys.readouterr()
+    assert result.success
+    assert shown.out.endswith("PASSED\n") and shown.out.count("PASSED") == 1
+    # What a kernel's display hook sends as the cell's Out: nothing at all.
+    assert shell.display_formatter.format(shell.user_ns["report"]) == ({}, {})
+
+
+def test_a_report_graded_quietly_displays_its_text(
+    main: types.ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_steps(main, 1)
+    report = grade(TOPIC, main.SizedCache, step=1, quiet=True)
+    assert capsys.readouterr().out == ""
+    report._ipython_display_()
+    assert capsys.readouterr().out == report.text + "\n"
+
+
+# --- §3: the learner's exceptions are named, with the call in progress ---------------------
+
+NO_SUBTRACT = textwrap.dedent(
+    """
+    class EvictingCache(SizedCache):
+        def put(self, key, value, size):
+            if key in self._entries:
+                old_size, _ = self._entries.pop(key)
+                self._used -= old_size
+            while self._used + size > self.capacity:
+                self._evict(self._next_victim())
+            self._entries[key] = (size, value)
+            self._used += size
+
+        def _next_victim(self):
+            return next(iter(self._entries))
+
+        def _evict(self, key):
+            size, _ = self._entries.pop(key)  # forgot: self._used -= size
+    """
+)
+
+
+def test_stop_iteration_names_the_method_the_call_and_the_exception(
+    main: types.ModuleType,
+) -> None:
+    run_steps(main, 1)
+    run_cell(main, NO_SUBTRACT)
+    report = failure_of(TOPIC, main.EvictingCache, step=2).report
+    lines = report.text.splitlines()
+    assert "      StopIteration" in lines
+    assert "      raised in your _next_victim(), line 13" in lines
+    assert "      while running: cache.put('big', '<big weights>', 70)" in lines
+    assert report.code.splitlines()[0] == "cache = WeightCache(100)"
+    assert report.code.splitlines()[-1] == "cache.put('big', '<big weights>', 70)"
+    assert "next() found nothing left" in report.hint
+    assert "evict in a loop" not in report.hint
+
+
+@pytest.mark.parametrize(
+    ("edit", "broken", "exception", "hint"),
+    [
+        (
+            "self._entries.move_to_end(key)",
+            "self._entrys.move_to_end(key)",
+            "AttributeError",
+            "an attribute that does not exist",
+        ),
+        (
+            "return self._entries[key][1]",
+            "return self._entries[key, 0][1]",
+            "KeyError",
+            "a lookup of a key that is not there",
+        ),
+    ],
+)
+def test_other_learner_exceptions_get_their_own_hint(
+    main: types.ModuleType, edit: str, broken: str, exception: str, hint: str
+) -> None:
+    source = CELLS[STEP_CELLS[1]]
+    assert edit in source
+    run_cell(main, source.replace(edit, broken))
+    report = failure_of(TOPIC, main.SizedCache, step=1).report
+    assert f"      {exception}: " in report.text
+    assert "      raised in your get(), line" in report.text
+    assert "      while running: cache.get('a')" in report.text
+    assert hint in report.hint
+
+
+def test_diagnose_hook_replaces_the_hint_and_sees_the_reproduction(
+    main: types.ModuleType,
+) -> None:
+    run_steps(main, 1)
+    run_cell(main, NO_SUBTRACT)
+    calls: list[tuple[list[str], Any]] = []
+
+    def diagnose(program: Sequence[str], impl: Any) -> str | None:
+        calls.append((list(program), impl))
+        return "behaves like a cache that never gives an evicted entry's bytes back"
+
+    topic = dataclasses.replace(load_topic(TOPIC), diagnose=diagnose)
+    report = failure_of(topic, main.EvictingCache, step=2).report
+    assert report.hint == "behaves like a cache that never gives an evicted entry's bytes back"
+    assert calls == [(report.code.splitlines(), main.EvictingCache)]
+
+
+@pytest.mark.parametrize("outcome", ["none", "raises", "not a string"])
+def test_diagnose_hook_that_finds_nothing_or_breaks_keeps_the_checks_hint(
+    main: types.ModuleType, outcome: str
+) -> None:
+    run_steps(main, 1)
+    run_cell(main, NO_SUBTRACT)
+    plain = failure_of(TOPIC, main.EvictingCache, step=2).report
+
+    def diagnose(program: Sequence[str], impl: Any) -> Any:
+        if outcome == "raises":
+            raise RuntimeError("a catalogue bug")
+        return None if outcome == "none" else 42
+
+    topic = dataclasses.replace(load_topic(TOPIC), diagnose=diagnose)
+    assert failure_of(topic, main.EvictingCache, step=2).report.text == plain.text
+
+
+def test_diagnose_hook_is_not_asked_about_an_unwritten_step_or_a_stale_class(
+    main: types.ModuleType,
+) -> None:
+    calls: list[Any] = []
+    topic = dataclasses.replace(load_topic(TOPIC), diagnose=lambda p, i: calls.append(p))
+    run_steps(main, 2)
+    run_cell(main, _clear_solution_regions(CELLS[STEP_CELLS[3]]))
+    with pytest.raises(StepNotWritten):
+        grade(topic, main.PinningCache, step=3, out=io.StringIO())
+    run_cell(main, "class PinningCache(PinningCache):\n    pass\n")
+    with pytest.raises(GradeFailure, match="restart the kernel"):
+        grade(topic, main.PinningCache, step=3, out=io.StringIO())
+    assert calls == []
+
+
+# --- §4: the same report under load ---------------------------------------------------------
+
+REPLACE_WITHOUT_RELEASE = textwrap.dedent(
+    """
+    class LeakyCache(EvictingCache):
+        def put(self, key, value, size):
+            self._entries.pop(key, None)  # forgot: give the old size back
+            while self._used + size > self.capacity:
+                self._evict(self._next_victim())
+            self._entries[key] = (size, value)
+            self._used += size
+    """
+)
+
+
+def _machine_only(step: int) -> Topic:
+    """The topic reduced to one step's state machine: a failure that needs shrinking."""
+    topic = load_topic(TOPIC)
+    final = topic.step(step)
+    return Topic(TOPIC, "machine only", [Step(step, final.title, (), final.machine)])
+
+
+def test_shrinking_is_bounded_by_a_count_not_by_the_clock(
+    main: types.ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_steps(main, 2)
+    run_cell(main, REPLACE_WITHOUT_RELEASE)
+    quiet = failure_of(_machine_only(2), main.LeakyCache).report.text
+    real = time.perf_counter
+    ticks = iter(range(10**9))
+    monkeypatch.setattr(time, "perf_counter", lambda: real() + 1000.0 * next(ticks))
+    assert failure_of(_machine_only(2), main.LeakyCache).report.text == quiet
+
+
+@pytest.mark.slow
+def test_the_report_is_byte_identical_while_the_cpus_are_busy(main: types.ModuleType) -> None:
+    run_steps(main, 2)
+    run_cell(main, REPLACE_WITHOUT_RELEASE)
+    quiet = failure_of(_machine_only(2), main.LeakyCache).report.text
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        busy = failure_of(_machine_only(2), main.LeakyCache).report.text
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    assert busy == quiet
+
+
+# --- §5: hangs and escapes -----------------------------------------------------------------
+
+
+def test_a_hang_guard_still_fires_when_the_body_swallows_it() -> None:
+    def stubborn() -> None:
+        for _ in range(3):
+            try:
+                while True:
+                    pass
+            except BaseException:
+                pass
+
+    with pytest.raises(ImplementationHung), hang_guard("stubborn()", 0.2):
+        stubborn()
+
+
+def test_a_loop_that_catches_everything_is_reported() -> None:
+    # In a child process, so the old guard (which fired once) shows as a timeout, not a hang
+    # of the test run.
+    script = textwrap.dedent(
+        """
+        import io, time
+        from servelab.grading import GradeFailure, grade
+
+        class Stubborn:
+            def __init__(self, capacity):
+                self.capacity, self._entries, self.used = capacity, {}, 0
+            def keys(self):
+                return list(self._entries)
+            def get(self, key):
+                return None
+            def put(self, key, value, size):
+                while True:
+                    try:
+                        while True:
+                            pass
+                    except:
+                        pass
+
+        try:
+            grade("weight-cache", Stubborn, step=1, out=io.StringIO())
+        except GradeFailure as failure:
+            print(failure.report.text)
+        print(f"cpu {time.process_time():.1f}")
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert "`cache.put('a', '<a weights>', 10)` did not return within 5 s" in done.stdout, (
+        done.stdout + done.stderr
+    )
+    assert "looping in your put(), line" in done.stdout
+
+
+@pytest.mark.parametrize("escape", ["raise SystemExit(0)", "raise KeyboardInterrupt"])
+def test_system_exit_and_keyboard_interrupt_from_learner_code_fail_the_grade(
+    main: types.ModuleType, escape: str
+) -> None:
+    run_steps(main, 2)
+    run_cell(
+        main, f"class PinningCache(EvictingCache):\n    def pin(self, key):\n        {escape}\n"
+    )
+    report = failure_of(TOPIC, main.PinningCache, step=3).report
+    name = escape.split()[1].split("(")[0]
+    assert not report.passed
+    assert f"      {name}" in report.text
+    assert "while running: cache.pin('a')" in report.text
+    assert name in report.hint
+
+
+def test_a_real_ctrl_c_interrupts_the_grade(main: types.ModuleType) -> None:
+    run_steps(main, 2)
+    main.os, main.signal = os, signal
+    run_cell(
+        main,
+        "class PinningCache(EvictingCache):\n"
+        "    def pin(self, key):\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        while True:\n"
+        "            pass\n",
+    )
+    with pytest.raises(KeyboardInterrupt):
+        grade(TOPIC, main.PinningCache, step=3, out=io.StringIO())
+
+
+def _cli(tmp_path: Path, source: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    file = tmp_path / "learner.py"
+    file.write_text(textwrap.dedent(source), encoding="utf-8")
+    command = [sys.executable, "-m", "servelab", "grade", TOPIC, "--impl", f"{file}:Cache"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run(
+        [*command, "--step", "1", *extra], capture_output=True, text=True, timeout=120, env=env
+    )
+
+
+CLI_CACHE = """
+    class Cache:
+        def __init__(self, capacity):
+            self.capacity, self._entries, self.used = capacity, {}, 0
+        def keys(self):
+            return list(self._entries)
+        def get(self, key):
+            return None
+        def put(self, key, value, size):
+            %s
+"""
+
+
+def test_cli_fails_a_method_that_raises_system_exit(tmp_path: Path) -> None:
+    done = _cli(tmp_path, CLI_CACHE % "raise SystemExit(0)")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "SystemExit" in done.stdout and done.stdout.rstrip().endswith("FAILED")
+
+
+def test_cli_fails_a_method_that_ends_the_process(tmp_path: Path) -> None:
+    done = _cli(tmp_path, CLI_CACHE % "__import__('os')._exit(0)")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "grading ended early: the process exited with code 0" in done.stdout
+
+
+def test_cli_stops_a_loop_inside_one_c_call(tmp_path: Path) -> None:
+    done = _cli(tmp_path, CLI_CACHE % "sum(range(10**12))", "--timeout", "3")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "grading did not finish within 3 s" in done.stdout
