@@ -3,8 +3,12 @@
 * Every notebook in ``solutions/`` and ``notebooks/`` passes ``pytest --nbval-lax`` (run as a
   separate process, exactly the command a learner or CI would type).
 * Every notebook in ``exercises/``, executed as shipped, fails only with
-  ``NotImplementedError``, fails at least once, and fails in every grade cell: a skeleton must
-  not pass any step on its own.
+  ``NotImplementedError``, fails at least once, and every grade cell says its step is not
+  written yet (``StepNotWritten``, a ``NotImplementedError``) with no grader frames: a skeleton
+  must not pass any step on its own.
+* Re-running cells never changes a grade: every solution notebook, executed with each code cell
+  run twice in a row, and each cell with a solution region run first as the learner's stub,
+  passes every grade cell.
 * ``exercises/`` is what ``tools/notebooks.py`` generates from ``solutions/`` right now.
 """
 
@@ -15,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import nbformat
 import pytest
@@ -72,25 +77,34 @@ def _first_line(source: str) -> str:
     return next((line for line in source.splitlines() if line.strip()), "")[:70]
 
 
+def _is_grade_cell(cell: nbformat.NotebookNode) -> bool:
+    return cell.cell_type == "code" and cell.source.lstrip().startswith("grade(")
+
+
 def unexpected_outcomes(notebook: nbformat.NotebookNode) -> list[str]:
     """What is wrong with an executed exercise; empty when it fails exactly where it should."""
     failed: dict[int, list[str]] = {}
+    tracebacks: dict[int, str] = {}
     for index, cell in enumerate(notebook.cells):
         if cell.cell_type == "code":
-            names = [o.ename for o in cell.outputs if o.output_type == "error"]
-            if names:
-                failed[index] = names
+            errors = [o for o in cell.outputs if o.output_type == "error"]
+            if errors:
+                failed[index] = [o.ename for o in errors]
+                tracebacks[index] = "\n".join(line for o in errors for line in o.traceback)
     if not failed:
         return ["no cell raised NotImplementedError: the exercise leaves nothing to do"]
-    problems = [
-        f"cell {index} ({_first_line(notebook.cells[index].source)!r}) raised {names}"
-        for index, names in failed.items()
-        if any(name != "NotImplementedError" for name in names)
-    ]
+    problems = []
+    for index, names in failed.items():
+        cell = notebook.cells[index]
+        expected = "StepNotWritten" if _is_grade_cell(cell) else "NotImplementedError"
+        if any(name != expected for name in names):
+            problems.append(f"cell {index} ({_first_line(cell.source)!r}) raised {names}")
+        elif expected == "StepNotWritten" and "grading/" in tracebacks[index]:
+            problems.append(f"grade cell {index} shows the grader's frames")
     problems += [
         f"grade cell {index} ({_first_line(cell.source)!r}) passes on the unfinished skeleton"
         for index, cell in enumerate(notebook.cells)
-        if cell.cell_type == "code" and "grade(" in cell.source and index not in failed
+        if _is_grade_cell(cell) and index not in failed
     ]
     return problems
 
@@ -123,11 +137,17 @@ def test_the_exercise_check_accepts_only_not_implemented_failures() -> None:
     good = _executed(
         ("x = 1", None),
         ("cache.put(1)", "NotImplementedError"),
-        ("grade(1)", "NotImplementedError"),
+        ("grade(1)", "StepNotWritten"),
     )
     assert unexpected_outcomes(good) == []
     leaked = _executed(("cache.put(1)", "NotImplementedError"), ("print(cache)", "NameError"))
     assert unexpected_outcomes(leaked) == ["cell 1 ('print(cache)') raised ['NameError']"]
+    raw = _executed(
+        ("f()", "NotImplementedError"), ("grade('t', C, step=1)", "NotImplementedError")
+    )
+    assert unexpected_outcomes(raw) == [
+        "cell 1 (\"grade('t', C, step=1)\") raised ['NotImplementedError']"
+    ]
     free_pass = _executed(("f()", "NotImplementedError"), ("grade('t', C, step=1)", None))
     assert "passes on the unfinished skeleton" in unexpected_outcomes(free_pass)[0]
     assert "nothing to do" in unexpected_outcomes(_executed(("x = 1", None)))[0]
@@ -138,3 +158,40 @@ def test_exercises_are_in_sync_with_solutions() -> None:
     assert not problems, "run `make exercises`:\n" + "\n".join(
         f"  {p.path.relative_to(ROOT)}: {p.reason}" for p in problems
     )
+
+
+def _run_twice(solution: nbformat.NotebookNode, clear: Any) -> nbformat.NotebookNode:
+    """Each code cell twice in a row; a cell with a solution region first as the learner's stub."""
+    cells = []
+    for cell in solution.cells:
+        if cell.cell_type != "code":
+            continue
+        stub = clear(cell.source)
+        if stub != cell.source:
+            cells.append(new_code_cell(stub, metadata={"servelab": "stub"}))
+        cells += [new_code_cell(cell.source), new_code_cell(cell.source)]
+    return new_notebook(cells=cells, metadata=solution.metadata)
+
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize("path", _notebooks("solutions"), ids=_name)
+def test_rerunning_cells_never_changes_a_grade(path: Path) -> None:
+    notebook = _run_twice(nbformat.read(path, as_version=4), _load_tool().clear_solution_regions)
+    client = NotebookClient(
+        notebook,
+        timeout=CELL_TIMEOUT_S,
+        allow_errors=True,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
+    client.execute()
+    problems = []
+    for cell in notebook.cells:
+        errors = [f"{o.ename}: {o.evalue}"[:300] for o in cell.outputs if o.output_type == "error"]
+        stub = cell.metadata.get("servelab") == "stub"
+        if errors and not (stub and all(e.startswith("NotImplementedError") for e in errors)):
+            problems.append(f"{_first_line(cell.source)!r} raised {errors}")
+        if _is_grade_cell(cell):
+            text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+            if not text.rstrip().endswith("PASSED"):
+                problems.append(f"{_first_line(cell.source)!r} did not pass:\n{text[-1500:]}")
+    assert not problems, f"{_name(path)}:\n" + "\n".join(f"  {p}" for p in problems)
