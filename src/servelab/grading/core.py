@@ -530,7 +530,10 @@ def grade(
     else:
         report.lines.extend(_indent(_describe(exc)))
     if _learner_exception(exc) or isinstance(exc, ImplementationHung):
-        frame = learner_frame(exc)
+        # A hang the learner's code caught and turned into another exception carries the
+        # learner's frames on its cause.
+        cause = exc.__cause__ if isinstance(exc, ImplementationHung) else None
+        frame = learner_frame(exc) or (learner_frame(cause) if cause is not None else None)
         if frame is not None:
             source = (frame.line or "").strip()
             verb = "looping" if isinstance(exc, ImplementationHung) else "raised"
