@@ -24,8 +24,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from servelab.grading import GradeFailure, Step, Topic, grade, load_topic
-from servelab.grading.core import StepNotWritten
+from servelab.grading import GradeFailure, Step, StepNotWritten, Topic, grade, load_topic
 from servelab.testing.core import ImplementationHung, hang_guard
 
 ROOT = Path(__file__).resolve().parent.parent

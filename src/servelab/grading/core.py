@@ -85,7 +85,7 @@ PROBE_TIMEOUT_S = 5.0
 DIAGNOSE_TIMEOUT_S = 5.0
 #: Programs Hypothesis may run while shrinking one failure. A count, not seconds, so the
 #: report is the same on a quiet laptop and on a loaded CI runner.
-SHRINK_PROGRAMS = 600
+SHRINK_PROGRAMS = 400
 HANG_HINT = (
     "a call never returned — an eviction or retry loop that cannot make progress? Check how "
     "each loop ends, including when nothing can be removed"
@@ -145,7 +145,11 @@ class Probe:
 
 @dataclass(frozen=True)
 class MachineCheck:
-    """A Hypothesis state machine over the implementation, compared with a model."""
+    """A Hypothesis state machine over the implementation, compared with a model.
+
+    ``shrink_programs`` bounds how many programs shrinking one failure may run: a machine
+    whose programs are costly can lower it to keep a failing grade within its CPU budget.
+    """
 
     name: str
     build: Callable[[Any], type[RecordingMachine]]
@@ -153,6 +157,7 @@ class MachineCheck:
     hints: Mapping[str, str] = field(default_factory=dict)
     max_examples: int = 150
     step_count: int = 30
+    shrink_programs: int = SHRINK_PROGRAMS
     generic_hint: str = (
         "compare the calls above with the rules of this step; the model's expectation is "
         "in the message"
@@ -410,7 +415,7 @@ def _run_machine(
     sink = io.StringIO()
     try:
         with (
-            _shrinking_bounded_by_count(SHRINK_PROGRAMS),
+            _shrinking_bounded_by_count(check.shrink_programs),
             without_local_constants(),
             redirect_stdout(sink),
         ):
