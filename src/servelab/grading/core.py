@@ -81,7 +81,7 @@ __all__ = [
     "topics",
 ]
 
-PROBE_TIMEOUT_S = 5.0
+PROBE_TIMEOUT_S = 3.0
 DIAGNOSE_TIMEOUT_S = 5.0
 #: Programs Hypothesis may run while shrinking one failure. A count, not seconds, so the
 #: report is the same on a quiet laptop and on a loaded CI runner.
