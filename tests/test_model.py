@@ -11,7 +11,6 @@ torch = pytest.importorskip("torch")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from servelab.kv.attention import DecodeBatch  # noqa: E402
 from servelab.kv.blocks import InvalidConfig, InvalidLength  # noqa: E402
 from servelab.kv.model import ModelConfig, TinyLlama  # noqa: E402
 from servelab.kv.pool import ShapeMismatch  # noqa: E402
@@ -84,9 +83,7 @@ def test_paged_prefill_and_decode_match_full_forward(
         n = len(seq)
         if len(table) * block_size < n:
             table.append(spare.pop())
-        batch = DecodeBatch.build([table], [n], block_size=block_size, num_blocks=nb)
-        slots = pool.slots([table[(n - 1) // block_size]], [(n - 1) % block_size])
-        logits = MODEL.decode(pool, [seq[-1]], slots, batch)[0]
+        logits = MODEL.decode(pool, [seq[-1]], [table], [n])[0]
         torch.testing.assert_close(logits, MODEL(seq)[-1], rtol=1e-4, atol=1e-4)
 
 
