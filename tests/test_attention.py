@@ -211,3 +211,22 @@ def test_compiled_flex_compiles_once_per_bucket_and_never_falls_back_to_eager() 
     q = q.double()  # a guard that fails on a warm bucket: dynamo wants to recompile
     with dynamo_config.patch(recompile_limit=1), pytest.raises(FailOnRecompileLimitHit):
         decoder(q, k_cache.double(), v_cache.double(), batch)
+
+
+# bf16 keeps 8 significant bits; paged and dense attention round at different points.
+# Stated tolerance: 2e-2 relative and absolute (outputs are O(1) averages of values).
+BF16_TOL = {"rtol": 2e-2, "atol": 2e-2}
+
+
+@pytest.mark.parametrize("backend", ["gather", "flex-eager"])
+def test_paged_decode_in_bf16_is_within_stated_tolerance_of_dense(backend: str) -> None:
+    lens = [1, 9, 33, 16]
+    q, k_cache, v_cache, ks, vs, tables = scatter_case(lens, 16, 12, 8, 2, 32, seed=5)
+    batch = DecodeBatch.build(tables, lens, block_size=16, num_blocks=12)
+    bf = torch.bfloat16
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        got = paged_decode(q.to(bf), k_cache.to(bf), v_cache.to(bf), batch, backend=backend)  # type: ignore[arg-type]
+    assert got.dtype == bf
+    want = dense_reference(q, ks, vs)  # fp32 on the same values
+    torch.testing.assert_close(got.float(), want, **BF16_TOL)

@@ -15,11 +15,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from sync_counter import SyncCounter  # noqa: E402
-
 import servelab.kv.attention as attention  # noqa: E402
 from servelab.kv.engine import Engine, EngineConfig, Request  # noqa: E402
 from servelab.kv.model import ModelConfig, TinyLlama  # noqa: E402
+from sync_counter import SyncCounter  # noqa: E402
 
 MODEL = TinyLlama(ModelConfig(max_seq_len=256))
 DEEP = TinyLlama(ModelConfig(n_layers=5, max_seq_len=256))
@@ -110,3 +109,43 @@ def test_prefill_attention_has_no_explicit_mask_for_a_fresh_prompt() -> None:
     want = torch.nn.functional.scaled_dot_product_attention(q, k, k, attn_mask=pos, enable_gqa=True)
     torch.testing.assert_close(got, want)
     assert attention.sdpa_backend(q, k, k) in {"flash", "math"}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_cuda_a_steady_decode_step_has_one_synchronizing_call() -> None:
+    """CUDA's own detector: ``set_sync_debug_mode("warn")`` warns at each synchronizing
+    call (pageable copies included). One is allowed: the sampled tokens' ``tolist``."""
+    model = TinyLlama(ModelConfig(max_seq_len=256), device="cuda")
+    engine = Engine(model, EngineConfig(num_blocks=64, block_size=16, backend="flex"))
+    for i in range(3):
+        engine.add(Request.of([1 + i, 2, 3, 4, 5], 30))
+    for _ in range(3):  # prefill, then decode steps that compile and warm every buffer
+        engine.step()
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            engine.step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    syncs = [w for w in caught if "synchroniz" in str(w.message)]
+    assert len(syncs) <= 1, [str(w.message) for w in syncs]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_cuda_bf16_prefill_runs_without_the_math_backend() -> None:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    model = TinyLlama(ModelConfig(max_seq_len=256), device="cuda", dtype=torch.bfloat16)
+    pool = model.new_pool(8, 16)
+    fused = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]
+    with sdpa_kernel(fused):
+        model.prefill(pool, list(range(40)), [4, 2, 7])  # fresh prompt: is_causal
+        model.prefill(pool, list(range(40)), [4, 2, 7], start=32)  # suffix: lower right
+    q = torch.randn(1, 4, 40, 16, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(1, 2, 40, 16, device="cuda", dtype=torch.bfloat16)
+    assert attention.sdpa_backend(q, k, k) != "math"
+    assert attention.sdpa_backend(q[:, :, 32:], k, k) == "flash"

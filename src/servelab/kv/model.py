@@ -35,7 +35,21 @@ from servelab.kv.attention import (
 from servelab.kv.blocks import InvalidBlock, InvalidConfig, InvalidLength
 from servelab.kv.pool import KVPool, ShapeMismatch, upload
 
-__all__ = ["DenseKVCache", "ModelConfig", "TinyLlama"]
+__all__ = [
+    "BF16_TIE_RTOL",
+    "DenseKVCache",
+    "GreedyComparison",
+    "ModelConfig",
+    "TinyLlama",
+    "compare_greedy",
+]
+
+# Two greedy runs in bf16 may pick different tokens where the top logits are within
+# rounding of each other. bf16 keeps 8 significant bits (a relative step of 1/256); the
+# paged and dense paths round differently, a few steps apart, so a gap below 1/64 of the
+# largest logit (4 steps) is a tie, not a bug. Measured on CPU: paged and dense logits of the
+# demo model differ by at most 0.0625 (one step) at logits of about 10 (tolerance 0.16).
+BF16_TIE_RTOL = 1 / 64
 
 
 @dataclass(frozen=True)
@@ -413,3 +427,44 @@ class DenseKVCache:
             x = m._finish_layer(layer, x, attn)
         self.lens += 1
         return m._logits(x)
+
+
+@dataclass(frozen=True)
+class GreedyComparison:
+    """Where two greedy continuations of one prompt part, and whether it was a near-tie.
+
+    ``gap`` is the reference forward pass's logit of ``want``'s token minus that of
+    ``got``'s at the first differing position: a near-tie when it is within ``tolerance``.
+    """
+
+    equal: bool
+    near_tie: bool
+    position: int | None = None
+    gap: float | None = None
+    tolerance: float | None = None
+
+
+def compare_greedy(
+    model: TinyLlama,
+    prompt: Sequence[int],
+    got: Sequence[int],
+    want: Sequence[int],
+    *,
+    rtol: float = BF16_TIE_RTOL,
+) -> GreedyComparison:
+    """Compare two greedy continuations; a first difference whose logit gap (recomputed
+    by :meth:`TinyLlama.forward`) is at most ``rtol`` x the largest logit is a near-tie."""
+    if list(got) == list(want):
+        return GreedyComparison(equal=True, near_tie=False)
+    i = next(
+        (j for j, (a, b) in enumerate(zip(got, want, strict=False)) if a != b),
+        min(len(got), len(want)),
+    )
+    if i == min(len(got), len(want)):  # one is a prefix of the other: not a tie question
+        return GreedyComparison(equal=False, near_tie=False, position=i)
+    logits = model(list(prompt) + list(want[:i]))[-1].float()
+    gap = float(logits[want[i]] - logits[got[i]])
+    tolerance = rtol * float(logits.abs().max())
+    return GreedyComparison(
+        equal=False, near_tie=abs(gap) <= tolerance, position=i, gap=gap, tolerance=tolerance
+    )
