@@ -230,3 +230,12 @@ def test_paged_decode_in_bf16_is_within_stated_tolerance_of_dense(backend: str) 
     assert got.dtype == bf
     want = dense_reference(q, ks, vs)  # fp32 on the same values
     torch.testing.assert_close(got.float(), want, **BF16_TOL)
+
+
+def test_batches_pad_to_power_of_two_buckets_up_to_a_bounded_largest() -> None:
+    from servelab.kv.attention import _bucket
+
+    assert [_bucket(b, 16) for b in (1, 16, 17, 33, 100, 2048)] == [16, 16, 32, 64, 128, 2048]
+    assert _bucket(5, 0) == 5  # eager: no padding
+    with pytest.raises(InvalidBackend):
+        _bucket(2049, 16)  # past 8 buckets: refused, not compiled again

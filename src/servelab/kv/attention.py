@@ -43,7 +43,7 @@ loop compiles at most one kernel per bucket and pool geometry. It is compiled wi
 running the slow eager path; the first call of each bucket raises dynamo's recompile
 limit to cover every bucket of every cached geometry.
 
-Prefill. :func:`prefill_attention` passes no explicit mask: a fresh prompt (as many
+Prefill. :func:`prefill_attention` avoids an explicit mask where it can: a fresh prompt (as many
 queries as keys) uses ``is_causal=True``, which CUDA's flash kernel serves directly (with
 grouped-query heads, in fp16/bf16); a suffix after a prefix-cache hit uses PyTorch's
 lower-right causal bias, which also reaches flash on CUDA when flash accepts the inputs,
@@ -82,6 +82,7 @@ __all__ = [
     "flex_decoder",
     "gather_attention",
     "gather_kv",
+    "length_mask",
     "paged_decode",
     "prefill_attention",
     "sdpa_backend",
@@ -431,27 +432,24 @@ class DecodeAttention:
         batch: DecodeBatch,
         *,
         backend: Backend | None = None,
-        device: torch.device | None = None,
+        device: torch.device | str | None = None,
     ) -> None:
-        device = batch.lens.device if device is None else torch.device(device)
+        dev = batch.lens.device if device is None else torch.device(device)
         if backend is None:
-            backend = "flex" if device.type == "cuda" else "gather"
+            backend = "flex" if dev.type == "cuda" else "gather"
         if backend not in BACKENDS:
             raise InvalidBackend(f"unknown attention backend {backend!r}; choose one of {BACKENDS}")
         self.batch = batch
         self.backend: Backend = backend
+        self._length_mask: torch.Tensor | None = None
         self._decoder: FlexDecoder | None = None
-        self._mask: object
+        self._block_mask: object = None
         if backend == "gather":
-            self._mask = length_mask(batch)
-            return
-        compiled = backend == "flex" and device.type == "cuda"
-        if device.type == "cuda" and batch.block_size % 16:
-            raise InvalidBackend(
-                f"flex on CUDA needs a block size that is a multiple of 16, got {batch.block_size}"
-            )
-        self._decoder = flex_decoder(batch.num_blocks, batch.block_size, device, compiled=compiled)
-        self._mask = self._decoder.prepare(batch)
+            self._length_mask = length_mask(batch)
+        else:
+            compiled = backend == "flex" and dev.type == "cuda"
+            self._decoder = _flex_decoder_for(batch, dev, compiled=compiled)
+            self._block_mask = self._decoder.prepare(batch)
 
     def __call__(
         self,
@@ -463,11 +461,21 @@ class DecodeAttention:
     ) -> torch.Tensor:
         """``q [B, Hq, D]`` against one layer's ``[num_blocks, block_size, Hkv, D]`` caches."""
         _check_shapes(q, k_cache, v_cache, self.batch)
-        if self._decoder is None:
-            mask = self._mask
-            assert isinstance(mask, torch.Tensor)
-            return gather_attention(q, k_cache, v_cache, self.batch, scale=scale, mask=mask)
-        return self._decoder(q, k_cache, v_cache, self.batch, scale=scale, block_mask=self._mask)
+        if self._decoder is not None:
+            return self._decoder(
+                q, k_cache, v_cache, self.batch, scale=scale, block_mask=self._block_mask
+            )
+        return gather_attention(
+            q, k_cache, v_cache, self.batch, scale=scale, mask=self._length_mask
+        )
+
+
+def _flex_decoder_for(batch: DecodeBatch, device: torch.device, *, compiled: bool) -> FlexDecoder:
+    if device.type == "cuda" and batch.block_size % 16:
+        raise InvalidBackend(
+            f"flex on CUDA needs a block size that is a multiple of 16, got {batch.block_size}"
+        )
+    return flex_decoder(batch.num_blocks, batch.block_size, device, compiled=compiled)
 
 
 def flex_attention_paged(
@@ -486,14 +494,9 @@ def flex_attention_paged(
     """
     if compiled is None:
         compiled = q.device.type == "cuda"
-    backend: Backend = "flex" if compiled else "flex-eager"
-    if compiled and q.device.type != "cuda":
-        decoder = flex_decoder(batch.num_blocks, batch.block_size, q.device, compiled=True)
-        _check_shapes(q, k_cache, v_cache, batch)
-        return decoder(q, k_cache, v_cache, batch, scale=scale)
-    return DecodeAttention(batch, backend=backend, device=q.device)(
-        q, k_cache, v_cache, scale=scale
-    )
+    _check_shapes(q, k_cache, v_cache, batch)
+    decoder = _flex_decoder_for(batch, q.device, compiled=compiled)
+    return decoder(q, k_cache, v_cache, batch, scale=scale)
 
 
 def paged_decode(
@@ -549,7 +552,11 @@ def _lower_right_on_flash(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> 
         return False
     from torch.backends.cuda import SDPAParams, can_use_flash_attention
 
-    return bool(can_use_flash_attention(SDPAParams(q, k, v, None, 0.0, False, True)))
+    try:
+        params = SDPAParams(q, k, v, None, 0.0, False, True)
+    except TypeError:  # a torch whose SDPAParams has no enable_gqa: use the plain mask
+        return False
+    return bool(can_use_flash_attention(params))
 
 
 _SDPA_NAMES = {0: "math", 1: "flash", 2: "efficient", 3: "cudnn", 4: "overrideable"}
@@ -559,13 +566,15 @@ def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str:
     """The SDPA kernel :func:`prefill_attention` runs for these shapes, dtypes and device:
     ``flash``, ``efficient``, ``cudnn``, ``math`` (on CPU, ``flash`` is its CPU kernel)."""
     lq, lk = q.shape[2], k.shape[2]
-    if lq == lk:
-        choice = torch._fused_sdp_choice(q, k, v, is_causal=True, enable_gqa=True)
-    elif _lower_right_on_flash(q, k, v):
+    if lq != lk and _lower_right_on_flash(q, k, v):
         return "flash"
+    choose = getattr(torch, "_fused_sdp_choice", None)  # private: may move between releases
+    if choose is None:
+        return "unknown"
+    if lq == lk:
+        choice = choose(q, k, v, is_causal=True, enable_gqa=True)
     else:
-        mask = _suffix_mask(lq, lk, q.device)
-        choice = torch._fused_sdp_choice(q, k, v, attn_mask=mask, enable_gqa=True)
+        choice = choose(q, k, v, attn_mask=_suffix_mask(lq, lk, q.device), enable_gqa=True)
     return _SDPA_NAMES.get(int(choice), str(choice))
 
 
