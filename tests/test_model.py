@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from servelab.kv.blocks import InvalidConfig, InvalidLength  # noqa: E402
+from servelab.kv.blocks import InvalidBlock, InvalidConfig, InvalidLength  # noqa: E402
 from servelab.kv.model import BF16_TIE_RTOL, ModelConfig, TinyLlama, compare_greedy  # noqa: E402
 from servelab.kv.pool import ShapeMismatch  # noqa: E402
 from servelab.weights.store import WeightStore  # noqa: E402
@@ -118,6 +118,16 @@ def test_invalid_configs_and_inputs_raise() -> None:
     wrong = TinyLlama(ModelConfig(n_kv_heads=4, max_seq_len=128)).new_pool(4, 4)
     with pytest.raises(ShapeMismatch):
         MODEL.prefill(wrong, [1, 2], [0])
+    with pytest.raises(InvalidBlock):
+        MODEL.prefill(pool, [1] * 6, [2, 2])  # one block twice in a table
+    before = pool.kv.clone()
+    with pytest.raises(InvalidBlock):
+        MODEL.decode(pool, [1, 2], [[0, 1], [3, 1]], [6, 6])  # both write block 1, offset 1
+    with pytest.raises(InvalidLength):
+        MODEL.decode(pool, [1, 256], [[0], [1]], [2, 3])  # a token outside the vocabulary
+    with pytest.raises(ShapeMismatch):
+        MODEL.decode(pool, [1], [[0], [1]], [2, 3])
+    assert torch.equal(pool.kv, before)
 
 
 def test_bf16_paged_paths_match_the_bf16_forward_pass_within_tolerance() -> None:
