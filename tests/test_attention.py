@@ -180,3 +180,62 @@ def test_flex_decoder_reuses_its_buffers_across_steps_and_pads_buckets() -> None
         torch.testing.assert_close(got, dense_reference(q, ks, vs), rtol=1e-5, atol=1e-5)
         masks.add(id(decoder.prepare(batch)))
     assert len(masks) == 2  # buckets of 4 and 8 rows, each built once
+
+
+def test_compiled_flex_compiles_once_per_bucket_and_never_falls_back_to_eager() -> None:
+    """Batches of nine different sizes compile three kernels (buckets of 2, 4 and 8 rows),
+    with no graph break; past its recompile limit the compiled function raises instead of
+    quietly running eagerly. ``aot_eager`` stands in for inductor: dynamo's guards and
+    counters are the same, and it compiles in about a second instead of a minute."""
+    import torch._dynamo
+    import torch._dynamo.config as dynamo_config
+    from torch._dynamo.exc import FailOnRecompileLimitHit
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    nb, bs = 24, 4
+    decoder = FlexDecoder(
+        nb, bs, torch.device("cpu"), compiled=True, min_bucket=2, compile_backend="aot_eager"
+    )
+    graphs = counters["stats"]["unique_graphs"]
+    breaks = sum(counters["graph_break"].values())
+    for seed, lens in enumerate([[3], [5, 9], [1, 2, 7], [4] * 5, [6, 2], [8] * 7, [2], [3] * 8]):
+        q, k_cache, v_cache, ks, vs, tables = scatter_case(lens, bs, nb, 4, 2, 8, seed)
+        batch = DecodeBatch.build(tables, lens, block_size=bs, num_blocks=nb)
+        got = decoder(q, k_cache, v_cache, batch)
+        torch.testing.assert_close(got, dense_reference(q, ks, vs), rtol=1e-5, atol=1e-5)
+    compiled = counters["stats"]["unique_graphs"] - graphs
+    assert compiled == 3
+    assert compiled <= dynamo_config.recompile_limit
+    assert sum(counters["graph_break"].values()) == breaks
+    q = q.double()  # a guard that fails on a warm bucket: dynamo wants to recompile
+    with dynamo_config.patch(recompile_limit=1), pytest.raises(FailOnRecompileLimitHit):
+        decoder(q, k_cache.double(), v_cache.double(), batch)
+
+
+# bf16 keeps 8 significant bits; paged and dense attention round at different points.
+# Stated tolerance: 2e-2 relative and absolute (outputs are O(1) averages of values).
+BF16_TOL = {"rtol": 2e-2, "atol": 2e-2}
+
+
+@pytest.mark.parametrize("backend", ["gather", "flex-eager"])
+def test_paged_decode_in_bf16_is_within_stated_tolerance_of_dense(backend: str) -> None:
+    lens = [1, 9, 33, 16]
+    q, k_cache, v_cache, ks, vs, tables = scatter_case(lens, 16, 12, 8, 2, 32, seed=5)
+    batch = DecodeBatch.build(tables, lens, block_size=16, num_blocks=12)
+    bf = torch.bfloat16
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        got = paged_decode(q.to(bf), k_cache.to(bf), v_cache.to(bf), batch, backend=backend)  # type: ignore[arg-type]
+    assert got.dtype == bf
+    want = dense_reference(q, ks, vs)  # fp32 on the same values
+    torch.testing.assert_close(got.float(), want, **BF16_TOL)
+
+
+def test_batches_pad_to_power_of_two_buckets_up_to_a_bounded_largest() -> None:
+    from servelab.kv.attention import _bucket
+
+    assert [_bucket(b, 16) for b in (1, 16, 17, 33, 100, 2048)] == [16, 16, 32, 64, 128, 2048]
+    assert _bucket(5, 0) == 5  # eager: no padding
+    with pytest.raises(InvalidBackend):
+        _bucket(2049, 16)  # past 8 buckets: refused, not compiled again

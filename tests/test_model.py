@@ -11,9 +11,8 @@ torch = pytest.importorskip("torch")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from servelab.kv.attention import DecodeBatch  # noqa: E402
-from servelab.kv.blocks import InvalidConfig, InvalidLength  # noqa: E402
-from servelab.kv.model import ModelConfig, TinyLlama  # noqa: E402
+from servelab.kv.blocks import InvalidBlock, InvalidConfig, InvalidLength  # noqa: E402
+from servelab.kv.model import BF16_TIE_RTOL, ModelConfig, TinyLlama, compare_greedy  # noqa: E402
 from servelab.kv.pool import ShapeMismatch  # noqa: E402
 from servelab.weights.store import WeightStore  # noqa: E402
 
@@ -84,9 +83,7 @@ def test_paged_prefill_and_decode_match_full_forward(
         n = len(seq)
         if len(table) * block_size < n:
             table.append(spare.pop())
-        batch = DecodeBatch.build([table], [n], block_size=block_size, num_blocks=nb)
-        slots = pool.slots([table[(n - 1) // block_size]], [(n - 1) % block_size])
-        logits = MODEL.decode(pool, [seq[-1]], slots, batch)[0]
+        logits = MODEL.decode(pool, [seq[-1]], [table], [n])[0]
         torch.testing.assert_close(logits, MODEL(seq)[-1], rtol=1e-4, atol=1e-4)
 
 
@@ -121,3 +118,51 @@ def test_invalid_configs_and_inputs_raise() -> None:
     wrong = TinyLlama(ModelConfig(n_kv_heads=4, max_seq_len=128)).new_pool(4, 4)
     with pytest.raises(ShapeMismatch):
         MODEL.prefill(wrong, [1, 2], [0])
+    with pytest.raises(InvalidBlock):
+        MODEL.prefill(pool, [1] * 6, [2, 2])  # one block twice in a table
+    before = pool.kv.clone()
+    with pytest.raises(InvalidBlock):
+        MODEL.decode(pool, [1, 2], [[0, 1], [3, 1]], [6, 6])  # both write block 1, offset 1
+    with pytest.raises(InvalidLength):
+        MODEL.decode(pool, [1, 256], [[0], [1]], [2, 3])  # a token outside the vocabulary
+    with pytest.raises(ShapeMismatch):
+        MODEL.decode(pool, [1], [[0], [1]], [2, 3])
+    assert torch.equal(pool.kv, before)
+
+
+def test_bf16_paged_paths_match_the_bf16_forward_pass_within_tolerance() -> None:
+    """bf16 weights and pool: prefill (fresh and after a prefix hit) and decode logits are
+    within BF16_TIE_RTOL x the largest logit of the no-cache bf16 forward pass."""
+    model = TinyLlama(ModelConfig(max_seq_len=128), dtype=torch.bfloat16)
+    pool = model.new_pool(8, 16)
+    assert pool.kv.dtype == torch.bfloat16
+    prompt = list(range(5, 40))
+    table = [3, 1, 6]
+
+    def close(got: torch.Tensor, seq: list[int]) -> None:
+        want = model(seq)[-1].float()
+        tol = BF16_TIE_RTOL * float(want.abs().max())
+        torch.testing.assert_close(got.float(), want, rtol=0, atol=tol)
+
+    model.prefill(pool, prompt[:20], table[:2])
+    close(model.prefill(pool, prompt, table, start=20), prompt)
+    seq = [*prompt, 7]
+    close(model.decode(pool, [7], [table], [len(seq)])[0], seq)
+
+
+def test_compare_greedy_tells_near_ties_from_real_mismatches() -> None:
+    prompt = [3, 1, 4, 1, 5]
+    want = greedy_reference(MODEL, prompt, 8)
+    gaps = []
+    for i in range(8):  # the closest call of the run: top-1 minus top-2 logit
+        top = MODEL(prompt + want[:i])[-1].topk(2)
+        gaps.append((float(top.values[0] - top.values[1]), i, int(top.indices[1])))
+    gap, i, runner_up = min(gaps)
+    got = [*want[:i], runner_up]
+    largest = float(MODEL(prompt + want[:i])[-1].abs().max())
+    tie = compare_greedy(MODEL, prompt, got, want, rtol=1.01 * gap / largest)
+    assert not tie.equal and tie.near_tie and tie.position == i
+    assert tie.gap == pytest.approx(gap, rel=1e-5)
+    miss = compare_greedy(MODEL, prompt, got, want, rtol=0.5 * gap / largest)
+    assert not miss.equal and not miss.near_tie
+    assert compare_greedy(MODEL, prompt, want, want).equal

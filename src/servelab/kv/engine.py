@@ -39,9 +39,10 @@ from typing import cast
 
 import torch
 
-from servelab.kv.attention import Backend, DecodeBatch
+from servelab.kv.attention import Backend
 from servelab.kv.blocks import BlockManager, InvalidConfig, KVCacheError, Slot
 from servelab.kv.model import TinyLlama
+from servelab.kv.pool import SwapSpace, pinning_available
 from servelab.kv.prefix import PrefixCachingBlockManager
 from servelab.kv.scheduler import Preemption, Scheduler, Sequence, StepOutput
 
@@ -279,11 +280,8 @@ class Engine:
             num_host_blocks=cfg.num_host_blocks,
         )
         self.bm = bm
-        self._host: torch.Tensor | None = None
-        if cfg.num_host_blocks:
-            pin = self.pool.device.type == "cuda" and torch.cuda.is_available()
-            shape = (*self.pool.kv.shape[:2], cfg.num_host_blocks, *self.pool.kv.shape[3:])
-            self._host = torch.zeros(shape, dtype=self.pool.dtype, pin_memory=pin)
+        # swap space: pinned on CUDA, filled and drained by asynchronous copies
+        self._host = SwapSpace(self.pool, cfg.num_host_blocks) if cfg.num_host_blocks else None
         self.stats = EngineStats()
 
     # -- requests ----------------------------------------------------------------------
@@ -360,8 +358,7 @@ class Engine:
         if out.swap_out:
             assert self._host is not None  # the scheduler swaps only with host blocks
             dev_blocks = [d for d, _ in out.swap_out]
-            host_ids = torch.tensor([h for _, h in out.swap_out], dtype=torch.int64)
-            self._host.index_copy_(2, host_ids, self.pool.swap_out(dev_blocks))
+            self.pool.swap_out(dev_blocks, self._host, [h for _, h in out.swap_out])
             self.stats.swapped_out_blocks += len(dev_blocks)
         if out.swap_in:
             assert self._host is not None
@@ -373,8 +370,7 @@ class Engine:
                     skip.update(self.bm.block_table(seq.seq_id)[:n_hit])
                 pairs = [(h, d) for h, d in pairs if d not in skip]
             if pairs:
-                host_ids = torch.tensor([h for h, _ in pairs], dtype=torch.int64)
-                self.pool.swap_in(self._host.index_select(2, host_ids), [d for _, d in pairs])
+                self.pool.swap_in(self._host, [d for _, d in pairs], [h for h, _ in pairs])
             self.stats.swapped_in_blocks += len(pairs)
 
     def _prefill(self, seq: Sequence, n: int) -> list[tuple[Sequence, torch.Tensor]]:
@@ -405,34 +401,34 @@ class Engine:
         return out
 
     def _decode(self, out: StepOutput) -> torch.Tensor:
-        bs = self.pool.block_size
+        """One batched decode step. The scheduler's slots are where the block tables put
+        each newest token, so the model derives them on the device from the tables."""
         tables = [self.bm.block_table(d.seq.seq_id) for d in out.decodes]
         lens = [self.bm.seq_len(d.seq.seq_id) for d in out.decodes]
-        batch = DecodeBatch.build(
-            tables, lens, block_size=bs, num_blocks=self.pool.num_blocks, device=self.pool.device
-        )
-        slots = self.pool.slots(
-            [d.slot.block for d in out.decodes], [d.slot.offset for d in out.decodes]
-        )
         tokens = [d.seq.token_ids[-1] for d in out.decodes]
         self.stats.decode_tokens += len(tokens)
-        return self.model.decode(self.pool, tokens, slots, batch, backend=self.config.backend)
+        return self.model.decode(self.pool, tokens, tables, lens, backend=self.config.backend)
 
     def _sample(self, rows: Seq[tuple[Sequence, torch.Tensor]]) -> list[int]:
+        """Greedy or Gumbel-max tokens; the one host synchronisation of a step is the
+        final ``tolist`` (noise is made on the host, pinned, and uploaded asynchronously)."""
         if not rows:
             return []
         logits = torch.stack([r for _, r in rows]).float()
         temps = [self._samples[s.seq_id].temperature for s, _ in rows]
         if any(temps):
             vocab = logits.shape[-1]
-            noise = torch.zeros(len(rows), vocab)
-            scale = torch.ones(len(rows), 1)
+            pin = pinning_available(logits.device)
+            noise = torch.zeros(len(rows), vocab + 1, pin_memory=pin)  # last column: 1 / T
+            scales = []
             for i, (seq, _) in enumerate(rows):
                 sample = self._samples[seq.seq_id]
+                scales.append(1.0 / sample.temperature if sample.temperature > 0 else 1.0)
                 if sample.temperature > 0:
-                    noise[i] = _gumbel(sample.seed, seq.num_tokens, vocab)
-                    scale[i] = 1.0 / sample.temperature
-            logits = logits * scale.to(logits.device) + noise.to(logits.device)
+                    noise[i, :vocab] = _gumbel(sample.seed, seq.num_tokens, vocab)
+            noise[:, vocab] = torch.tensor(scales)
+            dev = noise.to(logits.device, non_blocking=pin)
+            logits = logits * dev[:, vocab:] + dev[:, :vocab]
         return [int(t) for t in logits.argmax(-1).tolist()]
 
     def _collect_finished(self) -> None:

@@ -24,11 +24,33 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from servelab.kv.attention import Backend, DecodeBatch, dense_attention, gather_kv, paged_decode
-from servelab.kv.blocks import InvalidConfig, InvalidLength
-from servelab.kv.pool import KVPool, ShapeMismatch
+from servelab.kv.attention import (
+    Backend,
+    DecodeAttention,
+    DecodeBatch,
+    dense_attention,
+    gather_kv,
+    prefill_attention,
+)
+from servelab.kv.blocks import InvalidBlock, InvalidConfig, InvalidLength
+from servelab.kv.pool import KVPool, ShapeMismatch, upload
 
-__all__ = ["DenseKVCache", "ModelConfig", "TinyLlama"]
+__all__ = [
+    "BF16_TIE_RTOL",
+    "DenseKVCache",
+    "GreedyComparison",
+    "ModelConfig",
+    "TinyLlama",
+    "compare_greedy",
+]
+
+# Two greedy runs in bf16 may pick different tokens where the top logits are within
+# rounding of each other. bf16 keeps 8 significant bits (a relative step of 1/256); the
+# paged and dense paths round differently, a few steps apart, so a gap below 1/64 of the
+# largest logit (4 steps) is a tie, not a bug. Measured on CPU: the demo model's paged logits
+# (eager flex) and its no-cache logits differ by 0.0625 (one step) at logits of about 10,
+# against a tolerance of 0.16.
+BF16_TIE_RTOL = 1 / 64
 
 
 @dataclass(frozen=True)
@@ -188,12 +210,15 @@ class TinyLlama(nn.Module):
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(self._norm(x, self.final_norm), self.lm_head)
 
-    def _tokens(self, tokens: Sequence[int]) -> torch.Tensor:
+    def _check_tokens(self, tokens: Sequence[int]) -> None:
         vocab = self.config.vocab_size
         for t in tokens:
             if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab:
                 raise InvalidLength(f"token {t!r} is outside the vocabulary range(0, {vocab})")
-        return torch.tensor(list(tokens), dtype=torch.int64, device=self.device)
+
+    def _tokens(self, tokens: Sequence[int]) -> torch.Tensor:
+        self._check_tokens(tokens)
+        return upload(list(tokens), self.device)
 
     def _check_len(self, n: int) -> None:
         if n > self.config.max_seq_len:
@@ -231,7 +256,10 @@ class TinyLlama(nn.Module):
         """Compute positions ``start..len-1`` of one sequence; return the last logits ``[vocab]``.
 
         Keys/values of positions ``< start`` must already be in ``pool`` (a prefix-cache
-        hit); those of the new positions are written to the blocks of ``table``.
+        hit); those of the new positions are written to the blocks of ``table``. Inputs
+        are validated on the host and uploaded in one copy; attention goes through
+        :func:`~servelab.kv.attention.prefill_attention` (no explicit mask where it can
+        avoid one, so a fused kernel can take it).
         """
         n = len(tokens)
         if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start < n:
@@ -241,21 +269,26 @@ class TinyLlama(nn.Module):
         if len(table) != -(-n // bs):
             raise InvalidLength(f"a table of {len(table)} blocks cannot hold {n} tokens")
         self._check_pool(pool)
-        ids = self._tokens(tokens[start:])
-        positions = list(range(start, n))
-        slots = pool.slots([table[p // bs] for p in positions], [p % bs for p in positions])
-        pos = torch.tensor(positions, dtype=torch.int64, device=self.device)
-        tab = torch.tensor([list(table)], dtype=torch.int64, device=self.device)
-        allowed = pos[:, None] >= torch.arange(n, device=self.device)[None, :]  # causal
+        for b in table:
+            pool._check_block(b)
+        if len(set(table)) != len(table):
+            raise InvalidBlock(f"a block appears twice in the table {list(table)}")
+        self._check_tokens(tokens[start:])
+        new = n - start
+        packed = upload([*tokens[start:], *table], self.device)
+        ids, tab = packed[:new], packed[new:]
+        pos = torch.arange(start, n, device=self.device)
+        slots = tab[pos // bs] * bs + pos % bs  # distinct: distinct blocks, distinct positions
         x = self.embed[ids]
         for layer in range(self.config.n_layers):
             q, k, v = self._qkv(layer, x, pos)
-            pool.write(layer, slots, k, v)
-            keys = gather_kv(pool.keys(layer), tab, n)
-            values = gather_kv(pool.values(layer), tab, n)
-            attn = F.scaled_dot_product_attention(
-                q.transpose(0, 1)[None], keys, values, attn_mask=allowed, enable_gqa=True
-            )[0].transpose(0, 1)
+            pool.write(layer, slots, k, v, validate_slots=False)
+            if start:  # the prefix lives in the pool: read the whole sequence back
+                keys = gather_kv(pool.keys(layer), tab[None], n)
+                values = gather_kv(pool.values(layer), tab[None], n)
+            else:  # a fresh prompt: its keys and values are the ones just computed
+                keys, values = k.transpose(0, 1)[None], v.transpose(0, 1)[None]
+            attn = prefill_attention(q.transpose(0, 1)[None], keys, values)[0].transpose(0, 1)
             x = self._finish_layer(layer, x, attn)
         return self._logits(x[-1])
 
@@ -264,30 +297,45 @@ class TinyLlama(nn.Module):
         self,
         pool: KVPool,
         tokens: Sequence[int],
-        slots: torch.Tensor,
-        batch: DecodeBatch,
+        tables: Sequence[Sequence[int]],
+        lens: Sequence[int],
         *,
         backend: Backend | None = None,
     ) -> torch.Tensor:
         """One decode step for a batch: logits ``[batch, vocab]``.
 
-        ``tokens[i]`` is sequence ``i``'s newest token, at position ``batch.lens[i] - 1``;
-        its key/value go to flat slot ``slots[i]`` (already counted in ``batch``).
+        ``tokens[i]`` is sequence ``i``'s newest token, at position ``lens[i] - 1`` (already
+        counted in ``lens``); its key/value go to that position's slot in ``tables[i]``.
+        Everything is validated here on the host and uploaded in one asynchronous copy;
+        the attention mask is built once for all layers; no kernel reads a value back, so
+        on CUDA the step runs without a single host synchronisation.
         """
-        if len(tokens) != batch.batch or slots.numel() != batch.batch:
-            raise ShapeMismatch(
-                f"{len(tokens)} tokens and {slots.numel()} slots for a batch of {batch.batch}"
-            )
+        if len(tokens) != len(lens):
+            raise ShapeMismatch(f"{len(tokens)} tokens for a batch of {len(lens)}")
         self._check_pool(pool)
+        self._check_tokens(tokens)
+        bs = pool.block_size
+        batch = DecodeBatch.build(
+            tables,
+            lens,
+            block_size=bs,
+            num_blocks=pool.num_blocks,
+            device=self.device,
+            tokens=tokens,
+        )
         self._check_len(batch.max_len)
-        ids = self._tokens(tokens)
+        last = [(t[(n - 1) // bs], (n - 1) % bs) for t, n in zip(tables, lens, strict=True)]
+        if len(set(last)) != len(last):
+            raise InvalidBlock("two sequences would write the same slot: copy-on-write first")
+        assert batch.tokens is not None
+        slots = batch.last_slots()
         pos = batch.lens - 1
-        x = self.embed[ids]
+        attend = DecodeAttention(batch, backend=backend, device=self.device)
+        x = self.embed[batch.tokens]
         for layer in range(self.config.n_layers):
             q, k, v = self._qkv(layer, x, pos)
-            pool.write(layer, slots, k, v)
-            attn = paged_decode(q, pool.keys(layer), pool.values(layer), batch, backend=backend)
-            x = self._finish_layer(layer, x, attn)
+            pool.write(layer, slots, k, v, validate_slots=False)
+            x = self._finish_layer(layer, x, attend(q, pool.keys(layer), pool.values(layer)))
         return self._logits(x)
 
     def _check_pool(self, pool: KVPool) -> None:
@@ -380,3 +428,44 @@ class DenseKVCache:
             x = m._finish_layer(layer, x, attn)
         self.lens += 1
         return m._logits(x)
+
+
+@dataclass(frozen=True)
+class GreedyComparison:
+    """Where two greedy continuations of one prompt part, and whether it was a near-tie.
+
+    ``gap`` is the reference forward pass's logit of ``want``'s token minus that of
+    ``got``'s at the first differing position: a near-tie when it is within ``tolerance``.
+    """
+
+    equal: bool
+    near_tie: bool
+    position: int | None = None
+    gap: float | None = None
+    tolerance: float | None = None
+
+
+def compare_greedy(
+    model: TinyLlama,
+    prompt: Sequence[int],
+    got: Sequence[int],
+    want: Sequence[int],
+    *,
+    rtol: float = BF16_TIE_RTOL,
+) -> GreedyComparison:
+    """Compare two greedy continuations; a first difference whose logit gap (recomputed
+    by :meth:`TinyLlama.forward`) is at most ``rtol`` x the largest logit is a near-tie."""
+    if list(got) == list(want):
+        return GreedyComparison(equal=True, near_tie=False)
+    i = next(
+        (j for j, (a, b) in enumerate(zip(got, want, strict=False)) if a != b),
+        min(len(got), len(want)),
+    )
+    if i == min(len(got), len(want)):  # one is a prefix of the other: not a tie question
+        return GreedyComparison(equal=False, near_tie=False, position=i)
+    logits = model(list(prompt) + list(want[:i]))[-1].float()
+    gap = float(logits[want[i]] - logits[got[i]])
+    tolerance = rtol * float(logits.abs().max())
+    return GreedyComparison(
+        equal=False, near_tie=abs(gap) <= tolerance, position=i, gap=gap, tolerance=tolerance
+    )
