@@ -196,8 +196,13 @@ class _Pinned(Generic[K]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self.held:
-            self._cache._unpin(self._key, self)
+        try:
+            if self.held:
+                self._cache._unpin(self._key, self)
+        except BaseException:  # an interrupt on the way to the release: release, then pass it on
+            if self.held:
+                self._cache._unpin(self._key, self)
+            raise
 
 
 class WeightCache(Generic[K]):
@@ -293,20 +298,25 @@ class WeightCache(Generic[K]):
                 return []
             values, sizes = self._values, self._sizes
             victims: list[K] = []
+            undo = self._undo
+            if undo is not None:
+                undo.clear()  # the undo log holds this eviction's pops only
             try:
                 freed = self._choose_victims(over, victims)
                 evict = _drain(
                     chain(map(values.__delitem__, victims), map(sizes.__delitem__, victims))
                 )
+                n_victims = len(victims)
                 self._admit(key, size)
             except BaseException:
                 self._unadmit(key)
                 self._give_back(victims)
                 raise
+            # From here to evict() nothing calls: an interrupt lands before all of it or after.
             values[key] = value
             sizes[key] = size
             self._used += size - freed
-            self._evictions += len(victims)
+            self._evictions += n_victims
             self._evicted_bytes += freed
             evict()  # one call, all in C: the victims' entries go at once
             return victims
@@ -318,9 +328,6 @@ class WeightCache(Generic[K]):
         anything after it raises; a policy that names no victim although unpinned bytes
         remain, or names a pinned, absent or repeated key, raises :class:`PolicyInconsistent`.
         """
-        undo = self._undo
-        if undo is not None:
-            undo.clear()
         freed = 0
         sizes, pins, pop_victim = self._sizes, self._pins, self._pop_victim
         while freed < over:
@@ -384,7 +391,12 @@ class WeightCache(Generic[K]):
             self.policy.update_on_remove(key)
             over = self._used - old_size + size - self.capacity
             if over > 0:
+                if self._undo is not None:
+                    self._undo.clear()
                 freed = self._choose_victims(over, victims)
+            values, sizes = self._values, self._sizes
+            evict = _drain(chain(map(values.__delitem__, victims), map(sizes.__delitem__, victims)))
+            n_victims = len(victims)
             self._admit(key, size)
         except BaseException:
             if saved is not None:
@@ -395,15 +407,12 @@ class WeightCache(Generic[K]):
                 self._give_back(victims)
                 self.policy.update_on_put(key, old_size)
             raise
-        values, sizes = self._values, self._sizes
-        for victim in victims:
-            del values[victim]
-            del sizes[victim]
         values[key] = value
         sizes[key] = size
         self._used += size - old_size - freed
-        self._evictions += len(victims)
+        self._evictions += n_victims
         self._evicted_bytes += freed
+        evict()
         return victims
 
     def _check_admission(self, key: K, size: int) -> None:
@@ -460,39 +469,44 @@ class WeightCache(Generic[K]):
 
     def _unpin(self, key: K, holder: _Pinned[K] | None) -> int:
         with self._lock:
-            self._resident(key, "unpin")
-            pins = self._pins.get(key, 0)
-            if pins == 0:
-                raise NotPinned(f"{key!r} is not pinned: unpin() without a matching pin()")
+            return self._unpin_locked(key, holder)
+
+    def _unpin_locked(self, key: K, holder: _Pinned[K] | None) -> int:
+        # the caller holds the lock
+        self._resident(key, "unpin")
+        pins = self._pins.get(key, 0)
+        if pins == 0:
+            raise NotPinned(f"{key!r} is not pinned: unpin() without a matching pin()")
+        if holder is not None:
+            holder.held = False
+        if pins > 1:
+            self._pins[key] = pins - 1
+            return pins - 1
+        del self._pins[key]
+        self._pinned_bytes -= self._sizes[key]
+        try:
+            self.policy.update_on_unpin(key)
+        except Exception:  # the policy refused: the pin stays, the cache is unchanged
+            self._pins[key] = 1
+            self._pinned_bytes += self._sizes[key]
             if holder is not None:
-                holder.held = False
-            if pins > 1:
-                self._pins[key] = pins - 1
-                return pins - 1
-            del self._pins[key]
-            self._pinned_bytes -= self._sizes[key]
-            try:
-                self.policy.update_on_unpin(key)
-            except Exception:  # the policy refused: the pin stays, the cache is unchanged
-                self._pins[key] = 1
-                self._pinned_bytes += self._sizes[key]
-                if holder is not None:
-                    holder.held = True
-                raise
-            except BaseException:  # an interrupt: finish the release (a no-op if it was done)
-                self.policy.update_on_unpin(key)
-                raise
-            return 0
+                holder.held = True
+            raise
+        except BaseException:  # an interrupt: finish the release (a no-op if it was done)
+            self.policy.update_on_unpin(key)
+            raise
+        return 0
 
     def pinned(self, key: K) -> _Pinned[K]:
         """Hold a pin for a replica's lifetime: ``with cache.pinned(k) as weights: ...``.
 
         The pin is released however the block ends, the body raising included. An interrupt
-        (Ctrl-C) that lands while the pin is being taken either leaves no pin or is caught by
-        ``__enter__``, which releases it before passing the interrupt on. What Python cannot
-        guarantee: an interrupt delivered at the very first instruction of ``__exit__`` (before
-        any of its code runs; true of every context manager written in Python) or a second one
-        during the release itself leaves the pin held; the cache stays consistent and usable.
+        (Ctrl-C) that lands while the pin is taken or released is caught by ``__enter__`` or
+        ``__exit__``, which finish the release before passing it on. What Python cannot
+        guarantee: an interrupt delivered at the very first instruction of ``__enter__`` or
+        ``__exit__`` themselves (true of every context manager written in Python), or a second
+        interrupt during the release, leaves the pin held; the cache stays consistent and
+        usable, and ``unpin`` releases it.
         """
         return _Pinned(self, key)
 

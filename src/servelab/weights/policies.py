@@ -701,6 +701,8 @@ class SIEVE(_Ticking[K]):
 
     def update_on_unpin(self, key: K) -> None:
         tick = self._arrival[key]
+        if tick in self._at:  # already a candidate
+            return
         if tick in self._dead:
             self._dead.remove(tick)
         else:
