@@ -36,10 +36,9 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from functools import partial
 from itertools import chain
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
 
 from servelab.units import format_bytes
 from servelab.weights.policies import LRU, EvictionPolicy
@@ -140,10 +139,10 @@ _OWNERS: weakref.WeakValueDictionary[int, WeightCache[Any]] = weakref.WeakValueD
 _OWNERS_LOCK = threading.Lock()
 
 
-def _drain(items: Iterable[object]) -> Callable[[], None]:
-    """A call that consumes ``items`` in C: no point inside it where an interrupt can land."""
+def _sink() -> Callable[[Iterable[object]], None]:
+    """A call that consumes an iterator in C: no point inside it where an interrupt can land."""
     sink: deque[object] = deque(maxlen=0)
-    return partial(sink.extend, items)
+    return sink.extend
 
 
 def _policy_state(policy: object, keys: Mapping[Any, object]) -> dict[str, Any] | None:
@@ -244,6 +243,7 @@ class WeightCache(Generic[K]):
         self._pinned_bytes = 0  # changes on pin/unpin only, so a put touches one byte counter
         self._hits = self._misses = self._evictions = self._evicted_bytes = 0
         self._lock = threading.Lock()
+        self._sink = _sink()  # consumes an iterator in C: no point where an interrupt lands
         self._bind_policy()
 
     def _bind_policy(self) -> None:
@@ -302,58 +302,94 @@ class WeightCache(Generic[K]):
             if undo is not None:
                 undo.clear()  # the undo log holds this eviction's pops only
             try:
-                freed = self._choose_victims(over, victims)
-                evict = _drain(
-                    chain(map(values.__delitem__, victims), map(sizes.__delitem__, victims))
-                )
+                pop_victim = self._pop_victim
+                try:
+                    victim = pop_victim()
+                    victims.append(victim)
+                    freed = sizes.get(victim, 0)  # 0: not resident (sizes are positive)
+                    while 0 < freed < over:  # the new entry needs more room
+                        more = pop_victim()
+                        victims.append(more)
+                        size_more = sizes.get(more, 0)
+                        if not size_more:
+                            break
+                        freed += size_more
+                except LookupError as err:
+                    raise PolicyInconsistent(self._no_victim(err, victims)) from err
                 n_victims = len(victims)
+                pins = self._pins
+                if (
+                    freed < over
+                    or (pins and not pins.keys().isdisjoint(victims))
+                    or (n_victims > 1 and len(set(victims)) != n_victims)
+                ):
+                    self._reject(victims)  # names the victim that is absent, pinned or repeated
+                if n_victims == 1:
+                    evict = None
+                else:
+                    evict = chain(map(values.__delitem__, victims), map(sizes.__delitem__, victims))
                 self._admit(key, size)
             except BaseException:
                 self._unadmit(key)
                 self._give_back(victims)
                 raise
-            # From here to evict() nothing calls: an interrupt lands before all of it or after.
+            # From here on nothing calls until evict(), which runs in C: an interrupt lands
+            # before all of the commit or after it.
             values[key] = value
             sizes[key] = size
             self._used += size - freed
             self._evictions += n_victims
             self._evicted_bytes += freed
-            evict()  # one call, all in C: the victims' entries go at once
+            if evict is None:
+                del values[victim], sizes[victim]
+            else:
+                self._sink(evict)  # one call, in C: the victims' entries go at once
             return victims
 
     def _choose_victims(self, over: int, victims: list[K]) -> int:
         """Append victims to ``victims`` until ``over`` bytes are freed; returns the bytes freed.
 
-        Nothing is removed here. The caller gives the victims back to the policy if this or
-        anything after it raises; a policy that names no victim although unpinned bytes
+        Nothing is removed here; the caller gives the victims back to the policy if this or
+        anything after it raises. A policy that names no victim although unpinned bytes
         remain, or names a pinned, absent or repeated key, raises :class:`PolicyInconsistent`.
         """
-        freed = 0
         sizes, pins, pop_victim = self._sizes, self._pins, self._pop_victim
+        freed = 0
         while freed < over:
             try:
                 victim = pop_victim()
             except LookupError as err:
-                raise PolicyInconsistent(
-                    self._inconsistent(
-                        f"found no victim ({type(err).__name__}: {err}) although "
-                        f"{format_bytes(self._used - self._pinned_bytes - freed)} of unpinned "
-                        f"entries remain"
-                    )
-                ) from err
-            size = sizes.get(victim)
-            if size is None or victim in pins or victim in victims:
-                why = (
-                    "which is not in the cache"
-                    if size is None
-                    else "which is pinned"
-                    if victim in pins
-                    else "twice in one eviction"
-                )
-                raise PolicyInconsistent(self._inconsistent(f"named {victim!r} as a victim, {why}"))
+                raise PolicyInconsistent(self._no_victim(err, victims)) from err
             victims.append(victim)
+            size = sizes.get(victim)
+            if size is None or victim in pins or victim in victims[:-1]:
+                self._reject(victims)
             freed += size
         return freed
+
+    def _reject(self, victims: list[K]) -> NoReturn:
+        """Raise PolicyInconsistent naming the first victim that cannot be evicted."""
+        seen: set[K] = set()
+        for victim in victims:
+            if victim not in self._sizes:
+                why = "which is not in the cache"
+            elif victim in self._pins:
+                why = "which is pinned"
+            elif victim in seen:
+                why = "twice in one eviction"
+            else:
+                seen.add(victim)
+                continue
+            raise PolicyInconsistent(self._inconsistent(f"named {victim!r} as a victim, {why}"))
+        raise AssertionError("no victim to reject")  # pragma: no cover
+
+    def _no_victim(self, err: LookupError, victims: list[K]) -> str:
+        freed = sum(self._sizes.get(v, 0) for v in victims)
+        left = self._used - self._pinned_bytes - freed
+        return self._inconsistent(
+            f"found no victim ({type(err).__name__}: {err}) although {format_bytes(left)} of "
+            f"unpinned entries remain"
+        )
 
     def _inconsistent(self, what: str) -> str:
         return (
@@ -364,7 +400,7 @@ class WeightCache(Generic[K]):
     def _give_back(self, victims: list[K]) -> None:
         """Return chosen-but-not-evicted victims to the policy (see restore_victims)."""
         sizes = self._sizes
-        self.policy.restore_victims([(v, sizes[v]) for v in victims])
+        self.policy.restore_victims([(v, sizes[v]) for v in dict.fromkeys(victims) if v in sizes])
 
     def _unadmit(self, key: K) -> None:
         """The admission of a new key raised: make sure the policy does not hold it.
@@ -395,7 +431,7 @@ class WeightCache(Generic[K]):
                     self._undo.clear()
                 freed = self._choose_victims(over, victims)
             values, sizes = self._values, self._sizes
-            evict = _drain(chain(map(values.__delitem__, victims), map(sizes.__delitem__, victims)))
+            evict = chain(map(values.__delitem__, victims), map(sizes.__delitem__, victims))
             n_victims = len(victims)
             self._admit(key, size)
         except BaseException:
@@ -412,7 +448,7 @@ class WeightCache(Generic[K]):
         self._used += size - old_size - freed
         self._evictions += n_victims
         self._evicted_bytes += freed
-        evict()
+        self._sink(evict)
         return victims
 
     def _check_admission(self, key: K, size: int) -> None:

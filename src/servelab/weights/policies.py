@@ -199,6 +199,16 @@ class TickOrder(Generic[K]):
         return sorted(self._tick, key=self._tick.__getitem__)
 
 
+class _Returned:
+    """An undo record of _ParkingQueue: a parked key that pop_victim took, with its number."""
+
+    __slots__ = ("key", "number")
+
+    def __init__(self, key: Any, number: int) -> None:
+        self.key: Any = key
+        self.number = number
+
+
 class _ParkingQueue(EvictionPolicy[K]):
     """One queue of every resident key, oldest first, where the front is the next victim.
 
@@ -222,7 +232,7 @@ class _ParkingQueue(EvictionPolicy[K]):
         self._returned: dict[K, int] = {}  # parked and no longer pinned: candidates
         self._heap: list[tuple[int, K]] = []  # (park number, key) of returned keys; lazy
         self._parks = 0
-        self._undo: list[tuple[K, int | None]] = []  # this eviction's pops: (key, park number)
+        self._undo: list[Any] = []  # this eviction's pops: a key, or a _Returned
 
     def update_on_put(self, key: K, size: int) -> None:
         self._recent[key] = size
@@ -257,10 +267,19 @@ class _ParkingQueue(EvictionPolicy[K]):
             self._returned[key] = number
         self._pinned.discard(key)
 
-    def undo_log(self) -> list[tuple[K, int | None]]:
+    def undo_log(self) -> list[Any]:
         return self._undo
 
     def pop_victim(self) -> K:
+        if not self._pinned and not self._returned:  # nothing pinned or parked: the front
+            recent = self._recent
+            for key in recent:  # noqa: B007 - the front key, without a call
+                break
+            else:
+                raise NoVictim("the cache is empty")
+            del recent[key]
+            self._undo.append(key)
+            return key
         returned = self._returned
         if returned:  # parked keys are older than everything in _recent
             heap = self._heap
@@ -268,7 +287,7 @@ class _ParkingQueue(EvictionPolicy[K]):
                 heapq.heappop(heap)  # stale: pinned again, touched or removed since
             number, key = heap[0]
             del returned[key], self._parked[key]
-            self._undo.append((key, number))
+            self._undo.append(_Returned(key, number))
             heapq.heappop(heap)
             return key
         recent, pinned, parked = self._recent, self._pinned, self._parked
@@ -283,20 +302,20 @@ class _ParkingQueue(EvictionPolicy[K]):
             self._parks += 1
             parked[key] = self._parks
         del recent[key]
-        self._undo.append((key, None))
+        self._undo.append(key)
         return key
 
     def restore_victims(self, victims: Sequence[tuple[K, int]]) -> None:
         undo, recent = self._undo, self._recent
         while undo:
-            key, number = undo[-1]
-            if number is None:  # it was the front of the queue
-                recent[key] = 0
-                recent.move_to_end(key, last=False)
-            else:  # it was a returned parked key
-                heapq.heappush(self._heap, (number, key))
-                self._parked[key] = number
-                self._returned[key] = number
+            pop = undo[-1]
+            if type(pop) is _Returned:  # a parked key, unpinned since
+                heapq.heappush(self._heap, (pop.number, pop.key))
+                self._parked[pop.key] = pop.number
+                self._returned[pop.key] = pop.number
+            else:  # the front of the queue
+                recent[pop] = 0
+                recent.move_to_end(pop, last=False)
             undo.pop()
 
     def eviction_order(self) -> list[K]:
