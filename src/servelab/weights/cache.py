@@ -129,11 +129,7 @@ _POLICY_METHODS = (
     "pop_victim",
     "eviction_order",
     "__len__",
-    "hit_hook",
-    "put_hook",
-    "undo_log",
-    "restore_victims",
-)
+)  # hit_hook, put_hook, undo_log and restore_victims default to EvictionPolicy's
 # Which cache each policy decides for (by id; an entry goes when its cache is collected).
 _OWNERS: weakref.WeakValueDictionary[int, WeightCache[Any]] = weakref.WeakValueDictionary()
 _OWNERS_LOCK = threading.Lock()
@@ -248,10 +244,13 @@ class WeightCache(Generic[K]):
 
     def _bind_policy(self) -> None:
         """The policy's cheapest callables for the hot events, bound once."""
-        self._touch = self.policy.hit_hook()
-        self._admit = self.policy.put_hook()
-        self._pop_victim = self.policy.pop_victim
-        self._undo = self.policy.undo_log()
+        policy = self.policy
+        hooks = getattr(policy, "hit_hook", None), getattr(policy, "put_hook", None)
+        self._touch = hooks[0]() if hooks[0] is not None else policy.update_on_hit
+        self._admit = hooks[1]() if hooks[1] is not None else policy.update_on_put
+        self._pop_victim = policy.pop_victim
+        undo_log = getattr(policy, "undo_log", None)
+        self._undo = undo_log() if undo_log is not None else None
 
     # --- the learner API: get / put / pin / unpin ---------------------------------------
 
@@ -264,10 +263,13 @@ class WeightCache(Generic[K]):
                 return None
             touch = self._touch
             if touch is not None:
-                try:
-                    touch(key)  # LRU: OrderedDict.move_to_end, no Python frame
-                except KeyError:  # the fast hook cannot handle this key (parked by a pin)
+                if key in self._pins:  # a replica reading its model: the full update
                     self.policy.update_on_hit(key)
+                else:
+                    try:
+                        touch(key)  # LRU: OrderedDict.move_to_end, no Python frame
+                    except KeyError:  # the fast hook cannot take this key (parked by a pin)
+                        self.policy.update_on_hit(key)
             self._hits += 1
             return value
 
@@ -320,7 +322,14 @@ class WeightCache(Generic[K]):
                 pins = self._pins
                 if (
                     freed < over
-                    or (pins and not pins.keys().isdisjoint(victims))
+                    or (
+                        pins
+                        and (
+                            victim in pins
+                            if n_victims == 1
+                            else not pins.keys().isdisjoint(victims)
+                        )
+                    )
                     or (n_victims > 1 and len(set(victims)) != n_victims)
                 ):
                     self._reject(victims)  # names the victim that is absent, pinned or repeated
@@ -400,7 +409,12 @@ class WeightCache(Generic[K]):
     def _give_back(self, victims: list[K]) -> None:
         """Return chosen-but-not-evicted victims to the policy (see restore_victims)."""
         sizes = self._sizes
-        self.policy.restore_victims([(v, sizes[v]) for v in dict.fromkeys(victims) if v in sizes])
+        chosen = [(v, sizes[v]) for v in dict.fromkeys(victims) if v in sizes]
+        restore = getattr(self.policy, "restore_victims", None)
+        if restore is not None:
+            restore(chosen)
+        else:  # a policy written without the base class: EvictionPolicy's default
+            EvictionPolicy.restore_victims(self.policy, chosen)
 
     def _unadmit(self, key: K) -> None:
         """The admission of a new key raised: make sure the policy does not hold it.
