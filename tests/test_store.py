@@ -7,6 +7,7 @@ import random
 import signal
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -266,8 +267,12 @@ def test_sigkill_at_the_rename_boundary_leaves_old_or_new_never_partial(
         assert_same(loaded, versions[expected])
         current = expected
         seen.add(stage)
-        for tmp in store.stale_temp_files():  # what a restarted node would clean up
-            tmp.unlink()
+        leftovers = store.stale_temp_files()
+        if stage in ("partial", "synced"):
+            assert len(leftovers) == 1  # the killed writer's temp file, as large as the entry
+        restarted = WeightStore(store.root)  # what a restarted node opens: it cleans up
+        assert restarted.removed_temp_files == leftovers
+        assert store.stale_temp_files() == []
     assert seen == set(stages)
 
 
@@ -281,3 +286,189 @@ def test_replica_loads_onto_cuda(tmp_path: Path) -> None:
         assert all(t.device.type == "cuda" for t in w.values())
         assert_same({k: t.cpu() for k, t in w.items()}, weights(8))
     assert cache.pinned_keys() == []
+
+
+# --- the store's edges: keys by verified digest, every dtype, symlinks, concurrency, leftovers
+
+
+def test_replica_keys_the_cache_by_the_digest_it_verified(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The entry is re-saved between reading its digest and loading it: the tensors that were
+    loaded (v2) must be cached under v2's digest, so a rollback to v1 serves v1."""
+    cache: WeightCache[tuple[str, str, str]] = WeightCache(10**9)
+    store = WeightStore(tmp_path, cache=cache)
+    v1, v2 = weights(21), weights(22)
+    store.save("m", v1)
+    d1 = store.digest("m")
+    real_digest = store.digest
+    raced = []
+
+    def digest_then_resave(key: str) -> str:
+        value = real_digest(key)
+        if not raced:
+            raced.append(True)
+            store.save("m", v2)  # another writer, just after the digest was read
+        return value
+
+    monkeypatch.setattr(store, "digest", digest_then_resave)
+    with store.replica("m") as w:
+        assert_same(w, v2)
+    d2 = real_digest("m")
+    assert d1 != d2 and cache.keys() == [("m", "cpu", d2)]
+    store.save("m", v1)  # roll back
+    with store.replica("m") as w:
+        assert_same(w, v1)
+
+
+def _as_bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(torch.uint8) if t.element_size() == 1 else t
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        "float8_e4m3fn",
+        "float8_e5m2",
+        "float8_e4m3fnuz",
+        "float8_e5m2fnuz",
+        "float8_e8m0fnu",
+        "float4_e2m1fn_x2",
+        "uint16",
+        "uint32",
+        "uint64",
+        "complex64",
+    ],
+)
+def test_every_dtype_safetensors_writes_round_trips(store: WeightStore, dtype: str) -> None:
+    dt = getattr(torch, dtype)
+    raw = torch.arange(24, dtype=torch.int64).reshape(4, 6)
+    if dt.is_complex:
+        tensor = torch.complex(raw.float(), -raw.float())
+    elif dt.itemsize == 1:
+        tensor = raw.to(torch.uint8).view(dt)  # every bit pattern, as FP8/FP4 checkpoints have
+    else:
+        tensor = (raw * 2**20 if dt.itemsize > 2 else raw).to(dt)
+    store.save("m", {"w": tensor, "scale": torch.ones(3)})
+    loaded = store.load("m")["w"]
+    assert loaded.dtype == dt and loaded.shape == tensor.shape
+    assert torch.equal(_as_bytes(loaded), _as_bytes(tensor))
+
+
+def test_save_accepts_exactly_what_safetensors_writes(store: WeightStore) -> None:
+    from servelab.weights.store import UnsupportedDtype, supported_dtypes
+
+    supported = set(supported_dtypes().values())
+    for name in dir(torch):
+        dt = getattr(torch, name)
+        if not isinstance(dt, torch.dtype):
+            continue
+        try:
+            with warnings.catch_warnings():  # experimental and deprecated dtypes say so
+                warnings.simplefilter("ignore")
+                t = (
+                    torch.zeros(2, dtype=torch.uint8).view(dt)
+                    if dt.itemsize == 1
+                    else torch.zeros(2, dtype=dt)
+                )
+        except (RuntimeError, NotImplementedError):  # quantized and bit dtypes: no plain tensor
+            continue
+        try:
+            safetensors_torch.save({"x": t})
+            writes = True
+        except Exception:
+            writes = False
+        assert (dt in supported) == writes, dt
+        if not writes:
+            before = sorted(p.name for p in store.root.iterdir())
+            with pytest.raises(UnsupportedDtype, match=str(dt).removeprefix("torch.")):
+                store.save("m", {"ok": torch.ones(2), "x": t})
+            assert sorted(p.name for p in store.root.iterdir()) == before  # nothing written
+
+
+def test_symlinks_and_special_files_are_refused(store: WeightStore, tmp_path: Path) -> None:
+    from servelab.weights.store import NotARegularFile
+
+    outside = tmp_path / "outside.safetensors"
+    outside.write_bytes(encode(weights(30)))
+    (store.root / f"evil{'.safetensors'}").symlink_to(outside)
+    os.mkfifo(store.root / "pipe.safetensors")
+    for key in ("evil", "pipe"):
+        with pytest.raises(NotARegularFile):
+            store.load(key)
+        with pytest.raises(NotARegularFile):
+            store.digest(key)
+        assert key not in store
+    assert store.keys() == []
+
+
+def test_concurrent_replicas_of_a_cold_entry_load_it_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+    import time
+
+    cache: WeightCache[tuple[str, str, str]] = WeightCache(10**9)
+    store = WeightStore(tmp_path, cache=cache)
+    store.save("m", weights(40))
+    loads = []
+    real = store._load_verified
+
+    def slow_load(key: str, device: object) -> object:
+        loads.append(key)
+        time.sleep(0.2)  # long enough for every thread to arrive while it runs
+        return real(key, device)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "_load_verified", slow_load)
+    barrier = threading.Barrier(4)
+    got: list[object] = []
+    errors: list[BaseException] = []
+
+    def replica() -> None:
+        barrier.wait()
+        try:
+            with store.replica("m") as w:
+                assert_same(w, weights(40))
+                got.append(w)
+                barrier.wait()  # all four hold their replica at once
+        except BaseException as err:  # pragma: no cover - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=replica) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert errors == [] and len(got) == 4
+    assert loads == ["m"]
+    assert all(w is got[0] for w in got)  # one copy, shared
+    assert cache.pinned_keys() == [] and len(cache) == 1
+
+
+def test_a_store_removes_temp_files_of_dead_writers(tmp_path: Path) -> None:
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dead_pid = int(dead.stdout)
+    crashed = tmp_path / f".m.safetensors.{dead_pid}.abcdef.tmp"
+    running = tmp_path / f".m.safetensors.{os.getpid()}.123456.tmp"
+    old_format = tmp_path / ".m.safetensors.x8k2_q.tmp"
+    for p in (crashed, running, old_format):
+        p.write_bytes(b"half a model")
+    os.utime(old_format, (0, 0))  # written long ago by a writer we cannot name
+    store = WeightStore(tmp_path)
+    assert sorted(store.removed_temp_files) == sorted([crashed, old_format])
+    assert store.stale_temp_files() == [running]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_entries_are_created_as_the_umask_says(store: WeightStore, umask: int) -> None:
+    old = os.umask(umask)
+    try:
+        store.save("m", weights(1))
+    finally:
+        os.umask(old)
+    assert store.path("m").stat().st_mode & 0o777 == 0o666 & ~umask

@@ -18,20 +18,29 @@ is evicted, so every error leaves the cache exactly as it was.
 Replacing a pinned key raises :class:`EntryPinned`: swapping the bytes a replica is reading is
 the same bug as evicting them. Replacing an unpinned key releases its old size first.
 
-All public methods take one (non-reentrant) lock, since a replica pins and unpins from its own
-thread. It is a :class:`~servelab.weights.lock.TokenLock`: the lock is most of the cost of a
-hit, and that one costs a third of a ``threading.Lock``.
+If the eviction policy raises (its own error, or a policy that names no victim although
+unpinned bytes exist, reported as :class:`PolicyInconsistent`), the cache is likewise unchanged:
+victims are chosen before anything is removed, and the policy takes back the ones it handed out
+(:meth:`~servelab.weights.policies.EvictionPolicy.restore_victims`).
+
+All public methods take one ``threading.Lock``, with ``with``, since a replica pins and unpins
+from its own thread. A ``with`` block releases the lock whatever exception ends it, Ctrl-C
+included; see :meth:`WeightCache.pinned` for what holds when an interrupt lands mid-update.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
-from contextlib import contextmanager
+import copy
+import threading
+import weakref
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from itertools import chain
+from types import TracebackType
+from typing import Any, Generic, NoReturn, TypeVar
 
 from servelab.units import format_bytes
-from servelab.weights.lock import TokenLock
 from servelab.weights.policies import LRU, EvictionPolicy
 
 K = TypeVar("K", bound=Hashable)
@@ -40,10 +49,13 @@ __all__ = [
     "CacheStats",
     "EntryPinned",
     "EntryTooLarge",
+    "InvalidPolicy",
     "InvalidSize",
     "NotPinned",
     "NotResident",
     "PinnedCapacityExceeded",
+    "PolicyInUse",
+    "PolicyInconsistent",
     "WeightCache",
     "WeightCacheError",
 ]
@@ -80,6 +92,19 @@ class InvalidSize(WeightCacheError, ValueError):
     """A size or capacity that is not a positive whole number of bytes."""
 
 
+class InvalidPolicy(WeightCacheError, TypeError):
+    """The ``policy`` argument is not an eviction policy (it lacks the policy's methods)."""
+
+
+class PolicyInUse(WeightCacheError, ValueError):
+    """The policy already holds keys, or already decides for another cache."""
+
+
+class PolicyInconsistent(WeightCacheError, RuntimeError):
+    """The policy contradicted the cache: no victim although unpinned entries remain, or a
+    victim that is pinned, absent or named twice. The cache is left unchanged."""
+
+
 @dataclass(frozen=True)
 class CacheStats:
     hits: int = 0
@@ -95,6 +120,44 @@ class CacheStats:
 
 _MISSING = object()
 
+_POLICY_METHODS = (
+    "update_on_put",
+    "update_on_hit",
+    "update_on_remove",
+    "update_on_pin",
+    "update_on_unpin",
+    "pop_victim",
+    "eviction_order",
+    "__len__",
+)  # hit_hook, put_hook, undo_log and restore_victims default to EvictionPolicy's
+# Which cache each policy decides for (by id; an entry goes when its cache is collected).
+_OWNERS: weakref.WeakValueDictionary[int, WeightCache[Any]] = weakref.WeakValueDictionary()
+_OWNERS_LOCK = threading.Lock()
+
+
+def _sink() -> Callable[[Iterable[object]], None]:
+    """A call that consumes an iterator in C: no point inside it where an interrupt can land."""
+    sink: deque[object] = deque(maxlen=0)
+    return sink.extend
+
+
+def _policy_state(policy: object, keys: Mapping[Any, object]) -> dict[str, Any] | None:
+    """A copy of the policy's attributes (keys are shared, not copied), or None if impossible."""
+    state = getattr(policy, "__dict__", None)
+    if state is None:
+        return None
+    try:
+        saved: dict[str, Any] = copy.deepcopy(state, {id(k): k for k in keys})
+        return saved
+    except Exception:  # something in it cannot be copied
+        return None
+
+
+def _restore_policy_state(policy: object, state: dict[str, Any]) -> None:
+    attrs = policy.__dict__
+    attrs.clear()
+    attrs.update(state)
+
 
 def _check_bytes(what: str, n: object) -> int:
     if isinstance(n, bool) or not isinstance(n, int):
@@ -104,18 +167,70 @@ def _check_bytes(what: str, n: object) -> int:
     return n
 
 
+class _Pinned(Generic[K]):
+    """The context manager of :meth:`WeightCache.pinned`: one pin, released on exit."""
+
+    __slots__ = ("_cache", "_key", "held")
+
+    def __init__(self, cache: WeightCache[K], key: K) -> None:
+        self._cache = cache
+        self._key = key
+        self.held = False  # set and cleared by the cache together with the pin count
+
+    def __enter__(self) -> Any:
+        try:
+            return self._cache._pin(self._key, self)[0]
+        except BaseException:  # an interrupt after the pin was taken: give it back
+            if self.held:
+                self._cache._unpin(self._key, self)
+            raise
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if self.held:
+                self._cache._unpin(self._key, self)
+        except BaseException:  # an interrupt on the way to the release: release, then pass it on
+            if self.held:
+                self._cache._unpin(self._key, self)
+            raise
+
+
 class WeightCache(Generic[K]):
     """Size-aware cache of model weights with reference-counted pinning.
 
     ``capacity_bytes`` is a budget in bytes. ``policy`` chooses victims among unpinned entries
-    (LRU by default).
+    (LRU by default); it must be fresh and belongs to this cache alone.
     """
 
     def __init__(self, capacity_bytes: int, policy: EvictionPolicy[K] | None = None) -> None:
         self.capacity: int = _check_bytes("capacity_bytes", capacity_bytes)
-        self.policy: EvictionPolicy[K] = policy if policy is not None else LRU()
-        if len(self.policy):
-            raise ValueError("the eviction policy must start empty")
+        if policy is None:
+            policy = LRU()
+        missing = [m for m in _POLICY_METHODS if not callable(getattr(policy, m, None))]
+        if missing:
+            raise InvalidPolicy(
+                f"policy must be an EvictionPolicy; a {type(policy).__name__!r} has no "
+                f"{', '.join(missing)}"
+            )
+        if len(policy):
+            raise PolicyInUse(
+                f"the eviction policy must start empty, but {policy!r} already holds "
+                f"{len(policy)} keys; pass a fresh instance"
+            )
+        with _OWNERS_LOCK:
+            owner = _OWNERS.get(id(policy))
+            if owner is not None and owner.policy is policy:
+                raise PolicyInUse(
+                    f"{policy!r} already decides for another WeightCache; a policy tracks one "
+                    f"cache's keys, so give each cache its own instance"
+                )
+            self.policy: EvictionPolicy[K] = policy
+            _OWNERS[id(policy)] = self
         # Three plain dicts instead of an entry object: a hit is one dict lookup.
         self._values: dict[K, Any] = {}
         self._sizes: dict[K, int] = {}
@@ -123,81 +238,232 @@ class WeightCache(Generic[K]):
         self._used = 0
         self._pinned_bytes = 0  # changes on pin/unpin only, so a put touches one byte counter
         self._hits = self._misses = self._evictions = self._evicted_bytes = 0
-        self._lock = TokenLock()
-        self._token = self._lock.token  # get() and put() take the lock inline (see TokenLock)
-        # The policy's cheapest callables for the two hot events, bound once.
-        self._touch = self.policy.hit_hook()
-        self._admit = self.policy.put_hook()
-        self._pop_victim = self.policy.pop_victim
+        self._lock = threading.Lock()
+        self._sink = _sink()  # consumes an iterator in C: no point where an interrupt lands
+        self._bind_policy()
+
+    def _bind_policy(self) -> None:
+        """The policy's cheapest callables for the hot events, bound once."""
+        policy = self.policy
+        hooks = getattr(policy, "hit_hook", None), getattr(policy, "put_hook", None)
+        self._touch = hooks[0]() if hooks[0] is not None else policy.update_on_hit
+        self._admit = hooks[1]() if hooks[1] is not None else policy.update_on_put
+        self._pop_victim = policy.pop_victim
+        undo_log = getattr(policy, "undo_log", None)
+        self._undo = undo_log() if undo_log is not None else None
 
     # --- the learner API: get / put / pin / unpin ---------------------------------------
 
     def get(self, key: K) -> Any | None:
         """The value for ``key`` (refreshing its recency), or None on a miss."""
-        try:  # take the lock: one list operation unless another thread holds it
-            self._token.pop()
-        except IndexError:
-            self._lock.wait()
-        try:
+        with self._lock:
             value = self._values.get(key, _MISSING)
             if value is _MISSING:
                 self._misses += 1
                 return None
-            self._hits += 1
             touch = self._touch
             if touch is not None:
-                try:
-                    touch(key)  # LRU: OrderedDict.move_to_end, no Python frame
-                except KeyError:  # the fast hook cannot handle this key (parked by a pin)
+                if key in self._pins:  # a replica reading its model: the full update
                     self.policy.update_on_hit(key)
+                else:
+                    try:
+                        touch(key)  # LRU: OrderedDict.move_to_end, no Python frame
+                    except KeyError:  # the fast hook cannot take this key (parked by a pin)
+                        self.policy.update_on_hit(key)
+            self._hits += 1
             return value
-        finally:
-            self._token.append(None)
 
     def put(self, key: K, value: Any, size: int) -> list[K]:
         """Admit ``key`` at ``size`` bytes, evicting until it fits; returns the evicted keys.
 
         Raises :class:`EntryTooLarge`, :class:`PinnedCapacityExceeded`, :class:`EntryPinned`
-        or :class:`InvalidSize`; after any of them the cache is unchanged.
+        or :class:`InvalidSize`, and passes on what the policy raises; after any of them the
+        cache is unchanged.
         """
         if type(size) is not int or size <= 0:
             _check_bytes("size", size)
-        try:  # take the lock, as in get()
-            self._token.pop()
-        except IndexError:
-            self._lock.wait()
-        try:
-            sizes, values = self._sizes, self._values
-            if key in sizes or size > self.capacity - self._pinned_bytes:
-                self._check_admission(key, size)  # raises before anything changes
-                if key in sizes:  # replacing: release the old size first (not an eviction)
-                    self._drop(key)
-                    self.policy.update_on_remove(key)
-            used = self._used + size
-            if used > self.capacity:  # evict; victims are unpinned: admission checked it
-                pop_victim, capacity = self._pop_victim, self.capacity
-                victim = pop_victim()
-                evicted = [victim]
-                freed = sizes.pop(victim)
-                del values[victim]
-                while used - freed > capacity:
+        with self._lock:
+            if key in self._sizes or size > self.capacity - self._pinned_bytes:
+                return self._put_checked(key, value, size)
+            over = self._used + size - self.capacity
+            if over <= 0:
+                try:
+                    self._admit(key, size)
+                except BaseException:
+                    self._unadmit(key)
+                    raise
+                # Past the admission, nothing below is a point where CPython delivers an
+                # asynchronous exception: the entry is stored whole or not at all.
+                self._values[key] = value
+                self._sizes[key] = size
+                self._used += size
+                return []
+            values, sizes = self._values, self._sizes
+            victims: list[K] = []
+            undo = self._undo
+            if undo is not None:
+                undo.clear()  # the undo log holds this eviction's pops only
+            try:
+                pop_victim = self._pop_victim
+                try:
                     victim = pop_victim()
-                    evicted.append(victim)
-                    freed += sizes.pop(victim)
-                    del values[victim]
-                used -= freed
-                self._evictions += len(evicted)
-                self._evicted_bytes += freed
-            else:
-                evicted = []
+                    victims.append(victim)
+                    freed = sizes.get(victim, 0)  # 0: not resident (sizes are positive)
+                    while 0 < freed < over:  # the new entry needs more room
+                        more = pop_victim()
+                        victims.append(more)
+                        size_more = sizes.get(more, 0)
+                        if not size_more:
+                            break
+                        freed += size_more
+                except LookupError as err:
+                    raise PolicyInconsistent(self._no_victim(err, victims)) from err
+                n_victims = len(victims)
+                pins = self._pins
+                if (
+                    freed < over
+                    or (
+                        pins
+                        and (
+                            victim in pins
+                            if n_victims == 1
+                            else not pins.keys().isdisjoint(victims)
+                        )
+                    )
+                    or (n_victims > 1 and len(set(victims)) != n_victims)
+                ):
+                    self._reject(victims)  # names the victim that is absent, pinned or repeated
+                if n_victims == 1:
+                    evict = None
+                else:
+                    evict = chain(map(values.__delitem__, victims), map(sizes.__delitem__, victims))
+                self._admit(key, size)
+            except BaseException:
+                self._unadmit(key)
+                self._give_back(victims)
+                raise
+            # From here on nothing calls until evict(), which runs in C: an interrupt lands
+            # before all of the commit or after it.
             values[key] = value
             sizes[key] = size
-            self._used = used
-            admit = self._admit  # a local call specializes; an attribute call would not
-            admit(key, size)
-            return evicted
-        finally:
-            self._token.append(None)
+            self._used += size - freed
+            self._evictions += n_victims
+            self._evicted_bytes += freed
+            if evict is None:
+                del values[victim], sizes[victim]
+            else:
+                self._sink(evict)  # one call, in C: the victims' entries go at once
+            return victims
+
+    def _choose_victims(self, over: int, victims: list[K]) -> int:
+        """Append victims to ``victims`` until ``over`` bytes are freed; returns the bytes freed.
+
+        Nothing is removed here; the caller gives the victims back to the policy if this or
+        anything after it raises. A policy that names no victim although unpinned bytes
+        remain, or names a pinned, absent or repeated key, raises :class:`PolicyInconsistent`.
+        """
+        sizes, pins, pop_victim = self._sizes, self._pins, self._pop_victim
+        freed = 0
+        while freed < over:
+            try:
+                victim = pop_victim()
+            except LookupError as err:
+                raise PolicyInconsistent(self._no_victim(err, victims)) from err
+            victims.append(victim)
+            size = sizes.get(victim)
+            if size is None or victim in pins or victim in victims[:-1]:
+                self._reject(victims)
+            freed += size
+        return freed
+
+    def _reject(self, victims: list[K]) -> NoReturn:
+        """Raise PolicyInconsistent naming the first victim that cannot be evicted."""
+        seen: set[K] = set()
+        for victim in victims:
+            if victim not in self._sizes:
+                why = "which is not in the cache"
+            elif victim in self._pins:
+                why = "which is pinned"
+            elif victim in seen:
+                why = "twice in one eviction"
+            else:
+                seen.add(victim)
+                continue
+            raise PolicyInconsistent(self._inconsistent(f"named {victim!r} as a victim, {why}"))
+        raise AssertionError("no victim to reject")  # pragma: no cover
+
+    def _no_victim(self, err: LookupError, victims: list[K]) -> str:
+        freed = sum(self._sizes.get(v, 0) for v in victims)
+        left = self._used - self._pinned_bytes - freed
+        return self._inconsistent(
+            f"found no victim ({type(err).__name__}: {err}) although {format_bytes(left)} of "
+            f"unpinned entries remain"
+        )
+
+    def _inconsistent(self, what: str) -> str:
+        return (
+            f"the eviction policy {self.policy!r} is inconsistent with the cache: it {what}. "
+            f"The cache is unchanged; check the policy's pin/unpin and pop_victim bookkeeping"
+        )
+
+    def _give_back(self, victims: list[K]) -> None:
+        """Return chosen-but-not-evicted victims to the policy (see restore_victims)."""
+        sizes = self._sizes
+        chosen = [(v, sizes[v]) for v in dict.fromkeys(victims) if v in sizes]
+        restore = getattr(self.policy, "restore_victims", None)
+        if restore is not None:
+            restore(chosen)
+        else:  # a policy written without the base class: EvictionPolicy's default
+            EvictionPolicy.restore_victims(self.policy, chosen)
+
+    def _unadmit(self, key: K) -> None:
+        """The admission of a new key raised: make sure the policy does not hold it.
+
+        A policy exception means the policy did not take the key; an interrupt may land just
+        after it did. Removing an absent key is a no-op for the built-in policies.
+        """
+        try:
+            self.policy.update_on_remove(key)
+        except Exception:  # a policy that refuses to remove an unknown key never held it
+            pass
+
+    def _put_checked(self, key: K, value: Any, size: int) -> list[K]:
+        """The rare path of put(): admission fails, or the key replaces an unpinned entry."""
+        self._check_admission(key, size)  # raises before anything changes
+        # Replacing: release the old size first (not an eviction). The policy forgets the old
+        # key before the new one is admitted, which no undo log covers, so its state is saved
+        # and put back if anything below raises.
+        old_size = self._sizes[key]
+        saved = _policy_state(self.policy, self._sizes)
+        victims: list[K] = []
+        freed = 0
+        try:
+            self.policy.update_on_remove(key)
+            over = self._used - old_size + size - self.capacity
+            if over > 0:
+                if self._undo is not None:
+                    self._undo.clear()
+                freed = self._choose_victims(over, victims)
+            values, sizes = self._values, self._sizes
+            evict = chain(map(values.__delitem__, victims), map(sizes.__delitem__, victims))
+            n_victims = len(victims)
+            self._admit(key, size)
+        except BaseException:
+            if saved is not None:
+                _restore_policy_state(self.policy, saved)
+                self._bind_policy()
+            else:  # best effort for a policy without a __dict__: it holds the old key again
+                self._unadmit(key)
+                self._give_back(victims)
+                self.policy.update_on_put(key, old_size)
+            raise
+        values[key] = value
+        sizes[key] = size
+        self._used += size - old_size - freed
+        self._evictions += n_victims
+        self._evicted_bytes += freed
+        self._sink(evict)
+        return victims
 
     def _check_admission(self, key: K, size: int) -> None:
         """Raise if ``key`` cannot be admitted at ``size`` bytes (the rare path of put())."""
@@ -222,48 +488,77 @@ class WeightCache(Generic[K]):
                 f"unpins, or place the model on another node."
             )
 
-    def _drop(self, key: K) -> None:
-        """Forget an unpinned entry's bytes (the policy is told by the caller)."""
-        self._used -= self._sizes.pop(key)
-        del self._values[key]
-
     def pin(self, key: K) -> int:
         """Mark ``key`` in use by one more replica; returns its pin count."""
-        return self._pin(key)[1]
+        return self._pin(key, None)[1]
 
-    def _pin(self, key: K) -> tuple[Any, int]:
+    def _pin(self, key: K, holder: _Pinned[K] | None) -> tuple[Any, int]:
         with self._lock:
             self._resident(key, "pin")
             pins = self._pins.get(key, 0) + 1
             self._pins[key] = pins
+            if holder is not None:
+                holder.held = True  # recorded with the pin, before any call can be interrupted
             if pins == 1:
                 self._pinned_bytes += self._sizes[key]
-                self.policy.update_on_pin(key)
+                try:
+                    self.policy.update_on_pin(key)
+                except BaseException as exc:
+                    del self._pins[key]
+                    self._pinned_bytes -= self._sizes[key]
+                    if holder is not None:
+                        holder.held = False
+                    if not isinstance(exc, Exception):  # an interrupt: the update may be done
+                        self.policy.update_on_unpin(key)
+                    raise
             return self._values[key], pins
 
     def unpin(self, key: K) -> int:
         """Release one replica's pin; returns the remaining count. Never below zero."""
-        with self._lock:
-            self._resident(key, "unpin")
-            pins = self._pins.get(key, 0)
-            if pins == 0:
-                raise NotPinned(f"{key!r} is not pinned: unpin() without a matching pin()")
-            if pins > 1:
-                self._pins[key] = pins - 1
-            else:
-                del self._pins[key]
-                self._pinned_bytes -= self._sizes[key]
-                self.policy.update_on_unpin(key)
-            return pins - 1
+        return self._unpin(key, None)
 
-    @contextmanager
-    def pinned(self, key: K) -> Iterator[Any]:
-        """Hold a pin for a replica's lifetime: ``with cache.pinned(k) as weights: ...``."""
-        value = self._pin(key)[0]
+    def _unpin(self, key: K, holder: _Pinned[K] | None) -> int:
+        with self._lock:
+            return self._unpin_locked(key, holder)
+
+    def _unpin_locked(self, key: K, holder: _Pinned[K] | None) -> int:
+        # the caller holds the lock
+        self._resident(key, "unpin")
+        pins = self._pins.get(key, 0)
+        if pins == 0:
+            raise NotPinned(f"{key!r} is not pinned: unpin() without a matching pin()")
+        if holder is not None:
+            holder.held = False
+        if pins > 1:
+            self._pins[key] = pins - 1
+            return pins - 1
+        del self._pins[key]
+        self._pinned_bytes -= self._sizes[key]
         try:
-            yield value
-        finally:
-            self.unpin(key)
+            self.policy.update_on_unpin(key)
+        except Exception:  # the policy refused: the pin stays, the cache is unchanged
+            self._pins[key] = 1
+            self._pinned_bytes += self._sizes[key]
+            if holder is not None:
+                holder.held = True
+            raise
+        except BaseException:  # an interrupt: finish the release (a no-op if it was done)
+            self.policy.update_on_unpin(key)
+            raise
+        return 0
+
+    def pinned(self, key: K) -> _Pinned[K]:
+        """Hold a pin for a replica's lifetime: ``with cache.pinned(k) as weights: ...``.
+
+        The pin is released however the block ends, the body raising included. An interrupt
+        (Ctrl-C) that lands while the pin is taken or released is caught by ``__enter__`` or
+        ``__exit__``, which finish the release before passing it on. What Python cannot
+        guarantee: an interrupt delivered at the very first instruction of ``__enter__`` or
+        ``__exit__`` themselves (true of every context manager written in Python), or a second
+        interrupt during the release, leaves the pin held; the cache stays consistent and
+        usable, and ``unpin`` releases it.
+        """
+        return _Pinned(self, key)
 
     def remove(self, key: K) -> None:
         """Drop an unpinned entry on purpose (not counted as an eviction)."""
@@ -273,8 +568,18 @@ class WeightCache(Generic[K]):
                 raise EntryPinned(
                     f"{key!r} is pinned {self._pins[key]}x; unpin it before removing it"
                 )
-            self._drop(key)
-            self.policy.update_on_remove(key)
+            sizes = self._sizes
+            try:
+                self.policy.update_on_remove(key)
+            except Exception:
+                raise  # the policy refused: nothing changed
+            except BaseException:  # an interrupt: finish the removal (a no-op if it was done)
+                self._used -= sizes[key]
+                del sizes[key], self._values[key]
+                self.policy.update_on_remove(key)
+                raise
+            self._used -= sizes[key]
+            del sizes[key], self._values[key]
 
     def _resident(self, key: K, action: str) -> None:
         if key not in self._sizes:

@@ -19,7 +19,7 @@ import copy
 import heapq
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -96,6 +96,24 @@ class EvictionPolicy(ABC, Generic[K]):
         """What the cache calls to admit a key: ``update_on_put``, or a cheaper callable with
         exactly its effect (bound once, like :meth:`hit_hook`)."""
         return self.update_on_put
+
+    def undo_log(self) -> list[Any] | None:
+        """A list where :meth:`pop_victim` records how to undo each pop, or None (the default).
+
+        The cache empties it before each eviction, so it only ever holds the current one's pops.
+        """
+        return None
+
+    def restore_victims(self, victims: Sequence[tuple[K, int]]) -> None:
+        """Take back the victims (``(key, size)``, pop order) of an eviction the cache abandoned.
+
+        The cache calls this when a later ``pop_victim`` or the admission of the new key raised:
+        those keys stay resident, so the policy must hold them again. The default re-admits them
+        with ``update_on_put``, at the newest end; the built-in policies replay their undo log
+        instead, so the order is exactly what it was before the eviction began.
+        """
+        for key, size in victims:
+            self.update_on_put(key, size)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -181,6 +199,16 @@ class TickOrder(Generic[K]):
         return sorted(self._tick, key=self._tick.__getitem__)
 
 
+class _Returned:
+    """An undo record of _ParkingQueue: a parked key that pop_victim took, with its number."""
+
+    __slots__ = ("key", "number")
+
+    def __init__(self, key: Any, number: int) -> None:
+        self.key: Any = key
+        self.number = number
+
+
 class _ParkingQueue(EvictionPolicy[K]):
     """One queue of every resident key, oldest first, where the front is the next victim.
 
@@ -191,6 +219,10 @@ class _ParkingQueue(EvictionPolicy[K]):
     the next victim, oldest parked first (a small heap). Each pin costs at most one park, so
     eviction stays amortized O(1) however many entries are pinned, and the order is exactly the
     model's: one list, the first unpinned key goes.
+
+    Every update changes its structures with statements that CPython never interrupts (``del``,
+    item assignment) and makes at most one mutating call, last; so an asynchronous exception
+    (a Ctrl-C) lands before or after an update, never halfway through it.
     """
 
     def __init__(self) -> None:
@@ -200,6 +232,7 @@ class _ParkingQueue(EvictionPolicy[K]):
         self._returned: dict[K, int] = {}  # parked and no longer pinned: candidates
         self._heap: list[tuple[int, K]] = []  # (park number, key) of returned keys; lazy
         self._parks = 0
+        self._undo: list[Any] = []  # this eviction's pops: a key, or a _Returned
 
     def update_on_put(self, key: K, size: int) -> None:
         self._recent[key] = size
@@ -212,39 +245,78 @@ class _ParkingQueue(EvictionPolicy[K]):
         return key in self._recent or key in self._parked
 
     def update_on_remove(self, key: K) -> None:
-        if self._recent.pop(key, None) is None:  # it was parked
+        if key in self._recent:
+            del self._recent[key]
+        elif key in self._parked:
             del self._parked[key]
-            self._returned.pop(key, None)
+            if key in self._returned:
+                del self._returned[key]
+        else:
+            return
         self._pinned.discard(key)
 
     def update_on_pin(self, key: K) -> None:
+        if key in self._returned:
+            del self._returned[key]  # its heap entry goes stale
         self._pinned.add(key)
-        self._returned.pop(key, None)
 
     def update_on_unpin(self, key: K) -> None:
-        self._pinned.discard(key)
         number = self._parked.get(key)
         if number is not None:
+            heapq.heappush(self._heap, (number, key))  # stale until _returned says otherwise
             self._returned[key] = number
-            heapq.heappush(self._heap, (number, key))
+        self._pinned.discard(key)
+
+    def undo_log(self) -> list[Any]:
+        return self._undo
 
     def pop_victim(self) -> K:
+        if not self._pinned and not self._returned:  # nothing pinned or parked: the front
+            recent = self._recent
+            for key in recent:  # noqa: B007 - the front key, without a call
+                break
+            else:
+                raise NoVictim("the cache is empty")
+            del recent[key]
+            self._undo.append(key)
+            return key
         returned = self._returned
         if returned:  # parked keys are older than everything in _recent
             heap = self._heap
             while returned.get(heap[0][1]) != heap[0][0]:
                 heapq.heappop(heap)  # stale: pinned again, touched or removed since
-            key = heapq.heappop(heap)[1]
+            number, key = heap[0]
             del returned[key], self._parked[key]
+            self._undo.append(_Returned(key, number))
+            heapq.heappop(heap)
             return key
-        recent, pinned = self._recent, self._pinned
-        while recent:
-            key = recent.popitem(False)[0]  # positional: cheaper than last=False
+        recent, pinned, parked = self._recent, self._pinned, self._parked
+        while True:
+            for key in recent:  # noqa: B007 - the front key, without a call
+                break
+            else:
+                raise NoVictim("every resident entry is pinned")
             if key not in pinned:
-                return key
+                break
+            del recent[key]  # pinned at the front: park it
             self._parks += 1
-            self._parked[key] = self._parks
-        raise NoVictim("every resident entry is pinned")
+            parked[key] = self._parks
+        del recent[key]
+        self._undo.append(key)
+        return key
+
+    def restore_victims(self, victims: Sequence[tuple[K, int]]) -> None:
+        undo, recent = self._undo, self._recent
+        while undo:
+            pop = undo[-1]
+            if type(pop) is _Returned:  # a parked key, unpinned since
+                heapq.heappush(self._heap, (pop.number, pop.key))
+                self._parked[pop.key] = pop.number
+                self._returned[pop.key] = pop.number
+            else:  # the front of the queue
+                recent[pop] = 0
+                recent.move_to_end(pop, last=False)
+            undo.pop()
 
     def eviction_order(self) -> list[K]:
         returned = sorted(self._returned, key=self._returned.__getitem__)
@@ -277,9 +349,10 @@ class LRU(_ParkingQueue[K]):
         if key in recent:
             recent.move_to_end(key)
         elif key in self._parked:  # back into the recency order, at the newest end
-            del self._parked[key]
-            self._returned.pop(key, None)
             recent[key] = 0  # the size is not used
+            del self._parked[key]
+            if key in self._returned:
+                del self._returned[key]
 
 
 class RankOrder(Generic[K]):
@@ -392,14 +465,19 @@ class _Ranked(_Ticking[K]):
         super().__init__()
         self._ranks: dict[K, tuple[float, ...]] = {}  # every resident key's current rank
         self._candidates: RankOrder[K] = RankOrder()
+        self._undo: list[tuple[K, tuple[float, ...], Any]] = []  # this eviction's pops
 
     def _rerank(self, key: K, rank: tuple[float, ...]) -> None:
         self._ranks[key] = rank
         if key in self._candidates:
             self._candidates.set(key, rank)
 
-    def _forget(self, key: K) -> None:
-        """Drop the per-key history of a key that left the cache."""
+    def _forget(self, key: K) -> Any:
+        """Drop the per-key history of a key that left the cache; returns what it dropped."""
+        return None
+
+    def _recall(self, key: K, history: Any) -> None:
+        """Give back what :meth:`_forget` dropped (a victim the cache did not evict after all)."""
 
     def update_on_remove(self, key: K) -> None:
         if self._ranks.pop(key, None) is not None:
@@ -414,9 +492,21 @@ class _Ranked(_Ticking[K]):
 
     def pop_victim(self) -> K:
         key = self._candidates.pop()
-        del self._ranks[key]
-        self._forget(key)
+        rank = self._ranks.pop(key)
+        self._undo.append((key, rank, self._forget(key)))
         return key
+
+    def undo_log(self) -> list[tuple[K, tuple[float, ...], Any]]:
+        return self._undo
+
+    def restore_victims(self, victims: Sequence[tuple[K, int]]) -> None:
+        undo = self._undo
+        while undo:
+            key, rank, history = undo[-1]
+            self._recall(key, history)
+            self._ranks[key] = rank
+            self._candidates.set(key, rank)
+            undo.pop()
 
     def eviction_order(self) -> list[K]:
         return self._candidates.ordered()
@@ -484,8 +574,11 @@ class LFU(_Ranked[K]):
             if len(heap) > 2 * len(live) + 16:
                 candidates._compact()
 
-    def _forget(self, key: K) -> None:
-        del self._count[key]
+    def _forget(self, key: K) -> int:
+        return self._count.pop(key)
+
+    def _recall(self, key: K, history: Any) -> None:
+        self._count[key] = history
 
     def count(self, key: K) -> int:
         """How often ``key`` was used since it was put (for display)."""
@@ -512,40 +605,46 @@ class GDSF(_Ranked[K]):
         super().__init__()
         self._cost = cost
         self._inflation = 0.0
+        self._aged_from = 0.0  # L before the last victim aged it (to undo that pop)
         self._count: dict[K, int] = {}
         self._size: dict[K, int] = {}
 
-    def _priority(self, key: K) -> float:
-        size = self._size[key]
-        return self._inflation + self._count[key] * self._cost(size) / size
+    def _priority(self, count: int, size: int) -> float:
+        """Computed before anything changes: a cost function that raises leaves no trace."""
+        return self._inflation + count * self._cost(size) / size
 
     def update_on_put(self, key: K, size: int) -> None:
         if key in self._count:
             raise self._duplicate(key)
         if size <= 0:
             raise ValueError(f"update_on_put({key!r}, {size!r}): size must be positive")
+        rank = (self._priority(1, size), self._now())
         self._count[key] = 1
         self._size[key] = size
-        rank = (self._priority(key), self._now())
         self._ranks[key] = rank
         self._candidates.set(key, rank)
 
     def update_on_hit(self, key: K) -> None:
         if key not in self._count:
             raise self._unknown(key, "update_on_hit")
-        self._count[key] += 1
-        self._rerank(key, (self._priority(key), self._now()))
+        count = self._count[key] + 1
+        rank = (self._priority(count, self._size[key]), self._now())
+        self._count[key] = count
+        self._rerank(key, rank)
 
     def pop_victim(self) -> K:
         key = self._candidates.peek()
         if key is None:
             raise NoVictim("no evictable entry")
+        self._aged_from = self._inflation
         self._inflation = self._ranks[key][0]
         return super().pop_victim()
 
-    def _forget(self, key: K) -> None:
-        del self._count[key]
-        del self._size[key]
+    def _forget(self, key: K) -> tuple[int, int, float]:
+        return self._count.pop(key), self._size.pop(key), self._aged_from
+
+    def _recall(self, key: K, history: Any) -> None:
+        self._count[key], self._size[key], self._inflation = history
 
     def priority(self, key: K) -> float:
         """The key's current priority (for display)."""
@@ -578,6 +677,7 @@ class SIEVE(_Ticking[K]):
         self._at: dict[int, K] = {}  # live tick -> candidate
         self._dead: set[int] = set()  # ticks in the queue whose key is not a candidate
         self._hand = 0
+        self._undo: list[tuple[K, int, list[K], int]] = []  # this eviction's pops
 
     def update_on_put(self, key: K, size: int) -> None:
         if key in self._arrival:
@@ -620,6 +720,8 @@ class SIEVE(_Ticking[K]):
 
     def update_on_unpin(self, key: K) -> None:
         tick = self._arrival[key]
+        if tick in self._at:  # already a candidate
+            return
         if tick in self._dead:
             self._dead.remove(tick)
         else:
@@ -632,6 +734,7 @@ class SIEVE(_Ticking[K]):
             raise NoVictim("no evictable entry")
         i = bisect.bisect_left(queue, self._hand)
         n = len(queue)
+        cleared: list[K] = []
         while True:
             if i == n:
                 i = 0  # past the newest: wrap to the oldest
@@ -642,13 +745,31 @@ class SIEVE(_Ticking[K]):
                 continue
             if key in visited:
                 visited.remove(key)  # clear the bit
+                cleared.append(key)
                 i += 1
                 continue
+            self._undo.append((key, tick, cleared, self._hand))
             del self._arrival[key]
             self._leave_queue(tick)
             self._hand = tick + 1
             self._settle_hand()
             return key
+
+    def undo_log(self) -> list[tuple[K, int, list[K], int]]:
+        return self._undo
+
+    def restore_victims(self, victims: Sequence[tuple[K, int]]) -> None:
+        undo = self._undo
+        if not undo:
+            return
+        while undo:
+            key, tick, cleared, hand = undo.pop()
+            self._arrival[key] = tick
+            self.update_on_unpin(key)  # back into the queue at its arrival tick
+            self._visited.update(cleared)
+            self._hand = hand
+        # _settle_hand reads the newest arrival last: keep the dict in arrival order
+        self._arrival = dict(sorted(self._arrival.items(), key=lambda kv: kv[1]))
 
     def eviction_order(self) -> list[K]:
         order: list[K] = []
@@ -716,6 +837,7 @@ class S3FIFO(_Ticking[K]):
         self._small_bytes = 0
         self._total_bytes = 0
         self._ghost: OrderedDict[K, None] = OrderedDict()
+        self._undo: list[list[tuple[Any, ...]]] = []  # per pop of this eviction: its steps
 
     def _enter(self, key: K, small: bool) -> None:
         tick = self._now()
@@ -762,33 +884,79 @@ class S3FIFO(_Ticking[K]):
     def update_on_unpin(self, key: K) -> None:
         (self._small if self._in_small[key] else self._main).add(key, self._entered[key])
 
-    def _remember(self, key: K) -> None:
+    def _remember(self, key: K) -> list[K]:
+        """Put ``key`` in the ghost list; returns the oldest ids it pushed out."""
         self._ghost[key] = None
+        forgotten = []
         while len(self._ghost) > max(len(self._size), 1):
-            self._ghost.popitem(last=False)
+            forgotten.append(self._ghost.popitem(last=False)[0])
+        return forgotten
 
     def pop_victim(self) -> K:
         small, main, freq = self._small, self._main, self._freq
         if not small and not main:
             raise NoVictim("no evictable entry")
+        steps: list[tuple[Any, ...]] = []  # how to undo this pop, step by step
+        self._undo.append(steps)
         while True:
             if small and (self._small_bytes >= self.small_ratio * self._total_bytes or not main):
                 key = small.pop()
+                state = (key, self._entered[key], freq[key])
                 if freq[key] > 0:  # reused while on probation: promote
+                    steps.append(("promoted", *state))
                     freq[key] = 0
                     self._small_bytes -= self._size[key]
                     self._enter(key, False)
                     continue
+                steps.append(("dropped", *state, True, self._size[key]))
                 self._drop(key)
-                self._remember(key)
+                steps.append(("ghost", key, self._remember(key)))
                 return key
             key = main.pop()
+            state = (key, self._entered[key], freq[key])
             if freq[key] > 0:  # still in use: one more round
+                steps.append(("again", *state))
                 freq[key] -= 1
                 self._enter(key, False)
                 continue
+            steps.append(("dropped", *state, False, self._size[key]))
             self._drop(key)
             return key
+
+    def undo_log(self) -> list[list[tuple[Any, ...]]]:
+        return self._undo
+
+    def restore_victims(self, victims: Sequence[tuple[K, int]]) -> None:
+        undo = self._undo
+        while undo:
+            for step in reversed(undo[-1]):
+                self._undo_step(step)
+            undo.pop()
+
+    def _undo_step(self, step: tuple[Any, ...]) -> None:
+        kind, key = step[0], step[1]
+        if kind == "ghost":
+            del self._ghost[key]
+            for old in reversed(step[2]):
+                self._ghost[old] = None
+                self._ghost.move_to_end(old, last=False)
+            return
+        entered, freq = step[2], step[3]
+        if kind == "dropped":
+            small, size = step[4], step[5]
+            self._size[key] = size
+            self._total_bytes += size
+            if small:
+                self._small_bytes += size
+        else:  # promoted from the small queue, or given another round in the main queue
+            self._main.discard(key)
+            small = kind == "promoted"
+            if small:
+                self._small_bytes += self._size[key]
+        self._in_small[key] = small
+        self._entered[key] = entered
+        self._freq[key] = freq
+        (self._small if small else self._main).add(key, entered)
 
     def eviction_order(self) -> list[K]:
         trial = copy.deepcopy(self)

@@ -21,9 +21,22 @@ core's hashing speed. Tensors are then built zero-copy over the bytes that were 
 ``-`` that does not start with a dot; anything else raises :class:`InvalidKey`, so
 ``../../etc/passwd`` or an absolute path can never address a file outside the store.
 
+**Only regular files.** Entries are opened with ``O_NOFOLLOW`` and must be regular files:
+a symlink (or a FIFO, or a directory) planted in the store is refused with
+:class:`NotARegularFile`, never followed to a file outside the store.
+
+**Every dtype both sides know.** ``save`` accepts exactly the dtypes that the installed
+safetensors writes and that :func:`decode` reads back (FP8 of all kinds, unsigned ints,
+complex64, packed FP4 …) and refuses any other with :class:`UnsupportedDtype` before writing.
+
 **Replicas pin what they serve.** :meth:`WeightStore.replica` loads an entry onto a device
 through a :class:`~servelab.weights.cache.WeightCache` and holds a pin on it for as long as
-the replica lives, so the cache can never evict weights that are being served.
+the replica lives, so the cache can never evict weights that are being served. The cache key
+carries the digest the load verified, so a re-saved entry is a new key and never serves the
+old bytes; concurrent replicas of one cold entry load it once.
+
+**Leftovers.** Temporary files carry their writer's process id; a store that opens removes
+those whose writer is no longer running (a crashed ``save`` leaves one as large as a model).
 """
 
 from __future__ import annotations
@@ -32,14 +45,17 @@ import hashlib
 import json
 import os
 import re
-import tempfile
+import secrets
+import stat
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servelab.weights.cache import WeightCache
+from servelab.weights.cache import EntryPinned, NotResident, WeightCache
 
 if TYPE_CHECKING:
     import torch
@@ -48,6 +64,8 @@ __all__ = [
     "CorruptEntry",
     "EntryNotFound",
     "InvalidKey",
+    "NotARegularFile",
+    "UnsupportedDtype",
     "WeightStore",
     "WeightStoreError",
     "atomic_write",
@@ -56,6 +74,9 @@ __all__ = [
 ]
 
 SUFFIX = ".safetensors"
+_TMP_SUFFIX = ".tmp"
+_TMP_NAME = re.compile(r"\.(?P<entry>.+)\.(?P<pid>\d+)\.[0-9a-f]+\.tmp")
+_STALE_UNKNOWN_S = 24 * 3600  # a temp file without a writer pid: removed after a day
 _KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _DIGEST_KEY = "servelab.sha256"
 _CHUNK = 8 << 20
@@ -75,6 +96,14 @@ class EntryNotFound(WeightStoreError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class NotARegularFile(WeightStoreError, ValueError):
+    """The entry's path is a symlink, directory, FIFO or device: it is never opened."""
+
+
+class UnsupportedDtype(WeightStoreError, TypeError):
+    """A tensor's dtype has no safetensors encoding that this store reads back."""
 
 
 class CorruptEntry(WeightStoreError, ValueError):
@@ -99,8 +128,10 @@ def atomic_write(
     """
     stage = on_stage or (lambda _: None)
     directory = path.parent
-    fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    tmp = Path(tmp_name)
+    tmp = directory / f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}{_TMP_SUFFIX}"
+    # O_EXCL: a new file of ours; mode 0o666 as open() uses, so the umask decides, as for
+    # any file the user writes (mkstemp would force 0600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
             view = memoryview(data)
@@ -167,6 +198,7 @@ def encode(tensors: Mapping[str, torch.Tensor]) -> bytes:
 
     if not tensors:
         raise WeightStoreError("refusing to save an empty set of tensors")
+    _check_dtypes(tensors)
     raw = safetensors.torch.save({k: v.detach().cpu().contiguous() for k, v in tensors.items()})
     header, data = _split(raw)
     header.pop("__metadata__", None)
@@ -176,18 +208,49 @@ def encode(tensors: Mapping[str, torch.Tensor]) -> bytes:
     return len(blob).to_bytes(8, "little") + blob + bytes(data)
 
 
+# safetensors dtype string -> torch dtype name: what the installed safetensors writes, each
+# checked to read back bit for bit (tests/test_store.py). F4 packs two values per byte.
 _DTYPES: dict[str, str] = {
     "F64": "float64",
     "F32": "float32",
     "F16": "float16",
     "BF16": "bfloat16",
+    "C64": "complex64",
     "I64": "int64",
     "I32": "int32",
     "I16": "int16",
     "I8": "int8",
+    "U64": "uint64",
+    "U32": "uint32",
+    "U16": "uint16",
     "U8": "uint8",
     "BOOL": "bool",
+    "F8_E4M3": "float8_e4m3fn",
+    "F8_E4M3FNUZ": "float8_e4m3fnuz",
+    "F8_E5M2": "float8_e5m2",
+    "F8_E5M2FNUZ": "float8_e5m2fnuz",
+    "F8_E8M0": "float8_e8m0fnu",
+    "F4": "float4_e2m1fn_x2",
 }
+
+
+def supported_dtypes() -> dict[str, torch.dtype]:
+    """The dtypes ``save`` accepts with this torch, by their safetensors name."""
+    import torch
+
+    found = {code: getattr(torch, name, None) for code, name in _DTYPES.items()}
+    return {code: dtype for code, dtype in found.items() if isinstance(dtype, torch.dtype)}
+
+
+def _check_dtypes(tensors: Mapping[str, torch.Tensor]) -> None:
+    known = set(supported_dtypes().values())
+    bad = {name: t.dtype for name, t in tensors.items() if t.dtype not in known}
+    if bad:
+        listed = ", ".join(f"{n!r} ({d})" for n, d in sorted(bad.items()))
+        raise UnsupportedDtype(
+            f"cannot save {listed}: safetensors has no encoding this store reads back for "
+            f"that dtype. Convert it (for example to float32 or bfloat16) before saving."
+        )
 
 
 def decode(
@@ -206,13 +269,19 @@ def decode(
     if _digest(header, body) != want:
         raise CorruptEntry(f"{source}: content does not match its digest; refusing to serve it")
     out: dict[str, torch.Tensor] = {}
+    dtypes = supported_dtypes()
     for name, info in header.items():
         try:
-            dtype = getattr(torch, _DTYPES[info["dtype"]])
+            code = info["dtype"]
+            dtype = dtypes[code]
             start, end = (int(x) for x in info["data_offsets"])
             shape = [int(s) for s in info["shape"]]
         except (KeyError, TypeError, ValueError) as err:
             raise CorruptEntry(f"{source}: bad table entry for {name!r}: {err!r}") from None
+        if code == "F4":  # the table counts 4-bit values; torch's dtype holds two per element
+            if not shape or shape[-1] % 2:
+                raise CorruptEntry(f"{source}: {name!r} has an odd number of packed FP4 values")
+            shape[-1] //= 2
         itemsize = torch.empty((), dtype=dtype).element_size()
         count = end - start
         numel = 1
@@ -220,11 +289,13 @@ def decode(
             numel *= s
         if not 0 <= start <= end <= len(body) or count != numel * itemsize:
             raise CorruptEntry(f"{source}: {name!r} does not fit its byte range")
-        flat = (
-            torch.frombuffer(body, dtype=dtype, count=numel, offset=start)
-            if numel
-            else torch.empty(0, dtype=dtype)
-        )
+        if not numel:
+            flat = torch.empty(0, dtype=dtype)
+        elif itemsize == 1 and dtype != torch.uint8:  # read as bytes, then reinterpret
+            flat = torch.frombuffer(body, dtype=torch.uint8, count=numel, offset=start)
+            flat = flat.view(dtype)
+        else:
+            flat = torch.frombuffer(body, dtype=dtype, count=numel, offset=start)
         out[name] = flat.view(shape)
     return out
 
@@ -241,6 +312,9 @@ class WeightStore:
         if not self.root.is_dir():
             raise WeightStoreError(f"{self.root} is not a directory; create it first")
         self.cache = cache
+        self._flights: dict[tuple[str, str], Future[tuple[str, dict[str, torch.Tensor]]]] = {}
+        self._flights_lock = threading.Lock()
+        self.removed_temp_files: list[Path] = self._remove_stale_temp_files()
 
     def path(self, key: str) -> Path:
         """The file of ``key``; raises InvalidKey for anything but a plain name."""
@@ -256,13 +330,18 @@ class WeightStore:
 
     def __contains__(self, key: object) -> bool:
         try:
-            return self.path(key).exists()  # type: ignore[arg-type]
-        except InvalidKey:
+            return stat.S_ISREG(self.path(key).lstat().st_mode)  # type: ignore[arg-type]
+        except (InvalidKey, FileNotFoundError):
             return False
 
     def keys(self) -> list[str]:
-        """Saved keys, sorted. Temp files of interrupted writes are not entries."""
-        names = (p.name[: -len(SUFFIX)] for p in self.root.glob(f"*{SUFFIX}"))
+        """Saved keys, sorted. Temp files of interrupted writes and non-regular files are not
+        entries."""
+        names = (
+            p.name[: -len(SUFFIX)]
+            for p in self.root.glob(f"*{SUFFIX}")
+            if stat.S_ISREG(p.lstat().st_mode)
+        )
         return sorted(n for n in names if _KEY.fullmatch(n) and ".." not in n)
 
     def save(
@@ -272,46 +351,78 @@ class WeightStore:
         *,
         on_stage: Callable[[str], None] | None = None,
     ) -> int:
-        """Write ``tensors`` under ``key`` atomically; returns the bytes written."""
+        """Write ``tensors`` under ``key`` atomically; returns the bytes written.
+
+        Raises :class:`UnsupportedDtype` (before anything is written) for a dtype the store
+        cannot read back.
+        """
         path = self.path(key)
         data = encode(tensors)
         atomic_write(path, data, on_stage=on_stage)
         return len(data)
 
-    def read_raw(self, key: str) -> bytearray:
-        """The file's bytes, unverified (the baseline a load is compared against)."""
+    @contextmanager
+    def _open(self, key: str) -> Iterator[tuple[int, os.stat_result]]:
+        """Open the entry's file for reading: never through a symlink, only a regular file."""
         path = self.path(key)
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK  # NONBLOCK: a FIFO cannot hang us
         try:
-            with open(path, "rb", buffering=0) as f:
-                size = os.fstat(f.fileno()).st_size
-                buf = bytearray(size)
-                view = memoryview(buf)
-                got = 0
-                while got < size:
-                    n = f.readinto(view[got:])
-                    if not n:
-                        break
-                    got += n
+            fd = os.open(path, flags)
         except FileNotFoundError:
             raise EntryNotFound(f"no entry {key!r} in {self.root}") from None
+        except OSError:  # ELOOP: the last component is a symlink
+            if path.is_symlink():
+                raise NotARegularFile(
+                    f"{path} is a symlink; the store only reads regular files inside "
+                    f"{self.root}, so it refuses to follow it"
+                ) from None
+            raise
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise NotARegularFile(
+                    f"{path} is not a regular file (mode {stat.filemode(info.st_mode)}); "
+                    f"the store refuses to read it"
+                )
+            yield fd, info
+        finally:
+            os.close(fd)
+
+    def read_raw(self, key: str) -> bytearray:
+        """The file's bytes, unverified (the baseline a load is compared against)."""
+        with self._open(key) as (fd, info):
+            size = info.st_size
+            buf = bytearray(size)
+            view = memoryview(buf)
+            got = 0
+            while got < size:
+                n = os.readv(fd, [view[got:]])
+                if not n:
+                    break
+                got += n
         if got != size:
-            raise CorruptEntry(f"{path}: read {got} of {size} bytes")
+            raise CorruptEntry(f"{self.path(key)}: read {got} of {size} bytes")
         return buf
 
     def load(self, key: str, *, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
         """Read, verify and return the tensors of ``key`` on ``device``."""
-        tensors = decode(self.read_raw(key), source=str(self.path(key)))
-        return {k: v.to(device) for k, v in tensors.items()}
+        return self._load_verified(key, device)[1]
+
+    def _load_verified(
+        self, key: str, device: torch.device | str
+    ) -> tuple[str, dict[str, torch.Tensor]]:
+        """The digest the bytes were verified against, and the tensors: one read of one file."""
+        raw = self.read_raw(key)
+        tensors = decode(raw, source=str(self.path(key)))
+        digest = _split(raw)[0]["__metadata__"][_DIGEST_KEY]
+        return digest, {k: v.to(device) for k, v in tensors.items()}
 
     def digest(self, key: str) -> str:
         """The digest recorded in the entry's header (cheap: reads only the header)."""
         path = self.path(key)
-        try:
-            with open(path, "rb") as f:
-                n = int.from_bytes(f.read(8), "little")
-                head = f.read(min(n, 1 << 24))
-        except FileNotFoundError:
-            raise EntryNotFound(f"no entry {key!r} in {self.root}") from None
+        with self._open(key) as (fd, _):
+            n = int.from_bytes(os.pread(fd, 8, 0), "little")
+            head = os.pread(fd, min(n, 1 << 24), 8)
         try:
             meta = json.loads(head).get("__metadata__", {})
         except (UnicodeDecodeError, json.JSONDecodeError, AttributeError):
@@ -330,8 +441,31 @@ class WeightStore:
         _fsync_dir(self.root)
 
     def stale_temp_files(self) -> list[Path]:
-        """Leftovers of writes that were interrupted (safe to delete when no writer runs)."""
-        return sorted(self.root.glob(f".*{SUFFIX}.*.tmp"))
+        """Temporary files of writes in progress or interrupted (``save`` renames its own)."""
+        return sorted(self.root.glob(f".*{SUFFIX}.*{_TMP_SUFFIX}"))
+
+    def _remove_stale_temp_files(self) -> list[Path]:
+        """Remove the temp files whose writer is gone: a crashed writer's, as large as a model.
+
+        A writer's pid is in the name; a file of a running process (this one included) stays.
+        A temp file without a pid is removed once it is a day old.
+        """
+        removed = []
+        for tmp in self.stale_temp_files():
+            match = _TMP_NAME.fullmatch(tmp.name)
+            try:
+                if match is not None:
+                    if _alive(int(match["pid"])):
+                        continue
+                elif time.time() - tmp.lstat().st_mtime < _STALE_UNKNOWN_S:
+                    continue
+                tmp.unlink()
+            except FileNotFoundError:  # another store cleaned it first
+                continue
+            removed.append(tmp)
+        if removed:
+            _fsync_dir(self.root)
+        return removed
 
     @contextmanager
     def replica(
@@ -339,9 +473,10 @@ class WeightStore:
     ) -> Iterator[dict[str, torch.Tensor]]:
         """Serve ``key`` on ``device`` for the duration of the ``with`` block.
 
-        The loaded tensors go into the store's cache (keyed by entry, device and digest,
-        so a re-saved entry is a new cache entry) and stay pinned until the block exits.
-        Without a cache the tensors are simply loaded.
+        The loaded tensors go into the store's cache, keyed by entry, device and the digest
+        the load verified (a re-saved entry is a new cache entry), and stay pinned until the
+        block exits. Concurrent replicas of one entry that is not cached load it once. Without
+        a cache the tensors are simply loaded.
         """
         import torch
 
@@ -349,10 +484,78 @@ class WeightStore:
         if self.cache is None:
             yield self.load(key, device=device)
             return
-        ck: ReplicaKey = (key, dev, self.digest(key))
-        if self.cache.get(ck) is None:
-            tensors = self.load(key, device=device)
-            size = max(1, sum(t.numel() * t.element_size() for t in tensors.values()))
-            self.cache.put(ck, tensors, size)
-        with self.cache.pinned(ck) as weights:
+        ck, weights = self._pin_replica(key, dev, device)
+        try:
             yield weights
+        finally:
+            self.cache.unpin(ck)
+
+    def _pin_replica(
+        self, key: str, dev: str, device: torch.device | str
+    ) -> tuple[ReplicaKey, dict[str, torch.Tensor]]:
+        """Pin the cached copy of ``key`` on ``dev``, loading and admitting it if needed."""
+        cache = self.cache
+        assert cache is not None
+        loaded: tuple[str, dict[str, torch.Tensor]] | None = None
+        for _ in range(_PIN_ATTEMPTS):
+            ck: ReplicaKey = (key, dev, self.digest(key))
+            try:
+                return ck, cache._pin(ck, None)[0]  # cached: a pin, no load
+            except NotResident:
+                pass
+            if loaded is None or loaded[0] != ck[2]:
+                loaded = self._load_once(key, dev, device)
+            digest, tensors = loaded
+            ck = (key, dev, digest)  # the digest these bytes were verified against
+            size = max(1, sum(t.numel() * t.element_size() for t in tensors.values()))
+            try:
+                cache.put(ck, tensors, size)
+            except EntryPinned:  # another replica admitted it first and holds it: pin that
+                pass
+            try:
+                return ck, cache._pin(ck, None)[0]
+            except NotResident:  # evicted before the pin by another thread's put: again
+                continue
+        raise WeightStoreError(
+            f"could not pin {key!r} on {dev} after {_PIN_ATTEMPTS} attempts: the entry keeps "
+            f"changing or being evicted; is the cache large enough for its replicas?"
+        )
+
+    def _load_once(
+        self, key: str, dev: str, device: torch.device | str
+    ) -> tuple[str, dict[str, torch.Tensor]]:
+        """Load ``key`` onto ``dev``; callers that arrive while a load runs share its result."""
+        with self._flights_lock:
+            flight = self._flights.get((key, dev))
+            leader = flight is None
+            if flight is None:
+                flight = self._flights[(key, dev)] = Future()
+        if not leader:
+            return flight.result()
+        try:
+            result = self._load_verified(key, device)
+        except BaseException as err:
+            flight.set_exception(err)
+            raise
+        else:
+            flight.set_result(result)
+            return result
+        finally:
+            with self._flights_lock:
+                del self._flights[(key, dev)]
+
+
+_PIN_ATTEMPTS = 8
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (on this host; the store is a local directory)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, owned by someone else
+        return True
+    return True
