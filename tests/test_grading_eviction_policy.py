@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from typing import Any
 
+import hypothesis
 import pytest
 
 from buggy_impls import correct_module, mistakes
-from servelab.grading import GradeFailure, grade
+from servelab.grading import GradeFailure, Step, Topic, grade, load_topic
 from servelab.weights.policies import LFU, SIEVE
 
 TOPIC = "eviction-policy"
@@ -44,6 +46,24 @@ def test_each_mistake_fails_with_a_hint_naming_it(mistake: Any) -> None:
     report = failure.value.report
     assert mistake.hint.lower() in report.hint.lower(), (mistake.name, report.text)
     assert "reproduce:" in report.text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mistake", MISTAKES, ids=[m.name for m in MISTAKES])
+@pytest.mark.parametrize("seed", [None, 1, 2])
+def test_state_machine_alone_catches_each_mistake(mistake: Any, seed: int | None) -> None:
+    # Without the probes, the machine of the mistake's step (LFU: 1, SIEVE: 2) still finds it,
+    # whatever the seed: a derandomized run's seed changes whenever the machine's source does.
+    step = load_topic(TOPIC).step(1 if mistake.name.startswith("lfu_") else 2)
+    check = step.machine
+    assert check is not None
+    if seed is not None:
+        build = check.build
+        check = replace(check, build=lambda impl: hypothesis.seed(seed)(build(impl)))
+    machine_only = Topic(TOPIC, "machine only", [Step(step.number, step.title, (), check)])
+    with pytest.raises(GradeFailure) as failure:
+        grade(machine_only, mistake.impl, out=io.StringIO())
+    assert "against the model" in failure.value.report.text
 
 
 def test_the_state_machine_catches_what_no_probe_names() -> None:

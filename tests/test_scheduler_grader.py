@@ -5,13 +5,15 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pytest
 
 from buggy_impls import correct_module, mistakes, topic_dir
-from servelab.grading import GradeFailure, grade
+from servelab.grading import GradeFailure, Step, Topic, grade, load_topic
 from servelab.kv.scheduler import Scheduler
 
 TOPIC = "scheduler"
@@ -96,6 +98,24 @@ def test_the_state_machine_finds_a_bug_no_probe_names() -> None:
         grade(TOPIC, SizesByPrompt, step=3, out=io.StringIO())
     assert "state machine" in failure.value.report.text
     assert "watermark" in failure.value.report.hint
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mistake", MISTAKES, ids=[m.name for m in MISTAKES])
+@pytest.mark.parametrize("seed", [None, 1, 2])
+def test_state_machine_alone_catches_each_mistake(mistake: Any, seed: int | None) -> None:
+    # Without the probes, the model comparison still finds every planted bug, whatever the
+    # seed: a derandomized run's seed changes whenever the machine's source does.
+    final = load_topic(TOPIC).steps[-1]
+    check = final.machine
+    assert check is not None
+    if seed is not None:
+        build = check.build
+        check = replace(check, build=lambda impl: hypothesis.seed(seed)(build(impl)))
+    machine_only = Topic(TOPIC, "machine only", [Step(final.number, final.title, (), check)])
+    with pytest.raises(GradeFailure) as failure:
+        grade(machine_only, mistake.impl, out=io.StringIO())
+    assert "state machine" in failure.value.report.text
 
 
 def test_an_unfinished_exercise_raises_not_implemented() -> None:
