@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
+from servelab.grading.diagnose import remember_program
 from servelab.testing.core import RecordingMachine
 from servelab.testing.policies import LFUModel, SIEVEModel, policy_machine
 
@@ -88,30 +89,40 @@ class Script:
         self.policy = policy_class(impl, name)()
         self.lines = [f"p = {name}()"]
 
+    def run(self, line: str, call: Callable[[], Any]) -> Any:
+        """Write ``line`` down and run it; a learner's exception keeps the program so far."""
+        self.lines.append(line)
+        try:
+            return call()
+        except Exception as exc:
+            remember_program(exc, self.lines)
+            raise
+
     def put(self, *keys: str, size: int = 1) -> None:
         for key in keys:
-            self.lines.append(f"p.update_on_put({key!r}, {size})")
-            self.policy.update_on_put(key, size)
+            self.run(
+                f"p.update_on_put({key!r}, {size})",
+                lambda key=key: self.policy.update_on_put(key, size),  # type: ignore[misc]
+            )
 
     def hit(self, *keys: str) -> None:
         for key in keys:
-            self.lines.append(f"p.update_on_hit({key!r})")
-            self.policy.update_on_hit(key)
+            self.run(
+                f"p.update_on_hit({key!r})",
+                lambda key=key: self.policy.update_on_hit(key),  # type: ignore[misc]
+            )
 
     def pin(self, key: str) -> None:
-        self.lines.append(f"p.update_on_pin({key!r})")
-        self.policy.update_on_pin(key)
+        self.run(f"p.update_on_pin({key!r})", lambda: self.policy.update_on_pin(key))
 
     def unpin(self, key: str) -> None:
-        self.lines.append(f"p.update_on_unpin({key!r})")
-        self.policy.update_on_unpin(key)
+        self.run(f"p.update_on_unpin({key!r})", lambda: self.policy.update_on_unpin(key))
 
     def fail(self, message: str) -> ProbeFailed:
         return ProbeFailed(message, self.lines)
 
     def expect_victim(self, want: str, why: str) -> None:
-        self.lines.append("p.pop_victim()")
-        got = self.policy.pop_victim()
+        got = self.run("p.pop_victim()", self.policy.pop_victim)
         if got != want:
             raise self.fail(f"pop_victim() returned {got!r}, expected {want!r}: {why}")
         self.lines[-1] += f"  # {want!r}"

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
+from servelab.grading.diagnose import remember_program
 from servelab.kv.blocks import BlockManager
 from servelab.kv.scheduler import RequestTooLarge, Sequence, StepOutput
 from servelab.kv.sim import emit_tokens
@@ -110,11 +111,19 @@ class Script:
         )
         seq = Sequence.dummy(sid, prompt_len, max_new_tokens)
         self.seqs[sid] = seq
-        self.sched.add(seq)
+        self.run(lambda: self.sched.add(seq))
+
+    def run(self, call: Callable[[], Any]) -> Any:
+        """Run the call just written down; a learner's exception keeps the program so far."""
+        try:
+            return call()
+        except Exception as exc:
+            remember_program(exc, self.lines)
+            raise
 
     def step(self, emit: bool = True) -> StepOutput:
         self.lines.append("out = sched.step()")
-        out = self.sched.step()
+        out = self.run(self.sched.step)
         if not isinstance(out, StepOutput):
             raise self.fail(f"step() returned {out!r}; it must return a StepOutput")
         if emit:

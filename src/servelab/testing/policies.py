@@ -23,7 +23,7 @@ Hits on pinned keys count (pinning never rewrites history).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
@@ -41,6 +41,7 @@ __all__ = [
     "PolicyModel",
     "S3FIFOModel",
     "SIEVEModel",
+    "policies_machine",
     "policy_machine",
 ]
 
@@ -346,21 +347,42 @@ def policy_machine(
     agree with the model. Recorded lines use ``var`` for the policy so a learner can paste them.
     """
     built = constructor or f"{getattr(make_policy, '__name__', 'Policy')}()"
+    return policies_machine({built: (make_policy, make_model)}, var=var)
+
+
+def policies_machine(
+    choices: Mapping[str, tuple[Callable[[], Any], Callable[[], PolicyModel]]],
+    *,
+    var: str = "p",
+) -> type[RecordingMachine]:
+    """One state machine over several policies: each program drives one of them, drawn first.
+
+    ``choices`` maps the constructor line (``"LFU()"``) to the policy's factory and its model.
+    With more than one choice, an invariant id names the policy (``"LFU:victim-matches-model"``)
+    so that each policy's break keeps its own hint.
+    """
+    names = list(choices)
+    tagged = len(names) > 1
 
     class PolicyMachine(RecordingMachine):
-        def __init__(self) -> None:
-            super().__init__()
-            self.policy = make_policy()
-            self.model = make_model()
-            self.record(f"{var} = {built}")
-
         def _resident(self) -> list[Key]:
             return list(self.model.keys)
 
+        def _broke(self, invariant: str, detail: str) -> InvariantViolation:
+            return InvariantViolation(f"{self.tag}:{invariant}" if tagged else invariant, detail)
+
         # Every other rule needs resident keys, and a policy's order only shows with several
         # of them, some already hit: a program starts from a few, whatever the seed.
-        @initialize(fill=st.lists(st.tuples(SIZES, st.booleans()), max_size=len(KEYS)))
-        def fill(self, fill: list[tuple[int, bool]]) -> None:
+        @initialize(
+            which=st.sampled_from(names),
+            fill=st.lists(st.tuples(SIZES, st.booleans()), max_size=len(KEYS)),
+        )
+        def fill(self, which: str, fill: list[tuple[int, bool]]) -> None:
+            make_policy, make_model = choices[which]
+            self.tag = which.split("(")[0]
+            self.record(f"{var} = {which}")
+            self.policy = make_policy()
+            self.model = make_model()
             for key, (size, _) in zip(KEYS, fill, strict=False):
                 self._put(key, size)
             for key, (_, hit) in zip(KEYS, fill, strict=False):
@@ -450,20 +472,20 @@ def policy_machine(
                     got = self.do(f"{var}.pop_victim()", self.policy.pop_victim)
                 except LookupError:
                     return
-                raise InvariantViolation(
+                raise self._broke(
                     "no-victim-when-all-pinned",
                     f"every resident key is pinned (or none is resident), yet pop_victim() "
                     f"returned {got!r} instead of raising LookupError",
                 )
             got = self.do(f"{var}.pop_victim()", self.policy.pop_victim)
             if got in self.model.pinned:
-                raise InvariantViolation(
+                raise self._broke(
                     "pinned-never-victim",
                     f"pop_victim() returned {got!r}, which is pinned; the model evicts "
                     f"{expected!r}",
                 )
             if got != expected:
-                raise InvariantViolation(
+                raise self._broke(
                     "victim-matches-model",
                     f"pop_victim() returned {got!r}; the model evicts {expected!r} "
                     f"(model order: {self.model.order()})",
@@ -472,10 +494,12 @@ def policy_machine(
 
         @invariant()
         def candidates_agree(self) -> None:
+            if not hasattr(self, "policy"):
+                return  # before the program's first call
             count = self.policy.__len__()
             expected = len(self.model.candidates())
             if count != expected:
-                raise InvariantViolation(
+                raise self._broke(
                     "candidate-count",
                     f"len({var}) is {count}, but {expected} resident keys are unpinned "
                     f"(pinned: {sorted(self.model.pinned, key=str)})",
@@ -485,14 +509,14 @@ def policy_machine(
             if order != wanted:
                 leaked = [k for k in order if k in self.model.pinned]
                 if leaked:
-                    raise InvariantViolation(
+                    raise self._broke(
                         "pinned-never-victim",
                         f"{var}.eviction_order() lists pinned keys {leaked}: {order}",
                     )
-                raise InvariantViolation(
+                raise self._broke(
                     "order-matches-model",
                     f"{var}.eviction_order() is {order}; the model says {wanted}",
                 )
 
-    PolicyMachine.__name__ = f"{built.split('(')[0]}Machine"
+    PolicyMachine.__name__ = "".join(n.split("(")[0] for n in names) + "Machine"
     return PolicyMachine
