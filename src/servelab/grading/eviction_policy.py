@@ -22,7 +22,7 @@ from typing import Any
 from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
 from servelab.grading.diagnose import remember_program
 from servelab.testing.core import RecordingMachine
-from servelab.testing.policies import LFUModel, SIEVEModel, policy_machine
+from servelab.testing.policies import LFUModel, SIEVEModel, policies_machine, policy_machine
 
 __all__ = ["TOPIC", "policy_class"]
 
@@ -54,6 +54,14 @@ HINTS = {
     "hand": (
         "SIEVE's hand stays where it stopped: the next sweep starts just after the last victim, "
         "not back at the oldest key (that is FIFO with a second chance)."
+    ),
+    "capped": (
+        "an LFU count is not capped: every hit adds 1, however many came before (a count "
+        "that saturates makes the hottest keys tie with lukewarm ones)"
+    ),
+    "unpin-place": (
+        "update_on_unpin is not a use: the key returns with its count and the time it reached "
+        "it, so among equal counts it keeps its place (do not refresh its tick on unpin)"
     ),
     "history": (
         "a pinned key keeps its history: on update_on_unpin it returns where its history "
@@ -189,6 +197,25 @@ def _lfu_counts(impl: Any) -> None:
     s.expect_victim("c", "'c' has count 2, 'a' has 3")
 
 
+def _lfu_counts_grow(impl: Any) -> None:
+    s = Script(impl, "LFU")
+    s.put("a", "b")
+    s.hit(*["b"] * 5)
+    s.hit(*["a"] * 4)
+    s.expect_victim("a", "'a' has count 5, 'b' has 6: counts keep growing, they are not capped")
+
+
+def _lfu_unpin_keeps_place(impl: Any) -> None:
+    s = Script(impl, "LFU")
+    s.put("a", "b", "c")
+    s.pin("a")
+    s.unpin("a")
+    s.expect_order(
+        ["a", "b", "c"],
+        "a pin and an unpin are not uses: 'a' keeps its place among the keys of count 1",
+    )
+
+
 def _lfu_ties_fifo(impl: Any) -> None:
     s = Script(impl, "LFU")
     s.put("a", "b", "c", "d")
@@ -286,6 +313,20 @@ def _machine_hints(*order_hints: str) -> dict[str, str]:
     }
 
 
+_LFU_HINTS = _machine_hints(HINTS["tie"], HINTS["history"])
+_SIEVE_HINTS = _machine_hints(HINTS["hand"], HINTS["history"])
+
+
+def _both_machines(impl: Any) -> type[RecordingMachine]:
+    """The final step checks every policy built so far: one machine, a policy per program."""
+    return policies_machine(
+        {
+            "LFU()": (policy_class(impl, "LFU"), LFUModel),
+            "SIEVE()": (policy_class(impl, "SIEVE"), SIEVEModel),
+        }
+    )
+
+
 _INVARIANTS = (
     "len() counts unpinned keys",
     "eviction_order() matches the model",
@@ -301,6 +342,8 @@ TOPIC = Topic(
             "LFU with first-in-first-out ties",
             probes=[
                 Probe("the least used key leaves first", HINTS["counts"], _lfu_counts),
+                Probe("counts keep growing", HINTS["capped"], _lfu_counts_grow),
+                Probe("an unpin keeps a key's place", HINTS["unpin-place"], _lfu_unpin_keeps_place),
                 Probe("ties leave first in, first out", HINTS["tie"], _lfu_ties_fifo),
                 Probe(
                     "pinned keys are not candidates",
@@ -314,7 +357,7 @@ TOPIC = Topic(
                 "LFU against the model",
                 _machine("LFU", LFUModel),
                 _INVARIANTS,
-                hints=_machine_hints(HINTS["tie"], HINTS["history"]),
+                hints=_LFU_HINTS,
                 max_examples=80,
                 step_count=30,
             ),
@@ -336,11 +379,14 @@ TOPIC = Topic(
                 Probe("nothing to evict raises", HINTS["no-victim"], _nothing_to_evict("SIEVE")),
             ],
             machine=MachineCheck(
-                "SIEVE against the model",
-                _machine("SIEVE", SIEVEModel),
+                "LFU and SIEVE against their models",
+                _both_machines,
                 _INVARIANTS,
-                hints=_machine_hints(HINTS["hand"], HINTS["history"]),
-                max_examples=80,
+                hints={
+                    **{f"LFU:{k}": v for k, v in _LFU_HINTS.items()},
+                    **{f"SIEVE:{k}": v for k, v in _SIEVE_HINTS.items()},
+                },
+                max_examples=140,
                 step_count=30,
             ),
         ),
