@@ -55,6 +55,14 @@ HINTS: dict[str, str] = {
         "running sequence with seq.is_finished, drop it from running and list it in "
         "out.finished"
     ),
+    "retire-early": (
+        "a sequence is finished only once it has generated max_new_tokens tokens "
+        "(seq.is_finished): retiring it a step early drops its last token"
+    ),
+    "decode-then-admit": (
+        "decode the running sequences before admitting: a sequence admitted in this step is "
+        "prefilled, and admitting before decoding takes the blocks the decodes need"
+    ),
     "decode-order": (
         "decode every running sequence exactly once per step, oldest first (the order of "
         "running), with slot = bm.append_slot(seq.seq_id)"
@@ -128,7 +136,7 @@ class Script:
             raise self.fail(f"step() returned {out!r}; it must return a StepOutput")
         if emit:
             self.lines.append("emit_tokens(out)")
-            emit_tokens(out)
+            self.run(lambda: emit_tokens(out))
         return out
 
     def running(self) -> list[int]:
@@ -323,7 +331,16 @@ TOPIC = Topic(
             machine=_machine(
                 2,
                 "state machine: add and step in a pool that never runs out",
-                ["fcfs", "watermark", "decode-order", "finished-freed", "kv-slots", "no-leak"],
+                [
+                    "fcfs",
+                    "watermark",
+                    "decode-order",
+                    "decode-then-admit",
+                    "finished-freed",
+                    "retire-early",
+                    "kv-slots",
+                    "no-leak",
+                ],
                 examples=100,
                 steps=30,
             ),

@@ -52,6 +52,8 @@ INVARIANTS: dict[str, str] = {
     "prefill-length": "a prefill covers every token the sequence has (prompt + generated)",
     "finished-freed": "a finished sequence leaves running and its blocks are freed",
     "decode-order": "every running sequence decodes one token per step, oldest first",
+    "retire-early": "a sequence is retired only once it has generated all its tokens",
+    "decode-then-admit": "a step decodes the running sequences first, then admits",
     "victim-newest": "on OutOfBlocks the newest running sequence is preempted",
     "requeue-front": "a preempted sequence goes back to the front of waiting",
     "requeue-length": "a preempted sequence keeps its generated tokens and is re-prefilled at "
@@ -187,6 +189,17 @@ def compare_step(
                 f"after `{code}`, sequence {sid} has generated all {model.max_new[sid]} of its "
                 "tokens but is still " + ("running" if sid in running else "holding blocks"),
             )
+    early = [sid for sid in _ids(out.finished) if sid not in want.finished]
+    if early:
+        made = ", ".join(
+            f"{sid}: {model.tokens[sid] - model.prompt[sid]} of {model.max_new[sid]}"
+            for sid in early
+            if sid in model.tokens
+        )
+        raise InvariantViolation(
+            "retire-early",
+            f"`{code}` retired {early}, which had not generated all their tokens yet ({made})",
+        )
     if _ids(out.finished) != want.finished:
         raise InvariantViolation(
             "finished-freed",
@@ -245,6 +258,13 @@ def compare_step(
             rule_id, f"after `{code}`, waiting is {waiting}; expected {model.waiting}"
         )
     got_decodes = [d.seq.seq_id for d in out.decodes]
+    admitted_now = {sid for sid, _ in want.prefills}
+    if admitted_now & set(got_decodes):
+        raise InvariantViolation(
+            "decode-then-admit",
+            f"`{code}` decoded {sorted(admitted_now & set(got_decodes))}, admitted in this very "
+            "step: a step decodes the sequences already running, then admits",
+        )
     if got_decodes != want.decodes:
         raise InvariantViolation(
             "decode-order",
