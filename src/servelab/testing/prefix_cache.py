@@ -371,7 +371,7 @@ def prefix_cache_machine(
                 )
             cached = {p2a.get(p) for p in self.bm.cached().values()}
             if cached != set(m.key):
-                extra = sorted(str(self.a2p.get(a, "?")) for a in cached - set(m.key))
+                extra = sorted(p for p in self.bm.cached().values() if p2a.get(p) not in m.key)
                 missing = sorted(str(self.a2p[a]) for a in set(m.key) - cached)
                 raise InvariantViolation(
                     "cache-map",
