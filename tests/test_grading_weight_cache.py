@@ -79,9 +79,8 @@ def test_state_machine_finds_a_bug_no_probe_names() -> None:
     assert "state machine" in failure.value.report.text
 
 
-@pytest.mark.parametrize(
-    "name", ["count_based", "evict_then_raise", "set_pins", "wrong_error_type", "get_no_refresh"]
-)
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [m.name for m in MISTAKES])
 @pytest.mark.parametrize("seed", [None, 1, 2])
 def test_state_machine_alone_catches_listed_mistakes(name: str, seed: int | None) -> None:
     # The probes name mistakes quickly; the model comparison must not depend on them, nor on
