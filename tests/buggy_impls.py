@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from servelab.grading import GradeFailure, Report, Topic, core, grade
-from servelab.grading.diagnose import for_topic, program_of
+from servelab.grading.diagnose import diagnosed, program_of
 from servelab.grading.mistakes import Mistake, correct_impl, correct_module, mistakes, topic_dir
 
 __all__ = [
@@ -67,6 +67,4 @@ def failing_report(topic: str | Topic, impl: Any, step: int | None = None) -> tu
 def diagnosed_hint(topic: str, impl: Any, step: int | None = None) -> tuple[Report, str]:
     """The hint a learner reads once diagnosis has run: the named mistake, or the check's."""
     report, program = failing_report(topic, impl, step)
-    hook = for_topic(topic)
-    said = hook(program, impl) if hook else None
-    return report, said or report.hint
+    return report, diagnosed(topic, program, None, impl) or report.hint

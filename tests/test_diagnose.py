@@ -7,7 +7,14 @@ from typing import Any
 import pytest
 
 from servelab.grading import topics
-from servelab.grading.diagnose import SPECS, for_topic, program_of, remember_program, replay
+from servelab.grading.diagnose import (
+    SPECS,
+    diagnosed,
+    for_topic,
+    program_of,
+    remember_program,
+    replay,
+)
 from servelab.grading.mistakes import CORRECT, correct_impl, mistakes
 
 ALL = [m for topic in CORRECT for m in mistakes(topic)]
@@ -103,3 +110,20 @@ def test_a_hanging_call_ends_the_replay() -> None:
     )
     trace = replay(program, SPECS["weight-cache"], loop.impl)
     assert trace[-1] == ("hung",) and len(trace) == 4
+
+
+def test_the_grader_call_site_uses_the_program_an_exception_carries() -> None:
+    bug = next(m for m in mistakes("weight-cache") if m.name == "get_miss_raises")
+    exc = KeyError("z")
+    remember_program(exc, ["cache = WeightCache(100)", "cache.get('z')"])
+    said = diagnosed("weight-cache", "", exc, bug.impl)
+    assert said is not None and "returning None" in said
+    assert diagnosed("weight-cache", "", None, bug.impl) is None
+    assert diagnosed("no-such-topic", "cache = WeightCache(1)", None, bug.impl) is None
+
+
+def test_a_broken_diagnosis_never_fails_the_grade() -> None:
+    def explodes(capacity: int) -> Any:
+        raise SystemError("boom")
+
+    assert diagnosed("weight-cache", "cache = WeightCache(100)", None, explodes) is None

@@ -15,7 +15,10 @@ program often cannot tell two alike mistakes apart (the newest entry and the lar
 same entry in it). When several mistakes match, a few fixed programs per topic, written to
 separate alike mistakes, are replayed too, and only the mistakes that still match remain.
 
-A topic's hook is ``diagnose(program, impl) -> str | None``; :func:`for_topic` returns it.
+A topic's hook is ``diagnose(program, impl) -> str | None``; :func:`for_topic` returns it, and
+:func:`diagnosed` is the one call the grader makes when a check fails::
+
+    hint = diagnosed(topic.name, code, exc, impl) or hint
 A learner's exception inside a probe carries the probe's program so far in ``repro``
 (:func:`remember_program`), so it can be diagnosed like any other failure.
 """
@@ -35,6 +38,7 @@ from servelab.testing.core import ImplementationHung, hang_guard
 __all__ = [
     "Diagnoser",
     "Observation",
+    "diagnosed",
     "for_topic",
     "program_of",
     "remember_program",
@@ -592,3 +596,20 @@ HOOKS: dict[str, Diagnoser] = {name: Diagnoser(name, spec) for name, spec in SPE
 def for_topic(name: str) -> Callable[[str, Any], str | None] | None:
     """The diagnosis hook of topic ``name``, or None for a topic without a catalogue."""
     return HOOKS.get(name)
+
+
+def diagnosed(topic: str, code: str, exc: BaseException | None, impl: Any) -> str | None:
+    """The grader's call site: the named mistake for a failed check, or None.
+
+    ``code`` is the failing check's repro (may be empty); ``exc`` the exception it ended with,
+    whose attached program stands in when a learner's error cut a probe short. Diagnosis
+    never fails a grade of its own accord: any error inside it means no diagnosis.
+    """
+    hook = for_topic(topic)
+    program = code or (program_of(exc) if exc is not None else "")
+    if hook is None or not program:
+        return None
+    try:
+        return hook(program, impl)
+    except Exception:
+        return None
