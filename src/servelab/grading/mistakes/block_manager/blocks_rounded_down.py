@@ -3,8 +3,8 @@
 from servelab.grading.mistakes.block_manager.correct import BlockManager
 from servelab.kv.blocks import InvalidLength, OutOfBlocks, SequenceExists
 
-HINT = "rounds"
-LIKE = "rounds the number of blocks down (n // block_size) instead of up"
+HINT = "ceil"
+LIKE = "takes n // block_size blocks, rounding down where a table needs ceil(n / block_size)"
 
 
 class Buggy(BlockManager):

@@ -3,7 +3,7 @@
 from servelab.grading.mistakes.block_manager.correct import BlockManager
 from servelab.kv.blocks import SequenceExists
 
-HINT = "same list"
+HINT = "list object"
 LIKE = "gives the forked child the parent's very same list object as its block table"
 
 

@@ -2,10 +2,10 @@
 
 from servelab.grading.mistakes.eviction_policy.correct import LFU, SIEVE
 
-HINT = "stays where it stopped"
+HINT = "where it stopped"
 LIKE = (
-    "sends SIEVE's hand back to the oldest key after every eviction, although the "
-    "hand stays where it stopped"
+    "sends SIEVE's hand back to the oldest key after every eviction "
+    "instead of leaving it where it stopped"
 )
 
 
