@@ -4,6 +4,11 @@ For every mistake in :mod:`servelab.grading.mistakes`: is it caught by a full gr
 caught by the final step's state machine alone (no probes, derandomized seed); does the
 report's hint contain the mistake's keyword, without and with diagnosis by matching behaviour.
 
+The diagnosis knows every mistake of the catalogue, so its column is an upper bound. The last
+column diagnoses each mistake with itself left out of the catalogue, as for a mistake nobody
+listed: the report then keeps the check's hint (right or not), or, worse, names another
+mistake; ``misnamed`` counts those whose named mistake lacks the keyword.
+
     PYTHONPATH=src python tools/grader_report.py [topic ...] [--details]
 """
 
@@ -17,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from servelab.grading import GradeFailure, Step, Topic, grade, load_topic
-from servelab.grading.diagnose import for_topic
+from servelab.grading.diagnose import Diagnoser, for_topic
 from servelab.grading.mistakes import CORRECT, Mistake, mistakes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -33,6 +38,8 @@ class Outcome:
     named_diagnosed: bool
     hint: str
     diagnosis: str | None
+    unknown_named: bool = False
+    misnamed: bool = False
 
 
 def _fails(topic: str | Topic, impl: Any) -> GradeFailure | None:
@@ -59,7 +66,19 @@ def evaluate(m: Mistake) -> Outcome:
     said = hook(program, m.impl) if hook else None
     key = m.hint.lower()
     named = key in report.hint.lower()
-    return Outcome(m, True, machine, named, key in (said or report.hint).lower(), report.hint, said)
+    others = [x for x in mistakes(m.topic) if x.name != m.name]
+    unknown = hook(program, m.impl, others) if isinstance(hook, Diagnoser) else None
+    return Outcome(
+        m,
+        True,
+        machine,
+        named,
+        key in (said or report.hint).lower(),
+        report.hint,
+        said,
+        key in (unknown or report.hint).lower(),
+        unknown is not None and key not in unknown.lower(),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--details", action="store_true", help="one line per mistake")
     args = parser.parse_args(argv)
     rows = []
-    total = [0, 0, 0, 0, 0]
+    total = [0, 0, 0, 0, 0, 0, 0]
     for topic in args.topics:
         outcomes = [evaluate(m) for m in mistakes(topic)]
         counts = [
@@ -77,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
             sum(o.machine for o in outcomes),
             sum(o.named for o in outcomes),
             sum(o.named_diagnosed for o in outcomes),
+            sum(o.unknown_named for o in outcomes),
+            sum(o.misnamed for o in outcomes),
         ]
         total = [a + b for a, b in zip(total, counts, strict=True)]
         rows.append((topic, *counts))
@@ -90,7 +111,16 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 print(f"{topic:16} {o.mistake.name:32} {flags}  {o.diagnosis or o.hint[:60]}")
     rows.append(("total", *total))
-    head = ("topic", "mistakes", "caught", "machine alone", "keyword (hint)", "keyword (diagnosed)")
+    head = (
+        "topic",
+        "mistakes",
+        "caught",
+        "machine alone",
+        "keyword: hint",
+        "keyword: diagnosed",
+        "keyword: left out",
+        "misnamed: left out",
+    )
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for row in rows:

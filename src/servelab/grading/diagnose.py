@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass
 from typing import Any
@@ -170,13 +170,17 @@ class Diagnoser:
         self.topic = topic
         self.spec = spec
 
-    def matches(self, program: str, impl: Any) -> list[Mistake]:
+    def matches(
+        self, program: str, impl: Any, catalogue: Sequence[Mistake] | None = None
+    ) -> list[Mistake]:
         """The known mistakes whose replay of ``program`` equals ``impl``'s; empty when the
-        correct implementation's replay equals it too (the program cannot tell them apart)."""
+        correct implementation's replay equals it too (the program cannot tell them apart).
+        ``catalogue`` replaces the topic's (to measure how an unknown mistake is treated)."""
         learner = replay(program, self.spec, impl)
         if replay(program, self.spec, correct_impl(self.topic)) == learner:
             return []
-        found = [m for m in mistakes(self.topic) if replay(program, self.spec, m.impl) == learner]
+        known = mistakes(self.topic) if catalogue is None else catalogue
+        found = [m for m in known if replay(program, self.spec, m.impl) == learner]
         for extra in self.spec.separating:
             if len(found) < 2:
                 break
@@ -184,11 +188,13 @@ class Diagnoser:
             found = [m for m in found if replay(extra, self.spec, m.impl) == theirs]
         return found
 
-    def __call__(self, program: str, impl: Any) -> str | None:
+    def __call__(
+        self, program: str, impl: Any, catalogue: Sequence[Mistake] | None = None
+    ) -> str | None:
         if not program.strip():
             return None
         try:
-            found = self.matches(program, impl)
+            found = self.matches(program, impl, catalogue)
         except ImplementationHung:  # pragma: no cover - each line is guarded
             return None
         if len(found) != 1:
