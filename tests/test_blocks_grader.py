@@ -87,3 +87,18 @@ def test_unfinished_step_reports_not_implemented() -> None:
     grade(TOPIC, Unfinished, step=1, out=io.StringIO())
     with pytest.raises(NotImplementedError):
         grade(TOPIC, Unfinished, step=2, out=io.StringIO())
+
+
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [("fork_shares_list", "fork-copies-table"), ("blocks_rounded_down", "table-length")],
+)
+def test_a_probe_reports_the_rule_that_broke_not_its_own(name: str, rule: str) -> None:
+    # a shared table list is not a copy-on-write mistake; a count rounded down is not a
+    # refcount one: the hint is the broken rule's, even before any diagnosis
+    from servelab.grading.block_manager import HINTS
+
+    bug = next(m for m in MISTAKES if m.name == name)
+    with pytest.raises(GradeFailure) as failure:
+        grade(TOPIC, bug.impl, out=io.StringIO())
+    assert failure.value.report.hint == HINTS[rule]

@@ -127,3 +127,24 @@ def test_a_broken_diagnosis_never_fails_the_grade() -> None:
         raise SystemError("boom")
 
     assert diagnosed("weight-cache", "cache = WeightCache(100)", None, explodes) is None
+
+
+ALIKE = [
+    ("weight-cache", ["evict_newest", "evict_largest", "evict_exactly_one"]),
+    ("block-manager", ["free_ignores_refcount", "fork_no_refcount"]),
+    ("scheduler", ["retire_early", "never_retire"]),
+    ("scheduler", ["admit_before_decode", "admit_past_watermark"]),
+    ("eviction-policy", ["sieve_hand_backwards", "sieve_born_visited", "sieve_keeps_visited"]),
+]
+
+
+@pytest.mark.parametrize(("topic", "names"), ALIKE, ids=[n[0] for _, n in ALIKE])
+def test_mistakes_that_look_alike_get_different_hints(topic: str, names: list[str]) -> None:
+    from buggy_impls import diagnosed_hint
+
+    hints = {}
+    for name in names:
+        bug = next(m for m in mistakes(topic) if m.name == name)
+        hints[name] = diagnosed_hint(topic, bug.impl)[1]
+        assert bug.hint.lower() in hints[name].lower(), (name, hints[name])
+    assert len(set(hints.values())) == len(names), hints
