@@ -84,7 +84,12 @@ def evaluate(m: Mistake) -> Outcome:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("topics", nargs="*", default=list(CORRECT))
-    parser.add_argument("--details", action="store_true", help="one line per mistake")
+    parser.add_argument(
+        "--details",
+        action="store_true",
+        help="one line per mistake; flags: Caught, Machine alone, Named by the hint, "
+        "named with Diagnosis, named when Left out, X: misnamed when left out",
+    )
     args = parser.parse_args(argv)
     rows = []
     total = [0, 0, 0, 0, 0, 0, 0]
@@ -103,12 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((topic, *counts))
         if args.details:
             for o in outcomes:
-                flags = "".join(
-                    c if ok else "."
-                    for c, ok in zip(
-                        "CMND", (o.caught, o.machine, o.named, o.named_diagnosed), strict=True
-                    )
-                )
+                seen = (o.caught, o.machine, o.named, o.named_diagnosed, o.unknown_named)
+                flags = "".join(c if ok else "." for c, ok in zip("CMNDL", seen, strict=True))
+                flags += "X" if o.misnamed else " "
                 print(f"{topic:16} {o.mistake.name:32} {flags}  {o.diagnosis or o.hint[:60]}")
     rows.append(("total", *total))
     head = (

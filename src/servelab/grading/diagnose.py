@@ -12,8 +12,10 @@ Otherwise the hook answers None and the grader keeps the failed invariant's hint
 
 Programs found by Hypothesis are shrunk to the fewest calls that break a rule, and such a
 program often cannot tell two alike mistakes apart (the newest entry and the largest one are the
-same entry in it). When several mistakes match, a few fixed programs per topic, written to
-separate alike mistakes, are replayed too, and only the mistakes that still match remain.
+same entry in it). So a few fixed programs per topic, written to separate alike mistakes, are
+replayed too: a mistake stays a candidate only if, wherever it shows in them, the learner's
+class shows it the same way. That also keeps a mistake nobody listed from being named after a
+known one that merely agrees with it on the failing program.
 
 A topic's hook is ``diagnose(program, impl) -> str | None``; :func:`for_topic` returns it, and
 :func:`diagnosed` is the one call the grader makes when a check fails::
@@ -182,10 +184,11 @@ class Diagnoser:
         known = mistakes(self.topic) if catalogue is None else catalogue
         found = [m for m in known if replay(program, self.spec, m.impl) == learner]
         for extra in self.spec.separating:
-            if len(found) < 2:
+            if not found:
                 break
             theirs = replay(extra, self.spec, impl)
-            found = [m for m in found if replay(extra, self.spec, m.impl) == theirs]
+            right = replay(extra, self.spec, correct_impl(self.topic))
+            found = [m for m in found if replay(extra, self.spec, m.impl) in (theirs, right)]
         return found
 
     def __call__(
