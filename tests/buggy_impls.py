@@ -1,65 +1,70 @@
-"""Loads the known-buggy implementations kept under ``tests/buggy/<topic>/``.
+"""The known-buggy implementations, from the catalogue the grader diagnoses with.
 
-Each topic folder holds ``correct.py`` (a correct learner-style implementation) and one file per
-known mistake. A mistake file subclasses or copies the correct one (``from correct import ...``),
-defines the class ``Buggy`` and ``HINT``: a word or phrase the grader's hint must contain.
+They live in :mod:`servelab.grading.mistakes` (one folder per topic), so the grader can replay
+a failing program on them; the tests use the same catalogue.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from dataclasses import dataclass
-from pathlib import Path
-from types import ModuleType
+import io
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-BUGGY_ROOT = Path(__file__).parent / "buggy"
+from servelab.grading import GradeFailure, Report, Topic, core, grade
+from servelab.grading.diagnose import diagnosed, program_of
+from servelab.grading.mistakes import Mistake, correct_impl, correct_module, mistakes, topic_dir
+
+__all__ = [
+    "Mistake",
+    "correct_impl",
+    "correct_module",
+    "diagnosed_hint",
+    "failing_report",
+    "mistakes",
+    "topic_dir",
+]
 
 
-@dataclass(frozen=True)
-class Mistake:
-    topic: str
-    name: str
-    impl: Any
-    hint: str
-    doc: str
+@contextmanager
+def _last_failure(seen: list[BaseException]) -> Iterator[None]:
+    """Remember the exception behind a failing check (the report keeps only its text)."""
+    run_probe, run_machine = core._run_probe, core._run_machine
 
+    def probe(*args: Any) -> Any:
+        exc = run_probe(*args)
+        if exc is not None:
+            seen.append(exc)
+        return exc
 
-def _load(path: Path, name: str, correct: ModuleType | None) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    saved = sys.modules.get("correct")
-    if correct is not None:
-        sys.modules["correct"] = correct
+    def machine(*args: Any) -> Any:
+        exc, code = run_machine(*args)
+        if exc is not None:
+            seen.append(exc)
+        return exc, code
+
+    core._run_probe, core._run_machine = probe, machine  # type: ignore[assignment]
     try:
-        spec.loader.exec_module(module)
+        yield
     finally:
-        if saved is not None:
-            sys.modules["correct"] = saved
+        core._run_probe, core._run_machine = run_probe, run_machine  # type: ignore[assignment]
+
+
+def failing_report(topic: str | Topic, impl: Any, step: int | None = None) -> tuple[Report, str]:
+    """Grade ``impl``, which must fail; return the report and the program that failed (the
+    repro, or the program a learner's exception carries)."""
+    seen: list[BaseException] = []
+    with _last_failure(seen):
+        try:
+            grade(topic, impl, step, out=io.StringIO(), quiet=True)
+        except GradeFailure as failure:
+            report = failure.report
         else:
-            sys.modules.pop("correct", None)
-    return module
+            raise AssertionError(f"{impl!r} passed")
+    return report, report.code or (program_of(seen[-1]) if seen else "")
 
 
-def topic_dir(topic: str) -> Path:
-    return BUGGY_ROOT / topic.replace("-", "_")
-
-
-def correct_module(topic: str) -> ModuleType:
-    return _load(topic_dir(topic) / "correct.py", f"buggy_{topic_dir(topic).name}_correct", None)
-
-
-def mistakes(topic: str) -> list[Mistake]:
-    folder = topic_dir(topic)
-    correct = correct_module(topic)
-    found = []
-    for path in sorted(folder.glob("*.py")):
-        if path.name == "correct.py" or path.name.startswith("_"):
-            continue
-        module = _load(path, f"buggy_{folder.name}_{path.stem}", correct)
-        found.append(
-            Mistake(topic, path.stem, module.Buggy, module.HINT, (module.__doc__ or "").strip())
-        )
-    return found
+def diagnosed_hint(topic: str, impl: Any, step: int | None = None) -> tuple[Report, str]:
+    """The hint a learner reads once diagnosis has run: the named mistake, or the check's."""
+    report, program = failing_report(topic, impl, step)
+    return report, diagnosed(topic, program, None, impl) or report.hint

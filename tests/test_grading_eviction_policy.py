@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from typing import Any
 
+import hypothesis
 import pytest
 
-from buggy_impls import correct_module, mistakes
-from servelab.grading import GradeFailure, grade
+from buggy_impls import correct_module, diagnosed_hint, mistakes
+from servelab.grading import GradeFailure, Step, Topic, grade, load_topic
 from servelab.weights.policies import LFU, SIEVE
 
 TOPIC = "eviction-policy"
@@ -39,11 +41,29 @@ def test_step_one_takes_a_single_lfu_class() -> None:
 
 @pytest.mark.parametrize("mistake", MISTAKES, ids=[m.name for m in MISTAKES])
 def test_each_mistake_fails_with_a_hint_naming_it(mistake: Any) -> None:
+    # the hint a learner reads: the mistake diagnosed by matching behaviour, else the check's
+    report, hint = diagnosed_hint(TOPIC, mistake.impl)
+    assert not report.passed
+    assert mistake.hint.lower() in hint.lower(), (mistake.name, hint, report.text)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mistake", MISTAKES, ids=[m.name for m in MISTAKES])
+@pytest.mark.parametrize("seed", [None, 1, 2])
+def test_state_machine_alone_catches_each_mistake(mistake: Any, seed: int | None) -> None:
+    # Without the probes, the final step's machine (LFU and SIEVE, a policy per program) still
+    # finds it, whatever the seed: a derandomized run's seed changes whenever the machine's
+    # source does.
+    step = load_topic(TOPIC).step(2)
+    check = step.machine
+    assert check is not None
+    if seed is not None:
+        build = check.build
+        check = replace(check, build=lambda impl: hypothesis.seed(seed)(build(impl)))
+    machine_only = Topic(TOPIC, "machine only", [Step(step.number, step.title, (), check)])
     with pytest.raises(GradeFailure) as failure:
-        grade(TOPIC, mistake.impl, out=io.StringIO())
-    report = failure.value.report
-    assert mistake.hint.lower() in report.hint.lower(), (mistake.name, report.text)
-    assert "reproduce:" in report.text
+        grade(machine_only, mistake.impl, out=io.StringIO())
+    assert "against their models" in failure.value.report.text
 
 
 def test_the_state_machine_catches_what_no_probe_names() -> None:
@@ -51,7 +71,7 @@ def test_the_state_machine_catches_what_no_probe_names() -> None:
     with pytest.raises(GradeFailure) as failure:
         grade(TOPIC, bug.impl, step=2, out=io.StringIO())
     report = failure.value.report
-    assert "SIEVE against the model" in report.text
+    assert "LFU and SIEVE against their models" in report.text
     # the repro is code: replayed on the buggy class it ends in the wrong victim
     namespace: dict[str, Any] = {"SIEVE": bug.impl["SIEVE"]}
     exec(report.code, namespace)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
+from servelab.grading.diagnose import remember_program
 from servelab.testing.block_manager import (
     INVARIANTS,
     SUPPRESS_IMPORT,
@@ -27,31 +28,40 @@ __all__ = ["HINTS", "TOPIC", "Script"]
 class Script:
     """Runs learner-facing lines one at a time and remembers them as the repro."""
 
-    def __init__(self, impl: Any, name: str = "BlockManager") -> None:
+    def __init__(
+        self, impl: Any, name: str = "BlockManager", hints: dict[str, str] | None = None
+    ) -> None:
         self.ns: dict[str, Any] = {name: impl}
         self.lines: list[str] = []
+        self.hints = HINTS if hints is None else hints
 
     def __call__(self, line: str) -> Any:
         self.lines.append(line)
         try:
-            code = compile(line, "<probe>", "eval")
-        except SyntaxError:
-            exec(compile(line, "<probe>", "exec"), self.ns)
-            return None
-        return eval(code, self.ns)
+            try:
+                code = compile(line, "<probe>", "eval")
+            except SyntaxError:
+                exec(compile(line, "<probe>", "exec"), self.ns)
+                return None
+            return eval(code, self.ns)
+        except Exception as exc:  # the learner's own error: keep the program that led to it
+            remember_program(exc, self.lines)
+            raise
 
-    def fail(self, message: str) -> None:
-        raise ProbeFailed(message, self.lines)
+    def fail(self, message: str, rule: str | None = None) -> None:
+        """Fail the probe; ``rule`` names the rule that broke when it is not the probe's own."""
+        raise ProbeFailed(message, self.lines, self.hints.get(rule) if rule else None)
 
-    def check(self, ok: bool, message: str) -> None:
+    def check(self, ok: bool, message: str, rule: str | None = None) -> None:
         if not ok:
-            self.fail(message)
+            self.fail(message, rule)
 
-    def invariants(self) -> None:
+    def invariants(self, check: Callable[[Any], None] | None = None) -> None:
+        """Check the rules that always hold; a break is reported with that rule's own hint."""
         try:
-            check_invariants(self.ns["bm"])
+            (check or check_invariants)(self.ns["bm"])
         except InvariantViolation as exc:
-            self.fail(exc.detail)
+            self.fail(exc.detail, exc.invariant)
 
     def expect_error(self, line: str, kind: str) -> None:
         """Run ``line``; it must raise ``kind`` and leave ``bm`` exactly as it was."""
@@ -64,9 +74,12 @@ class Script:
             eval(compile(line, "<probe>", "eval"), self.ns)
         except Exception as exc:
             if not error_matches(exc, kind):
-                self.fail(f"`{line}` raised {type(exc).__name__}: {exc}; expected {kind}")
+                self.fail(
+                    f"`{line}` raised {type(exc).__name__}: {exc}; expected {kind}",
+                    "expected-error",
+                )
         else:
-            self.fail(f"`{line}` returned normally; expected it to raise {kind}")
+            self.fail(f"`{line}` returned normally; expected it to raise {kind}", "expected-error")
         if snapshot(bm) != before:
             self.fail(f"`{line}` raised {kind} but changed the state before raising")
 
@@ -86,11 +99,21 @@ def _allocate_takes_blocks(impl: Any) -> None:
     s("bm = BlockManager(8, 4)")
     s("bm.allocate(0, 6)")
     table = s("bm.block_table(0)")
-    s.check(len(table) == 2, f"6 tokens in 4-token blocks need 2 blocks; the table is {table}")
-    s.check(s("bm.num_free") == 6, f"num_free is {s.ns['bm'].num_free} after taking 2 of 8")
+    s.check(
+        len(table) == 2,
+        f"6 tokens in 4-token blocks need 2 blocks; the table is {table}",
+        "table-length",
+    )
+    s.check(
+        s("bm.num_free") == 6,
+        f"num_free is {s.ns['bm'].num_free} after taking 2 of 8",
+        "free-count",
+    )
     for b in table:
         s.check(s(f"bm.refcount({b})") == 1, f"block {b} is held once; refcount should be 1")
-    s.check(not set(table) & set(s("bm.free_list()")), "allocated blocks are still free")
+    s.check(
+        not set(table) & set(s("bm.free_list()")), "allocated blocks are still free", "free-list"
+    )
     s.invariants()
 
 
@@ -101,7 +124,7 @@ def _free_returns_blocks(impl: Any) -> None:
     s("bm.allocate(1, 3)")
     s("bm.free_seq(0)")
     s.check(s("bm.num_free") == 7, f"num_free is {s.ns['bm'].num_free}; expected 7")
-    s.check(s("bm.sequences()") == [1], "sequence 0 should be gone after free_seq(0)")
+    s.check(s("bm.sequences()") == [1], "sequence 0 should be gone after free_seq(0)", "free-list")
     s.invariants()
     s("bm.free_seq(1)")
     s.check(sorted(s("bm.free_list()")) == list(range(8)), "every block should be free again")
@@ -160,11 +183,31 @@ def _fork_counts(impl: Any) -> None:
     t0, t1 = s("bm.block_table(0)"), s("bm.block_table(1)")
     s.check(t0 == t1, f"a fork shares every block: tables {t0} and {t1} differ")
     for b in t0:
-        s.check(s(f"bm.refcount({b})") == 2, f"block {b} is in two tables; refcount must be 2")
+        s.check(
+            s(f"bm.refcount({b})") == 2,
+            f"block {b} is in two tables; refcount must be 2",
+            "fork-refcount",
+        )
     s("bm.free_seq(0)")
     s.check(
         not set(t1) & set(s("bm.free_list()")),
         "freeing the parent put blocks on the free list that the child still uses",
+        "free-list",
+    )
+    s.invariants()
+
+
+def _fork_tables_independent(impl: Any) -> None:
+    s = Script(impl)
+    s("bm = BlockManager(8, 4)")
+    s("bm.allocate(0, 4)")
+    s("bm.fork(0, 1)")
+    s("bm.append_slot(0)")
+    child = s("bm.block_table(1)")
+    s.check(
+        len(child) == 1,
+        f"sequence 0 crossed a boundary, but sequence 1's table changed too: {child}",
+        "fork-copies-table",
     )
     s.invariants()
 
@@ -182,7 +225,7 @@ def _first_writer_copies(impl: Any) -> None:
         f"with cow_src={partial} at offset 2, got ({block}, {offset}, {src})",
     )
     s.check(s("bm.block_table(0)") == [full, block], "only the last entry changes")
-    s.check(s(f"bm.refcount({partial})") == 1, "the copier must drop its reference")
+    s.check(s(f"bm.refcount({partial})") == 1, "the copier must drop its reference", "cow-drop")
     s.invariants()
 
 
@@ -216,7 +259,7 @@ def _full_blocks_not_copied(impl: Any) -> None:
         f"both blocks are full: sequence 1 needs only a new block, got ({block}, {offset}, {src})",
     )
     s.check(s("bm.block_table(1)")[:2] == shared, "the full blocks must stay shared")
-    s.check(s("bm.num_free") == 5, "exactly one new block should be taken")
+    s.check(s("bm.num_free") == 5, "exactly one new block should be taken", "cow-full-block")
     s.invariants()
 
 
@@ -226,7 +269,7 @@ def _allocate_all_or_nothing(impl: Any) -> None:
     s("bm = BlockManager(4, 4)")
     s("bm.allocate(0, 8)")
     s.expect_error("bm.allocate(1, 12)", "OutOfBlocks")
-    s.check(s("bm.num_free") == 2, "a failed allocate must not take any block")
+    s.check(s("bm.num_free") == 2, "a failed allocate must not take any block", "all-or-nothing")
     s.invariants()
 
 
@@ -263,8 +306,9 @@ def _bad_calls(impl: Any) -> None:
 
 
 HINTS: dict[str, str] = {
-    "free-list": "a block is free exactly when its refcount is 0: put it back on the free list "
-    "when the count reaches 0, and only then",
+    "free-list": "a block is free exactly when its refcount is 0 (free_seq must not ignore the "
+    "refcount): release one reference per table entry, and put the block back on the free "
+    "list when the count reaches 0, and only then",
     "refcount-matches-tables": "every time a table gains or loses a block, its refcount must "
     "move with it (allocate, fork and free_seq)",
     "table-length": "a table holds ceil(len / block_size) blocks: allocate on a boundary "
@@ -275,6 +319,11 @@ HINTS: dict[str, str] = {
     "the token goes to offset len % block_size of the last block",
     "fork-shares": "fork must share the parent's blocks themselves (same ids), raising each "
     "refcount, not allocate new ones",
+    "fork-refcount": "fork must raise the refcount of every block it shares: two tables hold it",
+    "fork-copies-table": "fork gives the child its own list (list(table)): sharing the parent's "
+    "list object makes every block one sequence appends show up in the other's table",
+    "cow-drop": "after copying a shared block, the writer drops its reference to the old one "
+    "(release it), or the block leaks and its other holder keeps copying",
     "cow-full-block": "copy-on-write applies to the trailing partial block only; full blocks "
     "are never written again, so copying them turns a fork into a full copy",
     "cow-sole-owner": "only the first writer copies: after it drops its reference the other "
@@ -368,6 +417,11 @@ TOPIC = Topic(
             "fork, and copy-on-write of the trailing partial block only",
             [
                 _probe("fork shares blocks and counts them", "fork-shares", _fork_counts),
+                _probe(
+                    "a forked sequence has its own table",
+                    "fork-copies-table",
+                    _fork_tables_independent,
+                ),
                 _probe(
                     "the first writer copies the shared partial block",
                     "cow-missing",

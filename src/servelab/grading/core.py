@@ -240,7 +240,7 @@ def topics() -> list[str]:
     """Names of every topic that ships with servelab (one module each in this package)."""
     names = []
     for info in pkgutil.iter_modules(_package_path()):
-        if info.name in {"core", "cli"} or info.name.startswith("_"):
+        if info.name in {"core", "cli", "diagnose", "mistakes"} or info.name.startswith("_"):
             continue
         names.append(info.name.replace("_", "-"))
     return sorted(names)

@@ -20,8 +20,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
+from servelab.grading.diagnose import remember_program
 from servelab.testing.core import RecordingMachine
-from servelab.testing.policies import LFUModel, SIEVEModel, policy_machine
+from servelab.testing.policies import LFUModel, SIEVEModel, policies_machine, policy_machine
 
 __all__ = ["TOPIC", "policy_class"]
 
@@ -53,6 +54,14 @@ HINTS = {
     "hand": (
         "SIEVE's hand stays where it stopped: the next sweep starts just after the last victim, "
         "not back at the oldest key (that is FIFO with a second chance)."
+    ),
+    "capped": (
+        "an LFU count is not capped: every hit adds 1, however many came before (a count "
+        "that saturates makes the hottest keys tie with lukewarm ones)"
+    ),
+    "unpin-place": (
+        "update_on_unpin is not a use: the key returns with its count and the time it reached "
+        "it, so among equal counts it keeps its place (do not refresh its tick on unpin)"
     ),
     "history": (
         "a pinned key keeps its history: on update_on_unpin it returns where its history "
@@ -88,30 +97,40 @@ class Script:
         self.policy = policy_class(impl, name)()
         self.lines = [f"p = {name}()"]
 
+    def run(self, line: str, call: Callable[[], Any]) -> Any:
+        """Write ``line`` down and run it; a learner's exception keeps the program so far."""
+        self.lines.append(line)
+        try:
+            return call()
+        except Exception as exc:
+            remember_program(exc, self.lines)
+            raise
+
     def put(self, *keys: str, size: int = 1) -> None:
         for key in keys:
-            self.lines.append(f"p.update_on_put({key!r}, {size})")
-            self.policy.update_on_put(key, size)
+            self.run(
+                f"p.update_on_put({key!r}, {size})",
+                lambda key=key: self.policy.update_on_put(key, size),  # type: ignore[misc]
+            )
 
     def hit(self, *keys: str) -> None:
         for key in keys:
-            self.lines.append(f"p.update_on_hit({key!r})")
-            self.policy.update_on_hit(key)
+            self.run(
+                f"p.update_on_hit({key!r})",
+                lambda key=key: self.policy.update_on_hit(key),  # type: ignore[misc]
+            )
 
     def pin(self, key: str) -> None:
-        self.lines.append(f"p.update_on_pin({key!r})")
-        self.policy.update_on_pin(key)
+        self.run(f"p.update_on_pin({key!r})", lambda: self.policy.update_on_pin(key))
 
     def unpin(self, key: str) -> None:
-        self.lines.append(f"p.update_on_unpin({key!r})")
-        self.policy.update_on_unpin(key)
+        self.run(f"p.update_on_unpin({key!r})", lambda: self.policy.update_on_unpin(key))
 
     def fail(self, message: str) -> ProbeFailed:
         return ProbeFailed(message, self.lines)
 
     def expect_victim(self, want: str, why: str) -> None:
-        self.lines.append("p.pop_victim()")
-        got = self.policy.pop_victim()
+        got = self.run("p.pop_victim()", self.policy.pop_victim)
         if got != want:
             raise self.fail(f"pop_victim() returned {got!r}, expected {want!r}: {why}")
         self.lines[-1] += f"  # {want!r}"
@@ -176,6 +195,25 @@ def _lfu_counts(impl: Any) -> None:
     s.hit("a", "a", "c")
     s.expect_victim("b", "'b' was never hit (count 1); 'c' has 2, 'a' has 3")
     s.expect_victim("c", "'c' has count 2, 'a' has 3")
+
+
+def _lfu_counts_grow(impl: Any) -> None:
+    s = Script(impl, "LFU")
+    s.put("a", "b")
+    s.hit(*["b"] * 5)
+    s.hit(*["a"] * 4)
+    s.expect_victim("a", "'a' has count 5, 'b' has 6: counts keep growing, they are not capped")
+
+
+def _lfu_unpin_keeps_place(impl: Any) -> None:
+    s = Script(impl, "LFU")
+    s.put("a", "b", "c")
+    s.pin("a")
+    s.unpin("a")
+    s.expect_order(
+        ["a", "b", "c"],
+        "a pin and an unpin are not uses: 'a' keeps its place among the keys of count 1",
+    )
 
 
 def _lfu_ties_fifo(impl: Any) -> None:
@@ -275,6 +313,20 @@ def _machine_hints(*order_hints: str) -> dict[str, str]:
     }
 
 
+_LFU_HINTS = _machine_hints(HINTS["tie"], HINTS["history"])
+_SIEVE_HINTS = _machine_hints(HINTS["hand"], HINTS["history"])
+
+
+def _both_machines(impl: Any) -> type[RecordingMachine]:
+    """The final step checks every policy built so far: one machine, a policy per program."""
+    return policies_machine(
+        {
+            "LFU()": (policy_class(impl, "LFU"), LFUModel),
+            "SIEVE()": (policy_class(impl, "SIEVE"), SIEVEModel),
+        }
+    )
+
+
 _INVARIANTS = (
     "len() counts unpinned keys",
     "eviction_order() matches the model",
@@ -290,6 +342,8 @@ TOPIC = Topic(
             "LFU with first-in-first-out ties",
             probes=[
                 Probe("the least used key leaves first", HINTS["counts"], _lfu_counts),
+                Probe("counts keep growing", HINTS["capped"], _lfu_counts_grow),
+                Probe("an unpin keeps a key's place", HINTS["unpin-place"], _lfu_unpin_keeps_place),
                 Probe("ties leave first in, first out", HINTS["tie"], _lfu_ties_fifo),
                 Probe(
                     "pinned keys are not candidates",
@@ -303,7 +357,7 @@ TOPIC = Topic(
                 "LFU against the model",
                 _machine("LFU", LFUModel),
                 _INVARIANTS,
-                hints=_machine_hints(HINTS["tie"], HINTS["history"]),
+                hints=_LFU_HINTS,
                 max_examples=80,
                 step_count=30,
             ),
@@ -325,11 +379,14 @@ TOPIC = Topic(
                 Probe("nothing to evict raises", HINTS["no-victim"], _nothing_to_evict("SIEVE")),
             ],
             machine=MachineCheck(
-                "SIEVE against the model",
-                _machine("SIEVE", SIEVEModel),
+                "LFU and SIEVE against their models",
+                _both_machines,
                 _INVARIANTS,
-                hints=_machine_hints(HINTS["hand"], HINTS["history"]),
-                max_examples=80,
+                hints={
+                    **{f"LFU:{k}": v for k, v in _LFU_HINTS.items()},
+                    **{f"SIEVE:{k}": v for k, v in _SIEVE_HINTS.items()},
+                },
+                max_examples=140,
                 step_count=30,
             ),
         ),

@@ -13,7 +13,6 @@ from typing import Any
 
 from servelab.grading.block_manager import Script
 from servelab.grading.core import MachineCheck, Probe, Step, Topic
-from servelab.testing.core import InvariantViolation
 from servelab.testing.prefix_cache import (
     PREFIX_INVARIANTS,
     check_prefix_invariants,
@@ -26,16 +25,13 @@ NAME = "PrefixBlockManager"
 
 
 def _script(impl: Any, line: str) -> Script:
-    s = Script(impl, NAME)
+    s = Script(impl, NAME, HINTS)
     s(line)
     return s
 
 
 def _invariants(s: Script) -> None:
-    try:
-        check_prefix_invariants(s.ns["bm"])
-    except InvariantViolation as exc:
-        s.fail(exc.detail)
+    s.invariants(check_prefix_invariants)
 
 
 # ------------------------------------------------------------------ step 1 probes
@@ -75,6 +71,34 @@ def _chained_hash(impl: Any) -> None:
     got = s("bm.allocate(2, [1, 2, 5, 5, 9])")
     s.check(got == 2, f"only the first block [1, 2] is shared, got {got} cached tokens")
     _invariants(s)
+
+
+def _same_block_other_place(impl: Any) -> None:
+    s = _script(impl, f"bm = {NAME}(8, 2)")
+    s("bm.allocate(0, [1, 1, 5])")
+    got = s("bm.allocate(1, [1, 1, 1, 1, 5])")
+    s.check(
+        got == 2,
+        "[1, 1] at positions 2-3 follows the prefix [1, 1], which nobody cached: only the "
+        f"first block hits, so 2 cached tokens, got {got}",
+    )
+    _invariants(s)
+
+
+def _lookup_stops_at_a_miss(impl: Any) -> None:
+    s = _script(impl, f"bm = {NAME}(5, 2)")
+    s("bm.allocate(0, [1, 2, 3])")
+    s("bm.allocate(1, [1, 2])")  # its one block is computed, so a private copy of [1, 2]
+    s("bm.append_slot(1, 3)")
+    s("bm.append_slot(1, 4)")  # [3, 4] after [1, 2] is cached
+    s("bm.free_seq(0)")
+    s("bm.allocate(2, [7, 7, 7, 7, 7])")  # reclaims the cached [1, 2]
+    got = s("bm.num_cached_tokens([1, 2, 3, 4, 5])")
+    s.check(
+        got == 0,
+        f"the first block [1, 2] is no longer cached, so nothing hits; got {got} (a lookup "
+        "stops at the first miss)",
+    )
 
 
 def _decode_fills_cache(impl: Any) -> None:
@@ -123,6 +147,23 @@ def _least_recent_first(impl: Any) -> None:
         "the least recently freed block [1] should be reclaimed, not [5]",
     )
     s.check(s("bm.num_cached_tokens([1, 2])") == 0, "block [1] was the oldest and is gone")
+
+
+def _freed_again_goes_last(impl: Any) -> None:
+    s = _script(impl, f"bm = {NAME}(3, 1)")
+    s("bm.allocate(0, [1, 2])")
+    s("bm.free_seq(0)")
+    s("bm.allocate(1, [5, 6])")
+    s("bm.free_seq(1)")
+    s("bm.allocate(2, [1, 9])")  # a hit on [1], freed again below: now the most recent
+    s("bm.free_seq(2)")
+    s("bm.allocate(3, [8, 8])")
+    got = s("bm.num_cached_tokens([1, 7])")
+    s.check(
+        got == 1,
+        "block [1] was freed again after [5] and [9], so it is the last to be reclaimed; "
+        f"num_cached_tokens([1, 7]) is {got}",
+    )
 
 
 def _reused_block_forgets(impl: Any) -> None:
@@ -180,8 +221,16 @@ HINTS: dict[str, str] = {
     "entry when an evictable block is reused, and check the stored tokens on every hit",
     "wrong-data": "a hit served a block whose contents differ from the prompt: a stale hash "
     "or map entry survived reuse — verify the stored tokens on every hit",
-    "hit-count": "count hits in whole blocks, stop at the first miss, and cap them at "
-    "(len - 1) // block_size blocks so the last prompt token is computed",
+    "hit-count": "a hit is a block whose whole prefix is cached: chain each block's hash over "
+    "the previous block's hash, compare the stored tokens, and stop at the first miss",
+    "hit-cap": "cap hits at (len - 1) // block_size blocks: the last prompt token is always "
+    "computed, its logits start decoding",
+    "chain": "a block's hash must chain over the previous block's hash, so one cached block "
+    "never answers for the same tokens at another place in another prefix",
+    "first-miss": "the lookup stops at the first miss: a block after a missing one follows a "
+    "prefix that is not cached",
+    "freed-again": "a block freed, hit and freed again is the most recently freed: it goes to "
+    "the back of the reclaim order (last time freed, not first time)",
     "lru-eviction": "reclaim cached blocks only when no plain free block is left, and the "
     "least recently freed first",
     "expected-error": "raise the documented error: OutOfBlocks, UnknownSequence or SequenceExists",
@@ -198,6 +247,21 @@ def _build(impl: Any) -> Any:
     return prefix_cache_machine(impl, name=NAME)
 
 
+def _build_without_frees(impl: Any) -> Any:
+    return prefix_cache_machine(impl, name=NAME, frees=False)
+
+
+STEP1_INVARIANTS = [
+    "refcount-matches-tables",
+    "table-length",
+    "cache-map",
+    "stale-hash",
+    "wrong-data",
+    "hit-count",
+    "hit-cap",
+]
+
+
 TOPIC = Topic(
     name="prefix-cache",
     title="Prefix caching over the block manager",
@@ -211,12 +275,23 @@ TOPIC = Topic(
                     "refcount-matches-tables",
                     _same_prompt_shares,
                 ),
-                _probe(
-                    "the last prompt token is always computed", "hit-count", _last_token_computed
-                ),
+                _probe("the last prompt token is always computed", "hit-cap", _last_token_computed),
                 _probe("a block's identity covers its whole prefix", "hit-count", _chained_hash),
+                _probe(
+                    "equal blocks at different places are different",
+                    "chain",
+                    _same_block_other_place,
+                ),
                 _probe("a block filled by decoding is cached", "hit-count", _decode_fills_cache),
             ],
+            MachineCheck(
+                "allocate / append / fork vs the model (nothing freed yet)",
+                _build_without_frees,
+                [PREFIX_INVARIANTS[i] for i in STEP1_INVARIANTS],
+                HINTS,
+                60,
+                25,
+            ),
         ),
         Step(
             2,
@@ -232,9 +307,11 @@ TOPIC = Topic(
                     "lru-eviction",
                     _least_recent_first,
                 ),
+                _probe("freed again goes to the back", "freed-again", _freed_again_goes_last),
+                _probe("a lookup stops at the first miss", "first-miss", _lookup_stops_at_a_miss),
             ],
             MachineCheck(
-                "allocate / append / fork / free vs the rules",
+                "allocate / append / fork / free vs the model",
                 _build,
                 list(PREFIX_INVARIANTS.values()),
                 HINTS,

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
+from servelab.grading.diagnose import remember_program
 from servelab.kv.blocks import BlockManager
 from servelab.kv.scheduler import RequestTooLarge, Sequence, StepOutput
 from servelab.kv.sim import emit_tokens
@@ -53,6 +54,14 @@ HINTS: dict[str, str] = {
         "retire finished sequences at the start of step(): bm.free_seq(seq.seq_id) for every "
         "running sequence with seq.is_finished, drop it from running and list it in "
         "out.finished"
+    ),
+    "retire-early": (
+        "a sequence is finished only once it has generated max_new_tokens tokens "
+        "(seq.is_finished): retiring it a step early drops its last token"
+    ),
+    "decode-then-admit": (
+        "decode the running sequences before admitting: a sequence admitted in this step is "
+        "prefilled, and admitting before decoding takes the blocks the decodes need"
     ),
     "decode-order": (
         "decode every running sequence exactly once per step, oldest first (the order of "
@@ -110,16 +119,24 @@ class Script:
         )
         seq = Sequence.dummy(sid, prompt_len, max_new_tokens)
         self.seqs[sid] = seq
-        self.sched.add(seq)
+        self.run(lambda: self.sched.add(seq))
+
+    def run(self, call: Callable[[], Any]) -> Any:
+        """Run the call just written down; a learner's exception keeps the program so far."""
+        try:
+            return call()
+        except Exception as exc:
+            remember_program(exc, self.lines)
+            raise
 
     def step(self, emit: bool = True) -> StepOutput:
         self.lines.append("out = sched.step()")
-        out = self.sched.step()
+        out = self.run(self.sched.step)
         if not isinstance(out, StepOutput):
             raise self.fail(f"step() returned {out!r}; it must return a StepOutput")
         if emit:
             self.lines.append("emit_tokens(out)")
-            emit_tokens(out)
+            self.run(lambda: emit_tokens(out))
         return out
 
     def running(self) -> list[int]:
@@ -314,7 +331,16 @@ TOPIC = Topic(
             machine=_machine(
                 2,
                 "state machine: add and step in a pool that never runs out",
-                ["fcfs", "watermark", "decode-order", "finished-freed", "kv-slots", "no-leak"],
+                [
+                    "fcfs",
+                    "watermark",
+                    "decode-order",
+                    "decode-then-admit",
+                    "finished-freed",
+                    "retire-early",
+                    "kv-slots",
+                    "no-leak",
+                ],
                 examples=100,
                 steps=30,
             ),

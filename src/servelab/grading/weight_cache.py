@@ -18,6 +18,7 @@ from functools import partial
 from typing import Any
 
 from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
+from servelab.grading.diagnose import remember_program
 from servelab.testing.weight_cache import make_machine, stats_of, weights_for
 
 __all__ = ["TOPIC"]
@@ -28,23 +29,38 @@ class Script:
 
     def __init__(self, impl: Any, capacity: int) -> None:
         self.lines = [f"cache = WeightCache({capacity})"]
-        self.cache = impl(capacity)
+        self.cache = self.run_first(impl, capacity)
+
+    def run_first(self, impl: Any, capacity: int) -> Any:
+        try:
+            return impl(capacity)
+        except Exception as exc:
+            remember_program(exc, self.lines)
+            raise
+
+    def run(self, line: str, call: Callable[[], Any]) -> Any:
+        """Write ``line`` down and run it; a learner's exception keeps the program so far."""
+        self.lines.append(line)
+        try:
+            return call()
+        except Exception as exc:
+            remember_program(exc, self.lines)
+            raise
 
     def put(self, key: str, size: int) -> Any:
-        self.lines.append(f"cache.put({key!r}, {weights_for(key)!r}, {size})")
-        return self.cache.put(key, weights_for(key), size)
+        return self.run(
+            f"cache.put({key!r}, {weights_for(key)!r}, {size})",
+            lambda: self.cache.put(key, weights_for(key), size),
+        )
 
     def get(self, key: str) -> Any:
-        self.lines.append(f"cache.get({key!r})")
-        return self.cache.get(key)
+        return self.run(f"cache.get({key!r})", lambda: self.cache.get(key))
 
     def pin(self, key: str) -> Any:
-        self.lines.append(f"cache.pin({key!r})")
-        return self.cache.pin(key)
+        return self.run(f"cache.pin({key!r})", lambda: self.cache.pin(key))
 
     def unpin(self, key: str) -> Any:
-        self.lines.append(f"cache.unpin({key!r})")
-        return self.cache.unpin(key)
+        return self.run(f"cache.unpin({key!r})", lambda: self.cache.unpin(key))
 
     def keys(self) -> list[Any]:
         return list(self.cache.keys())
@@ -111,6 +127,13 @@ def _used_follows_sizes(impl: Any) -> None:
         raise s.fail("get('a') should return the stored value")
     if s.get("z") is not None:
         raise s.fail("get of an absent key should return None (a miss)")
+
+
+def _whole_budget_fits(impl: Any) -> None:
+    s = Script(impl, 100)
+    s.put("a", 100)
+    s.expect_keys(["a"], "an entry exactly the size of the budget fits an empty cache")
+    s.expect_used(100, "one 100-byte entry")
 
 
 def _replace_releases(impl: Any) -> None:
@@ -225,16 +248,50 @@ def _too_large_is_value_error(impl: Any) -> None:
 
 def _pinned_out_is_memory_error(impl: Any) -> None:
     s = Script(impl, 100)
-    s.put("a", 60)
-    s.pin("a")
-    code = "cache.put('big', '<big weights>', 50)"
+    s.put("llama-8b", 30)
+    s.put("qwen-7b", 30)
+    s.put("phi-3", 10)
+    s.pin("llama-8b")
+    s.pin("qwen-7b")
+    code = "cache.put('mixtral', '<mixtral weights>', 50)"
     exc = s.expect_raises(
-        MemoryError, lambda: s.put("big", 50), code, "it fits the budget, but 'a' is pinned"
+        MemoryError,
+        lambda: s.put("mixtral", 50),
+        code,
+        "it fits the budget, but 60 of its 100 bytes are pinned",
     )
     if isinstance(exc, ValueError):
         raise s.fail(f"{code} raised {type(exc).__name__}, which is also a ValueError")
-    if "a" not in str(exc):
-        raise s.fail(f"the MemoryError says {str(exc)!r}; it should name the pinned key 'a'")
+    missing = [k for k in ("llama-8b", "qwen-7b") if k not in str(exc)]
+    if missing:
+        raise s.fail(
+            f"the MemoryError says {str(exc)!r}; it should name the pinned keys, but "
+            f"{missing} are not in it"
+        )
+
+
+def _pinned_key_not_replaced(impl: Any) -> None:
+    s = Script(impl, 100)
+    s.put("a", 40)
+    s.pin("a")
+    code = "cache.put('a', '<a weights>', 20)"
+    before = (s.keys(), s.cache.used)
+    try:
+        s.put("a", 20)
+    except Exception:
+        after = (s.keys(), s.cache.used)
+        if after != before:
+            raise s.fail(
+                f"{code} raised, but the cache changed first: resident {before[0]} -> "
+                f"{after[0]}, used {before[1]} -> {after[1]}",
+                HINTS["changed-on-error"],
+            ) from None
+        if s.cache.pin_count("a") != 1:
+            raise s.fail(
+                f"pin_count('a') is {s.cache.pin_count('a')} after the failed put"
+            ) from None
+        return
+    raise s.fail(f"{code} returned normally: the bytes a replica reads were replaced under it")
 
 
 def _decide_before_evicting(impl: Any) -> None:
@@ -337,6 +394,12 @@ HINTS = {
         "leaves the cache unchanged"
     ),
     "pin-missing": "pin() of a key that is not resident must raise KeyError",
+    "replace-pinned": (
+        "put() must not replace a pinned key: raise (EntryPinned) and leave the cache as it was; "
+        "replace a pinned key only after its replicas unpin it"
+    ),
+    "error-names-keys": "the MemoryError must name the pinned keys: the operator has to look "
+    "at those",
     "unpin-too-many": "unpin() without a matching pin() must raise and leave the count at 0",
     "bad-size": "a size must be a positive number of bytes: raise ValueError otherwise",
     "get-value": "get returns the stored value on a hit and None on a miss",
@@ -383,6 +446,12 @@ TOPIC = Topic(
                     _bytes_not_count,
                 ),
                 Probe("used follows the sizes", HINTS["bytes-accounted"], _used_follows_sizes),
+                Probe(
+                    "an entry as large as the budget fits",
+                    "an entry exactly the size of the budget fits: it is too large only when "
+                    "size > capacity (not >=)",
+                    _whole_budget_fits,
+                ),
                 Probe(
                     "replacing a key releases its old size",
                     "when a key is put again, release its old size first (replace without "
@@ -463,6 +532,11 @@ TOPIC = Topic(
                     "would fit but too much is pinned is transient: raise a MemoryError that "
                     "names the pinned keys",
                     _pinned_out_is_memory_error,
+                ),
+                Probe(
+                    "a pinned key cannot be replaced",
+                    HINTS["replace-pinned"],
+                    _pinned_key_not_replaced,
                 ),
                 Probe(
                     "nothing is evicted before raising",

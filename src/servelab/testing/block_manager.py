@@ -358,23 +358,39 @@ def block_manager_machine(
             return sorted(self.model.tables)
 
         # --------------------------------------------------------------- rules
+        # Hypothesis enables a random subset of the rules in each program, so a program starts
+        # from a few sequences already allocated: forks and appends have something to work on
+        # even when the allocate rule is off. One too long for what is left takes every free
+        # block, its last one partly filled: a full pool with a partial tail to share.
         @initialize(
             num_blocks=st.integers(min_value=1, max_value=max_blocks),
             block_size=st.integers(min_value=1, max_value=max_block_size),
+            fill=st.lists(st.integers(min_value=0, max_value=12), max_size=3),
         )
-        def create(self, num_blocks: int, block_size: int) -> None:
+        def create(self, num_blocks: int, block_size: int, fill: list[int]) -> None:
             self.model = BlockModel(num_blocks, block_size)
             self.bm = self.do(
                 f"bm = {name}({num_blocks}, {block_size})",
                 lambda: factory(num_blocks, block_size),
             )
+            for seq, n_tokens in enumerate(fill):
+                free = self.model.num_free
+                if self.model.need(n_tokens) > free:
+                    last = max(1, n_tokens % block_size)  # tokens in the last block
+                    n_tokens = (free - 1) * block_size + last if free else 0
+                self._allocate(seq, n_tokens)
 
-        @rule(data=st.data(), n_tokens=st.integers(min_value=0, max_value=12))
-        def allocate(self, data: st.DataObject, n_tokens: int) -> None:
+        @precondition(lambda self: len(self.model.tables) < 6)
+        @rule(data=st.data())
+        def allocate(self, data: st.DataObject) -> None:
+            # a length that fits (too long is allocate_too_much): in a small pool, most lengths
+            # drawn from a fixed range would not, and the program would stay empty
+            room = min(12, self.model.num_free * self.model.block_size)
+            n_tokens = data.draw(st.integers(min_value=0, max_value=room), label="n_tokens")
             free_ids = [s for s in range(6) if s not in self.model.tables]
-            if not free_ids or self.model.need(n_tokens) > self.model.num_free:
-                return
-            seq = data.draw(st.sampled_from(free_ids), label="seq")
+            self._allocate(data.draw(st.sampled_from(free_ids), label="seq"), n_tokens)
+
+        def _allocate(self, seq: int, n_tokens: int) -> None:
             code = f"bm.allocate({seq}, {n_tokens})"
             self._call(code, lambda: self.bm.allocate(seq, n_tokens))
             self.model.allocate(seq, n_tokens)
@@ -386,9 +402,13 @@ def block_manager_machine(
         @rule(data=st.data())
         def append_slot(self, data: st.DataObject) -> None:
             seq = data.draw(st.sampled_from(self._live()), label="seq")
-            kind = self.model.append_kind(seq)
-            if kind != "inplace" and self.model.num_free == 0:
+            if self.model.append_kind(seq) != "inplace" and self.model.num_free == 0:
                 return  # the error case is its own rule
+            self._append(seq)
+
+        def _append(self, seq: int) -> None:
+            """One append the model says succeeds, checked slot by slot."""
+            kind = self.model.append_kind(seq)
             code = f"bm.append_slot({seq})"
             old_block = self.a2p[self.model.tables[seq][-1]] if self.model.tables[seq] else None
             in_use = set(self.a2p.values())
@@ -483,6 +503,39 @@ def block_manager_machine(
                 return
             parent = data.draw(st.sampled_from(self._live()), label="parent")
             child = data.draw(st.sampled_from(free_ids), label="child")
+            self._fork(parent, child)
+
+        @precondition(lambda self: fork and append and len(self.model.tables) < 5)
+        @rule(data=st.data(), child_first=st.booleans())
+        def fork_then_write_both(self, data: st.DataObject, child_first: bool) -> None:
+            # Copy-on-write has edges that random programs reach only by luck: the first writer
+            # of a shared partial block copies it and the second writes in place; with no block
+            # free that copy raises and changes nothing; a full last block is never copied. So:
+            # fork a sequence whose last block is partial or full, then write to both. The
+            # parent is a live sequence or a new one, which may take every free block.
+            free_ids = [s for s in range(6) if s not in self.model.tables]
+            size, lens, free = self.model.block_size, self.model.lens, self.model.num_free
+            partial = [s for s in self._live() if lens[s] % size]
+            full = [s for s in self._live() if lens[s] and not lens[s] % size]
+            kinds = [g for g in (partial, full) if g]
+            if not kinds or (free and data.draw(st.booleans(), label="new parent")):
+                # (with no sequence holding a block, some block is free)
+                parent = free_ids.pop(0)
+                blocks = data.draw(st.integers(min_value=1, max_value=free), label="blocks")
+                last = data.draw(st.integers(min_value=1, max_value=size), label="last")
+                self._allocate(parent, (blocks - 1) * size + last)
+            else:
+                kind = data.draw(st.sampled_from(kinds))
+                parent = data.draw(st.sampled_from(kind), label="parent")
+            child = data.draw(st.sampled_from(free_ids), label="child")
+            self._fork(parent, child)
+            for seq in (child, parent) if child_first else (parent, child):
+                if self.model.append_kind(seq) == "inplace" or self.model.num_free > 0:
+                    self._append(seq)
+                elif errors:
+                    self._append_without_room(seq)
+
+        def _fork(self, parent: int, child: int) -> None:
             code = f"bm.fork({parent}, {child})"
             self._call(code, lambda: self.bm.fork(parent, child))
             self.model.fork(parent, child)
@@ -525,7 +578,9 @@ def block_manager_machine(
             needy = [s for s in self._live() if self.model.append_kind(s) != "inplace"]
             if not needy:
                 return
-            seq = data.draw(st.sampled_from(needy), label="seq")
+            self._append_without_room(data.draw(st.sampled_from(needy), label="seq"))
+
+        def _append_without_room(self, seq: int) -> None:
             kind = self.model.append_kind(seq)
             self._expect_error(
                 f"bm.append_slot({seq})",

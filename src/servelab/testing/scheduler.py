@@ -16,6 +16,7 @@ never runs out, and the full step with preemption.
 
 from __future__ import annotations
 
+import copy
 import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -51,6 +52,8 @@ INVARIANTS: dict[str, str] = {
     "prefill-length": "a prefill covers every token the sequence has (prompt + generated)",
     "finished-freed": "a finished sequence leaves running and its blocks are freed",
     "decode-order": "every running sequence decodes one token per step, oldest first",
+    "retire-early": "a sequence is retired only once it has generated all its tokens",
+    "decode-then-admit": "a step decodes the running sequences first, then admits",
     "victim-newest": "on OutOfBlocks the newest running sequence is preempted",
     "requeue-front": "a preempted sequence goes back to the front of waiting",
     "requeue-length": "a preempted sequence keeps its generated tokens and is re-prefilled at "
@@ -186,6 +189,17 @@ def compare_step(
                 f"after `{code}`, sequence {sid} has generated all {model.max_new[sid]} of its "
                 "tokens but is still " + ("running" if sid in running else "holding blocks"),
             )
+    early = [sid for sid in _ids(out.finished) if sid not in want.finished]
+    if early:
+        made = ", ".join(
+            f"{sid}: {model.tokens[sid] - model.prompt[sid]} of {model.max_new[sid]}"
+            for sid in early
+            if sid in model.tokens
+        )
+        raise InvariantViolation(
+            "retire-early",
+            f"`{code}` retired {early}, which had not generated all their tokens yet ({made})",
+        )
     if _ids(out.finished) != want.finished:
         raise InvariantViolation(
             "finished-freed",
@@ -244,6 +258,13 @@ def compare_step(
             rule_id, f"after `{code}`, waiting is {waiting}; expected {model.waiting}"
         )
     got_decodes = [d.seq.seq_id for d in out.decodes]
+    admitted_now = {sid for sid, _ in want.prefills}
+    if admitted_now & set(got_decodes):
+        raise InvariantViolation(
+            "decode-then-admit",
+            f"`{code}` decoded {sorted(admitted_now & set(got_decodes))}, admitted in this very "
+            "step: a step decodes the sequences already running, then admits",
+        )
     if got_decodes != want.decodes:
         raise InvariantViolation(
             "decode-order",
@@ -472,15 +493,49 @@ def scheduler_machine(
                 return
             # Lengths near the largest the pool takes, so two requests overflow it (Hypothesis
             # draws small numbers most often, so draw the slack below the limit); short
-            # prompts, so sequences grow; now and then one that can never fit.
+            # prompts, so sequences grow; now and then one that can never fit, or one that
+            # lands right at the watermark.
             cap = (m.num_blocks - m.watermark) * m.block_size
-            if data.draw(st.integers(min_value=0, max_value=7), "kind") == 7:
+            kind = data.draw(st.integers(min_value=0, max_value=7), "kind")
+            if kind == 6 and self._add_at_the_watermark(data):
+                return
+            if kind == 7:
                 total = cap + data.draw(st.integers(min_value=1, max_value=4), "excess")
             else:
                 slack = data.draw(st.integers(min_value=0, max_value=max(0, cap - 2)), "slack")
                 total = max(2, cap - slack)
             prompt_len = data.draw(st.integers(min_value=1, max_value=total - 1), "prompt_len")
-            new = total - prompt_len
+            self._add(prompt_len, total - prompt_len)
+
+        def _add_at_the_watermark(self, data: st.DataObject) -> bool:
+            """Add a request next in line at the coming step whose prompt fits the free blocks
+            but not above the watermark, a window random lengths seldom land in, and take that
+            step; False if there is no such window now."""
+            m = self.model
+            if not m.watermark:
+                return False
+            after = copy.deepcopy(m)
+            after.step()
+            room = (m.num_blocks - m.watermark) * m.block_size - 1  # for the prompt, at most
+            low = max(1, after.num_free - m.watermark + 1)
+            high = min(after.num_free, m.blocks(room))
+            if after.waiting or low > high:
+                return False
+            blocks = data.draw(st.integers(min_value=low, max_value=high), "blocks")
+            prompt_len = data.draw(
+                st.integers(
+                    min_value=(blocks - 1) * m.block_size + 1,
+                    max_value=min(blocks * m.block_size, room),
+                ),
+                "prompt_len",
+            )
+            new = data.draw(st.integers(min_value=1, max_value=room + 1 - prompt_len), "new")
+            self._add(prompt_len, new)
+            self._one_step()
+            return True
+
+        def _add(self, prompt_len: int, new: int) -> None:
+            m = self.model
             fits = m.too_large(prompt_len, new) or self._fits_with_everyone(prompt_len, new)
             if stage == 2 and not fits:
                 return

@@ -13,6 +13,7 @@ inspection methods ``keys()``, ``used``, ``pin_count(key)``) is driven against i
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -217,7 +218,9 @@ def make_machine(impl: Any, level: int, capacity: int = 100) -> type[RecordingMa
         def put(self, key: str, size: int) -> None:
             model = self.model
             if model.pins.get(key):
-                return  # replacing a pinned entry is left to each implementation's own rule
+                if level >= 4:  # from step 4 on, replacing a pinned key raises
+                    self._put_pinned(key, size)
+                return
             outcome = model.put_outcome(key, size)
             if level < 2 and model.victims_for(key, size):
                 return  # step 1 builds no eviction yet
@@ -247,6 +250,8 @@ def make_machine(impl: Any, level: int, capacity: int = 100) -> type[RecordingMa
                         f"{code} raised {type(exc).__name__}; expected a {want.__name__} ({why})",
                     ) from exc
                 self._expect_unchanged(before, code)
+                if outcome == "pinned-out":
+                    self._names_pinned_keys(code, exc)
                 return
             if outcome != "ok":
                 raise InvariantViolation(
@@ -259,6 +264,30 @@ def make_machine(impl: Any, level: int, capacity: int = 100) -> type[RecordingMa
                     ),
                 )
             model.put(key, size)
+
+        def _names_pinned_keys(self, code: str, exc: BaseException) -> None:
+            pinned = sorted(k for k, n in self.model.pins.items() if n)
+            missing = [k for k in pinned if not re.search(rf"\b{re.escape(k)}\b", str(exc))]
+            if missing:
+                raise InvariantViolation(
+                    "error-names-keys",
+                    f"{code} raised MemoryError({str(exc)!r}), which does not name the pinned "
+                    f"keys {missing}",
+                )
+
+        def _put_pinned(self, key: str, size: int) -> None:
+            code = f"cache.put({key!r}, {weights_for(key)!r}, {size})"
+            before = snapshot(self.cache, True)
+            try:
+                self.do(code, lambda: self.cache.put(key, weights_for(key), size))
+            except Exception:
+                self._expect_unchanged(before, code)
+                return
+            raise InvariantViolation(
+                "replace-pinned",
+                f"{code} returned normally, but {key!r} is pinned: its bytes were replaced "
+                "under the replicas reading them",
+            )
 
         @rule(key=st.sampled_from(KEYS))
         def get(self, key: str) -> None:

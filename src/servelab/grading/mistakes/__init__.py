@@ -1,0 +1,90 @@
+"""The catalogue of known mistakes, one folder per topic, each mistake also a test of the grader.
+
+``<topic>/correct.py`` is a correct learner-style implementation; every other module plants
+exactly one mistake and defines:
+
+* ``Buggy``: the implementation (a class, or for ``eviction-policy`` a ``{"LFU", "SIEVE"}`` dict);
+* ``HINT``: a keyword that a correct diagnosis of this mistake must contain;
+* ``LIKE`` (optional): what the mistake does, completing "behaves exactly like one that …";
+  the module docstring's first sentence when absent.
+
+The grader replays a failing program on these (:mod:`servelab.grading.diagnose`) and names the
+one mistake that reproduces the learner's observations, so adding a hint means adding a mistake.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+__all__ = ["CORRECT", "Mistake", "correct_impl", "correct_module", "mistakes", "topic_dir"]
+
+CORRECT: dict[str, str] = {
+    "weight-cache": "LearnerCache",
+    "eviction-policy": "Correct",
+    "block-manager": "BlockManager",
+    "prefix-cache": "PrefixBlockManager",
+    "scheduler": "LearnerScheduler",
+}
+"""The name of the correct implementation in each topic's ``correct.py``."""
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """One known mistake: ``like`` completes "behaves exactly like one that …"."""
+
+    topic: str
+    name: str
+    impl: Any
+    hint: str
+    like: str
+    doc: str
+
+
+def _package(topic: str) -> str:
+    folder = topic.replace("-", "_")
+    if topic not in CORRECT:
+        known = ", ".join(sorted(CORRECT))
+        raise ValueError(f"no mistake catalogue for topic {topic!r}; known: {known}")
+    return f"{__name__}.{folder}"
+
+
+def topic_dir(topic: str) -> Path:
+    """The folder of ``topic``'s catalogue (for loading a file by path, as the CLI does)."""
+    return Path(__file__).parent / topic.replace("-", "_")
+
+
+def correct_module(topic: str) -> ModuleType:
+    return importlib.import_module(f"{_package(topic)}.correct")
+
+
+def correct_impl(topic: str) -> Any:
+    """The correct learner-style implementation of ``topic``."""
+    return getattr(correct_module(topic), CORRECT[topic])
+
+
+def _like(module: ModuleType) -> str:
+    like = getattr(module, "LIKE", None)
+    if like:
+        return str(like)
+    first = " ".join((module.__doc__ or "").split()).split(". ")[0].rstrip(".")
+    return first[:1].lower() + first[1:]
+
+
+@cache
+def mistakes(topic: str) -> tuple[Mistake, ...]:
+    """Every known mistake of ``topic``, by module name."""
+    package = importlib.import_module(_package(topic))
+    found = []
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+        if info.name == "correct" or info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        doc = " ".join((module.__doc__ or "").split())
+        found.append(Mistake(topic, info.name, module.Buggy, module.HINT, _like(module), doc))
+    return tuple(found)

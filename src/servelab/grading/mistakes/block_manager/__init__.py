@@ -1,0 +1,1 @@
+"""Known mistakes of topic `block-manager`: ``correct.py`` and one module per mistake."""

@@ -1,0 +1,20 @@
+"""allocate takes n // block_size blocks, rounding the count down."""
+
+from servelab.grading.mistakes.block_manager.correct import BlockManager
+from servelab.kv.blocks import InvalidLength, OutOfBlocks, SequenceExists
+
+HINT = "ceil"
+LIKE = "takes n // block_size blocks, rounding down where a table needs ceil(n / block_size)"
+
+
+class Buggy(BlockManager):
+    def allocate(self, seq, n_tokens):
+        if seq in self.tables:
+            raise SequenceExists(f"sequence {seq} exists")
+        if not isinstance(n_tokens, int) or n_tokens < 0:
+            raise InvalidLength(f"bad length {n_tokens!r}")
+        need = n_tokens // self.block_size
+        if need > len(self.free):
+            raise OutOfBlocks(f"need {need}, have {len(self.free)}")
+        self.tables[seq] = [self._alloc() for _ in range(need)]
+        self.lens[seq] = n_tokens

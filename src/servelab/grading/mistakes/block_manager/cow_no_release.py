@@ -1,0 +1,20 @@
+"""Copy-on-write takes a new block but never drops the reference to the shared one (a leak)."""
+
+from servelab.grading.mistakes.block_manager.correct import BlockManager
+from servelab.kv.blocks import Slot
+
+HINT = "drop"
+LIKE = "copies a shared block on write but does not drop its reference to the old one"
+
+
+class Buggy(BlockManager):
+    def append_slot(self, seq):
+        table, n = self._table(seq), self.lens[seq]
+        offset = n % self.block_size
+        if offset and self.ref[table[-1]] > 1:
+            new = self._alloc()
+            cow_src = table[-1]
+            table[-1] = new
+            self.lens[seq] = n + 1
+            return Slot(new, offset, cow_src)
+        return super().append_slot(seq)

@@ -1,0 +1,24 @@
+"""Mistake: releases the shared block before allocating its replacement."""
+
+from servelab.grading.mistakes.block_manager.correct import BlockManager
+from servelab.kv.blocks import Slot
+
+HINT = "before releasing"
+LIKE = (
+    "releases the shared block before allocating its copy, so OutOfBlocks leaves the "
+    "state changed: allocate before releasing"
+)
+
+
+class Buggy(BlockManager):
+    def append_slot(self, seq: int) -> Slot:
+        table, n = self._table(seq), self.lens[seq]
+        offset, cow_src = n % self.block_size, None
+        if offset == 0:
+            table.append(self._alloc())
+        elif self.ref[table[-1]] > 1:
+            cow_src = table[-1]
+            self._release(cow_src)  # released first: OutOfBlocks below leaves it dropped
+            table[-1] = self._alloc()
+        self.lens[seq] = n + 1
+        return Slot(table[-1], offset, cow_src)

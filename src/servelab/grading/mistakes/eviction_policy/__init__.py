@@ -1,0 +1,1 @@
+"""Known mistakes of topic `eviction-policy`: ``correct.py`` and one module per mistake."""

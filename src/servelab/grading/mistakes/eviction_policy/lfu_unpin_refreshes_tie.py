@@ -1,0 +1,17 @@
+"""LFU whose unpin refreshes the key's tick, moving it behind keys of equal count."""
+
+from servelab.grading.mistakes.eviction_policy.correct import LFU, SIEVE
+
+HINT = "unpin"
+LIKE = (
+    "moves a key behind its equals on unpin: update_on_unpin refreshes its place among equal counts"
+)
+
+
+class RefreshingLFU(LFU):
+    def update_on_unpin(self, key):
+        self.pinned.discard(key)
+        self._touch(key)
+
+
+Buggy = {"LFU": RefreshingLFU, "SIEVE": SIEVE}

@@ -1,0 +1,16 @@
+"""SIEVE that forgets a key's visited bit when the key is unpinned. No probe names this one: only
+the state machine's comparison with the model finds it."""
+
+from servelab.grading.mistakes.eviction_policy.correct import LFU, SIEVE
+
+HINT = "history"
+LIKE = "forgets a key's SIEVE history (its visited bit) when the key is unpinned"
+
+
+class ForgetfulSIEVE(SIEVE):
+    def update_on_unpin(self, key):
+        super().update_on_unpin(key)
+        self.visited[key] = False
+
+
+Buggy = {"LFU": LFU, "SIEVE": ForgetfulSIEVE}

@@ -1,0 +1,15 @@
+"""A freed block that holds a hash goes to the evictable list and to the free list."""
+
+from servelab.grading.mistakes.prefix_cache.correct import PrefixBlockManager
+
+HINT = "twice"
+LIKE = "puts a freed cached block both on the evictable list and on the free list: freed twice"
+
+
+class Buggy(PrefixBlockManager):
+    def _release(self, b: int) -> None:
+        self.ref[b] -= 1
+        if self.ref[b] == 0:
+            if self.hash[b] is not None:
+                self.evictable_lru[b] = None
+            self.free.append(b)  # missing else: the block is freed twice

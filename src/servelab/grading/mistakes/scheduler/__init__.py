@@ -1,0 +1,1 @@
+"""Known mistakes of topic `scheduler`: ``correct.py`` and one module per mistake."""

@@ -1,0 +1,14 @@
+"""Decodes the newest sequence first."""
+
+from servelab.grading.mistakes.scheduler.correct import LearnerScheduler
+from servelab.kv.scheduler import Decode
+
+HINT = "oldest first"
+LIKE = "decodes the newest sequence first instead of oldest first"
+
+
+class Buggy(LearnerScheduler):
+    def decode(self, out):
+        for seq in reversed(list(self.running)):
+            slot = self.bm.append_slot(seq.seq_id)
+            out.decodes.append(Decode(seq, slot))

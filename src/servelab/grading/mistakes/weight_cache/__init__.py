@@ -1,0 +1,1 @@
+"""Known mistakes of topic `weight-cache`: ``correct.py`` and one module per mistake."""

@@ -1,0 +1,15 @@
+"""A failed put is counted as a miss."""
+
+from servelab.grading.mistakes.weight_cache.correct import LearnerCache
+
+HINT = "miss"
+LIKE = "counts a failed put as a miss"
+
+
+class Buggy(LearnerCache):
+    def put(self, key, value, size):
+        try:
+            return super().put(key, value, size)
+        except (ValueError, MemoryError):
+            self.misses += 1
+            raise

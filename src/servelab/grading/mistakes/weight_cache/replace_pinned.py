@@ -1,0 +1,19 @@
+"""put() of a pinned key swaps its bytes under the replicas reading them."""
+
+from servelab.grading.mistakes.weight_cache.correct import LearnerCache
+
+HINT = "replace a pinned key"
+LIKE = (
+    "lets put() replace a pinned key's bytes under the replicas that read them; "
+    "replace a pinned key only after unpinning it"
+)
+
+
+class Buggy(LearnerCache):
+    def _check_admissible(self, key, size):
+        pins = self._pins.pop(key, 0)
+        try:
+            super()._check_admissible(key, size)
+        finally:
+            if pins:
+                self._pins[key] = pins
