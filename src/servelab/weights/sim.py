@@ -36,6 +36,7 @@ __all__ = [
     "Request",
     "SimResult",
     "belady",
+    "drifting_zipf_trace",
     "fleet",
     "model_catalogue",
     "replay",
@@ -512,3 +513,38 @@ def replay_libcachesim(
             result.bytes_missed += model.size
     result.requests = len(trace)
     return result
+
+
+def drifting_zipf_trace(
+    models: Sequence[Model],
+    n_requests: int,
+    *,
+    alpha: float = 0.9,
+    phases: int = 6,
+    seed: int = 0,
+) -> list[Model]:
+    """A Zipf(``alpha``) trace whose popularity ranking is reshuffled ``phases`` times.
+
+    Each phase is a :func:`zipf_trace`-like stretch of about ``n_requests / phases`` requests
+    with a fresh, seeded ranking, so the models that were hot in one phase are mostly cold in
+    the next: the drift a platform sees as new models launch and old ones fade. A frequency
+    policy without aging keeps the old favourites' counts and holds them long after they went
+    cold; ``phases=1`` is a stationary trace.
+    """
+    if not models:
+        raise ValueError("models must not be empty")
+    if n_requests < 0:
+        raise ValueError(f"n_requests must be >= 0, got {n_requests}")
+    if alpha < 0:
+        raise ValueError(f"alpha must be >= 0, got {alpha}")
+    if isinstance(phases, bool) or not isinstance(phases, int) or phases < 1:
+        raise ValueError(f"phases must be a positive int, got {phases!r}")
+    rng = random.Random(seed)
+    ranked = list(models)
+    cum_weights = list(accumulate(1.0 / (rank**alpha) for rank in range(1, len(ranked) + 1)))
+    trace: list[Model] = []
+    for phase in range(phases):
+        rng.shuffle(ranked)
+        length = n_requests * (phase + 1) // phases - len(trace)
+        trace.extend(rng.choices(ranked, cum_weights=cum_weights, k=length))
+    return trace
