@@ -7,8 +7,8 @@ seconds those bytes cost from local NVMe or from object storage.
 
 Every node here is *must-admit*: a serving node always loads the model it was asked for, so a
 miss is followed by as many evictions as the new model needs. Traces are seeded synthetic Zipf
-requests over a catalogue of model sizes from 1 GB to 140 GB; the offline size-aware Belady
-replay gives the limit line that no online policy reaches; a :func:`simulate_fleet` puts N
+requests over a catalogue of model sizes from 1 GB to 140 GB; the offline Belady replays are
+heuristics with foresight (with mixed sizes, not bounds); a :func:`simulate_fleet` puts N
 nodes behind a router to show that routing, not the cache, decides the hit rate when requests
 for a model are scattered over the fleet.
 """
@@ -357,7 +357,7 @@ def belady(
     bandwidths: Bandwidths | None = None,
     progress: bool | None = None,
 ) -> SimResult:
-    """Offline must-admit replay that knows the future: the limit line for online policies.
+    """Offline must-admit replay that knows the future: a reference line, not a bound.
 
     On a miss it evicts, until the model fits, the resident model whose next request is
     furthest away — weighted by its size when ``size_aware`` (evict the largest
