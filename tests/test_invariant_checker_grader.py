@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
-from buggy_impls import correct_module, mistakes
 from servelab.grading import GradeFailure, grade
 from servelab.grading.invariant_checker import BAD_STATES, GOOD_STATES, BlockState, flags
 from servelab.kv.blocks import BlockManager
@@ -15,7 +17,21 @@ from servelab.testing.block_manager import check_invariants
 from servelab.testing.core import InvariantViolation
 
 TOPIC = "invariant-checker"
-MISTAKES = mistakes(TOPIC)
+CATALOGUE = Path(__file__).parent / "buggy" / "invariant_checker"
+
+
+def _load(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"invariant_checker_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CORRECT = _load(CATALOGUE / "correct.py")
+MISTAKES = [
+    (path.stem, _load(path)) for path in sorted(CATALOGUE.glob("*.py")) if path.stem != "correct"
+]
 
 
 def test_the_catalogue_states_are_what_they_claim() -> None:
@@ -28,18 +44,18 @@ def test_the_catalogue_states_are_what_they_claim() -> None:
 
 
 def test_correct_checkers_pass_every_step() -> None:
-    for checker in (check_invariants, correct_module(TOPIC).check_invariants):
+    for checker in (check_invariants, CORRECT.check_invariants):
         for step in (1, 2, 3):
             report = grade(TOPIC, checker, step=step, out=io.StringIO())
             assert report.passed
 
 
-@pytest.mark.parametrize("mistake", MISTAKES, ids=[m.name for m in MISTAKES])
-def test_each_wrong_checker_fails_with_a_hint_naming_it(mistake: Any) -> None:
+@pytest.mark.parametrize(("name", "mistake"), MISTAKES, ids=[name for name, _ in MISTAKES])
+def test_each_wrong_checker_fails_with_a_hint_naming_it(name: str, mistake: ModuleType) -> None:
     with pytest.raises(GradeFailure) as failure:
-        grade(TOPIC, mistake.impl, out=io.StringIO())
+        grade(TOPIC, mistake.Buggy, out=io.StringIO())
     report = failure.value.report
-    assert mistake.hint.lower() in report.hint.lower(), (mistake.name, report.text)
+    assert mistake.HINT.lower() in report.hint.lower(), (name, report.text)
     assert "bm = BlockState(" in report.code
 
 
@@ -83,8 +99,8 @@ def test_state_validation() -> None:
 
 
 def test_random_states_catch_a_checker_that_passes_every_hand_made_state() -> None:
-    partial = next(m for m in MISTAKES if m.name == "first_sequence_only")
-    grade(TOPIC, partial.impl, step=2, out=io.StringIO())
+    partial = dict(MISTAKES)["first_sequence_only"].Buggy
+    grade(TOPIC, partial, step=2, out=io.StringIO())
     with pytest.raises(GradeFailure) as failure:
-        grade(TOPIC, partial.impl, step=3, out=io.StringIO())
+        grade(TOPIC, partial, step=3, out=io.StringIO())
     assert "step 3" in failure.value.report.text

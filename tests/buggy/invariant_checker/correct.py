@@ -1,4 +1,4 @@
-"""A learner's invariant checker, written against the inspection API only."""
+"""A correct learner-style invariant checker; the other files here each miss one rule."""
 
 
 def check_invariants(bm):

@@ -1,6 +1,6 @@
 """Demands refcount 1 for every used block: rejects every fork."""
 
-from correct import check_invariants
+from servelab.testing.block_manager import check_invariants
 
 
 def Buggy(bm):

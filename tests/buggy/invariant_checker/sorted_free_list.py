@@ -1,6 +1,6 @@
 """Expects the free list in ascending order, which no real manager keeps."""
 
-from correct import check_invariants
+from servelab.testing.block_manager import check_invariants
 
 
 def Buggy(bm):
