@@ -7,8 +7,8 @@ seconds those bytes cost from local NVMe or from object storage.
 
 Every node here is *must-admit*: a serving node always loads the model it was asked for, so a
 miss is followed by as many evictions as the new model needs. Traces are seeded synthetic Zipf
-requests over a catalogue of model sizes from 1 GB to 140 GB; the offline size-aware Belady
-replay gives the limit line that no online policy reaches; a :func:`simulate_fleet` puts N
+requests over a catalogue of model sizes from 1 GB to 140 GB; the offline Belady replays are
+heuristics with foresight (with mixed sizes, not bounds); a :func:`simulate_fleet` puts N
 nodes behind a router to show that routing, not the cache, decides the hit rate when requests
 for a model are scattered over the fleet.
 """
@@ -36,6 +36,7 @@ __all__ = [
     "Request",
     "SimResult",
     "belady",
+    "drifting_zipf_trace",
     "fleet",
     "model_catalogue",
     "replay",
@@ -356,7 +357,7 @@ def belady(
     bandwidths: Bandwidths | None = None,
     progress: bool | None = None,
 ) -> SimResult:
-    """Offline must-admit replay that knows the future: the limit line for online policies.
+    """Offline must-admit replay that knows the future: a reference line, not a bound.
 
     On a miss it evicts, until the model fits, the resident model whose next request is
     furthest away — weighted by its size when ``size_aware`` (evict the largest
@@ -512,3 +513,38 @@ def replay_libcachesim(
             result.bytes_missed += model.size
     result.requests = len(trace)
     return result
+
+
+def drifting_zipf_trace(
+    models: Sequence[Model],
+    n_requests: int,
+    *,
+    alpha: float = 0.9,
+    phases: int = 6,
+    seed: int = 0,
+) -> list[Model]:
+    """A Zipf(``alpha``) trace whose popularity ranking is reshuffled ``phases`` times.
+
+    Each phase is a :func:`zipf_trace`-like stretch of about ``n_requests / phases`` requests
+    with a fresh, seeded ranking, so the models that were hot in one phase are mostly cold in
+    the next: the drift a platform sees as new models launch and old ones fade. A frequency
+    policy without aging keeps the old favourites' counts and holds them long after they went
+    cold; ``phases=1`` is a stationary trace.
+    """
+    if not models:
+        raise ValueError("models must not be empty")
+    if n_requests < 0:
+        raise ValueError(f"n_requests must be >= 0, got {n_requests}")
+    if alpha < 0:
+        raise ValueError(f"alpha must be >= 0, got {alpha}")
+    if isinstance(phases, bool) or not isinstance(phases, int) or phases < 1:
+        raise ValueError(f"phases must be a positive int, got {phases!r}")
+    rng = random.Random(seed)
+    ranked = list(models)
+    cum_weights = list(accumulate(1.0 / (rank**alpha) for rank in range(1, len(ranked) + 1)))
+    trace: list[Model] = []
+    for phase in range(phases):
+        rng.shuffle(ranked)
+        length = n_requests * (phase + 1) // phases - len(trace)
+        trace.extend(rng.choices(ranked, cum_weights=cum_weights, k=length))
+    return trace

@@ -1,0 +1,106 @@
+"""The invariant-checker grader passes correct checkers and fails every known-wrong one."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from servelab.grading import GradeFailure, grade
+from servelab.grading.invariant_checker import BAD_STATES, GOOD_STATES, BlockState, flags
+from servelab.kv.blocks import BlockManager
+from servelab.testing.block_manager import check_invariants
+from servelab.testing.core import InvariantViolation
+
+TOPIC = "invariant-checker"
+CATALOGUE = Path(__file__).parent / "buggy" / "invariant_checker"
+
+
+def _load(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"invariant_checker_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CORRECT = _load(CATALOGUE / "correct.py")
+MISTAKES = [
+    (path.stem, _load(path)) for path in sorted(CATALOGUE.glob("*.py")) if path.stem != "correct"
+]
+
+
+def test_the_catalogue_states_are_what_they_claim() -> None:
+    """Good states pass the reference checker and bad ones break it: the grader is fair."""
+    for case in GOOD_STATES:
+        check_invariants(case.state)
+    for case in BAD_STATES:
+        with pytest.raises(InvariantViolation):
+            check_invariants(case.state)
+
+
+def test_correct_checkers_pass_every_step() -> None:
+    for checker in (check_invariants, CORRECT.check_invariants):
+        for step in (1, 2, 3):
+            report = grade(TOPIC, checker, step=step, out=io.StringIO())
+            assert report.passed
+
+
+@pytest.mark.parametrize(("name", "mistake"), MISTAKES, ids=[name for name, _ in MISTAKES])
+def test_each_wrong_checker_fails_with_a_hint_naming_it(name: str, mistake: ModuleType) -> None:
+    with pytest.raises(GradeFailure) as failure:
+        grade(TOPIC, mistake.Buggy, out=io.StringIO())
+    report = failure.value.report
+    assert mistake.HINT.lower() in report.hint.lower(), (name, report.text)
+    assert "bm = BlockState(" in report.code
+
+
+def test_the_repro_line_rebuilds_the_state() -> None:
+    case = BAD_STATES[0]
+    namespace: dict[str, Any] = {}
+    exec(
+        f"from servelab.grading.invariant_checker import BlockState\nbm = {case.state!r}", namespace
+    )
+    assert repr(namespace["bm"]) == repr(case.state)
+    with pytest.raises(InvariantViolation):
+        check_invariants(namespace["bm"])
+
+
+def test_a_checker_that_returns_false_flags_and_its_input_is_a_copy() -> None:
+    seen: list[BlockState] = []
+
+    def mutating(bm: BlockState) -> bool:
+        seen.append(bm)
+        bm.free.clear()
+        return False
+
+    state = BlockState.of(BlockManager(4, 4))
+    assert flags(mutating, state)
+    assert state.free_list() == [0, 1, 2, 3] and seen[0] is not state
+
+
+def test_an_unwritten_checker_is_reported_as_unfinished() -> None:
+    def unwritten(bm: Any) -> None:
+        raise NotImplementedError
+
+    with pytest.raises(NotImplementedError):
+        grade(TOPIC, unwritten, step=1, out=io.StringIO())
+
+
+def test_state_validation() -> None:
+    with pytest.raises(ValueError, match="one count per block"):
+        BlockState(4, 4, [], [0, 0], {}, {})
+    with pytest.raises(ValueError, match="same sequences"):
+        BlockState(1, 4, [], [1], {0: [0]}, {})
+
+
+def test_random_states_catch_a_checker_that_passes_every_hand_made_state() -> None:
+    partial = dict(MISTAKES)["first_sequence_only"].Buggy
+    grade(TOPIC, partial, step=2, out=io.StringIO())
+    with pytest.raises(GradeFailure) as failure:
+        grade(TOPIC, partial, step=3, out=io.StringIO())
+    assert "step 3" in failure.value.report.text
