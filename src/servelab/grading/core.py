@@ -454,13 +454,18 @@ def _learner_exception(exc: BaseException) -> bool:
     return not isinstance(exc, ProbeFailed | InvariantViolation | ImplementationHung | Flaky)
 
 
-def _diagnosed(topic: Topic, code: str, impl: Any) -> str | None:
-    """The topic's ``diagnose`` hook, guarded: its failure must never hide the check's hint."""
-    if topic.diagnose is None or not code:
-        return None
+def _diagnosed(topic: Topic, code: str, impl: Any, exc: BaseException | None = None) -> str | None:
+    """The named mistake for a failed check, or None. The topic's own ``diagnose`` hook when it
+    has one, else the catalogue of known mistakes (:mod:`servelab.grading.diagnose`); guarded
+    either way: a failure inside diagnosis must never hide the check's hint."""
     try:
         with hang_guard("diagnose", DIAGNOSE_TIMEOUT_S), redirect_stdout(io.StringIO()):
-            found = topic.diagnose(code.splitlines(), impl)
+            if topic.diagnose is not None:
+                found = topic.diagnose(code.splitlines(), impl) if code else None
+            else:
+                from servelab.grading.diagnose import diagnosed  # imports the topics
+
+                found = diagnosed(topic.name, code, exc, impl)
     except (Exception, ImplementationHung):
         return None
     return found if isinstance(found, str) and found else None
@@ -600,7 +605,7 @@ def _run_checks(
         hint = check.generic_hint
     else:
         hint = exception_hint(exc) or check.hints.get("exception", check.generic_hint)
-    return _Failure(label, exc, _diagnosed(topic, code, impl) or hint, code)
+    return _Failure(label, exc, _diagnosed(topic, code, impl, exc) or hint, code)
 
 
 def _probe_failure(
@@ -608,13 +613,13 @@ def _probe_failure(
 ) -> _Failure:
     if isinstance(exc, ProbeFailed):
         return _Failure(
-            label, exc, _diagnosed(topic, exc.code, impl) or exc.hint or probe.hint, exc.code
+            label, exc, _diagnosed(topic, exc.code, impl, exc) or exc.hint or probe.hint, exc.code
         )
     code = "\n".join(program_in_progress(_traceback_of(exc)) or ())
     if isinstance(exc, ImplementationHung):
         return _Failure(label, exc, HANG_HINT, code)
     hint = exception_hint(exc) or probe.hint
-    return _Failure(label, exc, _diagnosed(topic, code, impl) or hint, code)
+    return _Failure(label, exc, _diagnosed(topic, code, impl, exc) or hint, code)
 
 
 def _traceback_of(exc: BaseException) -> TracebackType | None:
