@@ -46,6 +46,7 @@ __all__ = [
     "check_seq_id",
     "check_token_id",
     "check_token_ids",
+    "new_slot",
 ]
 
 
@@ -97,6 +98,9 @@ class Slot(NamedTuple):
     cow_src: int | None
 
 
+new_slot = tuple.__new__  # ``new_slot(Slot, (block, offset, cow_src))``: Slot without a Python call
+
+
 def _check_positive(name: str, value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise InvalidConfig(f"{name} must be a positive int, got {value!r}")
@@ -110,7 +114,7 @@ def check_seq_id(seq: object) -> int:
             f"sequence ids are ints, got {type(seq).__name__} {seq!r}; "
             "use the int id the sequence was allocated with"
         )
-    return seq
+    return int(seq)
 
 
 def check_token_id(token: object) -> int:
@@ -257,14 +261,19 @@ class BlockTables:
         return block
 
     def _table_of(self, seq: int) -> list[int]:
-        if type(seq) is not int:
-            seq = check_seq_id(seq)
-        try:
-            return self._tables[seq]
-        except KeyError:
+        table = self._tables.get(seq) if type(seq) is int else None
+        if table is None:
+            table = self._tables[self._live_id(seq)]
+        return table
+
+    def _live_id(self, seq: object) -> int:
+        """``seq`` as a plain int if it is live; else InvalidSequenceId or UnknownSequence."""
+        seq = check_seq_id(seq)
+        if seq not in self._tables:
             raise UnknownSequence(
                 f"sequence {seq} is not allocated (never allocated, or already freed)"
-            ) from None
+            )
+        return seq
 
 
 class BlockManager(BlockTables):
@@ -327,7 +336,10 @@ class BlockManager(BlockTables):
         *before* the shared one is released, so OutOfBlocks leaves everything unchanged.
         ``token_id``, if given, is checked and otherwise ignored.
         """
-        table = self._table_of(seq)
+        table = self._tables.get(seq) if type(seq) is int else None
+        if table is None:
+            seq = self._live_id(seq)
+            table = self._tables[seq]
         if token_id is not None:
             check_token_id(token_id)
         n = self._lens[seq]
@@ -336,7 +348,7 @@ class BlockManager(BlockTables):
         if offset == 0 or self._ref[table[-1]] > 1:
             cow_src = self._grow_or_copy(seq, table, n)
         self._lens[seq] = n + 1
-        return Slot(table[-1], offset, cow_src)
+        return new_slot(Slot, (table[-1], offset, cow_src))
 
     # --------------------------------------------------------------- inspection
     def seq_len(self, seq: int) -> int:

@@ -73,6 +73,7 @@ from servelab.kv.blocks import (
     check_seq_id,
     check_token_id,
     check_token_ids,
+    new_slot,
 )
 
 __all__ = [
@@ -273,28 +274,22 @@ class PrefixCachingBlockManager(BlockTables):
 
         When the token fills its block, the block is hashed and enters the cache.
         """
-        table = self._table_of(seq)
-        token = check_token_id(token_id)
-        tokens = self._seq_tokens[seq]
+        tokens = self._seq_tokens.get(seq) if type(seq) is int else None
+        if tokens is None:
+            seq = self._live_id(seq)
+            tokens = self._seq_tokens[seq]
+        if type(token_id) is not int or token_id < 0:
+            token_id = check_token_id(token_id)
+        table = self._tables[seq]
         n, size = len(tokens), self.block_size
         offset = n % size
         cow_src = None
         if offset == 0 or self._ref[table[-1]] > 1:
             cow_src = self._grow_or_copy(seq, table, n)
-        tokens.append(token)
+        tokens.append(token_id)
         if offset == size - 1:
-            hashes = self._seq_hashes[seq]
-            block_tokens = tokens[n + 1 - size :]
-            key = self._seq_key[seq]
-            if hashes:
-                (h,) = self._chain(hashes[-1], block_tokens, size)
-                parent: int | bytes = self._serial[table[-2]]
-            else:
-                (h,) = self._chain(self._root(key), block_tokens, size)
-                parent = key
-            hashes.append(h)
-            self._register(table[-1], h, block_tokens, parent)
-        return Slot(table[-1], offset, cow_src)
+            self._register_tail(seq, table, tokens)
+        return new_slot(Slot, (table[-1], offset, cow_src))
 
     # --------------------------------------------------------------- inspection
     def seq_len(self, seq: int) -> int:
@@ -329,6 +324,21 @@ class PrefixCachingBlockManager(BlockTables):
         return dict(self._cached)
 
     # ----------------------------------------------------------------- helpers
+    def _register_tail(self, seq: int, table: list[int], tokens: list[int]) -> None:
+        """The last block of ``seq`` just filled: name it and enter it in the cache."""
+        size = self.block_size
+        hashes = self._seq_hashes[seq]
+        block_tokens = tokens[-size:]
+        key = self._seq_key[seq]
+        if hashes:
+            (h,) = self._chain(hashes[-1], block_tokens, size)
+            parent: int | bytes = self._serial[table[-2]]
+        else:
+            (h,) = self._chain(self._root(key), block_tokens, size)
+            parent = key
+        hashes.append(h)
+        self._register(table[-1], h, block_tokens, parent)
+
     def _root(self, key: bytes) -> int:
         root = self._roots.get(key)
         if root is None:
