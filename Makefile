@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test test-fast lint exercises demo bench bench-gpu clean
+.PHONY: lab test test-fast lint exercises demo bench bench-gpu bench-peers clean
 
 $(STAMP): pyproject.toml tools/install_torch.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,20 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
+
+# The real peers (nano-vllm, vLLM v1) live in their own environment, never the course's.
+PEERS    := benchmarks/.peers-venv
+PEERS_PY := $(PEERS)/bin/python
+
+$(PEERS)/.installed: benchmarks/peers-requirements.txt tools/install_torch.sh
+	test -x $(PEERS_PY) || $(PYTHON) -m venv $(PEERS)
+	./tools/install_torch.sh $(PEERS_PY)
+	$(PEERS_PY) -m pip install -q --no-deps -r benchmarks/peers-requirements.txt
+	touch $@
+
+bench-peers: $(PEERS)/.installed
+	$(PEERS_PY) benchmarks/bench_blocks.py
+	$(PEERS_PY) benchmarks/bench_scheduler.py
 
 bench-gpu: $(STAMP)
 	$(PY) benchmarks/gpu.py --out benchmarks/gpu-results.json

@@ -1,38 +1,68 @@
-"""Block-manager throughput at 1k, 16k and 131k blocks: does the cost stay flat as the pool grows?
+"""Block-manager throughput against real peers at 1k, 16k and 131k blocks, at equal occupancy.
 
-One seeded trace of sequence lifecycles (allocate a prompt that starts with one of a few
-shared system prompts, decode some tokens, free) is replayed on pools of three sizes, with
-a window of live sequences so freed blocks churn. Operations are allocate, append_slot and
-free_seq calls. Rows:
+The peers are the real packages, installed in their own environment by ``make bench-peers``
+(``benchmarks/.peers-venv``, never the course's):
 
-* ``BlockManager``: the reference without prefix caching;
-* ``PrefixCachingBlockManager``: the reference with prefix caching (hash-chained blocks, an
-  OrderedDict LRU of evictable blocks: O(1) per block);
-* ``peer: deque.remove``: a minimal re-implementation, written here for the comparison, of
-  the approach of nano-vllm's block manager (``nanovllm/engine/block_manager.py``): one
-  deque of free block ids that also holds freed cached blocks; a hit on a free cached block
-  takes it out with ``deque.remove``, which scans the deque, O(pool size).
+* **nano-vllm** ``nanovllm.engine.block_manager.BlockManager`` from the PyPI release
+  ``nano-vllm-fork`` (xxhash64 block names, a ``deque`` free list, ``Block`` objects). Its
+  package ``__init__`` imports the GPU engine (torch, transformers, tqdm), so the module is
+  loaded without running it; the block manager itself needs only xxhash and numpy.
+* **vLLM v1** ``vllm.v1.core.block_pool.BlockPool`` (``FreeKVCacheBlockQueue``, a doubly
+  linked free list) with vLLM's own ``hash_block_tokens`` and hash functions, driven the way
+  ``KVCacheManager`` drives it for one full-attention group: look up the longest cached
+  prefix (capped at ``len - 1`` tokens), ``touch`` the hits, ``get_new_blocks``,
+  ``cache_full_blocks`` when blocks fill, ``free_blocks`` in reverse. Block 0 is vLLM's null
+  block, so its pool gets one extra block. vLLM's ``Request`` and scheduler bookkeeping are
+  left out, which favours the peer.
 
-The figure that matters is the last column, ops/s at 131k blocks over ops/s at 1k (target
->= 0.8 for ours). Run: ``python benchmarks/bench_blocks.py [--quick]``.
+Both sides replay one seeded trace per pool size and must report the same prefix hit, in
+tokens, at every admission (asserted). The trace keeps occupancy equal at every size: one
+live *anchor* sequence per shared system prompt (``pool / 64`` prompts of 4 blocks, so
+hits land on blocks in use, which every peer caches), a window of live requests scaled to
+the pool (about half of it in use), and ``pool / 3`` untimed lifecycles that fill the pool
+and its cache before 16k timed ones, so every pool is measured in the same steady state:
+full, every new block evicting a cached one. A lifecycle is ``allocate`` (system prompt +
+a unique suffix), 8-40 ``append`` calls (``append_slot``; nano-vllm's ``append_token`` +
+``may_append``) and ``free``. Every manager gets the same warm-up (one short untimed
+replay), the same repetitions (best of ``--reps``, sizes and managers interleaved), the
+same GC policy (collected before, disabled while timed) and the same clock: process CPU
+time, so time spent descheduled on a shared machine does not count. Ours validates every
+input on every call; the peers validate nothing.
+
+Figures: operations per second, ours over each peer at each size, and each manager's
+131k / 1k. Run ``make bench-peers`` (or ``benchmarks/.peers-venv/bin/python
+benchmarks/bench_blocks.py``); without the peers' environment only our rows print.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import gc
+import importlib
+import importlib.util
+import os
 import platform
 import random
+import sys
 import time
+import types
+import warnings
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from servelab.kv.blocks import BlockManager
-from servelab.kv.prefix import PrefixCachingBlockManager
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "src"))
 
+from servelab.kv.prefix import PrefixCachingBlockManager  # noqa: E402
+
+PEERS_PYTHON = HERE / ".peers-venv" / "bin" / "python"
 SIZES = (1_024, 16_384, 131_072)
 BLOCK = 16
-WINDOW = 32
+SYSTEM_BLOCKS = 4
 
 
 @dataclass(frozen=True)
@@ -41,152 +71,292 @@ class Request:
     decode: list[int]
 
 
-def make_trace(n: int, seed: int = 0) -> list[Request]:
-    """Prompts = one of 256 shared 64-token prefixes (Zipf-like popularity) + a unique
-    1-31 token suffix, so many hits land on freed, still-cached blocks."""
+@dataclass(frozen=True)
+class Trace:
+    pool: int
+    anchors: list[list[int]]  # live for the whole run: one per system prompt
+    requests: list[Request]
+    warm: int  # the first ``warm`` requests fill the pool and its cache, untimed
+    window: int  # live requests at a time
+
+
+def make_trace(pool: int, timed: int = 16_000, seed: int = 0) -> Trace:
+    """System prompts (Zipf popularity) + a unique 1-31 token suffix (never a whole block, so
+    the ``len - 1`` cap never matters), then 8-40 decoded tokens."""
     rng = random.Random(seed)
-    systems = [[rng.randrange(32_000) for _ in range(4 * BLOCK)] for _ in range(256)]
-    weights = [1 / (i + 1) for i in range(len(systems))]
-    trace = []
-    for _ in range(n):
-        suffix = [rng.randrange(32_000) for _ in range(rng.randint(1, 2 * BLOCK - 1))]
+    n_sys = max(4, pool // 64)
+    systems = [[rng.randrange(32_000) for _ in range(SYSTEM_BLOCKS * BLOCK)] for _ in range(n_sys)]
+    weights = [1 / (i + 1) for i in range(n_sys)]
+    anchors = [[*s, rng.randrange(32_000)] for s in systems]
+    warm = pool // 3  # each leaves ~3.5 cached blocks behind: the pool is full after these
+    requests = []
+    for _ in range(warm + timed):
+        n = rng.choice([k for k in range(1, 2 * BLOCK) if k != BLOCK])
+        suffix = [rng.randrange(32_000) for _ in range(n)]
         decode = [rng.randrange(32_000) for _ in range(rng.randint(8, 40))]
         (system,) = rng.choices(systems, weights)
-        trace.append(Request(system + suffix, decode))
-    return trace
+        requests.append(Request(system + suffix, decode))
+    window = max(4, int(pool * 0.45 / 3))  # a live request holds ~3 blocks of its own
+    return Trace(pool, anchors, requests, warm, window)
 
 
-class DequeRemovePeer:
-    """Peer (written for this benchmark): nano-vllm's free-deque approach, minimal.
+# ------------------------------------------------------------------------------ drivers
+class Ours:
+    """Our managers through their public calls (every argument validated)."""
 
-    Free and freed-but-cached blocks share one deque; a prefix hit on a free block calls
-    ``deque.remove(block)`` (a scan). Hits are verified by the stored token ids.
-    """
+    def __init__(self, pool: int, hash_algo: Any) -> None:
+        self.bm = PrefixCachingBlockManager(pool, BLOCK, hash_algo=hash_algo)
 
-    def __init__(self, num_blocks: int, block_size: int) -> None:
-        self.block_size = block_size
-        self.ref = [0] * num_blocks
-        self.hash = [-1] * num_blocks
-        self.tokens: list[tuple[int, ...] | None] = [None] * num_blocks
-        self.hash_to_block: dict[int, int] = {}
-        self.free = deque(range(num_blocks))
-        self.tables: dict[int, list[int]] = {}
-        self.seq_tokens: dict[int, list[int]] = {}
+    def prepare(self, trace: Trace) -> None:
+        pass
 
-    def _take(self, block: int) -> None:
-        self.ref[block] = 1
-        self.hash[block] = -1
-        self.tokens[block] = None
-        self.free.remove(block)  # O(n) unless the block is at the head
-
-    def allocate(self, seq: int, tokens: Sequence[int]) -> None:
-        size, h, miss, table = self.block_size, -1, False, []
-        for i in range(-(-len(tokens) // size)):
-            chunk = tuple(tokens[i * size : (i + 1) * size])
-            h = hash((h, chunk)) if len(chunk) == size else -1
-            block = self.hash_to_block.get(h, -1)
-            if block == -1 or self.tokens[block] != chunk:
-                miss = True
-            if miss:
-                block = self.free[0]
-                self._take(block)
-            elif self.ref[block] > 0:
-                self.ref[block] += 1
-            else:
-                self._take(block)
-            if h != -1:
-                self.hash[block], self.tokens[block] = h, chunk
-                self.hash_to_block[h] = block
-            table.append(block)
-        self.tables[seq] = table
-        self.seq_tokens[seq] = list(tokens)
-
-    def append_slot(self, seq: int, token: int) -> None:
-        table, tokens = self.tables[seq], self.seq_tokens[seq]
-        tokens.append(token)
-        if len(tokens) % self.block_size == 1:
-            block = self.free[0]
-            self._take(block)
-            table.append(block)
-        elif len(tokens) % self.block_size == 0:
-            prev = self.hash[table[-2]] if len(table) > 1 else -1
-            chunk = tuple(tokens[-self.block_size :])
-            h = hash((prev, chunk))
-            self.hash[table[-1]], self.tokens[table[-1]] = h, chunk
-            self.hash_to_block[h] = table[-1]
-
-    def free_seq(self, seq: int) -> None:
-        for block in reversed(self.tables.pop(seq)):
-            self.ref[block] -= 1
-            if self.ref[block] == 0:
-                self.free.append(block)
-        del self.seq_tokens[seq]
+    def bind(self) -> tuple[Callable[..., int], Callable[..., Any], Callable[..., None]]:
+        return self.bm.allocate, self.bm.append_slot, self.bm.free_seq
 
 
-def replay(bm: object, trace: list[Request], window: int, prefix: bool) -> int:
-    """Run the trace; returns the number of operations."""
-    allocate = bm.allocate  # type: ignore[attr-defined]
-    append = bm.append_slot  # type: ignore[attr-defined]
-    free = bm.free_seq  # type: ignore[attr-defined]
+@functools.cache
+def load_nanovllm() -> tuple[Any, Any]:
+    """nanovllm.engine.{block_manager, sequence}, without the package ``__init__`` (which
+    imports the GPU engine)."""
+    spec = importlib.util.find_spec("nanovllm")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("nano-vllm-fork is not installed")
+    root = next(iter(spec.submodule_search_locations))
+    for name, path in (("nanovllm", root), ("nanovllm.engine", os.path.join(root, "engine"))):
+        if name not in sys.modules:
+            pkg = types.ModuleType(name)
+            pkg.__path__ = [path]
+            sys.modules[name] = pkg
+    bm = importlib.import_module("nanovllm.engine.block_manager")
+    seq = importlib.import_module("nanovllm.engine.sequence")
+    seq.Sequence.block_size = BLOCK
+    return bm, seq
+
+
+class NanoVllm:
+    """nano-vllm's real BlockManager; its calls take its own Sequence objects, built before
+    the clock starts."""
+
+    def __init__(self, pool: int) -> None:
+        mod, self.seq_mod = load_nanovllm()
+        self.bm = mod.BlockManager(pool, BLOCK)
+        self.seqs: dict[int, Any] = {}
+
+    def prepare(self, trace: Trace) -> None:
+        make = self.seq_mod.Sequence
+        prompts = [a for a in trace.anchors] + [r.prompt for r in trace.requests]
+        self.seqs = {i: make(p) for i, p in enumerate(prompts)}
+
+    def bind(self) -> tuple[Callable[..., int], Callable[..., Any], Callable[..., None]]:
+        bm, seqs = self.bm, self.seqs
+        allocate, may_append, deallocate = bm.allocate, bm.may_append, bm.deallocate
+
+        def alloc(i: int, _tokens: list[int]) -> int:
+            seq = seqs[i]
+            allocate(seq)
+            return int(seq.num_cached_tokens)
+
+        def append(i: int, token: int) -> None:
+            seq = seqs[i]
+            seq.append_token(token)
+            may_append(seq)
+
+        def free(i: int) -> None:
+            deallocate(seqs[i])
+
+        return alloc, append, free
+
+
+class VllmBlockPool:
+    """vLLM v1's BlockPool, driven as its KVCacheManager drives it."""
+
+    def __init__(self, pool: int, hash_name: str) -> None:
+        from vllm.utils.hashing import get_hash_fn_by_name
+        from vllm.v1.core import kv_cache_utils
+        from vllm.v1.core.block_pool import BlockPool
+
+        self.hash_fn = get_hash_fn_by_name(hash_name)
+        kv_cache_utils.init_none_hash(self.hash_fn)
+        self.hash_block_tokens = kv_cache_utils.hash_block_tokens
+        self.pool = BlockPool(pool + 1, enable_caching=True, hash_block_size=BLOCK)
+
+    def prepare(self, trace: Trace) -> None:
+        pass
+
+    def bind(self) -> tuple[Callable[..., int], Callable[..., Any], Callable[..., None]]:
+        pool, hash_fn, hash_block = self.pool, self.hash_fn, self.hash_block_tokens
+        get_cached, group = pool.get_cached_block, [0]
+        reqs: dict[int, types.SimpleNamespace] = {}
+        size = BLOCK
+
+        def alloc(i: int, tokens: list[int]) -> int:
+            req = types.SimpleNamespace(tokens=list(tokens), block_hashes=[], blocks=[])
+            parent = None
+            for start in range(0, len(tokens) - size + 1, size):  # the Request's block hasher
+                parent = hash_block(hash_fn, parent, tokens[start : start + size])
+                req.block_hashes.append(parent)
+            hits = []
+            for h in req.block_hashes[: (len(tokens) - 1) // size]:
+                cached = get_cached(h, group)
+                if cached is None:
+                    break
+                hits.append(cached[0])
+            need = -(-len(tokens) // size) - len(hits)
+            evictable_hits = sum(1 for b in hits if b.ref_cnt == 0)
+            if need > pool.get_num_free_blocks() - evictable_hits:
+                raise MemoryError("vLLM peer: out of blocks")
+            pool.touch(hits)
+            req.blocks = hits + pool.get_new_blocks(need)
+            full = len(tokens) // size
+            pool.cache_full_blocks(req, req.blocks, len(hits), full, size, 0)
+            req.num_cached = full
+            reqs[i] = req
+            return len(hits) * size
+
+        def append(i: int, token: int) -> None:
+            req = reqs[i]
+            req.tokens.append(token)
+            n = len(req.tokens)
+            if n % size == 1:
+                req.blocks.extend(pool.get_new_blocks(1))
+            elif n % size == 0:
+                parent = req.block_hashes[-1] if req.block_hashes else None
+                req.block_hashes.append(hash_block(hash_fn, parent, req.tokens[n - size :]))
+                pool.cache_full_blocks(req, req.blocks, req.num_cached, n // size, size, 0)
+                req.num_cached = n // size
+
+        def free(i: int) -> None:
+            pool.free_blocks(reversed(reqs.pop(i).blocks))
+
+        return alloc, append, free
+
+
+# ------------------------------------------------------------------------------- replay
+def replay(driver: Any, trace: Trace) -> tuple[int, float, list[int]]:
+    """Run the trace on a prepared driver; returns (timed operations, their CPU seconds, hit
+    tokens per admission). The clock runs after the warm part, with the GC off."""
+    alloc, append, free = driver.bind()
+    for i, prompt in enumerate(trace.anchors):
+        alloc(i, prompt)
+    hits = []
     live: deque[int] = deque()
+    window = trace.window
+    first = len(trace.anchors)
     ops = 0
-    for seq, req in enumerate(trace):
-        if prefix:
-            allocate(seq, req.prompt)
-            for tok in req.decode:
-                append(seq, tok)
-        else:
-            allocate(seq, len(req.prompt))
-            for _ in req.decode:
-                append(seq)
-        live.append(seq)
+    start = 0.0
+    for k, req in enumerate(trace.requests):
+        if k == trace.warm:
+            gc.collect()
+            gc.disable()
+            ops, start = 0, time.process_time()
+        i = first + k
+        hits.append(alloc(i, req.prompt))
+        for tok in req.decode:
+            append(i, tok)
+        live.append(i)
         ops += 1 + len(req.decode)
         if len(live) > window:
             free(live.popleft())
             ops += 1
-    while live:
-        free(live.popleft())
-        ops += 1
-    return ops
+    elapsed = time.process_time() - start
+    gc.enable()
+    return ops, elapsed, hits
 
 
-def measure(
-    make: Callable[[int], object], trace: list[Request], prefix: bool, repeats: int
-) -> list[float]:
-    """Best ops/s per pool size; sizes are interleaved so machine noise hits them alike."""
-    best = [0.0] * len(SIZES)
-    for _ in range(repeats):
-        for i, size in enumerate(SIZES):
-            bm = make(size)
-            start = time.perf_counter()
-            ops = replay(bm, trace, window=WINDOW, prefix=prefix)
-            best[i] = max(best[i], ops / (time.perf_counter() - start))
-    return best
+def timed(make: Callable[[], Any], trace: Trace) -> tuple[float, list[int]]:
+    driver = make()
+    driver.prepare(trace)
+    try:
+        ops, elapsed, hits = replay(driver, trace)
+    finally:
+        gc.enable()
+    return ops / elapsed, hits
+
+
+def managers(with_peers: bool) -> dict[str, Callable[[int], Any]]:
+    rows: dict[str, Callable[[int], Any]] = {
+        "ours: PrefixCaching sha256 (default)": lambda n: Ours(n, "sha256"),
+        "ours: PrefixCaching builtin hash": lambda n: Ours(n, "builtin"),
+    }
+    if with_peers:
+        rows["peer: nano-vllm BlockManager (xxh64)"] = NanoVllm
+        rows["peer: vLLM v1 BlockPool (sha256)"] = lambda n: VllmBlockPool(n, "sha256")
+        rows["peer: vLLM v1 BlockPool (xxhash)"] = lambda n: VllmBlockPool(n, "xxhash")
+    return rows
+
+
+def peers_available() -> str | None:
+    """None if the peers import here, else why not."""
+    try:
+        load_nanovllm()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import vllm.v1.core.block_pool  # noqa: F401
+    except Exception as exc:  # any import failure means: no peers in this interpreter
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a shorter trace (a smoke test)")
+    parser.add_argument("--quick", action="store_true", help="one small pool, one run (smoke)")
+    parser.add_argument("--reps", type=int, default=3, help="timed runs per cell (best kept)")
+    parser.add_argument("--no-peers", action="store_true", help="only our managers")
     args = parser.parse_args()
-    n, repeats = (300, 1) if args.quick else (3_000, 5)
-    trace = make_trace(n, seed=0)
-    # the peer runs once: at 131k blocks one run takes seconds, and its fall is not noise
-    rows: list[tuple[str, Callable[[int], object], bool, int]] = [
-        ("BlockManager (no prefix caching)", lambda s: BlockManager(s, BLOCK), False, repeats),
-        ("PrefixCachingBlockManager", lambda s: PrefixCachingBlockManager(s, BLOCK), True, repeats),
-        ("peer: deque.remove (nano-vllm style)", lambda s: DequeRemovePeer(s, BLOCK), True, 1),
-    ]
+    why_not = "--no-peers" if args.no_peers else peers_available()
+    if (
+        why_not
+        and not args.no_peers
+        and PEERS_PYTHON.exists()
+        and sys.executable != str(PEERS_PYTHON)
+    ):
+        os.execv(str(PEERS_PYTHON), [str(PEERS_PYTHON), __file__, *sys.argv[1:]])
+    sizes, reps, n_timed = ((1_024,), 1, 1_000) if args.quick else (SIZES, args.reps, 16_000)
+    rows = managers(with_peers=why_not is None)
+    traces = {n: make_trace(n, n_timed, seed=0) for n in sizes}
     print(
-        f"{n} lifecycles, block size {BLOCK}, {WINDOW} live sequences; ours best of {repeats}; "
-        f"{platform.python_implementation()} {platform.python_version()} on "
-        f"{platform.machine()}"
+        f"block size {BLOCK}; per pool: pool/64 system prompts held live, ~45% of the pool "
+        f"in live requests, pool/3 untimed lifecycles fill it, then {n_timed:,} timed; "
+        f"best of {reps}, CPU time, GC off while timed; "
+        f"{platform.python_implementation()} {platform.python_version()} on {platform.machine()}"
     )
-    header = f"{'':40}" + "".join(f"{size:>14,}" for size in SIZES) + f"{'131k/1k':>10}"
+    if why_not:
+        print(f"peers not measured ({why_not}); run `make bench-peers`")
+    short = make_trace(1_024, 1_000, seed=1)
+    for make in rows.values():  # warm-up: one short untimed replay per manager
+        timed(lambda make=make: make(1_024), short)
+    best: dict[str, dict[int, float]] = {name: {} for name in rows}
+    for _ in range(reps):
+        for n in sizes:
+            reference: list[int] | None = None
+            for name, make in rows.items():
+                rate, hits = timed(lambda make=make, n=n: make(n), traces[n])
+                if reference is None:
+                    reference = hits
+                elif hits != reference:
+                    bad = next(
+                        k for k, (a, b) in enumerate(zip(hits, reference, strict=True)) if a != b
+                    )
+                    raise SystemExit(
+                        f"{name} at {n} blocks: admission {bad} hit {hits[bad]} tokens, "
+                        f"ours {reference[bad]}: the managers do not agree on the trace"
+                    )
+                best[name][n] = max(best[name].get(n, 0.0), rate)
+    hit_tokens = sum(reference or [])
+    print(f"hits agree at every admission ({hit_tokens:,} hit tokens at {sizes[-1]:,} blocks)")
+    header = f"{'ops/s':40}" + "".join(f"{n:>12,}" for n in sizes) + f"{'last/first':>12}"
     print(header + "\n" + "-" * len(header))
-    for name, make, prefix, runs in rows:
-        rates = measure(make, trace, prefix, runs)
-        cells = "".join(f"{r / 1e3:>11.0f}k/s" for r in rates)
-        print(f"{name:40}{cells}{rates[-1] / rates[0]:>10.2f}")
+    for name, rates in best.items():
+        cells = "".join(f"{rates[n] / 1e3:>10.0f}k/s" for n in sizes)
+        print(f"{name:40}{cells}{rates[sizes[-1]] / rates[sizes[0]]:>12.2f}")
+    ours = [name for name in rows if name.startswith("ours")]
+    peers = [name for name in rows if name.startswith("peer")]
+    if peers:
+        print("\nours / peer (>= 1.5 is the target)")
+        for mine in ours:
+            for peer in peers:
+                ratios = " ".join(f"{best[mine][n] / best[peer][n]:>6.2f}" for n in sizes)
+                print(f"  {mine[6:]:32} / {peer[6:]:32} {ratios}")
 
 
 if __name__ == "__main__":

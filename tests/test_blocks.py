@@ -13,6 +13,7 @@ from servelab.kv.blocks import (
     InvalidBlock,
     InvalidConfig,
     InvalidLength,
+    InvalidSequenceId,
     KVCacheError,
     OutOfBlocks,
     SequenceExists,
@@ -75,7 +76,16 @@ def test_full_blocks_stay_shared_after_fork() -> None:
         (lambda bm: bm.allocate(5, 2.0), InvalidLength),
         (lambda bm: bm.allocate(5, 100), OutOfBlocks),
         (lambda bm: bm.append_slot(9), UnknownSequence),
-        (lambda bm: bm.append_slot("0"), UnknownSequence),
+        (lambda bm: bm.append_slot("0"), InvalidSequenceId),
+        (lambda bm: bm.append_slot(0.0), InvalidSequenceId),
+        (lambda bm: bm.allocate(True, 3), InvalidSequenceId),
+        (lambda bm: bm.fork(0, "7"), InvalidSequenceId),
+        (lambda bm: bm.free_seq(None), InvalidSequenceId),
+        (lambda bm: bm.seq_len(b"0"), InvalidSequenceId),
+        (lambda bm: bm.allocate(5, [1, -1]), InvalidLength),
+        (lambda bm: bm.allocate(5, [1, True]), InvalidLength),
+        (lambda bm: bm.allocate(5, "ab"), InvalidLength),
+        (lambda bm: bm.append_slot(0, -1), InvalidLength),
         (lambda bm: bm.fork(9, 5), UnknownSequence),
         (lambda bm: bm.fork(0, 1), SequenceExists),
         (lambda bm: bm.fork(0, 0), SequenceExists),
@@ -155,3 +165,30 @@ def test_state_machine_against_the_model() -> None:
     )
     print(f"{counted['ops']} operations")
     assert counted["ops"] >= minimum
+
+
+def test_a_non_int_sequence_id_is_named_as_such_not_as_unknown() -> None:
+    bm = BlockManager(4, 4)
+    bm.allocate(0, 2)
+    with pytest.raises(InvalidSequenceId, match="sequence ids are ints, got str '0'"):
+        bm.append_slot("0")  # type: ignore[arg-type]
+    assert issubclass(InvalidSequenceId, TypeError)
+    assert not issubclass(InvalidSequenceId, UnknownSequence)
+
+
+def test_allocate_takes_a_count_or_the_token_ids() -> None:
+    by_count, by_ids = BlockManager(8, 4), BlockManager(8, 4)
+    assert by_count.allocate(0, 6) == 0
+    assert by_ids.allocate(0, [7, 7, 7, 1, 2, 3]) == 0  # nothing is cached here
+    assert snapshot(by_count) == snapshot(by_ids)
+    assert by_count.append_slot(0) == by_ids.append_slot(0, 5)
+    assert snapshot(by_count) == snapshot(by_ids)
+
+
+def test_fork_and_copy_on_write_are_written_once_for_both_managers() -> None:
+    from servelab.kv.blocks import BlockTables
+    from servelab.kv.prefix import PrefixCachingBlockManager
+
+    for name in ("fork", "free_seq", "block_table", "refcount", "_grow_or_copy"):
+        assert getattr(BlockManager, name) is getattr(BlockTables, name), name
+        assert getattr(PrefixCachingBlockManager, name) is getattr(BlockTables, name), name

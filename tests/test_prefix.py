@@ -5,12 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from hypothesis.stateful import run_state_machine_as_test
 
-import servelab.kv.prefix as prefix_module
-from servelab.kv.blocks import InvalidLength, OutOfBlocks, SequenceExists, UnknownSequence
-from servelab.kv.prefix import PrefixCachingBlockManager
+from servelab.kv.blocks import (
+    InvalidConfig,
+    InvalidLength,
+    InvalidSequenceId,
+    OutOfBlocks,
+    SequenceExists,
+    UnknownSequence,
+)
+from servelab.kv.prefix import InvalidExtraKey, PrefixCachingBlockManager
 from servelab.testing.core import thoroughness
 from servelab.testing.prefix_cache import (
     check_prefix_invariants,
@@ -74,9 +81,8 @@ def test_fork_then_copy_on_write_of_the_partial_tail() -> None:
     check_prefix_invariants(bm)
 
 
-def test_a_hash_collision_never_serves_wrong_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(prefix_module, "chain_hash", lambda parent, tokens: 7)
-    bm = PrefixCachingBlockManager(8, 2)
+def test_a_hash_collision_never_serves_wrong_tokens() -> None:
+    bm = PrefixCachingBlockManager(8, 2, hash_algo=lambda parent, tokens: 7)
     bm.allocate(0, [1, 2, 3])
     assert bm.num_cached_tokens([4, 5, 6]) == 0  # same (forced) hash, other tokens
     assert bm.allocate(1, [4, 5, 6]) == 0
@@ -107,6 +113,11 @@ def test_out_of_blocks_counts_hits_and_changes_nothing() -> None:
         (lambda bm: bm.append_slot(0, -1), InvalidLength),
         (lambda bm: bm.fork(0, 0), SequenceExists),
         (lambda bm: bm.free_seq(9), UnknownSequence),
+        (lambda bm: bm.allocate("5", [1]), InvalidSequenceId),
+        (lambda bm: bm.append_slot(None, 1), InvalidSequenceId),
+        (lambda bm: bm.fork(0, 1.5), InvalidSequenceId),
+        (lambda bm: bm.allocate(5, [1, 2.0]), InvalidLength),
+        (lambda bm: bm.allocate(5, [1], extra_key=3), InvalidExtraKey),
     ],
 )
 def test_bad_calls_raise_typed_errors_and_change_nothing(call: Any, error: type) -> None:
@@ -116,6 +127,133 @@ def test_bad_calls_raise_typed_errors_and_change_nothing(call: Any, error: type)
     with pytest.raises(error):
         call(bm)
     assert prefix_snapshot(bm) == before
+
+
+M = 2**61 - 1  # hash(M) == hash(0): Python's int hash collides by design
+
+
+@pytest.mark.parametrize("algo", ["sha256", "builtin"])
+def test_a_hit_must_continue_the_chain_the_issue_repro(algo: Any) -> None:
+    """Seq 1's block for token 5 was computed after M; seq 2's prefix is 0. Under the builtin
+    hash both parents hash alike, so only the parent-block check refuses the hit."""
+    bm = PrefixCachingBlockManager(16, 1, hash_algo=algo)
+    bm.allocate(0, [0, 9])
+    bm.allocate(1, [M, 5, 9])
+    assert bm.allocate(2, [0, 5, 9]) == 1  # the block of 0 only, not seq 1's block of 5
+    assert bm.block_table(2)[1] != bm.block_table(1)[1]
+    check_prefix_invariants(bm)
+
+
+def test_the_default_constructor_refuses_the_repro() -> None:
+    bm = PrefixCachingBlockManager(16, 1)
+    bm.allocate(0, [0, 9])
+    bm.allocate(1, [M, 5, 9])
+    assert bm.allocate(2, [0, 5, 9]) == 1
+    assert bm.hash_algo == "sha256"
+
+
+def test_a_block_whose_parent_was_recycled_is_never_hit() -> None:
+    """Every block hashes alike: after the parent is evicted and reused for other tokens,
+    its old child still carries matching tokens but must not be served."""
+    bm = PrefixCachingBlockManager(3, 1, hash_algo=lambda parent, tokens: 0)
+    bm.allocate(0, [1, 2, 3])  # blocks [1] [2] cached (one hash: only [1] registers)
+    bm.free_seq(0)
+    bm.allocate(1, [4, 2, 3])
+    bm.free_seq(1)
+    assert bm.allocate(2, [4, 2, 5]) <= 2
+    check_prefix_invariants(bm)
+
+
+def test_extra_keys_separate_namespaces() -> None:
+    bm = PrefixCachingBlockManager(16, 2)
+    bm.allocate(0, [1, 2, 3], extra_key="tenant-a")
+    assert bm.num_cached_tokens([1, 2, 3]) == 0
+    assert bm.num_cached_tokens([1, 2, 3], extra_key=b"tenant-a") == 2
+    assert bm.allocate(1, [1, 2, 3], extra_key="tenant-b") == 0
+    assert bm.allocate(2, [1, 2, 3], extra_key="tenant-a") == 2
+    bm.append_slot(2, 4)  # the second block fills: chained under tenant-a's root
+    assert bm.num_cached_tokens([1, 2, 3, 4, 5], extra_key="tenant-a") == 4
+    assert bm.num_cached_tokens([1, 2, 3, 4, 5]) == 0
+
+
+def test_hash_algos_agree_on_hits() -> None:
+    trace = [[1, 2, 3, 4, 5], [1, 2, 3, 4, 9], [1, 2, 7], [1, 2, 3, 4, 5, 6, 7]]
+    results = []
+    for algo in ("sha256", "builtin"):
+        bm = PrefixCachingBlockManager(32, 2, hash_algo=algo)
+        results.append([bm.allocate(i, t) for i, t in enumerate(trace)])
+    assert results[0] == results[1] == [0, 4, 2, 4]
+
+
+def test_token_ids_beyond_64_bits_hash_unambiguously() -> None:
+    bm = PrefixCachingBlockManager(8, 2)
+    bm.allocate(0, [2**64, 1, 0])
+    assert bm.num_cached_tokens([2**64, 1, 0]) == 2
+    assert bm.num_cached_tokens([0, 1, 0]) == 0
+
+
+def test_a_bad_hash_algo_is_refused() -> None:
+    with pytest.raises(InvalidConfig):
+        PrefixCachingBlockManager(8, 2, hash_algo="md5")  # type: ignore[arg-type]
+
+
+def _colliding(parent: int, tokens: list[int]) -> int:
+    return (parent + tokens[0]) % 3  # collides on purpose, and often
+
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["allocate", "append", "free", "fork"]),
+        st.integers(0, 5),  # a sequence id
+        st.lists(st.sampled_from([0, 1, M]), min_size=1, max_size=7),  # tokens
+    ),
+    max_size=40,
+)
+
+
+@pytest.mark.parametrize(
+    "algo", [_colliding, "builtin", "sha256"], ids=["colliding", "builtin", "sha256"]
+)
+@given(ops=OPS)
+@settings(max_examples=150, deadline=None)
+def test_every_cached_block_holds_the_sequences_whole_prefix(algo: Any, ops: Any) -> None:
+    """A shadow KV memory where slot ``p`` of a sequence holds its whole prefix up to ``p``
+    (what real KV depends on). Hits are not rewritten, so a wrong hit shows as wrong data."""
+    size = 2
+    bm = PrefixCachingBlockManager(12, size, hash_algo=algo)
+    kv: dict[int, list[tuple[int, ...] | None]] = {b: [None] * size for b in range(12)}
+    tokens: dict[int, list[int]] = {}
+    for op, seq, ids in ops:
+        try:
+            if op == "allocate" and seq not in tokens:
+                cached = bm.allocate(seq, ids)
+                tokens[seq] = list(ids)
+                table = bm.block_table(seq)
+                for p in range(cached, len(ids)):
+                    kv[table[p // size]][p % size] = tuple(ids[: p + 1])
+            elif op == "append" and seq in tokens:
+                slot = bm.append_slot(seq, ids[0])
+                if slot.cow_src is not None:
+                    kv[slot.block] = list(kv[slot.cow_src])
+                tokens[seq].append(ids[0])
+                kv[slot.block][slot.offset] = tuple(tokens[seq])
+            elif op == "free" and seq in tokens:
+                bm.free_seq(seq)
+                del tokens[seq]
+            elif op == "fork" and seq in tokens and seq + 6 not in tokens:
+                bm.fork(seq, seq + 6)
+                tokens[seq + 6] = list(tokens[seq])
+        except OutOfBlocks:
+            continue
+        check_prefix_invariants(bm)
+        for s, toks in tokens.items():
+            table = bm.block_table(s)
+            for p in range(len(toks)):
+                assert kv[table[p // size]][p % size] == tuple(toks[: p + 1]), (s, p)
+        for block in bm.cached().values():  # a cached block's tokens end its own prefix
+            stored = bm.block_tokens(block)
+            assert stored is not None
+            assert [kv[block][j][-1] for j in range(size)] == stored  # type: ignore[index]
 
 
 def test_state_machine_against_the_rules() -> None:

@@ -10,11 +10,14 @@ from hypothesis import strategies as st
 from hypothesis.stateful import run_state_machine_as_test
 
 from servelab.kv.blocks import BlockManager, OutOfBlocks, UnknownSequence
+from servelab.kv.prefix import PrefixCachingBlockManager
 from servelab.kv.scheduler import (
     DuplicateSequence,
     HostBlockPool,
     InvalidRequest,
     InvalidSchedulerConfig,
+    NotASequence,
+    Prefill,
     RequestTooLarge,
     Scheduler,
     Sequence,
@@ -438,3 +441,49 @@ def test_bad_forks_change_nothing() -> None:
         assert state(sched) == before
     sched.fork(parent, twin)
     assert [s.seq_id for s in sched.running] == [0, 2]
+
+
+def test_fork_of_something_that_is_not_a_sequence_is_a_typed_error() -> None:
+    sched = Scheduler(BlockManager(8, 4), watermark=0)
+    parent = Sequence.dummy(0, 5, 3)
+    sched.add(parent)
+    emit_tokens(sched.step())
+    before = state(sched)
+    child = Sequence(1, list(parent.token_ids), 5, 3)
+    for par, kid in ((None, child), (parent, None), (0, child)):
+        with pytest.raises(NotASequence, match="fork\\(\\) takes two Sequences"):
+            sched.fork(par, kid)  # type: ignore[arg-type]
+        assert state(sched) == before
+    with pytest.raises(NotASequence):
+        sched.add(3)  # type: ignore[arg-type]
+    assert issubclass(NotASequence, TypeError)
+
+
+# --- a prefix-caching block manager under the same scheduler --------------------------------
+
+
+def test_the_scheduler_drives_a_prefix_cache_and_reports_cached_tokens() -> None:
+    bm = PrefixCachingBlockManager(6, 2)
+    sched = Scheduler(bm, watermark=0, preemption="swap", num_host_blocks=8)
+    a = Sequence.from_prompt(0, [1, 2, 3, 4, 5], 6)
+    b = Sequence.from_prompt(1, [1, 2, 3, 4, 5], 6)
+    sched.add(a)
+    sched.add(b)
+    out = sched.step()
+    assert out.prefills == [Prefill(a, 5, 0), Prefill(b, 5, 4)]  # b finds 2 blocks cached
+    assert bm.block_table(1)[:2] == bm.block_table(0)[:2]
+    for _ in range(4):
+        emit_tokens(out)
+        out = sched.step()
+    assert out.preempted == [b] and len(out.swap_out) == 4  # b's whole table goes to host
+    while not out.swapped_in:
+        emit_tokens(out)
+        out = sched.step()
+    # b comes back: its first three blocks are found in the cache (a wrote the same tokens),
+    # so only the fourth is copied in from the host.
+    assert out.swapped_in == [b] and bm.seq_len(1) == b.num_tokens - 1
+    assert [dev for _, dev in out.swap_in] == bm.block_table(1)[3:]
+    while not sched.is_idle:
+        emit_tokens(out)
+        out = sched.step()
+    assert bm.num_free == 6 and bm.sequences() == []

@@ -17,23 +17,36 @@ checks the whole request before taking any block.
 
 Each operation costs O(1) per block it touches (the free list is a deque used only at its
 ends; no list is ever scanned).
+
+:class:`BlockTables` holds what every paged manager shares: the tables, the refcounts,
+``fork`` and copy-on-write. :class:`BlockManager` adds a plain free list;
+:class:`~servelab.kv.prefix.PrefixCachingBlockManager` adds the prefix cache. Both accept the
+same calls from a scheduler: ``allocate(seq, token_ids)`` and ``append_slot(seq, token_id)``
+(the plain manager needs only the count, and also takes ``allocate(seq, n_tokens)``).
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from typing import NamedTuple
 
 __all__ = [
     "BlockManager",
+    "BlockTables",
     "InvalidBlock",
     "InvalidConfig",
     "InvalidLength",
+    "InvalidSequenceId",
     "KVCacheError",
     "OutOfBlocks",
     "SequenceExists",
     "Slot",
     "UnknownSequence",
+    "check_seq_id",
+    "check_token_id",
+    "check_token_ids",
+    "new_slot",
 ]
 
 
@@ -51,6 +64,10 @@ class UnknownSequence(KVCacheError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message; keep it readable
         return str(self.args[0]) if self.args else ""
+
+
+class InvalidSequenceId(KVCacheError, TypeError):
+    """A sequence id that is not an int (a str, a float, a bool, None ...)."""
 
 
 class SequenceExists(KVCacheError, ValueError):
@@ -81,138 +98,149 @@ class Slot(NamedTuple):
     cow_src: int | None
 
 
+new_slot = tuple.__new__  # ``new_slot(Slot, (block, offset, cow_src))``: Slot without a Python call
+
+
 def _check_positive(name: str, value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise InvalidConfig(f"{name} must be a positive int, got {value!r}")
     return value
 
 
-def _check_seq_id(seq: object) -> int:
-    if not isinstance(seq, int) or isinstance(seq, bool):
-        raise UnknownSequence(f"sequence ids are ints, got {seq!r}")
-    return seq
+def check_seq_id(seq: object) -> int:
+    """``seq`` if it is an int (not a bool), else InvalidSequenceId."""
+    if type(seq) is not int and (not isinstance(seq, int) or isinstance(seq, bool)):
+        raise InvalidSequenceId(
+            f"sequence ids are ints, got {type(seq).__name__} {seq!r}; "
+            "use the int id the sequence was allocated with"
+        )
+    return int(seq)
 
 
-class BlockManager:
-    """Hands out fixed-size KV blocks to sequences, with refcounted sharing.
+def check_token_id(token: object) -> int:
+    """``token`` if it is a non-negative int (not a bool), else InvalidLength."""
+    if type(token) is int and token >= 0:
+        return token
+    if not isinstance(token, int) or isinstance(token, bool) or token < 0:
+        raise InvalidLength(f"token ids are non-negative ints, got {token!r}")
+    return int(token)
 
-    ``num_blocks`` physical blocks of ``block_size`` token slots each. Freed blocks go to
-    the back of the free list and allocation takes from the front, so ``free_list()``
-    lists blocks in the order they will be handed out.
+
+def check_token_ids(token_ids: object) -> list[int]:
+    """A new list of the ids in ``token_ids``, checked in one pass (InvalidLength if any is
+    not a non-negative int, or if ``token_ids`` is not a sequence).
+
+    The common case, a list or tuple of plain ints, costs two C-level passes (``map(type)``
+    and ``min``) instead of a Python-level check per token.
+    """
+    if (
+        type(token_ids) is not list
+        and type(token_ids) is not tuple
+        and (isinstance(token_ids, (str, bytes)) or not isinstance(token_ids, Sequence))
+    ):
+        raise InvalidLength(f"token_ids must be a sequence of ints, got {token_ids!r}")
+    ids = list(token_ids)
+    if ids and (set(map(type, ids)) != {int} or min(ids) < 0):
+        ids = [check_token_id(t) for t in ids]  # names the first bad id
+    return ids
+
+
+class BlockTables:
+    """Block tables with refcounted sharing: the part every paged block manager has.
+
+    A table per sequence, a refcount per block, :meth:`fork` (share every block) and
+    copy-on-write of a shared partial tail. A subclass decides where blocks come from and go
+    to (``num_free``, ``_take``, ``_release``) and what else a sequence carries
+    (``seq_len``, ``_copy_seq``, ``_forget``).
     """
 
     def __init__(self, num_blocks: int, block_size: int) -> None:
         self.num_blocks: int = _check_positive("num_blocks", num_blocks)
         self.block_size: int = _check_positive("block_size", block_size)
-        self._free: deque[int] = deque(range(num_blocks))
         self._ref: list[int] = [0] * num_blocks
         self._tables: dict[int, list[int]] = {}
-        self._lens: dict[int, int] = {}
 
-    # ------------------------------------------------------------------ queries
+    # ------------------------------------------------------ what a subclass provides
     @property
     def num_free(self) -> int:
         """Blocks that can be allocated right now."""
-        return len(self._free)
+        raise NotImplementedError
 
+    def seq_len(self, seq: int) -> int:
+        """Tokens of ``seq`` that have a slot."""
+        raise NotImplementedError
+
+    def _take(self) -> int:
+        raise NotImplementedError
+
+    def _release(self, block: int) -> None:
+        raise NotImplementedError
+
+    def _copy_seq(self, parent: int, child: int) -> None:
+        """Give ``child`` a copy of what ``parent`` carries besides its table."""
+
+    def _forget(self, seq: int) -> None:
+        """Drop what ``seq`` carries besides its table."""
+
+    # ------------------------------------------------------------------ queries
     def blocks_needed(self, n_tokens: int) -> int:
         """Blocks that ``n_tokens`` tokens occupy: ``ceil(n_tokens / block_size)``."""
         self._check_length(n_tokens)
         return -(-n_tokens // self.block_size)
 
-    def can_allocate(self, n_tokens: int) -> bool:
-        """Whether ``allocate(seq, n_tokens)`` would succeed for a new sequence id."""
-        return self.blocks_needed(n_tokens) <= self.num_free
-
     # ---------------------------------------------------------------- mutations
-    def allocate(self, seq: int, n_tokens: int) -> None:
-        """Give a new sequence the blocks for its first ``n_tokens`` tokens, all or nothing.
-
-        Raises SequenceExists if ``seq`` is live, InvalidLength for a bad count and
-        OutOfBlocks (changing nothing) if fewer than ``blocks_needed(n_tokens)`` are free.
-        """
-        seq = _check_seq_id(seq)
-        if seq in self._tables:
-            raise SequenceExists(f"sequence {seq} is already allocated; free_seq({seq}) first")
-        need = self.blocks_needed(n_tokens)
-        if need > len(self._free):
-            raise OutOfBlocks(
-                f"sequence {seq} needs {need} blocks for {n_tokens} tokens, "
-                f"only {len(self._free)} are free"
-            )
-        self._tables[seq] = [self._take() for _ in range(need)]
-        self._lens[seq] = n_tokens
-
-    def append_slot(self, seq: int) -> Slot:
-        """Reserve the slot of one new token of ``seq`` and return where it goes.
-
-        A block is allocated only when the last block is full (or there is none). When
-        the trailing partial block is shared, it is copied: the new block is taken
-        *before* the shared one is released, so OutOfBlocks leaves everything unchanged.
-        """
-        table, n = self._table_of(seq), self._lens[seq]
-        offset = n % self.block_size
-        cow_src: int | None = None
-        if offset == 0:
-            if not self._free:
-                raise OutOfBlocks(f"sequence {seq} needs a new block at token {n}; none free")
-            table.append(self._take())
-        elif self._ref[table[-1]] > 1:
-            if not self._free:
-                raise OutOfBlocks(
-                    f"sequence {seq} must copy shared block {table[-1]} before writing; "
-                    "no block is free"
-                )
-            new = self._take()
-            cow_src = table[-1]
-            self._release(cow_src)
-            table[-1] = new
-        self._lens[seq] = n + 1
-        return Slot(table[-1], offset, cow_src)
-
     def fork(self, parent: int, child: int) -> None:
         """Make ``child`` a new sequence that shares every block of ``parent``."""
         table = self._table_of(parent)
-        child = _check_seq_id(child)
+        child = check_seq_id(child)
         if child in self._tables:
             raise SequenceExists(f"fork target {child} is already allocated; pick a new id")
         for block in table:
             self._ref[block] += 1
         self._tables[child] = list(table)
-        self._lens[child] = self._lens[parent]
+        self._copy_seq(parent, child)
 
     def free_seq(self, seq: int) -> None:
-        """Drop ``seq`` and release its blocks; a block returns to the free list when its
+        """Drop ``seq`` and release its blocks, tail first; a block is free again when its
         refcount reaches zero. Freeing an unknown (or already freed) id raises
         UnknownSequence."""
         table = self._table_of(seq)
-        del self._tables[seq], self._lens[seq]
+        del self._tables[seq]
+        self._forget(seq)
         for block in reversed(table):  # tail first, as prefix caching wants it
             self._release(block)
+
+    def _grow_or_copy(self, seq: int, table: list[int], n: int) -> int | None:
+        """Make slot ``n`` of ``seq`` writable: a new block at a block boundary, else a
+        private copy of the shared partial tail. Returns the block to copy from, if any.
+
+        The new block is taken *before* the shared one is released, so OutOfBlocks leaves
+        everything unchanged.
+        """
+        if n % self.block_size == 0:
+            if not self.num_free:
+                raise OutOfBlocks(f"sequence {seq} needs a new block at token {n}; none free")
+            table.append(self._take())
+            return None
+        if not self.num_free:
+            raise OutOfBlocks(
+                f"sequence {seq} must copy shared block {table[-1]} before writing; "
+                "no block is free"
+            )
+        new = self._take()
+        src = table[-1]
+        self._release(src)
+        table[-1] = new
+        return src
 
     # --------------------------------------------------------------- inspection
     def block_table(self, seq: int) -> list[int]:
         """A copy of ``seq``'s block table (logical index -> physical block)."""
         return list(self._table_of(seq))
 
-    def seq_len(self, seq: int) -> int:
-        """Tokens of ``seq`` that have a slot."""
-        self._table_of(seq)
-        return self._lens[seq]
-
     def refcount(self, block: int) -> int:
         """How many block tables hold ``block`` (0 when it is free)."""
-        if (
-            not isinstance(block, int)
-            or isinstance(block, bool)
-            or not (0 <= block < self.num_blocks)
-        ):
-            raise InvalidBlock(f"block must be an int in [0, {self.num_blocks}), got {block!r}")
-        return self._ref[block]
-
-    def free_list(self) -> list[int]:
-        """Free blocks, the next one to be allocated first."""
-        return list(self._free)
+        return self._ref[self._check_block(block)]
 
     def sequences(self) -> list[int]:
         """Live sequence ids in allocation order."""
@@ -223,14 +251,121 @@ class BlockManager:
         if not isinstance(n_tokens, int) or isinstance(n_tokens, bool) or n_tokens < 0:
             raise InvalidLength(f"a token count must be a non-negative int, got {n_tokens!r}")
 
+    def _check_block(self, block: object) -> int:
+        if (
+            not isinstance(block, int)
+            or isinstance(block, bool)
+            or not (0 <= block < self.num_blocks)
+        ):
+            raise InvalidBlock(f"block must be an int in [0, {self.num_blocks}), got {block!r}")
+        return block
+
     def _table_of(self, seq: int) -> list[int]:
-        seq = _check_seq_id(seq)
-        try:
-            return self._tables[seq]
-        except KeyError:
+        table = self._tables.get(seq) if type(seq) is int else None
+        if table is None:
+            table = self._tables[self._live_id(seq)]
+        return table
+
+    def _live_id(self, seq: object) -> int:
+        """``seq`` as a plain int if it is live; else InvalidSequenceId or UnknownSequence."""
+        seq = check_seq_id(seq)
+        if seq not in self._tables:
             raise UnknownSequence(
                 f"sequence {seq} is not allocated (never allocated, or already freed)"
-            ) from None
+            )
+        return seq
+
+
+class BlockManager(BlockTables):
+    """Hands out fixed-size KV blocks to sequences, with refcounted sharing.
+
+    ``num_blocks`` physical blocks of ``block_size`` token slots each. Freed blocks go to
+    the back of the free list and allocation takes from the front, so ``free_list()``
+    lists blocks in the order they will be handed out.
+    """
+
+    def __init__(self, num_blocks: int, block_size: int) -> None:
+        super().__init__(num_blocks, block_size)
+        self._free: deque[int] = deque(range(num_blocks))
+        self._lens: dict[int, int] = {}
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def num_free(self) -> int:
+        """Blocks that can be allocated right now."""
+        return len(self._free)
+
+    def can_allocate(self, n_tokens: int) -> bool:
+        """Whether ``allocate(seq, n_tokens)`` would succeed for a new sequence id."""
+        return self.blocks_needed(n_tokens) <= self.num_free
+
+    # ---------------------------------------------------------------- mutations
+    def allocate(self, seq: int, tokens: int | Sequence[int]) -> int:
+        """Give a new sequence the blocks for its first tokens, all or nothing.
+
+        ``tokens`` is the token count, or the token ids (checked, then only counted: the
+        same call a prefix-caching manager takes). Returns 0, the number of tokens found
+        already cached, as this manager caches nothing. Raises SequenceExists if ``seq``
+        is live, InvalidLength for a bad count or id and OutOfBlocks (changing nothing) if
+        fewer than ``blocks_needed`` blocks are free.
+        """
+        seq = check_seq_id(seq)
+        if seq in self._tables:
+            raise SequenceExists(f"sequence {seq} is already allocated; free_seq({seq}) first")
+        if isinstance(tokens, int):
+            self._check_length(tokens)
+            n_tokens = tokens
+        else:
+            n_tokens = len(check_token_ids(tokens))
+        need = -(-n_tokens // self.block_size)
+        if need > len(self._free):
+            raise OutOfBlocks(
+                f"sequence {seq} needs {need} blocks for {n_tokens} tokens, "
+                f"only {len(self._free)} are free"
+            )
+        take = self._take
+        self._tables[seq] = [take() for _ in range(need)]
+        self._lens[seq] = n_tokens
+        return 0
+
+    def append_slot(self, seq: int, token_id: int | None = None) -> Slot:
+        """Reserve the slot of one new token of ``seq`` and return where it goes.
+
+        A block is allocated only when the last block is full (or there is none). When
+        the trailing partial block is shared, it is copied: the new block is taken
+        *before* the shared one is released, so OutOfBlocks leaves everything unchanged.
+        ``token_id``, if given, is checked and otherwise ignored.
+        """
+        table = self._tables.get(seq) if type(seq) is int else None
+        if table is None:
+            seq = self._live_id(seq)
+            table = self._tables[seq]
+        if token_id is not None:
+            check_token_id(token_id)
+        n = self._lens[seq]
+        offset = n % self.block_size
+        cow_src = None
+        if offset == 0 or self._ref[table[-1]] > 1:
+            cow_src = self._grow_or_copy(seq, table, n)
+        self._lens[seq] = n + 1
+        return new_slot(Slot, (table[-1], offset, cow_src))
+
+    # --------------------------------------------------------------- inspection
+    def seq_len(self, seq: int) -> int:
+        """Tokens of ``seq`` that have a slot."""
+        self._table_of(seq)
+        return self._lens[seq]
+
+    def free_list(self) -> list[int]:
+        """Free blocks, the next one to be allocated first."""
+        return list(self._free)
+
+    # ----------------------------------------------------------------- helpers
+    def _copy_seq(self, parent: int, child: int) -> None:
+        self._lens[child] = self._lens[parent]
+
+    def _forget(self, seq: int) -> None:
+        del self._lens[seq]
 
     def _take(self) -> int:
         block = self._free.popleft()

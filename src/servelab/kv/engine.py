@@ -15,9 +15,9 @@ that keeps every block's contents right:
 6. sample one token per computed sequence and append it.
 
 Prefix caching. With ``prefix_caching=True`` the block manager is a
-:class:`~servelab.kv.prefix.PrefixCachingBlockManager`. The scheduler speaks the plain
-block-manager interface (token *counts*), so a small adapter passes it the token *ids* it
-needs: the engine owns the sequences and knows them.
+:class:`~servelab.kv.prefix.PrefixCachingBlockManager`. The scheduler hands either manager
+the token ids (:class:`~servelab.kv.scheduler.KVCacheManager`), and each
+:class:`~servelab.kv.scheduler.Prefill` says how many leading tokens the cache already holds.
 
 Parallel sampling. A request with ``n > 1`` is admitted as one sequence; right after its
 prompt is prefilled, ``n - 1`` children are ``fork``-ed from it, sharing every prompt block.
@@ -35,16 +35,15 @@ import time
 from collections.abc import Callable, Iterable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
-from typing import cast
 
 import torch
 
 from servelab.kv.attention import Backend
-from servelab.kv.blocks import BlockManager, InvalidConfig, KVCacheError, Slot
+from servelab.kv.blocks import BlockManager, InvalidConfig, KVCacheError
 from servelab.kv.model import TinyLlama
 from servelab.kv.pool import SwapSpace, pinning_available
 from servelab.kv.prefix import PrefixCachingBlockManager
-from servelab.kv.scheduler import Preemption, Scheduler, Sequence, StepOutput
+from servelab.kv.scheduler import KVCacheManager, Preemption, Scheduler, Sequence, StepOutput
 
 __all__ = [
     "Completion",
@@ -186,57 +185,6 @@ class EngineStats:
         return 1 - self.blocks_distinct / self.blocks_referenced
 
 
-class _PrefixAdapter:
-    """The plain block-manager interface the scheduler calls, over a prefix-caching one.
-
-    ``allocate(seq, n)`` and ``append_slot(seq)`` look up the token ids the engine holds;
-    the number of cached tokens found at each ``allocate`` is kept for the prefill.
-    """
-
-    def __init__(self, inner: PrefixCachingBlockManager, tokens: Callable[[int], list[int]]):
-        self.inner = inner
-        self._tokens = tokens
-        self.num_blocks = inner.num_blocks
-        self.block_size = inner.block_size
-        self.cached: dict[int, int] = {}
-
-    @property
-    def num_free(self) -> int:
-        return self.inner.num_free
-
-    def blocks_needed(self, n_tokens: int) -> int:
-        return self.inner.blocks_needed(n_tokens)
-
-    def can_allocate(self, n_tokens: int) -> bool:
-        return self.inner.num_free >= self.inner.blocks_needed(n_tokens)
-
-    def allocate(self, seq: int, n_tokens: int) -> None:
-        self.cached[seq] = self.inner.allocate(seq, self._tokens(seq)[:n_tokens])
-
-    def append_slot(self, seq: int) -> Slot:
-        n = self.inner.seq_len(seq)
-        return self.inner.append_slot(seq, self._tokens(seq)[n])
-
-    def fork(self, parent: int, child: int) -> None:
-        self.inner.fork(parent, child)
-
-    def free_seq(self, seq: int) -> None:
-        self.inner.free_seq(seq)
-        self.cached.pop(seq, None)
-
-    def block_table(self, seq: int) -> list[int]:
-        return self.inner.block_table(seq)
-
-    def seq_len(self, seq: int) -> int:
-        return self.inner.seq_len(seq)
-
-    def refcount(self, block: int) -> int:
-        return self.inner.refcount(block)
-
-    def sequences(self) -> list[int]:
-        return self.inner.sequences()
-
-
 @dataclass
 class _Sample:
     request_id: int
@@ -266,11 +214,9 @@ class Engine:
         self._next_seq = 0
         self._next_request = 0
         self.prefix: PrefixCachingBlockManager | None = None
-        self._adapter: _PrefixAdapter | None = None
+        bm: KVCacheManager
         if cfg.prefix_caching:
-            self.prefix = PrefixCachingBlockManager(cfg.num_blocks, cfg.block_size)
-            self._adapter = _PrefixAdapter(self.prefix, lambda s: self._seqs[s].token_ids)
-            bm = cast(BlockManager, self._adapter)  # same interface, see _PrefixAdapter
+            self.prefix = bm = PrefixCachingBlockManager(cfg.num_blocks, cfg.block_size)
         else:
             bm = BlockManager(cfg.num_blocks, cfg.block_size)
         self.scheduler = Scheduler(
@@ -299,7 +245,7 @@ class Engine:
                 f"{self.model.config.max_seq_len}"
             )
         seq = Sequence.from_prompt(self._next_seq, request.prompt, request.max_new_tokens)
-        self._seqs[seq.seq_id] = seq  # the adapter may need the ids during add()
+        self._seqs[seq.seq_id] = seq
         try:
             self.scheduler.add(seq)
         except BaseException:
@@ -341,7 +287,7 @@ class Engine:
         self.pool.copy_blocks(cows)
         sampled: list[tuple[Sequence, torch.Tensor]] = []
         for p in out.prefills:
-            sampled.extend(self._prefill(p.seq, p.num_tokens))
+            sampled.extend(self._prefill(p.seq, p.num_tokens, p.num_cached))
         if out.decodes:
             logits = self._decode(out)
             sampled.extend((d.seq, logits[i]) for i, d in enumerate(out.decodes))
@@ -362,19 +308,12 @@ class Engine:
             self.stats.swapped_out_blocks += len(dev_blocks)
         if out.swap_in:
             assert self._host is not None
-            pairs = list(out.swap_in)
-            if self._adapter is not None:  # blocks found in the prefix cache are shared: skip
-                skip: set[int] = set()
-                for seq in out.swapped_in:
-                    n_hit = self._adapter.cached.get(seq.seq_id, 0) // self.pool.block_size
-                    skip.update(self.bm.block_table(seq.seq_id)[:n_hit])
-                pairs = [(h, d) for h, d in pairs if d not in skip]
+            pairs = list(out.swap_in)  # blocks found in the prefix cache are left out
             if pairs:
                 self.pool.swap_in(self._host, [d for _, d in pairs], [h for h, _ in pairs])
             self.stats.swapped_in_blocks += len(pairs)
 
-    def _prefill(self, seq: Sequence, n: int) -> list[tuple[Sequence, torch.Tensor]]:
-        cached = self._adapter.cached.get(seq.seq_id, 0) if self._adapter is not None else 0
+    def _prefill(self, seq: Sequence, n: int, cached: int) -> list[tuple[Sequence, torch.Tensor]]:
         logits = self.model.prefill(
             self.pool, seq.token_ids[:n], self.bm.block_table(seq.seq_id), start=cached
         )

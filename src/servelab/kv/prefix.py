@@ -1,9 +1,27 @@
 """Prefix caching: reuse the KV blocks of a prompt prefix that another request already computed.
 
 Identity of a block. Only *full* blocks are cached. A full block is named by a hash of its
-token ids chained with the hash of the block before it, so equal hashes mean equal whole
-prefixes, not just equal blocks. A hit is accepted only after comparing the stored token
-ids and parent hash, so a hash collision, or a stale entry, can never serve wrong data.
+token ids chained with the hash of the block before it (the first block chains on a root
+derived from the sequence's ``extra_key``: a cache salt, an adapter id), so equal names
+mean equal whole prefixes as long as the hash does not collide. The name only *finds* a
+candidate. A hit is accepted when the candidate's stored token ids equal the sequence's
+**and** its parent is the very block the sequence holds for the previous position (for a
+first block: the same root key). Parents are compared by a registration serial that
+changes whenever a block is evicted and reused, so a block whose parent was recycled can
+never match. By induction from the first block, a hit's whole prefix equals the
+sequence's, whatever the hash does: a collision or a stale entry costs a miss, never wrong
+data. A block is registered only under a registered parent, so every cached block can be
+reached this way. On a collision the block already cached keeps the name and the newcomer
+stays private.
+
+The hash. ``hash_algo="sha256"`` (the default, as vLLM chose after its advisory
+GHSA-rm76-4mrf-v9r8): SHA-256 over the parent's 32-byte hash and the block's ids as 8-byte
+ints; names are stable across processes and machines, and nobody can construct a
+collision to steer which blocks are probed. ``"builtin"``: Python's ``hash`` of
+``(parent, tokens)``, faster, stable across processes for int tokens, but colliding by
+design (``hash(2**61 - 1) == hash(0)``): safe here only because of the check above. A
+callable ``(parent_hash, block_tokens) -> int`` may be passed instead (tests use one that
+collides on purpose).
 
 Lifecycle of a block::
 
@@ -19,9 +37,10 @@ when no plain free block is left; reclaiming a block drops its hash from the map
 from the block, so a reused block never answers for its old contents. A sequence frees
 its blocks in reverse, so its tail (the least shared part) is evicted first.
 
-Costs. Lookup is a dict probe per block, a hit on an evictable block is an ``OrderedDict``
-delete, and eviction is ``popitem(last=False)``: every operation is O(1) per block it
-touches, with no list scans (a ``deque.remove`` would be O(n) in the pool size).
+Costs. Lookup is a dict probe and a list comparison per block, a hit on an evictable block
+is an ``OrderedDict`` delete, and eviction is ``popitem(last=False)``: every operation is
+O(1) per block it touches, with no list scans (a ``deque.remove`` would be O(n) in the
+pool size). Fork and copy-on-write are :class:`~servelab.kv.blocks.BlockTables`'.
 
 Engine interface::
 
@@ -38,72 +57,144 @@ that writes every sequence's KV before attention satisfies this).
 
 from __future__ import annotations
 
+import hashlib
+from array import array
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Literal
 
 from servelab.kv.blocks import (
-    InvalidBlock,
+    BlockTables,
     InvalidConfig,
-    InvalidLength,
+    KVCacheError,
     OutOfBlocks,
     SequenceExists,
     Slot,
-    UnknownSequence,
+    check_seq_id,
+    check_token_id,
+    check_token_ids,
+    new_slot,
 )
 
-__all__ = ["ROOT_HASH", "PrefixCachingBlockManager", "chain_hash"]
+__all__ = [
+    "HashAlgo",
+    "InvalidExtraKey",
+    "PrefixCachingBlockManager",
+    "builtin_chain",
+    "root_hash",
+    "sha256_chain",
+]
 
-ROOT_HASH = 0x5E11AB  # parent hash of a sequence's first block
+HashFn = Callable[[int, list[int]], int]
+HashAlgo = Literal["sha256", "builtin"]
 
 
-def chain_hash(parent: int, tokens: tuple[int, ...]) -> int:
-    """The cache key of a full block: its tokens chained with its parent's key.
+class InvalidExtraKey(KVCacheError, TypeError):
+    """An ``extra_key`` that is not None, a str or bytes."""
 
-    Python's hash of a tuple of ints does not depend on ``PYTHONHASHSEED``, so keys are
-    stable across processes.
+
+def root_hash(extra_key: bytes) -> int:
+    """The parent hash of a sequence's first block: SHA-256 of the extra key, so sequences
+    with different keys (cache salts, adapters) never share a block."""
+    digest = hashlib.sha256(b"servelab-prefix-root\0" + extra_key).digest()
+    return int.from_bytes(digest, "big")
+
+
+def sha256_chain(parent: int, tokens: Sequence[int], block_size: int) -> list[int]:
+    """The chain hashes of the full blocks of ``tokens``, starting from ``parent``.
+
+    Each is SHA-256 over the parent's 32 bytes, a tag, and the block's ids as 8-byte
+    unsigned ints (ids of 2**64 and above, which no vocabulary has, take a longer tagged
+    encoding, so the input stays unambiguous).
     """
-    return hash((parent, tokens))
+    n = len(tokens) // block_size
+    width = 8 * block_size
+    try:
+        raw = array("Q", tokens[: n * block_size]).tobytes()
+        chunks = [b"Q" + raw[i : i + width] for i in range(0, n * width, width)]
+    except OverflowError:
+        chunks = [
+            b"L" + ",".join(map(str, tokens[i : i + block_size])).encode()
+            for i in range(0, n * block_size, block_size)
+        ]
+    sha256 = hashlib.sha256
+    out = []
+    digest = parent.to_bytes(32, "big")
+    for chunk in chunks:
+        digest = sha256(digest + chunk).digest()
+        out.append(int.from_bytes(digest, "big"))
+    return out
 
 
-def _check_token(token: object) -> int:
-    if not isinstance(token, int) or isinstance(token, bool) or token < 0:
-        raise InvalidLength(f"token ids are non-negative ints, got {token!r}")
-    return token
+def builtin_chain(parent: int, tokens: Sequence[int], block_size: int) -> list[int]:
+    """The chain hashes by Python's ``hash`` of ``(parent, block tuple)``: fast, collides."""
+    out = []
+    for i in range(0, len(tokens) // block_size * block_size, block_size):
+        parent = hash((parent, tuple(tokens[i : i + block_size])))
+        out.append(parent)
+    return out
 
 
-def _check_seq_id(seq: object) -> int:
-    if not isinstance(seq, int) or isinstance(seq, bool):
-        raise UnknownSequence(f"sequence ids are ints, got {seq!r}")
-    return seq
+def _chain_with(fn: HashFn) -> Callable[[int, Sequence[int], int], list[int]]:
+    def chain(parent: int, tokens: Sequence[int], block_size: int) -> list[int]:
+        out = []
+        for i in range(0, len(tokens) // block_size * block_size, block_size):
+            parent = fn(parent, list(tokens[i : i + block_size]))
+            out.append(parent)
+        return out
+
+    return chain
 
 
-def _check_positive(name: str, value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise InvalidConfig(f"{name} must be a positive int, got {value!r}")
-    return value
+def _check_extra_key(extra_key: object) -> bytes:
+    if extra_key is None:
+        return b""
+    if isinstance(extra_key, str):
+        return extra_key.encode()
+    if isinstance(extra_key, bytes):
+        return extra_key
+    raise InvalidExtraKey(f"extra_key must be None, a str or bytes, got {extra_key!r}")
 
 
-class PrefixCachingBlockManager:
+class PrefixCachingBlockManager(BlockTables):
     """A block manager that knows its sequences' token ids and shares equal prefixes.
 
     Same tables, refcounts, fork and copy-on-write as
     :class:`~servelab.kv.blocks.BlockManager`; ``allocate`` takes token ids and returns how
     many leading tokens were found in the cache, and ``append_slot`` takes the new token id.
+    ``hash_algo`` names the blocks' hash (see the module docstring): ``"sha256"``
+    (default), ``"builtin"``, or a callable ``(parent_hash, block_tokens) -> int``.
     """
 
-    def __init__(self, num_blocks: int, block_size: int) -> None:
-        self.num_blocks: int = _check_positive("num_blocks", num_blocks)
-        self.block_size: int = _check_positive("block_size", block_size)
+    def __init__(
+        self, num_blocks: int, block_size: int, *, hash_algo: HashAlgo | HashFn = "sha256"
+    ) -> None:
+        super().__init__(num_blocks, block_size)
+        self._chain: Callable[[int, Sequence[int], int], list[int]]
+        if hash_algo == "sha256":
+            self._chain = sha256_chain
+        elif hash_algo == "builtin":
+            self._chain = builtin_chain
+        elif callable(hash_algo):
+            self._chain = _chain_with(hash_algo)
+        else:
+            raise InvalidConfig(
+                f"hash_algo must be 'sha256', 'builtin' or a callable, got {hash_algo!r}"
+            )
+        self.hash_algo = hash_algo
         self._free: deque[int] = deque(range(num_blocks))  # unhashed, ready to use
         self._evictable: OrderedDict[int, None] = OrderedDict()  # hashed, refcount 0; LRU first
-        self._ref: list[int] = [0] * num_blocks
         self._hash: list[int | None] = [None] * num_blocks
-        self._tokens: list[tuple[int, ...] | None] = [None] * num_blocks
-        self._parent: list[int] = [ROOT_HASH] * num_blocks
+        self._tokens: list[list[int] | None] = [None] * num_blocks
+        # The parent's serial, or the root key (bytes) for a first block; serial 0: unregistered.
+        self._parent: list[int | bytes | None] = [None] * num_blocks
+        self._serial: list[int] = [0] * num_blocks
+        self._next_serial = 1
         self._cached: dict[int, int] = {}  # hash -> block
-        self._tables: dict[int, list[int]] = {}
         self._seq_tokens: dict[int, list[int]] = {}
         self._seq_hashes: dict[int, list[int]] = {}  # chain hash of each full block
+        self._seq_key: dict[int, bytes] = {}  # each sequence's extra key
+        self._roots: dict[bytes, int] = {b"": root_hash(b"")}
         self.hit_blocks = 0
         self.queried_blocks = 0
 
@@ -118,123 +209,89 @@ class PrefixCachingBlockManager:
         """Blocks that hold a registered hash (in use or evictable)."""
         return len(self._cached)
 
-    def blocks_needed(self, n_tokens: int) -> int:
-        """``ceil(n_tokens / block_size)``, ignoring the cache."""
-        if not isinstance(n_tokens, int) or isinstance(n_tokens, bool) or n_tokens < 0:
-            raise InvalidLength(f"a token count must be a non-negative int, got {n_tokens!r}")
-        return -(-n_tokens // self.block_size)
-
-    def num_cached_tokens(self, token_ids: Sequence[int]) -> int:
+    def num_cached_tokens(self, token_ids: Sequence[int], *, extra_key: object = None) -> int:
         """Leading tokens of ``token_ids`` that ``allocate`` would find cached (no side effects)."""
-        tokens = self._check_tokens(token_ids)
-        return len(self._lookup(tokens)[0]) * self.block_size
+        tokens = check_token_ids(token_ids)
+        key = _check_extra_key(extra_key)
+        return len(self._lookup(tokens, key, self._hashes(tokens, key))) * self.block_size
 
-    def can_allocate(self, token_ids: Sequence[int]) -> bool:
+    def can_allocate(self, token_ids: Sequence[int], *, extra_key: object = None) -> bool:
         """Whether ``allocate`` of a new sequence with these tokens would succeed now."""
-        tokens = self._check_tokens(token_ids)
-        hits, _ = self._lookup(tokens)
-        return self._new_blocks_needed(tokens, hits) <= self._available(hits)
+        tokens = check_token_ids(token_ids)
+        key = _check_extra_key(extra_key)
+        hits = self._lookup(tokens, key, self._hashes(tokens, key))
+        return -(-len(tokens) // self.block_size) - len(hits) <= self._available(hits)
 
     # ---------------------------------------------------------------- mutations
-    def allocate(self, seq: int, token_ids: Sequence[int]) -> int:
+    def allocate(self, seq: int, token_ids: Sequence[int], *, extra_key: object = None) -> int:
         """Give ``seq`` blocks for its prompt, reusing cached ones; return the cached tokens.
 
         All or nothing: OutOfBlocks (changing nothing) if the blocks that are not cached
         do not fit. The returned count is a multiple of ``block_size`` and below
-        ``len(token_ids)``.
+        ``len(token_ids)``. Sequences with different ``extra_key`` s (None, a str or bytes)
+        never share a block.
         """
-        seq = _check_seq_id(seq)
+        seq = check_seq_id(seq)
         if seq in self._tables:
             raise SequenceExists(f"sequence {seq} is already allocated; free_seq({seq}) first")
-        tokens = self._check_tokens(token_ids)
-        hits, hashes = self._lookup(tokens)
-        need = self._new_blocks_needed(tokens, hits)
-        if need > self._available(hits):
+        tokens = check_token_ids(token_ids)
+        key = _check_extra_key(extra_key)
+        hashes = self._hashes(tokens, key)
+        hits = self._lookup(tokens, key, hashes)
+        size, n_hits = self.block_size, len(hits)
+        n_blocks = -(-len(tokens) // size)
+        need = n_blocks - n_hits
+        available = self._available(hits)
+        if need > available:
             raise OutOfBlocks(
-                f"sequence {seq} needs {need} new blocks ({len(hits)} cached), "
-                f"only {self._available(hits)} can be freed"
+                f"sequence {seq} needs {need} new blocks ({n_hits} cached), "
+                f"only {available} can be freed"
             )
-        self.queried_blocks += (len(tokens) - 1) // self.block_size if tokens else 0
-        self.hit_blocks += len(hits)
+        self.queried_blocks += (len(tokens) - 1) // size if tokens else 0
+        self.hit_blocks += n_hits
+        ref, evictable = self._ref, self._evictable
         for block in hits:  # claim hits first so eviction below cannot take them
-            if self._ref[block] == 0:
-                del self._evictable[block]
-            self._ref[block] += 1
-        table = list(hits)
-        size = self.block_size
-        for i in range(len(hits), -(-len(tokens) // size)):
+            if ref[block] == 0:
+                del evictable[block]
+            ref[block] += 1
+        table = hits
+        parent: int | bytes = self._serial[hits[-1]] if hits else key
+        for i in range(n_hits, n_blocks):
             block = self._take()
             table.append(block)
             if i < len(hashes):
-                self._register(
-                    block,
-                    hashes[i],
-                    tuple(tokens[i * size : (i + 1) * size]),
-                    hashes[i - 1] if i else ROOT_HASH,
+                parent = self._register(
+                    block, hashes[i], tokens[i * size : i * size + size], parent
                 )
         self._tables[seq] = table
         self._seq_tokens[seq] = tokens
         self._seq_hashes[seq] = hashes
-        return len(hits) * size
+        self._seq_key[seq] = key
+        return n_hits * size
 
     def append_slot(self, seq: int, token_id: int) -> Slot:
         """Reserve the slot of ``token_id`` at the end of ``seq`` (copy-on-write as needed).
 
         When the token fills its block, the block is hashed and enters the cache.
         """
-        table = self._table_of(seq)
-        token = _check_token(token_id)
-        tokens = self._seq_tokens[seq]
+        tokens = self._seq_tokens.get(seq) if type(seq) is int else None
+        if tokens is None:
+            seq = self._live_id(seq)
+            tokens = self._seq_tokens[seq]
+        if type(token_id) is not int or token_id < 0:
+            token_id = check_token_id(token_id)
+        table = self._tables[seq]
         n, size = len(tokens), self.block_size
         offset = n % size
-        cow_src: int | None = None
-        if offset == 0:
-            if not self.num_free:
-                raise OutOfBlocks(f"sequence {seq} needs a new block at token {n}; none free")
-            table.append(self._take())
-        elif self._ref[table[-1]] > 1:
-            if not self.num_free:
-                raise OutOfBlocks(
-                    f"sequence {seq} must copy shared block {table[-1]}; no block is free"
-                )
-            new = self._take()  # take before release: an error above changed nothing
-            cow_src = table[-1]
-            self._release(cow_src)
-            table[-1] = new
-        tokens.append(token)
+        cow_src = None
+        if offset == 0 or self._ref[table[-1]] > 1:
+            cow_src = self._grow_or_copy(seq, table, n)
+        tokens.append(token_id)
         if offset == size - 1:
-            hashes = self._seq_hashes[seq]
-            parent = hashes[-1] if hashes else ROOT_HASH
-            block_tokens = tuple(tokens[n + 1 - size :])
-            h = chain_hash(parent, block_tokens)
-            hashes.append(h)
-            self._register(table[-1], h, block_tokens, parent)
-        return Slot(table[-1], offset, cow_src)
-
-    def fork(self, parent: int, child: int) -> None:
-        """Make ``child`` share every block (and the token history) of ``parent``."""
-        table = self._table_of(parent)
-        child = _check_seq_id(child)
-        if child in self._tables:
-            raise SequenceExists(f"fork target {child} is already allocated; pick a new id")
-        for block in table:
-            self._ref[block] += 1
-        self._tables[child] = list(table)
-        self._seq_tokens[child] = list(self._seq_tokens[parent])
-        self._seq_hashes[child] = list(self._seq_hashes[parent])
-
-    def free_seq(self, seq: int) -> None:
-        """Drop ``seq``; its hashed blocks stay cached (evictable), tail first in LRU order."""
-        table = self._table_of(seq)
-        del self._tables[seq], self._seq_tokens[seq], self._seq_hashes[seq]
-        for block in reversed(table):
-            self._release(block)
+            self._register_tail(seq, table, tokens)
+        return new_slot(Slot, (table[-1], offset, cow_src))
 
     # --------------------------------------------------------------- inspection
-    def block_table(self, seq: int) -> list[int]:
-        """A copy of ``seq``'s block table."""
-        return list(self._table_of(seq))
-
     def seq_len(self, seq: int) -> int:
         """Tokens of ``seq`` that have a slot."""
         self._table_of(seq)
@@ -245,13 +302,14 @@ class PrefixCachingBlockManager:
         self._table_of(seq)
         return list(self._seq_tokens[seq])
 
-    def refcount(self, block: int) -> int:
-        """Tables holding ``block`` (0 when it is free or evictable)."""
-        return self._ref[self._check_block(block)]
-
     def block_hash(self, block: int) -> int | None:
         """The cache key ``block`` is registered under, or None."""
         return self._hash[self._check_block(block)]
+
+    def block_tokens(self, block: int) -> list[int] | None:
+        """The token ids a registered ``block`` holds, or None."""
+        tokens = self._tokens[self._check_block(block)]
+        return None if tokens is None else list(tokens)
 
     def free_list(self) -> list[int]:
         """Every allocatable block in allocation order: plain free ones, then evictable."""
@@ -265,61 +323,54 @@ class PrefixCachingBlockManager:
         """A copy of the cache map: hash -> block."""
         return dict(self._cached)
 
-    def sequences(self) -> list[int]:
-        """Live sequence ids in allocation order."""
-        return list(self._tables)
-
     # ----------------------------------------------------------------- helpers
-    def _check_tokens(self, token_ids: Sequence[int]) -> list[int]:
-        if isinstance(token_ids, (str, bytes)) or not isinstance(token_ids, Sequence):
-            raise InvalidLength(f"token_ids must be a sequence of ints, got {token_ids!r}")
-        return [_check_token(t) for t in token_ids]
-
-    def _check_block(self, block: int) -> int:
-        if (
-            not isinstance(block, int)
-            or isinstance(block, bool)
-            or not (0 <= block < self.num_blocks)
-        ):
-            raise InvalidBlock(f"block must be an int in [0, {self.num_blocks}), got {block!r}")
-        return block
-
-    def _table_of(self, seq: int) -> list[int]:
-        seq = _check_seq_id(seq)
-        try:
-            return self._tables[seq]
-        except KeyError:
-            raise UnknownSequence(
-                f"sequence {seq} is not allocated (never allocated, or already freed)"
-            ) from None
-
-    def _lookup(self, tokens: list[int]) -> tuple[list[int], list[int]]:
-        """(hit blocks, chain hashes of every full block of ``tokens``)."""
+    def _register_tail(self, seq: int, table: list[int], tokens: list[int]) -> None:
+        """The last block of ``seq`` just filled: name it and enter it in the cache."""
         size = self.block_size
-        hashes: list[int] = []
-        hits: list[int] = []
-        parent = ROOT_HASH
-        hittable = (len(tokens) - 1) // size if tokens else 0
-        for i in range(len(tokens) // size):
-            block_tokens = tuple(tokens[i * size : (i + 1) * size])
-            h = chain_hash(parent, block_tokens)
-            hashes.append(h)
-            if len(hits) == i < hittable:
-                block = self._cached.get(h)
-                if (
-                    block is not None
-                    and self._tokens[block] == block_tokens
-                    and self._parent[block] == parent
-                ):
-                    hits.append(block)
-            parent = h
-        return hits, hashes
+        hashes = self._seq_hashes[seq]
+        block_tokens = tokens[-size:]
+        key = self._seq_key[seq]
+        if hashes:
+            (h,) = self._chain(hashes[-1], block_tokens, size)
+            parent: int | bytes = self._serial[table[-2]]
+        else:
+            (h,) = self._chain(self._root(key), block_tokens, size)
+            parent = key
+        hashes.append(h)
+        self._register(table[-1], h, block_tokens, parent)
 
-    def _new_blocks_needed(self, tokens: list[int], hits: list[int]) -> int:
-        return -(-len(tokens) // self.block_size) - len(hits)
+    def _root(self, key: bytes) -> int:
+        root = self._roots.get(key)
+        if root is None:
+            root = self._roots[key] = root_hash(key)
+        return root
+
+    def _hashes(self, tokens: list[int], key: bytes) -> list[int]:
+        """Chain hashes of every full block of ``tokens``."""
+        return self._chain(self._root(key), tokens, self.block_size)
+
+    def _lookup(self, tokens: list[int], key: bytes, hashes: list[int]) -> list[int]:
+        """The cached blocks that continue this sequence's chain, from its first block."""
+        size = self.block_size
+        hittable = min((len(tokens) - 1) // size, len(hashes)) if tokens else 0
+        cached, stored, parents, serials = self._cached, self._tokens, self._parent, self._serial
+        hits: list[int] = []
+        expect: int | bytes = key
+        for i in range(hittable):
+            block = cached.get(hashes[i])
+            if (
+                block is None
+                or parents[block] != expect
+                or stored[block] != tokens[i * size : i * size + size]
+            ):
+                break
+            hits.append(block)
+            expect = serials[block]
+        return hits
 
     def _available(self, hits: list[int]) -> int:
-        claimed = sum(1 for b in hits if self._ref[b] == 0)  # evictable hits stop being free
+        ref = self._ref
+        claimed = sum(1 for b in hits if ref[b] == 0)  # evictable hits stop being free
         return self.num_free - claimed
 
     def _take(self) -> int:
@@ -327,24 +378,37 @@ class PrefixCachingBlockManager:
             block = self._free.popleft()
         else:
             block, _ = self._evictable.popitem(last=False)
-            self._evict(block)
+            self._unregister(block)
         self._ref[block] = 1
         return block
 
-    def _evict(self, block: int) -> None:
+    def _unregister(self, block: int) -> None:
         h = self._hash[block]
         if h is not None and self._cached.get(h) == block:
             del self._cached[h]
         self._hash[block] = None
         self._tokens[block] = None
+        self._parent[block] = None
+        self._serial[block] = 0
 
-    def _register(self, block: int, h: int, tokens: tuple[int, ...], parent: int) -> None:
-        if h in self._cached:
-            return  # an equal block is already cached; this one stays private
+    def _register(self, block: int, h: int, tokens: list[int], parent: int | bytes) -> int:
+        """Enter a full ``block`` in the cache under ``h``; return the serial its children
+        chain on (0 when it has none: then its children are not cached either)."""
+        if parent == 0:
+            return 0  # the parent is not registered
+        current = self._cached.get(h)
+        if current is not None:
+            if self._tokens[current] == tokens and self._parent[current] == parent:
+                return self._serial[current]  # an equal twin is cached: chain on it
+            return 0  # a collision: the block already cached keeps the name
+        serial = self._next_serial
+        self._next_serial += 1
         self._cached[h] = block
         self._hash[block] = h
         self._tokens[block] = tokens
         self._parent[block] = parent
+        self._serial[block] = serial
+        return serial
 
     def _release(self, block: int) -> None:
         self._ref[block] -= 1
@@ -353,6 +417,14 @@ class PrefixCachingBlockManager:
                 self._evictable[block] = None
             else:
                 self._free.append(block)
+
+    def _copy_seq(self, parent: int, child: int) -> None:
+        self._seq_tokens[child] = list(self._seq_tokens[parent])
+        self._seq_hashes[child] = list(self._seq_hashes[parent])
+        self._seq_key[child] = self._seq_key[parent]
+
+    def _forget(self, seq: int) -> None:
+        del self._seq_tokens[seq], self._seq_hashes[seq], self._seq_key[seq]
 
     def __repr__(self) -> str:
         return (

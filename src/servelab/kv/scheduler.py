@@ -35,6 +35,12 @@ request whose ``prompt + max_new_tokens`` tokens need more than ``num_blocks - w
 blocks: it could be preempted at a length it can never be readmitted at, and would wait forever.
 (The last sampled token never needs a slot, so the rule is conservative by one token, and plain.)
 
+The block manager is anything with the :class:`KVCacheManager` surface: the plain
+:class:`~servelab.kv.blocks.BlockManager` or the
+:class:`~servelab.kv.prefix.PrefixCachingBlockManager`. The scheduler hands it a sequence's
+token ids (``allocate(seq_id, token_ids)``, ``append_slot(seq_id, token_id)``); a prefix cache
+answers how many leading tokens it already holds, and the :class:`Prefill` says so.
+
 Every queue operation is O(1) (deque ends, list tail, dict lookups); a step costs O(running +
 admitted + blocks moved). No list is searched for membership.
 """
@@ -43,10 +49,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+from collections.abc import Sequence as SequenceOf
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, Protocol
 
-from servelab.kv.blocks import BlockManager, KVCacheError, OutOfBlocks, Slot, UnknownSequence
+from servelab.kv.blocks import KVCacheError, OutOfBlocks, Slot, UnknownSequence
 
 __all__ = [
     "Decode",
@@ -54,6 +61,8 @@ __all__ = [
     "HostBlockPool",
     "InvalidRequest",
     "InvalidSchedulerConfig",
+    "KVCacheManager",
+    "NotASequence",
     "Preemption",
     "Prefill",
     "RequestTooLarge",
@@ -97,6 +106,42 @@ class TokenNotAppended(SchedulerError, RuntimeError):
 
 class InvalidSchedulerConfig(SchedulerError, ValueError):
     """A watermark, preemption mode or host pool size that the scheduler cannot work with."""
+
+
+class NotASequence(SchedulerError, TypeError):
+    """An argument that must be a :class:`Sequence` is something else (None, an id ...)."""
+
+
+class KVCacheManager(Protocol):
+    """What the scheduler asks of a block manager; both reference managers have it.
+
+    ``allocate`` gets the token ids to hold and returns how many leading ones were already
+    cached (0 without a prefix cache); ``append_slot`` gets the id of the token whose KV the
+    slot will hold.
+    """
+
+    @property
+    def num_blocks(self) -> int: ...
+
+    @property
+    def block_size(self) -> int: ...
+
+    @property
+    def num_free(self) -> int: ...
+
+    def blocks_needed(self, n_tokens: int, /) -> int: ...
+
+    def allocate(self, seq: int, token_ids: SequenceOf[int], /) -> int: ...
+
+    def append_slot(self, seq: int, token_id: int, /) -> Slot: ...
+
+    def fork(self, parent: int, child: int, /) -> None: ...
+
+    def free_seq(self, seq: int, /) -> None: ...
+
+    def block_table(self, seq: int, /) -> list[int]: ...
+
+    def seq_len(self, seq: int, /) -> int: ...
 
 
 def _is_int(value: object) -> bool:
@@ -188,10 +233,12 @@ class Sequence:
 
 class Prefill(NamedTuple):
     """Compute the KV of ``seq.token_ids[:num_tokens]`` into the sequence's blocks, then sample
-    one token. ``num_tokens`` is prompt + generated: a recompute rebuilds everything."""
+    one token. ``num_tokens`` is prompt + generated: a recompute rebuilds everything. The first
+    ``num_cached`` tokens already hold KV in the prefix cache: skip computing them."""
 
     seq: Sequence
     num_tokens: int
+    num_cached: int = 0
 
 
 class Decode(NamedTuple):
@@ -270,7 +317,7 @@ class HostBlockPool:
 
 
 class Scheduler:
-    """Admit, decode and preempt over a :class:`BlockManager`, one :meth:`step` at a time.
+    """Admit, decode and preempt over a block manager, one :meth:`step` at a time.
 
     ``watermark`` is a block count (default: :func:`default_watermark`, 1% of the pool).
     ``preemption="swap"`` with ``num_host_blocks > 0`` swaps victims to host blocks while the
@@ -279,7 +326,7 @@ class Scheduler:
 
     def __init__(
         self,
-        bm: BlockManager,
+        bm: KVCacheManager,
         *,
         watermark: int | None = None,
         preemption: Preemption = "recompute",
@@ -296,7 +343,7 @@ class Scheduler:
             raise InvalidSchedulerConfig(
                 f"preemption must be 'recompute' or 'swap', got {preemption!r}"
             )
-        self.bm = bm
+        self.bm: KVCacheManager = bm
         self.watermark: int = watermark
         self.preemption: Preemption = preemption
         self.host = HostBlockPool(num_host_blocks)
@@ -330,12 +377,12 @@ class Scheduler:
     def add(self, seq: Sequence) -> None:
         """Queue ``seq`` at the back of ``waiting``.
 
-        Raises TypeError for a non-Sequence, InvalidRequest for a finished one,
+        Raises NotASequence for a non-Sequence, InvalidRequest for a finished one,
         DuplicateSequence for an id already in use and RequestTooLarge for a request that
         could never run. Nothing changes when it raises.
         """
         if not isinstance(seq, Sequence):
-            raise TypeError(f"add() takes a Sequence, got {type(seq).__name__}")
+            raise NotASequence(f"add() takes a Sequence, got {type(seq).__name__}")
         if seq.is_finished:
             raise InvalidRequest(f"sequence {seq.seq_id} has nothing left to generate")
         if seq.seq_id in self._live or self._held_by_block_manager(seq.seq_id):
@@ -356,16 +403,20 @@ class Scheduler:
         (parallel sampling, beam search). The child joins ``running`` as its newest member;
         copy-on-write happens in the block manager at the first append into a shared block.
 
-        Raises UnknownSequence if ``parent`` is not running, DuplicateSequence if the child's
-        id is in use and InvalidRequest if the child's tokens differ from the parent's or it
-        has nothing left to generate. Nothing changes when it raises.
+        Raises NotASequence if either is not a Sequence, UnknownSequence if ``parent`` is not
+        running, DuplicateSequence if the child's id is in use and InvalidRequest if the
+        child's tokens differ from the parent's or it has nothing left to generate. Nothing
+        changes when it raises.
         """
+        for name, arg in (("parent", parent), ("child", child)):
+            if not isinstance(arg, Sequence):
+                raise NotASequence(
+                    f"fork() takes two Sequences; the {name} is {type(arg).__name__} {arg!r}"
+                )
         if self._live.get(parent.seq_id) is not parent or not self._held_by_block_manager(
             parent.seq_id
         ):
             raise UnknownSequence(f"sequence {parent.seq_id} is not running; fork a running one")
-        if not isinstance(child, Sequence):
-            raise TypeError(f"fork() takes Sequences, got {type(child).__name__}")
         if child.seq_id in self._live or self._held_by_block_manager(child.seq_id):
             raise DuplicateSequence(f"sequence id {child.seq_id} is already in use")
         if child.token_ids != parent.token_ids or child.is_finished:
@@ -421,7 +472,7 @@ class Scheduler:
         while i < len(running):
             seq = running[i]
             try:
-                slot = self.bm.append_slot(seq.seq_id)
+                slot = self.bm.append_slot(seq.seq_id, seq.token_ids[-1])
             except OutOfBlocks:
                 # Preempt the newest and retry. If the newest is ``seq`` itself, the loop
                 # ends here because ``i == len(running)`` after the pop.
@@ -457,13 +508,17 @@ class Scheduler:
             if bm.num_free - bm.blocks_needed(n_tokens) < self.watermark:
                 break  # FCFS: nobody overtakes the head of the queue
             self.waiting.popleft()
-            bm.allocate(seq.seq_id, n_tokens)
+            ids = seq.token_ids if host_blocks is None else seq.token_ids[:n_tokens]
+            cached = bm.allocate(seq.seq_id, ids)
             self.running.append(seq)
             if host_blocks is None:
-                out.prefills.append(Prefill(seq, n_tokens))
+                out.prefills.append(Prefill(seq, n_tokens, cached))
             else:
                 del self._swapped[seq.seq_id]
-                out.swap_in.extend(zip(host_blocks, bm.block_table(seq.seq_id), strict=True))
+                # Blocks found in the prefix cache are shared and already hold this KV.
+                hit = cached // bm.block_size
+                table = bm.block_table(seq.seq_id)
+                out.swap_in.extend(zip(host_blocks[hit:], table[hit:], strict=True))
                 self.host.release(host_blocks)
                 out.swapped_in.append(seq)
 
