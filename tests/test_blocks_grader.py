@@ -99,6 +99,7 @@ def test_a_probe_reports_the_rule_that_broke_not_its_own(name: str, rule: str) -
     from servelab.grading.block_manager import HINTS
 
     bug = next(m for m in MISTAKES if m.name == name)
+    undiagnosed = replace(load_topic(TOPIC), diagnose=lambda program, impl: None)
     with pytest.raises(GradeFailure) as failure:
-        grade(TOPIC, bug.impl, out=io.StringIO())
+        grade(undiagnosed, bug.impl, out=io.StringIO())
     assert failure.value.report.hint == HINTS[rule]

@@ -21,7 +21,8 @@ ALL = [m for topic in CORRECT for m in mistakes(topic)]
 
 
 def test_every_topic_has_a_catalogue_and_a_hook() -> None:
-    assert set(CORRECT) == set(topics())
+    # invariant-checker grades the learner's checker against fixed states: nothing to replay
+    assert set(CORRECT) == set(topics()) - {"invariant-checker"}
     for topic in CORRECT:
         assert for_topic(topic) is not None
         assert len(mistakes(topic)) >= 5

@@ -458,6 +458,8 @@ def _diagnosed(topic: Topic, code: str, impl: Any, exc: BaseException | None = N
     """The named mistake for a failed check, or None. The topic's own ``diagnose`` hook when it
     has one, else the catalogue of known mistakes (:mod:`servelab.grading.diagnose`); guarded
     either way: a failure inside diagnosis must never hide the check's hint."""
+    if exc is not None and not isinstance(exc, Exception):
+        return None  # SystemExit, KeyboardInterrupt: replaying them would only raise again
     try:
         with hang_guard("diagnose", DIAGNOSE_TIMEOUT_S), redirect_stdout(io.StringIO()):
             if topic.diagnose is not None:
