@@ -137,6 +137,6 @@ def test_cli_exit_codes() -> None:
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "PASSED" in ok.stdout
     bad = _cli("grade", TOPIC, "--impl", f"{folder / 'set_pins.py'}:Buggy", "--step", "3")
-    assert bad.returncode == 1 and "set-based pins" in bad.stdout
+    assert bad.returncode == 1 and "pins in a set" in bad.stdout
     missing = _cli("grade", TOPIC, "--impl", f"{Path(folder) / 'nope.py'}:X")
     assert missing.returncode == 2 and "no such file" in missing.stderr
