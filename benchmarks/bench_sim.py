@@ -89,7 +89,10 @@ def main() -> None:
         rows.append((label, seconds, result.object_miss_ratio, result.byte_miss_ratio))
 
     for name, make in POLICIES.items():
-        ours(f"ours {name}", lambda make=make: replay(trace, PolicyNode(capacity, make())))
+        ours(
+            f"ours {name}",
+            lambda make=make: replay(trace, PolicyNode(capacity, make()), progress=False),
+        )
     for size_aware in (False, True):
         label = "ours Belady-size (offline)" if size_aware else "ours Belady (offline)"
         ours(label, lambda s=size_aware: belady(trace, capacity, size_aware=s, progress=False))

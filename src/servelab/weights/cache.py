@@ -263,13 +263,10 @@ class WeightCache(Generic[K]):
                 return None
             touch = self._touch
             if touch is not None:
-                if key in self._pins:  # a replica reading its model: the full update
+                try:
+                    touch(key)  # LRU: OrderedDict.move_to_end, no Python frame
+                except KeyError:  # the fast hook cannot take this key (parked by a pin)
                     self.policy.update_on_hit(key)
-                else:
-                    try:
-                        touch(key)  # LRU: OrderedDict.move_to_end, no Python frame
-                    except KeyError:  # the fast hook cannot take this key (parked by a pin)
-                        self.policy.update_on_hit(key)
             self._hits += 1
             return value
 
