@@ -1,18 +1,28 @@
 # Two commands matter: `make lab` opens the course, `make test` runs every check.
+# `make lab` installs only what the course notebooks need (no torch, no dev tools), so a
+# learner is in JupyterLab quickly; `make test` installs everything, torch included.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+LAB_STAMP := $(VENV)/.lab-installed
 
-.PHONY: lab test test-fast lint exercises demo bench bench-gpu clean
+.PHONY: lab lab-install test test-fast lint exercises demo bench bench-gpu clean
 
 $(STAMP): pyproject.toml tools/install_torch.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	./tools/install_torch.sh $(PY)
 	$(PY) -m pip install -q -e '.[engine,lab,dev]'
-	touch $(STAMP)
+	touch $(STAMP) $(LAB_STAMP)
 
-lab: $(STAMP)
+$(LAB_STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -e '.[lab]'
+	touch $(LAB_STAMP)
+
+lab-install: $(LAB_STAMP)
+
+lab: $(LAB_STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=. $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) \
 	  $(LAB_ARGS) exercises/01_weight_cache.ipynb
 
