@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+from servelab.viz.picture import Picture, scoped_ids, with_static_picture
+
 __all__ = [
     "BlockSnapshot",
     "BlockStepper",
@@ -218,15 +220,15 @@ def render_blocks(
                 )
         out.append("</g>")
     out.append("</svg>")
-    return "".join(out)
+    return scoped_ids("".join(out))
 
 
 def show_blocks(state: BlockSnapshot | Any, **options: Any) -> Any:
     """Display the picture in a notebook (a plain SVG output, kept in static exports)."""
     display: Any = importlib.import_module("IPython.display")
-    svg = display.SVG(render_blocks(state, **options))
-    display.display(svg)
-    return svg
+    picture = Picture(render_blocks(state, **options), alt="block manager")
+    display.display(picture)
+    return picture
 
 
 Operation = tuple[Any, ...]
@@ -264,12 +266,16 @@ class BlockStepper:
     ``factory()`` builds a fresh manager (the learner's own class); ``ops`` are tuples or
     strings such as ``"fork(0, 1)"``. ``step()`` applies the next operation and returns the
     line it logged; an operation that raises is logged with its error and skipped, so a
-    failed copy-on-write can be watched too. ``widget`` is the ipywidgets view.
+    failed copy-on-write can be watched too. ``seek(n)`` shows the state after the first
+    ``n`` operations (going back replays from a fresh manager). ``widget()`` returns the
+    ipywidgets view: play, back, step, reset and a slider over the positions.
     """
 
     def __init__(
         self, factory: Callable[[], Any], ops: Sequence[Operation | str], **render_options: Any
     ) -> None:
+        if not callable(factory):
+            raise TypeError("factory must be a function that returns a fresh block manager")
         self.factory = factory
         self.ops = [parse_operation(op) for op in ops]
         self.render_options = render_options
@@ -277,7 +283,7 @@ class BlockStepper:
         self.position = 0
         self.log: list[str] = []
         self.frames: list[BlockSnapshot] = []
-        self._view: Any = None
+        self._parts: Any = None
         self.reset()
 
     def reset(self) -> None:
@@ -292,12 +298,7 @@ class BlockStepper:
     def done(self) -> bool:
         return self.position >= len(self.ops)
 
-    def step(self) -> str:
-        """Apply the next operation; returns its log line ('' when all are done)."""
-        if self.done:
-            return ""
-        op = self.ops[self.position]
-        self.position += 1
+    def _apply(self, op: Operation) -> str:
         code = _code(op)
         slot = None
         try:
@@ -316,10 +317,33 @@ class BlockStepper:
                 line = f"{code} -> {result!r}"
             else:
                 line = code
-        self.log.append(line)
-        self.frames.append(snapshot(self.bm, slot=slot, caption=line))
-        self._redraw()
+        self.frames.append(snapshot(self.bm, slot=slot, caption=f"{self.position + 1}. {line}"))
         return line
+
+    def seek(self, position: int) -> None:
+        """Show the state after the first ``position`` operations."""
+        if isinstance(position, bool) or not isinstance(position, int):
+            raise TypeError(f"position must be an int, got {position!r}")
+        if not 0 <= position <= len(self.ops):
+            raise ValueError(f"position must be in 0..{len(self.ops)}, got {position}")
+        if position < self.position:
+            self.bm, self.position, self.log = self.factory(), 0, []
+            self.frames = [snapshot(self.bm, caption="start")]
+        while self.position < position:
+            self.log.append(self._apply(self.ops[self.position]))
+            self.position += 1
+        self._redraw()
+
+    def step(self) -> str:
+        """Apply the next operation; returns its log line ('' when all are done)."""
+        if self.done:
+            return ""
+        self.seek(self.position + 1)
+        return self.log[-1]
+
+    def back(self) -> None:
+        """Go back one operation (replayed from a fresh manager)."""
+        self.seek(max(0, self.position - 1))
 
     def run(self) -> list[str]:
         """Apply every remaining operation."""
@@ -329,26 +353,41 @@ class BlockStepper:
         return render_blocks(self.frames[-1], **self.render_options)
 
     # ------------------------------------------------------------------ widget
-    @property
     def widget(self) -> Any:
-        if self._view is None:
-            widgets: Any = importlib.import_module("ipywidgets")
-            picture = widgets.HTML(self.svg())
-            log = widgets.Textarea("", layout={"width": "100%", "height": "110px"}, disabled=True)
-            nxt, again = widgets.Button(description="step"), widgets.Button(description="reset")
-            nxt.on_click(lambda _b: self.step())
-            again.on_click(lambda _b: self.reset())
-            self._view = widgets.VBox([widgets.HBox([nxt, again]), picture, log])
-            self._parts = (picture, log)
-            self._redraw()
-        return self._view
+        """Controls (play, back, step, reset, a position slider) over the picture and the log."""
+        widgets: Any = importlib.import_module("ipywidgets")
+        n = len(self.ops)
+        picture = widgets.HTML()
+        log = widgets.HTML()
+        slider = widgets.IntSlider(value=self.position, min=0, max=n, description="operation")
+        play = widgets.Play(value=self.position, min=0, max=n, interval=1200)
+        widgets.jslink((play, "value"), (slider, "value"))
+        back = widgets.Button(description="\u25c0 back", layout=widgets.Layout(width="90px"))
+        forward = widgets.Button(description="step \u25b6", layout=widgets.Layout(width="90px"))
+        again = widgets.Button(description="reset", layout=widgets.Layout(width="70px"))
+
+        def nudge(delta: int) -> Callable[[Any], None]:
+            return lambda _b: setattr(slider, "value", max(0, min(n, slider.value + delta)))
+
+        back.on_click(nudge(-1))
+        forward.on_click(nudge(+1))
+        again.on_click(lambda _b: setattr(slider, "value", 0))
+        slider.observe(lambda change: self.seek(change["new"]), names="value")
+        self._parts = (picture, log, slider)
+        self._redraw()
+        box = widgets.VBox([widgets.HBox([play, back, forward, again, slider]), picture, log])
+        return with_static_picture(box, self.svg, alt="block manager replay")
 
     def _redraw(self) -> None:
-        if self._view is None:
+        if self._parts is None:
             return
-        picture, log = self._parts
+        picture, log, slider = self._parts
         picture.value = self.svg()
-        log.value = "\n".join(self.log)
+        rows = "".join(f"<li>{escape(line)}</li>" for line in self.log)
+        style = "font-family:monospace;font-size:12px;line-height:1.35;margin:0"
+        log.value = f"<ol style='{style}'>{rows}</ol>"
+        if slider.value != self.position:
+            slider.value = self.position
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
+        return self.widget()._repr_mimebundle_(**kwargs)

@@ -20,6 +20,7 @@ from html import escape
 from typing import Any
 
 from servelab.kv.sim import Frame
+from servelab.viz.picture import scoped_ids
 
 __all__ = ["COLORS", "TimelineReplay", "render_timeline", "states_by_sequence"]
 
@@ -188,7 +189,7 @@ def render_timeline(
     out.append(f'<text x="{lx}" y="{legend_y}" fill="#e6550d">- - watermark</text>')
     out.append(f'<text class="caption" x="{left}" y="{legend_y + 18}">{escape(caption)}</text>')
     out.append("</svg>")
-    return "\n".join(out)
+    return scoped_ids("\n".join(out))
 
 
 class TimelineReplay:
