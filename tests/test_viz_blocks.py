@@ -104,7 +104,7 @@ def test_stepper_widget_redraws_and_goes_back() -> None:
     stepper = BlockStepper(lambda: BlockManager(4, 2), ["allocate(0, 3)", "append_slot(0)"])
     view = stepper.widget()
     controls, picture, log = view.children
-    play, back, forward, reset, slider = controls.children
+    _play, back, forward, _reset, slider = controls.children
     start = picture.value
     forward.click()
     assert picture.value != start and "allocate" in log.value and slider.value == 1

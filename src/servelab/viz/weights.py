@@ -208,9 +208,7 @@ _GHOST_HEIGHT = 20
 _GHOST_ROW = _GHOST_HEIGHT + 22
 
 
-def _draw_ghosts(
-    parts: list[str], ghosts: list[tuple[Hashable, int]], scale: float, y: int
-) -> int:
+def _draw_ghosts(parts: list[str], ghosts: list[tuple[Hashable, int]], scale: float, y: int) -> int:
     """Dashed outlines, to scale, of the entries the last put evicted; returns the next y."""
     parts.append(
         f'<text class="ghost-label" x="{_MARGIN}" y="{y}" fill="{_COLOURS["muted"]}">'
