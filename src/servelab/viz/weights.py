@@ -585,4 +585,10 @@ class CacheReplay:
         forward.on_click(nudge(+1))
         redraw()
         box = widgets.VBox([widgets.HBox([play, back, forward, slider]), picture, history])
-        return with_static_picture(box, self.svg, alt="weight cache replay")
+        return with_static_picture(box, self._final_svg, alt="weight cache replay")
+
+    def _final_svg(self) -> str:
+        """The state after every operation, on a fresh cache (this replay stays where it is)."""
+        whole = CacheReplay(self.make_cache, self.operations, width=self.width, title=self.title)
+        whole.seek(len(self.operations))
+        return whole.svg()
