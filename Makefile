@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 LAB_STAMP := $(VENV)/.lab-installed
 
-.PHONY: lab lab-install test test-fast lint exercises demo bench bench-gpu clean
+.PHONY: lab lab-install test test-fast lint exercises progress slides lite demo bench bench-gpu clean
 
 $(STAMP): pyproject.toml tools/install_torch.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,7 @@ lab: $(LAB_STAMP)
 	  $(LAB_ARGS) exercises/01_weight_cache.ipynb
 
 test: $(STAMP)
+	./tools/install_chromium.sh
 	$(VENV)/bin/ruff check src tests benchmarks tools
 	$(VENV)/bin/mypy
 	$(PY) tools/notebooks.py --check
@@ -34,7 +35,7 @@ test: $(STAMP)
 	  $(PY) -m pytest -q
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not notebooks and not slow"
+	$(PY) -m pytest -q -m "not notebooks and not slow and not browser"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks tools
@@ -43,6 +44,18 @@ lint: $(STAMP)
 
 exercises: $(STAMP)
 	$(PY) tools/notebooks.py --write
+
+# Run your exercise notebooks headless and print a table of every step (see README).
+progress: $(LAB_STAMP)
+	$(VENV)/bin/servelab progress exercises $(PROGRESS_ARGS)
+
+# reveal.js slides of the lecture and solution notebooks, in build/slides/ (open the .html).
+slides: $(LAB_STAMP)
+	$(PY) tools/slides.py --out build/slides
+
+# A JupyterLite site (the exercises in the browser, nothing installed) in build/lite/.
+lite: $(LAB_STAMP)
+	./tools/build_lite.sh $(PY) build/lite
 
 demo: $(STAMP)
 	$(PY) -m servelab demo
@@ -54,4 +67,4 @@ bench-gpu: $(STAMP)
 	$(PY) benchmarks/gpu.py --out benchmarks/gpu-results.json
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build test-artifacts

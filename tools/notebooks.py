@@ -186,16 +186,18 @@ def write(solutions: Path = SOLUTIONS_DIR, exercises: Path = EXERCISES_DIR) -> l
 
 
 def tidy_outputs(notebook: NotebookNode) -> bool:
-    """Drop saved widget state and widget views that have a static fallback; True if changed.
+    """Drop what changes on every run but shows nothing; True if anything changed.
 
-    A widget view can only be drawn by a live kernel (or from saved widget state, which is
-    rewritten on every run); the static picture beside it is what a reader without a kernel
-    should see. A view without a fallback keeps its ``text/plain`` line only.
+    That is saved widget state, widget views (a live kernel draws them; the static picture
+    beside them is what a reader without a kernel sees, and a view without one keeps its
+    ``text/plain`` line) and the per-cell execution timestamps.
     """
     changed = notebook.metadata.pop("widgets", None) is not None
     for cell in notebook.cells:
         if cell.cell_type != "code":
             continue
+        if cell.metadata.pop("execution", None) is not None:
+            changed = True
         for output in cell.outputs:
             data = output.get("data", {})
             if WIDGET_VIEW in data:
@@ -256,6 +258,15 @@ def _grade_calls(source: str) -> list[tuple[str, int, str]]:
     return calls
 
 
+def _parses(source: str) -> bool:
+    """False for a cell that is not plain Python (an IPython magic such as ``%pip``)."""
+    try:
+        ast.parse(source)
+    except SyntaxError:
+        return False
+    return True
+
+
 def _defines_class(tree: ast.Module) -> bool:
     return any(isinstance(node, ast.ClassDef) for node in tree.body)
 
@@ -286,7 +297,7 @@ def _setup(source: str, used: set[str]) -> list[str]:
 def checkpoint_text(solution_path: Path) -> tuple[str, str] | None:
     """(topic, module text) of the checkpoint module for one solution notebook, if graded."""
     solution: NotebookNode = nbformat.read(solution_path, as_version=4)  # type: ignore[no-untyped-call]
-    code = [c for c in solution.cells if c.cell_type == "code"]
+    code = [c for c in solution.cells if c.cell_type == "code" and _parses(c.source)]
     steps: dict[int, str] = {}
     topic = None
     last_grade = -1
@@ -295,9 +306,11 @@ def checkpoint_text(solution_path: Path) -> tuple[str, str] | None:
             topic, steps[step], last_grade = name, graded, index
     if topic is None:
         return None
+    # The setup is the first cell that imports the package (a Colab install cell may precede it).
+    first = next((i for i, c in enumerate(code) if "from servelab" in c.source), 0)
     bodies: list[str] = []
     trees: list[ast.Module] = []
-    for cell in code[1:last_grade]:
+    for cell in code[first + 1 : last_grade]:
         source = _strip_markers(cell.source).strip()
         tree = ast.parse(source)
         if _defines_class(tree):
@@ -313,7 +326,7 @@ def checkpoint_text(solution_path: Path) -> tuple[str, str] | None:
     parts = [
         header,
         "# ruff: noqa\n# mypy: ignore-errors\n",
-        "\n".join(_setup(code[0].source, _used_names(trees))),
+        "\n".join(_setup(code[first].source, _used_names(trees))),
         *bodies,
         f"TOPIC = {topic!r}\nSTEPS = {{\n{table}\n}}",
     ]
