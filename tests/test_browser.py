@@ -78,6 +78,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     settings.mkdir(parents=True)
     # every cell in the DOM (no virtual scrolling), so every output can be checked
     (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
+    news = work / ".settings" / "@jupyterlab" / "apputils-extension"
+    news.mkdir(parents=True)
+    (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
     port = _free_port()
     env = {
         **os.environ,
@@ -117,10 +120,25 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def _open(browser: Any, url: str, name: str) -> Any:
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(f"{url}/lab/tree/{name}.ipynb?token={TOKEN}")
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    page.goto(f"{url}/lab/tree/{name}.ipynb?reset&token={TOKEN}")  # this notebook alone
+    page.wait_for_selector(".jp-Notebook .jp-Cell", state="attached", timeout=60_000)
     page.wait_for_timeout(1500)  # outputs render after the cells
+    no_news = page.locator(".jp-Notification-Toast button", has_text="No")
+    if no_news.count():
+        no_news.first.click()  # "notified about Jupyter news?" would cover the pictures
     return page
+
+
+def _shut_down_kernels(url: str) -> None:
+    """Closing a page leaves its kernel running; stop it so the next notebook has the CPU."""
+    auth = {"Authorization": f"token {TOKEN}"}
+    with urllib.request.urlopen(urllib.request.Request(f"{url}/api/sessions", headers=auth)) as r:
+        sessions = json.load(r)
+    for session in sessions:
+        request = urllib.request.Request(
+            f"{url}/api/sessions/{session['id']}", method="DELETE", headers=auth
+        )
+        urllib.request.urlopen(request).close()
 
 
 def _output_texts(page: Any) -> list[str]:
@@ -142,6 +160,7 @@ def test_a_notebook_opens_showing_its_pictures(browser: Any, lab: str, name: str
         assert _raw_widget_or_svg_text(page) == []
         pictures = page.locator('.jp-OutputArea-output img[src^="data:image/svg+xml"]')
         assert pictures.count() > 0, "no stored picture shows in the untrusted notebook"
+        pictures.first.scroll_into_view_if_needed()
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"{name}-opened.png"), full_page=True)
     finally:
@@ -195,7 +214,9 @@ def test_widgets_render_and_respond(browser: Any, lab: str, name: str) -> None:
             assert _picture(box) == start
             play = box.locator(".widget-play button").first
             assert _changes(box, play.click, start), "play did not change the picture"
+            box.scroll_into_view_if_needed()
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"{name}-run.png"), full_page=True)
     finally:
         page.close()
+        _shut_down_kernels(lab)
