@@ -220,3 +220,76 @@ def test_widgets_render_and_respond(browser: Any, lab: str, name: str) -> None:
     finally:
         page.close()
         _shut_down_kernels(lab)
+
+
+LITE_CODE = """import piplite
+await piplite.install("hypothesis")
+await piplite.install("servelab", deps=False)  # the grader needs neither numpy nor ipywidgets
+from servelab import checkpoint, grade
+SizedCache = checkpoint("weight-cache", 1)  # the solution class of step 1
+grade("weight-cache", SizedCache, step=1)"""
+
+
+@pytest.fixture(scope="module")
+def lite_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``make lite``'s site (built here when missing), served on 127.0.0.1."""
+    if chromium_path() is None:
+        pytest.skip("browser test skipped: no chromium (see tools/install_chromium.sh)")
+    site = ROOT / "build" / "lite"
+    if not (site / "static" / "pyodide" / "pyodide.mjs").is_file():
+        site = tmp_path_factory.mktemp("lite") / "site"
+        built = subprocess.run(
+            ["bash", str(ROOT / "tools" / "build_lite.sh"), sys.executable, str(site)],
+            cwd=ROOT, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        if built.returncode != 0:
+            pytest.skip(f"JupyterLite site could not be built (needs npm and PyPI): "
+                        f"{built.stderr.strip().splitlines()[-1:]}")  # fmt: skip
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "-d", str(site)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(50):
+            try:
+                urllib.request.urlopen(url, timeout=2).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_exercise_01_grades_in_jupyterlite(browser: Any, lite_site: str) -> None:
+    """No install at all: Pyodide runs the grader on a solution class and prints the report."""
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    try:
+        page.goto(f"{lite_site}/lab/index.html?path=01_weight_cache.ipynb")
+        page.wait_for_selector(".jp-Notebook .jp-Cell", state="attached", timeout=90_000)
+        page.wait_for_timeout(2000)
+        select = page.locator(".jp-Dialog .jp-mod-accept")
+        if select.count():  # "Select Kernel": the default is Python (Pyodide)
+            select.first.click()
+        page.locator(".jp-Notebook .jp-Cell").first.click()
+        page.keyboard.press("Escape")
+        page.keyboard.press("a")  # a new cell above the first
+        page.keyboard.press("Enter")
+        page.keyboard.type(LITE_CODE)
+        page.keyboard.press("Shift+Enter")
+        output = page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-OutputArea")
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        text = ""
+        while time.monotonic() < deadline:
+            text = output.inner_text()
+            if "PASSED" in text or "Error" in text:
+                break
+            page.wait_for_timeout(1000)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "lite-01_weight_cache.png"))
+        assert "weight-cache · step 1 of 5" in text and "PASSED" in text, text[-2000:]
+    finally:
+        page.close()
