@@ -158,3 +158,10 @@ def test_bad_paths_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert cli_main(["progress", str(tmp_path / "nothing.txt")]) == 2
     assert cli_main(["progress", str(tmp_path)]) == 2
     assert "no notebooks" in capsys.readouterr().err
+
+
+def test_the_learner_ci_template_runs_the_same_command() -> None:
+    template = Path(__file__).resolve().parent.parent / "docs" / "learner-ci.yml"
+    text = template.read_text(encoding="utf-8")
+    assert "servelab progress exercises --protect solutions --json progress.json" in text
+    assert "pip install -e '.[lab]'" in text  # the light install, as make lab

@@ -185,9 +185,11 @@ def test_tidy_drops_widget_state_and_views_but_keeps_the_fallback() -> None:
             "text/plain": "VBox()",
         },
     )
-    notebook = new_notebook(cells=[new_code_cell("w", outputs=[output])])
+    cell = new_code_cell("w", outputs=[output], metadata={"execution": {"iopub.status.busy": "x"}})
+    notebook = new_notebook(cells=[cell])
     notebook.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
     assert tool.tidy_outputs(notebook) is True
     assert "widgets" not in notebook.metadata
     assert set(notebook.cells[0].outputs[0]["data"]) == {"text/html", "text/plain"}
+    assert "execution" not in notebook.cells[0].metadata  # timestamps churn on every run
     assert tool.tidy_outputs(notebook) is False  # tidy twice changes nothing
