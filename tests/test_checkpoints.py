@@ -70,7 +70,10 @@ def _exercise_cell_defining(topic: str, names: set[str]) -> str:
         if not any(f'grade("{topic}"' in s for s in sources):
             continue
         for source in sources:
-            tree = ast.parse(source)
+            try:
+                tree = ast.parse(source)
+            except SyntaxError:  # an IPython magic (the Colab setup cell)
+                continue
             defined = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
             if defined & names:
                 return source
