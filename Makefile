@@ -1,22 +1,33 @@
 # Two commands matter: `make lab` opens the course, `make test` runs every check.
+# `make lab` installs only what the course notebooks need (no torch, no dev tools), so a
+# learner is in JupyterLab quickly; `make test` installs everything, torch included.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+LAB_STAMP := $(VENV)/.lab-installed
 
-.PHONY: lab test test-fast lint exercises demo bench bench-gpu bench-peers clean
+.PHONY: lab lab-install test test-fast lint exercises progress slides lite demo bench bench-gpu bench-peers clean
 
 $(STAMP): pyproject.toml tools/install_torch.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	./tools/install_torch.sh $(PY)
 	$(PY) -m pip install -q -e '.[engine,lab,dev]'
-	touch $(STAMP)
+	touch $(STAMP) $(LAB_STAMP)
 
-lab: $(STAMP)
+$(LAB_STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -e '.[lab]'
+	touch $(LAB_STAMP)
+
+lab-install: $(LAB_STAMP)
+
+lab: $(LAB_STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=. $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) \
 	  $(LAB_ARGS) exercises/01_weight_cache.ipynb
 
 test: $(STAMP)
+	./tools/install_chromium.sh
 	$(VENV)/bin/ruff check src tests benchmarks tools
 	$(VENV)/bin/mypy
 	$(PY) tools/notebooks.py --check
@@ -24,7 +35,7 @@ test: $(STAMP)
 	  $(PY) -m pytest -q
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not notebooks and not slow"
+	$(PY) -m pytest -q -m "not notebooks and not slow and not browser"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks tools
@@ -33,6 +44,18 @@ lint: $(STAMP)
 
 exercises: $(STAMP)
 	$(PY) tools/notebooks.py --write
+
+# Run your exercise notebooks headless and print a table of every step (see README).
+progress: $(LAB_STAMP)
+	$(VENV)/bin/servelab progress exercises $(PROGRESS_ARGS)
+
+# reveal.js slides of the lecture and solution notebooks, in build/slides/ (open the .html).
+slides: $(LAB_STAMP)
+	$(PY) tools/slides.py --out build/slides
+
+# A JupyterLite site (the exercises in the browser, nothing installed) in build/lite/.
+lite: $(LAB_STAMP)
+	./tools/build_lite.sh $(PY) build/lite
 
 demo: $(STAMP)
 	$(PY) -m servelab demo
@@ -58,4 +81,4 @@ bench-gpu: $(STAMP)
 	$(PY) benchmarks/gpu.py --out benchmarks/gpu-results.json
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build test-artifacts

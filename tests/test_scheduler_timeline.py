@@ -10,7 +10,12 @@ import pytest
 from servelab.kv.blocks import BlockManager
 from servelab.kv.scheduler import Scheduler
 from servelab.kv.sim import Frame, random_workload, simulate
-from servelab.viz.timeline import TimelineReplay, render_timeline, states_by_sequence
+from servelab.viz.timeline import (
+    TimelineReplay,
+    forcing_sequences,
+    render_timeline,
+    states_by_sequence,
+)
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -81,7 +86,8 @@ def test_a_replay_position_hides_later_steps(frames: list[Frame]) -> None:
     assert len((line.get("points") or "").split()) == upto
     caption = next(t for t in root.iter(f"{SVG}text") if t.get("class") == "caption")
     last = frames[upto - 1]
-    assert f"step {last.step}:" in (caption.text or "")
+    assert (caption.text or "").startswith(f"step {upto} of {len(frames)}:")  # as the slider says
+    assert f"{last.free_blocks}/{last.num_blocks} blocks free" in (caption.text or "")
     assert f"{last.free_blocks}/{last.num_blocks} blocks free" in (caption.text or "")
 
 
@@ -108,7 +114,47 @@ def test_replay_seeks_and_draws_the_prefix(frames: list[Frame]) -> None:
     assert replay.svg() == render_timeline(frames, upto=3, title="t")
     with pytest.raises(ValueError):
         replay.seek(len(frames) + 1)
+    fresh = TimelineReplay(frames)
+    assert fresh.position == 0  # a replay opens at its start
     box = replay.widget()
-    slider = box.children[0].children[1]
+    _play, back, forward, slider = box.children[0].children
     slider.value = 5
     assert replay.position == 5 and box.children[1].value == replay.svg()
+    forward.click()
+    assert slider.value == 6 and "step 6 of" in box.children[1].value
+    back.click()
+    back.click()
+    assert replay.position == 4
+
+
+def test_a_preemption_names_who_needed_the_block(frames: list[Frame]) -> None:
+    index = next(i for i, f in enumerate(frames) if f.preempted)
+    cause = forcing_sequences(frames, index)
+    assert cause, "a preemption in the reference scheduler is forced by a decode"
+    for sid in cause:
+        assert sid in frames[index].decoded and sid not in frames[index].preempted
+        assert dict(frames[index].held)[sid] > dict(frames[index - 1].held).get(sid, 0)
+    root = parse(render_timeline(frames, upto=index + 1))
+    marks = [x for x in root.iter(f"{SVG}line") if x.get("class") == "preemption"]
+    assert marks[-1].get("data-forced-by") == " ".join(map(str, cause))
+    caption = next(t for t in root.iter(f"{SVG}text") if t.get("class") == "caption")
+    assert f"for {', '.join(map(str, cause))} (needed a new block)" in (caption.text or "")
+
+
+def test_rows_show_the_blocks_each_sequence_holds(frames: list[Frame]) -> None:
+    upto = len(frames) // 2
+    root = parse(render_timeline(frames, upto=upto))
+    held = dict(frames[upto - 1].held)
+    assert held, "the frames record block counts"
+    labels = {
+        int(t.get("data-seq", -1)): t.get("data-held")
+        for t in root.iter(f"{SVG}text")
+        if t.get("class") == "row-label"
+    }
+    for sid, blocks in held.items():
+        assert labels[sid] == str(blocks)
+    # the waiting queue, in re-admission order, is in the caption
+    waiting = frames[upto - 1].waiting
+    caption = next(t for t in root.iter(f"{SVG}text") if t.get("class") == "caption")
+    if waiting:
+        assert "next to admit: " + ", ".join(map(str, waiting[:8])) in (caption.text or "")

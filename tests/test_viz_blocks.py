@@ -99,13 +99,34 @@ def test_stepper_logs_errors_instead_of_raising() -> None:
     assert "OutOfBlocks" in stepper.step()
 
 
-def test_stepper_widget_redraws() -> None:
+def test_stepper_widget_redraws_and_goes_back() -> None:
     pytest.importorskip("ipywidgets")
-    stepper = BlockStepper(lambda: BlockManager(4, 2), ["allocate(0, 3)"])
-    view = stepper.widget
-    before = view.children[1].value
+    stepper = BlockStepper(lambda: BlockManager(4, 2), ["allocate(0, 3)", "append_slot(0)"])
+    view = stepper.widget()
+    controls, picture, log = view.children
+    _play, back, forward, _reset, slider = controls.children
+    start = picture.value
+    forward.click()
+    assert picture.value != start and "allocate" in log.value and slider.value == 1
+    forward.click()
+    assert stepper.position == 2 and "append_slot" in log.value
+    back.click()
+    assert stepper.position == 1 and slider.value == 1 and "append_slot" not in log.value
+    slider.value = 0
+    assert picture.value == start and stepper.position == 0
+    stepper.seek(2)
+    assert slider.value == 2
+
+
+def test_stepper_back_replays_to_the_same_state() -> None:
+    ops = ["allocate(0, 6)", "fork(0, 1)", "append_slot(0)", "append_slot(1)"]
+    stepper = BlockStepper(lambda: BlockManager(6, 4), ops)
+    stepper.run()
+    last = stepper.svg()
+    stepper.back()
+    assert stepper.position == 3 and len(stepper.frames) == 4
     stepper.step()
-    assert view.children[1].value != before and "allocate" in view.children[2].value
+    assert stepper.svg() == last
 
 
 @pytest.mark.parametrize("bad", ["grow(1)", "fork(0)", "allocate(a, 1)", ()])

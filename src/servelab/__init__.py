@@ -5,6 +5,7 @@ without torch. The device half (``servelab.kv.pool``, ``attention``, ``model``, 
 ``servelab.weights.store``) needs torch and is imported only from those modules.
 """
 
+from servelab.checkpoints import checkpoint
 from servelab.grading import GradeFailure, grade
 from servelab.kv import (
     BlockManager,
@@ -52,6 +53,7 @@ __all__ = [
     "WeightCache",
     "WeightCacheError",
     "__version__",
+    "checkpoint",
     "format_bytes",
     "grade",
 ]

@@ -1,4 +1,4 @@
-"""Command line: ``servelab grade``, ``servelab topics``, ``servelab demo``.
+"""Command line: ``servelab grade``, ``servelab progress``, ``servelab topics``, ``servelab demo``.
 
 ``python -m servelab grade weight-cache --impl my_cache.py:WeightCache --step 3`` grades a class
 from a file exactly as a notebook grade cell does, and exits 0 only when every check passes.
@@ -117,6 +117,17 @@ def _grade_in_child(args: argparse.Namespace) -> int:
     return 1
 
 
+def _progress(args: argparse.Namespace) -> int:
+    from servelab.progress import main as progress_main
+
+    return progress_main(
+        [Path(p) for p in args.paths],
+        json_path=Path(args.json) if args.json else None,
+        protect=Path(args.protect) if args.protect else None,
+        timeout=args.timeout,
+    )
+
+
 def _topics(args: argparse.Namespace) -> int:
     from servelab.grading import load_topic, topics
 
@@ -156,6 +167,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     g.add_argument("--verdict", default=None, help=argparse.SUPPRESS)
     g.set_defaults(run=_grade)
+
+    p = sub.add_parser(
+        "progress", help="run exercise notebooks headless and tabulate every grade cell"
+    )
+    p.add_argument("paths", nargs="*", default=["exercises"], help="notebooks or folders")
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.add_argument(
+        "--protect",
+        metavar="SOLUTIONS",
+        nargs="?",
+        const="solutions",
+        help="first overwrite each grade cell with the solution notebook's (matched by cell id)",
+    )
+    p.add_argument("--timeout", type=int, default=300, help="seconds per cell (default 300)")
+    p.set_defaults(run=_progress)
 
     t = sub.add_parser("topics", help="list the graded topics and their steps")
     t.set_defaults(run=_topics)

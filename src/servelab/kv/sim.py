@@ -88,6 +88,15 @@ class Frame:
     free_blocks: int
     num_blocks: int
     watermark: int
+    held: tuple[tuple[int, int], ...] = ()  # (seq_id, blocks in its table), running ones
+
+
+def _held(sched: Any) -> tuple[tuple[int, int], ...]:
+    """Blocks each running sequence holds; empty when the block manager cannot say."""
+    try:
+        return tuple((s.seq_id, len(sched.bm.block_table(s.seq_id))) for s in sched.running)
+    except Exception:  # a learner's block manager without block_table: draw without it
+        return ()
 
 
 def snapshot(sched: Any, out: StepOutput, step: int) -> Frame:
@@ -103,6 +112,7 @@ def snapshot(sched: Any, out: StepOutput, step: int) -> Frame:
         free_blocks=sched.bm.num_free,
         num_blocks=sched.bm.num_blocks,
         watermark=sched.watermark,
+        held=_held(sched),
     )
 
 

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+from servelab.viz.picture import Picture, scoped_ids, with_static_picture
+
 __all__ = [
     "BlockSnapshot",
     "BlockStepper",
@@ -102,9 +104,15 @@ def _fill(state: BlockSnapshot) -> list[int]:
 
 
 def render_blocks(
-    state: BlockSnapshot | Any, *, per_row: int = 16, cell: int = 46, title: str | None = None
+    state: BlockSnapshot | Any, *, per_row: int = 12, cell: int = 58, title: str | None = None
 ) -> str:
-    """SVG of the block grid and the block tables. ``state`` is a snapshot or a manager."""
+    """SVG of the block grid and the block tables. ``state`` is a snapshot or a manager.
+
+    Text is 12 px so the picture reads at 100 % zoom. Each table entry is joined to its block
+    by a line in the sequence's colour that ends at the sequence's own point along the block's
+    bottom edge, so lines of different sequences into one shared block never lie on top of
+    each other. A legend under the tables explains borders, fill bars and marks.
+    """
     snap = state if isinstance(state, BlockSnapshot) else snapshot(state)
     _validate(snap)
     n, size = snap.num_blocks, snap.block_size
@@ -125,12 +133,14 @@ def render_blocks(
     row_h = 26
     width = pad * 2 + max(
         per_row * (cell + gap),
-        90 + max((len(t) for t in snap.tables.values()), default=0) * (row_h + 4),
+        105 + max((len(t) for t in snap.tables.values()), default=0) * (row_h + 4),
+        _LEGEND_WIDTH,
     )
-    height = tables_top + max(1, len(snap.tables)) * (row_h + 6) + pad
+    legend_top = tables_top + max(1, len(snap.tables)) * (row_h + 6) + 8
+    height = legend_top + 2 * _LEGEND_LINE + pad
     out: list[str] = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="10">',
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
         '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="6" '
         f'markerHeight="6" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="{COPY}"/>'
         "</marker></defs>",
@@ -169,14 +179,14 @@ def render_blocks(
                 f'<rect x="{x + 3 + j * slot_w:.1f}" y="{y + cell - 9}" '
                 f'width="{max(slot_w - 1, 1):.1f}" height="6" fill="{shade}" opacity="0.55"/>'
             )
-        out.append(f'<text x="{x + 3}" y="{y + 11}" font-weight="bold">{b}</text>')
+        out.append(f'<text x="{x + 3}" y="{y + 13}" font-weight="bold">{b}</text>')
         label = f"rc {ref}" if owners else (f"#{free_pos[b]}" if b in free_pos else "")
         if b in evictable:
             label = f"cached #{free_pos.get(b, '?')}"
-        out.append(f'<text x="{x + 3}" y="{y + 23}">{escape(label)}</text>')
+        out.append(f'<text x="{x + 3}" y="{y + 27}">{escape(label)}</text>')
         if owners:
             names = ",".join(f"s{s}" for s in owners)
-            out.append(f'<text x="{x + 3}" y="{y + 34}" fill="#222">{escape(names)}</text>')
+            out.append(f'<text x="{x + 3}" y="{y + 41}" fill="#222">{escape(names)}</text>')
         out.append("</g>")
     if snap.slot is not None:
         block, offset, src = snap.slot
@@ -198,35 +208,67 @@ def render_blocks(
                 'stroke-dasharray="4 2" marker-end="url(#arrow)"/>'
             )
     out.append(f'<text x="{pad}" y="{tables_top - 6}" fill="#555">block tables</text>')
-    for r, seq in enumerate(sorted(snap.tables)):
+    order = sorted(snap.tables)
+    for r, seq in enumerate(order):
         y = tables_top + r * (row_h + 6)
+        # this sequence's own landing point along every block's bottom edge
+        land = (r + 1) / (len(order) + 1) - 0.5
         out.append(
             f'<g class="table" data-seq="{seq}" data-len="{snap.lens[seq]}">'
             f'<text x="{pad}" y="{y + 16}">seq {seq} ({snap.lens[seq]} tok)</text>'
         )
         for i, b in enumerate(snap.tables[seq]):
-            x = pad + 90 + i * (row_h + 4)
+            x = pad + 105 + i * (row_h + 4)
             out.append(
                 f'<rect x="{x}" y="{y}" width="{row_h}" height="{row_h}" fill="{color[seq]}" '
-                f'stroke="#555"/><text x="{x + 4}" y="{y + 16}">{b}</text>'
+                f'stroke="#555"/><text x="{x + 4}" y="{y + 17}">{b}</text>'
             )
             if n <= 64:
                 cx, cy = centers[b]
+                cx += land * (cell - 8)
                 out.append(
-                    f'<line x1="{x + row_h / 2}" y1="{y}" x2="{cx:.1f}" y2="{cy:.1f}" '
-                    f'stroke="{color[seq]}" stroke-opacity="0.45"/>'
+                    f'<line class="link" data-seq="{seq}" data-block="{b}" '
+                    f'x1="{x + row_h / 2}" y1="{y}" x2="{cx:.1f}" y2="{cy:.1f}" '
+                    f'stroke="{color[seq]}" stroke-width="1.5" stroke-opacity="0.7"/>'
+                    f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="2.5" fill="{color[seq]}"/>'
                 )
         out.append("</g>")
+    out.extend(_legend(pad, legend_top))
     out.append("</svg>")
-    return "".join(out)
+    return scoped_ids("".join(out))
+
+
+_LEGEND_LINE = 20
+_LEGEND_WIDTH = 480
+
+
+def _legend(x: int, top: int) -> list[str]:
+    """Two lines that name every mark the grid uses."""
+    y1, y2 = top + 12, top + 12 + _LEGEND_LINE
+    return [
+        '<g class="legend">',
+        f'<rect x="{x}" y="{y1 - 10}" width="12" height="12" fill="white" stroke="{SHARED}" '
+        'stroke-width="2.5"/>',
+        f'<text x="{x + 17}" y="{y1}">red border: shared (refcount &gt; 1)</text>',
+        f'<rect x="{x + 250}" y="{y1 - 9}" width="12" height="8" fill="none" stroke="{WRITE}" '
+        'stroke-width="2"/>',
+        f'<text x="{x + 267}" y="{y1}">green slot: the token just written</text>',
+        f'<rect x="{x}" y="{y2 - 8}" width="5" height="6" fill="#333" opacity="0.55"/>'
+        f'<rect x="{x + 6}" y="{y2 - 8}" width="5" height="6" fill="#ffffff" stroke="#bbb"/>',
+        f'<text x="{x + 17}" y="{y2}">fill bar: slots holding tokens</text>',
+        f'<rect x="{x + 250}" y="{y2 - 10}" width="12" height="12" fill="{EVICTABLE}" '
+        'stroke="#888"/>',
+        f'<text x="{x + 267}" y="{y2}">yellow: free but cached (prefix)</text>',
+        "</g>",
+    ]
 
 
 def show_blocks(state: BlockSnapshot | Any, **options: Any) -> Any:
     """Display the picture in a notebook (a plain SVG output, kept in static exports)."""
     display: Any = importlib.import_module("IPython.display")
-    svg = display.SVG(render_blocks(state, **options))
-    display.display(svg)
-    return svg
+    picture = Picture(render_blocks(state, **options), alt="block manager")
+    display.display(picture)
+    return picture
 
 
 Operation = tuple[Any, ...]
@@ -264,12 +306,16 @@ class BlockStepper:
     ``factory()`` builds a fresh manager (the learner's own class); ``ops`` are tuples or
     strings such as ``"fork(0, 1)"``. ``step()`` applies the next operation and returns the
     line it logged; an operation that raises is logged with its error and skipped, so a
-    failed copy-on-write can be watched too. ``widget`` is the ipywidgets view.
+    failed copy-on-write can be watched too. ``seek(n)`` shows the state after the first
+    ``n`` operations (going back replays from a fresh manager). ``widget()`` returns the
+    ipywidgets view: play, back, step, reset and a slider over the positions.
     """
 
     def __init__(
         self, factory: Callable[[], Any], ops: Sequence[Operation | str], **render_options: Any
     ) -> None:
+        if not callable(factory):
+            raise TypeError("factory must be a function that returns a fresh block manager")
         self.factory = factory
         self.ops = [parse_operation(op) for op in ops]
         self.render_options = render_options
@@ -277,7 +323,7 @@ class BlockStepper:
         self.position = 0
         self.log: list[str] = []
         self.frames: list[BlockSnapshot] = []
-        self._view: Any = None
+        self._parts: Any = None
         self.reset()
 
     def reset(self) -> None:
@@ -292,12 +338,7 @@ class BlockStepper:
     def done(self) -> bool:
         return self.position >= len(self.ops)
 
-    def step(self) -> str:
-        """Apply the next operation; returns its log line ('' when all are done)."""
-        if self.done:
-            return ""
-        op = self.ops[self.position]
-        self.position += 1
+    def _apply(self, op: Operation) -> str:
         code = _code(op)
         slot = None
         try:
@@ -316,10 +357,33 @@ class BlockStepper:
                 line = f"{code} -> {result!r}"
             else:
                 line = code
-        self.log.append(line)
-        self.frames.append(snapshot(self.bm, slot=slot, caption=line))
-        self._redraw()
+        self.frames.append(snapshot(self.bm, slot=slot, caption=f"{self.position + 1}. {line}"))
         return line
+
+    def seek(self, position: int) -> None:
+        """Show the state after the first ``position`` operations."""
+        if isinstance(position, bool) or not isinstance(position, int):
+            raise TypeError(f"position must be an int, got {position!r}")
+        if not 0 <= position <= len(self.ops):
+            raise ValueError(f"position must be in 0..{len(self.ops)}, got {position}")
+        if position < self.position:
+            self.bm, self.position, self.log = self.factory(), 0, []
+            self.frames = [snapshot(self.bm, caption="start")]
+        while self.position < position:
+            self.log.append(self._apply(self.ops[self.position]))
+            self.position += 1
+        self._redraw()
+
+    def step(self) -> str:
+        """Apply the next operation; returns its log line ('' when all are done)."""
+        if self.done:
+            return ""
+        self.seek(self.position + 1)
+        return self.log[-1]
+
+    def back(self) -> None:
+        """Go back one operation (replayed from a fresh manager)."""
+        self.seek(max(0, self.position - 1))
 
     def run(self) -> list[str]:
         """Apply every remaining operation."""
@@ -329,26 +393,50 @@ class BlockStepper:
         return render_blocks(self.frames[-1], **self.render_options)
 
     # ------------------------------------------------------------------ widget
-    @property
     def widget(self) -> Any:
-        if self._view is None:
-            widgets: Any = importlib.import_module("ipywidgets")
-            picture = widgets.HTML(self.svg())
-            log = widgets.Textarea("", layout={"width": "100%", "height": "110px"}, disabled=True)
-            nxt, again = widgets.Button(description="step"), widgets.Button(description="reset")
-            nxt.on_click(lambda _b: self.step())
-            again.on_click(lambda _b: self.reset())
-            self._view = widgets.VBox([widgets.HBox([nxt, again]), picture, log])
-            self._parts = (picture, log)
-            self._redraw()
-        return self._view
+        """Controls (play, back, step, reset, a position slider) over the picture and the log."""
+        widgets: Any = importlib.import_module("ipywidgets")
+        n = len(self.ops)
+        picture = widgets.HTML()
+        log = widgets.HTML()
+        slider = widgets.IntSlider(value=self.position, min=0, max=n, description="operation")
+        play = widgets.Play(value=self.position, min=0, max=n, interval=1200)
+        widgets.jslink((play, "value"), (slider, "value"))
+        back = widgets.Button(description="\u25c0 back", layout=widgets.Layout(width="90px"))
+        forward = widgets.Button(description="step \u25b6", layout=widgets.Layout(width="90px"))
+        again = widgets.Button(description="reset", layout=widgets.Layout(width="70px"))
+
+        def nudge(delta: int) -> Callable[[Any], None]:
+            return lambda _b: setattr(slider, "value", max(0, min(n, slider.value + delta)))
+
+        back.on_click(nudge(-1))
+        forward.on_click(nudge(+1))
+        again.on_click(lambda _b: setattr(slider, "value", 0))
+        slider.observe(lambda change: self.seek(change["new"]), names="value")
+        self._parts = (picture, log, slider)
+        self._redraw()
+        box = widgets.VBox([widgets.HBox([play, back, forward, again, slider]), picture, log])
+        return with_static_picture(box, self._final_svg, alt="block manager replay")
+
+    def _final_svg(self) -> str:
+        """The state after every operation, on a fresh manager (this one stays where it is)."""
+        whole = BlockStepper(self.factory, self.ops, **self.render_options)
+        try:
+            whole.run()
+        except NotImplementedError:  # an unfinished exercise: show where it stands
+            return self.svg()
+        return whole.svg()
 
     def _redraw(self) -> None:
-        if self._view is None:
+        if self._parts is None:
             return
-        picture, log = self._parts
+        picture, log, slider = self._parts
         picture.value = self.svg()
-        log.value = "\n".join(self.log)
+        rows = "".join(f"<li>{escape(line)}</li>" for line in self.log)
+        style = "font-family:monospace;font-size:12px;line-height:1.35;margin:0"
+        log.value = f"<ol style='{style}'>{rows}</ol>"
+        if slider.value != self.position:
+            slider.value = self.position
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
+        return self.widget()._repr_mimebundle_(**kwargs)

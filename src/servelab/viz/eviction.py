@@ -8,10 +8,11 @@ are passed in by the caller, so a learner's policy draws the same way as the ref
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Hashable, Iterable, Mapping
 from html import escape
 from typing import Any
+
+from servelab.viz.picture import Picture, scoped_ids
 
 __all__ = ["render_eviction_order", "show_eviction_order"]
 
@@ -90,10 +91,9 @@ def render_eviction_order(
         f"{f', {len(held)} pinned' if held else ''} · 1 = next victim</text>"
     )
     parts.append("</svg>")
-    return "".join(parts)
+    return scoped_ids("".join(parts))
 
 
 def show_eviction_order(policy: Any, **options: Any) -> Any:
     """Display :func:`render_eviction_order` in a notebook (returns the IPython object)."""
-    display: Any = importlib.import_module("IPython.display")
-    return display.SVG(render_eviction_order(policy, **options))
+    return Picture(render_eviction_order(policy, **options), alt="eviction order")

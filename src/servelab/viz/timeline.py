@@ -20,6 +20,7 @@ from html import escape
 from typing import Any
 
 from servelab.kv.sim import Frame
+from servelab.viz.picture import scoped_ids, with_static_picture
 
 __all__ = ["COLORS", "TimelineReplay", "render_timeline", "states_by_sequence"]
 
@@ -61,6 +62,44 @@ def states_by_sequence(frames: Sequence[Frame]) -> dict[int, list[tuple[str, int
                 spans.append((state, i, i + 1))
         runs[sid] = spans
     return runs
+
+
+def forcing_sequences(frames: Sequence[Frame], index: int) -> list[int]:
+    """Who needed the blocks that a preemption in ``frames[index]`` freed.
+
+    A running sequence that decoded in that step and holds more blocks than a step before
+    crossed a block boundary: it asked for a new block when none was free. Empty when the
+    frames carry no block counts.
+    """
+    frame = frames[index]
+    if not frame.preempted or not frame.held:
+        return []
+    before = dict(frames[index - 1].held) if index > 0 else {}
+    now = dict(frame.held)
+    return sorted(
+        s for s in frame.decoded if s not in frame.preempted and now.get(s, 0) > before.get(s, 0)
+    )
+
+
+def describe_step(frames: Sequence[Frame], upto: int) -> str:
+    """The caption under the picture after ``upto`` steps: queues, preemption and its cause."""
+    n = len(frames)
+    if upto == 0:
+        return f"{n} steps recorded; press play or step"
+    last = frames[upto - 1]
+    text = (
+        f"step {upto} of {n}: {len(last.running)} running, {len(last.waiting)} waiting, "
+        f"{last.free_blocks}/{last.num_blocks} blocks free (watermark {last.watermark})"
+    )
+    if last.preempted:
+        text += f"; preempted {', '.join(map(str, sorted(last.preempted)))}"
+        cause = forcing_sequences(frames, upto - 1)
+        if cause:
+            text += f" for {', '.join(map(str, cause))} (needed a new block)"
+    if last.waiting:
+        text += f"; next to admit: {', '.join(map(str, last.waiting[:8]))}"
+        text += " \u2026" if len(last.waiting) > 8 else ""
+    return text
 
 
 def _check_frames(frames: Sequence[Frame]) -> None:
@@ -109,12 +148,17 @@ def render_timeline(
             f'<text x="{left}" y="16" font-size="13" font-weight="bold">{escape(title)}</text>'
         )
     out.append(f'<text x="4" y="{top + 10}" fill="#555">seq</text>')
+    held = dict(shown[-1].held) if shown else {}
+    forced = set(forcing_sequences(frames, upto - 1)) if shown else set()
     for r, (sid, spans) in enumerate(runs.items()):
         y = top + r * row_h
         if row_h >= 9:
+            label = f"{sid} \u00b7 {held[sid]}b" if sid in held else str(sid)
+            weight = ' font-weight="bold"' if sid in forced else ""
             out.append(
-                f'<text x="{left - 4}" y="{y + row_h - 2:.1f}" text-anchor="end" '
-                f'fill="#555">{sid}</text>'
+                f'<text class="row-label" data-seq="{sid}" data-held="{held.get(sid, "")}" '
+                f'x="{left - 4}" y="{y + row_h - 2:.1f}" text-anchor="end"{weight} '
+                f'fill="#555">{label}</text>'
             )
         for state, a, b in spans:
             if a >= upto:
@@ -162,23 +206,18 @@ def render_timeline(
         )
         for i, f in enumerate(shown):
             if f.preempted:
+                cause = " ".join(map(str, forcing_sequences(frames, i)))
                 out.append(
-                    f'<line class="preemption" x1="{x(i + 0.5):.2f}" '
+                    f'<line class="preemption" data-step="{i + 1}" data-forced-by="{cause}" '
+                    f'x1="{x(i + 0.5):.2f}" '
                     f'x2="{x(i + 0.5):.2f}" y1="{gauge_top + gauge_h}" '
                     f'y2="{gauge_top + gauge_h - 8}" stroke="{COLORS["preempted"]}"/>'
                 )
-        last = shown[-1]
         out.append(
             f'<line class="cursor" x1="{x(upto):.2f}" x2="{x(upto):.2f}" y1="{top}" '
             f'y2="{gauge_top + gauge_h}" stroke="#333" stroke-width="0.8"/>'
         )
-        caption = (
-            f"step {last.step}: {len(last.running)} running, {len(last.waiting)} waiting, "
-            f"{last.free_blocks}/{last.num_blocks} blocks free (watermark {last.watermark})"
-            + (f", preempted {sorted(last.preempted)}" if last.preempted else "")
-        )
-    else:
-        caption = f"{n} steps recorded; none shown yet"
+    caption = describe_step(frames, upto)
     legend_y = gauge_top + gauge_h + 16
     lx = left
     for state, color in COLORS.items():
@@ -188,18 +227,23 @@ def render_timeline(
     out.append(f'<text x="{lx}" y="{legend_y}" fill="#e6550d">- - watermark</text>')
     out.append(f'<text class="caption" x="{left}" y="{legend_y + 18}">{escape(caption)}</text>')
     out.append("</svg>")
-    return "\n".join(out)
+    return scoped_ids("\n".join(out))
 
 
 class TimelineReplay:
-    """Reveal a recorded run step by step, with a slider and a play button."""
+    """Reveal a recorded run step by step, with a slider, step buttons and a play button.
+
+    It opens at the start (``position`` 0: nothing drawn yet), so a presenter plays the run
+    forward; the slider's value is the number of steps shown, and the caption names the same
+    step. Saved without a kernel, the output falls back to the picture of the whole run.
+    """
 
     def __init__(self, frames: Sequence[Frame], *, width: int = 720, title: str | None = None):
         _check_frames(frames)
         self.frames = list(frames)
         self.width = width
         self.title = title
-        self.position = len(self.frames)
+        self.position = 0
 
     def seek(self, position: int) -> None:
         if isinstance(position, bool) or not isinstance(position, int):
@@ -212,7 +256,7 @@ class TimelineReplay:
         return render_timeline(self.frames, upto=self.position, width=self.width, title=self.title)
 
     def widget(self) -> Any:
-        """Controls (play, a step slider) over the drawing."""
+        """Controls (play, back, step, a step slider) over the drawing."""
         import ipywidgets as widgets
 
         n = len(self.frames)
@@ -220,13 +264,22 @@ class TimelineReplay:
         slider = widgets.IntSlider(value=self.position, min=0, max=n, description="step")
         play = widgets.Play(value=self.position, min=0, max=n, interval=150)
         widgets.jslink((play, "value"), (slider, "value"))
+        back = widgets.Button(description="\u25c0 back", layout=widgets.Layout(width="90px"))
+        forward = widgets.Button(description="step \u25b6", layout=widgets.Layout(width="90px"))
 
         def redraw(change: Any = None) -> None:
             self.seek(slider.value)
             picture.value = self.svg()
 
+        def nudge(delta: int) -> Any:
+            return lambda _b: setattr(slider, "value", max(0, min(n, slider.value + delta)))
+
         slider.observe(redraw, names="value")
-        return widgets.VBox([widgets.HBox([play, slider]), picture])
+        back.on_click(nudge(-1))
+        forward.on_click(nudge(+1))
+        box = widgets.VBox([widgets.HBox([play, back, forward, slider]), picture])
+        whole = render_timeline(self.frames, width=self.width, title=self.title)
+        return with_static_picture(box, lambda: whole, alt="scheduler timeline")
 
     def _repr_html_(self) -> str:
         return self.svg()

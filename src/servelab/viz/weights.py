@@ -20,13 +20,13 @@ the learner's own class and redraws after each one, so the eviction loop can be 
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from servelab.units import format_bytes
+from servelab.viz.picture import Picture, scoped_ids, with_static_picture
 
 __all__ = [
     "CacheLike",
@@ -202,7 +202,35 @@ _COLOURS = {
     "warning": "#cb181d",
     "text": "#252525",
     "muted": "#737373",
+    "touched": "#31a354",
 }
+_GHOST_HEIGHT = 20
+_GHOST_ROW = _GHOST_HEIGHT + 22
+
+
+def _draw_ghosts(parts: list[str], ghosts: list[tuple[Hashable, int]], scale: float, y: int) -> int:
+    """Dashed outlines, to scale, of the entries the last put evicted; returns the next y."""
+    parts.append(
+        f'<text class="ghost-label" x="{_MARGIN}" y="{y}" fill="{_COLOURS["muted"]}">'
+        "evicted by the last put, to scale:</text>"
+    )
+    x, top = float(_MARGIN), y + 6
+    for key, size in ghosts:
+        w = size * scale
+        label = f"{key} {format_bytes(size)}"
+        parts.append(
+            f'<rect class="ghost" data-key="{_attr(key)}" data-size="{size}" x="{x:.2f}" '
+            f'y="{top:.2f}" width="{w:.2f}" height="{_GHOST_HEIGHT}" fill="none" '
+            f'stroke="{_COLOURS["muted"]}" stroke-dasharray="3 2">'
+            f"<title>{escape(label)}</title></rect>"
+        )
+        if _fits(label, w):
+            parts.append(
+                f'<text class="ghost-key" x="{x + w / 2:.2f}" y="{top + _GHOST_HEIGHT - 6:.2f}" '
+                f'text-anchor="middle" fill="{_COLOURS["muted"]}">{escape(label)}</text>'
+            )
+        x += w
+    return y + _GHOST_ROW
 
 
 def _fits(text: str, width: float) -> bool:
@@ -225,12 +253,20 @@ def render_cache(
     width: int = 640,
     title: str | None = None,
     caption: str | None = None,
+    evicted: Sequence[tuple[Hashable, int]] = (),
+    touched: Hashable | None = None,
+    counters: Mapping[str, int] | None = None,
 ) -> str:
     """Draw a cache (or a snapshot dict) as an SVG document, returned as text.
 
     Left to right: entries from least to most recently used, each as wide as its share of the
     budget, then the free bytes. Pinned entries are hatched and labelled with their pin count;
     each unpinned entry carries its rank in the eviction order (1 = next victim).
+
+    A replay adds what the last operation did: ``evicted`` (key, size) pairs are drawn as
+    dashed ghosts to scale under the bar, so "evict until it fits" shows how much room the
+    loop made; ``touched`` outlines the key a ``get`` just read; ``counters`` (for example
+    ``{"hits": 3, "misses": 1}``) are printed beside the summary.
     """
     if isinstance(width, bool) or not isinstance(width, int) or width < 200:
         raise ValueError(f"width must be an int of at least 200 pixels, got {width!r}")
@@ -245,7 +281,9 @@ def render_cache(
     pinned = [e for e in entries if e["pins"] > 0]
 
     notes = ([caption] if caption else []) + problems
-    height = _BAR_Y + _BAR_HEIGHT + 46 + _LINE * len(notes)
+    ghosts = [(key, size) for key, size in evicted if isinstance(size, int) and size > 0]
+    ghost_room = _GHOST_ROW if ghosts else 0
+    height = _BAR_Y + _BAR_HEIGHT + 46 + ghost_room + _LINE * len(notes)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11" '
@@ -290,6 +328,13 @@ def render_cache(
                 f'y="{top + 13 * n:.2f}" text-anchor="middle" fill="{_COLOURS["text"]}">'
                 f"{escape(line)}</text>"
             )
+        if touched is not None and key == touched:
+            parts.append(
+                f'<rect class="touched" data-key="{_attr(key)}" x="{x + 1.5:.2f}" '
+                f'y="{_BAR_Y + 1.5}" width="{max(w - 3, 1):.2f}" height="{_BAR_HEIGHT - 3}" '
+                f'fill="none" stroke="{_COLOURS["touched"]}" stroke-width="3">'
+                f"<title>{escape(f'{key}: read by the last get')}</title></rect>"
+            )
         if key in ranks:
             parts.append(
                 f'<g class="victim" data-key="{_attr(key)}" data-rank="{ranks[key]}">'
@@ -324,12 +369,22 @@ def render_cache(
         f"{'entry' if len(entries) == 1 else 'entries'} \u00b7 {len(pinned)} pinned"
     )
     y = _BAR_Y + _BAR_HEIGHT + 20
+    if ghosts:
+        y = _draw_ghosts(parts, ghosts, scale, y)
     parts.append(
         f'<text class="summary" x="{_MARGIN}" y="{y}" fill="{_COLOURS["text"]}">'
         f"{escape(summary)}</text>"
     )
+    if counters:
+        tally = " \u00b7 ".join(f"{name} {value}" for name, value in counters.items())
+        parts.append(
+            f'<text class="counters" x="{_MARGIN + bar_width}" y="{y}" text-anchor="end" '
+            f'font-weight="bold" fill="{_COLOURS["text"]}">{escape(tally)}</text>'
+        )
     y += 6
     legend = "numbered: next victims, in eviction order \u00b7 hatched: pinned, never a victim"
+    if touched is not None:
+        legend += " \u00b7 green outline: read by the last get"
     parts.append(
         f'<text class="legend" x="{_MARGIN}" y="{y + 14}" fill="{_COLOURS["muted"]}">'
         f"{escape(legend)}</text>"
@@ -344,13 +399,12 @@ def render_cache(
             f"<title>{escape(text)}</title>{escape(_clip(text, bar_width))}</text>"
         )
     parts.append("</svg>")
-    return "".join(parts)
+    return scoped_ids("".join(parts))
 
 
 def show_cache(state: CacheLike | Mapping[str, Any], **options: Any) -> Any:
     """The drawing as an IPython display object: the last line of a cell shows it."""
-    display: Any = importlib.import_module("IPython.display")
-    return display.SVG(render_cache(state, **options))
+    return Picture(render_cache(state, **options), alt="weight cache")
 
 
 # --- stepping through operations -----------------------------------------------------------
@@ -380,10 +434,27 @@ def _describe(op: Operation) -> str:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one operation did: a short line for the log, and whether it raised."""
+    """What one operation did: a short line for the log, and whether it raised.
+
+    ``evicted`` holds the (key, size) of every entry the operation pushed out; ``hit`` is
+    True or False after a ``get`` (None for other operations and for errors).
+    """
 
     text: str
     raised: bool
+    evicted: tuple[tuple[Hashable, int], ...] = ()
+    hit: bool | None = None
+
+
+def _sizes(cache: Any, keys: Any) -> dict[Any, int]:
+    sizes: dict[Any, int] = {}
+    for key in keys:
+        try:
+            size = cache.size_of(key)
+        except Exception:  # a learner's unfinished size_of: the ghost just has no size
+            size = 0
+        sizes[key] = size if isinstance(size, int) and not isinstance(size, bool) else 0
+    return sizes
 
 
 def apply_operation(cache: Any, op: Operation) -> Outcome:
@@ -392,24 +463,27 @@ def apply_operation(cache: Any, op: Operation) -> Outcome:
     Whatever the cache raises is reported, not propagated: a widget callback has nowhere to
     show a traceback, and seeing the cache unchanged after an error is the lesson.
     """
-    before = set(cache.keys())
+    before = _sizes(cache, cache.keys())
+    hit: bool | None = None
     try:
         if op[0] == "put":
             cache.put(op[1], f"<weights of {op[1]}>", op[2])
             result = ""
         elif op[0] == "get":
-            value = cache.get(op[1])
-            result = " \u2192 miss" if value is None else " \u2192 hit"
+            hit = cache.get(op[1]) is not None
+            result = " \u2192 hit" if hit else " \u2192 miss"
         else:
             result = f" \u2192 {getattr(cache, op[0])(op[1])!r}"
     except NotImplementedError:
         return Outcome(f"{_describe(op)} \u2192 NotImplementedError: finish this step", True)
     except Exception as error:  # a learner's cache may raise anything; show it
         return Outcome(f"{_describe(op)} \u2192 {type(error).__name__}: {error}", True)
-    gone = sorted((before - set(cache.keys())) - {op[1]}, key=str)
+    after = set(cache.keys())
+    gone = [key for key in before if key not in after and key != op[1]]  # LRU first
     if gone:
         result += f" \u2192 evicted {', '.join(map(str, gone))}"
-    return Outcome(_describe(op) + result, False)
+    evicted = tuple((key, before[key]) for key in gone)
+    return Outcome(_describe(op) + result, False, evicted, hit)
 
 
 class CacheReplay:
@@ -457,12 +531,28 @@ class CacheReplay:
         return self.log[-1]
 
     def svg(self) -> str:
+        last = self.log[-1] if self.log else None
         caption = (
-            f"after {self.position}/{len(self.operations)}: {self.log[-1].text}"
-            if self.log
+            f"after {self.position}/{len(self.operations)}: {last.text}"
+            if last
             else f"fresh cache, {len(self.operations)} operations to go"
         )
-        return render_cache(self.cache, width=self.width, title=self.title, caption=caption)
+        touched = None
+        if last is not None and last.hit:
+            touched = self.operations[self.position - 1][1]
+        counters = {
+            "hits": sum(1 for o in self.log if o.hit is True),
+            "misses": sum(1 for o in self.log if o.hit is False),
+        }
+        return render_cache(
+            self.cache,
+            width=self.width,
+            title=self.title,
+            caption=caption,
+            evicted=last.evicted if last else (),
+            touched=touched,
+            counters=counters,
+        )
 
     def widget(self) -> Any:
         """Controls (play, step, a position slider) over the drawing and the log."""
@@ -494,4 +584,11 @@ class CacheReplay:
         back.on_click(nudge(-1))
         forward.on_click(nudge(+1))
         redraw()
-        return widgets.VBox([widgets.HBox([play, back, forward, slider]), picture, history])
+        box = widgets.VBox([widgets.HBox([play, back, forward, slider]), picture, history])
+        return with_static_picture(box, self._final_svg, alt="weight cache replay")
+
+    def _final_svg(self) -> str:
+        """The state after every operation, on a fresh cache (this replay stays where it is)."""
+        whole = CacheReplay(self.make_cache, self.operations, width=self.width, title=self.title)
+        whole.seek(len(self.operations))
+        return whole.svg()

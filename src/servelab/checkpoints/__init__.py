@@ -1,0 +1,46 @@
+"""Checkpoints: the reference solution of a course notebook as of any step.
+
+A learner who falls behind in a workshop picks up the class that passes step ``n`` and goes on
+with step ``n + 1``::
+
+    from servelab import checkpoint
+    PinningCache = checkpoint("weight-cache", step=3)   # then write step 4's class on top
+
+The modules beside this one are generated from ``solutions/`` by ``tools/notebooks.py``
+(``make exercises``), so a checkpoint is always exactly the notebook's own solution code.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["checkpoint", "checkpoint_topics"]
+
+_MODULES = {
+    "weight-cache": "weight_cache",
+    "eviction-policy": "eviction_policy",
+    "block-manager": "block_manager",
+    "scheduler": "scheduler",
+    "prefix-cache": "prefix_cache",
+}
+
+
+def checkpoint_topics() -> list[str]:
+    """The topics that have checkpoints, in course order."""
+    return list(_MODULES)
+
+
+def checkpoint(topic: str, step: int) -> Any:
+    """What the ``step`` grade cell of ``topic``'s notebook grades, solved.
+
+    For most topics that is a class; for ``eviction-policy`` it is the dict of policy
+    classes the grade cell passes. Raises ValueError for an unknown topic or step.
+    """
+    if topic not in _MODULES:
+        raise ValueError(f"no checkpoints for topic {topic!r}; choose one of {list(_MODULES)}")
+    module = importlib.import_module(f"servelab.checkpoints.{_MODULES[topic]}")
+    steps = module.STEPS
+    if isinstance(step, bool) or not isinstance(step, int) or step not in steps:
+        raise ValueError(f"{topic} has checkpoints for steps {sorted(steps)}, got {step!r}")
+    return steps[step]()

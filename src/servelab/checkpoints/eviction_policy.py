@@ -1,0 +1,128 @@
+"""Checkpoints of the 'eviction-policy' course notebook: its solution, step by step.
+
+Generated from solutions/02_eviction_policies.ipynb by tools/notebooks.py; do not edit.
+``servelab.checkpoint('eviction-policy', step=n)`` returns what the step-n grade cell grades.
+"""
+
+
+# ruff: noqa
+# mypy: ignore-errors
+
+
+import copy
+import heapq
+from servelab.weights.policies import EvictionPolicy, NoVictim
+
+
+class LFU(EvictionPolicy):
+    name = "LFU"
+
+    def __init__(self):
+        self.count = {}  # key -> uses (1 on put, +1 per hit); every resident key
+        self.reached = {}  # key -> tick at which it reached its count
+        self.pinned = set()
+        self.heap = []  # (count, reached, key); stale entries are skipped when popped
+        self.clock = 0
+
+    def update_on_put(self, key, size):
+        self.clock += 1
+        self.count[key] = 1
+        self.reached[key] = self.clock
+        heapq.heappush(self.heap, (1, self.clock, key))
+
+    def update_on_hit(self, key):
+        self.clock += 1
+        self.count[key] += 1
+        self.reached[key] = self.clock
+        if key not in self.pinned:  # a pinned key is pushed again when it is unpinned
+            heapq.heappush(self.heap, (self.count[key], self.clock, key))
+
+    def update_on_remove(self, key):
+        del self.count[key], self.reached[key]
+        self.pinned.discard(key)
+
+    def update_on_pin(self, key):
+        self.pinned.add(key)
+
+    def update_on_unpin(self, key):
+        self.pinned.discard(key)
+        heapq.heappush(self.heap, (self.count[key], self.reached[key], key))
+
+    def pop_victim(self):
+        while self.heap:
+            count, reached, key = heapq.heappop(self.heap)
+            current = (self.count.get(key), self.reached.get(key))
+            if key not in self.pinned and current == (count, reached):
+                self.update_on_remove(key)
+                return key
+        raise NoVictim("every resident key is pinned")
+
+    def __len__(self):
+        return len(self.count) - len(self.pinned)
+
+    def eviction_order(self):
+        trial = copy.deepcopy(self)
+        return [trial.pop_victim() for _ in range(len(trial))]
+
+
+class SIEVE(EvictionPolicy):
+    name = "SIEVE"
+
+    def __init__(self):
+        self.queue = []  # keys, oldest first, pinned ones included
+        self.visited = {}
+        self.pinned = set()
+        self.hand = None  # the key the hand points at; None: start at the oldest
+
+    def update_on_put(self, key, size):
+        self.queue.append(key)
+        self.visited[key] = False
+
+    def update_on_hit(self, key):
+        self.visited[key] = True
+
+    def update_on_remove(self, key):
+        i = self.queue.index(key)
+        if self.hand == key:  # the hand moves on to the next newer key
+            self.hand = self.queue[i + 1] if i + 1 < len(self.queue) else None
+        del self.queue[i]
+        del self.visited[key]
+        self.pinned.discard(key)
+
+    def update_on_pin(self, key):
+        self.pinned.add(key)
+
+    def update_on_unpin(self, key):
+        self.pinned.discard(key)
+
+    def pop_victim(self):
+        if len(self) == 0:
+            raise NoVictim("every resident key is pinned")
+        i = 0 if self.hand is None else self.queue.index(self.hand)
+        while True:
+            if i == len(self.queue):  # past the newest: wrap to the oldest
+                i = 0
+            key = self.queue[i]
+            if key in self.pinned:
+                i += 1
+            elif self.visited[key]:
+                self.visited[key] = False
+                i += 1
+            else:
+                self.hand = key
+                self.update_on_remove(key)  # moves the hand past the victim
+                return key
+
+    def __len__(self):
+        return len(self.queue) - len(self.pinned)
+
+    def eviction_order(self):
+        trial = copy.deepcopy(self)
+        return [trial.pop_victim() for _ in range(len(trial))]
+
+
+TOPIC = 'eviction-policy'
+STEPS = {
+    1: lambda: {"LFU": LFU},
+    2: lambda: {"LFU": LFU, "SIEVE": SIEVE},
+}

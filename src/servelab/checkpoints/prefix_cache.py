@@ -1,0 +1,200 @@
+"""Checkpoints of the 'prefix-cache' course notebook: its solution, step by step.
+
+Generated from solutions/05_prefix_caching.ipynb by tools/notebooks.py; do not edit.
+``servelab.checkpoint('prefix-cache', step=n)`` returns what the step-n grade cell grades.
+"""
+
+
+# ruff: noqa
+# mypy: ignore-errors
+
+
+from collections import OrderedDict, deque
+from servelab.kv.blocks import OutOfBlocks, SequenceExists, Slot, UnknownSequence
+ROOT = 0
+
+
+class PrefixSkeleton:
+    def __init__(self, num_blocks, block_size):
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.free = deque(range(num_blocks))  # plain free blocks: no hash
+        self.evictable_lru = OrderedDict()  # cached blocks nobody holds, oldest first
+        self.ref = [0] * num_blocks
+        self.hash = [None] * num_blocks  # the key a block is cached under
+        self.tokens = [None] * num_blocks  # its token ids, to verify hits
+        self.map = {}  # hash -> block
+        self.tables = {}
+        self.seq_tokens = {}
+
+    # the block manager of notebook 03 (ready-made)
+    def _table(self, seq):
+        if seq not in self.tables:
+            raise UnknownSequence(f"sequence {seq} is not allocated")
+        return self.tables[seq]
+
+    def _alloc(self):  # step 2 replaces this
+        if not self.free:
+            raise OutOfBlocks("no free block")
+        block = self.free.popleft()
+        self.ref[block] = 1
+        return block
+
+    def _forget(self, block):
+        """Drop a block from the cache: its map entry, its hash and its tokens."""
+        if self.hash[block] is not None:
+            del self.map[self.hash[block]]
+        self.hash[block] = self.tokens[block] = None
+
+    def _release(self, block):  # step 2 replaces this
+        self.ref[block] -= 1
+        if self.ref[block] == 0:
+            self._forget(block)
+            self.free.append(block)
+
+    def _reserve_slot(self, seq):
+        """Notebook 03's append_slot: a new block on a boundary, copy-on-write if shared."""
+        table, n = self.tables[seq], len(self.seq_tokens[seq])
+        offset, cow_src = n % self.block_size, None
+        if offset == 0:
+            table.append(self._alloc())
+        elif self.ref[table[-1]] > 1:
+            new = self._alloc()
+            cow_src = table[-1]
+            self._release(cow_src)
+            table[-1] = new
+        return Slot(table[-1], offset, cow_src)
+
+    def fork(self, parent, child):
+        table = self._table(parent)
+        if child in self.tables:
+            raise SequenceExists(f"sequence {child} exists")
+        for block in table:
+            self.ref[block] += 1
+        self.tables[child] = list(table)
+        self.seq_tokens[child] = list(self.seq_tokens[parent])
+
+    def free_seq(self, seq):
+        table = self._table(seq)
+        del self.tables[seq], self.seq_tokens[seq]
+        for block in reversed(table):  # the tail goes first: it is the least shared
+            self._release(block)
+
+    # inspection (ready-made)
+    @property
+    def num_free(self):
+        return len(self.free) + len(self.evictable_lru)
+
+    def num_cached_tokens(self, token_ids):
+        return len(self._lookup(list(token_ids))) * self.block_size
+
+    def block_table(self, seq):
+        return list(self._table(seq))
+
+    def seq_len(self, seq):
+        return len(self.seq_tokens[seq])
+
+    def refcount(self, block):
+        return self.ref[block]
+
+    def block_hash(self, block):
+        return self.hash[block]
+
+    def cached(self):
+        return dict(self.map)
+
+    def evictable(self):
+        return list(self.evictable_lru)
+
+    def free_list(self):
+        return [*self.free, *self.evictable_lru]
+
+    def sequences(self):
+        return list(self.tables)
+
+
+# Each step is a new class with its own name, built on the previous step's class. Running a
+# cell again redefines the same class from the same parent, so re-running never changes a grade.
+class SharingBlockManager(PrefixSkeleton):
+    def _chain(self, tokens):
+        chain, parent = [], ROOT
+        for i in range(len(tokens) // self.block_size):
+            block_tokens = tuple(tokens[i * self.block_size : (i + 1) * self.block_size])
+            parent = hash((parent, block_tokens))
+            chain.append((parent, block_tokens))
+        return chain
+
+    def _lookup(self, tokens):
+        hits = []
+        for h, block_tokens in self._chain(tokens)[: (len(tokens) - 1) // self.block_size]:
+            block = self.map.get(h)
+            if block is None or self.tokens[block] != block_tokens:
+                break
+            hits.append(block)
+        return hits
+
+    def _register(self, block, h, block_tokens):
+        if h not in self.map:
+            self.map[h] = block
+            self.hash[block] = h
+            self.tokens[block] = block_tokens
+
+    def allocate(self, seq, token_ids):
+        if seq in self.tables:
+            raise SequenceExists(f"sequence {seq} exists")
+        tokens = list(token_ids)
+        hits = self._lookup(tokens)
+        need = -(-len(tokens) // self.block_size) - len(hits)
+        claimed = sum(1 for b in hits if self.ref[b] == 0)
+        if need > self.num_free - claimed:
+            raise OutOfBlocks(f"sequence {seq} needs {need} new blocks")
+        for block in hits:
+            if self.ref[block] == 0:
+                del self.evictable_lru[block]
+            self.ref[block] += 1
+        table, chain = list(hits), self._chain(tokens)
+        for i in range(len(hits), len(hits) + need):
+            block = self._alloc()
+            table.append(block)
+            if i < len(chain):
+                self._register(block, *chain[i])
+        self.tables[seq] = table
+        self.seq_tokens[seq] = tokens
+        return len(hits) * self.block_size
+
+    def append_slot(self, seq, token_id):
+        self._table(seq)
+        slot = self._reserve_slot(seq)
+        tokens = self.seq_tokens[seq]
+        tokens.append(token_id)
+        if slot.offset == self.block_size - 1:
+            self._register(slot.block, *self._chain(tokens)[-1])
+        return slot
+
+
+class PrefixBlockManager(SharingBlockManager):
+    def _release(self, block):
+        self.ref[block] -= 1
+        if self.ref[block] == 0:
+            if self.hash[block] is not None:
+                self.evictable_lru[block] = None
+            else:
+                self.free.append(block)
+
+    def _alloc(self):
+        if self.free:
+            block = self.free.popleft()
+        elif self.evictable_lru:
+            block, _ = self.evictable_lru.popitem(last=False)
+            self._forget(block)
+        else:
+            raise OutOfBlocks("no free block")
+        self.ref[block] = 1
+        return block
+
+
+TOPIC = 'prefix-cache'
+STEPS = {
+    1: lambda: SharingBlockManager,
+    2: lambda: PrefixBlockManager,
+}
