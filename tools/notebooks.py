@@ -303,7 +303,11 @@ def checkpoint_text(solution_path: Path) -> tuple[str, str] | None:
     last_grade = -1
     for index, cell in enumerate(code):
         for name, step, graded in _grade_calls(cell.source):
-            topic, steps[step], last_grade = name, graded, index
+            # A notebook's checkpoints are its main topic's, the first it grades (03 also
+            # grades the learner's own invariant checker, a function, not a step to resume).
+            topic = topic or name
+            if name == topic:
+                steps[step], last_grade = graded, index
     if topic is None:
         return None
     # The setup is the first cell that imports the package (a Colab install cell may precede it).

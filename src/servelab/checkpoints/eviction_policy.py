@@ -14,7 +14,7 @@ import heapq
 from servelab.weights.policies import EvictionPolicy, NoVictim
 
 
-class LFU(EvictionPolicy):
+class LFUCounts:
     name = "LFU"
 
     def __init__(self):
@@ -41,13 +41,8 @@ class LFU(EvictionPolicy):
         del self.count[key], self.reached[key]
         self.pinned.discard(key)
 
-    def update_on_pin(self, key):
-        self.pinned.add(key)
 
-    def update_on_unpin(self, key):
-        self.pinned.discard(key)
-        heapq.heappush(self.heap, (self.count[key], self.reached[key], key))
-
+class LFUVictims(LFUCounts):
     def pop_victim(self):
         while self.heap:
             count, reached, key = heapq.heappop(self.heap)
@@ -65,7 +60,16 @@ class LFU(EvictionPolicy):
         return [trial.pop_victim() for _ in range(len(trial))]
 
 
-class SIEVE(EvictionPolicy):
+class LFU(LFUVictims, EvictionPolicy):
+    def update_on_pin(self, key):
+        self.pinned.add(key)
+
+    def update_on_unpin(self, key):
+        self.pinned.discard(key)
+        heapq.heappush(self.heap, (self.count[key], self.reached[key], key))
+
+
+class SIEVEEvents:
     name = "SIEVE"
 
     def __init__(self):
@@ -81,6 +85,14 @@ class SIEVE(EvictionPolicy):
     def update_on_hit(self, key):
         self.visited[key] = True
 
+    def update_on_pin(self, key):
+        self.pinned.add(key)
+
+    def update_on_unpin(self, key):
+        self.pinned.discard(key)
+
+
+class SIEVERemovals(SIEVEEvents):
     def update_on_remove(self, key):
         i = self.queue.index(key)
         if self.hand == key:  # the hand moves on to the next newer key
@@ -89,12 +101,15 @@ class SIEVE(EvictionPolicy):
         del self.visited[key]
         self.pinned.discard(key)
 
-    def update_on_pin(self, key):
-        self.pinned.add(key)
+    def __len__(self):
+        return len(self.queue) - len(self.pinned)
 
-    def update_on_unpin(self, key):
-        self.pinned.discard(key)
+    def eviction_order(self):
+        trial = copy.deepcopy(self)
+        return [trial.pop_victim() for _ in range(len(trial))]
 
+
+class SIEVE(SIEVERemovals, EvictionPolicy):
     def pop_victim(self):
         if len(self) == 0:
             raise NoVictim("every resident key is pinned")
@@ -112,13 +127,6 @@ class SIEVE(EvictionPolicy):
                 self.hand = key
                 self.update_on_remove(key)  # moves the hand past the victim
                 return key
-
-    def __len__(self):
-        return len(self.queue) - len(self.pinned)
-
-    def eviction_order(self):
-        trial = copy.deepcopy(self)
-        return [trial.pop_victim() for _ in range(len(trial))]
 
 
 TOPIC = 'eviction-policy'

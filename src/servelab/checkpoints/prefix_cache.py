@@ -115,7 +115,7 @@ class PrefixSkeleton:
 
 # Each step is a new class with its own name, built on the previous step's class. Running a
 # cell again redefines the same class from the same parent, so re-running never changes a grade.
-class SharingBlockManager(PrefixSkeleton):
+class ChainedBlocks(PrefixSkeleton):
     def _chain(self, tokens):
         chain, parent = [], ROOT
         for i in range(len(tokens) // self.block_size):
@@ -123,6 +123,14 @@ class SharingBlockManager(PrefixSkeleton):
             parent = hash((parent, block_tokens))
             chain.append((parent, block_tokens))
         return chain
+
+
+class LookupBlocks(ChainedBlocks):
+    def _register(self, block, h, block_tokens):
+        if h not in self.map:
+            self.map[h] = block
+            self.hash[block] = h
+            self.tokens[block] = block_tokens
 
     def _lookup(self, tokens):
         hits = []
@@ -133,12 +141,8 @@ class SharingBlockManager(PrefixSkeleton):
             hits.append(block)
         return hits
 
-    def _register(self, block, h, block_tokens):
-        if h not in self.map:
-            self.map[h] = block
-            self.hash[block] = h
-            self.tokens[block] = block_tokens
 
+class SharingBlockManager(LookupBlocks):
     def allocate(self, seq, token_ids):
         if seq in self.tables:
             raise SequenceExists(f"sequence {seq} exists")
