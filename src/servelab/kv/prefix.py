@@ -411,12 +411,10 @@ class PrefixCachingBlockManager(BlockTables):
         """Give a full ``block`` the identity of its whole prefix and, if its name is free,
         enter it in the cache under ``h``; return the identity (its children chain on it)."""
         key = (parent, tuple(tokens))
-        ident = self._idents.get(key)
+        ident = self._idents.setdefault(key, self._next_ident)
         refs = self._ident_refs
-        if ident is None:
-            ident = self._next_ident
+        if ident == self._next_ident:  # a new prefix
             self._next_ident += 1
-            self._idents[key] = ident
             self._ident_key[ident] = key
             refs[ident] = 1
             if type(parent) is int:
