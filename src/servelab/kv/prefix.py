@@ -16,13 +16,13 @@ never wrong data.
 
 Every full block gets an identity, cached or not, so the cache reuses as much as a
 content-addressed one: a *twin* (a private block equal to a cached one, e.g. the last
-block of a prompt, which is always computed) chains its children on the shared identity,
-and a child stays reachable after its parent is evicted and an equal prefix is computed
-again. The map holds one block per name: on a collision, or when an equal twin is already
-cached, the block already cached keeps the name and the newcomer stays private (a private
-block is plain free once released). An identity lives as long as a block carries it or a
-child identity refers to it; it is dropped, and its parent's count with it, when neither
-is left.
+block of a one-block prompt, which is always computed) chains its children on the shared
+identity, and a child stays reachable after its parent is evicted and an equal prefix is
+computed again. The map holds one block per name (vLLM v1 keeps several; one is enough
+to serve every hit): on a collision, or when an equal twin is already cached, the block
+already cached keeps the name and the newcomer stays private (plain free once released).
+An identity lives while a block carries it or a child identity refers to it, so at most
+one per prefix of a block that holds one.
 
 The hash. ``hash_algo="sha256"`` (the default, as vLLM chose after its advisory
 GHSA-rm76-4mrf-v9r8): SHA-256 over the parent's 32-byte hash and the block's ids as 8-byte
@@ -47,11 +47,13 @@ when no plain free block is left; reclaiming a block drops its hash from the map
 from the block, so a reused block never answers for its old contents. A sequence frees
 its blocks in reverse, so its tail (the least shared part) is evicted first.
 
-Costs. Lookup is a dict probe and a list comparison per block; naming a block that fills
-interns its identity (a tuple and a dict probe); a hit on an evictable block
-is an ``OrderedDict`` delete, and eviction is ``popitem(last=False)``: every operation is
-O(1) per block it touches, with no list scans (a ``deque.remove`` would be O(n) in the
-pool size). Fork and copy-on-write are :class:`~servelab.kv.blocks.BlockTables`'.
+Costs. Lookup is a dict probe and a list comparison per block; a block that fills interns
+its identity (a tuple and a dict probe); a hit on an evictable block is an ``OrderedDict``
+delete, and eviction is ``popitem(last=False)`` plus dropping the identity (a chain of
+identities nothing refers to any more is dropped at once, each of them once: O(1)
+amortized). Every operation is O(1) per block it touches, with no list scans (a
+``deque.remove`` would be O(n) in the pool size). Fork and copy-on-write are
+:class:`~servelab.kv.blocks.BlockTables`'.
 
 Engine interface::
 
