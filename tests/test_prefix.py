@@ -164,6 +164,26 @@ def test_a_block_whose_parent_was_recycled_is_never_hit() -> None:
     check_prefix_invariants(bm)
 
 
+def test_a_twins_child_is_cached_and_chains_after_its_parent_is_recomputed() -> None:
+    """A prompt of one block computes a private twin of the cached block; the block that
+    decoding fills after the twin continues the same whole prefix, so it is cached and
+    serves every sequence with that prefix, even after the original parent was evicted and
+    an equal one computed again."""
+    bm = PrefixCachingBlockManager(4, 1)
+    bm.allocate(0, [0])
+    bm.allocate(1, [0])  # capped: a twin of seq 0's block, not a hit
+    bm.append_slot(1, 3)
+    assert bm.num_cached_tokens([0, 3, 5]) == 2
+    bm.free_seq(0)
+    bm.allocate(2, [5, 5])  # takes the last plain block, then evicts seq 0's block of 0
+    assert bm.num_cached_tokens([0, 3, 5]) == 0
+    bm.free_seq(2)
+    bm.free_seq(1)  # the block of 3 stays cached; the twin is private, so plain free
+    assert bm.allocate(3, [0, 3, 5]) == 0
+    assert bm.num_cached_tokens([0, 3, 9]) == 2  # the new block of 0 chains to the old 3
+    check_prefix_invariants(bm)
+
+
 def test_extra_keys_separate_namespaces() -> None:
     bm = PrefixCachingBlockManager(16, 2)
     bm.allocate(0, [1, 2, 3], extra_key="tenant-a")
@@ -254,6 +274,10 @@ def test_every_cached_block_holds_the_sequences_whole_prefix(algo: Any, ops: Any
             stored = bm.block_tokens(block)
             assert stored is not None
             assert [kv[block][j][-1] for j in range(size)] == stored  # type: ignore[index]
+    for seq in list(tokens):
+        bm.free_seq(seq)
+    bm.allocate(99, [0] * (12 * size))  # reclaims every block: no older identity may live on
+    assert len(bm._idents) == 12
 
 
 def test_state_machine_against_the_rules() -> None:

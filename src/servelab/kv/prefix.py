@@ -4,15 +4,25 @@ Identity of a block. Only *full* blocks are cached. A full block is named by a h
 token ids chained with the hash of the block before it (the first block chains on a root
 derived from the sequence's ``extra_key``: a cache salt, an adapter id), so equal names
 mean equal whole prefixes as long as the hash does not collide. The name only *finds* a
-candidate. A hit is accepted when the candidate's stored token ids equal the sequence's
-**and** its parent is the very block the sequence holds for the previous position (for a
-first block: the same root key). Parents are compared by a registration serial that
-changes whenever a block is evicted and reused, so a block whose parent was recycled can
-never match. By induction from the first block, a hit's whole prefix equals the
-sequence's, whatever the hash does: a collision or a stale entry costs a miss, never wrong
-data. A block is registered only under a registered parent, so every cached block can be
-reached this way. On a collision the block already cached keeps the name and the newcomer
-stays private.
+candidate; what decides a hit is the block's *prefix identity*, a small int that stands
+for its whole prefix exactly. Identities are interned: the identity of a block is looked up
+by the exact pair (its parent's identity, its token ids) in a dict, which compares keys by
+equality, so two blocks share an identity if and only if their whole prefixes (and root
+keys) are equal, whatever the hash does. A hit is accepted when the candidate's stored
+token ids equal the sequence's **and** its parent's identity is the identity of the prefix
+the sequence has matched so far (for a first block: the same root key). By induction from
+the first block, a hit's whole prefix equals the sequence's: a collision costs a miss,
+never wrong data.
+
+Every full block gets an identity, cached or not, so the cache reuses as much as a
+content-addressed one: a *twin* (a private block equal to a cached one, e.g. the last
+block of a one-block prompt, which is always computed) chains its children on the shared
+identity, and a child stays reachable after its parent is evicted and an equal prefix is
+computed again. The map holds one block per name (vLLM v1 keeps several; one is enough
+to serve every hit): on a collision, or when an equal twin is already cached, the block
+already cached keeps the name and the newcomer stays private (plain free once released).
+An identity lives while a block carries it or a child identity refers to it, so at most
+one per prefix of a block that holds one.
 
 The hash. ``hash_algo="sha256"`` (the default, as vLLM chose after its advisory
 GHSA-rm76-4mrf-v9r8): SHA-256 over the parent's 32-byte hash and the block's ids as 8-byte
@@ -37,10 +47,13 @@ when no plain free block is left; reclaiming a block drops its hash from the map
 from the block, so a reused block never answers for its old contents. A sequence frees
 its blocks in reverse, so its tail (the least shared part) is evicted first.
 
-Costs. Lookup is a dict probe and a list comparison per block, a hit on an evictable block
-is an ``OrderedDict`` delete, and eviction is ``popitem(last=False)``: every operation is
-O(1) per block it touches, with no list scans (a ``deque.remove`` would be O(n) in the
-pool size). Fork and copy-on-write are :class:`~servelab.kv.blocks.BlockTables`'.
+Costs. Lookup is a dict probe and a list comparison per block; a block that fills interns
+its identity (a tuple and a dict probe); a hit on an evictable block is an ``OrderedDict``
+delete, and eviction is ``popitem(last=False)`` plus dropping the identity (a chain of
+identities nothing refers to any more is dropped at once, each of them once: O(1)
+amortized). Every operation is O(1) per block it touches, with no list scans (a
+``deque.remove`` would be O(n) in the pool size). Fork and copy-on-write are
+:class:`~servelab.kv.blocks.BlockTables`'.
 
 Engine interface::
 
@@ -186,10 +199,14 @@ class PrefixCachingBlockManager(BlockTables):
         self._evictable: OrderedDict[int, None] = OrderedDict()  # hashed, refcount 0; LRU first
         self._hash: list[int | None] = [None] * num_blocks
         self._tokens: list[list[int] | None] = [None] * num_blocks
-        # The parent's serial, or the root key (bytes) for a first block; serial 0: unregistered.
+        # A cached block's parent identity, or its root key (bytes) for a first block.
         self._parent: list[int | bytes | None] = [None] * num_blocks
-        self._serial: list[int] = [0] * num_blocks
-        self._next_serial = 1
+        self._ident: list[int] = [0] * num_blocks  # every full block's identity; 0: none
+        # Interned identities: (parent identity or root key, tokens) -> identity, and back.
+        self._idents: dict[tuple[int | bytes, tuple[int, ...]], int] = {}
+        self._ident_key: dict[int, tuple[int | bytes, tuple[int, ...]]] = {}
+        self._ident_refs: dict[int, int] = {}  # blocks carrying it + child identities
+        self._next_ident = 1
         self._cached: dict[int, int] = {}  # hash -> block
         self._seq_tokens: dict[int, list[int]] = {}
         self._seq_hashes: dict[int, list[int]] = {}  # chain hash of each full block
@@ -255,7 +272,7 @@ class PrefixCachingBlockManager(BlockTables):
                 del evictable[block]
             ref[block] += 1
         table = hits
-        parent: int | bytes = self._serial[hits[-1]] if hits else key
+        parent: int | bytes = self._ident[hits[-1]] if hits else key
         for i in range(n_hits, n_blocks):
             block = self._take()
             table.append(block)
@@ -332,7 +349,7 @@ class PrefixCachingBlockManager(BlockTables):
         key = self._seq_key[seq]
         if hashes:
             (h,) = self._chain(hashes[-1], block_tokens, size)
-            parent: int | bytes = self._serial[table[-2]]
+            parent: int | bytes = self._ident[table[-2]]
         else:
             (h,) = self._chain(self._root(key), block_tokens, size)
             parent = key
@@ -353,7 +370,7 @@ class PrefixCachingBlockManager(BlockTables):
         """The cached blocks that continue this sequence's chain, from its first block."""
         size = self.block_size
         hittable = min((len(tokens) - 1) // size, len(hashes)) if tokens else 0
-        cached, stored, parents, serials = self._cached, self._tokens, self._parent, self._serial
+        cached, stored, parents, idents = self._cached, self._tokens, self._parent, self._ident
         hits: list[int] = []
         expect: int | bytes = key
         for i in range(hittable):
@@ -365,7 +382,7 @@ class PrefixCachingBlockManager(BlockTables):
             ):
                 break
             hits.append(block)
-            expect = serials[block]
+            expect = idents[block]
         return hits
 
     def _available(self, hits: list[int]) -> int:
@@ -383,32 +400,51 @@ class PrefixCachingBlockManager(BlockTables):
         return block
 
     def _unregister(self, block: int) -> None:
+        """Take an evicted ``block`` out of the cache: no name, no identity."""
         h = self._hash[block]
         if h is not None and self._cached.get(h) == block:
             del self._cached[h]
         self._hash[block] = None
         self._tokens[block] = None
         self._parent[block] = None
-        self._serial[block] = 0
+        self._drop_ident(block)
 
     def _register(self, block: int, h: int, tokens: list[int], parent: int | bytes) -> int:
-        """Enter a full ``block`` in the cache under ``h``; return the serial its children
-        chain on (0 when it has none: then its children are not cached either)."""
-        if parent == 0:
-            return 0  # the parent is not registered
-        current = self._cached.get(h)
-        if current is not None:
-            if self._tokens[current] == tokens and self._parent[current] == parent:
-                return self._serial[current]  # an equal twin is cached: chain on it
-            return 0  # a collision: the block already cached keeps the name
-        serial = self._next_serial
-        self._next_serial += 1
-        self._cached[h] = block
-        self._hash[block] = h
-        self._tokens[block] = tokens
-        self._parent[block] = parent
-        self._serial[block] = serial
-        return serial
+        """Give a full ``block`` the identity of its whole prefix and, if its name is free,
+        enter it in the cache under ``h``; return the identity (its children chain on it)."""
+        key = (parent, tuple(tokens))
+        ident = self._idents.setdefault(key, self._next_ident)
+        refs = self._ident_refs
+        if ident == self._next_ident:  # a new prefix
+            self._next_ident += 1
+            self._ident_key[ident] = key
+            refs[ident] = 1
+            if type(parent) is int:
+                refs[parent] += 1  # the parent identity lives while its child does
+        else:
+            refs[ident] += 1
+        self._ident[block] = ident
+        if h not in self._cached:  # else a twin or a collision holds the name: stay private
+            self._cached[h] = block
+            self._hash[block] = h
+            self._tokens[block] = tokens
+            self._parent[block] = parent
+        return ident
+
+    def _drop_ident(self, block: int) -> None:
+        """``block`` stops carrying its identity; drop identities nothing refers to."""
+        ident = self._ident[block]
+        self._ident[block] = 0
+        refs = self._ident_refs
+        while ident:
+            refs[ident] -= 1
+            if refs[ident]:
+                return
+            del refs[ident]
+            key = self._ident_key.pop(ident)
+            del self._idents[key]
+            parent = key[0]
+            ident = parent if type(parent) is int else 0
 
     def _release(self, block: int) -> None:
         self._ref[block] -= 1
@@ -416,6 +452,8 @@ class PrefixCachingBlockManager(BlockTables):
             if self._hash[block] is not None:
                 self._evictable[block] = None
             else:
+                if self._ident[block]:
+                    self._drop_ident(block)  # a private full block: nothing to keep
                 self._free.append(block)
 
     def _copy_seq(self, parent: int, child: int) -> None:
