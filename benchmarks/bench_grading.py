@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from servelab.grading import GradeFailure, Step, Topic, grade, load_topic, topics
+from servelab.grading.mistakes import correct_impl
 from servelab.kv.blocks import BlockManager
 from servelab.kv.prefix import PrefixCachingBlockManager
 from servelab.kv.scheduler import Scheduler
 from servelab.weights import WeightCache
-from servelab.weights.policies import LFU, SIEVE
 
 PASSING_BUDGET_S = 3.0
 FAILING_BUDGET_S = 5.0
@@ -43,7 +43,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 REFERENCES: dict[str, Any] = {
     "weight-cache": WeightCache,
-    "eviction-policy": {"LFU": LFU, "SIEVE": SIEVE},
+    # the learner-style classes: steps 4 and 5 read the notebook skeleton's SIEVE attributes
+    "eviction-policy": correct_impl("eviction-policy"),
     "block-manager": BlockManager,
     "scheduler": Scheduler,
     "prefix-cache": PrefixCachingBlockManager,

@@ -25,18 +25,36 @@ def test_every_mistake_named_in_the_issue_is_kept() -> None:
 
 @pytest.mark.parametrize(
     "impl",
-    [{"LFU": LFU, "SIEVE": SIEVE}, correct_module(TOPIC).Correct, correct_module(TOPIC)],
-    ids=["reference", "learner-dict", "learner-module"],
+    [correct_module(TOPIC).Correct, correct_module(TOPIC)],
+    ids=["learner-dict", "learner-module"],
 )
 def test_correct_policies_pass_every_step(impl: Any) -> None:
     report = grade(TOPIC, impl, out=io.StringIO())
     assert report.passed and report.text.endswith("PASSED")
 
 
-def test_step_one_takes_a_single_lfu_class() -> None:
-    assert grade(TOPIC, correct_module(TOPIC).LFU, step=1, out=io.StringIO()).passed
+def test_the_reference_policies_pass_every_step_that_reads_no_skeleton_field() -> None:
+    # Steps 4 and 5 read the notebook skeleton's attributes (queue, visited, hand), which the
+    # package's O(1) SIEVE does not have; every other step goes through the interface alone.
+    topic = load_topic(TOPIC)
+    interface_only = replace(topic, steps=[s for s in topic.steps if s.number not in (4, 5)])
+    report = grade(interface_only, {"LFU": LFU, "SIEVE": SIEVE}, out=io.StringIO())
+    assert report.passed
+    with pytest.raises(GradeFailure, match="no attribute 'queue'"):
+        grade(TOPIC, {"LFU": LFU, "SIEVE": SIEVE}, step=4, out=io.StringIO())
+
+
+def test_the_lfu_steps_take_a_single_lfu_class() -> None:
+    assert grade(TOPIC, correct_module(TOPIC).LFU, step=3, out=io.StringIO()).passed
     with pytest.raises(GradeFailure, match="grades a SIEVE class"):
-        grade(TOPIC, correct_module(TOPIC).LFU, step=2, out=io.StringIO())
+        grade(TOPIC, correct_module(TOPIC).LFU, step=4, out=io.StringIO())
+
+
+def test_each_policy_takes_three_steps() -> None:
+    steps = load_topic(TOPIC).steps
+    assert [s.number for s in steps] == [1, 2, 3, 4, 5, 6]
+    assert all(s.machine is not None for s in steps), "every step has its state machine"
+    assert all("LFU" in s.title for s in steps[:3]) and all("SIEVE" in s.title for s in steps[3:])
 
 
 @pytest.mark.parametrize("mistake", MISTAKES, ids=[m.name for m in MISTAKES])
@@ -54,7 +72,7 @@ def test_state_machine_alone_catches_each_mistake(mistake: Any, seed: int | None
     # Without the probes, the final step's machine (LFU and SIEVE, a policy per program) still
     # finds it, whatever the seed: a derandomized run's seed changes whenever the machine's
     # source does.
-    step = load_topic(TOPIC).step(2)
+    step = load_topic(TOPIC).steps[-1]
     check = step.machine
     assert check is not None
     if seed is not None:
@@ -67,15 +85,57 @@ def test_state_machine_alone_catches_each_mistake(mistake: Any, seed: int | None
 
 
 def test_the_state_machine_catches_what_no_probe_names() -> None:
-    bug = next(m for m in MISTAKES if m.name == "sieve_unpin_forgets_visit")
+    bug = next(m for m in MISTAKES if m.name == "lfu_remove_keeps_pin")
     with pytest.raises(GradeFailure) as failure:
-        grade(TOPIC, bug.impl, step=2, out=io.StringIO())
+        grade(TOPIC, bug.impl, out=io.StringIO())
     report = failure.value.report
     assert "LFU and SIEVE against their models" in report.text
-    # the repro is code: replayed on the buggy class it ends in the wrong victim
-    namespace: dict[str, Any] = {"SIEVE": bug.impl["SIEVE"]}
+    assert "comes back pinned" in report.text
+    # the repro is code: replayed, the buggy class ends in a state the correct one never has
+    namespace: dict[str, Any] = {"LFU": bug.impl["LFU"]}
     exec(report.code, namespace)
-    replay: dict[str, Any] = {"SIEVE": correct_module(TOPIC).SIEVE}
-    lines = report.code.splitlines()
-    exec("\n".join(lines[:-1]), replay)
-    assert lines[-1].startswith("p.")
+    replay: dict[str, Any] = {"LFU": correct_module(TOPIC).LFU}
+    exec(report.code, replay)
+    assert replay["p"].__len__() != namespace["p"].__len__()
+
+
+class _SieveWithoutQueue:
+    """A SIEVE that keeps its keys somewhere the step-4 skeleton does not."""
+
+    name = "SIEVE"
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self.visited: dict[str, bool] = {}
+        self.pinned: set[str] = set()
+        self.hand = None
+
+    def update_on_put(self, key: str, size: int) -> None:
+        self.keys.append(key)
+        self.visited[key] = False
+
+    def update_on_hit(self, key: str) -> None:
+        self.visited[key] = True
+
+    def update_on_pin(self, key: str) -> None:
+        self.pinned.add(key)
+
+    def update_on_unpin(self, key: str) -> None:
+        self.pinned.discard(key)
+
+    def __len__(self) -> int:
+        return len(self.keys) - len(self.pinned)
+
+
+def test_the_field_steps_say_which_attribute_is_missing() -> None:
+    impl = {"LFU": correct_module(TOPIC).LFU, "SIEVE": _SieveWithoutQueue}
+    with pytest.raises(GradeFailure) as failure:
+        grade(TOPIC, impl, step=4, out=io.StringIO())
+    assert "no attribute 'queue'" in failure.value.report.text
+
+
+def test_a_machine_refuses_unknown_events() -> None:
+    from servelab.testing.policies import LFUModel, policy_machine
+
+    with pytest.raises(ValueError, match="evict"):
+        policy_machine(LFU, LFUModel, ops=frozenset({"put", "evict"}))

@@ -34,8 +34,8 @@ def checkpoint_topics() -> list[str]:
 def checkpoint(topic: str, step: int) -> Any:
     """What the ``step`` grade cell of ``topic``'s notebook grades, solved.
 
-    For most topics that is a class; for ``eviction-policy`` it is the dict of policy
-    classes the grade cell passes. Raises ValueError for an unknown topic or step.
+    For most topics that is a class; for steps 4-6 of ``eviction-policy`` it is the dict of
+    policy classes the grade cell passes. Raises ValueError for an unknown topic or step.
     """
     if topic not in _MODULES:
         raise ValueError(f"no checkpoints for topic {topic!r}; choose one of {list(_MODULES)}")

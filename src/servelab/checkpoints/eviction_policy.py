@@ -41,6 +41,11 @@ class LFUCounts:
         del self.count[key], self.reached[key]
         self.pinned.discard(key)
 
+    def eviction_order(self):
+        """The candidates, next victim first: by count, then by when the count was reached."""
+        candidates = [k for k in self.count if k not in self.pinned]
+        return sorted(candidates, key=lambda k: (self.count[k], self.reached[k]))
+
 
 class LFUVictims(LFUCounts):
     def pop_victim(self):
@@ -54,10 +59,6 @@ class LFUVictims(LFUCounts):
 
     def __len__(self):
         return len(self.count) - len(self.pinned)
-
-    def eviction_order(self):
-        trial = copy.deepcopy(self)
-        return [trial.pop_victim() for _ in range(len(trial))]
 
 
 class LFU(LFUVictims, EvictionPolicy):
@@ -91,6 +92,9 @@ class SIEVEEvents:
     def update_on_unpin(self, key):
         self.pinned.discard(key)
 
+    def __len__(self):
+        return len(self.queue) - len(self.pinned)
+
 
 class SIEVERemovals(SIEVEEvents):
     def update_on_remove(self, key):
@@ -100,13 +104,6 @@ class SIEVERemovals(SIEVEEvents):
         del self.queue[i]
         del self.visited[key]
         self.pinned.discard(key)
-
-    def __len__(self):
-        return len(self.queue) - len(self.pinned)
-
-    def eviction_order(self):
-        trial = copy.deepcopy(self)
-        return [trial.pop_victim() for _ in range(len(trial))]
 
 
 class SIEVE(SIEVERemovals, EvictionPolicy):
@@ -128,9 +125,17 @@ class SIEVE(SIEVERemovals, EvictionPolicy):
                 self.update_on_remove(key)  # moves the hand past the victim
                 return key
 
+    def eviction_order(self):
+        trial = copy.deepcopy(self)
+        return [trial.pop_victim() for _ in range(len(trial))]
+
 
 TOPIC = 'eviction-policy'
 STEPS = {
-    1: lambda: {"LFU": LFU},
-    2: lambda: {"LFU": LFU, "SIEVE": SIEVE},
+    1: lambda: LFUCounts,
+    2: lambda: LFUVictims,
+    3: lambda: LFU,
+    4: lambda: {"LFU": LFU, "SIEVE": SIEVEEvents},
+    5: lambda: {"LFU": LFU, "SIEVE": SIEVERemovals},
+    6: lambda: {"LFU": LFU, "SIEVE": SIEVE},
 }

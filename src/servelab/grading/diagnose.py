@@ -420,6 +420,14 @@ POLICY_SEPARATING = (
         "p.eviction_order()",
         "p.pop_victim()",
     ),
+    _program(  # a pinned key removed, then put again
+        "p = LFU()",
+        *_puts("p", "a", "b"),
+        "p.update_on_pin('a')",
+        "p.update_on_remove('a')",
+        "p.update_on_put('a', 1)",
+        "p.eviction_order()",
+    ),
     _program(
         "p = SIEVE()",
         *_puts("p", "a", "b", "c", "d"),

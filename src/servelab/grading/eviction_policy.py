@@ -1,17 +1,28 @@
-"""Grader topic ``eviction-policy``: the learner's LFU (step 1) and SIEVE (step 2) of notebook 02.
+"""Grader topic ``eviction-policy``: the learner's LFU (steps 1-3) and SIEVE (steps 4-6).
 
-Both classes implement :class:`servelab.weights.policies.EvictionPolicy`. Pass them as a mapping
-(``grade("eviction-policy", {"LFU": LFU, "SIEVE": SIEVE}, step=2)``), as a module or namespace
-with attributes ``LFU`` and ``SIEVE``, or one class alone (its ``name`` says which it is — enough
-for step 1 with an LFU). Steps are cumulative, as everywhere: step 2 grades the LFU again.
-From the command line, name a dict in the learner's file:
-``python -m servelab grade eviction-policy --impl mine.py:Policies --step 2`` with
+Notebook 02 builds each policy in three steps a learner can finish in 10-20 minutes:
+
+1. LFU counts and ties (``update_on_put/hit/remove``; ``eviction_order`` is given);
+2. the LFU victim (``pop_victim`` over a lazy heap, ``__len__``);
+3. LFU pins (``update_on_pin/unpin``): a complete policy;
+4. SIEVE's events (``update_on_put/hit/pin/unpin``, ``__len__``), read from the skeleton's
+   ``queue``, ``visited`` and ``pinned`` attributes, since nothing can be evicted yet;
+5. a removal, and the hand moving on when its key leaves (``update_on_remove``; the grader
+   points the ``hand`` attribute itself);
+6. SIEVE's sweep (``pop_victim``): a complete policy, checked beside the LFU by one machine.
+
+Pass the classes as a mapping (``grade("eviction-policy", {"LFU": LFU, "SIEVE": SIEVE},
+step=6)``), as a module or namespace with attributes ``LFU`` and ``SIEVE``, or one class alone
+(its ``name`` says which it is — enough for steps 1-3). Steps are cumulative, as everywhere:
+step 6 grades the LFU again. From the command line, name a dict in the learner's file:
+``python -m servelab grade eviction-policy --impl mine.py:Policies --step 6`` with
 ``Policies = {"LFU": LFU, "SIEVE": SIEVE}``.
 
 Probes name the known mistakes (an LFU whose ties are not first-in-first-out, a SIEVE hand that
 does not wrap or does not clear the visited bit, a hand that goes back to the oldest key,
 candidates that ignore pins); the state machine of each step then compares the class with the
-executable model in :mod:`servelab.testing.policies` over random programs, pins included.
+executable model in :mod:`servelab.testing.policies` over random programs restricted to the
+methods written so far.
 """
 
 from __future__ import annotations
@@ -22,7 +33,13 @@ from typing import Any
 from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
 from servelab.grading.diagnose import remember_program
 from servelab.testing.core import RecordingMachine
-from servelab.testing.policies import LFUModel, SIEVEModel, policies_machine, policy_machine
+from servelab.testing.policies import (
+    OPS,
+    LFUModel,
+    SIEVEModel,
+    policies_machine,
+    policy_machine,
+)
 
 __all__ = ["TOPIC", "policy_class"]
 
@@ -70,6 +87,28 @@ HINTS = {
     "remove": (
         "when the cache removes the key under SIEVE's hand (update_on_remove), the hand moves "
         "on to the next newer key, exactly as after an eviction — it does not restart."
+    ),
+    "forget": (
+        "update_on_remove forgets the key everywhere: LFU's count and tick, or SIEVE's place in "
+        "queue, its visited bit and its pin; a key put again starts afresh"
+    ),
+    "stale": (
+        "pop_victim must skip stale heap entries: an entry is current only while it equals the "
+        "key's (count, reached) now and the key is still resident; every hit leaves an older "
+        "entry behind"
+    ),
+    "len": "len() counts the candidates: resident keys that are not pinned",
+    "born": (
+        "update_on_put appends the key at the newest end of queue with its visited bit clear: "
+        "new entries are born unvisited and earn the bit with a hit"
+    ),
+    "hit-bit": (
+        "SIEVE sets the visited bit on a hit (visited[key] = True) and moves nothing: queue "
+        "stays in arrival order"
+    ),
+    "hand-elsewhere": (
+        "update_on_remove moves SIEVE's hand only when the hand is on the removed key; "
+        "removing any other key leaves the hand where it is"
     ),
 }
 
@@ -147,6 +186,25 @@ class Script:
             self.lines.append(f"len(p)  # {got}")
             raise self.fail(f"len(p) is {got}, expected {want}: {why}")
 
+    def remove(self, key: str) -> None:
+        self.run(f"p.update_on_remove({key!r})", lambda: self.policy.update_on_remove(key))
+
+    def point_hand(self, key: str | None) -> None:
+        """Set SIEVE's ``hand`` as only the sweep would (it is not written yet)."""
+        self.lines.append(f"p.hand = {key!r}")
+        self.policy.hand = key
+
+    def expect_field(self, field: str, want: Any, why: str) -> None:
+        """Compare one of the skeleton's attributes (``queue``, ``visited`` …) with ``want``."""
+        if not hasattr(self.policy, field):
+            raise self.fail(f"the policy has no attribute {field!r}: keep the skeleton's __init__")
+        got = getattr(self.policy, field)
+        if isinstance(want, (list, dict, set)):
+            got = type(want)(got)  # a deque or an OrderedDict holds the same state
+        if got != want:
+            self.lines.append(f"p.{field}  # {got!r}")
+            raise self.fail(f"p.{field} is {got!r}, expected {want!r}: {why}")
+
     def expect_no_victim(self) -> None:
         self.lines.append("p.pop_victim()")
         try:
@@ -187,14 +245,74 @@ def _nothing_to_evict(name: str) -> Callable[[Any], None]:
 
 
 # --------------------------------------------------------------------------- LFU probes
+# Step 1 reads the order through the given eviction_order() (a sort by count, then tick).
+
+
+def _lfu_order_by_count(impl: Any) -> None:
+    s = Script(impl, "LFU")
+    s.put("a", "b", "c")
+    s.hit("a", "a", "c")
+    s.expect_order(["b", "c", "a"], "'b' was never hit (count 1); 'c' has 2, 'a' has 3")
+
+
+def _lfu_order_counts_grow(impl: Any) -> None:
+    s = Script(impl, "LFU")
+    s.put("a", "b")
+    s.hit(*["b"] * 5)
+    s.hit(*["a"] * 4)
+    s.expect_order(["a", "b"], "'a' has count 5, 'b' has 6: counts keep growing, uncapped")
+
+
+def _lfu_order_ties_fifo(impl: Any) -> None:
+    s = Script(impl, "LFU")
+    s.put("a", "b", "c", "d")
+    s.hit("d", "b")  # b and d reach count 2, d first
+    s.expect_order(
+        ["a", "c", "d", "b"],
+        "a and c (count 1) first, in arrival order; then d, which reached count 2 before b",
+    )
+
+
+def _lfu_remove_forgets(impl: Any) -> None:
+    s = Script(impl, "LFU")
+    s.put("a", "b")
+    s.hit("a", "a")
+    s.remove("a")
+    s.expect_order(["b"], "'a' was removed")
+    s.put("a")
+    s.expect_order(["b", "a"], "'a' was put again: count 1, reached after 'b' reached 1")
+
+
+# Step 2: the victim.
 
 
 def _lfu_counts(impl: Any) -> None:
     s = Script(impl, "LFU")
     s.put("a", "b", "c")
     s.hit("a", "a", "c")
+    s.expect_len(3, "three keys, none pinned")
     s.expect_victim("b", "'b' was never hit (count 1); 'c' has 2, 'a' has 3")
     s.expect_victim("c", "'c' has count 2, 'a' has 3")
+    s.expect_len(1, "two of the three keys were evicted")
+
+
+def _lfu_stale_entries(impl: Any) -> None:
+    s = Script(impl, "LFU")
+    s.put("a", "b", "c")
+    s.hit("a")
+    s.remove("c")
+    s.expect_victim("b", "'a' was hit (count 2): its first heap entry (1, …) is stale")
+    s.expect_victim("a", "the last resident key")
+    s.put("c")
+    s.expect_victim("c", "'c' was removed and put again; 'a' was evicted")
+
+
+def _lfu_empty(impl: Any) -> None:
+    s = Script(impl, "LFU")
+    s.put("a")
+    s.expect_victim("a", "the only key")
+    s.expect_len(0, "nothing is resident")
+    s.expect_no_victim()
 
 
 def _lfu_counts_grow(impl: Any) -> None:
@@ -203,6 +321,18 @@ def _lfu_counts_grow(impl: Any) -> None:
     s.hit(*["b"] * 5)
     s.hit(*["a"] * 4)
     s.expect_victim("a", "'a' has count 5, 'b' has 6: counts keep growing, they are not capped")
+
+
+def _lfu_ties_fifo(impl: Any) -> None:
+    s = Script(impl, "LFU")
+    s.put("a", "b", "c", "d")
+    s.hit("d", "b")  # b and d reach count 2, d first
+    s.expect_victim("a", "count 1, and it arrived before 'c'")
+    s.expect_victim("c", "count 1")
+    s.expect_victim("d", "count 2, reached before 'b' reached it")
+
+
+# Step 3: pins.
 
 
 def _lfu_unpin_keeps_place(impl: Any) -> None:
@@ -214,19 +344,7 @@ def _lfu_unpin_keeps_place(impl: Any) -> None:
         ["a", "b", "c"],
         "a pin and an unpin are not uses: 'a' keeps its place among the keys of count 1",
     )
-
-
-def _lfu_ties_fifo(impl: Any) -> None:
-    s = Script(impl, "LFU")
-    s.put("a", "b", "c", "d")
-    s.hit("d", "b")  # b and d reach count 2, d first
-    s.expect_order(
-        ["a", "c", "d", "b"],
-        "a and c (count 1) first, in arrival order; then d, which reached count 2 before b",
-    )
-    s.expect_victim("a", "count 1, and it arrived before 'c'")
-    s.expect_victim("c", "count 1")
-    s.expect_victim("d", "count 2, reached before 'b' reached it")
+    s.expect_victim("a", "'a' is back where it was, first among the keys of count 1")
 
 
 def _lfu_pinned_history(impl: Any) -> None:
@@ -240,6 +358,87 @@ def _lfu_pinned_history(impl: Any) -> None:
 
 
 # --------------------------------------------------------------------------- SIEVE probes
+# Steps 4 and 5 come before the sweep: they read the skeleton's attributes.
+
+
+def _sieve_born_unvisited(impl: Any) -> None:
+    s = Script(impl, "SIEVE")
+    s.put("a", "b", "c")
+    s.expect_field("queue", ["a", "b", "c"], "keys in arrival order, the newest last")
+    s.expect_field("visited", {"a": False, "b": False, "c": False}, "no key was hit yet")
+    s.expect_len(3, "three keys, none pinned")
+
+
+def _sieve_hit_sets_bit(impl: Any) -> None:
+    s = Script(impl, "SIEVE")
+    s.put("a", "b", "c")
+    s.hit("a", "a")
+    s.expect_field("queue", ["a", "b", "c"], "a hit moves nothing")
+    s.expect_field("visited", {"a": True, "b": False, "c": False}, "'a' was hit")
+
+
+def _sieve_pins_counted(impl: Any) -> None:
+    s = Script(impl, "SIEVE")
+    s.put("a", "b", "c")
+    s.pin("b")
+    s.expect_field("pinned", {"b"}, "'b' is pinned")
+    s.expect_len(2, "a pinned key is not a candidate")
+    s.unpin("b")
+    s.expect_field("pinned", set(), "'b' was unpinned")
+    s.expect_len(3, "after update_on_unpin the key is a candidate again")
+
+
+def _sieve_pin_keeps_history(impl: Any) -> None:
+    s = Script(impl, "SIEVE")
+    s.put("a", "b", "c")
+    s.hit("b")
+    s.pin("b")
+    s.hit("c")
+    s.pin("c")
+    s.unpin("b")
+    s.unpin("c")
+    s.expect_field("queue", ["a", "b", "c"], "a pin and an unpin move nothing")
+    s.expect_field("visited", {"a": False, "b": True, "c": True}, "pins keep the bits")
+
+
+def _sieve_remove_forgets(impl: Any) -> None:
+    s = Script(impl, "SIEVE")
+    s.put("a", "b", "c")
+    s.hit("b")
+    s.pin("b")
+    s.remove("b")
+    s.expect_field("queue", ["a", "c"], "'b' was removed")
+    s.expect_field("visited", {"a": False, "c": False}, "'b' was removed with its bit")
+    s.expect_field("pinned", set(), "'b' was removed with its pin")
+    s.expect_len(2, "two keys are resident, none pinned")
+
+
+def _sieve_hand_moves_on(impl: Any) -> None:
+    s = Script(impl, "SIEVE")
+    s.put("a", "b", "c", "d")
+    s.point_hand("b")
+    s.remove("b")
+    s.expect_field("hand", "c", "the hand was on 'b': it moves on to the next newer key")
+
+
+def _sieve_hand_off_the_end(impl: Any) -> None:
+    s = Script(impl, "SIEVE")
+    s.put("a", "b", "c")
+    s.point_hand("c")
+    s.remove("c")
+    s.expect_field("hand", None, "'c' was the newest: the next sweep starts at the oldest")
+
+
+def _sieve_hand_stays_on_others(impl: Any) -> None:
+    s = Script(impl, "SIEVE")
+    s.put("a", "b", "c", "d")
+    s.point_hand("c")
+    s.remove("a")
+    s.remove("d")
+    s.expect_field("hand", "c", "neither removed key was under the hand")
+
+
+# Step 6: the sweep.
 
 
 def _sieve_basic(impl: Any) -> None:
@@ -272,8 +471,7 @@ def _sieve_remove_under_hand(impl: Any) -> None:
     s.put("a", "b", "c", "d")
     s.hit("a")
     s.expect_victim("b", "passes visited 'a' (clearing it), evicts 'b'; the hand rests on 'c'")
-    s.lines.append("p.update_on_remove('c')")
-    s.policy.update_on_remove("c")
+    s.remove("c")
     s.put("e")
     s.expect_victim("d", "'c' was removed under the hand, so the hand moved on to 'd'")
 
@@ -289,9 +487,16 @@ def _sieve_hand_stays(impl: Any) -> None:
 # --------------------------------------------------------------------------- state machines
 
 
-def _machine(name: str, model: Callable[[], Any]) -> Callable[[Any], type[RecordingMachine]]:
+def _machine(
+    name: str,
+    model: Callable[[], Any],
+    ops: frozenset[str] = OPS,
+    checks: frozenset[str] = frozenset({"len", "order"}),
+) -> Callable[[Any], type[RecordingMachine]]:
     def build(impl: Any) -> type[RecordingMachine]:
-        return policy_machine(policy_class(impl, name), model, constructor=f"{name}()")
+        return policy_machine(
+            policy_class(impl, name), model, constructor=f"{name}()", ops=ops, checks=checks
+        )
 
     return build
 
@@ -315,6 +520,9 @@ def _machine_hints(*order_hints: str) -> dict[str, str]:
 
 _LFU_HINTS = _machine_hints(HINTS["tie"], HINTS["history"])
 _SIEVE_HINTS = _machine_hints(HINTS["hand"], HINTS["history"])
+_NO_PINS = frozenset({"put", "hit", "remove"})
+_SIEVE_EVENTS = frozenset({"put", "hit", "pin", "unpin"})
+_FIELDS = frozenset({"fields", "len"})
 
 
 def _both_machines(impl: Any) -> type[RecordingMachine]:
@@ -332,6 +540,11 @@ _INVARIANTS = (
     "eviction_order() matches the model",
     "pop_victim() returns the model's victim, never a pinned key",
 )
+_FIELD_INVARIANTS = (
+    "queue holds the resident keys in arrival order",
+    "visited, pinned and hand match the model",
+    "len() counts unpinned keys",
+)
 
 TOPIC = Topic(
     name="eviction-policy",
@@ -339,12 +552,49 @@ TOPIC = Topic(
     steps=[
         Step(
             1,
-            "LFU with first-in-first-out ties",
+            "LFU: counts, and ties first in, first out",
+            probes=[
+                Probe("the least used key comes first", HINTS["counts"], _lfu_order_by_count),
+                Probe("counts keep growing", HINTS["capped"], _lfu_order_counts_grow),
+                Probe("ties leave first in, first out", HINTS["tie"], _lfu_order_ties_fifo),
+                Probe("a removed key is forgotten", HINTS["forget"], _lfu_remove_forgets),
+            ],
+            machine=MachineCheck(
+                "LFU's order against the model (put, hit, remove)",
+                _machine("LFU", LFUModel, _NO_PINS, frozenset({"order"})),
+                (_INVARIANTS[1],),
+                hints={"order-matches-model": f"{HINTS['counts']} Or: {HINTS['tie']}"},
+                max_examples=40,
+                step_count=25,
+            ),
+        ),
+        Step(
+            2,
+            "LFU: the victim, from a heap with stale entries",
             probes=[
                 Probe("the least used key leaves first", HINTS["counts"], _lfu_counts),
+                Probe("stale heap entries are skipped", HINTS["stale"], _lfu_stale_entries),
                 Probe("counts keep growing", HINTS["capped"], _lfu_counts_grow),
-                Probe("an unpin keeps a key's place", HINTS["unpin-place"], _lfu_unpin_keeps_place),
                 Probe("ties leave first in, first out", HINTS["tie"], _lfu_ties_fifo),
+                Probe("nothing to evict raises", HINTS["no-victim"], _lfu_empty),
+            ],
+            machine=MachineCheck(
+                "LFU's victims against the model (no pins yet)",
+                _machine("LFU", LFUModel, _NO_PINS | {"pop"}),
+                _INVARIANTS,
+                hints={
+                    **_machine_hints(HINTS["stale"], HINTS["tie"]),
+                    "candidate-count": HINTS["len"],
+                },
+                max_examples=50,
+                step_count=25,
+            ),
+        ),
+        Step(
+            3,
+            "LFU: pins",
+            probes=[
+                Probe("an unpin keeps a key's place", HINTS["unpin-place"], _lfu_unpin_keeps_place),
                 Probe(
                     "pinned keys are not candidates",
                     HINTS["pins"],
@@ -363,8 +613,66 @@ TOPIC = Topic(
             ),
         ),
         Step(
-            2,
-            "SIEVE: a visited bit and a moving hand",
+            4,
+            "SIEVE: a queue, a visited bit, pins",
+            probes=[
+                Probe("a new key arrives unvisited", HINTS["born"], _sieve_born_unvisited),
+                Probe(
+                    "a hit sets the bit and moves nothing", HINTS["hit-bit"], _sieve_hit_sets_bit
+                ),
+                Probe("pinned keys are not candidates", HINTS["pins"], _sieve_pins_counted),
+                Probe("a pin keeps the key's bit", HINTS["history"], _sieve_pin_keeps_history),
+            ],
+            machine=MachineCheck(
+                "SIEVE's fields against the model (put, hit, pin, unpin)",
+                _machine("SIEVE", SIEVEModel, _SIEVE_EVENTS, _FIELDS),
+                _FIELD_INVARIANTS,
+                hints={
+                    "queue-matches-model": f"{HINTS['born']} Or: {HINTS['hit-bit']}",
+                    "visited-matches-model": (
+                        f"{HINTS['born']} Or: {HINTS['hit-bit']} Or: {HINTS['history']}"
+                    ),
+                    "pinned-matches-model": HINTS["pins"],
+                    "hand-matches-model": "the hand moves only in pop_victim (step 6)",
+                    "candidate-count": HINTS["pins"],
+                },
+                max_examples=40,
+                step_count=25,
+            ),
+        ),
+        Step(
+            5,
+            "SIEVE: a removal, and the hand moving on",
+            probes=[
+                Probe("a removed key is forgotten", HINTS["forget"], _sieve_remove_forgets),
+                Probe("the hand moves on past its key", HINTS["remove"], _sieve_hand_moves_on),
+                Probe("past the newest, no key", HINTS["wrap"], _sieve_hand_off_the_end),
+                Probe(
+                    "other removals leave the hand",
+                    HINTS["hand-elsewhere"],
+                    _sieve_hand_stays_on_others,
+                ),
+            ],
+            machine=MachineCheck(
+                "SIEVE's fields against the model (with removals)",
+                _machine("SIEVE", SIEVEModel, _SIEVE_EVENTS | {"remove", "hand"}, _FIELDS),
+                _FIELD_INVARIANTS,
+                hints={
+                    "queue-matches-model": HINTS["forget"],
+                    "visited-matches-model": HINTS["forget"],
+                    "pinned-matches-model": f"{HINTS['forget']} Or: {HINTS['pins']}",
+                    "hand-matches-model": (
+                        f"{HINTS['remove']} Or: {HINTS['wrap']} Or: {HINTS['hand-elsewhere']}"
+                    ),
+                    "candidate-count": f"{HINTS['forget']} Or: {HINTS['pins']}",
+                },
+                max_examples=50,
+                step_count=25,
+            ),
+        ),
+        Step(
+            6,
+            "SIEVE: the sweep",
             probes=[
                 Probe("a hit protects a key once", HINTS["visited"], _sieve_basic),
                 Probe("the hand clears visited bits", HINTS["visited"], _sieve_clears_bits),

@@ -333,36 +333,57 @@ KEYS = [f"m{i}" for i in range(6)]
 SIZES = st.sampled_from([1, 2, 3, 5, 8])
 
 
+OPS = frozenset({"put", "hit", "remove", "pin", "unpin", "pop"})
+"""The events of the policy protocol; ``"hand"`` (pointing SIEVE's hand) is opt-in."""
+CHECKS = frozenset({"len", "order"})
+"""What the invariants compare by default; ``"fields"`` (SIEVE's own attributes) is opt-in."""
+
+
 def policy_machine(
     make_policy: Callable[[], Any],
     make_model: Callable[[], PolicyModel],
     *,
     var: str = "p",
     constructor: str = "",
+    ops: frozenset[str] = OPS,
+    checks: frozenset[str] = CHECKS,
 ) -> type[RecordingMachine]:
     """A state machine driving ``make_policy()`` and ``make_model()`` through the same events.
 
     It follows the cache's side of the contract (``put`` only new keys, ``pin`` only unpinned
     ones …) and checks after every step that the candidates, their count and the next victim
     agree with the model. Recorded lines use ``var`` for the policy so a learner can paste them.
+    ``ops`` and ``checks`` narrow the machine to what a half-built policy already has, so a
+    course step can be checked before ``pop_victim`` or ``__len__`` exists.
     """
     built = constructor or f"{getattr(make_policy, '__name__', 'Policy')}()"
-    return policies_machine({built: (make_policy, make_model)}, var=var)
+    return policies_machine({built: (make_policy, make_model)}, var=var, ops=ops, checks=checks)
 
 
 def policies_machine(
     choices: Mapping[str, tuple[Callable[[], Any], Callable[[], PolicyModel]]],
     *,
     var: str = "p",
+    ops: frozenset[str] = OPS,
+    checks: frozenset[str] = CHECKS,
 ) -> type[RecordingMachine]:
     """One state machine over several policies: each program drives one of them, drawn first.
 
     ``choices`` maps the constructor line (``"LFU()"``) to the policy's factory and its model.
     With more than one choice, an invariant id names the policy (``"LFU:victim-matches-model"``)
     so that each policy's break keeps its own hint.
+
+    ``ops`` are the events the programs use (:data:`OPS`, plus ``"hand"``: set SIEVE's
+    ``hand`` attribute directly). ``checks`` are what the invariants compare: ``"len"``,
+    ``"order"`` (``eviction_order()``), and ``"fields"``: SIEVE's ``queue``, ``visited``,
+    ``pinned`` and ``hand`` attributes against the model's, for the steps that come before
+    its sweep. A popped victim is always compared with the model's.
     """
     names = list(choices)
     tagged = len(names) > 1
+    unknown = (ops - OPS - {"hand"}) | (checks - CHECKS - {"fields"})
+    if unknown:
+        raise ValueError(f"unknown machine ops or checks: {sorted(unknown)}")
 
     class PolicyMachine(RecordingMachine):
         def _resident(self) -> list[Key]:
@@ -389,7 +410,7 @@ def policies_machine(
                 if hit:
                     self._hit(key)
 
-        @precondition(lambda self: len(self.model.keys) < len(KEYS))
+        @precondition(lambda self: "put" in ops and len(self.model.keys) < len(KEYS))
         @rule(data=st.data(), size=SIZES)
         def put(self, data: st.DataObject, size: int) -> None:
             key = data.draw(st.sampled_from([k for k in KEYS if k not in self.model.size]))
@@ -402,7 +423,7 @@ def policies_machine(
             )
             self.model.put(key, size)
 
-        @precondition(lambda self: bool(self.model.keys))
+        @precondition(lambda self: "hit" in ops and bool(self.model.keys))
         @rule(data=st.data())
         def hit(self, data: st.DataObject) -> None:
             self._hit(data.draw(st.sampled_from(self._resident())))
@@ -411,7 +432,7 @@ def policies_machine(
             self.do(f"{var}.update_on_hit({key!r})", lambda: self.policy.update_on_hit(key))
             self.model.hit(key)
 
-        @precondition(lambda self: bool(self.model.keys))
+        @precondition(lambda self: "remove" in ops and bool(self.model.keys))
         @rule(data=st.data())
         def remove(self, data: st.DataObject) -> None:
             self._remove(data.draw(st.sampled_from(self._resident())))
@@ -420,7 +441,7 @@ def policies_machine(
             self.do(f"{var}.update_on_remove({key!r})", lambda: self.policy.update_on_remove(key))
             self.model.remove(key)
 
-        @precondition(lambda self: len(self.model.pinned) < len(self.model.keys))
+        @precondition(lambda self: "pin" in ops and len(self.model.pinned) < len(self.model.keys))
         @rule(data=st.data())
         def pin(self, data: st.DataObject) -> None:
             self._pin(data.draw(st.sampled_from(self.model.candidates())))
@@ -429,7 +450,11 @@ def policies_machine(
             self.do(f"{var}.update_on_pin({key!r})", lambda: self.policy.update_on_pin(key))
             self.model.pin(key)
 
-        @precondition(lambda self: len(self.model.pinned) < len(self.model.keys))
+        @precondition(
+            lambda self: (
+                {"pin", "hit", "unpin"} <= ops and len(self.model.pinned) < len(self.model.keys)
+            )
+        )
         @rule(data=st.data())
         def pin_hit_unpin(self, data: st.DataObject) -> None:
             # A key comes back from a pin with its whole history, a hit taken while pinned
@@ -439,7 +464,7 @@ def policies_machine(
             self._hit(key)
             self._unpin(key)
 
-        @precondition(lambda self: bool(self.model.pinned))
+        @precondition(lambda self: "unpin" in ops and bool(self.model.pinned))
         @rule(data=st.data())
         def unpin(self, data: st.DataObject) -> None:
             self._unpin(data.draw(st.sampled_from(sorted(self.model.pinned, key=str))))
@@ -448,11 +473,18 @@ def policies_machine(
             self.do(f"{var}.update_on_unpin({key!r})", lambda: self.policy.update_on_unpin(key))
             self.model.unpin(key)
 
+        @precondition(lambda self: "pop" in ops)
         @rule()
         def pop_victim(self) -> None:
             self._pop_victim()
 
-        @precondition(lambda self: hasattr(self.model, "hand") and len(self.model.candidates()) > 3)
+        @precondition(
+            lambda self: (
+                {"hit", "pop", "remove"} <= ops
+                and hasattr(self.model, "hand")
+                and len(self.model.candidates()) > 3
+            )
+        )
         @rule()
         def hit_pop_remove_under_hand(self) -> None:
             # The cache removing the very key a SIEVE hand rests on, right after an eviction,
@@ -464,6 +496,16 @@ def policies_machine(
             hand: Key | None = getattr(self.model, "hand", None)
             if hand is not None:
                 self._remove(hand)
+
+        @precondition(lambda self: "hand" in ops and bool(self.model.keys))
+        @rule(data=st.data())
+        def point_hand(self, data: st.DataObject) -> None:
+            # Before SIEVE's sweep exists, only a test can move its hand: the removal rules
+            # are checked with the hand on any key, the newest one included.
+            key = data.draw(st.sampled_from(self._resident()))
+            self.record(f"{var}.hand = {key!r}")
+            self.policy.hand = key
+            self.model.hand = key  # type: ignore[attr-defined]
 
         def _pop_victim(self) -> None:
             expected = self.model.clone().victim()
@@ -496,6 +538,36 @@ def policies_machine(
         def candidates_agree(self) -> None:
             if not hasattr(self, "policy"):
                 return  # before the program's first call
+            if "fields" in checks:
+                self._fields_agree()
+            if "len" in checks:
+                self._count_agrees()
+            if "order" in checks:
+                self._order_agrees()
+
+        def _fields_agree(self) -> None:
+            model = self.model
+            fields = (
+                ("queue", list, model.keys, "keys oldest first, pinned ones included"),
+                ("visited", dict, getattr(model, "visited", {}), "each key's bit"),
+                ("pinned", set, model.pinned, "the pinned keys"),
+                ("hand", lambda v: v, getattr(model, "hand", None), "the key the hand is on"),
+            )
+            for field, kind, wanted, meaning in fields:
+                if not hasattr(self.policy, field):
+                    raise self._broke(
+                        f"{field}-matches-model",
+                        f"{var} has no attribute {field!r}: keep the skeleton's attributes "
+                        f"({meaning})",
+                    )
+                got = kind(getattr(self.policy, field))
+                if got != wanted:
+                    raise self._broke(
+                        f"{field}-matches-model",
+                        f"{var}.{field} is {got!r}; it should be {wanted!r} ({meaning})",
+                    )
+
+        def _count_agrees(self) -> None:
             count = self.policy.__len__()
             expected = len(self.model.candidates())
             if count != expected:
@@ -504,6 +576,8 @@ def policies_machine(
                     f"len({var}) is {count}, but {expected} resident keys are unpinned "
                     f"(pinned: {sorted(self.model.pinned, key=str)})",
                 )
+
+        def _order_agrees(self) -> None:
             order = self.policy.eviction_order()
             wanted = self.model.order()
             if order != wanted:

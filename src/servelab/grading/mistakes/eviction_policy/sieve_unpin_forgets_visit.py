@@ -1,5 +1,4 @@
-"""SIEVE that forgets a key's visited bit when the key is unpinned. No probe names this one: only
-the state machine's comparison with the model finds it."""
+"""SIEVE that forgets a key's visited bit when the key is unpinned."""
 
 from servelab.grading.mistakes.eviction_policy.correct import LFU, SIEVE
 
