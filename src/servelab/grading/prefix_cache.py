@@ -137,7 +137,7 @@ def _register_keeps_the_first(impl: Any) -> None:
     )
 
 
-def _register_all(s: Script, prompt: list[int], blocks: list[int]) -> None:
+def _register_all(s: Script, prompt: list[int], blocks: list[int | None]) -> None:
     _chain_entries(s, prompt)
     for i, b in enumerate(blocks):
         if b is not None:
