@@ -33,7 +33,7 @@ class PrefixSkeleton:
             raise UnknownSequence(f"sequence {seq} is not allocated")
         return self.tables[seq]
 
-    def _alloc(self):  # step 2 replaces this
+    def _alloc(self):  # step 3 replaces this
         if not self.free:
             raise OutOfBlocks("no free block")
         block = self.free.popleft()
@@ -46,7 +46,7 @@ class PrefixSkeleton:
             del self.map[self.hash[block]]
         self.hash[block] = self.tokens[block] = None
 
-    def _release(self, block):  # step 2 replaces this
+    def _release(self, block):  # step 3 replaces this
         self.ref[block] -= 1
         if self.ref[block] == 0:
             self._forget(block)
@@ -199,6 +199,7 @@ class PrefixBlockManager(SharingBlockManager):
 
 TOPIC = 'prefix-cache'
 STEPS = {
-    1: lambda: SharingBlockManager,
-    2: lambda: PrefixBlockManager,
+    1: lambda: LookupBlocks,
+    2: lambda: SharingBlockManager,
+    3: lambda: PrefixBlockManager,
 }

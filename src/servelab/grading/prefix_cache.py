@@ -1,9 +1,16 @@
-"""Grader topic ``prefix-cache``: hash-chained reuse, then the evictable LRU of cached blocks.
+"""Grader topic ``prefix-cache``: the hash chain, sharing on allocate, then the evictable LRU.
 
-Step 1 checks that equal prefixes share blocks (and only equal prefixes); step 2 that freed
-cached blocks stay reusable, are reclaimed only when no plain block is free, oldest first, and
-lose their hash when reused — the mistakes behind real bugs (a stale hash serving another
-request's data; an evicted block left in the map; a block freed twice).
+Step 1 grades the cache's three inner methods through the notebook skeleton's state:
+``_chain`` names each full block by its whole prefix, ``_register`` caches a block unless an
+equal one is cached already, ``_lookup`` finds the cached blocks of a prompt (verified against
+the stored tokens, capped so the last token is computed, stopping at the first miss). A class
+without the skeleton's ``map``, ``hash`` and ``tokens`` (the package's
+:class:`~servelab.kv.prefix.PrefixCachingBlockManager`, or one written from scratch) is checked
+on the same rules through ``allocate`` and ``num_cached_tokens`` instead. Step 2 checks that
+allocate and append share equal prefixes (and only equal prefixes); step 3 that freed cached
+blocks stay reusable, are reclaimed only when no plain block is free, oldest first, and lose
+their hash when reused — the mistakes behind real bugs (a stale hash serving another request's
+data; an evicted block left in the map; a block freed twice).
 """
 
 from __future__ import annotations
@@ -14,7 +21,9 @@ from typing import Any
 from servelab.grading.block_manager import Script
 from servelab.grading.core import MachineCheck, Probe, Step, Topic
 from servelab.testing.prefix_cache import (
+    CHAIN_INVARIANTS,
     PREFIX_INVARIANTS,
+    chain_machine,
     check_prefix_invariants,
     prefix_cache_machine,
 )
@@ -35,6 +44,186 @@ def _invariants(s: Script) -> None:
 
 
 # ------------------------------------------------------------------ step 1 probes
+# Through the skeleton's _chain, _register, _lookup and its map, hash and tokens.
+def _skeleton(impl: Any) -> bool:
+    """Whether ``impl`` keeps the notebook skeleton's cache state (``map``, ``hash``, ``tokens``).
+
+    A class that cannot even be built counts as one: the probe then reports that error.
+    """
+    try:
+        bm = impl(4, 2)
+    except Exception:
+        return True
+    shapes = (("map", dict), ("hash", list), ("tokens", list))
+    return all(isinstance(getattr(bm, attr, None), kind) for attr, kind in shapes)
+
+
+def _chain_entries(s: Script, prompt: list[int]) -> list[tuple[Any, Any]]:
+    line = f"chain = bm._chain({prompt})"
+    s(line)
+    chain = s.ns["chain"]
+    try:
+        return [(h, t) for h, t in chain]
+    except (TypeError, ValueError):
+        s.fail(f"`{line}` gave {chain!r}; expected a list of (hash, block_tokens) pairs")
+        raise  # pragma: no cover - fail raises
+
+
+def _chain_names_full_blocks(impl: Any) -> None:
+    s = _script(impl, f"bm = {NAME}(8, 2)")
+    chain = _chain_entries(s, [1, 2, 3, 4, 5])
+    tokens = [t for _, t in chain]
+    s.check(
+        tokens == [(1, 2), (3, 4)] and all(isinstance(t, tuple) for t in tokens),
+        f"[1, 2, 3, 4, 5] has two full blocks, (1, 2) and (3, 4); [5] is still being written "
+        f"and gets no name. The chain's block tokens are {tokens!r}",
+    )
+    s.check(_chain_entries(s, [1]) == [], "[1] fills no block of 2, so its chain is empty")
+
+
+def _chain_covers_prefix(impl: Any) -> None:
+    s = _script(impl, f"bm = {NAME}(8, 2)")
+    (h0, _), (h1, _) = _chain_entries(s, [1, 1, 1, 1, 5])[:2]
+    s.check(
+        h0 != h1,
+        "(1, 1) at positions 0-1 and (1, 1) at positions 2-3 follow different prefixes, yet "
+        f"both are named {h0!r}: the hash must chain over the previous block's hash",
+    )
+    other = _chain_entries(s, [2, 2, 1, 1])
+    s.check(
+        other[1][0] != h1,
+        "(1, 1) after [2, 2] and (1, 1) after [1, 1] get the same hash: the hash must chain "
+        "over the previous block's hash",
+    )
+    again = _chain_entries(s, [1, 1, 1, 1, 7])
+    s.check(
+        [h for h, _ in again] == [h0, h1],
+        "the same prefix [1, 1, 1, 1] got different hashes: a hash depends on the tokens only",
+    )
+
+
+def _named(value: Any, h: Any) -> str:
+    """``value`` as the report shows it: the chain's hash written ``h``, not a long number."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_named(k, h)}: {_named(v, h)}" for k, v in value.items()) + "}"
+    return "h" if value == h and not isinstance(value, bool) and value is not None else repr(value)
+
+
+def _register_caches(impl: Any) -> None:
+    s = _script(impl, f"bm = {NAME}(8, 2)")
+    ((h, _),) = _chain_entries(s, [1, 2, 3])
+    s("h, block_tokens = chain[0]")
+    s("bm._register(3, h, block_tokens)")
+    got = (s("bm.map"), s("bm.hash[3]"), s("bm.tokens[3]"))
+    s.check(
+        got == ({h: 3}, h, (1, 2)),
+        "after registering block 3: map should be {h: 3}, hash[3] h and tokens[3] (1, 2); "
+        f"got map {_named(got[0], h)}, hash[3] {_named(got[1], h)}, tokens[3] {got[2]!r}",
+    )
+
+
+def _register_keeps_the_first(impl: Any) -> None:
+    s = _script(impl, f"bm = {NAME}(8, 2)")
+    ((h, _),) = _chain_entries(s, [1, 2, 3])
+    s("h, block_tokens = chain[0]")
+    s("bm._register(3, h, block_tokens)")
+    s("bm._register(5, h, block_tokens)  # an equal block: 3 is already cached under h")
+    got = (s("bm.map"), s("bm.hash[5]"), s("bm.tokens[5]"))
+    s.check(
+        got == ({h: 3}, None, None),
+        "block 3 was already cached under h, so block 5 stays private: map keeps {h: 3} and "
+        f"block 5 has no hash or tokens; got map {_named(got[0], h)}, hash[5] "
+        f"{_named(got[1], h)}, tokens[5] {got[2]!r}",
+    )
+
+
+def _register_all(s: Script, prompt: list[int], blocks: list[int | None]) -> None:
+    _chain_entries(s, prompt)
+    for i, b in enumerate(blocks):
+        if b is not None:
+            s(f"bm._register({b}, *chain[{i}])")
+
+
+def _lookup_hits(s: Script, prompt: list[int], want: list[int], message: str) -> None:
+    got = s(f"bm._lookup({prompt})")
+    s.check(list(got) == want, f"bm._lookup({prompt}) returned {got!r}; expected {want}: {message}")
+
+
+def _lookup_finds_the_prefix(impl: Any) -> None:
+    s = _script(impl, f"bm = {NAME}(8, 2)")
+    _register_all(s, [1, 2, 3, 4, 5, 6], [0, 1, 2])
+    _lookup_hits(s, [1, 2, 3, 4, 5, 6, 7], [0, 1, 2], "all three blocks are cached, in order")
+    _lookup_hits(s, [1, 2, 9, 9, 5, 6, 7], [0], "only [1, 2] is a cached prefix here")
+    _lookup_hits(s, [7, 7, 7], [], "nothing starting with [7, 7] is cached")
+
+
+def _lookup_capped(impl: Any) -> None:
+    s = _script(impl, f"bm = {NAME}(8, 2)")
+    _register_all(s, [1, 2, 3, 4, 5, 6], [0, 1, 2])
+    _lookup_hits(
+        s,
+        [1, 2, 3, 4, 5, 6],
+        [0, 1],
+        "the last prompt token is always computed, so at most (6 - 1) // 2 = 2 blocks hit",
+    )
+
+
+def _lookup_first_miss(impl: Any) -> None:
+    s = _script(impl, f"bm = {NAME}(8, 2)")
+    _register_all(s, [1, 2, 3, 4, 5, 6], [0, None, 2])
+    _lookup_hits(
+        s,
+        [1, 2, 3, 4, 5, 6, 7],
+        [0],
+        "block [3, 4] is not cached, so the lookup stops there; [5, 6] after it is unreachable",
+    )
+
+
+def _lookup_verifies(impl: Any) -> None:
+    s = _script(impl, f"bm = {NAME}(8, 2)")
+    _register_all(s, [1, 2, 3, 4, 5], [0, 1])
+    s("bm.tokens[1] = (0, 0)  # as if another block answered to this hash")
+    _lookup_hits(
+        s,
+        [1, 2, 3, 4, 5],
+        [0],
+        "block 1 is in map under the right hash, but its stored tokens (0, 0) are not [3, 4]",
+    )
+
+
+def _duplicate_stays_private(impl: Any) -> None:
+    s = _script(impl, f"bm = {NAME}(8, 2)")
+    s("bm.allocate(0, [1, 2, 3])")
+    s("bm.allocate(1, [1, 2])")  # its one block is computed: a private copy of [1, 2]
+    first, twin = s("bm.block_table(0)")[0], s("bm.block_table(1)")[0]
+    s.check(
+        list(s("bm.cached()").values()) == [first] and s(f"bm.block_hash({twin})") is None,
+        f"block {first} already caches [1, 2], so its copy {twin} stays private; cached() is "
+        f"{s('bm.cached()')}",
+    )
+    _invariants(s)
+
+
+def _no_public_equivalent(impl: Any) -> None:
+    """Tampering with stored tokens needs the skeleton's state: nothing to check otherwise."""
+
+
+def _skeleton_or(
+    inner: Callable[[Any], None], *public: Callable[[Any], None]
+) -> Callable[[Any], None]:
+    """Run ``inner`` on a skeleton-shaped class, else the same rule through the public API."""
+
+    def run(impl: Any) -> None:
+        if _skeleton(impl):
+            inner(impl)
+            return
+        for probe in public:
+            probe(impl)
+
+    return run
+
+
+# ------------------------------------------------------------------ step 2 probes
 def _same_prompt_shares(impl: Any) -> None:
     s = _script(impl, f"bm = {NAME}(8, 4)")
     prompt = list(range(10))
@@ -110,7 +299,7 @@ def _decode_fills_cache(impl: Any) -> None:
     _invariants(s)
 
 
-# ------------------------------------------------------------------ step 2 probes
+# ------------------------------------------------------------------ step 3 probes
 def _freed_stays_cached(impl: Any) -> None:
     s = _script(impl, f"bm = {NAME}(4, 2)")
     s("bm.allocate(0, [1, 2, 3, 4, 5])")
@@ -208,6 +397,15 @@ def _freed_once(impl: Any) -> None:
 
 
 HINTS: dict[str, str] = {
+    "chain-shape": "_chain names each full block only (len(tokens) // block_size of them), as "
+    "the pair (h, block_tokens) with block_tokens a tuple of that block's tokens",
+    "register": "_register(block, h, block_tokens) sets map[h] = block, hash[block] = h and "
+    "tokens[block] = block_tokens",
+    "duplicate": "_register leaves a block private when its hash is already cached: map keeps "
+    "the first block, and the second gets no hash (else freeing one would remove the other's "
+    "entry)",
+    "verify": "a hit must be verified: map[h] is a hit only if that block's stored tokens equal "
+    "the block's tokens (a hash can collide)",
     "free-list": "a block was freed twice (it sits twice in free_list()): a block whose "
     "refcount reaches 0 goes to the evictable list if it holds a hash, else to the free list "
     "— never both",
@@ -251,7 +449,14 @@ def _build_without_frees(impl: Any) -> Any:
     return prefix_cache_machine(impl, name=NAME, frees=False)
 
 
-STEP1_INVARIANTS = [
+def _build_chain(impl: Any) -> Any:
+    """Step 1's machine: the skeleton's internals, else allocate and append (nothing freed)."""
+    if _skeleton(impl):
+        return chain_machine(impl, name=NAME)
+    return _build_without_frees(impl)
+
+
+STEP2_INVARIANTS = [
     "refcount-matches-tables",
     "table-length",
     "cache-map",
@@ -268,7 +473,61 @@ TOPIC = Topic(
     steps=[
         Step(
             1,
-            "hash-chained blocks and reuse",
+            "the hash chain: chain, register, look up",
+            [
+                _probe(
+                    "only full blocks are chained",
+                    "chain-shape",
+                    _skeleton_or(_chain_names_full_blocks, _same_prompt_shares),
+                ),
+                _probe(
+                    "a block's hash covers its whole prefix",
+                    "chain",
+                    _skeleton_or(_chain_covers_prefix, _same_block_other_place, _chained_hash),
+                ),
+                _probe(
+                    "register caches a block under its hash",
+                    "register",
+                    _skeleton_or(_register_caches, _same_prompt_shares),
+                ),
+                _probe(
+                    "an equal block already cached stays private",
+                    "duplicate",
+                    _skeleton_or(_register_keeps_the_first, _duplicate_stays_private),
+                ),
+                _probe(
+                    "a lookup finds the cached prefix",
+                    "hit-count",
+                    _skeleton_or(_lookup_finds_the_prefix, _chained_hash),
+                ),
+                _probe(
+                    "the last prompt token is always computed",
+                    "hit-cap",
+                    _skeleton_or(_lookup_capped, _last_token_computed),
+                ),
+                _probe(
+                    "a lookup stops at the first miss",
+                    "first-miss",
+                    _skeleton_or(_lookup_first_miss, _lookup_stops_at_a_miss),
+                ),
+                _probe(
+                    "a hit is checked against the stored tokens",
+                    "verify",
+                    _skeleton_or(_lookup_verifies, _no_public_equivalent),
+                ),
+            ],
+            MachineCheck(
+                "chain / register / lookup vs the model",
+                _build_chain,
+                list(CHAIN_INVARIANTS.values()),
+                HINTS,
+                60,
+                20,
+            ),
+        ),
+        Step(
+            2,
+            "allocate and append share cached blocks",
             [
                 _probe(
                     "an equal prompt shares its full blocks",
@@ -287,14 +546,14 @@ TOPIC = Topic(
             MachineCheck(
                 "allocate / append / fork vs the model (nothing freed yet)",
                 _build_without_frees,
-                [PREFIX_INVARIANTS[i] for i in STEP1_INVARIANTS],
+                [PREFIX_INVARIANTS[i] for i in STEP2_INVARIANTS],
                 HINTS,
                 60,
                 25,
             ),
         ),
         Step(
-            2,
+            3,
             "the evictable LRU of freed cached blocks",
             [
                 _probe("a freed block is freed once", "free-list", _freed_once),
