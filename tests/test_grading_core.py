@@ -408,6 +408,30 @@ def test_a_hang_guard_still_fires_when_the_body_swallows_it() -> None:
         stubborn()
 
 
+def test_a_hang_guard_never_raises_inside_a_finalizer() -> None:
+    # An exception raised in __del__ cannot reach the grader: Python would print "Exception
+    # ignored in ..." and go on. The guard lets the finalizer end and raises on the next line.
+    class SlowToDie:
+        def __del__(self) -> None:
+            end = time.process_time() + 0.4
+            while time.process_time() < end:
+                pass
+
+    def spin() -> None:
+        while True:
+            pass
+
+    lost: list[Any] = []
+    previous, sys.unraisablehook = sys.unraisablehook, lost.append
+    try:
+        with pytest.raises(ImplementationHung), hang_guard("SlowToDie()", 0.1):
+            SlowToDie()  # dropped at once: the alarm fires inside its __del__
+            spin()
+    finally:
+        sys.unraisablehook = previous
+    assert lost == []
+
+
 def test_a_loop_that_catches_everything_is_reported() -> None:
     # In a child process, so the old guard (which fired once) shows as a timeout, not a hang
     # of the test run.

@@ -9,28 +9,50 @@ from servelab.kv.blocks import (
     InvalidBlock,
     InvalidConfig,
     InvalidLength,
+    InvalidSequenceId,
     KVCacheError,
     OutOfBlocks,
     SequenceExists,
     Slot,
     UnknownSequence,
 )
-from servelab.kv.prefix import PrefixCachingBlockManager
-from servelab.kv.scheduler import RequestTooLarge, Scheduler, Sequence, StepOutput
+from servelab.kv.prefix import InvalidExtraKey, PrefixCachingBlockManager
+from servelab.kv.scheduler import (
+    DuplicateSequence,
+    InvalidRequest,
+    InvalidSchedulerConfig,
+    NotASequence,
+    RequestTooLarge,
+    Scheduler,
+    SchedulerError,
+    Sequence,
+    SequenceFinished,
+    StepOutput,
+    TokenNotAppended,
+)
 
 __all__ = [
     "BlockManager",
+    "DuplicateSequence",
     "InvalidBlock",
     "InvalidConfig",
+    "InvalidExtraKey",
     "InvalidLength",
+    "InvalidRequest",
+    "InvalidSchedulerConfig",
+    "InvalidSequenceId",
     "KVCacheError",
+    "NotASequence",
     "OutOfBlocks",
     "PrefixCachingBlockManager",
     "RequestTooLarge",
     "Scheduler",
+    "SchedulerError",
     "Sequence",
     "SequenceExists",
+    "SequenceFinished",
     "Slot",
     "StepOutput",
+    "TokenNotAppended",
     "UnknownSequence",
 ]
