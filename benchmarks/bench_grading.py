@@ -8,7 +8,8 @@ Rows, per topic:
 
 * ``reference step N``: the package's own implementation graded at step N (probes of steps
   1..N, then the step-N state machine: exactly what a grade cell runs);
-* ``failing``: every known-buggy implementation in ``tests/buggy/<topic>/`` graded on all
+* ``failing``: every known-buggy implementation (the topic's catalogue of mistakes, or
+  ``tests/buggy/<topic>/``) graded on all
   steps; the slowest and the median are shown, and the slowest file is named. Most are caught
   by a probe within milliseconds;
 * ``failing, machine alone``: the same implementations graded by the last step's state
@@ -23,6 +24,8 @@ at the last step, and at most three buggy files per topic).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
 import io
 import statistics
 import sys
@@ -35,6 +38,7 @@ from servelab.grading.mistakes import correct_impl
 from servelab.kv.blocks import BlockManager
 from servelab.kv.prefix import PrefixCachingBlockManager
 from servelab.kv.scheduler import Scheduler
+from servelab.testing.block_manager import check_invariants
 from servelab.weights import WeightCache
 
 PASSING_BUDGET_S = 3.0
@@ -48,6 +52,7 @@ REFERENCES: dict[str, Any] = {
     "block-manager": BlockManager,
     "scheduler": Scheduler,
     "prefix-cache": PrefixCachingBlockManager,
+    "invariant-checker": check_invariants,
 }
 
 
@@ -61,13 +66,26 @@ def timed_grade(topic: str | Topic, impl: Any, step: int | None) -> tuple[float,
     """CPU seconds of one grade, and whether it passed."""
     start = time.process_time()
     try:
-        passed = grade(topic, impl, step=step, out=io.StringIO()).passed
+        with contextlib.redirect_stdout(io.StringIO()):  # a buggy checker may print
+            passed = grade(topic, impl, step=step, out=io.StringIO()).passed
     except GradeFailure:
         passed = False
     return time.process_time() - start, passed
 
 
 def buggy_implementations(topic: str) -> list[tuple[str, Any]]:
+    folder = ROOT / "tests" / "buggy" / topic.replace("-", "_")
+    if folder.is_dir():  # a topic whose mistakes are test files, not a diagnosis catalogue
+        found = []
+        for path in sorted(folder.glob("*.py")):
+            if path.stem == "correct":
+                continue
+            spec = importlib.util.spec_from_file_location(f"buggy_{path.stem}", path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            found.append((path.stem, module.Buggy))
+        return found
     sys.path.insert(0, str(ROOT / "tests"))
     try:
         from buggy_impls import mistakes
@@ -92,7 +110,10 @@ def bench_topic(topic: str, quick: bool) -> list[str]:
     buggy = buggy_implementations(topic)
     if quick:
         buggy = buggy[:3]
-    for label, graded in (("failing", topic), ("failing, machine alone", machine_alone(topic))):
+    runs: list[tuple[str, str | Topic]] = [("failing", topic)]
+    if load_topic(topic).steps[-1].machine is not None:  # the checker topic has probes only
+        runs.append(("failing, machine alone", machine_alone(topic)))
+    for label, graded in runs:
         timings: list[tuple[float, str]] = []
         for name, impl in buggy:
             seconds, passed = timed_grade(graded, impl, None)
