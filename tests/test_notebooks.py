@@ -10,10 +10,14 @@
   run twice in a row, and each cell with a solution region run first as the learner's stub,
   passes every grade cell.
 * ``exercises/`` is what ``tools/notebooks.py`` generates from ``solutions/`` right now.
+* Every graded step shows its goal first: a target picture drawn from the reference package,
+  before the grade cell, stored with a fallback that renders in an untrusted notebook, unless
+  the step is listed in ``NO_TARGET`` with the reason.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import subprocess
 import sys
@@ -195,3 +199,85 @@ def test_rerunning_cells_never_changes_a_grade(path: Path) -> None:
             if not text.rstrip().endswith("PASSED"):
                 problems.append(f"{_first_line(cell.source)!r} did not pass:\n{text[-1500:]}")
     assert not problems, f"{_name(path)}:\n" + "\n".join(f"  {p}" for p in problems)
+
+
+# Graded steps with no target picture, each with the reason: a picture of the state would not
+# show what the step asks for.
+NO_TARGET = {
+    # Input validation only: every error leaves the state exactly as it was, so the picture
+    # after the step's calls is the picture before them.
+    ("03_block_manager", "block-manager", 4): "only about errors",
+    # Grades a checker function on states handed to it; nothing of the learner's is drawn.
+    ("03_block_manager", "invariant-checker", 3): "a function, not a structure",
+    # Hashes and a lookup map, before any block table exists: the block picture shows neither.
+    ("05_prefix_caching", "prefix-cache", 1): "nothing in the block picture yet",
+}
+
+
+def _is_target_cell(cell: nbformat.NotebookNode) -> bool:
+    return cell.cell_type == "code" and str(cell.get("id", "")).startswith("target-")
+
+
+def target_problems(notebook: nbformat.NotebookNode, stem: str) -> list[str]:
+    """What keeps a solution notebook from showing each graded step's target first."""
+    tool = _load_tool()
+    classes = {
+        node.name
+        for cell in notebook.cells
+        if cell.cell_type == "code" and tool._parses(cell.source)
+        for node in ast.walk(ast.parse(cell.source))
+        if isinstance(node, ast.ClassDef)
+    }
+    problems, targets, graded = [], [], set()
+    for cell in notebook.cells:
+        if _is_target_cell(cell):
+            targets.append(cell)
+            names = {n.id for n in ast.walk(ast.parse(cell.source)) if isinstance(n, ast.Name)}
+            if names & classes:
+                problems.append(f"{cell.id} draws the notebook's own {sorted(names & classes)}")
+            if (
+                not cell.source.startswith("# Your target for step")
+                or '"target: ' not in cell.source
+            ):
+                problems.append(f"{cell.id}: no '# Your target for step' line or 'target:' title")
+            pictures = [o.get("data", {}) for o in cell.outputs]
+            if not any("image/svg+xml" in d and "<img" in d.get("text/html", "") for d in pictures):
+                problems.append(f"{cell.id}: no stored picture with an <img> fallback")
+        if cell.cell_type != "code" or not tool._parses(cell.source):
+            continue
+        for topic, step, _ in tool._grade_calls(cell.source):
+            key = (stem, topic, step)
+            graded.add(key)
+            if key not in NO_TARGET and not targets:
+                problems.append(f"{topic} step {step} has no target cell before its grade cell")
+            targets = []
+    problems += [
+        f"{key} is exempt but not graded" for key in NO_TARGET.keys() - graded if key[0] == stem
+    ]
+    return problems
+
+
+@pytest.mark.parametrize("path", _notebooks("solutions"), ids=_name)
+def test_every_graded_step_shows_its_target_first(path: Path) -> None:
+    problems = target_problems(nbformat.read(path, as_version=4), path.stem)
+    assert not problems, f"{_name(path)}:\n" + "\n".join(f"  {p}" for p in problems)
+
+
+def test_the_target_check_finds_missing_unrenderable_and_self_drawn_targets() -> None:
+    picture = new_output(
+        "display_data", data={"image/svg+xml": "<svg/>", "text/html": "<img src='x'/>"}
+    )
+    target = '# Your target for step 1: look here.\nshow(Reference(), title="target: one")'
+    cells = [
+        new_code_cell("class Mine:\n    pass"),
+        new_code_cell(target, id="target-x-step1", outputs=[picture]),
+        new_code_cell('grade("topic", Mine, step=1)'),
+        new_code_cell('grade("topic", Mine, step=2)'),
+        new_code_cell(target.replace("Reference", "Mine"), id="target-x-step3"),
+        new_code_cell('grade("topic", Mine, step=3)'),
+    ]
+    assert target_problems(new_notebook(cells=cells), "nb") == [
+        "topic step 2 has no target cell before its grade cell",
+        "target-x-step3 draws the notebook's own ['Mine']",
+        "target-x-step3: no stored picture with an <img> fallback",
+    ]

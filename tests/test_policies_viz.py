@@ -42,3 +42,13 @@ def test_an_empty_policy_says_so_and_escapes_keys() -> None:
 def test_a_non_policy_is_refused() -> None:
     with pytest.raises(TypeError, match="eviction_order"):
         render_eviction_order(object())
+
+
+def test_a_long_title_widens_the_picture_instead_of_being_cut() -> None:
+    p: SIEVE[str] = SIEVE()
+    p.update_on_put("a", 1)
+    short = ET.fromstring(render_eviction_order(p, title="short"))
+    title = "your SIEVE after two evictions and a hit on d, drawn from its own order"
+    long = ET.fromstring(render_eviction_order(p, title=title))
+    assert int(short.get("width", "0")) == 240
+    assert int(long.get("width", "0")) >= 7 * len(title)

@@ -40,10 +40,11 @@ def render_eviction_order(
     held = [k for k in pinned if k not in order]
     marked = set(highlight)
     n = len(order) + len(held)
-    width = max(2 * _MARGIN + n * (_BOX_W + _GAP), 240)
-    height = 2 * _MARGIN + 22 + _BOX_H + 34
     name = getattr(policy, "name", type(policy).__name__)
     head = title if title is not None else f"{name}: next victims, left to right"
+    # Wide enough for the boxes and for the title (13 px bold: about 7.5 px a character).
+    width = max(2 * _MARGIN + n * (_BOX_W + _GAP), 240, 2 * _MARGIN + round(len(head) * 7.5))
+    height = 2 * _MARGIN + 22 + _BOX_H + 34
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11" '
