@@ -19,7 +19,7 @@ import copy
 import heapq
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -96,6 +96,26 @@ class EvictionPolicy(ABC, Generic[K]):
         """What the cache calls to admit a key: ``update_on_put``, or a cheaper callable with
         exactly its effect (bound once, like :meth:`hit_hook`)."""
         return self.update_on_put
+
+    def pop_victims(self, over: int, sizes: Mapping[K, int], victims: list[K]) -> int:
+        """Call :meth:`pop_victim` until the victims' ``sizes`` add up to ``over`` bytes, appending
+        each to ``victims``; returns the bytes they free.
+
+        What the cache calls to make room: one call per eviction, so a policy may choose several
+        victims in one Python frame. A victim missing from ``sizes`` ends the loop early (the
+        cache then names the policy inconsistent). An override must pop exactly what
+        :meth:`pop_victim` would, in the same order, and log each pop in :meth:`undo_log`.
+        """
+        pop_victim = self.pop_victim
+        freed = 0
+        while freed < over:
+            victim = pop_victim()
+            victims.append(victim)
+            size = sizes.get(victim, 0)  # sizes are positive: 0 means absent
+            if not size:
+                break
+            freed += size
+        return freed
 
     def undo_log(self) -> list[Any] | None:
         """A list where :meth:`pop_victim` records how to undo each pop, or None (the default).
@@ -225,6 +245,8 @@ class _ParkingQueue(EvictionPolicy[K]):
     (a Ctrl-C) lands before or after an update, never halfway through it.
     """
 
+    _front_is_victim: ClassVar[bool] = True
+
     def __init__(self) -> None:
         self._recent: OrderedDict[K, int] = OrderedDict()  # key -> size; never parked
         self._pinned: set[K] = set()
@@ -304,6 +326,33 @@ class _ParkingQueue(EvictionPolicy[K]):
         del recent[key]
         self._undo.append(key)
         return key
+
+    def pop_victims(self, over: int, sizes: Mapping[K, int], victims: list[K]) -> int:
+        # Nothing pinned or parked (the common case): the victims are the front keys, popped
+        # here without a call per victim. Otherwise, or when a subclass chooses its own
+        # victims, one pop_victim at a time.
+        if self._pinned or self._returned or not self._front_is_victim:
+            return super().pop_victims(over, sizes, victims)
+        recent, undo = self._recent, self._undo
+        freed = 0
+        while freed < over:
+            for key in recent:  # noqa: B007 - the front key, without a call
+                break
+            else:
+                raise NoVictim("the cache is empty")
+            del recent[key]
+            undo.append(key)  # the only call: an interrupt lands before the pop or after it
+            victims.append(key)
+            size = sizes.get(key, 0)
+            if not size:
+                break
+            freed += size
+        return freed
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A subclass with its own pop_victim sees every pop through it (pop_victims' rule).
+        cls._front_is_victim = cls.pop_victim is _ParkingQueue.pop_victim
 
     def restore_victims(self, victims: Sequence[tuple[K, int]]) -> None:
         undo, recent = self._undo, self._recent
