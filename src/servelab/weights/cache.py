@@ -275,10 +275,10 @@ class WeightCache(Generic[K]):
         if type(size) is not int or size <= 0:
             _check_bytes("size", size)
         with self._lock:
-            if key in self._sizes or size > self.capacity - self._pinned_bytes:
+            if key in self._sizes:
                 return self._put_checked(key, value, size)
             over = self._used + size - self.capacity
-            if over <= 0:
+            if over <= 0:  # it fits: no admission check needed (pinned bytes are in _used)
                 try:
                     self._admit(key, size)
                 except BaseException:
@@ -290,6 +290,8 @@ class WeightCache(Generic[K]):
                 self._sizes[key] = size
                 self._used += size
                 return []
+            if size > self.capacity - self._pinned_bytes:
+                return self._put_checked(key, value, size)
             values, sizes = self._values, self._sizes
             victims: list[K] = []
             undo = self._undo

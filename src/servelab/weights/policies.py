@@ -245,8 +245,6 @@ class _ParkingQueue(EvictionPolicy[K]):
     (a Ctrl-C) lands before or after an update, never halfway through it.
     """
 
-    _front_is_victim: ClassVar[bool] = True
-
     def __init__(self) -> None:
         self._recent: OrderedDict[K, int] = OrderedDict()  # key -> size; never parked
         self._pinned: set[K] = set()
@@ -255,6 +253,8 @@ class _ParkingQueue(EvictionPolicy[K]):
         self._heap: list[tuple[int, K]] = []  # (park number, key) of returned keys; lazy
         self._parks = 0
         self._undo: list[Any] = []  # this eviction's pops: a key, or a _Returned
+        # A subclass with its own pop_victim sees every pop through it (pop_victims' rule).
+        self._front_is_victim = type(self).pop_victim is _ParkingQueue.pop_victim
 
     def update_on_put(self, key: K, size: int) -> None:
         self._recent[key] = size
@@ -328,31 +328,25 @@ class _ParkingQueue(EvictionPolicy[K]):
         return key
 
     def pop_victims(self, over: int, sizes: Mapping[K, int], victims: list[K]) -> int:
-        # Nothing pinned or parked (the common case): the victims are the front keys, popped
-        # here without a call per victim. Otherwise, or when a subclass chooses its own
-        # victims, one pop_victim at a time.
+        # Nothing pinned or parked (the common case): the victims are the front keys, read in
+        # one pass, then logged and deleted; no call per victim. Otherwise, or when a subclass
+        # chooses its own victims, one pop_victim at a time.
         if self._pinned or self._returned or not self._front_is_victim:
             return super().pop_victims(over, sizes, victims)
-        recent, undo = self._recent, self._undo
         freed = 0
-        while freed < over:
-            for key in recent:  # noqa: B007 - the front key, without a call
-                break
-            else:
-                raise NoVictim("the cache is empty")
-            del recent[key]
-            undo.append(key)  # the only call: an interrupt lands before the pop or after it
+        for key in self._recent:
             victims.append(key)
-            size = sizes.get(key, 0)
-            if not size:
-                break
+            size = sizes.get(key, 0)  # 0: absent, the cache rejects it
             freed += size
+            if not size or freed >= over:
+                break
+        else:
+            raise NoVictim("not enough evictable entries")  # nothing was popped
+        recent = self._recent
+        self._undo.extend(victims)  # logged first: an interrupt below leaves them all undoable
+        for key in victims:
+            del recent[key]
         return freed
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        # A subclass with its own pop_victim sees every pop through it (pop_victims' rule).
-        cls._front_is_victim = cls.pop_victim is _ParkingQueue.pop_victim
 
     def restore_victims(self, victims: Sequence[tuple[K, int]]) -> None:
         undo, recent = self._undo, self._recent
