@@ -99,7 +99,7 @@ class EvictionPolicy(ABC, Generic[K]):
 
     def pop_victims(self, over: int, sizes: Mapping[K, int], victims: list[K]) -> int:
         """Call :meth:`pop_victim` until the victims' ``sizes`` add up to ``over`` bytes, appending
-        each to ``victims``; returns the bytes they free.
+        each to ``victims`` (passed empty); returns the bytes they free.
 
         What the cache calls to make room: one call per eviction, so a policy may choose several
         victims in one Python frame. A victim missing from ``sizes`` ends the loop early (the
@@ -242,7 +242,9 @@ class _ParkingQueue(EvictionPolicy[K]):
 
     Every update changes its structures with statements that CPython never interrupts (``del``,
     item assignment) and makes at most one mutating call, last; so an asynchronous exception
-    (a Ctrl-C) lands before or after an update, never halfway through it.
+    (a Ctrl-C) lands before or after an update, never halfway through it. The one exception,
+    :meth:`pop_victims`, logs its victims before deleting them: an interrupt between two
+    deletions is undone with the rest by :meth:`restore_victims`.
     """
 
     def __init__(self) -> None:
