@@ -214,3 +214,70 @@ def test_contract_breaks_raise_before_any_change(name: str) -> None:
     with pytest.raises(KeyError, match="no such key"):
         policy.update_on_hit("zz")
     assert policy.eviction_order() == before and len(policy) == 2
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+@pytest.mark.parametrize("pinned", ["", "a", "ab", "ac"])
+def test_pop_victims_pops_what_pop_victim_would(name: str, pinned: str) -> None:
+    """One pop_victims call chooses the keys, in the order, that pop_victim calls would, and
+    restore_victims takes them back exactly (the undo log covers the one-frame fast path)."""
+    sizes = {"a": 3, "b": 1, "c": 2, "d": 4, "e": 1}
+
+    def fresh() -> EvictionPolicy[str]:
+        policy: EvictionPolicy[str] = POLICIES[name]()
+        for key, size in sizes.items():
+            policy.update_on_put(key, size)
+        for key in pinned:
+            policy.update_on_pin(key)
+        return policy
+
+    for over in (1, 3, 5, 6):
+        one_by_one, many = fresh(), fresh()
+        expected: list[str] = []
+        freed = 0
+        while freed < over:
+            expected.append(one_by_one.pop_victim())
+            freed += sizes[expected[-1]]
+        before = many.eviction_order()
+        log = many.undo_log()
+        if log is not None:
+            log.clear()
+        victims: list[str] = []
+        assert many.pop_victims(over, sizes, victims) == freed
+        assert victims == expected
+        assert many.eviction_order() == one_by_one.eviction_order()
+        many.restore_victims([(k, sizes[k]) for k in victims])
+        assert many.eviction_order() == before
+
+
+def test_pop_victims_of_a_subclass_goes_through_its_pop_victim() -> None:
+    class Counting(LRU[str]):
+        pops = 0
+
+        def pop_victim(self) -> str:
+            self.pops += 1
+            return super().pop_victim()
+
+    policy = Counting()
+    _fill(policy, "abc")
+    victims: list[str] = []
+    assert policy.pop_victims(2, dict.fromkeys("abc", 1), victims) == 2
+    assert victims == ["a", "b"] and policy.pops == 2
+
+
+def test_pop_victims_stops_at_a_key_the_cache_does_not_hold() -> None:
+    lru: LRU[str] = LRU()
+    _fill(lru, "abc")
+    victims: list[str] = []
+    assert lru.pop_victims(3, {"a": 1, "c": 1}, victims) == 1  # "b" absent: the cache rejects
+    assert victims == ["a", "b"]
+    lru.restore_victims([])
+    assert lru.eviction_order() == ["a", "b", "c"]
+
+
+def test_pop_victims_raises_no_victim_and_pops_nothing_when_the_queue_runs_out() -> None:
+    lru: LRU[str] = LRU()
+    _fill(lru, "ab")
+    with pytest.raises(NoVictim):
+        lru.pop_victims(5, {"a": 1, "b": 1}, [])
+    assert lru.eviction_order() == ["a", "b"] and len(lru) == 2

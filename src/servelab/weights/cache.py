@@ -33,10 +33,9 @@ from __future__ import annotations
 import copy
 import threading
 import weakref
-from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
-from itertools import chain
+from functools import partial
 from types import TracebackType
 from typing import Any, Generic, NoReturn, TypeVar
 
@@ -133,12 +132,6 @@ _POLICY_METHODS = (
 # Which cache each policy decides for (by id; an entry goes when its cache is collected).
 _OWNERS: weakref.WeakValueDictionary[int, WeightCache[Any]] = weakref.WeakValueDictionary()
 _OWNERS_LOCK = threading.Lock()
-
-
-def _sink() -> Callable[[Iterable[object]], None]:
-    """A call that consumes an iterator in C: no point inside it where an interrupt can land."""
-    sink: deque[object] = deque(maxlen=0)
-    return sink.extend
 
 
 def _policy_state(policy: object, keys: Mapping[Any, object]) -> dict[str, Any] | None:
@@ -239,7 +232,6 @@ class WeightCache(Generic[K]):
         self._pinned_bytes = 0  # changes on pin/unpin only, so a put touches one byte counter
         self._hits = self._misses = self._evictions = self._evicted_bytes = 0
         self._lock = threading.Lock()
-        self._sink = _sink()  # consumes an iterator in C: no point where an interrupt lands
         self._bind_policy()
 
     def _bind_policy(self) -> None:
@@ -248,7 +240,10 @@ class WeightCache(Generic[K]):
         hooks = getattr(policy, "hit_hook", None), getattr(policy, "put_hook", None)
         self._touch = hooks[0]() if hooks[0] is not None else policy.update_on_hit
         self._admit = hooks[1]() if hooks[1] is not None else policy.update_on_put
-        self._pop_victim = policy.pop_victim
+        pop_victims = getattr(policy, "pop_victims", None)
+        if pop_victims is None:  # a policy written without the base class: the default loop
+            pop_victims = partial(EvictionPolicy.pop_victims, policy)
+        self._pop_victims: Callable[[int, Mapping[K, int], list[K]], int] = pop_victims
         undo_log = getattr(policy, "undo_log", None)
         self._undo = undo_log() if undo_log is not None else None
 
@@ -280,10 +275,10 @@ class WeightCache(Generic[K]):
         if type(size) is not int or size <= 0:
             _check_bytes("size", size)
         with self._lock:
-            if key in self._sizes or size > self.capacity - self._pinned_bytes:
+            if key in self._sizes:
                 return self._put_checked(key, value, size)
             over = self._used + size - self.capacity
-            if over <= 0:
+            if over <= 0:  # it fits: no admission check needed (pinned bytes are in _used)
                 try:
                     self._admit(key, size)
                 except BaseException:
@@ -295,61 +290,43 @@ class WeightCache(Generic[K]):
                 self._sizes[key] = size
                 self._used += size
                 return []
+            if size > self.capacity - self._pinned_bytes:
+                return self._put_checked(key, value, size)
             values, sizes = self._values, self._sizes
             victims: list[K] = []
             undo = self._undo
             if undo is not None:
                 undo.clear()  # the undo log holds this eviction's pops only
             try:
-                pop_victim = self._pop_victim
                 try:
-                    victim = pop_victim()
-                    victims.append(victim)
-                    freed = sizes.get(victim, 0)  # 0: not resident (sizes are positive)
-                    while 0 < freed < over:  # the new entry needs more room
-                        more = pop_victim()
-                        victims.append(more)
-                        size_more = sizes.get(more, 0)
-                        if not size_more:
-                            break
-                        freed += size_more
+                    freed = self._pop_victims(over, sizes, victims)
                 except LookupError as err:
                     raise PolicyInconsistent(self._no_victim(err, victims)) from err
                 n_victims = len(victims)
                 pins = self._pins
                 if (
                     freed < over
-                    or (
-                        pins
-                        and (
-                            victim in pins
-                            if n_victims == 1
-                            else not pins.keys().isdisjoint(victims)
-                        )
-                    )
+                    or (pins and not pins.keys().isdisjoint(victims))
                     or (n_victims > 1 and len(set(victims)) != n_victims)
                 ):
                     self._reject(victims)  # names the victim that is absent, pinned or repeated
-                if n_victims == 1:
-                    evict = None
-                else:
-                    evict = chain(map(values.__delitem__, victims), map(sizes.__delitem__, victims))
                 self._admit(key, size)
             except BaseException:
                 self._unadmit(key)
                 self._give_back(victims)
                 raise
-            # From here on nothing calls until evict(), which runs in C: an interrupt lands
-            # before all of the commit or after it.
+            # The commit: statements CPython does not interrupt, then the victims' deletions.
             values[key] = value
             sizes[key] = size
             self._used += size - freed
             self._evictions += n_victims
             self._evicted_bytes += freed
-            if evict is None:
-                del values[victim], sizes[victim]
-            else:
-                self._sink(evict)  # one call, in C: the victims' entries go at once
+            try:
+                for victim in victims:
+                    del values[victim], sizes[victim]
+            except BaseException:  # an interrupt between two victims: finish, then pass it on
+                self._drop(victims)
+                raise
             return victims
 
     def _choose_victims(self, over: int, victims: list[K]) -> int:
@@ -359,19 +336,25 @@ class WeightCache(Generic[K]):
         anything after it raises. A policy that names no victim although unpinned bytes
         remain, or names a pinned, absent or repeated key, raises :class:`PolicyInconsistent`.
         """
-        sizes, pins, pop_victim = self._sizes, self._pins, self._pop_victim
-        freed = 0
-        while freed < over:
-            try:
-                victim = pop_victim()
-            except LookupError as err:
-                raise PolicyInconsistent(self._no_victim(err, victims)) from err
-            victims.append(victim)
-            size = sizes.get(victim)
-            if size is None or victim in pins or victim in victims[:-1]:
-                self._reject(victims)
-            freed += size
+        try:
+            freed = self._pop_victims(over, self._sizes, victims)
+        except LookupError as err:
+            raise PolicyInconsistent(self._no_victim(err, victims)) from err
+        pins = self._pins
+        if (
+            freed < over
+            or len(set(victims)) != len(victims)
+            or (pins and not pins.keys().isdisjoint(victims))
+        ):
+            self._reject(victims)
         return freed
+
+    def _drop(self, victims: list[K]) -> None:
+        """Finish deleting evicted entries (some may be gone already)."""
+        values, sizes = self._values, self._sizes
+        for victim in victims:
+            values.pop(victim, None)
+            sizes.pop(victim, None)
 
     def _reject(self, victims: list[K]) -> NoReturn:
         """Raise PolicyInconsistent naming the first victim that cannot be evicted."""
@@ -441,8 +424,6 @@ class WeightCache(Generic[K]):
                 if self._undo is not None:
                     self._undo.clear()
                 freed = self._choose_victims(over, victims)
-            values, sizes = self._values, self._sizes
-            evict = chain(map(values.__delitem__, victims), map(sizes.__delitem__, victims))
             n_victims = len(victims)
             self._admit(key, size)
         except BaseException:
@@ -454,12 +435,18 @@ class WeightCache(Generic[K]):
                 self._give_back(victims)
                 self.policy.update_on_put(key, old_size)
             raise
+        values, sizes = self._values, self._sizes
         values[key] = value
         sizes[key] = size
         self._used += size - old_size - freed
         self._evictions += n_victims
         self._evicted_bytes += freed
-        self._sink(evict)
+        try:
+            for victim in victims:
+                del values[victim], sizes[victim]
+        except BaseException:  # an interrupt between two victims: finish, then pass it on
+            self._drop(victims)
+            raise
         return victims
 
     def _check_admission(self, key: K, size: int) -> None:

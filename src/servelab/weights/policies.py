@@ -19,7 +19,7 @@ import copy
 import heapq
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -96,6 +96,26 @@ class EvictionPolicy(ABC, Generic[K]):
         """What the cache calls to admit a key: ``update_on_put``, or a cheaper callable with
         exactly its effect (bound once, like :meth:`hit_hook`)."""
         return self.update_on_put
+
+    def pop_victims(self, over: int, sizes: Mapping[K, int], victims: list[K]) -> int:
+        """Call :meth:`pop_victim` until the victims' ``sizes`` add up to ``over`` bytes, appending
+        each to ``victims`` (passed empty); returns the bytes they free.
+
+        What the cache calls to make room: one call per eviction, so a policy may choose several
+        victims in one Python frame. A victim missing from ``sizes`` ends the loop early (the
+        cache then names the policy inconsistent). An override must pop exactly what
+        :meth:`pop_victim` would, in the same order, and log each pop in :meth:`undo_log`.
+        """
+        pop_victim = self.pop_victim
+        freed = 0
+        while freed < over:
+            victim = pop_victim()
+            victims.append(victim)
+            size = sizes.get(victim, 0)  # sizes are positive: 0 means absent
+            if not size:
+                break
+            freed += size
+        return freed
 
     def undo_log(self) -> list[Any] | None:
         """A list where :meth:`pop_victim` records how to undo each pop, or None (the default).
@@ -222,7 +242,9 @@ class _ParkingQueue(EvictionPolicy[K]):
 
     Every update changes its structures with statements that CPython never interrupts (``del``,
     item assignment) and makes at most one mutating call, last; so an asynchronous exception
-    (a Ctrl-C) lands before or after an update, never halfway through it.
+    (a Ctrl-C) lands before or after an update, never halfway through it. The one exception,
+    :meth:`pop_victims`, logs its victims before deleting them: an interrupt between two
+    deletions is undone with the rest by :meth:`restore_victims`.
     """
 
     def __init__(self) -> None:
@@ -233,6 +255,8 @@ class _ParkingQueue(EvictionPolicy[K]):
         self._heap: list[tuple[int, K]] = []  # (park number, key) of returned keys; lazy
         self._parks = 0
         self._undo: list[Any] = []  # this eviction's pops: a key, or a _Returned
+        # A subclass with its own pop_victim sees every pop through it (pop_victims' rule).
+        self._front_is_victim = type(self).pop_victim is _ParkingQueue.pop_victim
 
     def update_on_put(self, key: K, size: int) -> None:
         self._recent[key] = size
@@ -304,6 +328,27 @@ class _ParkingQueue(EvictionPolicy[K]):
         del recent[key]
         self._undo.append(key)
         return key
+
+    def pop_victims(self, over: int, sizes: Mapping[K, int], victims: list[K]) -> int:
+        # Nothing pinned or parked (the common case): the victims are the front keys, read in
+        # one pass, then logged and deleted; no call per victim. Otherwise, or when a subclass
+        # chooses its own victims, one pop_victim at a time.
+        if self._pinned or self._returned or not self._front_is_victim:
+            return super().pop_victims(over, sizes, victims)
+        freed = 0
+        for key in self._recent:
+            victims.append(key)
+            size = sizes.get(key, 0)  # 0: absent, the cache rejects it
+            freed += size
+            if not size or freed >= over:
+                break
+        else:
+            raise NoVictim("not enough evictable entries")  # nothing was popped
+        recent = self._recent
+        self._undo.extend(victims)  # logged first: an interrupt below leaves them all undoable
+        for key in victims:
+            del recent[key]
+        return freed
 
     def restore_victims(self, victims: Sequence[tuple[K, int]]) -> None:
         undo, recent = self._undo, self._recent
