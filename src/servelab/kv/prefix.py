@@ -93,12 +93,16 @@ __all__ = [
     "HashAlgo",
     "InvalidExtraKey",
     "PrefixCachingBlockManager",
+    "builtin_block",
     "builtin_chain",
     "root_hash",
+    "sha256_block",
     "sha256_chain",
 ]
 
 HashFn = Callable[[int, list[int]], int]
+BlockHash = Callable[[int, Sequence[int]], int]  # (parent's name, a block's ids) -> its name
+Key = tuple[int | bytes, tuple[int, ...]]  # (parent identity or root key, a block's ids)
 HashAlgo = Literal["sha256", "builtin"]
 
 
@@ -113,50 +117,45 @@ def root_hash(extra_key: bytes) -> int:
     return int.from_bytes(digest, "big")
 
 
-def sha256_chain(parent: int, tokens: Sequence[int], block_size: int) -> list[int]:
-    """The chain hashes of the full blocks of ``tokens``, starting from ``parent``.
-
-    Each is SHA-256 over the parent's 32 bytes, a tag, and the block's ids as 8-byte
-    unsigned ints (ids of 2**64 and above, which no vocabulary has, take a longer tagged
-    encoding, so the input stays unambiguous).
-    """
-    n = len(tokens) // block_size
-    width = 8 * block_size
+def sha256_block(parent: int, tokens: Sequence[int]) -> int:
+    """The name of one full block: SHA-256 over the parent's 32 bytes, a tag, and the block's
+    ids as 8-byte unsigned ints (a block with an id of 2**64 or above, which no vocabulary
+    has, takes a longer tagged encoding, so the input stays unambiguous)."""
     try:
-        raw = array("Q", tokens[: n * block_size]).tobytes()
-        chunks = [b"Q" + raw[i : i + width] for i in range(0, n * width, width)]
+        raw = b"Q" + array("Q", tokens).tobytes()
     except OverflowError:
-        chunks = [
-            b"L" + ",".join(map(str, tokens[i : i + block_size])).encode()
-            for i in range(0, n * block_size, block_size)
-        ]
-    sha256 = hashlib.sha256
-    out = []
-    digest = parent.to_bytes(32, "big")
-    for chunk in chunks:
-        digest = sha256(digest + chunk).digest()
-        out.append(int.from_bytes(digest, "big"))
-    return out
+        raw = b"L" + ",".join(map(str, tokens)).encode()
+    return int.from_bytes(hashlib.sha256(parent.to_bytes(32, "big") + raw).digest(), "big")
 
 
-def builtin_chain(parent: int, tokens: Sequence[int], block_size: int) -> list[int]:
-    """The chain hashes by Python's ``hash`` of ``(parent, block tuple)``: fast, collides."""
+def builtin_block(parent: int, tokens: Sequence[int]) -> int:
+    """The name of one full block by Python's ``hash`` of ``(parent, tokens)``: fast, collides."""
+    return hash((parent, tuple(tokens)))
+
+
+def _chain(block_hash: BlockHash, parent: int, tokens: Sequence[int], size: int) -> list[int]:
     out = []
-    for i in range(0, len(tokens) // block_size * block_size, block_size):
-        parent = hash((parent, tuple(tokens[i : i + block_size])))
+    for i in range(0, len(tokens) // size * size, size):
+        parent = block_hash(parent, tuple(tokens[i : i + size]))
         out.append(parent)
     return out
 
 
-def _chain_with(fn: HashFn) -> Callable[[int, Sequence[int], int], list[int]]:
-    def chain(parent: int, tokens: Sequence[int], block_size: int) -> list[int]:
-        out = []
-        for i in range(0, len(tokens) // block_size * block_size, block_size):
-            parent = fn(parent, list(tokens[i : i + block_size]))
-            out.append(parent)
-        return out
+def sha256_chain(parent: int, tokens: Sequence[int], block_size: int) -> list[int]:
+    """The names (:func:`sha256_block`) of the full blocks of ``tokens``, from ``parent``."""
+    return _chain(sha256_block, parent, tokens, block_size)
 
-    return chain
+
+def builtin_chain(parent: int, tokens: Sequence[int], block_size: int) -> list[int]:
+    """The names (:func:`builtin_block`) of the full blocks of ``tokens``, from ``parent``."""
+    return _chain(builtin_block, parent, tokens, block_size)
+
+
+def _with_list(fn: HashFn) -> BlockHash:
+    def block_hash(parent: int, tokens: Sequence[int]) -> int:
+        return fn(parent, list(tokens))
+
+    return block_hash
 
 
 def _check_extra_key(extra_key: object) -> bytes:
@@ -175,21 +174,22 @@ class PrefixCachingBlockManager(BlockTables):
     Same tables, refcounts, fork and copy-on-write as
     :class:`~servelab.kv.blocks.BlockManager`; ``allocate`` takes token ids and returns how
     many leading tokens were found in the cache, and ``append_slot`` takes the new token id.
-    ``hash_algo`` names the blocks' hash (see the module docstring): ``"sha256"``
-    (default), ``"builtin"``, or a callable ``(parent_hash, block_tokens) -> int``.
+    ``hash_algo`` names the blocks (see the module docstring): ``"sha256"`` (default),
+    ``"builtin"``, or a callable ``(parent_hash, block_tokens) -> int``. A prefix is named
+    once, when it is first seen; hits are found by prefix identity and never hash.
     """
 
     def __init__(
         self, num_blocks: int, block_size: int, *, hash_algo: HashAlgo | HashFn = "sha256"
     ) -> None:
         super().__init__(num_blocks, block_size)
-        self._chain: Callable[[int, Sequence[int], int], list[int]]
+        self._block_hash: BlockHash
         if hash_algo == "sha256":
-            self._chain = sha256_chain
+            self._block_hash = sha256_block
         elif hash_algo == "builtin":
-            self._chain = builtin_chain
+            self._block_hash = builtin_block
         elif callable(hash_algo):
-            self._chain = _chain_with(hash_algo)
+            self._block_hash = _with_list(hash_algo)
         else:
             raise InvalidConfig(
                 f"hash_algo must be 'sha256', 'builtin' or a callable, got {hash_algo!r}"
@@ -197,19 +197,16 @@ class PrefixCachingBlockManager(BlockTables):
         self.hash_algo = hash_algo
         self._free: deque[int] = deque(range(num_blocks))  # unhashed, ready to use
         self._evictable: OrderedDict[int, None] = OrderedDict()  # hashed, refcount 0; LRU first
-        self._hash: list[int | None] = [None] * num_blocks
-        self._tokens: list[list[int] | None] = [None] * num_blocks
-        # A cached block's parent identity, or its root key (bytes) for a first block.
-        self._parent: list[int | bytes | None] = [None] * num_blocks
+        self._hash: list[int | None] = [None] * num_blocks  # the name a block holds, if any
         self._ident: list[int] = [0] * num_blocks  # every full block's identity; 0: none
-        # Interned identities: (parent identity or root key, tokens) -> identity, and back.
-        self._idents: dict[tuple[int | bytes, tuple[int, ...]], int] = {}
-        self._ident_key: dict[int, tuple[int | bytes, tuple[int, ...]]] = {}
-        self._ident_refs: dict[int, int] = {}  # blocks carrying it + child identities
+        # Interned identities: (parent identity or root key, tokens) -> identity, and back
+        # to [refs (blocks carrying it + child identities), key, name].
+        self._idents: dict[Key, int] = {}
+        self._ident_rec: dict[int, list[object]] = {}
         self._next_ident = 1
-        self._cached: dict[int, int] = {}  # hash -> block
+        self._cached: dict[int, int] = {}  # name -> the block holding it
+        self._named: dict[Key, int] = {}  # identity key -> the block holding its name
         self._seq_tokens: dict[int, list[int]] = {}
-        self._seq_hashes: dict[int, list[int]] = {}  # chain hash of each full block
         self._seq_key: dict[int, bytes] = {}  # each sequence's extra key
         self._roots: dict[bytes, int] = {b"": root_hash(b"")}
         self.hit_blocks = 0
@@ -230,13 +227,13 @@ class PrefixCachingBlockManager(BlockTables):
         """Leading tokens of ``token_ids`` that ``allocate`` would find cached (no side effects)."""
         tokens = check_token_ids(token_ids)
         key = _check_extra_key(extra_key)
-        return len(self._lookup(tokens, key, self._hashes(tokens, key))) * self.block_size
+        return len(self._lookup(tokens, key)) * self.block_size
 
     def can_allocate(self, token_ids: Sequence[int], *, extra_key: object = None) -> bool:
         """Whether ``allocate`` of a new sequence with these tokens would succeed now."""
         tokens = check_token_ids(token_ids)
         key = _check_extra_key(extra_key)
-        hits = self._lookup(tokens, key, self._hashes(tokens, key))
+        hits = self._lookup(tokens, key)
         return -(-len(tokens) // self.block_size) - len(hits) <= self._available(hits)
 
     # ---------------------------------------------------------------- mutations
@@ -248,48 +245,70 @@ class PrefixCachingBlockManager(BlockTables):
         ``len(token_ids)``. Sequences with different ``extra_key`` s (None, a str or bytes)
         never share a block.
         """
-        seq = check_seq_id(seq)
+        if type(seq) is not int:
+            seq = check_seq_id(seq)
         if seq in self._tables:
             raise SequenceExists(f"sequence {seq} is already allocated; free_seq({seq}) first")
         tokens = check_token_ids(token_ids)
-        key = _check_extra_key(extra_key)
-        hashes = self._hashes(tokens, key)
-        hits = self._lookup(tokens, key, hashes)
-        size, n_hits = self.block_size, len(hits)
-        n_blocks = -(-len(tokens) // size)
+        key = b"" if extra_key is None else _check_extra_key(extra_key)
+        size = self.block_size
+        n_tokens = len(tokens)
+        # The lookup, inline: the longest run of named blocks that continue the prefix.
+        named, idents = self._named, self._ident
+        hits: list[int] = []
+        parent: int | bytes = key
+        for start in range(0, (n_tokens - 1) // size * size if n_tokens else 0, size):
+            block = named.get((parent, tuple(tokens[start : start + size])))
+            if block is None:
+                break
+            hits.append(block)
+            parent = idents[block]
+        n_hits = len(hits)
+        n_blocks = -(-n_tokens // size)
         need = n_blocks - n_hits
-        available = self._available(hits)
-        if need > available:
+        ref, evictable, free = self._ref, self._evictable, self._free
+        if need > len(free) + len(evictable):  # the cheap test first; then count revivals
+            available = self._available(hits)
             raise OutOfBlocks(
                 f"sequence {seq} needs {need} new blocks ({n_hits} cached), "
                 f"only {available} can be freed"
             )
-        self.queried_blocks += (len(tokens) - 1) // size if tokens else 0
+        if evictable and need > self._available(hits):
+            raise OutOfBlocks(
+                f"sequence {seq} needs {need} new blocks ({n_hits} cached), "
+                f"only {self._available(hits)} can be freed"
+            )
+        self.queried_blocks += (n_tokens - 1) // size if n_tokens else 0
         self.hit_blocks += n_hits
-        ref, evictable = self._ref, self._evictable
         for block in hits:  # claim hits first so eviction below cannot take them
-            if ref[block] == 0:
+            if ref[block]:
+                ref[block] += 1
+            else:
                 del evictable[block]
-            ref[block] += 1
+                ref[block] = 1
         table = hits
-        parent: int | bytes = self._ident[hits[-1]] if hits else key
-        for i in range(n_hits, n_blocks):
-            block = self._take()
+        register = self._register
+        start = n_hits * size
+        for _ in range(need):
+            if free:
+                block = free.popleft()
+            else:
+                block = evictable.popitem(last=False)[0]
+                self._unregister(block)
+            ref[block] = 1
             table.append(block)
-            if i < len(hashes):
-                parent = self._register(
-                    block, hashes[i], tokens[i * size : i * size + size], parent
-                )
+            if start + size <= n_tokens:
+                parent = register(block, (parent, tuple(tokens[start : start + size])))
+                start += size
         self._tables[seq] = table
         self._seq_tokens[seq] = tokens
-        self._seq_hashes[seq] = hashes
         self._seq_key[seq] = key
         return n_hits * size
 
     def append_slot(self, seq: int, token_id: int) -> Slot:
         """Reserve the slot of ``token_id`` at the end of ``seq`` (copy-on-write as needed).
 
-        When the token fills its block, the block is hashed and enters the cache.
+        When the token fills its block, the block is named and enters the cache.
         """
         tokens = self._seq_tokens.get(seq) if type(seq) is int else None
         if tokens is None:
@@ -298,15 +317,39 @@ class PrefixCachingBlockManager(BlockTables):
         if type(token_id) is not int or token_id < 0:
             token_id = check_token_id(token_id)
         table = self._tables[seq]
-        n, size = len(tokens), self.block_size
-        offset = n % size
-        cow_src = None
-        if offset == 0 or self._ref[table[-1]] > 1:
-            cow_src = self._grow_or_copy(seq, table, n)
+        size = self.block_size
+        offset = len(tokens) % size
+        if offset and self._ref[table[-1]] == 1:  # the common case: our own partial tail
+            tokens.append(token_id)
+            if offset == size - 1:
+                self._register_tail(seq, table, tokens)
+            return new_slot(Slot, (table[-1], offset, None))
+        cow_src = self._grow_or_copy(seq, table, len(tokens))
         tokens.append(token_id)
         if offset == size - 1:
             self._register_tail(seq, table, tokens)
         return new_slot(Slot, (table[-1], offset, cow_src))
+
+    def free_seq(self, seq: int) -> None:
+        """Drop ``seq`` and release its blocks, tail first; a block is free again when its
+        refcount reaches zero. Freeing an unknown (or already freed) id raises
+        UnknownSequence."""
+        table = self._tables.pop(seq, None) if type(seq) is int else None
+        if table is None:
+            table = self._tables.pop(self._live_id(seq))
+        del self._seq_tokens[seq], self._seq_key[seq]
+        ref, hashes, evictable, free = self._ref, self._hash, self._evictable, self._free
+        for block in reversed(table):  # tail first, as prefix caching wants it
+            if ref[block] > 1:
+                ref[block] -= 1
+                continue
+            ref[block] = 0
+            if hashes[block] is not None:
+                evictable[block] = None
+            else:
+                if self._ident[block]:
+                    self._drop_ident(block)  # a private full block: nothing to keep
+                free.append(block)
 
     # --------------------------------------------------------------- inspection
     def seq_len(self, seq: int) -> int:
@@ -325,8 +368,10 @@ class PrefixCachingBlockManager(BlockTables):
 
     def block_tokens(self, block: int) -> list[int] | None:
         """The token ids a registered ``block`` holds, or None."""
-        tokens = self._tokens[self._check_block(block)]
-        return None if tokens is None else list(tokens)
+        block = self._check_block(block)
+        if self._hash[block] is None:
+            return None
+        return list(self._key_of(self._ident[block])[1])
 
     def free_list(self) -> list[int]:
         """Every allocatable block in allocation order: plain free ones, then evictable."""
@@ -341,20 +386,15 @@ class PrefixCachingBlockManager(BlockTables):
         return dict(self._cached)
 
     # ----------------------------------------------------------------- helpers
+    def _key_of(self, ident: int) -> Key:
+        key = self._ident_rec[ident][1]
+        assert isinstance(key, tuple)
+        return key
+
     def _register_tail(self, seq: int, table: list[int], tokens: list[int]) -> None:
         """The last block of ``seq`` just filled: name it and enter it in the cache."""
-        size = self.block_size
-        hashes = self._seq_hashes[seq]
-        block_tokens = tokens[-size:]
-        key = self._seq_key[seq]
-        if hashes:
-            (h,) = self._chain(hashes[-1], block_tokens, size)
-            parent: int | bytes = self._ident[table[-2]]
-        else:
-            (h,) = self._chain(self._root(key), block_tokens, size)
-            parent = key
-        hashes.append(h)
-        self._register(table[-1], h, block_tokens, parent)
+        parent = self._ident[table[-2]] if len(table) > 1 else self._seq_key[seq]
+        self._register(table[-1], (parent, tuple(tokens[-self.block_size :])))
 
     def _root(self, key: bytes) -> int:
         root = self._roots.get(key)
@@ -362,27 +402,18 @@ class PrefixCachingBlockManager(BlockTables):
             root = self._roots[key] = root_hash(key)
         return root
 
-    def _hashes(self, tokens: list[int], key: bytes) -> list[int]:
-        """Chain hashes of every full block of ``tokens``."""
-        return self._chain(self._root(key), tokens, self.block_size)
-
-    def _lookup(self, tokens: list[int], key: bytes, hashes: list[int]) -> list[int]:
-        """The cached blocks that continue this sequence's chain, from its first block."""
-        size = self.block_size
-        hittable = min((len(tokens) - 1) // size, len(hashes)) if tokens else 0
-        cached, stored, parents, idents = self._cached, self._tokens, self._parent, self._ident
+    def _lookup(self, tokens: list[int], key: bytes) -> list[int]:
+        """The cached blocks that continue this sequence's prefix, from its first block
+        (capped so that the last token is always computed)."""
+        size, named, idents = self.block_size, self._named, self._ident
         hits: list[int] = []
-        expect: int | bytes = key
-        for i in range(hittable):
-            block = cached.get(hashes[i])
-            if (
-                block is None
-                or parents[block] != expect
-                or stored[block] != tokens[i * size : i * size + size]
-            ):
+        parent: int | bytes = key
+        for start in range(0, (len(tokens) - 1) // size * size if tokens else 0, size):
+            block = named.get((parent, tuple(tokens[start : start + size])))
+            if block is None:
                 break
             hits.append(block)
-            expect = idents[block]
+            parent = idents[block]
         return hits
 
     def _available(self, hits: list[int]) -> int:
@@ -402,48 +433,61 @@ class PrefixCachingBlockManager(BlockTables):
     def _unregister(self, block: int) -> None:
         """Take an evicted ``block`` out of the cache: no name, no identity."""
         h = self._hash[block]
-        if h is not None and self._cached.get(h) == block:
+        if h is not None:
             del self._cached[h]
-        self._hash[block] = None
-        self._tokens[block] = None
-        self._parent[block] = None
+            del self._named[self._key_of(self._ident[block])]
+            self._hash[block] = None
         self._drop_ident(block)
 
-    def _register(self, block: int, h: int, tokens: list[int], parent: int | bytes) -> int:
-        """Give a full ``block`` the identity of its whole prefix and, if its name is free,
-        enter it in the cache under ``h``; return the identity (its children chain on it)."""
-        key = (parent, tuple(tokens))
-        ident = self._idents.setdefault(key, self._next_ident)
-        refs = self._ident_refs
-        if ident == self._next_ident:  # a new prefix
-            self._next_ident += 1
-            self._ident_key[ident] = key
-            refs[ident] = 1
+    def _register(self, block: int, key: Key) -> int:
+        """Give a full ``block`` the identity ``key`` stands for (its parent's identity or
+        root key, its ids) and, if that prefix's name is free, enter it in the cache under
+        the name; return the identity (its children chain on it)."""
+        ident = self._idents.get(key)
+        if ident is None:  # a new prefix: intern it and name it, once
+            parent = key[0]
             if type(parent) is int:
-                refs[parent] += 1  # the parent identity lives while its child does
+                parent_rec = self._ident_rec[parent]
+                parent_rec[0] += 1  # type: ignore[operator]  # the parent lives while its child does
+                parent_hash = parent_rec[2]
+            else:
+                assert isinstance(parent, bytes)
+                parent_hash = self._root(parent)
+            assert isinstance(parent_hash, int)
+            ident = self._next_ident
+            self._next_ident = ident + 1
+            self._idents[key] = ident
+            h = self._block_hash(parent_hash, key[1])
+            self._ident_rec[ident] = [1, key, h]
         else:
-            refs[ident] += 1
+            rec = self._ident_rec[ident]
+            rec[0] += 1  # type: ignore[operator]
+            if key in self._named:  # a twin: the cached block keeps the name
+                self._ident[block] = ident
+                return ident
+            h = rec[2]
         self._ident[block] = ident
-        if h not in self._cached:  # else a twin or a collision holds the name: stay private
-            self._cached[h] = block
-            self._hash[block] = h
-            self._tokens[block] = tokens
-            self._parent[block] = parent
+        if h not in self._cached:  # else a collision holds the name: stay private
+            self._cached[h] = block  # type: ignore[index]
+            self._named[key] = block
+            self._hash[block] = h  # type: ignore[assignment]
         return ident
 
     def _drop_ident(self, block: int) -> None:
         """``block`` stops carrying its identity; drop identities nothing refers to."""
         ident = self._ident[block]
         self._ident[block] = 0
-        refs = self._ident_refs
+        recs = self._ident_rec
         while ident:
-            refs[ident] -= 1
-            if refs[ident]:
+            rec = recs[ident]
+            refs = rec[0] - 1  # type: ignore[operator]
+            if refs:
+                rec[0] = refs
                 return
-            del refs[ident]
-            key = self._ident_key.pop(ident)
-            del self._idents[key]
-            parent = key[0]
+            del recs[ident]
+            key = rec[1]
+            del self._idents[key]  # type: ignore[arg-type]
+            parent = key[0]  # type: ignore[index]
             ident = parent if type(parent) is int else 0
 
     def _release(self, block: int) -> None:
@@ -458,11 +502,10 @@ class PrefixCachingBlockManager(BlockTables):
 
     def _copy_seq(self, parent: int, child: int) -> None:
         self._seq_tokens[child] = list(self._seq_tokens[parent])
-        self._seq_hashes[child] = list(self._seq_hashes[parent])
         self._seq_key[child] = self._seq_key[parent]
 
     def _forget(self, seq: int) -> None:
-        del self._seq_tokens[seq], self._seq_hashes[seq], self._seq_key[seq]
+        del self._seq_tokens[seq], self._seq_key[seq]
 
     def __repr__(self) -> str:
         return (
