@@ -71,10 +71,10 @@ that writes every sequence's KV before attention satisfies this).
 from __future__ import annotations
 
 import hashlib
-from array import array
+import struct
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from servelab.kv.blocks import (
     BlockTables,
@@ -117,15 +117,22 @@ def root_hash(extra_key: bytes) -> int:
     return int.from_bytes(digest, "big")
 
 
+def _sha256_digest(parent: bytes, tokens: Sequence[int], pack: Callable[..., bytes]) -> bytes:
+    """SHA-256 over the parent's 32-byte digest, a tag, and the ids as 8-byte unsigned ints
+    (``pack``), or, for a block with an id of 2**64 or above, their decimal text."""
+    try:
+        raw = b"Q" + pack(*tokens)
+    except struct.error:
+        raw = b"L" + ",".join(map(str, tokens)).encode()
+    return hashlib.sha256(parent + raw).digest()
+
+
 def sha256_block(parent: int, tokens: Sequence[int]) -> int:
     """The name of one full block: SHA-256 over the parent's 32 bytes, a tag, and the block's
     ids as 8-byte unsigned ints (a block with an id of 2**64 or above, which no vocabulary
     has, takes a longer tagged encoding, so the input stays unambiguous)."""
-    try:
-        raw = b"Q" + array("Q", tokens).tobytes()
-    except OverflowError:
-        raw = b"L" + ",".join(map(str, tokens)).encode()
-    return int.from_bytes(hashlib.sha256(parent.to_bytes(32, "big") + raw).digest(), "big")
+    pack = struct.Struct(f"={len(tokens)}Q").pack
+    return int.from_bytes(_sha256_digest(parent.to_bytes(32, "big"), tokens, pack), "big")
 
 
 def builtin_block(parent: int, tokens: Sequence[int]) -> int:
@@ -158,6 +165,25 @@ def _with_list(fn: HashFn) -> BlockHash:
     return block_hash
 
 
+class _Prefix:
+    """An interned prefix identity: what every full block with this whole prefix carries."""
+
+    __slots__ = ("block", "ident", "key", "name", "parent", "refs")
+
+    def __init__(self, key: Key, ident: int, name: Any, parent: _Prefix | None) -> None:
+        self.key = key  # (parent's ident or the root key, the block's ids): its dict key
+        self.ident = ident  # a small int, unique among live prefixes: its children's keys
+        self.name = name  # the hash that names it, computed once
+        self.parent = parent  # the prefix one block shorter (None for a first block)
+        self.refs = 1  # blocks carrying it + child prefixes; dropped at 0
+        self.block = -1  # the block that holds its name in the cache, if any
+
+
+def _as_int(name: Any) -> int:
+    """A name as the int the public calls return (SHA-256 digests are kept as bytes)."""
+    return int.from_bytes(name, "big") if type(name) is bytes else int(name)
+
+
 def _check_extra_key(extra_key: object) -> bytes:
     if extra_key is None:
         return b""
@@ -176,20 +202,31 @@ class PrefixCachingBlockManager(BlockTables):
     many leading tokens were found in the cache, and ``append_slot`` takes the new token id.
     ``hash_algo`` names the blocks (see the module docstring): ``"sha256"`` (default),
     ``"builtin"``, or a callable ``(parent_hash, block_tokens) -> int``. A prefix is named
-    once, when it is first seen; hits are found by prefix identity and never hash.
+    once, when it is first seen; hits are found by prefix identity, with no hashing.
     """
 
     def __init__(
         self, num_blocks: int, block_size: int, *, hash_algo: HashAlgo | HashFn = "sha256"
     ) -> None:
         super().__init__(num_blocks, block_size)
-        self._block_hash: BlockHash
+        # Names are kept in their native form: SHA-256 digests as 32 bytes (their int is made
+        # only for block_hash and cached), the other hashes as ints.
+        self._name_block: Callable[[Any, tuple[int, ...]], Any]
+        self._root_name: Callable[[bytes], Any]
         if hash_algo == "sha256":
-            self._block_hash = sha256_block
+            pack = struct.Struct(f"={block_size}Q").pack
+
+            def name_block(parent: bytes, tokens: tuple[int, ...]) -> bytes:
+                return _sha256_digest(parent, tokens, pack)
+
+            self._name_block = name_block
+            self._root_name = lambda key: root_hash(key).to_bytes(32, "big")
         elif hash_algo == "builtin":
-            self._block_hash = builtin_block
+            self._name_block = builtin_block
+            self._root_name = root_hash
         elif callable(hash_algo):
-            self._block_hash = _with_list(hash_algo)
+            self._name_block = _with_list(hash_algo)
+            self._root_name = root_hash
         else:
             raise InvalidConfig(
                 f"hash_algo must be 'sha256', 'builtin' or a callable, got {hash_algo!r}"
@@ -197,18 +234,14 @@ class PrefixCachingBlockManager(BlockTables):
         self.hash_algo = hash_algo
         self._free: deque[int] = deque(range(num_blocks))  # unhashed, ready to use
         self._evictable: OrderedDict[int, None] = OrderedDict()  # hashed, refcount 0; LRU first
-        self._hash: list[int | None] = [None] * num_blocks  # the name a block holds, if any
-        self._ident: list[int] = [0] * num_blocks  # every full block's identity; 0: none
-        # Interned identities: (parent identity or root key, tokens) -> identity, and back
-        # to [refs (blocks carrying it + child identities), key, name].
-        self._idents: dict[Key, int] = {}
-        self._ident_rec: dict[int, list[object]] = {}
+        self._hash: list[Any] = [None] * num_blocks  # the name a block holds, if any
+        self._prefix: list[_Prefix | None] = [None] * num_blocks  # every full block's identity
+        self._idents: dict[Key, _Prefix] = {}  # interned: (parent ident or root key, ids)
         self._next_ident = 1
-        self._cached: dict[int, int] = {}  # name -> the block holding it
-        self._named: dict[Key, int] = {}  # identity key -> the block holding its name
+        self._cached: dict[Any, int] = {}  # name -> the block holding it
         self._seq_tokens: dict[int, list[int]] = {}
         self._seq_key: dict[int, bytes] = {}  # each sequence's extra key
-        self._roots: dict[bytes, int] = {b"": root_hash(b"")}
+        self._roots: dict[bytes, Any] = {}  # root key -> its name
         self.hit_blocks = 0
         self.queried_blocks = 0
 
@@ -253,30 +286,28 @@ class PrefixCachingBlockManager(BlockTables):
         key = b"" if extra_key is None else _check_extra_key(extra_key)
         size = self.block_size
         n_tokens = len(tokens)
-        # The lookup, inline: the longest run of named blocks that continue the prefix.
-        named, idents = self._named, self._ident
+        # The lookup (as _lookup), inline: the named blocks that continue the prefix.
+        idents, ref = self._idents, self._ref
         hits: list[int] = []
-        parent: int | bytes = key
+        revived = 0  # hits on evictable blocks: they stop being free
+        parent: _Prefix | None = None
         for start in range(0, (n_tokens - 1) // size * size if n_tokens else 0, size):
-            block = named.get((parent, tuple(tokens[start : start + size])))
-            if block is None:
-                break
-            hits.append(block)
-            parent = idents[block]
-        n_hits = len(hits)
-        n_blocks = -(-n_tokens // size)
-        need = n_blocks - n_hits
-        ref, evictable, free = self._ref, self._evictable, self._free
-        if need > len(free) + len(evictable):  # the cheap test first; then count revivals
-            available = self._available(hits)
-            raise OutOfBlocks(
-                f"sequence {seq} needs {need} new blocks ({n_hits} cached), "
-                f"only {available} can be freed"
+            prefix = idents.get(
+                (key if parent is None else parent.ident, tuple(tokens[start : start + size]))
             )
-        if evictable and need > self._available(hits):
+            if prefix is None or prefix.block < 0:
+                break
+            hits.append(prefix.block)
+            if not ref[prefix.block]:
+                revived += 1
+            parent = prefix
+        n_hits = len(hits)
+        need = -(-n_tokens // size) - n_hits
+        free, evictable = self._free, self._evictable
+        if need > len(free) + len(evictable) - revived:
             raise OutOfBlocks(
                 f"sequence {seq} needs {need} new blocks ({n_hits} cached), "
-                f"only {self._available(hits)} can be freed"
+                f"only {len(free) + len(evictable) - revived} can be freed"
             )
         self.queried_blocks += (n_tokens - 1) // size if n_tokens else 0
         self.hit_blocks += n_hits
@@ -287,18 +318,17 @@ class PrefixCachingBlockManager(BlockTables):
                 del evictable[block]
                 ref[block] = 1
         table = hits
-        register = self._register
         start = n_hits * size
         for _ in range(need):
             if free:
                 block = free.popleft()
             else:
                 block = evictable.popitem(last=False)[0]
-                self._unregister(block)
+                self._evict(block)
             ref[block] = 1
             table.append(block)
             if start + size <= n_tokens:
-                parent = register(block, (parent, tuple(tokens[start : start + size])))
+                parent = self._register(block, tuple(tokens[start : start + size]), parent, key)
                 start += size
         self._tables[seq] = table
         self._seq_tokens[seq] = tokens
@@ -319,37 +349,32 @@ class PrefixCachingBlockManager(BlockTables):
         table = self._tables[seq]
         size = self.block_size
         offset = len(tokens) % size
-        if offset and self._ref[table[-1]] == 1:  # the common case: our own partial tail
+        if offset:
+            if self._ref[table[-1]] == 1:  # the common case: our own partial tail
+                tokens.append(token_id)
+                if offset == size - 1:  # it fills: name it, enter it in the cache
+                    self._register_tail(seq, table, tokens)
+                return new_slot(Slot, (table[-1], offset, None))
+            cow_src = self._grow_or_copy(seq, table, len(tokens))  # copy a shared tail
             tokens.append(token_id)
             if offset == size - 1:
                 self._register_tail(seq, table, tokens)
-            return new_slot(Slot, (table[-1], offset, None))
-        cow_src = self._grow_or_copy(seq, table, len(tokens))
+            return new_slot(Slot, (table[-1], offset, cow_src))
+        # A block boundary: a new block (taken inline: this is every block_size-th token).
+        free = self._free
+        if free:
+            block = free.popleft()
+        elif self._evictable:
+            block = self._evictable.popitem(last=False)[0]
+            self._evict(block)
+        else:
+            raise OutOfBlocks(f"sequence {seq} needs a new block at token {len(tokens)}; none free")
+        self._ref[block] = 1
+        table.append(block)
         tokens.append(token_id)
-        if offset == size - 1:
+        if size == 1:
             self._register_tail(seq, table, tokens)
-        return new_slot(Slot, (table[-1], offset, cow_src))
-
-    def free_seq(self, seq: int) -> None:
-        """Drop ``seq`` and release its blocks, tail first; a block is free again when its
-        refcount reaches zero. Freeing an unknown (or already freed) id raises
-        UnknownSequence."""
-        table = self._tables.pop(seq, None) if type(seq) is int else None
-        if table is None:
-            table = self._tables.pop(self._live_id(seq))
-        del self._seq_tokens[seq], self._seq_key[seq]
-        ref, hashes, evictable, free = self._ref, self._hash, self._evictable, self._free
-        for block in reversed(table):  # tail first, as prefix caching wants it
-            if ref[block] > 1:
-                ref[block] -= 1
-                continue
-            ref[block] = 0
-            if hashes[block] is not None:
-                evictable[block] = None
-            else:
-                if self._ident[block]:
-                    self._drop_ident(block)  # a private full block: nothing to keep
-                free.append(block)
+        return new_slot(Slot, (block, 0, None))
 
     # --------------------------------------------------------------- inspection
     def seq_len(self, seq: int) -> int:
@@ -364,14 +389,15 @@ class PrefixCachingBlockManager(BlockTables):
 
     def block_hash(self, block: int) -> int | None:
         """The cache key ``block`` is registered under, or None."""
-        return self._hash[self._check_block(block)]
+        name = self._hash[self._check_block(block)]
+        return None if name is None else _as_int(name)
 
     def block_tokens(self, block: int) -> list[int] | None:
         """The token ids a registered ``block`` holds, or None."""
-        block = self._check_block(block)
-        if self._hash[block] is None:
+        prefix = self._prefix[self._check_block(block)]
+        if prefix is None or prefix.block != block:
             return None
-        return list(self._key_of(self._ident[block])[1])
+        return list(prefix.key[1])
 
     def free_list(self) -> list[int]:
         """Every allocatable block in allocation order: plain free ones, then evictable."""
@@ -383,37 +409,33 @@ class PrefixCachingBlockManager(BlockTables):
 
     def cached(self) -> dict[int, int]:
         """A copy of the cache map: hash -> block."""
-        return dict(self._cached)
+        return {_as_int(name): block for name, block in self._cached.items()}
 
     # ----------------------------------------------------------------- helpers
-    def _key_of(self, ident: int) -> Key:
-        key = self._ident_rec[ident][1]
-        assert isinstance(key, tuple)
-        return key
-
     def _register_tail(self, seq: int, table: list[int], tokens: list[int]) -> None:
         """The last block of ``seq`` just filled: name it and enter it in the cache."""
-        parent = self._ident[table[-2]] if len(table) > 1 else self._seq_key[seq]
-        self._register(table[-1], (parent, tuple(tokens[-self.block_size :])))
+        parent = self._prefix[table[-2]] if len(table) > 1 else None
+        block_ids = tuple(tokens[-self.block_size :])
+        self._register(table[-1], block_ids, parent, self._seq_key[seq])
 
-    def _root(self, key: bytes) -> int:
+    def _root(self, key: bytes) -> Any:
         root = self._roots.get(key)
         if root is None:
-            root = self._roots[key] = root_hash(key)
+            root = self._roots[key] = self._root_name(key)
         return root
 
     def _lookup(self, tokens: list[int], key: bytes) -> list[int]:
         """The cached blocks that continue this sequence's prefix, from its first block
         (capped so that the last token is always computed)."""
-        size, named, idents = self.block_size, self._named, self._ident
+        size, idents = self.block_size, self._idents
         hits: list[int] = []
         parent: int | bytes = key
         for start in range(0, (len(tokens) - 1) // size * size if tokens else 0, size):
-            block = named.get((parent, tuple(tokens[start : start + size])))
-            if block is None:
+            prefix = idents.get((parent, tuple(tokens[start : start + size])))
+            if prefix is None or prefix.block < 0:
                 break
-            hits.append(block)
-            parent = idents[block]
+            hits.append(prefix.block)
+            parent = prefix.ident
         return hits
 
     def _available(self, hits: list[int]) -> int:
@@ -426,79 +448,73 @@ class PrefixCachingBlockManager(BlockTables):
             block = self._free.popleft()
         else:
             block, _ = self._evictable.popitem(last=False)
-            self._unregister(block)
+            self._evict(block)
         self._ref[block] = 1
         return block
 
-    def _unregister(self, block: int) -> None:
-        """Take an evicted ``block`` out of the cache: no name, no identity."""
-        h = self._hash[block]
-        if h is not None:
-            del self._cached[h]
-            del self._named[self._key_of(self._ident[block])]
-            self._hash[block] = None
-        self._drop_ident(block)
-
-    def _register(self, block: int, key: Key) -> int:
-        """Give a full ``block`` the identity ``key`` stands for (its parent's identity or
-        root key, its ids) and, if that prefix's name is free, enter it in the cache under
-        the name; return the identity (its children chain on it)."""
-        ident = self._idents.get(key)
-        if ident is None:  # a new prefix: intern it and name it, once
-            parent = key[0]
-            if type(parent) is int:
-                parent_rec = self._ident_rec[parent]
-                parent_rec[0] += 1  # type: ignore[operator]  # the parent lives while its child does
-                parent_hash = parent_rec[2]
+    def _register(
+        self, block: int, block_ids: tuple[int, ...], parent: _Prefix | None, root: bytes
+    ) -> _Prefix:
+        """Give a full ``block`` the identity of its whole prefix (``parent``'s, or the root
+        key's for a first block, then ``block_ids``) and, if that prefix's name is free,
+        enter the block in the cache under it; return the identity."""
+        key: Key = (root if parent is None else parent.ident, block_ids)
+        prefix = self._idents.get(key)
+        if prefix is None:  # a new prefix: intern it and name it, once
+            if parent is None:
+                parent_name = self._root(root)
             else:
-                assert isinstance(parent, bytes)
-                parent_hash = self._root(parent)
-            assert isinstance(parent_hash, int)
+                parent.refs += 1  # the parent lives while its child does
+                parent_name = parent.name
             ident = self._next_ident
             self._next_ident = ident + 1
-            self._idents[key] = ident
-            h = self._block_hash(parent_hash, key[1])
-            self._ident_rec[ident] = [1, key, h]
+            prefix = self._idents[key] = _Prefix(
+                key, ident, self._name_block(parent_name, block_ids), parent
+            )
         else:
-            rec = self._ident_rec[ident]
-            rec[0] += 1  # type: ignore[operator]
-            if key in self._named:  # a twin: the cached block keeps the name
-                self._ident[block] = ident
-                return ident
-            h = rec[2]
-        self._ident[block] = ident
-        if h not in self._cached:  # else a collision holds the name: stay private
-            self._cached[h] = block  # type: ignore[index]
-            self._named[key] = block
-            self._hash[block] = h  # type: ignore[assignment]
-        return ident
+            prefix.refs += 1
+        self._prefix[block] = prefix
+        # Else a twin holds the name (the cached block keeps it), or a colliding prefix
+        # does: this block stays private.
+        if prefix.block < 0 and prefix.name not in self._cached:
+            self._cached[prefix.name] = block
+            self._hash[block] = prefix.name
+            prefix.block = block
+        return prefix
 
-    def _drop_ident(self, block: int) -> None:
-        """``block`` stops carrying its identity; drop identities nothing refers to."""
-        ident = self._ident[block]
-        self._ident[block] = 0
-        recs = self._ident_rec
-        while ident:
-            rec = recs[ident]
-            refs = rec[0] - 1  # type: ignore[operator]
-            if refs:
-                rec[0] = refs
+    def _evict(self, block: int) -> None:
+        """Take an evicted ``block`` (it holds a name) out of the cache: no name, no identity."""
+        prefix = self._prefix[block]
+        assert prefix is not None
+        del self._cached[prefix.name]
+        self._hash[block] = None
+        prefix.block = -1
+        self._unref(block)
+
+    def _unref(self, block: int) -> None:
+        """``block`` stops carrying its identity; drop identities nothing refers to (each
+        drop releases its parent: O(1) amortized, each identity is dropped once)."""
+        prefix = self._prefix[block]
+        self._prefix[block] = None
+        while prefix is not None:
+            prefix.refs -= 1
+            if prefix.refs:
                 return
-            del recs[ident]
-            key = rec[1]
-            del self._idents[key]  # type: ignore[arg-type]
-            parent = key[0]  # type: ignore[index]
-            ident = parent if type(parent) is int else 0
+            del self._idents[prefix.key]
+            prefix = prefix.parent
 
     def _release(self, block: int) -> None:
-        self._ref[block] -= 1
-        if self._ref[block] == 0:
-            if self._hash[block] is not None:
-                self._evictable[block] = None
-            else:
-                if self._ident[block]:
-                    self._drop_ident(block)  # a private full block: nothing to keep
-                self._free.append(block)
+        ref = self._ref
+        if ref[block] > 1:
+            ref[block] -= 1
+            return
+        ref[block] = 0
+        if self._hash[block] is not None:
+            self._evictable[block] = None
+        else:
+            if self._prefix[block] is not None:
+                self._unref(block)  # a private full block: nothing to keep
+            self._free.append(block)
 
     def _copy_seq(self, parent: int, child: int) -> None:
         self._seq_tokens[child] = list(self._seq_tokens[parent])
