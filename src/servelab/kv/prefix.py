@@ -1,18 +1,23 @@
 """Prefix caching: reuse the KV blocks of a prompt prefix that another request already computed.
 
-Identity of a block. Only *full* blocks are cached. A full block is named by a hash of its
-token ids chained with the hash of the block before it (the first block chains on a root
-derived from the sequence's ``extra_key``: a cache salt, an adapter id), so equal names
-mean equal whole prefixes as long as the hash does not collide. The name only *finds* a
-candidate; what decides a hit is the block's *prefix identity*, a small int that stands
-for its whole prefix exactly. Identities are interned: the identity of a block is looked up
-by the exact pair (its parent's identity, its token ids) in a dict, which compares keys by
-equality, so two blocks share an identity if and only if their whole prefixes (and root
-keys) are equal, whatever the hash does. A hit is accepted when the candidate's stored
-token ids equal the sequence's **and** its parent's identity is the identity of the prefix
-the sequence has matched so far (for a first block: the same root key). By induction from
-the first block, a hit's whole prefix equals the sequence's: a collision costs a miss,
-never wrong data.
+Identity of a block. Only *full* blocks are cached. What decides a hit is a block's *prefix
+identity*, a small int that stands for its whole prefix exactly. Identities are interned:
+the identity of a block is looked up by the exact pair (its parent's identity, its token
+ids) in a dict, which compares keys by equality, so two blocks share an identity if and
+only if their whole prefixes (and root keys: a first block's parent is the sequence's
+``extra_key``, a cache salt or an adapter id) are equal. A lookup walks the sequence's
+blocks from the first, probing the dict with (the identity matched so far, the next
+block's ids); the interned entry records the cached block, if any, that holds that prefix.
+By induction from the first block, a hit's whole prefix equals the sequence's, whatever
+the hash does: a hit needs no hashing at all.
+
+The name of a block is a hash of its token ids chained with its parent's name (the first
+block chains on a root derived from the ``extra_key``): what a cache shares with the
+outside world (vLLM publishes it in its KV events and keys its KV connectors by it), and
+what :meth:`~PrefixCachingBlockManager.block_hash` and
+:meth:`~PrefixCachingBlockManager.cached` report. Since the name is a function of the
+identity, it is computed once per new identity, when a prefix is first seen, and stored with
+it: a prompt whose blocks hit pays for no hash, a block that fills pays for one.
 
 Every full block gets an identity, cached or not, so the cache reuses as much as a
 content-addressed one: a *twin* (a private block equal to a cached one, e.g. the last
@@ -26,12 +31,14 @@ one per prefix of a block that holds one.
 
 The hash. ``hash_algo="sha256"`` (the default, as vLLM chose after its advisory
 GHSA-rm76-4mrf-v9r8): SHA-256 over the parent's 32-byte hash and the block's ids as 8-byte
-ints; names are stable across processes and machines, and nobody can construct a
-collision to steer which blocks are probed. ``"builtin"``: Python's ``hash`` of
-``(parent, tokens)``, faster, stable across processes for int tokens, but colliding by
-design (``hash(2**61 - 1) == hash(0)``): safe here only because of the check above. A
-callable ``(parent_hash, block_tokens) -> int`` may be passed instead (tests use one that
-collides on purpose).
+ints (kept as the 32-byte digest inside; the public calls return its int); names are stable
+across processes and machines, and nobody can construct a collision to take over a name.
+``"builtin"``: Python's ``hash`` of ``(parent, tokens)``, faster, stable across processes
+for int tokens, but colliding by design (``hash(2**61 - 1) == hash(0)``): harmless here,
+since names never decide a hit. A callable ``(parent_hash, block_tokens) -> int`` may be
+passed instead (tests use one that collides on purpose). Because hits do not hash, the
+choice costs only one hash per new prefix: ``make bench-peers`` measures SHA-256 against
+the peers' own hashes (nano-vllm's xxhash64, vLLM's SHA-256 and xxhash) side by side.
 
 Lifecycle of a block::
 
@@ -47,19 +54,19 @@ when no plain free block is left; reclaiming a block drops its hash from the map
 from the block, so a reused block never answers for its old contents. A sequence frees
 its blocks in reverse, so its tail (the least shared part) is evicted first.
 
-Costs. Lookup is a dict probe and a list comparison per block; a block that fills interns
-its identity (a tuple and a dict probe); a hit on an evictable block is an ``OrderedDict``
-delete, and eviction is ``popitem(last=False)`` plus dropping the identity (a chain of
-identities nothing refers to any more is dropped at once, each of them once: O(1)
-amortized). Every operation is O(1) per block it touches, with no list scans (a
-``deque.remove`` would be O(n) in the pool size). Fork and copy-on-write are
-:class:`~servelab.kv.blocks.BlockTables`'.
+Costs. Lookup is a dict probe per block (a tuple of its ids: hashed and compared in C); a
+block that fills interns its identity (a tuple and a dict probe) and, if the prefix is
+new, hashes once; a hit on an evictable block is an ``OrderedDict`` delete, and eviction
+is ``popitem(last=False)`` plus dropping the identity (a chain of identities nothing refers
+to any more is dropped at once, each of them once: O(1) amortized). Every operation is
+O(1) per block it touches, with no list scans (a ``deque.remove`` would be O(n) in the pool
+size). Fork and copy-on-write are :class:`~servelab.kv.blocks.BlockTables`'.
 
 Engine interface::
 
     cached = bm.allocate(seq, prompt_ids)   # tokens [0, cached) already hold KV
     # compute KV for prompt_ids[cached:], write it via bm.block_table(seq)
-    slot = bm.append_slot(seq, next_id)     # a block is hashed when it becomes full
+    slot = bm.append_slot(seq, next_id)     # a block is cached when it becomes full
 
 ``allocate`` caps the hit at ``(len - 1) // block_size`` whole blocks, so at least the last
 prompt token is always computed (its logits start decoding) and no write ever lands in a
@@ -239,8 +246,9 @@ class PrefixCachingBlockManager(BlockTables):
         self._idents: dict[Key, _Prefix] = {}  # interned: (parent ident or root key, ids)
         self._next_ident = 1
         self._cached: dict[Any, int] = {}  # name -> the block holding it
-        self._seq_tokens: dict[int, list[int]] = {}
-        self._seq_key: dict[int, bytes] = {}  # each sequence's extra key
+        # Each sequence's token ids, its block table (the list in _tables) and its extra key:
+        # one probe for append_slot.
+        self._seqs: dict[int, tuple[list[int], list[int], bytes]] = {}
         self._roots: dict[bytes, Any] = {}  # root key -> its name
         self.hit_blocks = 0
         self.queried_blocks = 0
@@ -331,8 +339,7 @@ class PrefixCachingBlockManager(BlockTables):
                 parent = self._register(block, tuple(tokens[start : start + size]), parent, key)
                 start += size
         self._tables[seq] = table
-        self._seq_tokens[seq] = tokens
-        self._seq_key[seq] = key
+        self._seqs[seq] = (tokens, table, key)
         return n_hits * size
 
     def append_slot(self, seq: int, token_id: int) -> Slot:
@@ -340,13 +347,13 @@ class PrefixCachingBlockManager(BlockTables):
 
         When the token fills its block, the block is named and enters the cache.
         """
-        tokens = self._seq_tokens.get(seq) if type(seq) is int else None
-        if tokens is None:
+        state = self._seqs.get(seq) if type(seq) is int else None
+        if state is None:
             seq = self._live_id(seq)
-            tokens = self._seq_tokens[seq]
+            state = self._seqs[seq]
         if type(token_id) is not int or token_id < 0:
             token_id = check_token_id(token_id)
-        table = self._tables[seq]
+        tokens, table, _ = state
         size = self.block_size
         offset = len(tokens) % size
         if offset:
@@ -380,12 +387,12 @@ class PrefixCachingBlockManager(BlockTables):
     def seq_len(self, seq: int) -> int:
         """Tokens of ``seq`` that have a slot."""
         self._table_of(seq)
-        return len(self._seq_tokens[seq])
+        return len(self._seqs[seq][0])
 
     def token_ids(self, seq: int) -> list[int]:
         """A copy of ``seq``'s token ids."""
         self._table_of(seq)
-        return list(self._seq_tokens[seq])
+        return list(self._seqs[seq][0])
 
     def block_hash(self, block: int) -> int | None:
         """The cache key ``block`` is registered under, or None."""
@@ -416,7 +423,7 @@ class PrefixCachingBlockManager(BlockTables):
         """The last block of ``seq`` just filled: name it and enter it in the cache."""
         parent = self._prefix[table[-2]] if len(table) > 1 else None
         block_ids = tuple(tokens[-self.block_size :])
-        self._register(table[-1], block_ids, parent, self._seq_key[seq])
+        self._register(table[-1], block_ids, parent, self._seqs[seq][2])
 
     def _root(self, key: bytes) -> Any:
         root = self._roots.get(key)
@@ -517,11 +524,11 @@ class PrefixCachingBlockManager(BlockTables):
             self._free.append(block)
 
     def _copy_seq(self, parent: int, child: int) -> None:
-        self._seq_tokens[child] = list(self._seq_tokens[parent])
-        self._seq_key[child] = self._seq_key[parent]
+        tokens, _, key = self._seqs[parent]
+        self._seqs[child] = (list(tokens), self._tables[child], key)
 
     def _forget(self, seq: int) -> None:
-        del self._seq_tokens[seq], self._seq_key[seq]
+        del self._seqs[seq]
 
     def __repr__(self) -> str:
         return (
