@@ -27,7 +27,12 @@ a unique suffix), 8-40 ``append`` calls (``append_slot``; nano-vllm's ``append_t
 replay), the same repetitions (best of ``--reps``, sizes and managers interleaved), the
 same GC policy (collected before, disabled while timed) and the same clock: process CPU
 time, so time spent descheduled on a shared machine does not count. Ours validates every
-input on every call; the peers validate nothing.
+input on every call; the peers validate nothing. The peers hash every full block of every
+prompt (their hits are found by name); ours hashes once per new prefix (hits are found by
+prefix identity), so each side runs with a cryptographic hash (our SHA-256, vLLM's SHA-256)
+and a fast one (Python's ``hash``; nano-vllm's and vLLM's xxhash): compare like with like.
+Most operations are token appends (8-40 per lifecycle), where ours checks both ids, the
+tail's refcount and returns a ``Slot``; the peers' is a list append and a block-boundary test.
 
 Figures: operations per second, ours over each peer at each size, and each manager's
 131k / 1k. Run ``make bench-peers`` (or ``benchmarks/.peers-venv/bin/python

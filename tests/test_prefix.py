@@ -17,7 +17,13 @@ from servelab.kv.blocks import (
     SequenceExists,
     UnknownSequence,
 )
-from servelab.kv.prefix import InvalidExtraKey, PrefixCachingBlockManager
+from servelab.kv.prefix import (
+    InvalidExtraKey,
+    PrefixCachingBlockManager,
+    builtin_chain,
+    root_hash,
+    sha256_chain,
+)
 from servelab.testing.core import thoroughness
 from servelab.testing.prefix_cache import (
     check_prefix_invariants,
@@ -210,6 +216,26 @@ def test_token_ids_beyond_64_bits_hash_unambiguously() -> None:
     bm.allocate(0, [2**64, 1, 0])
     assert bm.num_cached_tokens([2**64, 1, 0]) == 2
     assert bm.num_cached_tokens([0, 1, 0]) == 0
+
+
+@pytest.mark.parametrize(
+    ("algo", "chain"), [("sha256", sha256_chain), ("builtin", builtin_chain)], ids=str
+)
+def test_block_names_are_the_public_chain_of_the_whole_prefix(algo: Any, chain: Any) -> None:
+    """Names are computed once per prefix (hits never hash); they are still the chain the
+    public functions compute, and a block's name depends on its prefix only."""
+    bm = PrefixCachingBlockManager(16, 2, hash_algo=algo)
+    bm.allocate(0, [5, 6, 7, 8, 9])
+    bm.append_slot(0, 10)  # the third block fills and is named
+    assert [bm.block_hash(b) for b in bm.block_table(0)] == chain(
+        root_hash(b""), [5, 6, 7, 8, 9, 10], 2
+    )
+    assert bm.allocate(1, [5, 6, 2**64, 1, 0]) == 2  # a huge id later leaves block 0 alone
+    assert bm.cached() == {bm.block_hash(b): b for b in bm.cached().values()}
+    assert (
+        sha256_chain(1, [2**64, 1, 0, 3], 2)[1]
+        == sha256_chain(sha256_chain(1, [2**64, 1], 2)[0], [0, 3], 2)[0]
+    )
 
 
 def test_a_bad_hash_algo_is_refused() -> None:

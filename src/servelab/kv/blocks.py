@@ -27,6 +27,7 @@ same calls from a scheduler: ``allocate(seq, token_ids)`` and ``append_slot(seq,
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -130,8 +131,9 @@ def check_token_ids(token_ids: object) -> list[int]:
     """A new list of the ids in ``token_ids``, checked in one pass (InvalidLength if any is
     not a non-negative int, or if ``token_ids`` is not a sequence).
 
-    The common case, a list or tuple of plain ints, costs two C-level passes (``map(type)``
-    and ``min``) instead of a Python-level check per token.
+    The common case, a list or tuple of plain ints, costs two C-level passes (``map(type)``,
+    then packing into an unsigned 64-bit ``array``, which refuses a negative id) instead of
+    a Python-level check per token.
     """
     if (
         type(token_ids) is not list
@@ -140,8 +142,15 @@ def check_token_ids(token_ids: object) -> list[int]:
     ):
         raise InvalidLength(f"token_ids must be a sequence of ints, got {token_ids!r}")
     ids = list(token_ids)
-    if ids and (set(map(type, ids)) != {int} or min(ids) < 0):
-        ids = [check_token_id(t) for t in ids]  # names the first bad id
+    if ids:
+        if set(map(type, ids)) != {int}:
+            ids = [check_token_id(t) for t in ids]  # names the first bad id
+        else:
+            try:
+                array("Q", ids)
+            except OverflowError:  # a negative id, or one of 2**64 and above (allowed)
+                if min(ids) < 0:
+                    ids = [check_token_id(t) for t in ids]
     return ids
 
 

@@ -1,18 +1,23 @@
 """Prefix caching: reuse the KV blocks of a prompt prefix that another request already computed.
 
-Identity of a block. Only *full* blocks are cached. A full block is named by a hash of its
-token ids chained with the hash of the block before it (the first block chains on a root
-derived from the sequence's ``extra_key``: a cache salt, an adapter id), so equal names
-mean equal whole prefixes as long as the hash does not collide. The name only *finds* a
-candidate; what decides a hit is the block's *prefix identity*, a small int that stands
-for its whole prefix exactly. Identities are interned: the identity of a block is looked up
-by the exact pair (its parent's identity, its token ids) in a dict, which compares keys by
-equality, so two blocks share an identity if and only if their whole prefixes (and root
-keys) are equal, whatever the hash does. A hit is accepted when the candidate's stored
-token ids equal the sequence's **and** its parent's identity is the identity of the prefix
-the sequence has matched so far (for a first block: the same root key). By induction from
-the first block, a hit's whole prefix equals the sequence's: a collision costs a miss,
-never wrong data.
+Identity of a block. Only *full* blocks are cached. What decides a hit is a block's *prefix
+identity*, a small int that stands for its whole prefix exactly. Identities are interned:
+the identity of a block is looked up by the exact pair (its parent's identity, its token
+ids) in a dict, which compares keys by equality, so two blocks share an identity if and
+only if their whole prefixes (and root keys: a first block's parent is the sequence's
+``extra_key``, a cache salt or an adapter id) are equal. A lookup walks the sequence's
+blocks from the first, probing the dict with (the identity matched so far, the next
+block's ids); the interned entry records the cached block, if any, that holds that prefix.
+By induction from the first block, a hit's whole prefix equals the sequence's, whatever
+the hash does: a hit needs no hashing at all.
+
+The name of a block is a hash of its token ids chained with its parent's name (the first
+block chains on a root derived from the ``extra_key``): what a cache shares with the
+outside world (vLLM publishes it in its KV events and keys its KV connectors by it), and
+what :meth:`~PrefixCachingBlockManager.block_hash` and
+:meth:`~PrefixCachingBlockManager.cached` report. Since the name is a function of the
+identity, it is computed once per new identity, when a prefix is first seen, and stored with
+it: a prompt whose blocks hit pays for no hash, a block that fills pays for one.
 
 Every full block gets an identity, cached or not, so the cache reuses as much as a
 content-addressed one: a *twin* (a private block equal to a cached one, e.g. the last
@@ -26,12 +31,14 @@ one per prefix of a block that holds one.
 
 The hash. ``hash_algo="sha256"`` (the default, as vLLM chose after its advisory
 GHSA-rm76-4mrf-v9r8): SHA-256 over the parent's 32-byte hash and the block's ids as 8-byte
-ints; names are stable across processes and machines, and nobody can construct a
-collision to steer which blocks are probed. ``"builtin"``: Python's ``hash`` of
-``(parent, tokens)``, faster, stable across processes for int tokens, but colliding by
-design (``hash(2**61 - 1) == hash(0)``): safe here only because of the check above. A
-callable ``(parent_hash, block_tokens) -> int`` may be passed instead (tests use one that
-collides on purpose).
+ints (kept as the 32-byte digest inside; the public calls return its int); names are stable
+across processes and machines, and nobody can construct a collision to take over a name.
+``"builtin"``: Python's ``hash`` of ``(parent, tokens)``, faster, stable across processes
+for int tokens, but colliding by design (``hash(2**61 - 1) == hash(0)``): harmless here,
+since names never decide a hit. A callable ``(parent_hash, block_tokens) -> int`` may be
+passed instead (tests use one that collides on purpose). Because hits do not hash, the
+choice costs only one hash per new prefix: ``make bench-peers`` measures SHA-256 against
+the peers' own hashes (nano-vllm's xxhash64, vLLM's SHA-256 and xxhash) side by side.
 
 Lifecycle of a block::
 
@@ -47,19 +54,19 @@ when no plain free block is left; reclaiming a block drops its hash from the map
 from the block, so a reused block never answers for its old contents. A sequence frees
 its blocks in reverse, so its tail (the least shared part) is evicted first.
 
-Costs. Lookup is a dict probe and a list comparison per block; a block that fills interns
-its identity (a tuple and a dict probe); a hit on an evictable block is an ``OrderedDict``
-delete, and eviction is ``popitem(last=False)`` plus dropping the identity (a chain of
-identities nothing refers to any more is dropped at once, each of them once: O(1)
-amortized). Every operation is O(1) per block it touches, with no list scans (a
-``deque.remove`` would be O(n) in the pool size). Fork and copy-on-write are
-:class:`~servelab.kv.blocks.BlockTables`'.
+Costs. Lookup is a dict probe per block (a tuple of its ids: hashed and compared in C); a
+block that fills interns its identity (a tuple and a dict probe) and, if the prefix is
+new, hashes once; a hit on an evictable block is an ``OrderedDict`` delete, and eviction
+is ``popitem(last=False)`` plus dropping the identity (a chain of identities nothing refers
+to any more is dropped at once, each of them once: O(1) amortized). Every operation is
+O(1) per block it touches, with no list scans (a ``deque.remove`` would be O(n) in the pool
+size). Fork and copy-on-write are :class:`~servelab.kv.blocks.BlockTables`'.
 
 Engine interface::
 
     cached = bm.allocate(seq, prompt_ids)   # tokens [0, cached) already hold KV
     # compute KV for prompt_ids[cached:], write it via bm.block_table(seq)
-    slot = bm.append_slot(seq, next_id)     # a block is hashed when it becomes full
+    slot = bm.append_slot(seq, next_id)     # a block is cached when it becomes full
 
 ``allocate`` caps the hit at ``(len - 1) // block_size`` whole blocks, so at least the last
 prompt token is always computed (its logits start decoding) and no write ever lands in a
@@ -71,10 +78,10 @@ that writes every sequence's KV before attention satisfies this).
 from __future__ import annotations
 
 import hashlib
-from array import array
+import struct
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from servelab.kv.blocks import (
     BlockTables,
@@ -93,12 +100,16 @@ __all__ = [
     "HashAlgo",
     "InvalidExtraKey",
     "PrefixCachingBlockManager",
+    "builtin_block",
     "builtin_chain",
     "root_hash",
+    "sha256_block",
     "sha256_chain",
 ]
 
 HashFn = Callable[[int, list[int]], int]
+BlockHash = Callable[[int, Sequence[int]], int]  # (parent's name, a block's ids) -> its name
+Key = tuple[int | bytes, tuple[int, ...]]  # (parent identity or root key, a block's ids)
 HashAlgo = Literal["sha256", "builtin"]
 
 
@@ -113,50 +124,71 @@ def root_hash(extra_key: bytes) -> int:
     return int.from_bytes(digest, "big")
 
 
-def sha256_chain(parent: int, tokens: Sequence[int], block_size: int) -> list[int]:
-    """The chain hashes of the full blocks of ``tokens``, starting from ``parent``.
-
-    Each is SHA-256 over the parent's 32 bytes, a tag, and the block's ids as 8-byte
-    unsigned ints (ids of 2**64 and above, which no vocabulary has, take a longer tagged
-    encoding, so the input stays unambiguous).
-    """
-    n = len(tokens) // block_size
-    width = 8 * block_size
+def _sha256_digest(parent: bytes, tokens: Sequence[int], pack: Callable[..., bytes]) -> bytes:
+    """SHA-256 over the parent's 32-byte digest, a tag, and the ids as 8-byte unsigned ints
+    (``pack``), or, for a block with an id of 2**64 or above, their decimal text."""
     try:
-        raw = array("Q", tokens[: n * block_size]).tobytes()
-        chunks = [b"Q" + raw[i : i + width] for i in range(0, n * width, width)]
-    except OverflowError:
-        chunks = [
-            b"L" + ",".join(map(str, tokens[i : i + block_size])).encode()
-            for i in range(0, n * block_size, block_size)
-        ]
-    sha256 = hashlib.sha256
-    out = []
-    digest = parent.to_bytes(32, "big")
-    for chunk in chunks:
-        digest = sha256(digest + chunk).digest()
-        out.append(int.from_bytes(digest, "big"))
-    return out
+        raw = b"Q" + pack(*tokens)
+    except struct.error:
+        raw = b"L" + ",".join(map(str, tokens)).encode()
+    return hashlib.sha256(parent + raw).digest()
 
 
-def builtin_chain(parent: int, tokens: Sequence[int], block_size: int) -> list[int]:
-    """The chain hashes by Python's ``hash`` of ``(parent, block tuple)``: fast, collides."""
+def sha256_block(parent: int, tokens: Sequence[int]) -> int:
+    """The name of one full block: SHA-256 over the parent's 32 bytes, a tag, and the block's
+    ids as 8-byte unsigned ints (a block with an id of 2**64 or above, which no vocabulary
+    has, takes a longer tagged encoding, so the input stays unambiguous)."""
+    pack = struct.Struct(f"={len(tokens)}Q").pack
+    return int.from_bytes(_sha256_digest(parent.to_bytes(32, "big"), tokens, pack), "big")
+
+
+def builtin_block(parent: int, tokens: Sequence[int]) -> int:
+    """The name of one full block by Python's ``hash`` of ``(parent, tokens)``: fast, collides."""
+    return hash((parent, tuple(tokens)))
+
+
+def _chain(block_hash: BlockHash, parent: int, tokens: Sequence[int], size: int) -> list[int]:
     out = []
-    for i in range(0, len(tokens) // block_size * block_size, block_size):
-        parent = hash((parent, tuple(tokens[i : i + block_size])))
+    for i in range(0, len(tokens) // size * size, size):
+        parent = block_hash(parent, tuple(tokens[i : i + size]))
         out.append(parent)
     return out
 
 
-def _chain_with(fn: HashFn) -> Callable[[int, Sequence[int], int], list[int]]:
-    def chain(parent: int, tokens: Sequence[int], block_size: int) -> list[int]:
-        out = []
-        for i in range(0, len(tokens) // block_size * block_size, block_size):
-            parent = fn(parent, list(tokens[i : i + block_size]))
-            out.append(parent)
-        return out
+def sha256_chain(parent: int, tokens: Sequence[int], block_size: int) -> list[int]:
+    """The names (:func:`sha256_block`) of the full blocks of ``tokens``, from ``parent``."""
+    return _chain(sha256_block, parent, tokens, block_size)
 
-    return chain
+
+def builtin_chain(parent: int, tokens: Sequence[int], block_size: int) -> list[int]:
+    """The names (:func:`builtin_block`) of the full blocks of ``tokens``, from ``parent``."""
+    return _chain(builtin_block, parent, tokens, block_size)
+
+
+def _with_list(fn: HashFn) -> BlockHash:
+    def block_hash(parent: int, tokens: Sequence[int]) -> int:
+        return fn(parent, list(tokens))
+
+    return block_hash
+
+
+class _Prefix:
+    """An interned prefix identity: what every full block with this whole prefix carries."""
+
+    __slots__ = ("block", "ident", "key", "name", "parent", "refs")
+
+    def __init__(self, key: Key, ident: int, name: Any, parent: _Prefix | None) -> None:
+        self.key = key  # (parent's ident or the root key, the block's ids): its dict key
+        self.ident = ident  # a small int, unique among live prefixes: its children's keys
+        self.name = name  # the hash that names it, computed once
+        self.parent = parent  # the prefix one block shorter (None for a first block)
+        self.refs = 1  # blocks carrying it + child prefixes; dropped at 0
+        self.block = -1  # the block that holds its name in the cache, if any
+
+
+def _as_int(name: Any) -> int:
+    """A name as the int the public calls return (SHA-256 digests are kept as bytes)."""
+    return int.from_bytes(name, "big") if type(name) is bytes else int(name)
 
 
 def _check_extra_key(extra_key: object) -> bytes:
@@ -175,21 +207,33 @@ class PrefixCachingBlockManager(BlockTables):
     Same tables, refcounts, fork and copy-on-write as
     :class:`~servelab.kv.blocks.BlockManager`; ``allocate`` takes token ids and returns how
     many leading tokens were found in the cache, and ``append_slot`` takes the new token id.
-    ``hash_algo`` names the blocks' hash (see the module docstring): ``"sha256"``
-    (default), ``"builtin"``, or a callable ``(parent_hash, block_tokens) -> int``.
+    ``hash_algo`` names the blocks (see the module docstring): ``"sha256"`` (default),
+    ``"builtin"``, or a callable ``(parent_hash, block_tokens) -> int``. A prefix is named
+    once, when it is first seen; hits are found by prefix identity, with no hashing.
     """
 
     def __init__(
         self, num_blocks: int, block_size: int, *, hash_algo: HashAlgo | HashFn = "sha256"
     ) -> None:
         super().__init__(num_blocks, block_size)
-        self._chain: Callable[[int, Sequence[int], int], list[int]]
+        # Names are kept in their native form: SHA-256 digests as 32 bytes (their int is made
+        # only for block_hash and cached), the other hashes as ints.
+        self._name_block: Callable[[Any, tuple[int, ...]], Any]
+        self._root_name: Callable[[bytes], Any]
         if hash_algo == "sha256":
-            self._chain = sha256_chain
+            pack = struct.Struct(f"={block_size}Q").pack
+
+            def name_block(parent: bytes, tokens: tuple[int, ...]) -> bytes:
+                return _sha256_digest(parent, tokens, pack)
+
+            self._name_block = name_block
+            self._root_name = lambda key: root_hash(key).to_bytes(32, "big")
         elif hash_algo == "builtin":
-            self._chain = builtin_chain
+            self._name_block = builtin_block
+            self._root_name = root_hash
         elif callable(hash_algo):
-            self._chain = _chain_with(hash_algo)
+            self._name_block = _with_list(hash_algo)
+            self._root_name = root_hash
         else:
             raise InvalidConfig(
                 f"hash_algo must be 'sha256', 'builtin' or a callable, got {hash_algo!r}"
@@ -197,21 +241,15 @@ class PrefixCachingBlockManager(BlockTables):
         self.hash_algo = hash_algo
         self._free: deque[int] = deque(range(num_blocks))  # unhashed, ready to use
         self._evictable: OrderedDict[int, None] = OrderedDict()  # hashed, refcount 0; LRU first
-        self._hash: list[int | None] = [None] * num_blocks
-        self._tokens: list[list[int] | None] = [None] * num_blocks
-        # A cached block's parent identity, or its root key (bytes) for a first block.
-        self._parent: list[int | bytes | None] = [None] * num_blocks
-        self._ident: list[int] = [0] * num_blocks  # every full block's identity; 0: none
-        # Interned identities: (parent identity or root key, tokens) -> identity, and back.
-        self._idents: dict[tuple[int | bytes, tuple[int, ...]], int] = {}
-        self._ident_key: dict[int, tuple[int | bytes, tuple[int, ...]]] = {}
-        self._ident_refs: dict[int, int] = {}  # blocks carrying it + child identities
+        self._hash: list[Any] = [None] * num_blocks  # the name a block holds, if any
+        self._prefix: list[_Prefix | None] = [None] * num_blocks  # every full block's identity
+        self._idents: dict[Key, _Prefix] = {}  # interned: (parent ident or root key, ids)
         self._next_ident = 1
-        self._cached: dict[int, int] = {}  # hash -> block
-        self._seq_tokens: dict[int, list[int]] = {}
-        self._seq_hashes: dict[int, list[int]] = {}  # chain hash of each full block
-        self._seq_key: dict[int, bytes] = {}  # each sequence's extra key
-        self._roots: dict[bytes, int] = {b"": root_hash(b"")}
+        self._cached: dict[Any, int] = {}  # name -> the block holding it
+        # Each sequence's token ids, its block table (the list in _tables) and its extra key:
+        # one probe for append_slot.
+        self._seqs: dict[int, tuple[list[int], list[int], bytes]] = {}
+        self._roots: dict[bytes, Any] = {}  # root key -> its name
         self.hit_blocks = 0
         self.queried_blocks = 0
 
@@ -230,13 +268,13 @@ class PrefixCachingBlockManager(BlockTables):
         """Leading tokens of ``token_ids`` that ``allocate`` would find cached (no side effects)."""
         tokens = check_token_ids(token_ids)
         key = _check_extra_key(extra_key)
-        return len(self._lookup(tokens, key, self._hashes(tokens, key))) * self.block_size
+        return len(self._lookup(tokens, key)) * self.block_size
 
     def can_allocate(self, token_ids: Sequence[int], *, extra_key: object = None) -> bool:
         """Whether ``allocate`` of a new sequence with these tokens would succeed now."""
         tokens = check_token_ids(token_ids)
         key = _check_extra_key(extra_key)
-        hits = self._lookup(tokens, key, self._hashes(tokens, key))
+        hits = self._lookup(tokens, key)
         return -(-len(tokens) // self.block_size) - len(hits) <= self._available(hits)
 
     # ---------------------------------------------------------------- mutations
@@ -248,85 +286,125 @@ class PrefixCachingBlockManager(BlockTables):
         ``len(token_ids)``. Sequences with different ``extra_key`` s (None, a str or bytes)
         never share a block.
         """
-        seq = check_seq_id(seq)
+        if type(seq) is not int:
+            seq = check_seq_id(seq)
         if seq in self._tables:
             raise SequenceExists(f"sequence {seq} is already allocated; free_seq({seq}) first")
         tokens = check_token_ids(token_ids)
-        key = _check_extra_key(extra_key)
-        hashes = self._hashes(tokens, key)
-        hits = self._lookup(tokens, key, hashes)
-        size, n_hits = self.block_size, len(hits)
-        n_blocks = -(-len(tokens) // size)
-        need = n_blocks - n_hits
-        available = self._available(hits)
-        if need > available:
+        key = b"" if extra_key is None else _check_extra_key(extra_key)
+        size = self.block_size
+        n_tokens = len(tokens)
+        # The lookup (as _lookup), inline: the named blocks that continue the prefix.
+        idents, ref = self._idents, self._ref
+        hits: list[int] = []
+        revived = 0  # hits on evictable blocks: they stop being free
+        parent: _Prefix | None = None
+        for start in range(0, (n_tokens - 1) // size * size if n_tokens else 0, size):
+            prefix = idents.get(
+                (key if parent is None else parent.ident, tuple(tokens[start : start + size]))
+            )
+            if prefix is None or prefix.block < 0:
+                break
+            hits.append(prefix.block)
+            if not ref[prefix.block]:
+                revived += 1
+            parent = prefix
+        n_hits = len(hits)
+        need = -(-n_tokens // size) - n_hits
+        free, evictable = self._free, self._evictable
+        if need > len(free) + len(evictable) - revived:
             raise OutOfBlocks(
                 f"sequence {seq} needs {need} new blocks ({n_hits} cached), "
-                f"only {available} can be freed"
+                f"only {len(free) + len(evictable) - revived} can be freed"
             )
-        self.queried_blocks += (len(tokens) - 1) // size if tokens else 0
+        self.queried_blocks += (n_tokens - 1) // size if n_tokens else 0
         self.hit_blocks += n_hits
-        ref, evictable = self._ref, self._evictable
         for block in hits:  # claim hits first so eviction below cannot take them
-            if ref[block] == 0:
+            if ref[block]:
+                ref[block] += 1
+            else:
                 del evictable[block]
-            ref[block] += 1
+                ref[block] = 1
         table = hits
-        parent: int | bytes = self._ident[hits[-1]] if hits else key
-        for i in range(n_hits, n_blocks):
-            block = self._take()
+        start = n_hits * size
+        for _ in range(need):
+            if free:
+                block = free.popleft()
+            else:
+                block = evictable.popitem(last=False)[0]
+                self._evict(block)
+            ref[block] = 1
             table.append(block)
-            if i < len(hashes):
-                parent = self._register(
-                    block, hashes[i], tokens[i * size : i * size + size], parent
-                )
+            if start + size <= n_tokens:
+                parent = self._register(block, tuple(tokens[start : start + size]), parent, key)
+                start += size
         self._tables[seq] = table
-        self._seq_tokens[seq] = tokens
-        self._seq_hashes[seq] = hashes
-        self._seq_key[seq] = key
+        self._seqs[seq] = (tokens, table, key)
         return n_hits * size
 
     def append_slot(self, seq: int, token_id: int) -> Slot:
         """Reserve the slot of ``token_id`` at the end of ``seq`` (copy-on-write as needed).
 
-        When the token fills its block, the block is hashed and enters the cache.
+        When the token fills its block, the block is named and enters the cache.
         """
-        tokens = self._seq_tokens.get(seq) if type(seq) is int else None
-        if tokens is None:
+        state = self._seqs.get(seq) if type(seq) is int else None
+        if state is None:
             seq = self._live_id(seq)
-            tokens = self._seq_tokens[seq]
+            state = self._seqs[seq]
         if type(token_id) is not int or token_id < 0:
             token_id = check_token_id(token_id)
-        table = self._tables[seq]
-        n, size = len(tokens), self.block_size
-        offset = n % size
-        cow_src = None
-        if offset == 0 or self._ref[table[-1]] > 1:
-            cow_src = self._grow_or_copy(seq, table, n)
+        tokens, table, _ = state
+        size = self.block_size
+        offset = len(tokens) % size
+        if offset:
+            if self._ref[table[-1]] == 1:  # the common case: our own partial tail
+                tokens.append(token_id)
+                if offset == size - 1:  # it fills: name it, enter it in the cache
+                    self._register_tail(seq, table, tokens)
+                return new_slot(Slot, (table[-1], offset, None))
+            cow_src = self._grow_or_copy(seq, table, len(tokens))  # copy a shared tail
+            tokens.append(token_id)
+            if offset == size - 1:
+                self._register_tail(seq, table, tokens)
+            return new_slot(Slot, (table[-1], offset, cow_src))
+        # A block boundary: a new block (taken inline: this is every block_size-th token).
+        free = self._free
+        if free:
+            block = free.popleft()
+        elif self._evictable:
+            block = self._evictable.popitem(last=False)[0]
+            self._evict(block)
+        else:
+            raise OutOfBlocks(f"sequence {seq} needs a new block at token {len(tokens)}; none free")
+        self._ref[block] = 1
+        table.append(block)
         tokens.append(token_id)
-        if offset == size - 1:
+        if size == 1:
             self._register_tail(seq, table, tokens)
-        return new_slot(Slot, (table[-1], offset, cow_src))
+        return new_slot(Slot, (block, 0, None))
 
     # --------------------------------------------------------------- inspection
     def seq_len(self, seq: int) -> int:
         """Tokens of ``seq`` that have a slot."""
         self._table_of(seq)
-        return len(self._seq_tokens[seq])
+        return len(self._seqs[seq][0])
 
     def token_ids(self, seq: int) -> list[int]:
         """A copy of ``seq``'s token ids."""
         self._table_of(seq)
-        return list(self._seq_tokens[seq])
+        return list(self._seqs[seq][0])
 
     def block_hash(self, block: int) -> int | None:
         """The cache key ``block`` is registered under, or None."""
-        return self._hash[self._check_block(block)]
+        name = self._hash[self._check_block(block)]
+        return None if name is None else _as_int(name)
 
     def block_tokens(self, block: int) -> list[int] | None:
         """The token ids a registered ``block`` holds, or None."""
-        tokens = self._tokens[self._check_block(block)]
-        return None if tokens is None else list(tokens)
+        prefix = self._prefix[self._check_block(block)]
+        if prefix is None or prefix.block != block:
+            return None
+        return list(prefix.key[1])
 
     def free_list(self) -> list[int]:
         """Every allocatable block in allocation order: plain free ones, then evictable."""
@@ -338,51 +416,33 @@ class PrefixCachingBlockManager(BlockTables):
 
     def cached(self) -> dict[int, int]:
         """A copy of the cache map: hash -> block."""
-        return dict(self._cached)
+        return {_as_int(name): block for name, block in self._cached.items()}
 
     # ----------------------------------------------------------------- helpers
     def _register_tail(self, seq: int, table: list[int], tokens: list[int]) -> None:
         """The last block of ``seq`` just filled: name it and enter it in the cache."""
-        size = self.block_size
-        hashes = self._seq_hashes[seq]
-        block_tokens = tokens[-size:]
-        key = self._seq_key[seq]
-        if hashes:
-            (h,) = self._chain(hashes[-1], block_tokens, size)
-            parent: int | bytes = self._ident[table[-2]]
-        else:
-            (h,) = self._chain(self._root(key), block_tokens, size)
-            parent = key
-        hashes.append(h)
-        self._register(table[-1], h, block_tokens, parent)
+        parent = self._prefix[table[-2]] if len(table) > 1 else None
+        block_ids = tuple(tokens[-self.block_size :])
+        self._register(table[-1], block_ids, parent, self._seqs[seq][2])
 
-    def _root(self, key: bytes) -> int:
+    def _root(self, key: bytes) -> Any:
         root = self._roots.get(key)
         if root is None:
-            root = self._roots[key] = root_hash(key)
+            root = self._roots[key] = self._root_name(key)
         return root
 
-    def _hashes(self, tokens: list[int], key: bytes) -> list[int]:
-        """Chain hashes of every full block of ``tokens``."""
-        return self._chain(self._root(key), tokens, self.block_size)
-
-    def _lookup(self, tokens: list[int], key: bytes, hashes: list[int]) -> list[int]:
-        """The cached blocks that continue this sequence's chain, from its first block."""
-        size = self.block_size
-        hittable = min((len(tokens) - 1) // size, len(hashes)) if tokens else 0
-        cached, stored, parents, idents = self._cached, self._tokens, self._parent, self._ident
+    def _lookup(self, tokens: list[int], key: bytes) -> list[int]:
+        """The cached blocks that continue this sequence's prefix, from its first block
+        (capped so that the last token is always computed)."""
+        size, idents = self.block_size, self._idents
         hits: list[int] = []
-        expect: int | bytes = key
-        for i in range(hittable):
-            block = cached.get(hashes[i])
-            if (
-                block is None
-                or parents[block] != expect
-                or stored[block] != tokens[i * size : i * size + size]
-            ):
+        parent: int | bytes = key
+        for start in range(0, (len(tokens) - 1) // size * size if tokens else 0, size):
+            prefix = idents.get((parent, tuple(tokens[start : start + size])))
+            if prefix is None or prefix.block < 0:
                 break
-            hits.append(block)
-            expect = idents[block]
+            hits.append(prefix.block)
+            parent = prefix.ident
         return hits
 
     def _available(self, hits: list[int]) -> int:
@@ -395,74 +455,80 @@ class PrefixCachingBlockManager(BlockTables):
             block = self._free.popleft()
         else:
             block, _ = self._evictable.popitem(last=False)
-            self._unregister(block)
+            self._evict(block)
         self._ref[block] = 1
         return block
 
-    def _unregister(self, block: int) -> None:
-        """Take an evicted ``block`` out of the cache: no name, no identity."""
-        h = self._hash[block]
-        if h is not None and self._cached.get(h) == block:
-            del self._cached[h]
-        self._hash[block] = None
-        self._tokens[block] = None
-        self._parent[block] = None
-        self._drop_ident(block)
-
-    def _register(self, block: int, h: int, tokens: list[int], parent: int | bytes) -> int:
-        """Give a full ``block`` the identity of its whole prefix and, if its name is free,
-        enter it in the cache under ``h``; return the identity (its children chain on it)."""
-        key = (parent, tuple(tokens))
-        ident = self._idents.setdefault(key, self._next_ident)
-        refs = self._ident_refs
-        if ident == self._next_ident:  # a new prefix
-            self._next_ident += 1
-            self._ident_key[ident] = key
-            refs[ident] = 1
-            if type(parent) is int:
-                refs[parent] += 1  # the parent identity lives while its child does
+    def _register(
+        self, block: int, block_ids: tuple[int, ...], parent: _Prefix | None, root: bytes
+    ) -> _Prefix:
+        """Give a full ``block`` the identity of its whole prefix (``parent``'s, or the root
+        key's for a first block, then ``block_ids``) and, if that prefix's name is free,
+        enter the block in the cache under it; return the identity."""
+        key: Key = (root if parent is None else parent.ident, block_ids)
+        prefix = self._idents.get(key)
+        if prefix is None:  # a new prefix: intern it and name it, once
+            if parent is None:
+                parent_name = self._root(root)
+            else:
+                parent.refs += 1  # the parent lives while its child does
+                parent_name = parent.name
+            ident = self._next_ident
+            self._next_ident = ident + 1
+            prefix = self._idents[key] = _Prefix(
+                key, ident, self._name_block(parent_name, block_ids), parent
+            )
         else:
-            refs[ident] += 1
-        self._ident[block] = ident
-        if h not in self._cached:  # else a twin or a collision holds the name: stay private
-            self._cached[h] = block
-            self._hash[block] = h
-            self._tokens[block] = tokens
-            self._parent[block] = parent
-        return ident
+            prefix.refs += 1
+        self._prefix[block] = prefix
+        # Else a twin holds the name (the cached block keeps it), or a colliding prefix
+        # does: this block stays private.
+        if prefix.block < 0 and prefix.name not in self._cached:
+            self._cached[prefix.name] = block
+            self._hash[block] = prefix.name
+            prefix.block = block
+        return prefix
 
-    def _drop_ident(self, block: int) -> None:
-        """``block`` stops carrying its identity; drop identities nothing refers to."""
-        ident = self._ident[block]
-        self._ident[block] = 0
-        refs = self._ident_refs
-        while ident:
-            refs[ident] -= 1
-            if refs[ident]:
+    def _evict(self, block: int) -> None:
+        """Take an evicted ``block`` (it holds a name) out of the cache: no name, no identity."""
+        prefix = self._prefix[block]
+        assert prefix is not None
+        del self._cached[prefix.name]
+        self._hash[block] = None
+        prefix.block = -1
+        self._unref(block)
+
+    def _unref(self, block: int) -> None:
+        """``block`` stops carrying its identity; drop identities nothing refers to (each
+        drop releases its parent: O(1) amortized, each identity is dropped once)."""
+        prefix = self._prefix[block]
+        self._prefix[block] = None
+        while prefix is not None:
+            prefix.refs -= 1
+            if prefix.refs:
                 return
-            del refs[ident]
-            key = self._ident_key.pop(ident)
-            del self._idents[key]
-            parent = key[0]
-            ident = parent if type(parent) is int else 0
+            del self._idents[prefix.key]
+            prefix = prefix.parent
 
     def _release(self, block: int) -> None:
-        self._ref[block] -= 1
-        if self._ref[block] == 0:
-            if self._hash[block] is not None:
-                self._evictable[block] = None
-            else:
-                if self._ident[block]:
-                    self._drop_ident(block)  # a private full block: nothing to keep
-                self._free.append(block)
+        ref = self._ref
+        if ref[block] > 1:
+            ref[block] -= 1
+            return
+        ref[block] = 0
+        if self._hash[block] is not None:
+            self._evictable[block] = None
+        else:
+            if self._prefix[block] is not None:
+                self._unref(block)  # a private full block: nothing to keep
+            self._free.append(block)
 
     def _copy_seq(self, parent: int, child: int) -> None:
-        self._seq_tokens[child] = list(self._seq_tokens[parent])
-        self._seq_hashes[child] = list(self._seq_hashes[parent])
-        self._seq_key[child] = self._seq_key[parent]
+        tokens, _, key = self._seqs[parent]
+        self._seqs[child] = (list(tokens), self._tables[child], key)
 
     def _forget(self, seq: int) -> None:
-        del self._seq_tokens[seq], self._seq_hashes[seq], self._seq_key[seq]
+        del self._seqs[seq]
 
     def __repr__(self) -> str:
         return (
