@@ -305,6 +305,18 @@ def lite_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         server.wait(timeout=10)
 
 
+def test_no_registry_skips_the_lite_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without npm and PyPI the site cannot be built: a skip that says so, never a failure."""
+    dead = "http://127.0.0.1:9"  # nothing listens on the discard port
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_INDEX_URL", f"{dead}/simple")
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    monkeypatch.setenv("npm_config_registry", dead)
+    with pytest.raises(pytest.skip.Exception, match="needs npm and PyPI"):
+        _build_lite_site(tmp_path / "site")
+    assert not (tmp_path / "site").exists()
+
+
 class _PageLog:
     """What the page said (console, uncaught errors, failed requests), for failure messages."""
 

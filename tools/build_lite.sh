@@ -26,14 +26,16 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 pip_net=(--timeout 20 --retries 1)  # the same in the Pyodide packages' download below
 
-fetch() {  # run a download step; a failure is "the network is not there", exit 75
+fetch() {  # fetch WHAT COMMAND...: a download step; its failure means no registry, exit 75
+  local what=$1
+  shift
   if ! "$@"; then
-    echo "build_lite: a download failed (needs the npm registry and PyPI): $*" >&2
+    echo "build_lite: could not download $what (the site needs the npm registry and PyPI)" >&2
     exit 75
   fi
 }
 
-fetch "$py" -m pip install -q "${pip_net[@]}" "jupyterlite-core>=0.8,<0.9" \
+fetch "jupyterlite from PyPI" "$py" -m pip install -q "${pip_net[@]}" "jupyterlite-core>=0.8,<0.9" \
   "jupyterlite-pyodide-kernel>=0.8,<0.9" "jupyterlab_widgets>=3,<4"
 
 # the Pyodide version the kernel was built for (its default CDN URL names it)
@@ -53,7 +55,8 @@ pyodide_version=${PYODIDE_VERSION:-$pyodide_version}
 [ -n "$pyodide_version" ] || { echo "build_lite: cannot tell the kernel's Pyodide version" >&2; exit 1; }
 
 # the Pyodide core files, from npm
-fetch bash -c "cd '$work' && npm pack --silent --fetch-timeout=30000 --fetch-retries=1 \
+fetch "pyodide@$pyodide_version from npm" bash -c "cd '$work' && npm pack --silent \
+  --fetch-timeout=30000 --fetch-retries=1 --fetch-retry-mintimeout=2000 \
   'pyodide@$pyodide_version' >/dev/null"
 tar xzf "$work/pyodide-$pyodide_version.tgz" -C "$work"
 pyversion=$("$py" -c "import json,sys; v=json.load(open(sys.argv[1]))['info']['python']; \
@@ -62,10 +65,12 @@ print('.'.join(v.split('.')[:2]))" "$work/package/pyodide-lock.json")
 # wheels for piplite: the course package and the pure-Python packages the grader and the widgets
 # need (the kernel ships a stand-in widgetsnbextension; comm is in neither Pyodide nor the kernel)
 mkdir -p "$work/pypi"  # wheels in the lite dir's pypi/ go to piplite
-"$py" -m pip wheel -q --no-deps -w "$work/pypi" "$root"
-fetch "$py" -m pip download -q "${pip_net[@]}" --no-deps --only-binary=:all: \
-  --python-version "$pyversion" --platform any -d "$work/pypi" hypothesis attrs sortedcontainers \
-  comm "ipywidgets==$widgets_version" "jupyterlab_widgets==$labwidgets_version"
+fetch "servelab's build backend from PyPI" \
+  "$py" -m pip wheel -q "${pip_net[@]}" --no-deps -w "$work/pypi" "$root"
+fetch "the piplite wheels from PyPI" "$py" -m pip download -q "${pip_net[@]}" --no-deps \
+  --only-binary=:all: --python-version "$pyversion" --platform any -d "$work/pypi" \
+  hypothesis attrs sortedcontainers comm \
+  "ipywidgets==$widgets_version" "jupyterlab_widgets==$labwidgets_version"
 
 # the site: the exercises as its contents, Pyodide served from static/pyodide/
 mkdir -p "$work/contents"
@@ -115,7 +120,7 @@ with tempfile.TemporaryDirectory() as tmp:
          *pins],
     )
     if fetched.returncode:
-        print("build_lite: a download failed (needs PyPI): Pyodide's packages", file=sys.stderr)
+        print("build_lite: could not download Pyodide's packages from PyPI", file=sys.stderr)
         sys.exit(75)
 
     wheels = {w.name.split("-")[0].lower().replace("_", "-"): w for w in Path(tmp).glob("*.whl")}
