@@ -52,7 +52,10 @@ print(found.group(1) if found else "", version("ipywidgets"), version("jupyterla
 PY
 )
 pyodide_version=${PYODIDE_VERSION:-$pyodide_version}
-[ -n "$pyodide_version" ] || { echo "build_lite: cannot tell the kernel's Pyodide version" >&2; exit 1; }
+if [ -z "$pyodide_version" ]; then
+  echo "build_lite: cannot tell the kernel's Pyodide version (set PYODIDE_VERSION)" >&2
+  exit 1
+fi
 
 # the Pyodide core files, from npm
 fetch "pyodide@$pyodide_version from npm" bash -c "cd '$work' && npm pack --silent \
