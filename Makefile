@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 LAB_STAMP := $(VENV)/.lab-installed
 
-.PHONY: lab lab-install test test-fast lint exercises progress slides lite demo bench bench-gpu bench-peers clean
+.PHONY: lab lab-install test test-fast lint exercises progress slides lite links demo bench bench-gpu bench-peers clean
 
 $(STAMP): pyproject.toml tools/install_torch.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,8 @@ lab: $(LAB_STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=. $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) \
 	  $(LAB_ARGS) exercises/01_weight_cache.ipynb
 
+# The browser tests include the JupyterLite site: pytest builds it from this checkout (about 40 s,
+# needs npm and PyPI; skipped with the reason when they cannot be reached).
 test: $(STAMP)
 	./tools/install_chromium.sh
 	$(VENV)/bin/ruff check src tests benchmarks tools
@@ -56,6 +58,11 @@ slides: $(LAB_STAMP)
 # A JupyterLite site (the exercises in the browser, nothing installed) in build/lite/.
 lite: $(LAB_STAMP)
 	./tools/build_lite.sh $(PY) build/lite
+
+# The GitHub repository the Binder and Colab links name (badges and each notebook's Colab cell):
+# `make links REPO=org/name` sets it, `make links` prints it.
+links:
+	$(PYTHON) tools/links.py $(REPO)
 
 demo: $(STAMP)
 	$(PY) -m servelab demo

@@ -3,34 +3,77 @@
 #
 #   tools/build_lite.sh PYTHON OUT      (make lite: .venv/bin/python build/lite)
 #
+# OUT is a folder, relative to the current directory or absolute; it is replaced.
+#
 # The Pyodide kernel loads Pyodide from a CDN by default; this site serves it itself, from the
-# npm package `pyodide` (the version the kernel was built for), so it also works where the CDN
-# cannot be reached. The packages Pyodide would serve beside its core (micropip, ipython and their
-# dependencies) are not in that package: the same versions come from PyPI, and the local
-# pyodide-lock.json is given their hashes. The course's pure-Python
-# wheels (servelab, hypothesis, attrs, sortedcontainers) are served by piplite; `--platform any`
-# picks pure-Python wheels (hypothesis after 6.155 also ships compiled ones Pyodide cannot use).
+# npm package `pyodide` (the version the installed kernel was built for), so it also works where
+# the CDN cannot be reached. The packages Pyodide would serve beside its core (micropip, ipython
+# and their dependencies) are not in that package: the same versions come from PyPI, and the
+# local pyodide-lock.json is given their hashes. The course's pure-Python wheels (servelab,
+# hypothesis, attrs, sortedcontainers, and ipywidgets with jupyterlab_widgets for the widgets)
+# are served by piplite; `--platform any` picks pure-Python wheels (hypothesis after 6.155 also
+# ships compiled ones Pyodide cannot use). The widgets' front end is the jupyterlab_widgets
+# federated extension, which `jupyter lite build` copies from the build environment.
+#
+# Exit status 75 means a download failed (no npm registry or PyPI): nothing is wrong with the
+# course, the site just cannot be built here. Downloads give up after about a minute.
 set -euo pipefail
 py=${1:-.venv/bin/python}
 out=${2:-build/lite}
-pyodide_version=${PYODIDE_VERSION:-314.0.6}
+case $out in /*) ;; *) out=$PWD/$out ;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+pip_net=(--timeout 20 --retries 1)  # the same in the Pyodide packages' download below
 
-"$py" -m pip install -q "jupyterlite-core>=0.8" "jupyterlite-pyodide-kernel>=0.8"
+fetch() {  # fetch WHAT COMMAND...: a download step; its failure means no registry, exit 75
+  local what=$1
+  shift
+  if ! "$@"; then
+    echo "build_lite: could not download $what (the site needs the npm registry and PyPI)" >&2
+    exit 75
+  fi
+}
 
-# wheels for piplite: the course package and the pure-Python packages the grader needs
-mkdir -p "$work/pypi"  # wheels in the lite dir's pypi/ go to piplite
-"$py" -m pip wheel -q --no-deps -w "$work/pypi" "$root"
-"$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.14 --platform any \
-  -d "$work/pypi" hypothesis attrs sortedcontainers
-# the kernel's comm, which neither Pyodide nor the kernel ships
-"$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.14 --platform any \
-  -d "$work/pypi" comm
+fetch "jupyterlite from PyPI" "$py" -m pip install -q "${pip_net[@]}" "jupyterlite-core>=0.8,<0.9" \
+  "jupyterlite-pyodide-kernel>=0.8,<0.9" "jupyterlab_widgets>=3,<4"
+
+# the Pyodide version the kernel was built for (its default CDN URL names it)
+read -r pyodide_version widgets_version labwidgets_version < <("$py" - <<'PY'
+import json, re, sys
+from importlib.metadata import version
+from pathlib import Path
+schema = (Path(sys.prefix) / "share/jupyter/labextensions/@jupyterlite/pyodide-kernel-extension"
+          / "static/schema/kernel.v0.schema.json")
+default = json.loads(schema.read_text())["properties"]["pyodideUrl"]["default"]
+found = re.search(r"/pyodide/v([^/]+)/", default)
+# the kernel's ipywidgets matches the front end's jupyterlab_widgets, as pip installed them
+print(found.group(1) if found else "", version("ipywidgets"), version("jupyterlab_widgets"))
+PY
+)
+pyodide_version=${PYODIDE_VERSION:-$pyodide_version}
+if [ -z "$pyodide_version" ]; then
+  echo "build_lite: cannot tell the kernel's Pyodide version (set PYODIDE_VERSION)" >&2
+  exit 1
+fi
 
 # the Pyodide core files, from npm
-(cd "$work" && npm pack --silent "pyodide@$pyodide_version" >/dev/null && tar xzf "pyodide-$pyodide_version.tgz")
+fetch "pyodide@$pyodide_version from npm" bash -c "cd '$work' && npm pack --silent \
+  --fetch-timeout=30000 --fetch-retries=1 --fetch-retry-mintimeout=2000 \
+  'pyodide@$pyodide_version' >/dev/null"
+tar xzf "$work/pyodide-$pyodide_version.tgz" -C "$work"
+pyversion=$("$py" -c "import json,sys; v=json.load(open(sys.argv[1]))['info']['python']; \
+print('.'.join(v.split('.')[:2]))" "$work/package/pyodide-lock.json")
+
+# wheels for piplite: the course package and the pure-Python packages the grader and the widgets
+# need (the kernel ships a stand-in widgetsnbextension; comm is in neither Pyodide nor the kernel)
+mkdir -p "$work/pypi"  # wheels in the lite dir's pypi/ go to piplite
+fetch "servelab's build backend from PyPI" \
+  "$py" -m pip wheel -q "${pip_net[@]}" --no-deps -w "$work/pypi" "$root"
+fetch "the piplite wheels from PyPI" "$py" -m pip download -q "${pip_net[@]}" --no-deps \
+  --only-binary=:all: --python-version "$pyversion" --platform any -d "$work/pypi" \
+  hypothesis attrs sortedcontainers comm \
+  "ipywidgets==$widgets_version" "jupyterlab_widgets==$labwidgets_version"
 
 # the site: the exercises as its contents, Pyodide served from static/pyodide/
 mkdir -p "$work/contents"
@@ -48,10 +91,10 @@ cat > "$work/jupyter-lite.json" <<JSON
 }
 JSON
 rm -rf "$out"
-(cd "$work" && "$py" -m jupyter lite build --contents contents --lite-dir "$work" --output-dir "$root/$out") >/dev/null
-mkdir -p "$root/$out/static/pyodide"
-cp -r "$work"/package/* "$root/$out/static/pyodide/"
-"$py" - "$root/$out/static/pyodide" "$py" <<'PY'
+(cd "$work" && "$py" -m jupyter lite build --contents contents --lite-dir "$work" --output-dir "$out") >/dev/null
+mkdir -p "$out/static/pyodide"
+cp -r "$work"/package/* "$out/static/pyodide/"
+"$py" - "$out/static/pyodide" "$py" "$pyversion" <<'PY'
 """Serve the Pyodide packages the kernel and the grader load, and what they depend on.
 
 The npm package holds Pyodide's core only; its pyodide-lock.json names the rest with hashes
@@ -61,7 +104,7 @@ the lock is given their hashes.
 import hashlib, json, subprocess, sys, tempfile
 from pathlib import Path
 
-folder, py = Path(sys.argv[1]), sys.argv[2]
+folder, py, pyversion = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 lock_path = folder / "pyodide-lock.json"
 lock = json.loads(lock_path.read_text())
 packages = lock["packages"]
@@ -74,11 +117,15 @@ while todo:
         todo.extend(packages[name].get("depends", []))
 with tempfile.TemporaryDirectory() as tmp:
     pins = [f"{packages[n]['name']}=={packages[n]['version']}" for n in sorted(needed)]
-    subprocess.run(
-        [py, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-         "--python-version", "3.14", "--platform", "any", "-d", tmp, *pins],
-        check=True,
+    fetched = subprocess.run(
+        [py, "-m", "pip", "download", "-q", "--timeout", "20", "--retries", "1", "--no-deps",
+         "--only-binary=:all:", "--python-version", pyversion, "--platform", "any", "-d", tmp,
+         *pins],
     )
+    if fetched.returncode:
+        print("build_lite: could not download Pyodide's packages from PyPI", file=sys.stderr)
+        sys.exit(75)
+
     wheels = {w.name.split("-")[0].lower().replace("_", "-"): w for w in Path(tmp).glob("*.whl")}
     for name in sorted(needed):
         entry = packages[name]
@@ -89,4 +136,7 @@ with tempfile.TemporaryDirectory() as tmp:
 lock_path.write_text(json.dumps(lock))
 print(f"served {len(needed)} Pyodide packages: {', '.join(sorted(needed))}")
 PY
+for required in index.html lab/index.html static/pyodide/pyodide.mjs jupyter-lite.json; do
+  [ -e "$out/$required" ] || { echo "build_lite: $out/$required is missing" >&2; exit 1; }
+done
 echo "JupyterLite site in $out (serve it: python -m http.server -d $out)"
