@@ -53,7 +53,6 @@ import sys
 import time
 import types
 import warnings
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,7 +84,12 @@ class Trace:
     window: int  # live requests at a time
 
 
-def make_trace(pool: int, timed: int = 16_000, seed: int = 0) -> Trace:
+MAX_RUNNING = 256  # vLLM's default max_num_seqs: the decode batch of one step
+
+
+def make_trace(
+    pool: int, timed: int = 16_000, seed: int = 0, max_running: int | None = MAX_RUNNING
+) -> Trace:
     """System prompts (Zipf popularity) + a unique 1-31 token suffix (never a whole block, so
     the ``len - 1`` cap never matters), then 8-40 decoded tokens."""
     rng = random.Random(seed)
@@ -102,21 +106,77 @@ def make_trace(pool: int, timed: int = 16_000, seed: int = 0) -> Trace:
         (system,) = rng.choices(systems, weights)
         requests.append(Request(system + suffix, decode))
     window = max(4, int(pool * 0.45 / 3))  # a live request holds ~3 blocks of its own
+    if max_running is not None:
+        window = min(window, max_running)
     return Trace(pool, anchors, requests, warm, window)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One engine step: admit (prefill) new requests, one decode token for every running
+    request admitted before this step, then free the requests that finished."""
+
+    admit: list[int]  # request indices
+    decode: list[int]
+    tokens: list[int]
+    finish: list[int]
+    timed: bool
+
+
+def schedule(trace: Trace) -> list[Step]:
+    """Continuous batching over the trace: at most ``window`` requests run at once; a
+    request admitted in a step decodes from the next one, a token per step, and is freed
+    in the step that appends its last token. Anchors (indices ``0 .. len(anchors) - 1``) are
+    admitted before the first step and never decode. The same for every manager."""
+    first = len(trace.anchors)
+    steps: list[Step] = []
+    running: list[list[int]] = []  # [request index, tokens decoded so far]
+    nxt = 0
+    timed = False
+    while nxt < len(trace.requests) or running:
+        admit = []
+        while len(running) + len(admit) < trace.window and nxt < len(trace.requests):
+            timed = timed or nxt == trace.warm
+            admit.append(first + nxt)
+            nxt += 1
+        decode, tokens, finish, still = [], [], [], []
+        for entry in running:
+            i, done = entry
+            decode.append(i)
+            tokens.append(trace.requests[i - first].decode[done])
+            entry[1] = done + 1
+            if entry[1] == len(trace.requests[i - first].decode):
+                finish.append(i)
+            else:
+                still.append(entry)
+        running = still + [[i, 0] for i in admit]
+        steps.append(Step(admit, decode, tokens, finish, timed))
+    return steps
 
 
 # ------------------------------------------------------------------------------ drivers
 class Ours:
-    """Our managers through their public calls (every argument validated)."""
+    """Our manager through its public calls, every argument validated. ``batched``: one
+    ``append_slots`` per step (what our scheduler calls); else ``append_slot`` per token."""
 
-    def __init__(self, pool: int, hash_algo: Any) -> None:
+    def __init__(self, pool: int, hash_algo: Any, batched: bool = True) -> None:
         self.bm = PrefixCachingBlockManager(pool, BLOCK, hash_algo=hash_algo)
+        self.batched = batched
 
-    def prepare(self, trace: Trace) -> None:
-        pass
+    def prepare(self, trace: Trace, steps: list[Step]) -> list[Any]:
+        return [step.decode for step in steps]  # our handles are the sequence ids
 
     def bind(self) -> tuple[Callable[..., int], Callable[..., Any], Callable[..., None]]:
-        return self.bm.allocate, self.bm.append_slot, self.bm.free_seq
+        bm = self.bm
+        if self.batched:
+            return bm.allocate, bm.append_slots, bm.free_seq
+        append_slot = bm.append_slot
+
+        def step(seqs: list[int], tokens: list[int]) -> None:
+            for seq, token in zip(seqs, tokens, strict=True):
+                append_slot(seq, token)
+
+        return bm.allocate, step, bm.free_seq
 
 
 @functools.cache
@@ -139,41 +199,45 @@ def load_nanovllm() -> tuple[Any, Any]:
 
 
 class NanoVllm:
-    """nano-vllm's real BlockManager; its calls take its own Sequence objects, built before
-    the clock starts."""
+    """nano-vllm's real BlockManager. Its handles are its own ``Sequence`` objects, built
+    before the clock starts; a decode step is its scheduler's: ``append_token`` and
+    ``may_append`` per running sequence (its ``can_append`` check is left out, which
+    favours it)."""
 
     def __init__(self, pool: int) -> None:
         mod, self.seq_mod = load_nanovllm()
         self.bm = mod.BlockManager(pool, BLOCK)
-        self.seqs: dict[int, Any] = {}
+        self.seqs: list[Any] = []
 
-    def prepare(self, trace: Trace) -> None:
+    def prepare(self, trace: Trace, steps: list[Step]) -> list[Any]:
         make = self.seq_mod.Sequence
-        prompts = [a for a in trace.anchors] + [r.prompt for r in trace.requests]
-        self.seqs = {i: make(p) for i, p in enumerate(prompts)}
+        prompts = [*trace.anchors, *(r.prompt for r in trace.requests)]
+        self.seqs = [make(p) for p in prompts]
+        return [[self.seqs[i] for i in step.decode] for step in steps]
 
     def bind(self) -> tuple[Callable[..., int], Callable[..., Any], Callable[..., None]]:
-        bm, seqs = self.bm, self.seqs
-        allocate, may_append, deallocate = bm.allocate, bm.may_append, bm.deallocate
+        seqs = self.seqs
+        allocate, may_append, deallocate = self.bm.allocate, self.bm.may_append, self.bm.deallocate
 
         def alloc(i: int, _tokens: list[int]) -> int:
             seq = seqs[i]
             allocate(seq)
             return int(seq.num_cached_tokens)
 
-        def append(i: int, token: int) -> None:
-            seq = seqs[i]
-            seq.append_token(token)
-            may_append(seq)
+        def step(running: list[Any], tokens: list[int]) -> None:
+            for seq, token in zip(running, tokens, strict=True):
+                seq.append_token(token)
+                may_append(seq)
 
         def free(i: int) -> None:
             deallocate(seqs[i])
 
-        return alloc, append, free
+        return alloc, step, free
 
 
 class VllmBlockPool:
-    """vLLM v1's BlockPool, driven as its KVCacheManager drives it."""
+    """vLLM v1's BlockPool, driven as its KVCacheManager drives it. Its handles are
+    request records built before the clock starts."""
 
     def __init__(self, pool: int, hash_name: str) -> None:
         from vllm.utils.hashing import get_hash_fn_by_name
@@ -184,18 +248,23 @@ class VllmBlockPool:
         kv_cache_utils.init_none_hash(self.hash_fn)
         self.hash_block_tokens = kv_cache_utils.hash_block_tokens
         self.pool = BlockPool(pool + 1, enable_caching=True, hash_block_size=BLOCK)
+        self.reqs: list[Any] = []
 
-    def prepare(self, trace: Trace) -> None:
-        pass
+    def prepare(self, trace: Trace, steps: list[Step]) -> list[Any]:
+        n = len(trace.anchors) + len(trace.requests)
+        self.reqs = [types.SimpleNamespace() for _ in range(n)]
+        return [[self.reqs[i] for i in step.decode] for step in steps]
 
     def bind(self) -> tuple[Callable[..., int], Callable[..., Any], Callable[..., None]]:
         pool, hash_fn, hash_block = self.pool, self.hash_fn, self.hash_block_tokens
         get_cached, group = pool.get_cached_block, [0]
-        reqs: dict[int, types.SimpleNamespace] = {}
+        get_new_blocks, cache_full_blocks = pool.get_new_blocks, pool.cache_full_blocks
+        reqs = self.reqs
         size = BLOCK
 
         def alloc(i: int, tokens: list[int]) -> int:
-            req = types.SimpleNamespace(tokens=list(tokens), block_hashes=[], blocks=[])
+            req = reqs[i]
+            req.tokens, req.block_hashes = list(tokens), []
             parent = None
             for start in range(0, len(tokens) - size + 1, size):  # the Request's block hasher
                 parent = hash_block(hash_fn, parent, tokens[start : start + size])
@@ -211,68 +280,68 @@ class VllmBlockPool:
             if need > pool.get_num_free_blocks() - evictable_hits:
                 raise MemoryError("vLLM peer: out of blocks")
             pool.touch(hits)
-            req.blocks = hits + pool.get_new_blocks(need)
+            req.blocks = hits + get_new_blocks(need)
             full = len(tokens) // size
-            pool.cache_full_blocks(req, req.blocks, len(hits), full, size, 0)
+            cache_full_blocks(req, req.blocks, len(hits), full, size, 0)
             req.num_cached = full
-            reqs[i] = req
             return len(hits) * size
 
-        def append(i: int, token: int) -> None:
-            req = reqs[i]
-            req.tokens.append(token)
-            n = len(req.tokens)
-            if n % size == 1:
-                req.blocks.extend(pool.get_new_blocks(1))
-            elif n % size == 0:
-                parent = req.block_hashes[-1] if req.block_hashes else None
-                req.block_hashes.append(hash_block(hash_fn, parent, req.tokens[n - size :]))
-                pool.cache_full_blocks(req, req.blocks, req.num_cached, n // size, size, 0)
-                req.num_cached = n // size
+        def step(running: list[Any], tokens: list[int]) -> None:
+            for req, token in zip(running, tokens, strict=True):
+                req_tokens = req.tokens
+                req_tokens.append(token)
+                n = len(req_tokens)
+                if n % size == 1:
+                    req.blocks.extend(get_new_blocks(1))
+                elif n % size == 0:
+                    hashes = req.block_hashes
+                    parent = hashes[-1] if hashes else None
+                    hashes.append(hash_block(hash_fn, parent, req_tokens[n - size :]))
+                    cache_full_blocks(req, req.blocks, req.num_cached, n // size, size, 0)
+                    req.num_cached = n // size
 
         def free(i: int) -> None:
-            pool.free_blocks(reversed(reqs.pop(i).blocks))
+            pool.free_blocks(reversed(reqs[i].blocks))
 
-        return alloc, append, free
+        return alloc, step, free
 
 
 # ------------------------------------------------------------------------------- replay
-def replay(driver: Any, trace: Trace) -> tuple[int, float, list[int]]:
-    """Run the trace on a prepared driver; returns (timed operations, their CPU seconds, hit
-    tokens per admission). The clock runs after the warm part, with the GC off."""
-    alloc, append, free = driver.bind()
+def replay(
+    driver: Any, trace: Trace, steps: list[Step], handles: list[Any]
+) -> tuple[int, float, list[int]]:
+    """Run the schedule on a prepared driver; returns (timed operations, their CPU seconds,
+    hit tokens per admission). The clock starts at the first timed step, with the GC off."""
+    alloc, decode, free = driver.bind()
+    prompts = [*trace.anchors, *(r.prompt for r in trace.requests)]
     for i, prompt in enumerate(trace.anchors):
         alloc(i, prompt)
     hits = []
-    live: deque[int] = deque()
-    window = trace.window
-    first = len(trace.anchors)
     ops = 0
     start = 0.0
-    for k, req in enumerate(trace.requests):
-        if k == trace.warm:
+    clock_on = False
+    for step, running in zip(steps, handles, strict=True):
+        if step.timed and not clock_on:
             gc.collect()
             gc.disable()
-            ops, start = 0, time.process_time()
-        i = first + k
-        hits.append(alloc(i, req.prompt))
-        for tok in req.decode:
-            append(i, tok)
-        live.append(i)
-        ops += 1 + len(req.decode)
-        if len(live) > window:
-            free(live.popleft())
-            ops += 1
+            ops, start, clock_on = 0, time.process_time(), True
+        for i in step.admit:
+            hits.append(alloc(i, prompts[i]))
+        if running:
+            decode(running, step.tokens)
+        for i in step.finish:
+            free(i)
+        ops += len(step.admit) + len(step.tokens) + len(step.finish)
     elapsed = time.process_time() - start
     gc.enable()
     return ops, elapsed, hits
 
 
-def timed(make: Callable[[], Any], trace: Trace) -> tuple[float, list[int]]:
+def timed(make: Callable[[], Any], trace: Trace, steps: list[Step]) -> tuple[float, list[int]]:
     driver = make()
-    driver.prepare(trace)
+    handles = driver.prepare(trace, steps)
     try:
-        ops, elapsed, hits = replay(driver, trace)
+        ops, elapsed, hits = replay(driver, trace, steps, handles)
     finally:
         gc.enable()
     return ops / elapsed, hits
@@ -280,8 +349,9 @@ def timed(make: Callable[[], Any], trace: Trace) -> tuple[float, list[int]]:
 
 def managers(with_peers: bool) -> dict[str, Callable[[int], Any]]:
     rows: dict[str, Callable[[int], Any]] = {
-        "ours: PrefixCaching sha256 (default)": lambda n: Ours(n, "sha256"),
-        "ours: PrefixCaching builtin hash": lambda n: Ours(n, "builtin"),
+        "ours: sha256, append_slots per step": lambda n: Ours(n, "sha256"),
+        "ours: builtin, append_slots per step": lambda n: Ours(n, "builtin"),
+        "ours: sha256, append_slot per token": lambda n: Ours(n, "sha256", batched=False),
     }
     if with_peers:
         rows["peer: nano-vllm BlockManager (xxh64)"] = NanoVllm
@@ -319,6 +389,7 @@ def main() -> None:
     sizes, reps, n_timed = ((1_024,), 1, 1_000) if args.quick else (SIZES, args.reps, 16_000)
     rows = managers(with_peers=why_not is None)
     traces = {n: make_trace(n, n_timed, seed=0) for n in sizes}
+    steps = {n: schedule(traces[n]) for n in sizes}
     print(
         f"block size {BLOCK}; per pool: pool/64 system prompts held live, ~45% of the pool "
         f"in live requests, pool/3 untimed lifecycles fill it, then {n_timed:,} timed; "
@@ -328,14 +399,15 @@ def main() -> None:
     if why_not:
         print(f"peers not measured ({why_not}); run `make bench-peers`")
     short = make_trace(1_024, 1_000, seed=1)
+    short_steps = schedule(short)
     for make in rows.values():  # warm-up: one short untimed replay per manager
-        timed(lambda make=make: make(1_024), short)
+        timed(lambda make=make: make(1_024), short, short_steps)
     best: dict[str, dict[int, float]] = {name: {} for name in rows}
     for _ in range(reps):
         for n in sizes:
             reference: list[int] | None = None
             for name, make in rows.items():
-                rate, hits = timed(lambda make=make, n=n: make(n), traces[n])
+                rate, hits = timed(lambda make=make, n=n: make(n), traces[n], steps[n])
                 if reference is None:
                     reference = hits
                 elif hits != reference:

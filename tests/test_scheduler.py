@@ -487,3 +487,58 @@ def test_the_scheduler_drives_a_prefix_cache_and_reports_cached_tokens() -> None
         emit_tokens(out)
         out = sched.step()
     assert bm.num_free == 6 and bm.sequences() == []
+
+
+# --- the decode step in one call --------------------------------------------------------------
+
+
+def _one_at_a_time(manager: type) -> type:
+    """The same manager with its one-call step refused: the scheduler must fall back to one
+    ``append_slot`` at a time."""
+
+    class OneAtATime(manager):  # type: ignore[misc, valid-type]
+        def append_slots(self, seqs: Any, token_ids: Any = None) -> Any:
+            raise OutOfBlocks("refused, to test the fallback")
+
+    return OneAtATime
+
+
+def _step_record(out: StepOutput) -> tuple[Any, ...]:
+    return (
+        [(d.seq.seq_id, d.slot) for d in out.decodes],
+        [(p.seq.seq_id, p.num_tokens, p.num_cached) for p in out.prefills],
+        [s.seq_id for s in out.preempted],
+        [s.seq_id for s in out.finished],
+        list(out.swap_out),
+        list(out.swap_in),
+    )
+
+
+@pytest.mark.parametrize("manager", [BlockManager, PrefixCachingBlockManager])
+@pytest.mark.parametrize("preemption", ["recompute", "swap"])
+def test_the_one_call_decode_step_decides_what_one_call_per_sequence_decides(
+    manager: type, preemption: str
+) -> None:
+    """Slot for slot, preemption for preemption, over a workload that preempts often."""
+    workload = random_workload(120, seed=3)
+    kwargs: dict[str, Any] = {"watermark": 0, "preemption": preemption}
+    if preemption == "swap":
+        kwargs["num_host_blocks"] = 16
+    fast = Scheduler(manager(200, 16), **kwargs)
+    slow = Scheduler(_one_at_a_time(manager)(200, 16), **kwargs)
+    pending = sorted(enumerate(workload), key=lambda ia: ia[1].step)
+    preempted = 0
+    for step in range(10_000):
+        for sched in (fast, slow):
+            for seq_id, a in pending:
+                if a.step == step:
+                    sched.add(Sequence.dummy(seq_id, a.prompt_len, a.max_new_tokens))
+        outs = [fast.step(), slow.step()]
+        assert _step_record(outs[0]) == _step_record(outs[1]), step
+        preempted += len(outs[0].preempted)
+        for out in outs:
+            emit_tokens(out)
+        if step > pending[-1][1].step and not (fast.running or fast.waiting):
+            break
+    assert preempted > 0  # the fallback path was exercised
+    assert fast.bm.num_free == fast.bm.num_blocks

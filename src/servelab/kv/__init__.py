@@ -12,8 +12,10 @@ from servelab.kv.blocks import (
     InvalidSequenceId,
     KVCacheError,
     OutOfBlocks,
+    RepeatedInStep,
     SequenceExists,
     Slot,
+    StepSlots,
     UnknownSequence,
 )
 from servelab.kv.prefix import InvalidExtraKey, PrefixCachingBlockManager
@@ -45,6 +47,7 @@ __all__ = [
     "NotASequence",
     "OutOfBlocks",
     "PrefixCachingBlockManager",
+    "RepeatedInStep",
     "RequestTooLarge",
     "Scheduler",
     "SchedulerError",
@@ -53,6 +56,7 @@ __all__ = [
     "SequenceFinished",
     "Slot",
     "StepOutput",
+    "StepSlots",
     "TokenNotAppended",
     "UnknownSequence",
 ]

@@ -23,13 +23,19 @@ ends; no list is ever scanned).
 :class:`~servelab.kv.prefix.PrefixCachingBlockManager` adds the prefix cache. Both accept the
 same calls from a scheduler: ``allocate(seq, token_ids)`` and ``append_slot(seq, token_id)``
 (the plain manager needs only the count, and also takes ``allocate(seq, n_tokens)``).
+
+A decode step appends one token to every running sequence: ``append_slots(seqs, token_ids)``
+does that in one call, all or nothing, and returns the step's *slot mapping* (one flat slot
+index ``block * block_size + offset`` per sequence, what a paged attention kernel's KV write
+takes) and its copy-on-write copies: the same slots as ``append_slot`` called for each
+sequence in order, without a ``Slot`` object per token. The inputs are validated in bulk.
 """
 
 from __future__ import annotations
 
 from array import array
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 __all__ = [
@@ -41,8 +47,10 @@ __all__ = [
     "InvalidSequenceId",
     "KVCacheError",
     "OutOfBlocks",
+    "RepeatedInStep",
     "SequenceExists",
     "Slot",
+    "StepSlots",
     "UnknownSequence",
     "check_seq_id",
     "check_token_id",
@@ -75,6 +83,10 @@ class SequenceExists(KVCacheError, ValueError):
     """The sequence id is already live; free it first or pick another id."""
 
 
+class RepeatedInStep(KVCacheError, ValueError):
+    """A decode step that names one sequence twice (a step appends one token to each)."""
+
+
 class InvalidLength(KVCacheError, ValueError):
     """A token count or id that is not a non-negative int."""
 
@@ -100,6 +112,15 @@ class Slot(NamedTuple):
 
 
 new_slot = tuple.__new__  # ``new_slot(Slot, (block, offset, cow_src))``: Slot without a Python call
+
+
+class StepSlots(NamedTuple):
+    """Where one decode step writes: ``slots[i]`` is the flat slot index (``block *
+    block_size + offset``) of the new token of the step's ``i``-th sequence; ``copies`` are
+    the copy-on-write ``(src, dst)`` block copies to make, in order, before any write."""
+
+    slots: list[int]
+    copies: list[tuple[int, int]]
 
 
 def _check_positive(name: str, value: object) -> int:
@@ -242,6 +263,70 @@ class BlockTables:
         table[-1] = new
         return src
 
+    def _check_step(
+        self, seqs: object, token_ids: object, *, tokens_required: bool
+    ) -> tuple[list[int], list[int] | None]:
+        """The ids and token ids of a decode step, checked in bulk: ``seqs`` is a sequence of
+        distinct live ids, ``token_ids`` one non-negative int per sequence (or None where
+        ``tokens_required`` is false)."""
+        if (
+            type(seqs) is not list
+            and type(seqs) is not tuple
+            and (isinstance(seqs, (str, bytes)) or not isinstance(seqs, Sequence))
+        ):
+            raise InvalidSequenceId(f"seqs must be a sequence of sequence ids, got {seqs!r}")
+        ids = list(seqs)
+        if set(map(type, ids)) - {int}:
+            ids = [check_seq_id(s) for s in ids]  # names the first bad id
+        distinct = set(ids)
+        if len(distinct) != len(ids):
+            seen: set[int] = set()
+            for seq in ids:
+                if seq in seen:
+                    raise RepeatedInStep(
+                        f"sequence {seq} appears twice in one step; a step appends one token "
+                        "to each sequence"
+                    )
+                seen.add(seq)
+        if not distinct <= self._tables.keys():
+            unknown = next(s for s in ids if s not in self._tables)
+            raise UnknownSequence(
+                f"sequence {unknown} is not allocated (never allocated, or already freed)"
+            )
+        if token_ids is None:
+            if tokens_required:
+                raise InvalidLength("token_ids is required: one new token id per sequence")
+            return ids, None
+        tokens = check_token_ids(token_ids)
+        if len(tokens) != len(ids):
+            raise InvalidLength(
+                f"a step takes one token id per sequence: {len(ids)} sequences, "
+                f"{len(tokens)} token ids"
+            )
+        return ids, tokens
+
+    def _check_step_fits(self, ids: list[int], lengths: Iterable[int]) -> None:
+        """OutOfBlocks unless the free blocks cover the step (``lengths``: each sequence's
+        tokens before it). A sequence at a block boundary needs a new block; ``k`` of the
+        ``r`` holders of a shared partial tail need ``min(k, r - 1)`` copies, as the last
+        holder to write writes in place."""
+        size, ref, tables = self.block_size, self._ref, self._tables
+        need = 0
+        sharing: dict[int, int] = {}
+        for seq, n in zip(ids, lengths, strict=True):
+            if n % size == 0:
+                need += 1
+            else:
+                tail = tables[seq][-1]
+                if ref[tail] > 1:
+                    sharing[tail] = sharing.get(tail, 0) + 1
+        need += sum(min(k, ref[tail] - 1) for tail, k in sharing.items())
+        if need > self.num_free:
+            raise OutOfBlocks(
+                f"this step of {len(ids)} sequences needs {need} new blocks, "
+                f"only {self.num_free} are free"
+            )
+
     # --------------------------------------------------------------- inspection
     def block_table(self, seq: int) -> list[int]:
         """A copy of ``seq``'s block table (logical index -> physical block)."""
@@ -358,6 +443,28 @@ class BlockManager(BlockTables):
             cow_src = self._grow_or_copy(seq, table, n)
         self._lens[seq] = n + 1
         return new_slot(Slot, (table[-1], offset, cow_src))
+
+    def append_slots(
+        self, seqs: Sequence[int], token_ids: Sequence[int] | None = None
+    ) -> StepSlots:
+        """One decode step: a slot for one new token of each of ``seqs``, in order, the
+        slots ``append_slot`` would give one by one (see :class:`StepSlots`). All or
+        nothing: a bad id, a sequence named twice (RepeatedInStep) or too few free blocks
+        (OutOfBlocks) changes nothing. ``token_ids``, if given, are checked and otherwise
+        ignored."""
+        ids, _ = self._check_step(seqs, token_ids, tokens_required=False)
+        lens = self._lens
+        if len(self._free) < len(ids):
+            self._check_step_fits(ids, [lens[s] for s in ids])
+        size = self.block_size
+        slots: list[int] = []
+        copies: list[tuple[int, int]] = []
+        for seq in ids:
+            block, offset, cow_src = self.append_slot(seq)
+            slots.append(block * size + offset)
+            if cow_src is not None:
+                copies.append((cow_src, block))
+        return StepSlots(slots, copies)
 
     # --------------------------------------------------------------- inspection
     def seq_len(self, seq: int) -> int:

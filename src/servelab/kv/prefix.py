@@ -90,6 +90,7 @@ from servelab.kv.blocks import (
     OutOfBlocks,
     SequenceExists,
     Slot,
+    StepSlots,
     check_seq_id,
     check_token_id,
     check_token_ids,
@@ -356,18 +357,64 @@ class PrefixCachingBlockManager(BlockTables):
         tokens, table, _ = state
         size = self.block_size
         offset = len(tokens) % size
+        if offset and self._ref[table[-1]] == 1:  # the common case: our own partial tail
+            tokens.append(token_id)
+            if offset == size - 1:  # it fills: name it, enter it in the cache
+                self._register_tail(seq, table, tokens)
+            return new_slot(Slot, (table[-1], offset, None))
+        return self._append_new_block(seq, tokens, table, token_id, offset)
+
+    def append_slots(self, seqs: Sequence[int], token_ids: Sequence[int]) -> StepSlots:
+        """One decode step: a slot for ``token_ids[i]`` at the end of ``seqs[i]``, for each
+        ``i`` in order: the step's slot mapping and copy-on-write copies
+        (:class:`~servelab.kv.blocks.StepSlots`), the slots ``append_slot`` would give one
+        by one.
+
+        All or nothing, checked in bulk before anything changes: a bad or unknown id, a
+        sequence named twice (RepeatedInStep), a bad token id or too few free blocks for
+        the whole step (OutOfBlocks) raises and changes nothing. One call per step saves a
+        call, a validation and a ``Slot`` per sequence: most of what a per-token append
+        costs.
+        """
+        ids, tokens = self._check_step(seqs, token_ids, tokens_required=True)
+        assert tokens is not None
+        states = self._seqs
+        if len(self._free) + len(self._evictable) < len(ids):
+            self._check_step_fits(ids, [len(states[s][0]) for s in ids])
+        size, ref = self.block_size, self._ref
+        last = size - 1
+        slots: list[int] = []
+        copies: list[tuple[int, int]] = []
+        append = slots.append
+        for seq, token_id in zip(ids, tokens, strict=True):
+            seq_tokens, table, _ = states[seq]
+            offset = len(seq_tokens) % size
+            if offset and ref[table[-1]] == 1:  # our own partial tail, as in append_slot
+                seq_tokens.append(token_id)
+                if offset == last:
+                    self._register_tail(seq, table, seq_tokens)
+                append(table[-1] * size + offset)
+            else:
+                block, offset, cow_src = self._append_new_block(
+                    seq, seq_tokens, table, token_id, offset
+                )
+                append(block * size + offset)
+                if cow_src is not None:
+                    copies.append((cow_src, block))
+        return StepSlots(slots, copies)
+
+    def _append_new_block(
+        self, seq: int, tokens: list[int], table: list[int], token_id: int, offset: int
+    ) -> Slot:
+        """``append_slot`` where the token needs a block: a copy of a shared partial tail, or
+        a new block at a block boundary (OutOfBlocks, changing nothing, if none is free)."""
+        size = self.block_size
         if offset:
-            if self._ref[table[-1]] == 1:  # the common case: our own partial tail
-                tokens.append(token_id)
-                if offset == size - 1:  # it fills: name it, enter it in the cache
-                    self._register_tail(seq, table, tokens)
-                return new_slot(Slot, (table[-1], offset, None))
             cow_src = self._grow_or_copy(seq, table, len(tokens))  # copy a shared tail
             tokens.append(token_id)
             if offset == size - 1:
                 self._register_tail(seq, table, tokens)
             return new_slot(Slot, (table[-1], offset, cow_src))
-        # A block boundary: a new block (taken inline: this is every block_size-th token).
         free = self._free
         if free:
             block = free.popleft()

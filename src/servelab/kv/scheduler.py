@@ -7,11 +7,12 @@ order sequences were admitted) and ``waiting`` (the next to admit first). One ca
 
 1. **Retire.** Every running sequence that has generated ``max_new_tokens`` is dropped and its
    blocks are freed.
-2. **Decode.** Every running sequence, oldest first, reserves the slot of one token with
-   ``append_slot``. When a block is needed and none is free, the *newest* running sequence is
-   preempted (which may be the one that asked) and the append is retried. Preempting the
-   newest protects the sequences that have made the most progress; preempting whoever happened
-   to hit the error would starve long requests instead.
+2. **Decode.** Every running sequence, oldest first, reserves the slot of one token: one
+   ``append_slots`` call for the whole step, which changes nothing if the step does not fit;
+   then one ``append_slot`` at a time. When a block is needed and none is free, the *newest*
+   running sequence is preempted (which may be the one that asked) and the append is
+   retried. Preempting the newest protects the sequences that have made the most progress;
+   preempting whoever happened to hit the error would starve long requests instead.
 3. **Admit.** First come, first served, while the free blocks left *after* the admission stay
    at or above ``watermark``. The watermark keeps a few blocks for next step's decodes; without
    it an admission that fills the pool guarantees a preemption on the next step, at times of the
@@ -38,7 +39,7 @@ blocks: it could be preempted at a length it can never be readmitted at, and wou
 The block manager is anything with the :class:`KVCacheManager` surface: the plain
 :class:`~servelab.kv.blocks.BlockManager` or the
 :class:`~servelab.kv.prefix.PrefixCachingBlockManager`. The scheduler hands it a sequence's
-token ids (``allocate(seq_id, token_ids)``, ``append_slot(seq_id, token_id)``); a prefix cache
+token ids (``allocate(seq_id, token_ids)``, ``append_slots(seq_ids, token_ids)``); a prefix cache
 answers how many leading tokens it already holds, and the :class:`Prefill` says so.
 
 Every queue operation is O(1) (deque ends, list tail, dict lookups); a step costs O(running +
@@ -53,7 +54,7 @@ from collections.abc import Sequence as SequenceOf
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple, Protocol
 
-from servelab.kv.blocks import KVCacheError, OutOfBlocks, Slot, UnknownSequence
+from servelab.kv.blocks import KVCacheError, OutOfBlocks, Slot, StepSlots, UnknownSequence, new_slot
 
 __all__ = [
     "Decode",
@@ -134,6 +135,8 @@ class KVCacheManager(Protocol):
     def allocate(self, seq: int, token_ids: SequenceOf[int], /) -> int: ...
 
     def append_slot(self, seq: int, token_id: int, /) -> Slot: ...
+
+    def append_slots(self, seqs: SequenceOf[int], token_ids: SequenceOf[int], /) -> StepSlots: ...
 
     def fork(self, parent: int, child: int, /) -> None: ...
 
@@ -467,6 +470,24 @@ class Scheduler:
         self.running = still_running
 
     def _decode(self, out: StepOutput) -> None:
+        running = self.running
+        if not running:
+            return
+        bm = self.bm
+        ids = [s.seq_id for s in running]
+        try:  # the whole step in one call: a step that fits without a preemption
+            step = bm.append_slots(ids, [s.token_ids[-1] for s in running])
+        except OutOfBlocks:  # nothing changed: one at a time, preempting the newest
+            self._decode_preempting(out)
+            return
+        size = bm.block_size
+        copied_from = {dst: src for src, dst in step.copies}
+        out.decodes.extend(
+            Decode(seq, new_slot(Slot, (slot // size, slot % size, copied_from.get(slot // size))))
+            for seq, slot in zip(running, step.slots, strict=True)
+        )
+
+    def _decode_preempting(self, out: StepOutput) -> None:
         running = self.running
         i = 0
         while i < len(running):
