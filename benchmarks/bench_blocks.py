@@ -8,35 +8,50 @@ The peers are the real packages, installed in their own environment by ``make be
   package ``__init__`` imports the GPU engine (torch, transformers, tqdm), so the module is
   loaded without running it; the block manager itself needs only xxhash and numpy.
 * **vLLM v1** ``vllm.v1.core.block_pool.BlockPool`` (``FreeKVCacheBlockQueue``, a doubly
-  linked free list) with vLLM's own ``hash_block_tokens`` and hash functions, driven the way
-  ``KVCacheManager`` drives it for one full-attention group: look up the longest cached
-  prefix (capped at ``len - 1`` tokens), ``touch`` the hits, ``get_new_blocks``,
-  ``cache_full_blocks`` when blocks fill, ``free_blocks`` in reverse. Block 0 is vLLM's null
-  block, so its pool gets one extra block. vLLM's ``Request`` and scheduler bookkeeping are
-  left out, which favours the peer.
+  linked free list) with vLLM's own ``hash_block_tokens`` and hash functions, driven by a
+  lean loop that does what ``KVCacheManager`` does for one full-attention group: look up the
+  longest cached prefix (capped at ``len - 1`` tokens), ``touch`` the hits,
+  ``get_new_blocks``, ``cache_full_blocks`` when blocks fill, ``free_blocks`` in reverse.
+  Block 0 is vLLM's null block, so its pool gets one extra block. vLLM's ``Request`` and
+  manager bookkeeping are left out: a floor on what vLLM spends, which favours the peer.
+* **vLLM v1** ``vllm.v1.core.kv_cache_manager.KVCacheManager``, called as vLLM's scheduler
+  calls it (``get_computed_blocks`` + ``allocate_slots`` on admission; per running request
+  per step ``Request.append_output_token_ids``, which hashes a block as it fills, then
+  ``allocate_slots(request, 1)``; ``free``): what vLLM really spends per call.
 
-Both sides replay one seeded trace per pool size and must report the same prefix hit, in
-tokens, at every admission (asserted). The trace keeps occupancy equal at every size: one
-live *anchor* sequence per shared system prompt (``pool / 64`` prompts of 4 blocks, so
-hits land on blocks in use, which every peer caches), a window of live requests scaled to
-the pool (about half of it in use), and ``pool / 3`` untimed lifecycles that fill the pool
-and its cache before 16k timed ones, so every pool is measured in the same steady state:
-full, every new block evicting a cached one. A lifecycle is ``allocate`` (system prompt +
-a unique suffix), 8-40 ``append`` calls (``append_slot``; nano-vllm's ``append_token`` +
-``may_append``) and ``free``. Every manager gets the same warm-up (one short untimed
-replay), the same repetitions (best of ``--reps``, sizes and managers interleaved), the
-same GC policy (collected before, disabled while timed) and the same clock: process CPU
-time, so time spent descheduled on a shared machine does not count. Ours validates every
-input on every call; the peers validate nothing. The peers hash every full block of every
-prompt (their hits are found by name); ours hashes once per new prefix (hits are found by
-prefix identity), so each side runs with a cryptographic hash (our SHA-256, vLLM's SHA-256)
-and a fast one (Python's ``hash``; nano-vllm's and vLLM's xxhash): compare like with like.
-Most operations are token appends (8-40 per lifecycle), where ours checks both ids, the
-tail's refcount and returns a ``Slot``; the peers' is a list append and a block-boundary test.
+Two workloads, each replayed as continuous batching (``schedule``): every step admits new
+requests, appends one decoded token to each running request (at most 256, vLLM's default
+``max_num_seqs``) and frees the requests that finished. Ours takes a step in one
+``append_slots`` call, as our scheduler does; the peers have no such call, so their step is
+their own per-request calls, as their schedulers make them (ours one call per token is a
+row too).
 
-Figures: operations per second, ours over each peer at each size, and each manager's
-131k / 1k. Run ``make bench-peers`` (or ``benchmarks/.peers-venv/bin/python
-benchmarks/bench_blocks.py``); without the peers' environment only our rows print.
+* ``system prompts`` (:func:`make_trace`): ``pool / 64`` shared system prompts of 4 blocks
+  (Zipf popularity), each held live by an *anchor* sequence so hits land on blocks in use,
+  which every peer caches; a request is a system prompt + a unique 1-31 token suffix, then
+  8-40 decoded tokens. Mostly appends: a short prompt per ~24 decoded tokens.
+* ``chat`` (:func:`make_chat`): multi-turn conversations; each turn's prompt is the whole
+  conversation so far plus a new user message, sent the step after the previous turn ends,
+  so its hit revives freed blocks. Longer prompts, most of them cached. nano-vllm-fork is
+  left out here: its ``deallocate`` drops a freed block's hash, so it finds none of that
+  history and its hits differ.
+
+Occupancy is equal at every size: the pool is filled and evicting (every new block evicts
+a cached one) before the clock starts. Both sides replay one seeded trace per pool size and
+must report the same prefix hit, in tokens, at every admission (asserted). Every manager
+gets the same warm-up (one short untimed replay), the same repetitions (best of
+``--reps``, sizes and managers interleaved), the same GC policy (collected before, disabled
+while timed) and the same clock: process CPU time, so time spent descheduled on a shared
+machine does not count. Ours validates every input on every call; the peers validate
+nothing. The peers hash every full block of every prompt (their hits are found by name);
+ours hashes once per new prefix (hits are found by prefix identity), so each side runs with
+a cryptographic hash (our SHA-256, vLLM's SHA-256, its default) and a fast one (Python's
+``hash``; nano-vllm's and vLLM's xxhash): compare like with like.
+
+Figures: operations (admissions, token appends, frees) per second, ours over each peer at
+each size, and each manager's 131k / 1k. Run ``make bench-peers`` (or
+``benchmarks/.peers-venv/bin/python benchmarks/bench_blocks.py``); without the peers'
+environment only our rows print.
 """
 
 from __future__ import annotations
@@ -109,6 +124,91 @@ def make_trace(
     if max_running is not None:
         window = min(window, max_running)
     return Trace(pool, anchors, requests, warm, window)
+
+
+def make_chat(
+    pool: int, timed: int = 4_000, seed: int = 0, max_running: int = MAX_RUNNING
+) -> tuple[Trace, list[Step]]:
+    """Multi-turn conversations: each turn's prompt is the conversation so far (system
+    prompt, earlier user messages and replies) plus a new 16-96 token user message; 2-6
+    turns, 8-40 decoded tokens each. A turn is sent the step after the previous one ends
+    (an agent's next call, or a quick reply), so its history is cached but no longer held:
+    a hit revives freed blocks. A new conversation starts while the live ones reserve
+    (for their longest turn) under 60% of the pool. Returns the trace with its schedule;
+    the clock starts once the requests have taken twice the pool's blocks, so every pool
+    is full and evicting."""
+    rng = random.Random(seed)
+    n_sys = max(4, pool // 64)
+    systems = [[rng.randrange(32_000) for _ in range(SYSTEM_BLOCKS * BLOCK)] for _ in range(n_sys)]
+    weights = [1 / (i + 1) for i in range(n_sys)]
+    anchors = [[*s, rng.randrange(32_000)] for s in systems]
+    first = len(anchors)
+    requests: list[Request] = []
+    steps: list[Step] = []
+    running: list[list[Any]] = []  # [request index, decoded, reserved blocks, turns left]
+    ready: list[tuple[list[int], int, int]] = []  # (history, turns left, reserved blocks)
+    # A conversation reserves the blocks its longest turn can hold, so follow-ups always fit.
+    reserved, taken, budget = 0, 0, int(pool * 0.6)
+    warm: int | None = None
+
+    def user() -> list[int]:
+        return [rng.randrange(32_000) for _ in range(rng.randint(16, 96))]
+
+    def admit(prompt: list[int], cached: int, left: int, size: int, admitted: list[int]) -> None:
+        nonlocal taken
+        decode = [rng.randrange(32_000) for _ in range(rng.randint(8, 40))]
+        requests.append(Request(prompt, decode))
+        taken += -(-len(prompt) // BLOCK) - cached
+        admitted.append(first + len(requests) - 1)
+        running.append([first + len(requests) - 1, 0, size, left])
+
+    while True:
+        limit = None if warm is None else warm + timed
+        admitted: list[int] = []
+        for history, left, size in ready:  # follow-ups first: their history is still cached
+            if limit is not None and len(requests) >= limit:
+                reserved -= size
+                continue
+            admit(history + user(), len(history) // BLOCK, left - 1, size, admitted)
+        ready = []
+        while (
+            len(running) < max_running
+            and reserved < budget
+            and (limit is None or len(requests) < limit)
+        ):
+            (system,) = rng.choices(systems, weights)
+            turns = rng.randint(2, 6)
+            size = -(-(SYSTEM_BLOCKS * BLOCK + turns * (96 + 40)) // BLOCK) - SYSTEM_BLOCKS
+            reserved += size
+            admit(system + user(), SYSTEM_BLOCKS, turns - 1, size, admitted)
+        decode, tokens, finish, still = [], [], [], []
+        for entry in running:
+            i, done, size, left = entry
+            if i in admitted:
+                still.append(entry)
+                continue
+            req = requests[i - first]
+            decode.append(i)
+            tokens.append(req.decode[done])
+            entry[1] = done + 1
+            if (len(req.prompt) + done) % BLOCK == 0:
+                taken += 1
+            if entry[1] == len(req.decode):
+                finish.append(i)
+                if left:
+                    ready.append((req.prompt + req.decode, left, size))
+                else:
+                    reserved -= size
+            else:
+                still.append(entry)
+        running = still
+        steps.append(Step(admitted, decode, tokens, finish, warm is not None))
+        if warm is None and taken >= 2 * pool:
+            warm = len(requests)
+        if not running and not ready and limit is not None and len(requests) >= limit:
+            break
+    trace = Trace(pool, anchors, requests, warm or 0, max_running)
+    return trace, steps
 
 
 @dataclass(frozen=True)
@@ -306,6 +406,78 @@ class VllmBlockPool:
         return alloc, step, free
 
 
+class VllmKVCacheManager:
+    """vLLM v1's KVCacheManager, called as its scheduler calls it: ``get_computed_blocks``
+    and ``allocate_slots`` on admission, ``append_output_token_ids`` (which hashes a block
+    as it fills) then ``allocate_slots(request, 1)`` per running request per step, ``free``
+    at the end. Its ``Request`` objects are built before the clock starts, without their
+    block hasher; the hasher is attached at admission, so the prompt's hashing is timed."""
+
+    def __init__(self, pool: int, hash_name: str) -> None:
+        import torch
+        from vllm.sampling_params import SamplingParams
+        from vllm.utils.hashing import get_hash_fn_by_name
+        from vllm.v1.core import kv_cache_utils
+        from vllm.v1.core.kv_cache_manager import KVCacheManager
+        from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+        from vllm.v1.request import Request
+
+        hash_fn = get_hash_fn_by_name(hash_name)
+        kv_cache_utils.init_none_hash(hash_fn)
+        self.hasher = kv_cache_utils.get_request_block_hasher(BLOCK, hash_fn)
+        spec = FullAttentionSpec(block_size=BLOCK, num_kv_heads=1, head_size=1, dtype=torch.float16)
+        config = KVCacheConfig(
+            num_blocks=pool + 1,  # block 0 is vLLM's null block
+            kv_cache_tensors=[],
+            kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)],
+        )
+        self.manager = KVCacheManager(
+            config,
+            max_model_len=1 << 20,
+            scheduler_block_size=BLOCK,
+            hash_block_size=BLOCK,
+            enable_caching=True,
+        )
+        self.make_request, self.params = Request, SamplingParams(max_tokens=1 << 16)
+        self.reqs: list[Any] = []
+
+    def prepare(self, trace: Trace, steps: list[Step]) -> list[Any]:
+        prompts = [*trace.anchors, *(r.prompt for r in trace.requests)]
+        make, params = self.make_request, self.params
+        self.reqs = [make(str(i), p, params, None) for i, p in enumerate(prompts)]
+        return [[self.reqs[i] for i in step.decode] for step in steps]
+
+    def bind(self) -> tuple[Callable[..., int], Callable[..., Any], Callable[..., None]]:
+        manager, reqs, hasher = self.manager, self.reqs, self.hasher
+        get_computed, allocate_slots, free_request = (
+            manager.get_computed_blocks,
+            manager.allocate_slots,
+            manager.free,
+        )
+
+        def alloc(i: int, _tokens: list[int]) -> int:
+            req = reqs[i]
+            req._block_hasher = hasher
+            req.update_block_hashes()
+            blocks, hit, _ = get_computed(req)
+            if allocate_slots(req, req.num_tokens - hit, hit, blocks) is None:
+                raise MemoryError("vLLM peer: out of blocks")
+            req.num_computed_tokens = req.num_tokens
+            return int(hit)
+
+        def step(running: list[Any], tokens: list[int]) -> None:
+            for req, token in zip(running, tokens, strict=True):
+                req.append_output_token_ids(token)
+                if allocate_slots(req, 1) is None:
+                    raise MemoryError("vLLM peer: out of blocks")
+                req.num_computed_tokens += 1
+
+        def free(i: int) -> None:
+            free_request(reqs[i])
+
+        return alloc, step, free
+
+
 # ------------------------------------------------------------------------------- replay
 def replay(
     driver: Any, trace: Trace, steps: list[Step], handles: list[Any]
@@ -357,6 +529,7 @@ def managers(with_peers: bool) -> dict[str, Callable[[int], Any]]:
         rows["peer: nano-vllm BlockManager (xxh64)"] = NanoVllm
         rows["peer: vLLM v1 BlockPool (sha256)"] = lambda n: VllmBlockPool(n, "sha256")
         rows["peer: vLLM v1 BlockPool (xxhash)"] = lambda n: VllmBlockPool(n, "xxhash")
+        rows["peer: vLLM v1 KVCacheManager (sha256)"] = lambda n: VllmKVCacheManager(n, "sha256")
     return rows
 
 
@@ -372,11 +545,91 @@ def peers_available() -> str | None:
     return None
 
 
+WORKLOADS = {
+    "system prompts": "make_trace: shared system prompts + a short unique suffix",
+    "chat": "make_chat: multi-turn conversations, each turn hits its history",
+}
+
+
+def workload(name: str, pool: int, timed: int, seed: int) -> tuple[Trace, list[Step]]:
+    if name == "chat":
+        return make_chat(pool, max(timed // 4, 250), seed)
+    trace = make_trace(pool, timed, seed)
+    return trace, schedule(trace)
+
+
+def left_out(workload_name: str, manager: str) -> str | None:
+    """Why a manager is not measured on a workload, or None."""
+    if workload_name == "chat" and "nano-vllm" in manager:
+        return (
+            "nano-vllm (nano-vllm-fork 20260210) drops a block's hash when the block is "
+            "freed, so it finds no history that is not held: its hits differ"
+        )
+    return None
+
+
+def measure(
+    name: str, rows: dict[str, Callable[[int], Any]], sizes: tuple[int, ...], reps: int, n: int
+) -> None:
+    """One workload: every manager at every size, best of ``reps``, hits checked equal."""
+    rows = {m: make for m, make in rows.items() if left_out(name, m) is None}
+    runs = {size: workload(name, size, n, seed=0) for size in sizes}
+    short = workload(name, 1_024, 1_000, seed=1)
+    for make in rows.values():  # warm-up: one short untimed replay per manager
+        timed(lambda make=make: make(1_024), *short)
+    best: dict[str, dict[int, float]] = {m: {} for m in rows}
+    reference: list[int] | None = None
+    for _ in range(reps):
+        for size in sizes:
+            reference = None
+            for manager, make in rows.items():
+                rate, hits = timed(lambda make=make, size=size: make(size), *runs[size])
+                if reference is None:
+                    reference = hits
+                elif hits != reference:
+                    bad = next(
+                        k for k, (a, b) in enumerate(zip(hits, reference, strict=True)) if a != b
+                    )
+                    raise SystemExit(
+                        f"{manager} at {size} blocks: admission {bad} hit {hits[bad]} tokens, "
+                        f"ours {reference[bad]}: the managers do not agree on the trace"
+                    )
+                best[manager][size] = max(best[manager].get(size, 0.0), rate)
+    trace = runs[sizes[-1]][0]
+    timed_requests = len(trace.requests) - trace.warm
+    prompt = sum(len(r.prompt) for r in trace.requests) / len(trace.requests)
+    print(
+        f"\n== {name} ({WORKLOADS[name]}): {timed_requests:,} timed requests, mean prompt "
+        f"{prompt:.0f} tokens; hits agree at every admission "
+        f"({sum(reference or []):,} hit tokens at {sizes[-1]:,} blocks)"
+    )
+    header = f"{'ops/s':40}" + "".join(f"{n:>12,}" for n in sizes) + f"{'last/first':>12}"
+    print(header + "\n" + "-" * len(header))
+    for manager, rates in best.items():
+        cells = "".join(f"{rates[n] / 1e3:>10.0f}k/s" for n in sizes)
+        print(f"{manager:40}{cells}{rates[sizes[-1]] / rates[sizes[0]]:>12.2f}")
+    ours = [m for m in rows if m.startswith("ours")]
+    peers = [m for m in rows if m.startswith("peer")]
+    if peers:
+        print("\nours / peer (>= 1.5 is the target)")
+        for mine in ours:
+            for peer in peers:
+                ratios = " ".join(f"{best[mine][n] / best[peer][n]:>6.2f}" for n in sizes)
+                print(f"  {mine[6:]:36} / {peer[6:]:32} {ratios}")
+    for manager in managers(with_peers=bool(peers)):
+        why = left_out(name, manager)
+        if why:
+            print(f"  not measured: {manager[6:]}: {why}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one small pool, one run (smoke)")
     parser.add_argument("--reps", type=int, default=3, help="timed runs per cell (best kept)")
     parser.add_argument("--no-peers", action="store_true", help="only our managers")
+    parser.add_argument(
+        "--workload", choices=[*WORKLOADS, "all"], default="all", help="which trace to replay"
+    )
     args = parser.parse_args()
     why_not = "--no-peers" if args.no_peers else peers_available()
     if (
@@ -388,52 +641,16 @@ def main() -> None:
         os.execv(str(PEERS_PYTHON), [str(PEERS_PYTHON), __file__, *sys.argv[1:]])
     sizes, reps, n_timed = ((1_024,), 1, 1_000) if args.quick else (SIZES, args.reps, 16_000)
     rows = managers(with_peers=why_not is None)
-    traces = {n: make_trace(n, n_timed, seed=0) for n in sizes}
-    steps = {n: schedule(traces[n]) for n in sizes}
     print(
-        f"block size {BLOCK}; per pool: pool/64 system prompts held live, ~45% of the pool "
-        f"in live requests, pool/3 untimed lifecycles fill it, then {n_timed:,} timed; "
+        f"block size {BLOCK}; decode batches of at most {MAX_RUNNING}; per pool: pool/64 "
+        f"system prompts held live, the pool filled and evicting before the clock starts; "
         f"best of {reps}, CPU time, GC off while timed; "
         f"{platform.python_implementation()} {platform.python_version()} on {platform.machine()}"
     )
     if why_not:
         print(f"peers not measured ({why_not}); run `make bench-peers`")
-    short = make_trace(1_024, 1_000, seed=1)
-    short_steps = schedule(short)
-    for make in rows.values():  # warm-up: one short untimed replay per manager
-        timed(lambda make=make: make(1_024), short, short_steps)
-    best: dict[str, dict[int, float]] = {name: {} for name in rows}
-    for _ in range(reps):
-        for n in sizes:
-            reference: list[int] | None = None
-            for name, make in rows.items():
-                rate, hits = timed(lambda make=make, n=n: make(n), traces[n], steps[n])
-                if reference is None:
-                    reference = hits
-                elif hits != reference:
-                    bad = next(
-                        k for k, (a, b) in enumerate(zip(hits, reference, strict=True)) if a != b
-                    )
-                    raise SystemExit(
-                        f"{name} at {n} blocks: admission {bad} hit {hits[bad]} tokens, "
-                        f"ours {reference[bad]}: the managers do not agree on the trace"
-                    )
-                best[name][n] = max(best[name].get(n, 0.0), rate)
-    hit_tokens = sum(reference or [])
-    print(f"hits agree at every admission ({hit_tokens:,} hit tokens at {sizes[-1]:,} blocks)")
-    header = f"{'ops/s':40}" + "".join(f"{n:>12,}" for n in sizes) + f"{'last/first':>12}"
-    print(header + "\n" + "-" * len(header))
-    for name, rates in best.items():
-        cells = "".join(f"{rates[n] / 1e3:>10.0f}k/s" for n in sizes)
-        print(f"{name:40}{cells}{rates[sizes[-1]] / rates[sizes[0]]:>12.2f}")
-    ours = [name for name in rows if name.startswith("ours")]
-    peers = [name for name in rows if name.startswith("peer")]
-    if peers:
-        print("\nours / peer (>= 1.5 is the target)")
-        for mine in ours:
-            for peer in peers:
-                ratios = " ".join(f"{best[mine][n] / best[peer][n]:>6.2f}" for n in sizes)
-                print(f"  {mine[6:]:32} / {peer[6:]:32} {ratios}")
+    for name in WORKLOADS if args.workload == "all" else [args.workload]:
+        measure(name, rows, sizes, reps, n_timed)
 
 
 if __name__ == "__main__":

@@ -206,6 +206,11 @@ class BlockTables:
     def _release(self, block: int) -> None:
         raise NotImplementedError
 
+    def _release_all(self, blocks: Iterable[int]) -> None:
+        """``_release`` each block in order (a subclass may do it in one loop)."""
+        for block in blocks:
+            self._release(block)
+
     def _copy_seq(self, parent: int, child: int) -> None:
         """Give ``child`` a copy of what ``parent`` carries besides its table."""
 
@@ -237,8 +242,7 @@ class BlockTables:
         table = self._table_of(seq)
         del self._tables[seq]
         self._forget(seq)
-        for block in reversed(table):  # tail first, as prefix caching wants it
-            self._release(block)
+        self._release_all(reversed(table))  # tail first, as prefix caching wants it
 
     def _grow_or_copy(self, seq: int, table: list[int], n: int) -> int | None:
         """Make slot ``n`` of ``seq`` writable: a new block at a block boundary, else a
