@@ -218,6 +218,23 @@ def test_token_ids_beyond_64_bits_hash_unambiguously() -> None:
     assert bm.num_cached_tokens([0, 1, 0]) == 0
 
 
+@pytest.mark.parametrize("algo", ["sha256", "builtin"])
+def test_a_prompt_with_a_huge_id_still_hits_its_ordinary_blocks(algo: Any) -> None:
+    """Block keys are packed ids unless a block holds an id of 2**64 or above; a prompt
+    with such an id elsewhere must key its ordinary blocks as everybody else does."""
+    bm = PrefixCachingBlockManager(8, 2, hash_algo=algo)
+    bm.allocate(0, [1, 2, 3, 4, 5])
+    assert bm.allocate(1, [1, 2, 3, 4, 2**70]) == 4
+    bm.allocate(2, [1, 2, 2**70, 7, 8])
+    assert bm.num_cached_tokens([1, 2, 2**70, 7, 9]) == 4
+    assert bm.block_tokens(bm.block_table(2)[1]) == [2**70, 7]
+    assert bm.block_tokens(bm.block_table(0)[1]) == [3, 4]
+    names = sha256_chain if algo == "sha256" else builtin_chain
+    assert [bm.block_hash(b) for b in bm.block_table(2)[:2]] == names(
+        root_hash(b""), [1, 2, 2**70, 7], 2
+    )
+
+
 @pytest.mark.parametrize(
     ("algo", "chain"), [("sha256", sha256_chain), ("builtin", builtin_chain)], ids=str
 )

@@ -36,6 +36,7 @@ from __future__ import annotations
 from array import array
 from collections import deque
 from collections.abc import Iterable, Sequence
+from operator import countOf
 from typing import NamedTuple
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "check_token_id",
     "check_token_ids",
     "new_slot",
+    "pack_token_ids",
 ]
 
 
@@ -150,11 +152,17 @@ def check_token_id(token: object) -> int:
 
 def check_token_ids(token_ids: object) -> list[int]:
     """A new list of the ids in ``token_ids``, checked in one pass (InvalidLength if any is
-    not a non-negative int, or if ``token_ids`` is not a sequence).
+    not a non-negative int, or if ``token_ids`` is not a sequence)."""
+    return pack_token_ids(token_ids)[0]
 
-    The common case, a list or tuple of plain ints, costs two C-level passes (``map(type)``,
-    then packing into an unsigned 64-bit ``array``, which refuses a negative id) instead of
-    a Python-level check per token.
+
+def pack_token_ids(token_ids: object) -> tuple[list[int], bytes | None]:
+    """:func:`check_token_ids`, and the ids packed as native unsigned 64-bit ints (None if
+    one is 2**64 or above): a prefix cache keys its blocks by these bytes.
+
+    The common case, a list or tuple of plain ints, costs two C-level passes (counting
+    ``map(type)`` equal to ``int``, then packing into an unsigned 64-bit ``array``, which
+    refuses a negative id) instead of a Python-level check per token.
     """
     if (
         type(token_ids) is not list
@@ -163,16 +171,14 @@ def check_token_ids(token_ids: object) -> list[int]:
     ):
         raise InvalidLength(f"token_ids must be a sequence of ints, got {token_ids!r}")
     ids = list(token_ids)
-    if ids:
-        if set(map(type, ids)) != {int}:
-            ids = [check_token_id(t) for t in ids]  # names the first bad id
-        else:
-            try:
-                array("Q", ids)
-            except OverflowError:  # a negative id, or one of 2**64 and above (allowed)
-                if min(ids) < 0:
-                    ids = [check_token_id(t) for t in ids]
-    return ids
+    if countOf(map(type, ids), int) != len(ids):
+        ids = [check_token_id(t) for t in ids]  # names the first bad id
+    try:
+        return ids, array("Q", ids).tobytes()
+    except OverflowError:  # a negative id, or one of 2**64 and above (allowed)
+        if min(ids) < 0:
+            ids = [check_token_id(t) for t in ids]
+        return ids, None
 
 
 class BlockTables:
@@ -280,7 +286,7 @@ class BlockTables:
         ):
             raise InvalidSequenceId(f"seqs must be a sequence of sequence ids, got {seqs!r}")
         ids = list(seqs)
-        if set(map(type, ids)) - {int}:
+        if countOf(map(type, ids), int) != len(ids):
             ids = [check_seq_id(s) for s in ids]  # names the first bad id
         distinct = set(ids)
         if len(distinct) != len(ids):

@@ -5,9 +5,14 @@ identity*, a small int that stands for its whole prefix exactly. Identities are 
 the identity of a block is looked up by the exact pair (its parent's identity, its token
 ids) in a dict, which compares keys by equality, so two blocks share an identity if and
 only if their whole prefixes (and root keys: a first block's parent is the sequence's
-``extra_key``, a cache salt or an adapter id) are equal. A lookup walks the sequence's
-blocks from the first, probing the dict with (the identity matched so far, the next
-block's ids); the interned entry records the cached block, if any, that holds that prefix.
+``extra_key``, a cache salt or an adapter id) are equal. The ids in a key are packed as
+8-byte unsigned ints (``bytes``, cut from the array that validated the prompt): a bytes
+object caches its hash and compares with one ``memcmp``, so dropping a cold identity never
+reads its ints back from scattered memory, as a tuple key's hash would (an id of 2**64 or
+above, which no vocabulary has, makes its block's key a tuple). A lookup walks the
+sequence's blocks from the first, probing the dict with (the identity matched so far, the
+next block's ids); the interned entry records the cached block, if any, that holds that
+prefix.
 By induction from the first block, a hit's whole prefix equals the sequence's, whatever
 the hash does: a hit needs no hashing at all.
 
@@ -54,9 +59,9 @@ when no plain free block is left; reclaiming a block drops its hash from the map
 from the block, so a reused block never answers for its old contents. A sequence frees
 its blocks in reverse, so its tail (the least shared part) is evicted first.
 
-Costs. Lookup is a dict probe per block (a tuple of its ids: hashed and compared in C); a
-block that fills interns its identity (a tuple and a dict probe) and, if the prefix is
-new, hashes once; a hit on an evictable block is an ``OrderedDict`` delete, and eviction
+Costs. Lookup is a dict probe per block (a slice of the packed prompt: hashed and compared
+in C); a block that fills interns its identity (its packed ids and a dict probe) and, if the
+prefix is new, hashes once; a hit on an evictable block is an ``OrderedDict`` delete, and eviction
 is ``popitem(last=False)`` plus dropping the identity (a chain of identities nothing refers
 to any more is dropped at once, each of them once: O(1) amortized). Every operation is
 O(1) per block it touches, with no list scans (a ``deque.remove`` would be O(n) in the pool
@@ -93,8 +98,8 @@ from servelab.kv.blocks import (
     StepSlots,
     check_seq_id,
     check_token_id,
-    check_token_ids,
     new_slot,
+    pack_token_ids,
 )
 
 __all__ = [
@@ -110,7 +115,11 @@ __all__ = [
 
 HashFn = Callable[[int, list[int]], int]
 BlockHash = Callable[[int, Sequence[int]], int]  # (parent's name, a block's ids) -> its name
-Key = tuple[int | bytes, tuple[int, ...]]  # (parent identity or root key, a block's ids)
+# A block's ids as a dict key: packed as native 8-byte unsigned ints (bytes cache their hash and
+# compare with one memcmp), or, if one is 2**64 or above, a tuple. The form depends only on the
+# ids, so equal ids always give equal keys.
+BlockIds = bytes | tuple[int, ...]
+Key = tuple[int | bytes, BlockIds]  # (parent identity or root key, a block's ids)
 HashAlgo = Literal["sha256", "builtin"]
 
 
@@ -166,11 +175,32 @@ def builtin_chain(parent: int, tokens: Sequence[int], block_size: int) -> list[i
     return _chain(builtin_block, parent, tokens, block_size)
 
 
-def _with_list(fn: HashFn) -> BlockHash:
-    def block_hash(parent: int, tokens: Sequence[int]) -> int:
-        return fn(parent, list(tokens))
+def _unpacked(block_ids: BlockIds) -> tuple[int, ...]:
+    """A block's ids as ints, from either key form."""
+    if isinstance(block_ids, tuple):
+        return block_ids
+    return tuple(memoryview(block_ids).cast("Q"))
 
-    return block_hash
+
+def _sha256_name(parent: bytes, block_ids: BlockIds) -> bytes:
+    """``_sha256_digest`` of a block key: its bytes are already the packed ids."""
+    if isinstance(block_ids, bytes):
+        return hashlib.sha256(parent + b"Q" + block_ids).digest()
+    return hashlib.sha256(parent + b"L" + ",".join(map(str, block_ids)).encode()).digest()
+
+
+def _on_ints(fn: Callable[[int, tuple[int, ...]], int]) -> Callable[[int, BlockIds], int]:
+    def name_block(parent: int, block_ids: BlockIds) -> int:
+        return fn(parent, _unpacked(block_ids))
+
+    return name_block
+
+
+def _with_list(fn: HashFn) -> Callable[[int, BlockIds], int]:
+    def name_block(parent: int, block_ids: BlockIds) -> int:
+        return fn(parent, list(_unpacked(block_ids)))
+
+    return name_block
 
 
 class _Prefix:
@@ -219,18 +249,13 @@ class PrefixCachingBlockManager(BlockTables):
         super().__init__(num_blocks, block_size)
         # Names are kept in their native form: SHA-256 digests as 32 bytes (their int is made
         # only for block_hash and cached), the other hashes as ints.
-        self._name_block: Callable[[Any, tuple[int, ...]], Any]
+        self._name_block: Callable[[Any, BlockIds], Any]
         self._root_name: Callable[[bytes], Any]
         if hash_algo == "sha256":
-            pack = struct.Struct(f"={block_size}Q").pack
-
-            def name_block(parent: bytes, tokens: tuple[int, ...]) -> bytes:
-                return _sha256_digest(parent, tokens, pack)
-
-            self._name_block = name_block
+            self._name_block = _sha256_name
             self._root_name = lambda key: root_hash(key).to_bytes(32, "big")
         elif hash_algo == "builtin":
-            self._name_block = builtin_block
+            self._name_block = _on_ints(builtin_block)
             self._root_name = root_hash
         elif callable(hash_algo):
             self._name_block = _with_list(hash_algo)
@@ -240,6 +265,7 @@ class PrefixCachingBlockManager(BlockTables):
                 f"hash_algo must be 'sha256', 'builtin' or a callable, got {hash_algo!r}"
             )
         self.hash_algo = hash_algo
+        self._pack = struct.Struct(f"={block_size}Q").pack  # a block's ids, as its key
         self._free: deque[int] = deque(range(num_blocks))  # unhashed, ready to use
         self._evictable: OrderedDict[int, None] = OrderedDict()  # hashed, refcount 0; LRU first
         self._hash: list[Any] = [None] * num_blocks  # the name a block holds, if any
@@ -267,15 +293,15 @@ class PrefixCachingBlockManager(BlockTables):
 
     def num_cached_tokens(self, token_ids: Sequence[int], *, extra_key: object = None) -> int:
         """Leading tokens of ``token_ids`` that ``allocate`` would find cached (no side effects)."""
-        tokens = check_token_ids(token_ids)
+        tokens, packed = pack_token_ids(token_ids)
         key = _check_extra_key(extra_key)
-        return len(self._lookup(tokens, key)) * self.block_size
+        return len(self._lookup(tokens, packed, key)) * self.block_size
 
     def can_allocate(self, token_ids: Sequence[int], *, extra_key: object = None) -> bool:
         """Whether ``allocate`` of a new sequence with these tokens would succeed now."""
-        tokens = check_token_ids(token_ids)
+        tokens, packed = pack_token_ids(token_ids)
         key = _check_extra_key(extra_key)
-        hits = self._lookup(tokens, key)
+        hits = self._lookup(tokens, packed, key)
         return -(-len(tokens) // self.block_size) - len(hits) <= self._available(hits)
 
     # ---------------------------------------------------------------- mutations
@@ -291,7 +317,7 @@ class PrefixCachingBlockManager(BlockTables):
             seq = check_seq_id(seq)
         if seq in self._tables:
             raise SequenceExists(f"sequence {seq} is already allocated; free_seq({seq}) first")
-        tokens = check_token_ids(token_ids)
+        tokens, packed = pack_token_ids(token_ids)
         key = b"" if extra_key is None else _check_extra_key(extra_key)
         size = self.block_size
         n_tokens = len(tokens)
@@ -301,9 +327,12 @@ class PrefixCachingBlockManager(BlockTables):
         revived = 0  # hits on evictable blocks: they stop being free
         parent: _Prefix | None = None
         for start in range(0, (n_tokens - 1) // size * size if n_tokens else 0, size):
-            prefix = idents.get(
-                (key if parent is None else parent.ident, tuple(tokens[start : start + size]))
+            block_ids = (
+                packed[8 * start : 8 * (start + size)]
+                if packed is not None
+                else self._block_ids(tokens[start : start + size])
             )
+            prefix = idents.get((key if parent is None else parent.ident, block_ids))
             if prefix is None or prefix.block < 0:
                 break
             hits.append(prefix.block)
@@ -337,7 +366,12 @@ class PrefixCachingBlockManager(BlockTables):
             ref[block] = 1
             table.append(block)
             if start + size <= n_tokens:
-                parent = self._register(block, tuple(tokens[start : start + size]), parent, key)
+                block_ids = (
+                    packed[8 * start : 8 * (start + size)]
+                    if packed is not None
+                    else self._block_ids(tokens[start : start + size])
+                )
+                parent = self._register(block, block_ids, parent, key)
                 start += size
         self._tables[seq] = table
         self._seqs[seq] = (tokens, table, key)
@@ -451,7 +485,7 @@ class PrefixCachingBlockManager(BlockTables):
         prefix = self._prefix[self._check_block(block)]
         if prefix is None or prefix.block != block:
             return None
-        return list(prefix.key[1])
+        return list(_unpacked(prefix.key[1]))
 
     def free_list(self) -> list[int]:
         """Every allocatable block in allocation order: plain free ones, then evictable."""
@@ -469,8 +503,15 @@ class PrefixCachingBlockManager(BlockTables):
     def _register_tail(self, seq: int, table: list[int], tokens: list[int]) -> None:
         """The last block of ``seq`` just filled: name it and enter it in the cache."""
         parent = self._prefix[table[-2]] if len(table) > 1 else None
-        block_ids = tuple(tokens[-self.block_size :])
+        block_ids = self._block_ids(tokens[-self.block_size :])
         self._register(table[-1], block_ids, parent, self._seqs[seq][2])
+
+    def _block_ids(self, ids: list[int]) -> BlockIds:
+        """One block's ids as its key (see ``BlockIds``)."""
+        try:
+            return self._pack(*ids)
+        except struct.error:  # an id of 2**64 or above
+            return tuple(ids)
 
     def _root(self, key: bytes) -> Any:
         root = self._roots.get(key)
@@ -478,14 +519,19 @@ class PrefixCachingBlockManager(BlockTables):
             root = self._roots[key] = self._root_name(key)
         return root
 
-    def _lookup(self, tokens: list[int], key: bytes) -> list[int]:
+    def _lookup(self, tokens: list[int], packed: bytes | None, key: bytes) -> list[int]:
         """The cached blocks that continue this sequence's prefix, from its first block
         (capped so that the last token is always computed)."""
         size, idents = self.block_size, self._idents
         hits: list[int] = []
         parent: int | bytes = key
         for start in range(0, (len(tokens) - 1) // size * size if tokens else 0, size):
-            prefix = idents.get((parent, tuple(tokens[start : start + size])))
+            block_ids = (
+                packed[8 * start : 8 * (start + size)]
+                if packed is not None
+                else self._block_ids(tokens[start : start + size])
+            )
+            prefix = idents.get((parent, block_ids))
             if prefix is None or prefix.block < 0:
                 break
             hits.append(prefix.block)
@@ -507,7 +553,7 @@ class PrefixCachingBlockManager(BlockTables):
         return block
 
     def _register(
-        self, block: int, block_ids: tuple[int, ...], parent: _Prefix | None, root: bytes
+        self, block: int, block_ids: BlockIds, parent: _Prefix | None, root: bytes
     ) -> _Prefix:
         """Give a full ``block`` the identity of its whole prefix (``parent``'s, or the root
         key's for a first block, then ``block_ids``) and, if that prefix's name is free,
