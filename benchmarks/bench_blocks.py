@@ -126,6 +126,49 @@ def make_trace(
     return Trace(pool, anchors, requests, warm, window)
 
 
+@dataclass(frozen=True)
+class Step:
+    """One engine step: admit (prefill) new requests, one decode token for every running
+    request admitted before this step, then free the requests that finished."""
+
+    admit: list[int]  # request indices
+    decode: list[int]
+    tokens: list[int]
+    finish: list[int]
+    timed: bool
+
+
+def schedule(trace: Trace) -> list[Step]:
+    """Continuous batching over the trace: at most ``window`` requests run at once; a
+    request admitted in a step decodes from the next one, a token per step, and is freed
+    in the step that appends its last token. Anchors (indices ``0 .. len(anchors) - 1``) are
+    admitted before the first step and never decode. The same for every manager."""
+    first = len(trace.anchors)
+    steps: list[Step] = []
+    running: list[list[int]] = []  # [request index, tokens decoded so far]
+    nxt = 0
+    timed = False
+    while nxt < len(trace.requests) or running:
+        admit = []
+        while len(running) + len(admit) < trace.window and nxt < len(trace.requests):
+            timed = timed or nxt == trace.warm
+            admit.append(first + nxt)
+            nxt += 1
+        decode, tokens, finish, still = [], [], [], []
+        for entry in running:
+            i, done = entry
+            decode.append(i)
+            tokens.append(trace.requests[i - first].decode[done])
+            entry[1] = done + 1
+            if entry[1] == len(trace.requests[i - first].decode):
+                finish.append(i)
+            else:
+                still.append(entry)
+        running = still + [[i, 0] for i in admit]
+        steps.append(Step(admit, decode, tokens, finish, timed))
+    return steps
+
+
 def make_chat(
     pool: int, timed: int = 4_000, seed: int = 0, max_running: int = MAX_RUNNING
 ) -> tuple[Trace, list[Step]]:
@@ -209,49 +252,6 @@ def make_chat(
             break
     trace = Trace(pool, anchors, requests, warm or 0, max_running)
     return trace, steps
-
-
-@dataclass(frozen=True)
-class Step:
-    """One engine step: admit (prefill) new requests, one decode token for every running
-    request admitted before this step, then free the requests that finished."""
-
-    admit: list[int]  # request indices
-    decode: list[int]
-    tokens: list[int]
-    finish: list[int]
-    timed: bool
-
-
-def schedule(trace: Trace) -> list[Step]:
-    """Continuous batching over the trace: at most ``window`` requests run at once; a
-    request admitted in a step decodes from the next one, a token per step, and is freed
-    in the step that appends its last token. Anchors (indices ``0 .. len(anchors) - 1``) are
-    admitted before the first step and never decode. The same for every manager."""
-    first = len(trace.anchors)
-    steps: list[Step] = []
-    running: list[list[int]] = []  # [request index, tokens decoded so far]
-    nxt = 0
-    timed = False
-    while nxt < len(trace.requests) or running:
-        admit = []
-        while len(running) + len(admit) < trace.window and nxt < len(trace.requests):
-            timed = timed or nxt == trace.warm
-            admit.append(first + nxt)
-            nxt += 1
-        decode, tokens, finish, still = [], [], [], []
-        for entry in running:
-            i, done = entry
-            decode.append(i)
-            tokens.append(trace.requests[i - first].decode[done])
-            entry[1] = done + 1
-            if entry[1] == len(trace.requests[i - first].decode):
-                finish.append(i)
-            else:
-                still.append(entry)
-        running = still + [[i, 0] for i in admit]
-        steps.append(Step(admit, decode, tokens, finish, timed))
-    return steps
 
 
 # ------------------------------------------------------------------------------ drivers
