@@ -482,8 +482,12 @@ class Scheduler:
             return
         size = bm.block_size
         copied_from = {dst: src for src, dst in step.copies}
+        # ``new_slot`` builds both named tuples without their Python-level ``__new__``.
         out.decodes.extend(
-            Decode(seq, new_slot(Slot, (slot // size, slot % size, copied_from.get(slot // size))))
+            new_slot(
+                Decode,
+                (seq, new_slot(Slot, (slot // size, slot % size, copied_from.get(slot // size)))),
+            )
             for seq, slot in zip(running, step.slots, strict=True)
         )
 
