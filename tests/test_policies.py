@@ -28,6 +28,7 @@ from servelab.weights.policies import (
 @pytest.mark.parametrize("name", sorted(POLICIES))
 def test_policy_matches_its_model(name: str) -> None:
     machine = policy_machine(POLICIES[name], MODELS[name], constructor=f"{name}()")
+    machine.call_timeout = 60.0  # generous: a loaded CI box must never look hung
     run_state_machine_as_test(
         machine,
         settings=settings(max_examples=60 * thoroughness(), stateful_step_count=40, deadline=None),
@@ -64,6 +65,7 @@ def test_hooks_have_exactly_the_effect_of_the_updates(name: str) -> None:
     machine = policy_machine(
         lambda: _ThroughHooks(POLICIES[name]()), MODELS[name], constructor=f"{name}()"
     )
+    machine.call_timeout = 60.0  # generous: a loaded CI box must never look hung
     run_state_machine_as_test(
         machine,
         settings=settings(max_examples=30 * thoroughness(), stateful_step_count=40, deadline=None),

@@ -163,8 +163,10 @@ def test_capacity_must_be_positive_bytes(capacity: object) -> None:
 
 def test_reference_passes_the_state_machine_at_every_level() -> None:
     for level in range(1, 6):
+        machine = make_machine(WeightCache, level)
+        machine.call_timeout = 60.0  # generous: a loaded CI box must never look hung
         run_state_machine_as_test(
-            make_machine(WeightCache, level),
+            machine,
             settings=settings(max_examples=25 * thoroughness(), stateful_step_count=40),
         )
 
