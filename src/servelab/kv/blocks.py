@@ -37,7 +37,7 @@ from array import array
 from collections import deque
 from collections.abc import Iterable, Sequence
 from operator import countOf
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 __all__ = [
     "BlockManager",
@@ -150,6 +150,13 @@ def check_token_id(token: object) -> int:
     return int(token)
 
 
+def _is_id_sequence(obj: object) -> TypeGuard[Sequence[Any]]:
+    """A list, a tuple or another ``Sequence`` that is not text: what a list of ids may be."""
+    if type(obj) is list or type(obj) is tuple:  # the common case, decided at once
+        return True
+    return isinstance(obj, Sequence) and not isinstance(obj, (str, bytes))
+
+
 def check_token_ids(token_ids: object) -> list[int]:
     """A new list of the ids in ``token_ids``, checked in one pass (InvalidLength if any is
     not a non-negative int, or if ``token_ids`` is not a sequence)."""
@@ -164,11 +171,7 @@ def pack_token_ids(token_ids: object) -> tuple[list[int], bytes | None]:
     ``map(type)`` equal to ``int``, then packing into an unsigned 64-bit ``array``, which
     refuses a negative id) instead of a Python-level check per token.
     """
-    if (
-        type(token_ids) is not list
-        and type(token_ids) is not tuple
-        and (isinstance(token_ids, (str, bytes)) or not isinstance(token_ids, Sequence))
-    ):
+    if not _is_id_sequence(token_ids):
         raise InvalidLength(f"token_ids must be a sequence of ints, got {token_ids!r}")
     ids = list(token_ids)
     if countOf(map(type, ids), int) != len(ids):
@@ -279,11 +282,7 @@ class BlockTables:
         """The ids and token ids of a decode step, checked in bulk: ``seqs`` is a sequence of
         distinct live ids, ``token_ids`` one non-negative int per sequence (or None where
         ``tokens_required`` is false)."""
-        if (
-            type(seqs) is not list
-            and type(seqs) is not tuple
-            and (isinstance(seqs, (str, bytes)) or not isinstance(seqs, Sequence))
-        ):
+        if not _is_id_sequence(seqs):
             raise InvalidSequenceId(f"seqs must be a sequence of sequence ids, got {seqs!r}")
         ids = list(seqs)
         if countOf(map(type, ids), int) != len(ids):
@@ -466,14 +465,23 @@ class BlockManager(BlockTables):
         lens = self._lens
         if len(self._free) < len(ids):
             self._check_step_fits(ids, [lens[s] for s in ids])
-        size = self.block_size
+        size, tables, ref = self.block_size, self._tables, self._ref
         slots: list[int] = []
         copies: list[tuple[int, int]] = []
-        for seq in ids:
-            block, offset, cow_src = self.append_slot(seq)
-            slots.append(block * size + offset)
+        append = slots.append
+        for seq in ids:  # append_slot's work, inline: a call per sequence was most of it
+            n = lens[seq]
+            offset = n % size
+            table = tables[seq]
+            if offset and ref[table[-1]] == 1:  # our own partial tail: the common case
+                lens[seq] = n + 1
+                append(table[-1] * size + offset)
+                continue
+            cow_src = self._grow_or_copy(seq, table, n)  # fits: checked above
+            lens[seq] = n + 1
+            append(table[-1] * size + offset)
             if cow_src is not None:
-                copies.append((cow_src, block))
+                copies.append((cow_src, table[-1]))
         return StepSlots(slots, copies)
 
     # --------------------------------------------------------------- inspection

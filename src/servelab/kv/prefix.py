@@ -186,7 +186,7 @@ def _sha256_name(parent: bytes, block_ids: BlockIds) -> bytes:
     """``_sha256_digest`` of a block key: its bytes are already the packed ids."""
     if isinstance(block_ids, bytes):
         return hashlib.sha256(parent + b"Q" + block_ids).digest()
-    return hashlib.sha256(parent + b"L" + ",".join(map(str, block_ids)).encode()).digest()
+    return _sha256_digest(parent, block_ids, struct.Struct(f"={len(block_ids)}Q").pack)
 
 
 def _on_ints(fn: Callable[[int, tuple[int, ...]], int]) -> Callable[[int, BlockIds], int]:
@@ -506,6 +506,15 @@ class PrefixCachingBlockManager(BlockTables):
         block_ids = self._block_ids(tokens[-self.block_size :])
         self._register(table[-1], block_ids, parent, self._seqs[seq][2])
 
+    def _key_ids(self, tokens: list[int], packed: bytes | None, start: int) -> BlockIds:
+        """The key of the block of ``tokens`` starting at ``start`` (``packed``: the tokens as
+        ``pack_token_ids`` packed them). ``allocate`` spells this out inline: it is its hot
+        loop."""
+        size = self.block_size
+        if packed is not None:
+            return packed[8 * start : 8 * (start + size)]
+        return self._block_ids(tokens[start : start + size])
+
     def _block_ids(self, ids: list[int]) -> BlockIds:
         """One block's ids as its key (see ``BlockIds``)."""
         try:
@@ -526,12 +535,7 @@ class PrefixCachingBlockManager(BlockTables):
         hits: list[int] = []
         parent: int | bytes = key
         for start in range(0, (len(tokens) - 1) // size * size if tokens else 0, size):
-            block_ids = (
-                packed[8 * start : 8 * (start + size)]
-                if packed is not None
-                else self._block_ids(tokens[start : start + size])
-            )
-            prefix = idents.get((parent, block_ids))
+            prefix = idents.get((parent, self._key_ids(tokens, packed, start)))
             if prefix is None or prefix.block < 0:
                 break
             hits.append(prefix.block)

@@ -9,6 +9,7 @@ machine's own internals.
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import signal
 import sys
@@ -91,14 +92,29 @@ def is_library_code(filename: str) -> bool:
 _WEAKREF_FILE = weakref.__file__
 
 
+def _gc_callback_codes() -> set[Any]:
+    """The code objects of the functions in ``gc.callbacks`` (bound methods included)."""
+    codes = set()
+    for callback in gc.callbacks:
+        code = getattr(getattr(callback, "__func__", callback), "__code__", None)
+        if code is not None:
+            codes.add(code)
+    return codes
+
+
 def _in_finalizer(frame: FrameType | None) -> bool:
-    """True inside a ``__del__`` or a weakref callback, on any frame of the stack.
+    """True inside a ``__del__``, a weakref callback or a ``gc.callbacks`` function (Hypothesis
+    registers one), on any frame of the stack.
 
     An exception raised there cannot reach the grader: Python prints it as "Exception
-    ignored in ..." and carries on. The guard waits for the first line after the finalizer.
+    ignored in ..." and carries on (and Hypothesis, whose timing callback it interrupted, may
+    then report a confusing ``FlakyStrategyDefinition``). The guard waits for the first line
+    after the finalizer.
     """
+    gc_codes = _gc_callback_codes() if gc.callbacks else ()
     while frame is not None:
-        if frame.f_code.co_name == "__del__" or frame.f_code.co_filename == _WEAKREF_FILE:
+        code = frame.f_code
+        if code.co_name == "__del__" or code.co_filename == _WEAKREF_FILE or code in gc_codes:
             return True
         frame = frame.f_back
     return False
@@ -118,7 +134,9 @@ def hang_guard(code: str, seconds: float) -> Iterator[None]:
     loop that sleeps between retries is caught too. Once fired, they fire again every
     ``REPEAT_S`` until the body ends, and after each alarm the learner's next line raises
     again, so a loop that catches the exception (``while ...: try: ... except: pass``) is still
-    stopped; a body that swallowed it and returned is reported as hung all the same.
+    stopped; a body that swallowed it and returned is reported as hung all the same. An alarm
+    that lands in a finalizer, or while the garbage collector runs, is held back until the
+    first line after it: an exception raised there would be printed and lost.
 
     The timers are armed only in the main thread of a POSIX process (where grade cells, pytest
     and the CLI run) and only by the outermost guard; elsewhere the body runs unguarded. A loop
@@ -134,7 +152,12 @@ def hang_guard(code: str, seconds: float) -> Iterator[None]:
         yield
         return
 
-    state = {"armed": True, "fired": False}
+    state = {"armed": True, "fired": False, "collecting": False}
+
+    def note_collection(phase: str, info: dict[str, Any]) -> None:
+        # The collector finalizes garbage (generators, __del__, weakref callbacks) between
+        # its "start" and "stop" callbacks: an exception raised there would be lost too.
+        state["collecting"] = phase == "start"
 
     def again_on_next_line(frame: FrameType, event: str, arg: Any) -> Any:
         # Raised from the learner's next line: inside an ``except:`` that caught the last one,
@@ -144,6 +167,7 @@ def hang_guard(code: str, seconds: float) -> Iterator[None]:
         if (
             event == "line"
             and not is_library_code(frame.f_code.co_filename)
+            and not state["collecting"]
             and not _in_finalizer(frame)
         ):
             raise ImplementationHung(code, seconds)
@@ -155,7 +179,7 @@ def hang_guard(code: str, seconds: float) -> Iterator[None]:
         first = not state["fired"]
         state["fired"] = True
         sys.settrace(again_on_next_line)
-        in_finalizer = _in_finalizer(frame)
+        in_finalizer = state["collecting"] or _in_finalizer(frame)
         in_learner_code = False
         while frame is not None:
             if not is_library_code(frame.f_code.co_filename):
@@ -171,6 +195,7 @@ def hang_guard(code: str, seconds: float) -> Iterator[None]:
     previous_real = signal.signal(signal.SIGALRM, on_alarm)
     previous_prof = signal.signal(signal.SIGPROF, on_alarm)
     _guard_depth.n = 1
+    gc.callbacks.insert(0, note_collection)  # first at "start", so the flag covers the rest
     signal.setitimer(signal.ITIMER_PROF, seconds, REPEAT_S)
     signal.setitimer(signal.ITIMER_REAL, seconds * WALL_FACTOR, REPEAT_S)
     try:
@@ -184,6 +209,8 @@ def hang_guard(code: str, seconds: float) -> Iterator[None]:
         state["armed"] = False
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.setitimer(signal.ITIMER_PROF, 0)
+        if note_collection in gc.callbacks:
+            gc.callbacks.remove(note_collection)
         if state["fired"]:
             sys.settrace(previous_trace)
         signal.signal(signal.SIGALRM, previous_real)
