@@ -487,8 +487,8 @@ class BlockManager(BlockTables):
     # --------------------------------------------------------------- inspection
     def seq_len(self, seq: int) -> int:
         """Tokens of ``seq`` that have a slot."""
-        self._table_of(seq)
-        return self._lens[seq]
+        n = self._lens.get(seq) if type(seq) is int else None
+        return n if n is not None else self._lens[self._live_id(seq)]
 
     def free_list(self) -> list[int]:
         """Free blocks, the next one to be allocated first."""

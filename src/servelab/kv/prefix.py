@@ -467,8 +467,10 @@ class PrefixCachingBlockManager(BlockTables):
     # --------------------------------------------------------------- inspection
     def seq_len(self, seq: int) -> int:
         """Tokens of ``seq`` that have a slot."""
-        self._table_of(seq)
-        return len(self._seqs[seq][0])
+        state = self._seqs.get(seq) if type(seq) is int else None
+        if state is None:
+            state = self._seqs[self._live_id(seq)]
+        return len(state[0])
 
     def token_ids(self, seq: int) -> list[int]:
         """A copy of ``seq``'s token ids."""

@@ -219,9 +219,9 @@ class Sequence:
 
     def append_token(self, token_id: int) -> None:
         """Record one sampled token (the engine calls this after computing the step)."""
-        if not _is_int(token_id):
+        if type(token_id) is not int and not _is_int(token_id):
             raise InvalidRequest(f"a token id must be an int, got {token_id!r}")
-        if self.is_finished:
+        if len(self.token_ids) - self.prompt_len >= self.max_new_tokens:  # is_finished
             raise SequenceFinished(
                 f"sequence {self.seq_id} has already generated its {self.max_new_tokens} tokens"
             )
@@ -447,9 +447,10 @@ class Scheduler:
 
     # ----------------------------------------------------------------- the step
     def _check_tokens_appended(self) -> None:
+        seq_len = self.bm.seq_len
         for seq in self.running:
-            have = self.bm.seq_len(seq.seq_id)
-            if have != seq.num_tokens - 1:
+            have = seq_len(seq.seq_id)
+            if have != len(seq.token_ids) - 1:  # num_tokens - 1, without a property call
                 raise TokenNotAppended(
                     f"sequence {seq.seq_id} has {seq.num_tokens} tokens and {have} KV slots; "
                     "after a step, append exactly one sampled token to every sequence in "
