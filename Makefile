@@ -28,16 +28,19 @@ lab: $(LAB_STAMP)
 
 # The browser tests include the JupyterLite site: pytest builds it from this checkout (about 40 s,
 # needs npm and PyPI; skipped with the reason when they cannot be reached).
+# pytest runs on every core (at most 4 workers), a test file per worker at a time, so files that
+# share a fixture (the Lab server, the Lite site) or a notebook keep them in one process.
+XDIST := -n auto --maxprocesses=4 --dist loadfile
 test: $(STAMP)
 	./tools/install_chromium.sh
 	$(VENV)/bin/ruff check src tests benchmarks tools
 	$(VENV)/bin/mypy
 	$(PY) tools/notebooks.py --check
 	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-$$( [ -n "$$CI" ] && echo thorough || echo dev )} \
-	  $(PY) -m pytest -q
+	  $(PY) -m pytest -q $(XDIST)
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not notebooks and not slow and not browser"
+	$(PY) -m pytest -q $(XDIST) -m "not notebooks and not slow and not browser"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks tools

@@ -236,7 +236,9 @@ def test_a_prompt_with_a_huge_id_still_hits_its_ordinary_blocks(algo: Any) -> No
 
 
 @pytest.mark.parametrize(
-    ("algo", "chain"), [("sha256", sha256_chain), ("builtin", builtin_chain)], ids=str
+    ("algo", "chain"),
+    [("sha256", sha256_chain), ("builtin", builtin_chain)],
+    ids=lambda value: value if isinstance(value, str) else value.__name__,
 )
 def test_block_names_are_the_public_chain_of_the_whole_prefix(algo: Any, chain: Any) -> None:
     """Names are computed once per prefix (hits never hash); they are still the chain the
