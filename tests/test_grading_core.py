@@ -18,7 +18,7 @@ import sys
 import textwrap
 import time
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -433,7 +433,7 @@ def test_a_hang_guard_never_raises_inside_a_finalizer() -> None:
     assert lost == []
 
 
-def _slow_gc_callback(calls: list[str]) -> Any:
+def _slow_gc_callback(calls: list[str]) -> Callable[[str, dict[str, int]], None]:
     def slow_gc_timer(phase: str, info: dict[str, int]) -> None:
         calls.append(phase)
         if phase == "start" and len(calls) == 1:
@@ -444,7 +444,7 @@ def _slow_gc_callback(calls: list[str]) -> Any:
     return slow_gc_timer
 
 
-def _slow_garbage(calls: list[str]) -> Any:
+def _slow_garbage(calls: list[str]) -> None:
     def slow_to_close(box: list[Any]) -> Iterator[None]:
         try:
             yield
@@ -457,7 +457,6 @@ def _slow_garbage(calls: list[str]) -> Any:
     box: list[Any] = []
     box.append(slow_to_close(box))
     next(box[0])
-    return None
 
 
 @pytest.mark.parametrize("where", ["gc callback", "generator the collector closes"])
