@@ -139,10 +139,10 @@ def _topics(args: argparse.Namespace) -> int:
     return 0
 
 
-def _demo(args: argparse.Namespace) -> int:
+def _demo(argv: list[str]) -> int:
     from servelab.demo import main as demo_main
 
-    code: int = demo_main(list(args.rest))
+    code: int = demo_main(argv)
     return code
 
 
@@ -186,14 +186,14 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("topics", help="list the graded topics and their steps")
     t.set_defaults(run=_topics)
 
-    d = sub.add_parser("demo", help="serve the tiny model through the paged KV cache")
-    d.add_argument("rest", nargs=argparse.REMAINDER, help="options passed to the demo")
-    d.set_defaults(run=_demo)
+    # Listed for `servelab --help` only: main() hands the demo its arguments untouched.
+    sub.add_parser("demo", help="serve the tiny model through the paged KV cache", add_help=False)
 
-    args, extra = parser.parse_known_args(argv)
-    if args.command == "demo":
-        args.rest = [*args.rest, *extra]
-    elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["demo"]:
+        # The demo parses its own options, in the order given: a subparser's REMAINDER
+        # argument would reorder option values and flags (`--requests 2` became `2 --requests`).
+        return _demo(argv[1:])
+    args = parser.parse_args(argv)
     code: int = args.run(args)
     return code
