@@ -84,6 +84,12 @@ PATCHES = {
             print("PASSED")
         grading.grade = core.grade = grade
     """,
+    "turns off the check, then patches": """
+        import servelab._grade_child as child
+        import servelab.grading.core as core
+        child._Seal.changes = lambda self: []
+        core._run_checks = lambda *args, **kwargs: None
+    """,
     "shadows a builtin in the grader": """
         import servelab.grading.core as core
         core.isinstance = lambda *args: True

@@ -58,7 +58,7 @@ class _Seal:
 
     @staticmethod
     def _ours(name: str) -> bool:
-        return (name == "servelab" or name.startswith("servelab.")) and name != __name__
+        return name == "servelab" or name.startswith("servelab.")
 
     def _function(self, where: str, value: Any) -> None:
         if isinstance(value, types.FunctionType):
@@ -201,7 +201,7 @@ def grade_file(topic: str, impl_spec: str, step: int | None) -> str:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return "error"
-    seal = _Seal()
+    changes = _Seal().changes  # bound now: replacing _Seal.changes later changes nothing here
     try:
         impl = load_impl(impl_spec)
     except ImplNotFound as exc:
@@ -211,7 +211,7 @@ def grade_file(topic: str, impl_spec: str, step: int | None) -> str:
         traceback.print_exc()
         print(f"{where}\n  ✗ loading your file raised {type(exc).__name__}\nFAILED")
         return "failed"
-    changed = seal.changes()
+    changed = changes()
     if changed:
         print(_changed_report(where, changed, "when your file was loaded"))
         return "failed"
@@ -226,7 +226,7 @@ def grade_file(topic: str, impl_spec: str, step: int | None) -> str:
     except BaseException as exc:  # anything else the learner's code let escape
         print(f"{where}\n  ✗ grading stopped: your code raised {type(exc).__name__}\nFAILED")
         return "failed"
-    changed = seal.changes()
+    changed = changes()
     if changed:
         print(_changed_report(where, changed, "while it ran"))
         return "failed"
@@ -237,6 +237,7 @@ def grade_file(topic: str, impl_spec: str, step: int | None) -> str:
 def main(argv: list[str]) -> int:
     """``TOPIC FILE:NAME STEP NONCE_FD CHANNEL_FD`` (STEP may be empty); returns the exit code."""
     topic, impl_spec, step_text, nonce_fd, channel_fd = argv
+    write = os.write  # bound before the learner's code runs, which could replace os.write
     with os.fdopen(int(nonce_fd), "rb") as pipe:
         nonce = pipe.read()
     channel = int(channel_fd)
@@ -244,7 +245,7 @@ def main(argv: list[str]) -> int:
     verdict = grade_file(topic, impl_spec, int(step_text) if step_text else None)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.write(channel, nonce + f" {verdict}\n".encode())
+    write(channel, nonce + f" {verdict}\n".encode())
     return {"passed": 0, "error": 2}.get(verdict, 1)
 
 
