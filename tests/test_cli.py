@@ -197,3 +197,11 @@ def test_what_the_cli_cannot_prevent(tmp_path: Path) -> None:
     (tmp_path / "learner.py").write_text(_nothing(forge), encoding="utf-8")
     done = _grade(tmp_path, "learner.py:Cache")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_file_that_raises_while_it_loads_fails_with_its_own_traceback(tmp_path: Path) -> None:
+    (tmp_path / "learner.py").write_text("x = 1\nraise RuntimeError('oops')\n", encoding="utf-8")
+    done = _grade(tmp_path, "learner.py:Cache")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "✗ loading your file raised RuntimeError" in done.stdout
+    assert 'learner.py", line 2' in done.stderr and "_grade_child" not in done.stderr

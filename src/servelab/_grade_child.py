@@ -6,7 +6,7 @@ variables are ignored) and loads this very package by its path, so a ``servelab/
 ``argparse.py`` beside the learner's file is never imported in its place.
 
 Order matters. The grader is imported and bound first, and every servelab module (its
-namespace, the code and defaults of its functions, its classes' attributes) and the builtins
+namespace, the code and defaults of its functions, its classes' methods) and the builtins
 are recorded; only then is the learner's file loaded, by its path, with its folder at the *end*
 of ``sys.path`` so it can import its own helpers but never shadow the standard library or an
 installed package. If loading or grading changed any recorded object, the grade fails.
@@ -176,6 +176,18 @@ def load_impl(spec: str) -> Any:
         raise ImplNotFound(f"{path_text} defines no {name!r}") from None
 
 
+def _print_from_learner(exc: BaseException) -> None:
+    """The traceback from the learner's file on, without the loader's frames."""
+    package = Path(__file__).resolve().parent
+    tb = exc.__traceback__
+    while tb is not None:
+        file = tb.tb_frame.f_code.co_filename
+        if not file.startswith("<frozen") and not Path(file).resolve().is_relative_to(package):
+            break
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb)
+
+
 def _changed_report(where: str, changed: list[str], when: str) -> str:
     shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
     return (
@@ -207,8 +219,10 @@ def grade_file(topic: str, impl_spec: str, step: int | None) -> str:
     except ImplNotFound as exc:
         print(f"error: {exc}", file=sys.stderr)
         return "error"
-    except (Exception, SystemExit) as exc:
-        traceback.print_exc()
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # the file raised, or exited, while it loaded
+        _print_from_learner(exc)
         print(f"{where}\n  ✗ loading your file raised {type(exc).__name__}\nFAILED")
         return "failed"
     changed = changes()
