@@ -17,7 +17,8 @@ a grade cell (``step=1`` instead of ``step=3``, or delete the call). With ``prot
 every grade cell is first replaced by the cell with the same id in the solution notebook of the
 same name (re-importing ``grade`` from the package), and a grade cell the learner deleted counts
 as failed. This does not stop deliberate cheating inside the kernel (monkeypatching the
-grader); for that, grade the learner's classes from files with ``servelab grade``.
+grader); ``servelab grade`` grades classes from files in an isolated process, which stops the
+obvious ways but not code written to cheat on purpose.
 """
 
 from __future__ import annotations
