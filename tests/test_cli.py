@@ -14,18 +14,19 @@ from servelab.grading.mistakes import topic_dir
 
 SERVELAB = Path(sys.executable).parent / "servelab"  # the console script of this environment
 
-# One small demo per option (a single request unless the option is --requests), each with
-# what the summary must then say. The command is the literal line a user types.
+# One small demo per option, each with what the summary must then say; the command is the
+# literal line a user types. The first is the line as a user first types it; the others add
+# `--device cpu` so they stay small on a machine with CUDA too (no kernel compilation).
 DEMO_OPTIONS = [
     ("--requests 2", "2 requests"),
-    ("--requests 1 --num-blocks 20", "pool of 20 blocks x 16 tokens"),
-    ("--requests 1 --block-size 8", "pool of 48 blocks x 8 tokens"),
-    ("--requests 1 --device cpu", "on cpu,"),
-    ("--requests 1 --preemption swap", "(swap)"),
-    ("--requests 2 --no-prefix-cache", "prefix hits  0 of"),
-    ("--requests 1 --seed 3", "1 requests"),
-    ("--requests 1 --no-check", "KV waste"),
-    ("--requests 1 --quiet", "1/1 greedy outputs equal dense generation"),
+    ("--device cpu --requests 1", "on cpu,"),
+    ("--device cpu --requests 1 --num-blocks 20", "pool of 20 blocks x 16 tokens"),
+    ("--device cpu --requests 1 --block-size 8", "pool of 48 blocks x 8 tokens"),
+    ("--device cpu --requests 1 --preemption swap", "(swap)"),
+    ("--device cpu --requests 2 --no-prefix-cache", "prefix hits  0 of"),
+    ("--device cpu --requests 1 --seed 3", "1 requests"),
+    ("--device cpu --requests 1 --no-check", "KV waste"),
+    ("--device cpu --requests 1 --quiet", "1/1 greedy outputs equal dense generation"),
 ]
 
 
@@ -45,7 +46,7 @@ def test_each_demo_option_works_from_the_shell(options: str, says: str) -> None:
 
 
 def test_demo_still_accepts_the_separator_and_shows_its_own_help() -> None:
-    done = _shell("demo -- --requests 1 --quiet")
+    done = _shell("demo -- --device cpu --requests 1 --quiet")
     assert done.returncode == 0, done.stdout + done.stderr
     helped = _shell("demo --help")
     assert helped.returncode == 0 and "--num-blocks" in helped.stdout
