@@ -91,6 +91,12 @@ PATCHES = {
         child._Seal.changes = lambda self: []
         core._run_checks = lambda *args, **kwargs: None
     """,
+    "empties the topic's checks": """
+        from servelab.grading import load_topic
+        for step in load_topic("weight-cache").steps:
+            object.__setattr__(step, "probes", ())
+            object.__setattr__(step, "machine", None)
+    """,
     "shadows a builtin in the grader": """
         import servelab.grading.core as core
         core.isinstance = lambda *args: True
@@ -206,3 +212,31 @@ def test_a_file_that_raises_while_it_loads_fails_with_its_own_traceback(tmp_path
     assert done.returncode == 1, done.stdout + done.stderr
     assert "✗ loading your file raised RuntimeError" in done.stdout
     assert 'learner.py", line 2' in done.stderr and "_grade_child" not in done.stderr
+
+
+CORRECT_FILES = {
+    "weight-cache": "weight_cache/correct.py:LearnerCache",
+    "eviction-policy": "eviction_policy/correct.py:Correct",
+    "block-manager": "block_manager/correct.py:BlockManager",
+    "scheduler": "scheduler/correct.py:LearnerScheduler",
+    "prefix-cache": "prefix_cache/correct.py:PrefixBlockManager",
+}
+
+
+@pytest.mark.parametrize("topic", [*CORRECT_FILES, "invariant-checker"])
+def test_a_correct_file_passes_every_step_through_the_isolated_child(
+    tmp_path: Path, topic: str
+) -> None:
+    """Grading itself changes nothing the child records: a correct file passes all steps."""
+    if topic == "invariant-checker":
+        source = "from servelab.testing.block_manager import check_invariants\n"
+        (tmp_path / "checker.py").write_text(source, encoding="utf-8")
+        impl = "checker.py:check_invariants"
+    else:
+        impl = str(topic_dir("weight-cache").parent / CORRECT_FILES[topic])
+    line = f"{SERVELAB} grade {topic} --impl {impl}"
+    done = subprocess.run(
+        line, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.rstrip().endswith("PASSED")

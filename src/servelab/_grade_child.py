@@ -37,8 +37,19 @@ VERDICTS = ("passed", "failed", "not written", "error")
 class _Seal:
     """What the grader is made of, recorded before the learner's code runs."""
 
-    def __init__(self) -> None:
+    def __init__(self, topic: Any = None) -> None:
         self.package = Path(__file__).resolve().parent
+        # The graded topic's definition: its steps, probes and machines, and their fields.
+        self.fields: list[tuple[str, Any, dict[str, Any], dict[str, tuple[Any, ...]]]] = []
+        if topic is not None:
+            self._fields(f"topic {topic.name!r}", topic)
+            for step in topic.steps:
+                where = f"topic {topic.name!r} step {step.number}"
+                self._fields(where, step)
+                for probe in step.probes:
+                    self._fields(f"{where} probe {probe.name!r}", probe)
+                if step.machine is not None:
+                    self._fields(f"{where} machine", step.machine)
         self.modules = {n: m for n, m in sys.modules.items() if self._ours(n)}
         self.namespaces = {n: dict(vars(m)) for n, m in self.modules.items()}
         self.builtins = dict(vars(builtins))
@@ -59,6 +70,11 @@ class _Seal:
     @staticmethod
     def _ours(name: str) -> bool:
         return name == "servelab" or name.startswith("servelab.")
+
+    def _fields(self, where: str, obj: Any) -> None:
+        fields = dict(vars(obj))
+        contents = {k: _contents(v) for k, v in fields.items() if isinstance(v, (list, dict))}
+        self.fields.append((where, obj, fields, contents))
 
     def _function(self, where: str, value: Any) -> None:
         if isinstance(value, types.FunctionType):
@@ -109,6 +125,11 @@ class _Seal:
                 if old is _MISSING and key.startswith("__"):
                     continue
                 changed.append(f"{where}.{key}")
+        for where, obj, fields, contents in self.fields:
+            now = vars(obj)
+            same = now.keys() == fields.keys() and all(now[k] is v for k, v in fields.items())
+            if not same or not all(_same(c, _contents(now[k])) for k, c in contents.items()):
+                changed.append(where)
         for name, module in sys.modules.items():  # modules imported since: from this package?
             if self._ours(name) and name not in self.modules and not self._genuine(module):
                 changed.append(f"sys.modules[{name!r}]")
@@ -127,6 +148,15 @@ def _behaviour(value: Any) -> bool:
     return value is not _MISSING and (
         callable(value) or isinstance(value, (staticmethod, classmethod, property))
     )
+
+
+def _contents(value: Any) -> tuple[Any, ...]:
+    """A list's items, or a dict's keys then values: the objects themselves."""
+    return (*value.keys(), *value.values()) if isinstance(value, dict) else tuple(value)
+
+
+def _same(before: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
+    return len(before) == len(now) and all(a is b for a, b in zip(before, now, strict=True))
 
 
 def _changed(before: dict[str, Any] | None, now: dict[str, Any]) -> bool:
@@ -213,7 +243,8 @@ def grade_file(topic: str, impl_spec: str, step: int | None) -> str:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return "error"
-    changes = _Seal().changes  # bound now: replacing _Seal.changes later changes nothing here
+    # bound now: replacing _Seal.changes later changes nothing here
+    changes = _Seal(the_topic).changes
     try:
         impl = load_impl(impl_spec)
     except ImplNotFound as exc:
