@@ -6,16 +6,19 @@ variables are ignored) and loads this very package by its path, so a ``servelab/
 ``argparse.py`` beside the learner's file is never imported in its place.
 
 Order matters. The grader is imported and bound first, and every servelab module (its
-namespace, the code and defaults of its functions, its classes' methods) and the builtins
-are recorded; only then is the learner's file loaded, by its path, with its folder at the *end*
-of ``sys.path`` so it can import its own helpers but never shadow the standard library or an
-installed package. If loading or grading changed any recorded object, the grade fails.
+namespace, the code and defaults of its functions, its classes' methods), the builtins and
+the graded topic's steps, probes and machines are recorded; only then is the learner's file
+loaded, by its path, with its folder at the *end* of ``sys.path`` so it can import its own
+helpers but never shadow the standard library or an installed package. If loading or grading
+changed any recorded object, the grade fails.
 
 The verdict goes over a pipe the parent opened, as one line ``<nonce> <verdict>``; the nonce
 arrived on a second pipe, read and closed before the learner's code ran, and never appears on
 the command line or in the environment. This stops a file from writing a verdict by accident
 or by a guess. It does not stop code written to cheat: the learner's code runs in this process
-and can read its memory (the nonce included), or change objects this check does not record.
+and can read its memory (the nonce included), change objects this check does not record, or
+make a change that undoes itself before grading ends (the records are compared only after
+loading and after grading).
 """
 
 from __future__ import annotations
