@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import pickle
 import pkgutil
 
 import pytest
@@ -45,3 +46,12 @@ def test_every_error_of_the_course_half_is_exported(module_name: str) -> None:
 def test_everything_in_all_is_there() -> None:
     for name in servelab.__all__:
         assert hasattr(servelab, name), name
+
+
+def test_the_policies_package_answers_to_the_old_module_paths() -> None:
+    """``servelab.weights.policies`` was one module: what was pickled from it still loads."""
+    policies = importlib.import_module("servelab.weights.policies")
+    for name in [*policies.__all__, "unit_cost", "_ParkingQueue", "_Returned"]:
+        assert pickle.loads(f"cservelab.weights.policies\n{name}\n.".encode()) is getattr(
+            policies, name
+        )
