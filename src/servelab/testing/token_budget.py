@@ -263,6 +263,9 @@ def drain(sched: Any, token: Callable[[Sequence], int], max_steps: int) -> int:
     return max_steps
 
 
+_STEMS = ([0, 1, 2], [1])
+
+
 def _token(seq: Sequence) -> int:
     return (seq.seq_id + seq.num_tokens) % 3
 
@@ -310,11 +313,28 @@ def budget_machine(
                 new_manager(num_blocks, block_size), budget, cap, int(num_blocks * watermark)
             )
 
-        @rule(
-            prompt=st.lists(st.integers(min_value=0, max_value=2), min_size=1, max_size=14),
-            max_new=st.integers(min_value=1, max_value=5),
-        )
-        def add(self, prompt: list[int], max_new: int) -> None:
+        @rule(data=st.data())
+        def add(self, data: st.DataObject) -> None:
+            # Lengths near the most the pool holds (so requests crowd each other out and get
+            # preempted), now and then one that can never fit; prompts that start with one of
+            # two stems, so they share blocks in the prefix cache.
+            bm = self.model.bm
+            room = bm.num_blocks * bm.block_size + 1  # prompt + max_new of the largest fitting
+            if data.draw(st.integers(min_value=0, max_value=9), "kind") == 9:
+                total = room + data.draw(st.integers(min_value=1, max_value=3), "excess")
+            else:
+                slack = data.draw(st.integers(min_value=0, max_value=max(0, room - 2)), "slack")
+                total = max(2, room - slack)
+            max_new = data.draw(st.integers(min_value=1, max_value=min(6, total - 1)), "max_new")
+            stem = _STEMS[data.draw(st.integers(min_value=0, max_value=1), "stem")]
+            own = data.draw(st.integers(min_value=0, max_value=total - max_new - 1), "own")
+            tail = data.draw(
+                st.lists(st.integers(min_value=0, max_value=2), min_size=own, max_size=own), "tail"
+            )
+            prompt = (stem * total)[: total - max_new - own] + tail
+            self._add(prompt, max_new)
+
+        def _add(self, prompt: list[int], max_new: int) -> None:
             sid = self.next_id
             self.next_id += 1
             seq = Sequence.from_prompt(sid, prompt, max_new)
@@ -359,7 +379,11 @@ def budget_machine(
             if self.sched is None:
                 return
             bound = sum(s.max_len for s in self.seqs.values()) * 4 + 8
-            drain(self.sched, _token, bound)
+            for _ in range(bound):  # drain, still step for step against the model
+                if self.sched.is_idle:
+                    break
+                self.step()
+                self.held()
             unfinished = [sid for sid, s in self.seqs.items() if not s.is_finished]
             if unfinished:
                 raise InvariantViolation("liveness", f"requests {unfinished} never finished")
