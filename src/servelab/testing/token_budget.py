@@ -164,7 +164,9 @@ def _state(sched: Any) -> tuple[list[int], list[int], dict[int, int]]:
     return running, waiting, computed
 
 
-def check_step(sched: Any, before: tuple[list[int], list[int], dict[int, int]], out: BudgetStep) -> None:
+def check_step(
+    sched: Any, before: tuple[list[int], list[int], dict[int, int]], out: BudgetStep
+) -> None:
     """The rules one step must satisfy, whatever the pool's state (no model needed)."""
     running, waiting, computed = before
     budget, cap = sched.max_num_batched_tokens, sched.max_num_seqs
@@ -193,7 +195,8 @@ def check_step(sched: Any, before: tuple[list[int], list[int], dict[int, int]], 
         sid = chunk.seq.seq_id
         if i < out.num_running and chunk.start != computed[sid]:
             raise InvariantViolation(
-                "computed", f"sequence {sid} had {computed[sid]} computed, chunk starts at {chunk.start}"
+                "computed",
+                f"sequence {sid} had {computed[sid]} computed, chunk starts at {chunk.start}",
             )
         if chunk.num_tokens < 1:
             raise InvariantViolation("budget", f"sequence {sid} scheduled with no token")
@@ -237,10 +240,7 @@ def check_held(sched: Any) -> None:
 
 def compare_step(out: BudgetStep, want: ModelStep) -> None:
     got = ModelStep(
-        [
-            (c.seq.seq_id, c.start, c.num_tokens, c.samples, tuple(c.slots))
-            for c in out.scheduled
-        ],
+        [(c.seq.seq_id, c.start, c.num_tokens, c.samples, tuple(c.slots)) for c in out.scheduled],
         [s.seq_id for s in out.preempted],
         [s.seq_id for s in out.finished],
     )
@@ -345,7 +345,9 @@ def budget_machine(
                     self.do(code, lambda: self.sched.add(seq))
                 except RequestTooLarge:
                     if _state(self.sched) != before:
-                        raise InvariantViolation("model", "a rejected add changed the queues")
+                        raise InvariantViolation(
+                            "model", "a rejected add changed the queues"
+                        ) from None
                     return
                 raise InvariantViolation("model", f"{code} should raise RequestTooLarge")
             self.do(code, lambda: self.sched.add(seq))
