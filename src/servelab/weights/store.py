@@ -25,6 +25,10 @@ core's hashing speed. Tensors are then built zero-copy over the bytes that were 
 a symlink (or a FIFO, or a directory) planted in the store is refused with
 :class:`NotARegularFile`, never followed to a file outside the store.
 
+**Tensor names are strings**, and ``__metadata__`` is reserved by safetensors for the file's
+metadata: ``save`` refuses both with :class:`InvalidTensorName` before writing, instead of
+dropping a tensor.
+
 **Every dtype both sides know.** ``save`` accepts exactly the dtypes that the installed
 safetensors writes and that :func:`decode` reads back (FP8 of all kinds, unsigned ints,
 complex64, packed FP4 …) and refuses any other with :class:`UnsupportedDtype` before writing.
@@ -33,7 +37,9 @@ complex64, packed FP4 …) and refuses any other with :class:`UnsupportedDtype` 
 through a :class:`~servelab.weights.cache.WeightCache` and holds a pin on it for as long as
 the replica lives, so the cache can never evict weights that are being served. The cache key
 carries the digest the load verified, so a re-saved entry is a new key and never serves the
-old bytes; concurrent replicas of one cold entry load it once.
+old bytes; concurrent replicas of one cold entry load it once, sharing a load only with
+replicas that verified the same digest (one opened after a ``save`` never waits for, and serves,
+a load of the bytes before it).
 
 **Leftovers.** Temporary files carry their writer's process id; a store that opens removes
 those whose writer is no longer running (a crashed ``save`` leaves one as large as a model).
@@ -49,6 +55,7 @@ import secrets
 import stat
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -64,6 +71,7 @@ __all__ = [
     "CorruptEntry",
     "EntryNotFound",
     "InvalidKey",
+    "InvalidTensorName",
     "NotARegularFile",
     "UnsupportedDtype",
     "WeightStore",
@@ -79,6 +87,7 @@ _TMP_NAME = re.compile(r"\.(?P<entry>.+)\.(?P<pid>\d+)\.[0-9a-f]+\.tmp")
 _STALE_UNKNOWN_S = 24 * 3600  # a temp file without a writer pid: removed after a day
 _KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _DIGEST_KEY = "servelab.sha256"
+_METADATA = "__metadata__"
 _CHUNK = 8 << 20
 _HASH_THREADS = max(1, min(8, os.cpu_count() or 1))
 
@@ -100,6 +109,10 @@ class EntryNotFound(WeightStoreError, KeyError):
 
 class NotARegularFile(WeightStoreError, ValueError):
     """The entry's path is a symlink, directory, FIFO or device: it is never opened."""
+
+
+class InvalidTensorName(WeightStoreError, ValueError):
+    """A tensor name that safetensors cannot store as given: not a string, or reserved."""
 
 
 class UnsupportedDtype(WeightStoreError, TypeError):
@@ -198,11 +211,12 @@ def encode(tensors: Mapping[str, torch.Tensor]) -> bytes:
 
     if not tensors:
         raise WeightStoreError("refusing to save an empty set of tensors")
+    _check_names(tensors)
     _check_dtypes(tensors)
     raw = safetensors.torch.save({k: v.detach().cpu().contiguous() for k, v in tensors.items()})
     header, data = _split(raw)
-    header.pop("__metadata__", None)
-    header_out = {"__metadata__": {_DIGEST_KEY: _digest(header, data)}, **header}
+    header.pop(_METADATA, None)
+    header_out = {_METADATA: {_DIGEST_KEY: _digest(header, data)}, **header}
     blob = json.dumps(header_out, separators=(",", ":")).encode()
     blob += b" " * (-len(blob) % 8)  # keep the data section 8-byte aligned
     return len(blob).to_bytes(8, "little") + blob + bytes(data)
@@ -242,6 +256,21 @@ def supported_dtypes() -> dict[str, torch.dtype]:
     return {code: dtype for code, dtype in found.items() if isinstance(dtype, torch.dtype)}
 
 
+def _check_names(tensors: Mapping[str, torch.Tensor]) -> None:
+    """The header is a JSON object keyed by tensor name, and ``__metadata__`` is its own key:
+    a tensor of that name would be dropped on the way to disk, so it is refused."""
+    for name in tensors:
+        if not isinstance(name, str):
+            raise InvalidTensorName(
+                f"tensor names must be strings, got {name!r} ({type(name).__name__})"
+            )
+        if name == _METADATA:
+            raise InvalidTensorName(
+                f"{_METADATA!r} is reserved for the file's metadata in safetensors; "
+                f"rename that tensor before saving"
+            )
+
+
 def _check_dtypes(tensors: Mapping[str, torch.Tensor]) -> None:
     known = set(supported_dtypes().values())
     bad = {name: t.dtype for name, t in tensors.items() if t.dtype not in known}
@@ -262,7 +291,7 @@ def decode(
     if memoryview(data).readonly:  # tensors are built over the buffer; they must own it
         data = bytearray(data)
     header, body = _split(data)
-    meta = header.pop("__metadata__", None)
+    meta = header.pop(_METADATA, None)
     want = meta.get(_DIGEST_KEY) if isinstance(meta, dict) else None
     if not isinstance(want, str):
         raise CorruptEntry(f"{source}: no {_DIGEST_KEY} digest in its metadata")
@@ -312,7 +341,7 @@ class WeightStore:
         if not self.root.is_dir():
             raise WeightStoreError(f"{self.root} is not a directory; create it first")
         self.cache = cache
-        self._flights: dict[tuple[str, str], Future[tuple[str, dict[str, torch.Tensor]]]] = {}
+        self._flights: dict[ReplicaKey, Future[tuple[str, dict[str, torch.Tensor]]]] = {}
         self._flights_lock = threading.Lock()
         self.removed_temp_files: list[Path] = self._remove_stale_temp_files()
 
@@ -337,11 +366,14 @@ class WeightStore:
     def keys(self) -> list[str]:
         """Saved keys, sorted. Temp files of interrupted writes and non-regular files are not
         entries."""
-        names = (
-            p.name[: -len(SUFFIX)]
-            for p in self.root.glob(f"*{SUFFIX}")
-            if stat.S_ISREG(p.lstat().st_mode)
-        )
+        names = []
+        for p in self.root.glob(f"*{SUFFIX}"):
+            try:
+                regular = stat.S_ISREG(p.lstat().st_mode)
+            except FileNotFoundError:  # deleted between the listing and now: not an entry
+                continue
+            if regular:
+                names.append(p.name[: -len(SUFFIX)])
         return sorted(n for n in names if _KEY.fullmatch(n) and ".." not in n)
 
     def save(
@@ -414,7 +446,7 @@ class WeightStore:
         """The digest the bytes were verified against, and the tensors: one read of one file."""
         raw = self.read_raw(key)
         tensors = decode(raw, source=str(self.path(key)))
-        digest = _split(raw)[0]["__metadata__"][_DIGEST_KEY]
+        digest = _split(raw)[0][_METADATA][_DIGEST_KEY]
         return digest, {k: v.to(device) for k, v in tensors.items()}
 
     def digest(self, key: str) -> str:
@@ -424,7 +456,7 @@ class WeightStore:
             n = int.from_bytes(os.pread(fd, 8, 0), "little")
             head = os.pread(fd, min(n, 1 << 24), 8)
         try:
-            meta = json.loads(head).get("__metadata__", {})
+            meta = json.loads(head).get(_METADATA, {})
         except (UnicodeDecodeError, json.JSONDecodeError, AttributeError):
             raise CorruptEntry(f"{path}: the safetensors header is broken") from None
         value = meta.get(_DIGEST_KEY) if isinstance(meta, dict) else None
@@ -448,19 +480,29 @@ class WeightStore:
         """Remove the temp files whose writer is gone: a crashed writer's, as large as a model.
 
         A writer's pid is in the name; a file of a running process (this one included) stays.
-        A temp file without a pid is removed once it is a day old.
+        A temp file without a pid that a process can have is removed once it is a day old.
+        What cannot be removed (a directory of that name, a file the user may not delete) is
+        left in place with a :class:`RuntimeWarning`: opening the store must not fail on it.
         """
         removed = []
         for tmp in self.stale_temp_files():
-            match = _TMP_NAME.fullmatch(tmp.name)
+            pid = _writer_pid(tmp.name)
             try:
-                if match is not None:
-                    if _alive(int(match["pid"])):
+                if pid is not None:
+                    if _alive(pid):
                         continue
                 elif time.time() - tmp.lstat().st_mtime < _STALE_UNKNOWN_S:
                     continue
                 tmp.unlink()
             except FileNotFoundError:  # another store cleaned it first
+                continue
+            except OSError as err:
+                warnings.warn(
+                    f"{tmp} looks like an interrupted write but cannot be removed "
+                    f"({err.strerror or err}); the store leaves it in place",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
                 continue
             removed.append(tmp)
         if removed:
@@ -475,8 +517,8 @@ class WeightStore:
 
         The loaded tensors go into the store's cache, keyed by entry, device and the digest
         the load verified (a re-saved entry is a new cache entry), and stay pinned until the
-        block exits. Concurrent replicas of one entry that is not cached load it once. Without
-        a cache the tensors are simply loaded.
+        block exits. Concurrent replicas of one entry that is not cached, and that read the same
+        digest, load it once. Without a cache the tensors are simply loaded.
         """
         import torch
 
@@ -504,7 +546,7 @@ class WeightStore:
             except NotResident:
                 pass
             if loaded is None or loaded[0] != ck[2]:
-                loaded = self._load_once(key, dev, device)
+                loaded = self._load_once(ck, device)
             digest, tensors = loaded
             ck = (key, dev, digest)  # the digest these bytes were verified against
             size = max(1, sum(t.numel() * t.element_size() for t in tensors.values()))
@@ -522,18 +564,23 @@ class WeightStore:
         )
 
     def _load_once(
-        self, key: str, dev: str, device: torch.device | str
+        self, seen: ReplicaKey, device: torch.device | str
     ) -> tuple[str, dict[str, torch.Tensor]]:
-        """Load ``key`` onto ``dev``; callers that arrive while a load runs share its result."""
+        """Load ``seen``'s entry onto its device; callers that arrive while a load runs share it.
+
+        A load is shared only with callers that saw the same digest: a caller that read the
+        digest of a newer save must not wait for, and serve, bytes read before that save.
+        What the load returns is at least as new as the digest its leader saw.
+        """
         with self._flights_lock:
-            flight = self._flights.get((key, dev))
+            flight = self._flights.get(seen)
             leader = flight is None
             if flight is None:
-                flight = self._flights[(key, dev)] = Future()
+                flight = self._flights[seen] = Future()
         if not leader:
             return flight.result()
         try:
-            result = self._load_verified(key, device)
+            result = self._load_verified(seen[0], device)
         except BaseException as err:
             flight.set_exception(err)
             raise
@@ -542,10 +589,20 @@ class WeightStore:
             return result
         finally:
             with self._flights_lock:
-                del self._flights[(key, dev)]
+                del self._flights[seen]
 
 
 _PIN_ATTEMPTS = 8
+_MAX_PID = 2**31 - 1  # pid_t; a larger number is no process (os.kill would overflow)
+
+
+def _writer_pid(name: str) -> int | None:
+    """The writer's pid in a temp file's name, or None when it names no pid a process has."""
+    match = _TMP_NAME.fullmatch(name)
+    if match is None:
+        return None
+    pid = int(match["pid"])
+    return pid if 0 < pid <= _MAX_PID else None
 
 
 def _alive(pid: int) -> bool:
