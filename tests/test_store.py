@@ -587,3 +587,19 @@ def test_keys_skips_an_entry_deleted_after_the_listing(
 
     monkeypatch.setattr(Path, "lstat", lstat)
     assert store.keys() == ["stays"]
+
+
+def test_a_packed_fp4_scalar_is_an_unsupported_dtype_and_writes_nothing(
+    store: WeightStore,
+) -> None:
+    from servelab.weights.store import UnsupportedDtype
+
+    fp4 = getattr(torch, "float4_e2m1fn_x2", None)
+    if fp4 is None:
+        pytest.skip("this torch has no packed FP4 dtype")
+    scalar = torch.zeros((), dtype=torch.uint8).view(fp4)
+    with pytest.raises(UnsupportedDtype, match="'s'"):
+        store.save("m", {"ok": torch.ones(2), "s": scalar})
+    assert store.keys() == [] and store.stale_temp_files() == []
+    store.save("m", {"s": scalar.reshape(1)})  # what the message says to do
+    assert store.load("m")["s"].shape == (1,)

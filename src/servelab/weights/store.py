@@ -197,12 +197,20 @@ def _split(data: bytes | bytearray | memoryview) -> tuple[dict[str, Any], memory
     if n > len(view) - 8:
         raise CorruptEntry(f"header claims {n} bytes but the file has {len(view) - 8} after it")
     try:
-        header = json.loads(bytes(view[8 : 8 + n]))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        header = json.loads(bytes(view[8 : 8 + n]), object_pairs_hook=_unique_keys)
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:  # ValueError: JSON's
         raise CorruptEntry(f"the safetensors header is not valid JSON: {err}") from None
     if not isinstance(header, dict):
         raise CorruptEntry("the safetensors header is not a JSON object")
     return header, view[8 + n :]
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object without repeated names: with one, the digest would cover only the last."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise ValueError("a name appears twice in one object")
+    return out
 
 
 def encode(tensors: Mapping[str, torch.Tensor]) -> bytes:
@@ -272,8 +280,17 @@ def _check_names(tensors: Mapping[str, torch.Tensor]) -> None:
 
 
 def _check_dtypes(tensors: Mapping[str, torch.Tensor]) -> None:
+    import torch
+
     known = set(supported_dtypes().values())
     bad = {name: t.dtype for name, t in tensors.items() if t.dtype not in known}
+    fp4 = getattr(torch, "float4_e2m1fn_x2", None)
+    scalars = sorted(name for name, t in tensors.items() if t.dtype == fp4 and not t.dim())
+    if scalars:  # safetensors counts 4-bit values along the last dimension: it needs one
+        raise UnsupportedDtype(
+            f"cannot save {', '.join(map(repr, scalars))}: a packed FP4 tensor needs at least "
+            f"one dimension in safetensors. Reshape it to (1,) before saving."
+        )
     if bad:
         listed = ", ".join(f"{n!r} ({d})" for n, d in sorted(bad.items()))
         raise UnsupportedDtype(
@@ -295,38 +312,91 @@ def decode(
     want = meta.get(_DIGEST_KEY) if isinstance(meta, dict) else None
     if not isinstance(want, str):
         raise CorruptEntry(f"{source}: no {_DIGEST_KEY} digest in its metadata")
-    if _digest(header, body) != want:
+    try:
+        signed = _digest(header, body)
+    except (ValueError, RecursionError) as err:  # a table JSON reads but cannot write back
+        raise CorruptEntry(f"{source}: its header cannot be digested: {err}") from None
+    if signed != want:
         raise CorruptEntry(f"{source}: content does not match its digest; refusing to serve it")
+    entries = _table(header, len(body), source)
     out: dict[str, torch.Tensor] = {}
     dtypes = supported_dtypes()
-    for name, info in header.items():
-        try:
-            code = info["dtype"]
-            dtype = dtypes[code]
-            start, end = (int(x) for x in info["data_offsets"])
-            shape = [int(s) for s in info["shape"]]
-        except (KeyError, TypeError, ValueError) as err:
-            raise CorruptEntry(f"{source}: bad table entry for {name!r}: {err!r}") from None
-        if code == "F4":  # the table counts 4-bit values; torch's dtype holds two per element
-            if not shape or shape[-1] % 2:
-                raise CorruptEntry(f"{source}: {name!r} has an odd number of packed FP4 values")
-            shape[-1] //= 2
-        itemsize = torch.empty((), dtype=dtype).element_size()
-        count = end - start
-        numel = 1
-        for s in shape:
-            numel *= s
-        if not 0 <= start <= end <= len(body) or count != numel * itemsize:
-            raise CorruptEntry(f"{source}: {name!r} does not fit its byte range")
+    for name, (code, start, end, shape) in entries.items():
+        dtype = dtypes[code]
+        numel = (end - start) // dtype.itemsize
         if not numel:
             flat = torch.empty(0, dtype=dtype)
-        elif itemsize == 1 and dtype != torch.uint8:  # read as bytes, then reinterpret
+        elif dtype.itemsize == 1 and dtype != torch.uint8:  # read as bytes, then reinterpret
             flat = torch.frombuffer(body, dtype=torch.uint8, count=numel, offset=start)
             flat = flat.view(dtype)
         else:
             flat = torch.frombuffer(body, dtype=dtype, count=numel, offset=start)
         out[name] = flat.view(shape)
     return out
+
+
+_TABLE_FIELDS = {"dtype", "shape", "data_offsets"}
+_MAX_INDEX = 2**63 - 1  # torch sizes and strides are signed 64-bit
+
+
+def _is_count(x: object) -> bool:
+    """A JSON integer that can count bytes or elements (``true`` is not 1 here)."""
+    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= _MAX_INDEX
+
+
+def _table(
+    header: Mapping[str, Any], body_len: int, source: str
+) -> dict[str, tuple[str, int, int, list[int]]]:
+    """Check the tensor table; returns name -> (dtype code, start, end, torch shape).
+
+    The digest proves only that the table was not changed since it was signed, and anyone can
+    sign (it is plain SHA-256), so the table is checked as untrusted input: each entry exactly
+    ``dtype``, ``shape`` and ``data_offsets`` of the right JSON types, every range the size its
+    shape and dtype say, and, as the safetensors format requires, the ranges tiling the data
+    section with no gap or overlap. Anything else is :class:`CorruptEntry`.
+    """
+    dtypes = supported_dtypes()
+    if not header:
+        raise CorruptEntry(f"{source}: its tensor table is empty")
+    entries: dict[str, tuple[str, int, int, list[int]]] = {}
+    for name, info in header.items():
+
+        def bad(why: str, name: str = name) -> CorruptEntry:
+            return CorruptEntry(f"{source}: bad table entry for {name!r}: {why}")
+
+        if not isinstance(info, dict) or set(info) != _TABLE_FIELDS:
+            raise bad(f"expected an object with exactly {sorted(_TABLE_FIELDS)}")
+        code, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+        if not isinstance(code, str) or code not in dtypes:
+            raise bad(f"unknown dtype {code!r}")
+        if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
+            raise bad(f"shape {shape!r} is not a list of non-negative integers")
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(map(_is_count, offsets))):
+            raise bad(f"data_offsets {offsets!r} is not a pair of non-negative integers")
+        start, end = offsets
+        shape = list(shape)
+        if code == "F4":  # the table counts 4-bit values; torch's dtype holds two per element
+            if not shape or shape[-1] % 2:
+                raise bad("an odd number of packed FP4 values")
+            shape[-1] //= 2
+        numel = strides = 1
+        for d in shape:
+            numel *= d
+            strides *= max(d, 1)
+        if strides > _MAX_INDEX:
+            raise bad(f"shape {info['shape']!r} is too large to index")
+        if not start <= end <= body_len or end - start != numel * dtypes[code].itemsize:
+            raise bad(f"bytes {start}..{end} do not hold its shape in {body_len} bytes of data")
+        entries[name] = (code, start, end, shape)
+    covered = 0
+    for name, (_, start, end, _) in sorted(entries.items(), key=lambda e: e[1][1:3]):
+        if start != covered:
+            why = "overlaps the tensor before it" if start < covered else "leaves a gap before it"
+            raise CorruptEntry(f"{source}: {name!r} {why} in the data section")
+        covered = end
+    if covered != body_len:
+        raise CorruptEntry(f"{source}: {body_len - covered} bytes of data belong to no tensor")
+    return entries
 
 
 # -- the store -----------------------------------------------------------------------------
