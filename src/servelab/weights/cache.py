@@ -555,10 +555,11 @@ class WeightCache(Generic[K]):
 
         Each ``with`` block holds its own pin, so one handle may be entered again, nested or by
         several threads at once (a handle kept per model and shared by request handlers): the
-        entry stays pinned until the last block using it exits. A serving engineer expects
-        that of a shared handle, as of a lock; refusing re-entry would fail a second handler
-        only when its request happened to overlap the first one. A block releases the pin it
-        took however it ends, the body raising included. An interrupt
+        entry stays pinned until the last block using it exits. That is what a handler expects
+        of a shared handle; refusing re-entry instead would fail a second handler only when its
+        request happened to overlap another's, a timing-dependent error. An exit with no block
+        of the handle left open releases nothing, so it never takes another holder's pin. A
+        block releases its pin however it ends, the body raising included. An interrupt
         (Ctrl-C) that lands while the pin is taken or released is caught by ``__enter__`` or
         ``__exit__``, which finish the release before passing it on. What Python cannot
         guarantee: an interrupt delivered at the very first instruction of ``__enter__`` or
