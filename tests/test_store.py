@@ -603,3 +603,21 @@ def test_a_packed_fp4_scalar_is_an_unsupported_dtype_and_writes_nothing(
     assert store.keys() == [] and store.stale_temp_files() == []
     store.save("m", {"s": scalar.reshape(1)})  # what the message says to do
     assert store.load("m")["s"].shape == (1,)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [b"[" * 100_000 + b"]" * 100_000, b'{"x":' + b"7" * 5000 + b"}"],
+    ids=["nested-deeper-than-the-parser-recurses", "integer-longer-than-python-converts"],
+)
+def test_a_header_json_cannot_read_is_a_corrupt_entry(tmp_path: Path, header: bytes) -> None:
+    cache: WeightCache[tuple[str, str, str]] = WeightCache(10**9)
+    store = WeightStore(tmp_path, cache=cache)
+    store.path("m").write_bytes(len(header).to_bytes(8, "little") + header)
+    with pytest.raises(CorruptEntry):
+        store.load("m")
+    with pytest.raises(CorruptEntry):
+        store.digest("m")
+    with pytest.raises(CorruptEntry), store.replica("m"):
+        pass
+    assert len(cache) == 0

@@ -527,7 +527,7 @@ class WeightStore:
             head = os.pread(fd, min(n, 1 << 24), 8)
         try:
             meta = json.loads(head).get(_METADATA, {})
-        except (UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        except (ValueError, RecursionError, AttributeError):  # ValueError: JSON and Unicode
             raise CorruptEntry(f"{path}: the safetensors header is broken") from None
         value = meta.get(_DIGEST_KEY) if isinstance(meta, dict) else None
         if not isinstance(value, str):
