@@ -195,8 +195,8 @@ def malformed(draw: st.DrawFn, kind: str) -> bytes:
             )
         )
     elif kind == "offsets past the data":
-        k = draw(st.integers(1, 2**70))
-        entry["data_offsets"] = [offsets[0] + k, offsets[1] + k]
+        end = len(body) + draw(st.integers(1, 2**70))  # a zero-size range may move, not leave
+        entry["data_offsets"] = [end - (offsets[1] - offsets[0]), end]
     elif kind == "offsets reversed":
         entry["data_offsets"] = [offsets[1] + 1 + draw(st.integers(0, 3)), offsets[0]]
     elif kind == "range moved":
@@ -242,7 +242,7 @@ def malformed(draw: st.DrawFn, kind: str) -> bytes:
 
 
 @pytest.mark.parametrize("kind", MUTATIONS)
-@settings(max_examples=20 * thoroughness())  # per kind: 360 in all, 3600 in CI
+@settings(max_examples=10 * thoroughness())  # per kind: 180 in all, 1800 in CI
 @given(data=st.data())
 def test_a_malformed_table_is_a_corrupt_entry_even_when_signed(
     kind: str, data: st.DataObject
