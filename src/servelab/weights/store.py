@@ -42,7 +42,8 @@ replicas that verified the same digest (one opened after a ``save`` never waits 
 a load of the bytes before it).
 
 **Leftovers.** Temporary files carry their writer's process id; a store that opens removes
-those whose writer is no longer running (a crashed ``save`` leaves one as large as a model).
+those whose writer is no longer running (a crashed ``save`` leaves one as large as a model);
+what it cannot remove, such as a directory of that name, it leaves with a warning.
 """
 
 from __future__ import annotations
@@ -198,7 +199,7 @@ def _split(data: bytes | bytearray | memoryview) -> tuple[dict[str, Any], memory
         raise CorruptEntry(f"header claims {n} bytes but the file has {len(view) - 8} after it")
     try:
         header = json.loads(bytes(view[8 : 8 + n]), object_pairs_hook=_unique_keys)
-    except (UnicodeDecodeError, ValueError, RecursionError) as err:  # ValueError: JSON's
+    except (ValueError, RecursionError) as err:  # bad UTF-8 or JSON, an integer too long
         raise CorruptEntry(f"the safetensors header is not valid JSON: {err}") from None
     if not isinstance(header, dict):
         raise CorruptEntry("the safetensors header is not a JSON object")
@@ -302,7 +303,11 @@ def _check_dtypes(tensors: Mapping[str, torch.Tensor]) -> None:
 def decode(
     data: bytes | bytearray | memoryview, *, source: str = "buffer"
 ) -> dict[str, torch.Tensor]:
-    """Verify a buffer made by :func:`encode` and return its tensors (views of ``data``)."""
+    """Verify a buffer made by :func:`encode` and return its tensors (views of ``data``).
+
+    A matching digest is not enough: the table is then checked as untrusted input
+    (:func:`_table`), since anyone can sign a table with plain SHA-256.
+    """
     import torch
 
     if memoryview(data).readonly:  # tensors are built over the buffer; they must own it
@@ -379,11 +384,11 @@ def _table(
             if not shape or shape[-1] % 2:
                 raise bad("an odd number of packed FP4 values")
             shape[-1] //= 2
-        numel = strides = 1
+        numel = span = 1  # span: the largest stride torch would compute, even for no elements
         for d in shape:
             numel *= d
-            strides *= max(d, 1)
-        if strides > _MAX_INDEX:
+            span *= max(d, 1)
+        if span > _MAX_INDEX:
             raise bad(f"shape {info['shape']!r} is too large to index")
         if not start <= end <= body_len or end - start != numel * dtypes[code].itemsize:
             raise bad(f"bytes {start}..{end} do not hold its shape in {body_len} bytes of data")
