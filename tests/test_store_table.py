@@ -18,13 +18,13 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors.torch")
 
 from servelab.testing.core import thoroughness  # noqa: E402
-from servelab.weights.store import (  # noqa: E402
-    _DIGEST_KEY,
+from servelab.weights.fileformat import (  # noqa: E402
+    DIGEST_KEY,
     CorruptEntry,
     _digest,
-    _split,
     decode,
     encode,
+    split,
     supported_dtypes,
 )
 
@@ -37,7 +37,7 @@ def sign(table: dict[str, Any], body: bytes, *, extra: str = "") -> bytes:
     """A safetensors buffer whose digest matches ``table`` and ``body``, as anyone can make.
 
     ``extra`` is raw JSON text appended inside the header object (a repeated name)."""
-    header = {"__metadata__": {_DIGEST_KEY: _digest(table, memoryview(body))}, **table}
+    header = {"__metadata__": {DIGEST_KEY: _digest(table, memoryview(body))}, **table}
     text = json.dumps(header, separators=(",", ":"))
     if extra:
         text = text[:-1] + "," + extra + "}"
@@ -146,7 +146,7 @@ MUTATIONS = [
 @st.composite
 def malformed(draw: st.DrawFn, kind: str) -> bytes:
     """A well-formed entry with one defect of ``kind``, signed after the defect was made."""
-    header, body_view = _split(encode(build(draw(specs()))))
+    header, body_view = split(encode(build(draw(specs()))))
     header.pop("__metadata__")
     table: dict[str, Any] = header
     body = bytes(body_view)
