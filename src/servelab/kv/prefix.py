@@ -75,9 +75,11 @@ Engine interface::
 
 ``allocate`` caps the hit at ``(len - 1) // block_size`` whole blocks, so at least the last
 prompt token is always computed (its logits start decoding) and no write ever lands in a
-shared cached block. The blocks of a prompt are registered in the cache at ``allocate``:
-the caller must write the prompt's KV before any attention reads it (a batched prefill
-that writes every sequence's KV before attention satisfies this).
+shared cached block. A block is registered in the cache when its last slot is reserved,
+before its KV is written: a prompt's full blocks at ``allocate``, a block that a token fills
+at ``append_slot``. The caller must write that KV before any attention reads the block: a
+prompt allocated later may hit it at once. The engine runs a step's decodes before its
+prefills, and its prefills in allocation order, for this reason.
 """
 
 from __future__ import annotations

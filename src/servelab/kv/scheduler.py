@@ -260,8 +260,10 @@ class StepOutput:
        they read from were freed in this step and may already be reused below;
     2. ``swap_in`` copies (host block -> GPU block) for the sequences in ``swapped_in``;
     3. the copy-on-write copies named by ``decodes[i].slot.cow_src``;
-    4. the model over ``prefills`` and ``decodes``, then one sampled token appended to each
-       sequence of :meth:`computed`.
+    4. the model over ``decodes``, then over ``prefills`` in order: a block that a decode's
+       token fills is in the prefix cache already, and a prompt of this step may hit it, so
+       its KV must be written before any prefill reads it;
+    5. one sampled token appended to each sequence of :meth:`computed`.
 
     ``preempted`` lists victims in the order they were chosen (newest first); ``finished``
     lists sequences retired at the start of this step, whose blocks are already free.
