@@ -106,6 +106,7 @@ from servelab.kv.blocks import (
 
 __all__ = [
     "HashAlgo",
+    "InvalidBlockHash",
     "InvalidExtraKey",
     "PrefixCachingBlockManager",
     "builtin_block",
@@ -127,6 +128,11 @@ HashAlgo = Literal["sha256", "builtin"]
 
 class InvalidExtraKey(KVCacheError, TypeError):
     """An ``extra_key`` that is not None, a str or bytes."""
+
+
+class InvalidBlockHash(KVCacheError, TypeError):
+    """A ``hash_algo`` callable returned something that is not an int (a forgotten
+    ``return`` gives None). Raised before the call that asked for the name changes anything."""
 
 
 def root_hash(extra_key: bytes) -> int:
