@@ -164,9 +164,11 @@ class PrefixCachingBlockManager(BlockTables):
     Same tables, refcounts, fork and copy-on-write as
     :class:`~servelab.kv.blocks.BlockManager`; ``allocate`` takes token ids and returns how
     many leading tokens were found in the cache, and ``append_slot`` takes the new token id.
-    ``hash_algo`` names the blocks (see the module docstring): ``"sha256"`` (default),
-    ``"builtin"``, or a callable ``(parent_hash, block_tokens) -> int``. A prefix is named
-    once, when it is first seen; hits are found by prefix identity, with no hashing.
+    ``hash_algo`` names the blocks (see :mod:`servelab.kv.block_hash`): ``"sha256"``
+    (default), ``"builtin"``, or a callable ``(parent_hash, block_tokens) -> int``. A prefix
+    is named once, when it is first seen; hits are found by prefix identity, with no hashing.
+    A callable is called before a call changes anything, so one that raises, or returns
+    something other than an int (InvalidBlockHash), leaves the manager as it was.
     """
 
     def __init__(
@@ -487,7 +489,7 @@ class PrefixCachingBlockManager(BlockTables):
         """The names of a chain of full blocks that continues ``parent`` (the root key's chain
         if None), without changing anything: a known prefix gives its name, a new one is
         hashed. Names depend only on the prefix, so a prefix that an eviction drops before the
-        commit re-interns under the same name, and the hash is never called twice."""
+        commit re-interns under the name computed here: the commit never hashes."""
         idents, names = self._idents, []
         known: int | bytes | None = root if parent is None else parent.ident
         name = self._root(root) if parent is None else parent.name
