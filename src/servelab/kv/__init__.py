@@ -18,7 +18,7 @@ from servelab.kv.blocks import (
     StepSlots,
     UnknownSequence,
 )
-from servelab.kv.prefix import InvalidExtraKey, PrefixCachingBlockManager
+from servelab.kv.prefix import InvalidBlockHash, InvalidExtraKey, PrefixCachingBlockManager
 from servelab.kv.scheduler import (
     DuplicateSequence,
     InvalidRequest,
@@ -37,6 +37,7 @@ __all__ = [
     "BlockManager",
     "DuplicateSequence",
     "InvalidBlock",
+    "InvalidBlockHash",
     "InvalidConfig",
     "InvalidExtraKey",
     "InvalidLength",
