@@ -281,3 +281,36 @@ def test_the_target_check_finds_missing_unrenderable_and_self_drawn_targets() ->
         "target-x-step3 draws the notebook's own ['Mine']",
         "target-x-step3: no stored picture with an <img> fallback",
     ]
+
+
+def _kernel_language_info() -> dict[str, Any]:
+    """What the course's kernel reports about its language: JupyterLab saves exactly this."""
+    from jupyter_client.manager import start_new_kernel
+
+    manager, client = start_new_kernel(kernel_name="python3")
+    try:
+        reply = client.kernel_info(reply=True, timeout=60)
+        return dict(reply["content"]["language_info"])
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+
+
+@pytest.mark.parametrize("folder", ["exercises", "solutions"])
+def test_opening_and_saving_a_notebook_changes_nothing(folder: str, tmp_path: Path) -> None:
+    """JupyterLab sets ``language_info`` from the kernel and saves with nbformat: a notebook
+    shipped with both already in place is not marked changed, and a save leaves no diff.
+
+    The kernel's Python version is the one field a learner's own Python may still change.
+    """
+    language = _kernel_language_info()
+    for path in _notebooks(folder):
+        notebook = nbformat.read(path, as_version=4)
+        shipped = dict(notebook.metadata.get("language_info", {}))
+        assert {k: v for k, v in shipped.items() if k != "version"} == {
+            k: v for k, v in language.items() if k != "version"
+        }, f"{_name(path)} does not carry the language_info JupyterLab writes"
+        notebook.metadata["language_info"] = {**language, "version": shipped["version"]}
+        saved = tmp_path / path.name
+        nbformat.write(notebook, saved, version=nbformat.NO_CONVERT)  # as jupyter_server saves
+        assert saved.read_bytes() == path.read_bytes(), f"saving {_name(path)} changes it"

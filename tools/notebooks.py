@@ -51,9 +51,10 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 # Cell metadata that records a particular run (timings, view state) rather than content.
 _RUN_METADATA = ("execution", "collapsed", "scrolled", "ExecuteTime")
-# Notebook metadata worth keeping; anything else (saved widget state, the exact Python
-# version of the author's kernel) would make the exercise depend on the author's machine.
-_KEPT_NOTEBOOK_METADATA = ("kernelspec",)
+# Notebook metadata worth keeping: what JupyterLab writes on every save (the kernel and its
+# language), so a learner who opens an exercise and saves it changes nothing. Anything else
+# (saved widget state, tags of the author's tools) is the author's, not the course's.
+_KEPT_NOTEBOOK_METADATA = ("kernelspec", "language_info")
 
 
 class SolutionMarkerError(ValueError):
