@@ -22,9 +22,14 @@ $(LAB_STAMP): pyproject.toml
 
 lab-install: $(LAB_STAMP)
 
+# The course's Lab settings are in .jupyter/labconfig (no news toast over grade output); they
+# are defaults, so a learner's own settings still win. default_url is the URL the server prints
+# and opens, so with --no-browser too the printed link opens notebook 01, not the Launcher.
+FIRST_NOTEBOOK := exercises/01_weight_cache.ipynb
 lab: $(LAB_STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=. $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) \
-	  $(LAB_ARGS) exercises/01_weight_cache.ipynb
+	JUPYTER_CONFIG_PATH="$(CURDIR)/.jupyter$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+	  $(VENV)/bin/jupyter lab --notebook-dir=. $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) \
+	  --LabApp.default_url=/lab/tree/$(FIRST_NOTEBOOK) --LabApp.news_url=None $(LAB_ARGS)
 
 # The browser tests include the JupyterLite site: pytest builds it from this checkout (about 40 s,
 # needs npm and PyPI; skipped with the reason when they cannot be reached).

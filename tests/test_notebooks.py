@@ -314,3 +314,25 @@ def test_opening_and_saving_a_notebook_changes_nothing(folder: str, tmp_path: Pa
         saved = tmp_path / path.name
         nbformat.write(notebook, saved, version=nbformat.NO_CONVERT)  # as jupyter_server saves
         assert saved.read_bytes() == path.read_bytes(), f"saving {_name(path)} changes it"
+
+
+def test_nbval_settings_reach_exercises_from_the_root(tmp_path: Path) -> None:
+    """The root ``conftest.py`` keeps ``exercises/`` to notebooks only, and nbval run on a
+    folder below it still skips comparing stderr (a warning is not part of a lesson)."""
+    assert sorted(p.name for p in (ROOT / "exercises").iterdir()) == [
+        p.name for p in _notebooks("exercises")
+    ], "exercises/ should hold only the learner's notebooks"
+    for name in ("conftest.py", "pyproject.toml"):
+        (tmp_path / name).write_text((ROOT / name).read_text())
+    source = '# NBVAL_CHECK_OUTPUT\nimport sys\nprint("out")\nprint("now", file=sys.stderr)'
+    stored = [
+        new_output("stream", name="stdout", text="out\n"),
+        new_output("stream", name="stderr", text="a warning of another day\n"),
+    ]
+    notebook = new_notebook(cells=[new_code_cell(source, outputs=stored, execution_count=1)])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    (tmp_path / "exercises").mkdir()
+    nbformat.write(notebook, tmp_path / "exercises" / "x.ipynb")
+    command = [sys.executable, "-m", "pytest", "--nbval-lax", "-q", "exercises/"]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:]
