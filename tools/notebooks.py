@@ -277,10 +277,15 @@ def _used_names(trees: list[ast.Module]) -> set[str]:
 
 
 def _setup(source: str, used: set[str]) -> list[str]:
-    """The statements of the notebook's first cell; imports keep only the names in use."""
+    """The statements of the notebook's first cell; imports keep only the names in use.
+
+    Bare calls (``unwritten.install()``) set up the notebook's kernel, not the classes: left out.
+    """
     tree = ast.parse(source)
     lines = []
     for node in tree.body:
+        if isinstance(node, ast.Expr):
+            continue
         if not isinstance(node, (ast.Import, ast.ImportFrom)):
             lines.append(ast.get_source_segment(source, node) or "")
             continue
