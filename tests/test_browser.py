@@ -494,7 +494,8 @@ FIRST_NOTEBOOK = "exercises/01_weight_cache.ipynb"
 
 def test_make_lab_opens_notebook_01_with_no_news_toast(browser: Any, clean_clone: Path) -> None:
     """The README's ``make lab LAB_ARGS="--no-browser --port N"``: the URL it prints opens
-    notebook 01 (not the Launcher), and the course's Lab defaults turn the news toast off."""
+    notebook 01 (not the Launcher), the course's Lab defaults turn the news toast off, and
+    saving the notebook as opened changes nothing."""
     port = _free_port()
     log_path = clean_clone.parent / "make-lab.log"
     with log_path.open("w") as log:
@@ -532,6 +533,20 @@ def test_make_lab_opens_notebook_01_with_no_news_toast(browser: Any, clean_clone
         page.wait_for_timeout(3000)  # the news question came a moment after the page
         toasts = page.locator(".jp-Notification-Toast").all_inner_texts()
         assert not [t for t in toasts if "news" in t.lower()], toasts
+
+        # saved as opened, once the kernel has told Lab its language_info: no change at all
+        notebook = clean_clone / FIRST_NOTEBOOK
+        shipped, stamp = notebook.read_bytes(), notebook.stat().st_mtime_ns
+        page.get_by_text("Idle").first.wait_for(timeout=60_000)
+        page.locator(".jp-Notebook .jp-Cell").first.click()
+        page.keyboard.press("Escape")
+        page.keyboard.press("Control+s")
+        deadline = time.monotonic() + 30
+        while notebook.stat().st_mtime_ns == stamp and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert notebook.stat().st_mtime_ns != stamp, "Ctrl+S did not save the notebook"
+        time.sleep(0.5)  # the write is atomic, but let it land
+        assert notebook.read_bytes() == shipped, "opening and saving exercise 01 changed it"
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "make-lab.png"))
     finally:
