@@ -537,7 +537,8 @@ def test_make_lab_opens_notebook_01_with_no_news_toast(browser: Any, clean_clone
         # saved as opened, once the kernel has told Lab its language_info: no change at all
         notebook = clean_clone / FIRST_NOTEBOOK
         shipped, stamp = notebook.read_bytes(), notebook.stat().st_mtime_ns
-        page.get_by_text("Idle").first.wait_for(timeout=60_000)
+        page.get_by_text("Kernel status: Idle").first.wait_for(state="attached", timeout=60_000)
+        page.wait_for_timeout(1000)
         page.locator(".jp-Notebook .jp-Cell").first.click()
         page.keyboard.press("Escape")
         page.keyboard.press("Control+s")
