@@ -19,7 +19,7 @@ from servelab.progress import (
     StepResult,
     _outcome,
     format_table,
-    grade_steps,
+    grade_calls,
     protect_grade_cells,
 )
 
@@ -44,49 +44,86 @@ def _cell(source: str, cell_id: str) -> nbformat.NotebookNode:
     return cell
 
 
+def _saved_pass(cell: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The cell as a saved notebook shows it after an earlier run that passed."""
+    cell.execution_count = 7
+    cell.outputs = [new_output("stream", name="stdout", text="weight-cache · step 1\nPASSED\n")]
+    return cell
+
+
 def _learner(*cells: nbformat.NotebookNode) -> nbformat.NotebookNode:
     notebook = new_notebook(cells=list(cells))
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
     return notebook
 
 
-def test_grade_steps_reads_the_step_of_each_grade_call() -> None:
-    assert grade_steps('grade("weight-cache", C, step=3)') == [3]
-    assert grade_steps("x = 1") == []
-    assert grade_steps("grade(") == []  # a syntax error is no grade cell
-    assert grade_steps('grade("t", C, step=True)') == []
+def test_grade_calls_reads_the_topic_and_step_of_each_grade_call() -> None:
+    assert grade_calls('grade("weight-cache", C, step=3)') == [("weight-cache", 3)]
+    assert grade_calls('grade(topic="scheduler", impl=C, step=2)') == [("scheduler", 2)]
+    assert grade_calls("grade(name, C, step=1)") == [("", 1)]
+    assert grade_calls("x = 1") == []
+    assert grade_calls("grade(") == []  # a syntax error is no grade cell
+    assert grade_calls('grade("t", C, step=True)') == []
 
 
 def _error(ename: str, evalue: str) -> list[nbformat.NotebookNode]:
     return [new_output("error", ename=ename, evalue=evalue, traceback=[])]
 
 
+def _stdout(text: str) -> list[nbformat.NotebookNode]:
+    return [new_output("stream", name="stdout", text=text)]
+
+
 def test_outcomes_are_passed_failed_with_hint_or_not_written() -> None:
-    assert _outcome(1, []) == StepResult(1, PASSED)
-    assert _outcome(2, _error("NotImplementedError", "")) == StepResult(2, NOT_WRITTEN)
-    report = "t · step 3\n  ✗ pinned\n    hint: pin counts, not a flag\n    hint: second"
-    assert _outcome(3, _error("GradeFailure", report)) == StepResult(
-        3, FAILED, "pin counts, not a flag"
+    t = "weight-cache"
+    assert _outcome(t, 1, _stdout("weight-cache · step 1\n  ✓ a check\nPASSED\n")) == (
+        StepResult(t, 1, PASSED)
     )
-    assert _outcome(4, _error("GradeFailure", "step 4: `pin` is not written yet")).status == (
+    assert _outcome(t, 2, _error("NotImplementedError", "")) == StepResult(t, 2, NOT_WRITTEN)
+    report = "t · step 3\n  ✗ pinned\n    hint: pin counts, not a flag\n    hint: second"
+    assert _outcome(t, 3, _error("GradeFailure", report)) == StepResult(
+        t, 3, FAILED, "pin counts, not a flag"
+    )
+    assert _outcome(t, 4, _error("GradeFailure", "step 4: `pin` is not written yet")).status == (
         NOT_WRITTEN
     )
-    assert _outcome(5, _error("NameError", "name 'C' is not defined")) == StepResult(
-        5, FAILED, "NameError: name 'C' is not defined"
+    assert _outcome(t, 5, _error("NameError", "name 'C' is not defined")) == StepResult(
+        t, 5, FAILED, "NameError: name 'C' is not defined"
     )
 
 
-def test_table_has_a_row_per_notebook_and_a_column_per_step() -> None:
+def test_a_grade_cell_that_printed_no_passed_has_not_passed() -> None:
+    """No error output is not enough: the grader's last line must be there."""
+    for outputs in ([], _stdout("weight-cache · step 1\n  ✓ a check\n")):
+        result = _outcome("weight-cache", 1, outputs)
+        assert (result.status, result.hint) == (
+            FAILED,
+            "the grade cell finished without printing PASSED",
+        )
+
+
+def test_table_has_a_row_per_grade_cell_by_topic_and_step() -> None:
     results = [
-        NotebookProgress("01_a", [StepResult(1, PASSED), StepResult(2, FAILED, "evict in a loop")]),
-        NotebookProgress("02_b", [StepResult(1, NOT_WRITTEN)]),
+        NotebookProgress(
+            "03_c",
+            [
+                StepResult("block-manager", 3, FAILED, "copy before writing"),
+                StepResult("invariant-checker", 3, PASSED),
+            ],
+        ),
+        NotebookProgress("02_b", [StepResult("eviction-policy", 1, NOT_WRITTEN)]),
+        NotebookProgress("04_d", []),
     ]
     lines = format_table(results).splitlines()
-    assert lines[0].split() == ["notebook", "step", "1", "step", "2"]
-    assert lines[2].split() == ["01_a", "passed", "failed", "[1]"]
-    assert lines[3].split() == ["02_b", "not", "written"]
+    assert lines[0].split() == ["notebook", "topic", "step", "result"]
+    assert [line.split() for line in lines[2:6]] == [
+        ["03_c", "block-manager", "3", "failed", "[1]"],
+        ["03_c", "invariant-checker", "3", "passed"],
+        ["02_b", "eviction-policy", "1", "not", "written"],
+        ["04_d", "-", "-", "no", "grade", "cells"],
+    ]
     assert "1 of 3 steps passed" in lines
-    assert lines[-1] == "[1] 01_a step 2: evict in a loop"
+    assert lines[-1] == "[1] 03_c · block-manager step 3: copy before writing"
 
 
 def test_protect_overwrites_grade_cells_by_id_and_reports_deleted_ones() -> None:
@@ -96,7 +133,7 @@ def test_protect_overwrites_grade_cells_by_id_and_reports_deleted_ones() -> None
         _cell('grade("weight-cache", C, step=4)', "g4"),
     )
     learner = _learner(_cell("x = 2", "a"), _cell('grade("weight-cache", C, step=1)', "g3"))
-    assert protect_grade_cells(learner, solution) == [4]
+    assert protect_grade_cells(learner, solution) == [("weight-cache", 4)]
     assert learner.cells[0].source == "x = 2"  # the learner's own work is untouched
     assert learner.cells[1].source.endswith('grade("weight-cache", C, step=3)')
     assert "from servelab.grading import grade" in learner.cells[1].source
@@ -131,12 +168,90 @@ def test_progress_runs_notebooks_and_reports(workspace: Path) -> None:
     assert code == 1
     record = json.loads(json_path.read_text())
     (notebook,) = record["notebooks"]
-    statuses = [(s["step"], s["status"]) for s in notebook["steps"]]
-    assert statuses == [(1, PASSED), (1, FAILED), (2, NOT_WRITTEN)], notebook
-    assert notebook["steps"][1]["hint"]  # the grader's hint, not empty
+    statuses = [(s["topic"], s["step"], s["status"]) for s in notebook["steps"]]
+    topic = "weight-cache"
+    assert statuses == [(topic, 1, PASSED), (topic, 2, NOT_WRITTEN), (topic, 1, FAILED)], notebook
+    assert notebook["steps"][2]["hint"]  # the grader's hint, not empty
     assert record["passed"] is False
-    assert "01_demo" in out.getvalue() and "[1] 01_demo step 1:" in out.getvalue()
+    assert "[1] 01_demo · weight-cache step 1:" in out.getvalue()
     assert "cells" in err.getvalue()  # the progress bar
+
+
+def test_two_topics_graded_at_the_same_step_both_show(workspace: Path) -> None:
+    """Notebook 03 grades block-manager step 3 and invariant-checker step 3: both are rows."""
+    learner = _learner(
+        _cell(SETUP, "setup"),
+        _cell(WRONG, "w"),
+        _cell('grade("weight-cache", Forgetful, step=1)', "g1"),
+        _cell("Counts = checkpoint('eviction-policy', 1)", "c"),
+        _cell('grade("eviction-policy", Counts, step=1)', "e1"),
+    )
+    nbformat.write(learner, workspace / "mine" / "03_demo.ipynb")
+    out = io.StringIO()
+    from servelab.progress import main
+
+    code = main([workspace / "mine"], out=out, err=io.StringIO(), timeout=120)
+    rows = [line.split()[:4] for line in out.getvalue().splitlines()[2:4]]
+    assert rows == [
+        ["03_demo", "weight-cache", "1", "failed"],
+        ["03_demo", "eviction-policy", "1", "passed"],
+    ]
+    assert "1 of 2 steps passed" in out.getvalue()
+    assert "[1] 03_demo · weight-cache step 1: " in out.getvalue()  # the hint is kept
+    assert code == 1  # the table shows a failure, and the exit code agrees
+
+
+EXITING = (
+    "import os\nclass Exiting(Sized):\n    def put(self, key, value, size):\n        os._exit(0)"
+)
+# One C call that never returns in the time given: the in-kernel hang guard cannot stop it.
+HANGING = "class Hanging(Sized):\n    def put(self, key, value, size):\n        sum(range(10**12))"
+
+
+def test_a_grade_cell_that_ends_the_kernel_has_not_passed(workspace: Path) -> None:
+    """``os._exit(0)`` in the learner's put: the grade cell shows no error, and never finished.
+
+    The later grade cell still carries the outputs of an earlier, passing run: they are not
+    this run's and do not count.
+    """
+    learner = _learner(
+        _cell(SETUP, "setup"),
+        _cell(EXITING, "x"),
+        _cell('grade("weight-cache", Exiting, step=1)', "gx"),
+        _cell(WRONG, "w"),
+        _saved_pass(_cell('grade("weight-cache", Forgetful, step=1)', "gw")),
+    )
+    nbformat.write(learner, workspace / "mine" / "01_demo.ipynb")
+    report = workspace / "progress.json"
+    mine = str(workspace / "mine")
+    assert cli_main(["progress", mine, "--timeout", "120", "--json", str(report)]) == 1
+    steps = json.loads(report.read_text())["notebooks"][0]["steps"]
+    assert [(s["status"], s["hint"]) for s in steps] == [
+        (FAILED, "the kernel died while this cell ran (os._exit(), a crash, or out of memory)"),
+        (FAILED, "not run: the kernel died in an earlier cell"),
+    ]
+
+
+def test_a_cell_that_times_out_fails_its_grade_and_every_later_one(workspace: Path) -> None:
+    """A hang inside one C call times the grade cell out; the later grade cell, protected, still
+    carries the outputs of an earlier passing run, which do not count."""
+    cells = [
+        _cell(SETUP, "setup"),
+        _cell(HANGING, "h"),
+        _cell('grade("weight-cache", Hanging, step=1)', "gh"),
+        _cell(WRONG, "w"),
+        _saved_pass(_cell('grade("weight-cache", Forgetful, step=1)', "gw")),
+    ]
+    nbformat.write(_learner(*cells), workspace / "mine" / "01_demo.ipynb")
+    nbformat.write(_learner(*cells), workspace / "reference" / "01_demo.ipynb")
+    report = workspace / "progress.json"
+    protect = ["--protect", str(workspace / "reference"), "--json", str(report)]
+    assert cli_main(["progress", str(workspace / "mine"), "--timeout", "15", *protect]) == 1
+    steps = json.loads(report.read_text())["notebooks"][0]["steps"]
+    assert [(s["status"], s["hint"]) for s in steps] == [
+        (FAILED, "did not finish within 15 s: a call into your code never returned"),
+        (FAILED, "not run: an earlier cell did not finish within 15 s"),
+    ]
 
 
 def test_protected_grading_restores_a_weakened_grade_cell(workspace: Path) -> None:
@@ -151,7 +266,8 @@ def test_protected_grading_restores_a_weakened_grade_cell(workspace: Path) -> No
     protect = ["--protect", str(workspace / "reference"), "--json", str(report)]
     assert cli_main(["progress", mine, *protect]) == 1
     (step,) = json.loads(report.read_text())["notebooks"][0]["steps"]
-    assert (step["step"], step["status"]) == (2, FAILED) and step["hint"]
+    assert (step["topic"], step["step"], step["status"]) == ("weight-cache", 2, FAILED)
+    assert step["hint"]
 
 
 def test_bad_paths_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

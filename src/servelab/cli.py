@@ -5,114 +5,115 @@ from a file exactly as a notebook grade cell does, and exits 0 only when every c
 
 It grades in a child process under a hard timeout (``--timeout``): the in-process hang guard
 stops loops written in Python, but not one inside a single C call (``sum(range(10**12))``), and
-the learner's code could end the process itself (``os._exit(0)``). The parent trusts only the
-verdict the child writes after :func:`~servelab.grading.grade` has returned or raised, so
-anything else is a failure. Exit codes: 0 passed, 1 failed or not finished, 2 a usage error,
-130 interrupted by Ctrl-C.
+the learner's code could end the process itself (``os._exit(0)``). The child runs isolated and
+sends its verdict over a pipe with a per-run nonce (see :mod:`servelab._grade_child`); the
+parent reads it after the child has exited and trusts nothing else, so anything else is a
+failure. Exit codes: 0 passed, 1 failed or not finished, 2 a usage error, 130 interrupted by
+Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import os
+import secrets
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
-from typing import Any
+
+from servelab._grade_child import BOOTSTRAP, VERDICTS, ImplNotFound, grade_file, load_impl
 
 DEFAULT_TIMEOUT_S = 120.0
 
-__all__ = ["load_impl", "main"]
-
-
-class ImplNotFound(ValueError):
-    """``--impl`` does not name a loadable ``file.py:Name``."""
-
-
-def load_impl(spec: str) -> Any:
-    """Load ``path/to/file.py:Name`` (the file's folder is importable while it loads)."""
-    path_text, sep, name = spec.rpartition(":")
-    if not sep or not path_text or not name.isidentifier():
-        raise ImplNotFound(f"--impl must look like path/to/file.py:ClassName, got {spec!r}")
-    path = Path(path_text).resolve()
-    if not path.is_file():
-        raise ImplNotFound(f"no such file: {path_text}")
-    module_spec = importlib.util.spec_from_file_location(f"_servelab_impl_{path.stem}", path)
-    if module_spec is None or module_spec.loader is None:
-        raise ImplNotFound(f"cannot import {path_text}")
-    module = importlib.util.module_from_spec(module_spec)
-    sys.path.insert(0, str(path.parent))
-    try:
-        module_spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(path.parent))
-    try:
-        return getattr(module, name)
-    except AttributeError:
-        raise ImplNotFound(f"{path_text} defines no {name!r}") from None
+__all__ = ["ImplNotFound", "load_impl", "main"]
 
 
 def _grade(args: argparse.Namespace) -> int:
     if args.in_process:
-        return _grade_here(args)
+        verdict = grade_file(args.topic, args.impl, args.step)
+        return {"passed": 0, "error": 2}.get(verdict, 1)
     return _grade_in_child(args)
 
 
-def _grade_here(args: argparse.Namespace) -> int:
-    """Grade in this process; write the verdict last, so a child that dies leaves none."""
-    from servelab.grading import GradeFailure, grade
+def _read_available(fd: int, limit: int = 4096) -> bytes:
+    """What is in the pipe now, without waiting for writers a learner's process may keep."""
+    os.set_blocking(fd, False)
+    data = b""
+    while len(data) <= limit:
+        try:
+            chunk = os.read(fd, limit)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
 
-    verdict, code = "error", 2
+
+def _run_child(args: argparse.Namespace, nonce: str) -> tuple[int | None, bytes]:
+    """Run the grading child; its exit code (None: timed out) and what came over the channel."""
+    import servelab
+
+    nonce_read, nonce_write = os.pipe()
+    os.write(nonce_write, nonce.encode())  # a few bytes: the pipe holds them until read
+    os.close(nonce_write)
+    channel_read, channel_write = os.pipe()
+    step = "" if args.step is None else str(args.step)
+    command = [sys.executable, "-I", "-c", BOOTSTRAP, servelab.__file__, args.topic, args.impl]
+    command += [step, str(nonce_read), str(channel_write)]
     try:
-        impl = load_impl(args.impl)
-        grade(args.topic, impl, step=args.step)
-        verdict, code = "passed", 0
-    except GradeFailure as failure:
-        verdict, code = failure.report.verdict, 1
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-    sys.stdout.flush()
-    if args.verdict:
-        Path(args.verdict).write_text(verdict, encoding="utf-8")
-    return code
+        child = subprocess.Popen(command, pass_fds=(nonce_read, channel_write))
+    finally:
+        os.close(nonce_read)
+        os.close(channel_write)
+    try:
+        try:
+            return child.wait(timeout=args.timeout), _read_available(channel_read)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            return None, b""
+        except KeyboardInterrupt:
+            child.kill()
+            child.wait()
+            raise
+    finally:
+        os.close(channel_read)
 
 
 def _grade_in_child(args: argparse.Namespace) -> int:
     where = f"{args.topic}" + (f" · step {args.step}" if args.step is not None else "")
-    with tempfile.TemporaryDirectory(prefix="servelab-grade-") as folder:
-        verdict_file = Path(folder) / "verdict"
-        command = [sys.executable, "-m", "servelab", "grade", args.topic, "--impl", args.impl]
-        if args.step is not None:
-            command += ["--step", str(args.step)]
-        command += ["--in-process", "--verdict", str(verdict_file)]
-        child = subprocess.Popen(command)
-        try:
-            returncode = child.wait(timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-            print(
-                f"{where}\n  ✗ grading did not finish within {args.timeout:g} s: a call into "
-                "your code never returned.\n    A Python loop is reported within seconds, so "
-                "this is a loop inside one built-in call\n    (such as sum(range(10**12))) or a "
-                "call that blocks (input(), a lock, a socket).\nFAILED"
-            )
-            return 1
-        except KeyboardInterrupt:
-            child.kill()
-            child.wait()
-            return 130
-        verdict = verdict_file.read_text(encoding="utf-8") if verdict_file.exists() else None
+    nonce = secrets.token_hex(16)
+    try:
+        returncode, message = _run_child(args, nonce)
+    except KeyboardInterrupt:
+        return 130
+    if returncode is None:
+        print(
+            f"{where}\n  ✗ grading did not finish within {args.timeout:g} s: a call into "
+            "your code never returned.\n    A Python loop is reported within seconds, so "
+            "this is a loop inside one built-in call\n    (such as sum(range(10**12))) or a "
+            "call that blocks (input(), a lock, a socket).\nFAILED"
+        )
+        return 1
+    verdicts = {f"{nonce} {v}\n".encode(): v for v in VERDICTS}
+    verdict = verdicts.get(message)
     if verdict == "passed" and returncode == 0:
         return 0
     if verdict == "error":
         return 2
-    if verdict is None:
+    if verdict is not None and verdict != "passed":
+        return 1
+    if not message:
         print(
             f"{where}\n  ✗ grading ended early: the process exited with code {returncode} "
             "while your code ran\n    (os._exit(), a crash, or an exit at import time); "
             "your methods must return or raise.\nFAILED"
+        )
+    else:
+        print(
+            f"{where}\n  ✗ the grader's verdict did not arrive intact: something else wrote "
+            f"to it, or the process ended with code {returncode}.\nFAILED"
         )
     return 1
 
@@ -139,10 +140,10 @@ def _topics(args: argparse.Namespace) -> int:
     return 0
 
 
-def _demo(args: argparse.Namespace) -> int:
+def _demo(argv: list[str]) -> int:
     from servelab.demo import main as demo_main
 
-    code: int = demo_main(list(args.rest))
+    code: int = demo_main(argv)
     return code
 
 
@@ -163,9 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument(
         "--in-process",
         action="store_true",
-        help="grade in this process, without the hard timeout (for debugging the grader)",
+        help="grade in this process, without the hard timeout or isolation (for debugging)",
     )
-    g.add_argument("--verdict", default=None, help=argparse.SUPPRESS)
     g.set_defaults(run=_grade)
 
     p = sub.add_parser(
@@ -186,14 +186,14 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("topics", help="list the graded topics and their steps")
     t.set_defaults(run=_topics)
 
-    d = sub.add_parser("demo", help="serve the tiny model through the paged KV cache")
-    d.add_argument("rest", nargs=argparse.REMAINDER, help="options passed to the demo")
-    d.set_defaults(run=_demo)
+    # Listed for `servelab --help` only: main() hands the demo its arguments untouched.
+    sub.add_parser("demo", help="serve the tiny model through the paged KV cache", add_help=False)
 
-    args, extra = parser.parse_known_args(argv)
-    if args.command == "demo":
-        args.rest = [*args.rest, *extra]
-    elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["demo"]:
+        # The demo parses its own options, in the order given: a subparser's REMAINDER
+        # argument would reorder option values and flags (`--requests 2` became `2 --requests`).
+        return _demo(argv[1:])
+    args = parser.parse_args(argv)
     code: int = args.run(args)
     return code

@@ -1,17 +1,24 @@
 """``servelab progress``: run a learner's notebooks headless and tabulate every grade cell.
 
 Each notebook runs top to bottom in a fresh kernel, as "Restart and run all" would, with errors
-allowed so every grade cell gets its answer. The table has one row per notebook and one
-column per step: passed, failed (with the first line of the grader's hint underneath), or not
-written yet. The exit status is 0 only when every step of every notebook passed, so the same
-command serves a learner, a CI job on a learner's fork, and an instructor collecting ``--json``.
+allowed so every grade cell gets its answer. The table has one row per grade cell, named by
+notebook, topic and step (notebook 03 grades two topics at step 3): passed, failed (with the
+first line of the grader's hint underneath), or not written yet. The exit status is 0 only
+when every row says passed, so the same command serves a learner, a CI job on a learner's
+fork, and an instructor collecting ``--json``.
+
+**Only this run counts.** Saved outputs are cleared before the run, and a step passes only
+when its grade cell ran to completion in this run (the kernel answered) and printed PASSED. A
+grade cell that was still running when the kernel died or the cell timed out, or that never
+ran because an earlier cell stopped the notebook, has failed.
 
 **Protected grade cells.** Grading runs in the learner's own kernel, so a learner could edit
 a grade cell (``step=1`` instead of ``step=3``, or delete the call). With ``protect=solutions/``
 every grade cell is first replaced by the cell with the same id in the solution notebook of the
 same name (re-importing ``grade`` from the package), and a grade cell the learner deleted counts
 as failed. This does not stop deliberate cheating inside the kernel (monkeypatching the
-grader); for that, grade the learner's classes from files with ``servelab grade``.
+grader); ``servelab grade`` grades classes from files in an isolated process, which stops the
+obvious ways but not code written to cheat on purpose.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ __all__ = [
     "NotebookProgress",
     "StepResult",
     "format_table",
-    "grade_steps",
+    "grade_calls",
     "main",
     "protect_grade_cells",
     "run_notebook",
@@ -39,8 +46,9 @@ PASSED, FAILED, NOT_WRITTEN = "passed", "failed", "not written"
 
 @dataclass(frozen=True)
 class StepResult:
-    """The outcome of one grade cell."""
+    """The outcome of one grade cell: which topic and step it grades, and how it went."""
 
+    topic: str
     step: int
     status: str  # PASSED, FAILED or NOT_WRITTEN
     hint: str = ""
@@ -48,7 +56,7 @@ class StepResult:
 
 @dataclass
 class NotebookProgress:
-    """Every graded step of one notebook, in step order."""
+    """Every grade cell of one notebook, in notebook order."""
 
     name: str
     steps: list[StepResult] = field(default_factory=list)
@@ -58,60 +66,103 @@ class NotebookProgress:
         return bool(self.steps) and all(s.status == PASSED for s in self.steps)
 
 
-def grade_steps(source: str) -> list[int]:
-    """The ``step=`` of each ``grade(...)`` call in a cell's source (empty if none)."""
+def grade_calls(source: str) -> list[tuple[str, int]]:
+    """``(topic, step)`` of each ``grade(topic, ..., step=N)`` call in a cell's source.
+
+    A topic that is not written as a string literal is ``""``; a call without an integer
+    ``step=`` is not a graded step. A cell that does not parse has none.
+    """
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    steps = []
+    calls = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "grade":
+            topic_node = node.args[0] if node.args else None
+            step: int | None = None
             for keyword in node.keywords:
-                number = getattr(keyword.value, "value", None)
-                if keyword.arg == "step" and type(number) is int:
-                    steps.append(number)
-    return steps
+                value = getattr(keyword.value, "value", None)
+                if keyword.arg == "step" and type(value) is int:
+                    step = value
+                elif keyword.arg == "topic":
+                    topic_node = keyword.value
+            topic = getattr(topic_node, "value", None)
+            if step is not None:
+                calls.append((topic if isinstance(topic, str) else "", step))
+    return calls
 
 
 def _is_grade_cell(cell: Any) -> bool:
-    return cell.cell_type == "code" and bool(grade_steps(cell.source))
+    return cell.cell_type == "code" and bool(grade_calls(cell.source))
 
 
 _REIMPORT = "from servelab.grading import grade  # protected: the package's own grader\n"
 
 
-def protect_grade_cells(notebook: Any, solution: Any) -> list[int]:
+def protect_grade_cells(notebook: Any, solution: Any) -> list[tuple[str, int]]:
     """Overwrite ``notebook``'s grade cells with the solution's, matched by cell id.
 
-    Returns the steps whose grade cell the learner deleted (they count as failed).
+    Returns the ``(topic, step)`` of each grade cell the learner deleted (they count as failed).
     """
     learner = {cell.get("id"): cell for cell in notebook.cells}
-    missing: list[int] = []
+    missing: list[tuple[str, int]] = []
     for cell in solution.cells:
         if not _is_grade_cell(cell):
             continue
         mine = learner.get(cell.get("id"))
         if mine is None or mine.cell_type != "code":
-            missing.extend(grade_steps(cell.source))
+            missing.extend(grade_calls(cell.source))
             continue
         mine.source = _REIMPORT + cell.source
     return missing
 
 
-def _outcome(step: int, outputs: Sequence[Any]) -> StepResult:
+def _stdout_lines(outputs: Sequence[Any]) -> list[str]:
+    text = "".join(
+        str(o.get("text", ""))
+        for o in outputs
+        if o.get("output_type") == "stream" and o.get("name") == "stdout"
+    )
+    return [line.strip() for line in text.splitlines()]
+
+
+def _outcome(topic: str, step: int, outputs: Sequence[Any]) -> StepResult:
+    """Judge a grade cell that ran to completion in this run by what it showed."""
     errors = [o for o in outputs if o.get("output_type") == "error"]
     if not errors:
-        return StepResult(step, PASSED)
+        if "PASSED" in _stdout_lines(outputs):
+            return StepResult(topic, step, PASSED)
+        return StepResult(topic, step, FAILED, "the grade cell finished without printing PASSED")
     error = errors[0]
     name, value = error.get("ename", ""), str(error.get("evalue", ""))
     if name == "NotImplementedError" or "not written yet" in value:
-        return StepResult(step, NOT_WRITTEN)
+        return StepResult(topic, step, NOT_WRITTEN)
     hints = [line.strip() for line in value.splitlines() if line.strip().startswith("hint:")]
     if hints:
-        return StepResult(step, FAILED, hints[0].removeprefix("hint:").strip())
+        return StepResult(topic, step, FAILED, hints[0].removeprefix("hint:").strip())
     first = next((line.strip() for line in value.splitlines() if line.strip()), "")
-    return StepResult(step, FAILED, f"{name}: {first}" if first else name)
+    return StepResult(topic, step, FAILED, f"{name}: {first}" if first else name)
+
+
+def _why_stopped(exc: Exception, timeout: int) -> tuple[str, str]:
+    """What to say of the cell that was running when the run stopped, and of the cells after it."""
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    if isinstance(exc, CellTimeoutError):
+        return (
+            f"did not finish within {timeout} s: a call into your code never returned",
+            f"not run: an earlier cell did not finish within {timeout} s",
+        )
+    if isinstance(exc, DeadKernelError):
+        return (
+            "the kernel died while this cell ran (os._exit(), a crash, or out of memory)",
+            "not run: the kernel died in an earlier cell",
+        )
+    return (
+        f"did not finish: the run stopped ({type(exc).__name__})",
+        f"not run: the run stopped in an earlier cell ({type(exc).__name__})",
+    )
 
 
 def run_notebook(
@@ -126,71 +177,86 @@ def run_notebook(
     from nbclient import NotebookClient
 
     notebook = nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
-    missing: list[int] = []
+    missing: list[tuple[str, int]] = []
     if protect is not None:
         solution_path = protect / path.name
         if not solution_path.is_file():
             raise FileNotFoundError(f"--protect: no {path.name} in {protect}")
         solution = nbformat.read(solution_path, as_version=4)  # type: ignore[no-untyped-call]
         missing = protect_grade_cells(notebook, solution)
+    for cell in notebook.cells:  # saved outputs are not this run's: only this run counts
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
     total = sum(1 for cell in notebook.cells if cell.cell_type == "code")
-    done = 0
+    started: set[int] = set()
+    finished: dict[int, str] = {}  # cell index -> the kernel's reply status
 
-    def executed(**_: Any) -> None:
-        nonlocal done
-        done += 1
+    def execute(cell_index: int, **_: Any) -> None:
+        started.add(cell_index)
+
+    def executed(cell_index: int, execute_reply: Any, **_: Any) -> None:
+        finished[cell_index] = str(execute_reply.get("content", {}).get("status", ""))
         if on_cell is not None:
-            on_cell(done, total)
+            on_cell(len(finished), total)
 
     client = NotebookClient(
         notebook,
         timeout=timeout,
         allow_errors=True,
         resources={"metadata": {"path": str(path.parent)}},
+        on_cell_execute=execute,
         on_cell_executed=executed,
     )
-    stopped = ""
+    running_hint = later_hint = ""
     try:
         client.execute()
     except Exception as exc:  # a cell that timed out, a kernel that died: report, go on
-        stopped = f"the notebook stopped before this cell ({type(exc).__name__})"
+        running_hint, later_hint = _why_stopped(exc, timeout)
     progress = NotebookProgress(path.stem)
-    for cell in notebook.cells:
-        if _is_grade_cell(cell):
-            ran = cell.get("execution_count") is not None or cell.outputs
-            for step in grade_steps(cell.source):
-                if stopped and not ran:
-                    progress.steps.append(StepResult(step, FAILED, stopped))
-                else:
-                    progress.steps.append(_outcome(step, cell.outputs))
-    for step in missing:
-        progress.steps.append(StepResult(step, FAILED, "the grade cell was deleted"))
-    progress.steps.sort(key=lambda s: s.step)
+    for index, cell in enumerate(notebook.cells):
+        if not _is_grade_cell(cell):
+            continue
+        for topic, step in grade_calls(cell.source):
+            status = finished.get(index)
+            if status in ("ok", "error"):
+                progress.steps.append(_outcome(topic, step, cell.outputs))
+            elif index in started:
+                hint = running_hint or "did not finish"
+                progress.steps.append(StepResult(topic, step, FAILED, hint))
+            else:
+                hint = later_hint or "not run"
+                progress.steps.append(StepResult(topic, step, FAILED, hint))
+    for topic, step in missing:
+        progress.steps.append(StepResult(topic, step, FAILED, "the grade cell was deleted"))
     return progress
 
 
 def format_table(results: Sequence[NotebookProgress]) -> str:
-    """One row per notebook, one column per step; failures numbered, hints listed below."""
-    width = max((s.step for r in results for s in r.steps), default=0)
-    name_w = 2 + max([len("notebook"), *(len(r.name) for r in results)])
-    col_w = 14
-    head = "notebook".ljust(name_w) + "".join(f"step {n}".ljust(col_w) for n in range(1, width + 1))
-    lines = [head.rstrip(), "-" * len(head.rstrip())]
+    """One row per grade cell (notebook, topic, step, result); failures numbered, hints below.
+
+    A notebook without a grade cell gets a row too: it has not passed.
+    """
+    rows: list[tuple[str, str, str, str]] = []
     notes: list[str] = []
     for result in results:
-        by_step = {s.step: s for s in result.steps}
-        row = result.name.ljust(name_w)
-        for n in range(1, width + 1):
-            s = by_step.get(n)
-            if s is None:
-                text = ""
-            elif s.status == FAILED:
-                notes.append(f"[{len(notes) + 1}] {result.name} step {n}: {s.hint}")
+        if not result.steps:
+            rows.append((result.name, "-", "-", "no grade cells"))
+        for s in result.steps:
+            text = s.status
+            if s.status == FAILED:
+                notes.append(
+                    f"[{len(notes) + 1}] {result.name} · {s.topic or '?'} step {s.step}: {s.hint}"
+                )
                 text = f"failed [{len(notes)}]"
-            else:
-                text = s.status
-            row += text.ljust(col_w)
-        lines.append(row.rstrip())
+            rows.append((result.name, s.topic or "?", str(s.step), text))
+    head = ("notebook", "topic", "step", "result")
+    widths = [max(len(row[i]) for row in [head, *rows]) + 2 for i in range(3)]
+
+    def line(row: tuple[str, str, str, str]) -> str:
+        return "".join(row[i].ljust(widths[i]) for i in range(3)) + row[3]
+
+    lines = [line(head), "-" * len(line(head))]
+    lines += [line(row) for row in rows]
     passed = sum(s.status == PASSED for r in results for s in r.steps)
     total = sum(len(r.steps) for r in results)
     lines += ["", f"{passed} of {total} steps passed", *notes]
