@@ -12,6 +12,9 @@ cannot be reached), checks that the site holds the committed exercises even when
 working copy was edited, grades exercise 01's solution class in Pyodide and shows a course
 widget there; its screenshot and the page's console log are kept beside the others.
 
+In the same clone, ``make lab LAB_ARGS="--no-browser --port N"`` (the README's line) must print a
+URL that opens notebook 01, show no news toast, and save that notebook, as opened, unchanged.
+
 Playwright drives the system's chromium (``executable_path``), because ``playwright install``
 downloads browsers from a host that is often unreachable. ``make test`` installs chromium with
 apt when run as root (``tools/install_chromium.sh``); without it this test is skipped.
