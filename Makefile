@@ -22,12 +22,18 @@ $(LAB_STAMP): pyproject.toml
 
 lab-install: $(LAB_STAMP)
 
+# The course's Lab settings are in .jupyter/labconfig (no news toast over grade output); they
+# are defaults, so a learner's own settings still win. default_url is the URL the server prints
+# and opens, so with --no-browser too the printed link opens notebook 01, not the Launcher.
+FIRST_NOTEBOOK := exercises/01_weight_cache.ipynb
 lab: $(LAB_STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=. $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) \
-	  $(LAB_ARGS) exercises/01_weight_cache.ipynb
+	JUPYTER_CONFIG_PATH="$(CURDIR)/.jupyter$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+	  $(VENV)/bin/jupyter lab --notebook-dir=. $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) \
+	  --LabApp.default_url=/lab/tree/$(FIRST_NOTEBOOK) --LabApp.news_url=None $(LAB_ARGS)
 
-# The browser tests include the JupyterLite site: pytest builds it from this checkout (about 40 s,
-# needs npm and PyPI; skipped with the reason when they cannot be reached).
+# The browser tests include the JupyterLite site: pytest runs `make lite` and `make lab` in a clean
+# clone of this checkout's HEAD (about 2 min with the clone's .venv; the site needs npm and PyPI,
+# and its test is skipped with the reason when they cannot be reached).
 # pytest runs on every core (at most 4 workers), a test file per worker at a time, so files that
 # share a fixture (the Lab server, the Lite site) or a notebook keep them in one process.
 XDIST := -n auto --maxprocesses=4 --dist loadfile

@@ -6,9 +6,14 @@ For solutions 01, 03, 04 and 05 the test first looks at the notebook as a presen
 widget renders, that step, back and play change the picture, and keeps a screenshot of each
 notebook in ``test-artifacts/browser/``.
 
-The JupyterLite test builds the zero-install site of this checkout (``tools/build_lite.sh``;
-skipped when npm or PyPI cannot be reached), grades exercise 01's solution class in Pyodide and
-shows a course widget there; its screenshot and the page's console log are kept beside the others.
+The JupyterLite test builds the zero-install site as the README says, ``make lite`` in a clean
+clone of this checkout's HEAD (the target makes the clone's ``.venv``; skipped when npm or PyPI
+cannot be reached), checks that the site holds the committed exercises even when the clone's
+working copy was edited, grades exercise 01's solution class in Pyodide and shows a course
+widget there; its screenshot and the page's console log are kept beside the others.
+
+In the same clone, ``make lab LAB_ARGS="--no-browser --port N"`` (the README's line) must print a
+URL that opens notebook 01, show no news toast, and save that notebook, as opened, unchanged.
 
 Playwright drives the system's chromium (``executable_path``), because ``playwright install``
 downloads browsers from a host that is often unreachable. ``make test`` installs chromium with
@@ -20,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -243,45 +249,106 @@ CacheReplay(partial(WeightCache, 300 * GB), operations, title="in the browser").
 LITE_PAGE_TIMEOUT_MS = 60_000
 LITE_GRADE_TIMEOUT_S = 180
 LITE_WIDGET_TIMEOUT_S = 90
-LITE_BUILD_TIMEOUT_S = 420
+# `make lite` in a fresh clone: the clone's .venv (about 1 min from a local package mirror),
+# then the site (about 40 s with a warm pip cache)
+LITE_BUILD_TIMEOUT_S = 480
 LITE_SKIP_NO_NETWORK = 75  # tools/build_lite.sh's exit status when a download fails
+EDITED_EXERCISE = "exercises/01_weight_cache.ipynb"  # an instructor's answers, never published
+
+
+def _run_build(command: list[str], cwd: Path) -> None:
+    """Run a site build; skip when npm or PyPI cannot be reached, fail on anything else."""
+    started = time.monotonic()
+    try:
+        built = subprocess.run(
+            command, cwd=cwd, capture_output=True, text=True, timeout=LITE_BUILD_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired:
+        pytest.skip(
+            f"JupyterLite test skipped: `{' '.join(command)}` took over "
+            f"{LITE_BUILD_TIMEOUT_S} s (its downloads did not finish)"
+        )
+    errors = [line for line in built.stderr.splitlines() if "is ignored" not in line]
+    # make reports the script's exit status 75 as its own error line
+    no_network = built.returncode == LITE_SKIP_NO_NETWORK or any(
+        "Error 75" in line for line in errors
+    )
+    if no_network:
+        pytest.skip(f"JupyterLite test skipped: the site needs npm and PyPI: {errors[-2:]}")
+    assert built.returncode == 0, f"`{' '.join(command)}` failed:\n" + "\n".join(
+        (built.stdout.splitlines() + errors)[-30:]
+    )
+    print(f"`{' '.join(command)}` took {time.monotonic() - started:.0f} s")
 
 
 def _build_lite_site(site: Path) -> None:
     """``tools/build_lite.sh`` into ``site``; skip when npm or PyPI cannot be reached."""
-    started = time.monotonic()
-    try:
-        built = subprocess.run(
-            ["bash", str(ROOT / "tools" / "build_lite.sh"), sys.executable, str(site)],
-            cwd=ROOT, capture_output=True, text=True, timeout=LITE_BUILD_TIMEOUT_S,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        pytest.skip(
-            f"JupyterLite test skipped: building the site took over {LITE_BUILD_TIMEOUT_S} s "
-            "(its downloads from npm and PyPI did not finish)"
-        )
-    errors = [line for line in built.stderr.splitlines() if "is ignored" not in line]
-    if built.returncode == LITE_SKIP_NO_NETWORK:
-        pytest.skip(f"JupyterLite test skipped: the site needs npm and PyPI: {errors[-2:]}")
-    assert built.returncode == 0, "tools/build_lite.sh failed:\n" + "\n".join(errors[-30:])
-    print(f"JupyterLite site built in {time.monotonic() - started:.0f} s")
+    _run_build(["bash", str(ROOT / "tools" / "build_lite.sh"), sys.executable, str(site)], ROOT)
 
 
 @pytest.fixture(scope="module")
-def lite_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A JupyterLite site of this checkout, served on 127.0.0.1.
+def clean_clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh clone of this checkout's HEAD, as a learner or an instructor starts."""
+    if chromium_path() is None:
+        pytest.skip("browser test skipped: no chromium (see tools/install_chromium.sh)")
+    clone = tmp_path_factory.mktemp("clone") / "servelab"
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    subprocess.run(["git", "clone", "-q", "--no-checkout", str(ROOT), str(clone)], check=True)
+    subprocess.run(["git", "checkout", "-q", head], cwd=clone, check=True)
+    return clone
 
-    Built fresh by ``tools/build_lite.sh`` (about 30 s with a warm pip cache), so the test never
-    runs a stale ``build/lite``; ``SERVELAB_LITE_SITE=build/lite`` tests a site built already.
+
+def _make_lite_in_a_clean_clone(clone: Path) -> Path:
+    """The README's ``make lite``, run in a fresh clone of HEAD whose exercise 01 was edited."""
+    edited = clone / EDITED_EXERCISE
+    edited.write_text(edited.read_text().replace("# YOUR CODE HERE", "# an instructor's answer"))
+    _run_build(["make", "lite"], clone)
+    return clone / "build" / "lite"
+
+
+@pytest.fixture(scope="module")
+def lite_build(request: pytest.FixtureRequest) -> tuple[Path, Path]:
+    """(clone, site): ``make lite`` run in a clean clone of this checkout's HEAD.
+
+    Built fresh, so the test never runs a stale ``build/lite``; ``SERVELAB_LITE_SITE=build/lite``
+    tests a site built already (and then the clone is this checkout).
     """
     if chromium_path() is None:
         pytest.skip("browser test skipped: no chromium (see tools/install_chromium.sh)")
     given = os.environ.get("SERVELAB_LITE_SITE")
     if given:
-        site = Path(given).resolve()
-    else:
-        site = tmp_path_factory.mktemp("lite") / "site"
-        _build_lite_site(site)
+        return ROOT, Path(given).resolve()
+    clone: Path = request.getfixturevalue("clean_clone")
+    return clone, _make_lite_in_a_clean_clone(clone)
+
+
+def test_make_lite_publishes_the_committed_exercises(lite_build: tuple[Path, Path]) -> None:
+    """The site holds each exercise as committed (no outputs), never the working copy."""
+    clone, site = lite_build
+    names = subprocess.run(
+        ["git", "ls-tree", "--name-only", "HEAD", "exercises/"],
+        cwd=clone, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    notebooks = [Path(n).name for n in names if n.endswith(".ipynb")]
+    assert notebooks, "no exercises committed"
+    for name in notebooks:
+        committed = subprocess.run(
+            ["git", "show", f"HEAD:exercises/{name}"],
+            cwd=clone, capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        published = json.loads((site / "files" / name).read_text())
+        assert published == json.loads(committed), f"the site's {name} is not the committed one"
+        assert all(not c.get("outputs") for c in published["cells"]), f"{name} has outputs"
+    if clone != ROOT:
+        assert "an instructor's answer" in (clone / EDITED_EXERCISE).read_text()
+
+
+@pytest.fixture(scope="module")
+def lite_site(lite_build: tuple[Path, Path]) -> Iterator[str]:
+    """The JupyterLite site that ``make lite`` built, served on 127.0.0.1."""
+    site = lite_build[1]
     for required in ("lab/index.html", "static/pyodide/pyodide.mjs", "pypi/all.json"):
         assert (site / required).is_file(), f"the JupyterLite site in {site} has no {required}"
     port = _free_port()
@@ -422,3 +489,76 @@ def test_exercise_01_grades_in_jupyterlite(browser: Any, lite_site: str) -> None
         page.screenshot(path=str(ARTIFACTS / "lite-01_weight_cache.png"))
         (ARTIFACTS / "lite-01_weight_cache.log").write_text(log.report("JupyterLite test") + "\n")
         page.close()
+
+
+LAB_START_TIMEOUT_S = 240  # `make lab` makes the clone's .venv first when the lite test did not
+FIRST_NOTEBOOK = "exercises/01_weight_cache.ipynb"
+
+
+def test_make_lab_opens_notebook_01_with_no_news_toast(browser: Any, clean_clone: Path) -> None:
+    """The README's ``make lab LAB_ARGS="--no-browser --port N"``: the URL it prints opens
+    notebook 01 (not the Launcher), the course's Lab defaults turn the news toast off, and
+    saving the notebook as opened changes nothing."""
+    port = _free_port()
+    log_path = clean_clone.parent / "make-lab.log"
+    with log_path.open("w") as log:
+        server = subprocess.Popen(
+            ["bash", "-c", f'make lab LAB_ARGS="--no-browser --port {port}"'],
+            cwd=clean_clone, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    page = None
+    try:
+        url = None
+        deadline = time.monotonic() + LAB_START_TIMEOUT_S
+        while url is None:
+            found = [w for w in log_path.read_text().split() if w.startswith("http://127.0.0.1")]
+            url = found[0] if found else None
+            if url is None:
+                assert server.poll() is None, log_path.read_text()[-3000:]
+                assert time.monotonic() < deadline, log_path.read_text()[-3000:]
+                time.sleep(0.5)
+        assert url.split("?")[0] == f"http://127.0.0.1:{port}/lab/tree/{FIRST_NOTEBOOK}"
+        token = url.split("token=")[1]
+        settings_url = (
+            f"http://127.0.0.1:{port}/lab/api/settings/"
+            f"@jupyterlab/apputils-extension:notification?token={token}"
+        )
+        with urllib.request.urlopen(settings_url, timeout=30) as response:
+            defaults = json.load(response)["schema"]["properties"]
+        assert defaults["fetchNews"]["default"] == "false"
+        assert defaults["checkForUpdates"]["default"] is False
+
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        page.goto(url)
+        page.wait_for_selector(".jp-Notebook .jp-Cell", state="attached", timeout=60_000)
+        current = page.locator(".lm-DockPanel .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel")
+        assert current.first.inner_text() == Path(FIRST_NOTEBOOK).name
+        page.wait_for_timeout(3000)  # the news question came a moment after the page
+        toasts = page.locator(".jp-Notification-Toast").all_inner_texts()
+        assert not [t for t in toasts if "news" in t.lower()], toasts
+
+        # saved as opened, once the kernel has told Lab its language_info: no change at all
+        notebook = clean_clone / FIRST_NOTEBOOK
+        shipped, stamp = notebook.read_bytes(), notebook.stat().st_mtime_ns
+        page.get_by_text("Kernel status: Idle").first.wait_for(state="attached", timeout=60_000)
+        page.wait_for_timeout(1000)
+        page.locator(".jp-Notebook .jp-Cell").first.click()
+        page.keyboard.press("Escape")
+        page.keyboard.press("Control+s")
+        deadline = time.monotonic() + 30
+        while notebook.stat().st_mtime_ns == stamp and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert notebook.stat().st_mtime_ns != stamp, "Ctrl+S did not save the notebook"
+        time.sleep(0.5)  # the write is atomic, but let it land
+        assert notebook.read_bytes() == shipped, "opening and saving exercise 01 changed it"
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "make-lab.png"))
+    finally:
+        if page is not None:
+            page.close()
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()

@@ -201,3 +201,36 @@ def test_bf16_engine_matches_bf16_dense_generation_up_to_near_ties() -> None:
     ]
     assert all(c.equal or c.near_tie for c in results), results
     assert sum(c.equal for c in results) >= len(results) - 2
+
+
+# --- a block filled by a decode is hit by a prompt admitted in the same step -----------------
+# Block size 4: request A's 3-token prompt is prefilled in step 1; in step 2 its decode writes
+# the KV of its first sampled token into slot 3 and so fills block 0, which the block manager
+# enters in the prefix cache. A prompt that starts with A's 4 tokens, admitted in step 2, hits
+# that block: its prefill must read slot 3 only after the decode wrote it.
+FILLER = [5, 6, 7]
+FIRST = MODEL.generate_dense([FILLER], 1)[0][0]
+HITTER = [*FILLER, FIRST, 9]
+
+
+def test_a_prompt_hitting_a_block_a_decode_fills_in_the_same_step_online() -> None:
+    engine = Engine(MODEL, EngineConfig(num_blocks=16, block_size=4, watermark=0))
+    a, b = Request.of(FILLER, 4), Request.of(HITTER, 4)
+    engine.add(a)
+    engine.step()  # A's prefill
+    engine.add(b)  # admitted in the step where A's decode fills block 0
+    while not engine.is_idle:
+        engine.step()
+    assert engine.stats.cached_tokens == 4  # B hit the block A's decode filled
+    assert [c.samples[0] for c in engine.completions()] == dense([a, b])
+    assert_drained(engine)
+
+
+def test_a_prompt_hitting_a_block_a_decode_fills_in_the_same_step_in_one_run() -> None:
+    """The same in one ``run`` of three requests: C, finished after its prefill, holds the
+    blocks that keep B waiting until the step where A's decode fills block 0."""
+    a, c, b = Request.of(FILLER, 4), Request.of(range(20, 30), 1), Request.of(HITTER, 4)
+    engine, got = run([a, c, b], num_blocks=5, block_size=4, watermark=0)
+    assert engine.stats.cached_tokens == 4
+    assert [s[0] for s in got] == dense([a, c, b])
+    assert_drained(engine)

@@ -2,10 +2,13 @@
 
 * Every notebook in ``solutions/`` and ``notebooks/`` passes ``pytest --nbval-lax`` (run as a
   separate process, exactly the command a learner or CI would type).
-* Every notebook in ``exercises/``, executed as shipped, fails only with
-  ``NotImplementedError``, fails at least once, and every grade cell says its step is not
-  written yet (``StepNotWritten``, a ``NotImplementedError``) with no grader frames: a skeleton
-  must not pass any step on its own.
+* Every notebook in ``exercises/``, executed as shipped, fails only in its grade cells, each
+  saying its step is not written yet (``StepNotWritten``, a ``NotImplementedError``) with no
+  grader frames: a skeleton must not pass any step on its own. Every other cell runs: one that
+  reaches a method not written yet prints one line naming it (``servelab.unwritten``), so
+  Run All, which stops at the first error, reaches the first grade cell.
+* Each notebook's checkpoint line, pasted as its markdown says, hands the grade cell a class
+  that passes; so does the README's.
 * Re-running cells never changes a grade: every solution notebook, executed with each code cell
   run twice in a row, and each cell with a solution region run first as the learner's stub,
   passes every grade cell.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -85,8 +89,13 @@ def _is_grade_cell(cell: nbformat.NotebookNode) -> bool:
     return cell.cell_type == "code" and cell.source.lstrip().startswith("grade(")
 
 
+def _text(cell: nbformat.NotebookNode) -> str:
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+
+
 def unexpected_outcomes(notebook: nbformat.NotebookNode) -> list[str]:
-    """What is wrong with an executed exercise; empty when it fails exactly where it should."""
+    """What is wrong with an executed exercise; empty when it fails exactly where it should:
+    in every grade cell, with ``StepNotWritten``, and nowhere else."""
     failed: dict[int, list[str]] = {}
     tracebacks: dict[int, str] = {}
     for index, cell in enumerate(notebook.cells):
@@ -95,21 +104,29 @@ def unexpected_outcomes(notebook: nbformat.NotebookNode) -> list[str]:
             if errors:
                 failed[index] = [o.ename for o in errors]
                 tracebacks[index] = "\n".join(line for o in errors for line in o.traceback)
-    if not failed:
-        return ["no cell raised NotImplementedError: the exercise leaves nothing to do"]
+    grade_cells = [i for i, cell in enumerate(notebook.cells) if _is_grade_cell(cell)]
+    if not grade_cells:
+        return ["no grade cell: the exercise leaves nothing to do"]
     problems = []
     for index, names in failed.items():
         cell = notebook.cells[index]
-        expected = "StepNotWritten" if _is_grade_cell(cell) else "NotImplementedError"
-        if any(name != expected for name in names):
+        if not _is_grade_cell(cell):
+            problems.append(
+                f"cell {index} ({_first_line(cell.source)!r}) raised {names}: Run All stops there"
+            )
+        elif any(name != "StepNotWritten" for name in names):
             problems.append(f"cell {index} ({_first_line(cell.source)!r}) raised {names}")
-        elif expected == "StepNotWritten" and "grading/" in tracebacks[index]:
+        elif "grading/" in tracebacks[index]:
             problems.append(f"grade cell {index} shows the grader's frames")
     problems += [
-        f"grade cell {index} ({_first_line(cell.source)!r}) passes on the unfinished skeleton"
-        for index, cell in enumerate(notebook.cells)
-        if _is_grade_cell(cell) and index not in failed
+        f"grade cell {index} ({_first_line(notebook.cells[index].source)!r}) passes on the "
+        "unfinished skeleton"
+        for index in grade_cells
+        if index not in failed
     ]
+    first = notebook.cells[grade_cells[0]]
+    if "not written yet" not in _text(first):
+        problems.append(f"the first grade cell does not say 'not written yet': {_text(first)!r}")
     return problems
 
 
@@ -128,33 +145,38 @@ def test_exercise_fails_only_where_the_learner_works(path: Path) -> None:
     assert not problems, f"{_name(path)}:\n" + "\n".join(f"  {p}" for p in problems)
 
 
+NOT_WRITTEN = "  ✗ step 1: `put` is not written yet\nNOT FINISHED\n"
+
+
 def _executed(*cells: tuple[str, str | None]) -> nbformat.NotebookNode:
-    """A notebook as if run: each cell's source and the name of the error it raised, if any."""
+    """A notebook as if run: each cell's source and the name of the error it raised, if any
+    (a grade cell that raised also printed that its step is not written yet)."""
     built = []
     for source, error in cells:
         outputs = [new_output("error", ename=error, evalue="", traceback=[])] if error else []
+        if error and source.startswith("grade("):
+            outputs.insert(0, new_output("stream", name="stdout", text=NOT_WRITTEN))
         built.append(new_code_cell(source, outputs=outputs))
     return new_notebook(cells=built)
 
 
-def test_the_exercise_check_accepts_only_not_implemented_failures() -> None:
-    good = _executed(
-        ("x = 1", None),
-        ("cache.put(1)", "NotImplementedError"),
-        ("grade(1)", "StepNotWritten"),
-    )
+def test_the_exercise_check_accepts_failures_in_grade_cells_only() -> None:
+    good = _executed(("x = 1", None), ("cache.put(1)", None), ("grade(1)", "StepNotWritten"))
     assert unexpected_outcomes(good) == []
-    leaked = _executed(("cache.put(1)", "NotImplementedError"), ("print(cache)", "NameError"))
-    assert unexpected_outcomes(leaked) == ["cell 1 ('print(cache)') raised ['NameError']"]
-    raw = _executed(
-        ("f()", "NotImplementedError"), ("grade('t', C, step=1)", "NotImplementedError")
-    )
+    demo = _executed(("cache.put(1)", "NotImplementedError"), ("grade(1)", "StepNotWritten"))
+    assert unexpected_outcomes(demo) == [
+        "cell 0 ('cache.put(1)') raised ['NotImplementedError']: Run All stops there"
+    ]
+    raw = _executed(("f()", None), ("grade('t', C, step=1)", "NotImplementedError"))
     assert unexpected_outcomes(raw) == [
         "cell 1 (\"grade('t', C, step=1)\") raised ['NotImplementedError']"
     ]
-    free_pass = _executed(("f()", "NotImplementedError"), ("grade('t', C, step=1)", None))
+    free_pass = _executed(("f()", None), ("grade('t', C, step=1)", None))
     assert "passes on the unfinished skeleton" in unexpected_outcomes(free_pass)[0]
     assert "nothing to do" in unexpected_outcomes(_executed(("x = 1", None)))[0]
+    silent = _executed(("grade(1)", "StepNotWritten"))
+    silent.cells[0].outputs = silent.cells[0].outputs[1:]
+    assert "does not say 'not written yet'" in unexpected_outcomes(silent)[0]
 
 
 def test_exercises_are_in_sync_with_solutions() -> None:
@@ -281,3 +303,134 @@ def test_the_target_check_finds_missing_unrenderable_and_self_drawn_targets() ->
         "target-x-step3 draws the notebook's own ['Mine']",
         "target-x-step3: no stored picture with an <img> fallback",
     ]
+
+
+def _kernel_language_info() -> dict[str, Any]:
+    """What the course's kernel reports about its language: JupyterLab saves exactly this."""
+    from jupyter_client.manager import start_new_kernel
+
+    manager, client = start_new_kernel(kernel_name="python3")
+    try:
+        reply = client.kernel_info(reply=True, timeout=60)
+        return dict(reply["content"]["language_info"])
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+
+
+@pytest.mark.parametrize("folder", ["exercises", "solutions"])
+def test_opening_and_saving_a_notebook_changes_nothing(folder: str, tmp_path: Path) -> None:
+    """JupyterLab sets ``language_info`` from the kernel and saves with nbformat: a notebook
+    shipped with both already in place is not marked changed, and a save leaves no diff.
+
+    The kernel's Python version is the one field a learner's own Python may still change.
+    """
+    language = _kernel_language_info()
+    for path in _notebooks(folder):
+        notebook = nbformat.read(path, as_version=4)
+        shipped = dict(notebook.metadata.get("language_info", {}))
+        assert {k: v for k, v in shipped.items() if k != "version"} == {
+            k: v for k, v in language.items() if k != "version"
+        }, f"{_name(path)} does not carry the language_info JupyterLab writes"
+        notebook.metadata["language_info"] = {**language, "version": shipped["version"]}
+        saved = tmp_path / path.name
+        nbformat.write(notebook, saved, version=nbformat.NO_CONVERT)  # as jupyter_server saves
+        assert saved.read_bytes() == path.read_bytes(), f"saving {_name(path)} changes it"
+
+
+def test_nbval_settings_reach_exercises_from_the_root(tmp_path: Path) -> None:
+    """The root ``conftest.py`` keeps ``exercises/`` to notebooks only, and nbval run on a
+    folder below it still skips comparing stderr (a warning is not part of a lesson)."""
+    assert sorted(p.name for p in (ROOT / "exercises").iterdir()) == [
+        p.name for p in _notebooks("exercises")
+    ], "exercises/ should hold only the learner's notebooks"
+    for name in ("conftest.py", "pyproject.toml"):
+        (tmp_path / name).write_text((ROOT / name).read_text())
+    source = '# NBVAL_CHECK_OUTPUT\nimport sys\nprint("out")\nprint("now", file=sys.stderr)'
+    stored = [
+        new_output("stream", name="stdout", text="out\n"),
+        new_output("stream", name="stderr", text="a warning of another day\n"),
+    ]
+    notebook = new_notebook(cells=[new_code_cell(source, outputs=stored, execution_count=1)])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    (tmp_path / "exercises").mkdir()
+    nbformat.write(notebook, tmp_path / "exercises" / "x.ipynb")
+    command = [sys.executable, "-m", "pytest", "--nbval-lax", "-q", "exercises/"]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
+_CHECKPOINT_LINE = re.compile(r'^(\w+) = [\w.]*checkpoint\("([\w-]+)", step=(\d+)\)$')
+
+
+def _checkpoint_line(path: Path) -> str:
+    """The line the notebook's checkpoint note says to paste (its one ``python`` block)."""
+    notebook = nbformat.read(path, as_version=4)
+    notes = [c for c in notebook.cells if str(c.get("id", "")).startswith("checkpoint-")]
+    assert len(notes) == 1, f"{_name(path)} should say once how to continue from a checkpoint"
+    index = notebook.cells.index(notes[0])
+    assert index <= 4, f"{_name(path)}: the checkpoint note is cell {index}, not near the top"
+    blocks = re.findall(r"```python\n(.*?)\n```", notes[0].source, flags=re.S)
+    assert len(blocks) == 1, notes[0].source
+    return str(blocks[0])
+
+
+def _readme_checkpoint_line() -> str:
+    found = re.findall(r"`(\w+ = [\w.]*checkpoint\([^`]*\))`", (ROOT / "README.md").read_text())
+    assert len(found) == 1, f"the README should show one checkpoint line, found {found}"
+    return str(found[0])
+
+
+def _pasted_and_graded(path: Path, line: str) -> list[str]:
+    """Run the exercise as shipped up to the grade cell the line names, with ``line`` pasted
+    in a new cell just below the class cell it replaces; what went wrong, if anything."""
+    match = _CHECKPOINT_LINE.match(line)
+    assert match, f'{line!r} is not `Name = checkpoint("topic", step=n)`'
+    name, topic, step = match.group(1), match.group(2), int(match.group(3))
+    tool = _load_tool()
+    cells = []
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type != "code":
+            continue
+        cells.append(new_code_cell(cell.source))
+        defines = tool._parses(cell.source) and any(
+            isinstance(n, ast.ClassDef) and n.name == name for n in ast.parse(cell.source).body
+        )
+        if defines:
+            cells.append(new_code_cell(line, metadata={"servelab": "pasted"}))
+        if tool._parses(cell.source) and (topic, step) in {
+            (t, n) for t, n, _ in tool._grade_calls(cell.source)
+        }:
+            break
+    else:
+        return [f"no grade cell for {topic} step {step}"]
+    notebook = new_notebook(cells=cells, metadata=nbformat.read(path, as_version=4).metadata)
+    NotebookClient(
+        notebook,
+        timeout=CELL_TIMEOUT_S,
+        allow_errors=True,
+        resources={"metadata": {"path": str(path.parent)}},
+    ).execute()
+    pasted = [c for c in notebook.cells if c.metadata.get("servelab") == "pasted"]
+    problems = [] if pasted else [f"no cell defines {name}"]
+    for cell in pasted:
+        errors = [f"{o.ename}: {o.evalue}" for o in cell.outputs if o.output_type == "error"]
+        if errors:
+            problems.append(f"the pasted line raised {errors}")
+    if not _text(notebook.cells[-1]).rstrip().endswith("PASSED"):
+        problems.append(f"step {step} did not pass:\n{_text(notebook.cells[-1])[-1500:]}")
+    return problems
+
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize("path", _notebooks("exercises"), ids=_name)
+def test_the_checkpoint_line_works_when_pasted(path: Path) -> None:
+    problems = _pasted_and_graded(path, _checkpoint_line(path))
+    assert not problems, f"{_name(path)}:\n" + "\n".join(f"  {p}" for p in problems)
+
+
+@pytest.mark.notebooks
+def test_the_readme_checkpoint_line_works_when_pasted_into_notebook_01() -> None:
+    path = ROOT / "exercises" / "01_weight_cache.ipynb"
+    problems = _pasted_and_graded(path, _readme_checkpoint_line())
+    assert not problems, "\n".join(problems)

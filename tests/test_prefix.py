@@ -18,6 +18,7 @@ from servelab.kv.blocks import (
     UnknownSequence,
 )
 from servelab.kv.prefix import (
+    InvalidBlockHash,
     InvalidExtraKey,
     PrefixCachingBlockManager,
     builtin_chain,
@@ -332,3 +333,119 @@ def test_state_machine_against_the_rules() -> None:
     run_state_machine_as_test(
         machine, settings=settings(settings(), max_examples=40 * scale, stateful_step_count=60)
     )
+
+
+# --- a hash_algo callable that fails: refused before anything changes --------------------------
+BAD = 13  # a block holding this id makes the hash below fail
+
+
+class FailingHash:
+    """A hash that raises, or returns ``result``, for any block holding ``BAD``."""
+
+    def __init__(self, result: object = None, raises: bool = False) -> None:
+        self.result, self.raises = result, raises
+
+    def __call__(self, parent: int, tokens: list[int]) -> Any:
+        if BAD in tokens:
+            if self.raises:
+                raise RuntimeError("the hash failed")
+            return self.result
+        return hash((parent, tuple(tokens)))
+
+
+def deep_snapshot(bm: PrefixCachingBlockManager) -> tuple[Any, ...]:
+    """``prefix_snapshot``, each sequence's token ids and every interned identity."""
+    idents = sorted((repr(key), p.refs, p.block, repr(p.name)) for key, p in bm._idents.items())
+    tokens = tuple((s, tuple(bm.token_ids(s))) for s in sorted(bm.sequences()))
+    return (prefix_snapshot(bm), tokens, tuple(idents))
+
+
+def _populated(algo: FailingHash) -> PrefixCachingBlockManager:
+    """Two cached blocks in use (seq 0; fork 3 shares them and the partial tail), a cached
+    evictable block, a plain free one and an unused one."""
+    bm = PrefixCachingBlockManager(6, 2, hash_algo=algo)
+    bm.allocate(0, [1, 2, 3, 4, 5])
+    bm.allocate(1, [7, 7, 8])
+    bm.free_seq(1)
+    bm.fork(0, 3)
+    return bm
+
+
+def _no_setup(bm: PrefixCachingBlockManager) -> None:
+    pass
+
+
+def _drop_fork(bm: PrefixCachingBlockManager) -> None:
+    bm.free_seq(3)
+
+
+CALLS: dict[str, tuple[Any, Any]] = {
+    # hits two blocks, then names a new full block holding BAD (evicting for the third block)
+    "allocate": (_no_setup, lambda bm: bm.allocate(2, [1, 2, 3, 4, BAD, 14, 15, 16, 17])),
+    # revives the evictable block, then names one holding BAD
+    "allocate-revive": (_no_setup, lambda bm: bm.allocate(2, [7, 7, BAD, 14, 15])),
+    # hits, names one good new block, then one holding BAD
+    "allocate-second": (
+        _no_setup,
+        lambda bm: bm.allocate(2, [1, 2, 3, 4, 20, 21, BAD, 14, 17]),
+    ),
+    "append_slot-own-tail": (_drop_fork, lambda bm: bm.append_slot(0, BAD)),
+    "append_slot-cow": (_no_setup, lambda bm: bm.append_slot(0, BAD)),  # copies the tail first
+    # seq 0 copies the shared tail and fills it with a good id; seq 3 then fills with BAD
+    "append_slots": (_no_setup, lambda bm: bm.append_slots([0, 3], [6, BAD])),
+}
+
+
+def _fails_and_changes_nothing(algo: FailingHash, name: str, error: type) -> None:
+    bm = _populated(algo)
+    setup, call = CALLS[name]
+    setup(bm)
+    before = deep_snapshot(bm)
+    with pytest.raises(error):
+        call(bm)
+    assert deep_snapshot(bm) == before
+    check_prefix_invariants(bm)
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+@pytest.mark.parametrize(
+    "result", [None, "7", 1.5, True, b"\0" * 32], ids=["None", "str", "float", "bool", "bytes"]
+)
+def test_a_hash_result_that_is_not_an_int_is_refused_and_changes_nothing(
+    name: str, result: object
+) -> None:
+    _fails_and_changes_nothing(FailingHash(result), name, InvalidBlockHash)
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+def test_a_hash_that_raises_changes_nothing(name: str) -> None:
+    """No leaked block, no raised refcount, no appended token, no identity left behind."""
+    _fails_and_changes_nothing(FailingHash(raises=True), name, RuntimeError)
+
+
+def test_a_hash_that_raises_with_one_token_blocks_changes_nothing() -> None:
+    """Block size 1: every appended token takes a new block and fills it at once."""
+    bm = PrefixCachingBlockManager(6, 1, hash_algo=FailingHash(raises=True))
+    bm.allocate(0, [1, 2])
+    before = deep_snapshot(bm)
+    with pytest.raises(RuntimeError):
+        bm.append_slot(0, BAD)
+    assert deep_snapshot(bm) == before
+    with pytest.raises(RuntimeError):
+        bm.append_slots([0], [BAD])
+    assert deep_snapshot(bm) == before
+    bm.append_slot(0, 3)  # still usable
+    check_prefix_invariants(bm)
+
+
+def test_the_issue_repro_a_hash_returning_none_never_serves_other_tokens() -> None:
+    """A forgotten ``return`` used to enter blocks under None; after reuse, a prompt [1, 2, 5]
+    hit a block that held [7, 7]."""
+
+    def forgot_return(parent: int, tokens: list[int]) -> int:
+        hash((parent, tuple(tokens)))  # type: ignore[return-value]
+
+    bm = PrefixCachingBlockManager(2, 2, hash_algo=forgot_return)
+    with pytest.raises(InvalidBlockHash, match="hash_algo"):
+        bm.allocate(0, [1, 2, 3])
+    assert bm.sequences() == [] and bm.num_free == 2 and bm.cached() == {}

@@ -12,6 +12,7 @@ import pytest
 import servelab
 
 COURSE_MODULES = [
+    "servelab.kv.block_hash",
     "servelab.kv.blocks",
     "servelab.kv.prefix",
     "servelab.kv.scheduler",

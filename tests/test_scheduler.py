@@ -28,6 +28,7 @@ from servelab.kv.scheduler import (
 )
 from servelab.kv.sim import Arrival, SimulationStalled, emit_tokens, random_workload, simulate
 from servelab.testing.core import InvariantViolation, thoroughness
+from servelab.testing.prefix_cache import prefix_snapshot
 from servelab.testing.scheduler import (
     QueueState,
     check_invariants,
@@ -543,3 +544,61 @@ def test_the_one_call_decode_step_decides_what_one_call_per_sequence_decides(
             break
     assert preempted > 0  # the fallback path was exercised
     assert fast.bm.num_free == fast.bm.num_blocks
+
+
+# --- a bad request never gets in; a failing block manager never loses one -------------------
+
+
+def test_add_refuses_a_negative_token_id_and_changes_nothing() -> None:
+    """A negative id used to be queued; step() then popped it, the block manager refused it,
+    and every later step raised TokenNotAppended."""
+    sched = Scheduler(BlockManager(8, 4), watermark=0)
+    sched.add(Sequence.dummy(0, 3, 2))
+    before = state(sched)
+    with pytest.raises(InvalidRequest, match="-2"):
+        sched.add(Sequence.from_prompt(1, [1, -2, 3], 2))
+    assert state(sched) == before and not sched._held_by_block_manager(1)
+    with pytest.raises(UnknownSequence):
+        sched.sequence(1)
+    run_until_idle(sched)  # the good request is served as if nothing happened
+    assert sched.is_idle and sched.bm.num_free == 8
+
+
+def test_append_token_refuses_a_negative_id() -> None:
+    seq = Sequence.from_prompt(0, [1, 2], 3)
+    for bad in (-1, True, 1.0):
+        with pytest.raises(InvalidRequest):
+            seq.append_token(bad)  # type: ignore[arg-type]
+    assert seq.token_ids == [1, 2]
+
+
+class FlakyHash:
+    """A prefix-cache hash that raises while ``failing`` for blocks holding id 13."""
+
+    failing = True
+
+    def __call__(self, parent: int, tokens: list[int]) -> int:
+        if self.failing and 13 in tokens:
+            raise RuntimeError("the hash failed")
+        return hash((parent, tuple(tokens)))
+
+
+def test_a_step_whose_admission_fails_keeps_the_request_queued() -> None:
+    """The block manager raises while admitting: the request stays at the head of waiting
+    (it used to be popped first and lost, though still counted live), and nothing changed."""
+    algo = FlakyHash()
+    bm = PrefixCachingBlockManager(8, 2, hash_algo=algo)
+    sched = Scheduler(bm, watermark=0)
+    seq = Sequence.from_prompt(0, [13, 1, 2], 2)
+    sched.add(seq)
+    before = (state(sched), prefix_snapshot(bm))
+    with pytest.raises(RuntimeError):
+        sched.step()
+    assert (state(sched), prefix_snapshot(bm)) == before
+    assert sched.sequence(0) is seq and list(sched.waiting) == [seq]
+    algo.failing = False
+    out = sched.step()
+    assert [p.seq for p in out.prefills] == [seq]
+    emit_tokens(out)
+    run_until_idle(sched)
+    assert sched.is_idle and bm.num_free == 8

@@ -472,3 +472,152 @@ def test_entries_are_created_as_the_umask_says(store: WeightStore, umask: int) -
     finally:
         os.umask(old)
     assert store.path("m").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+# --- defects found by an audit: each test failed before its fix ------------------------------
+
+
+def test_a_replica_opened_after_a_save_never_joins_an_older_in_flight_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replica of v1 is mid-load when v2 is saved; a replica opened after ``save`` returned
+    verified v2's digest, so it must not share the v1 load and serve v1."""
+    import threading
+    from concurrent.futures import Future
+
+    import servelab.weights.store as store_module
+
+    cache: WeightCache[tuple[str, str, str]] = WeightCache(10**9)
+    store = WeightStore(tmp_path, cache=cache)
+    v1, v2 = weights(51), weights(52)
+    store.save("m", v1)
+    first_read = threading.Event()
+    release_first = threading.Event()
+    real = store._load_verified
+    first = []
+
+    def load(key: str, device: object) -> object:
+        result = real(key, device)  # type: ignore[arg-type]
+        if not first:
+            first.append(True)
+            first_read.set()
+            release_first.wait()  # the v1 load stays in flight until the new replica decided
+        return result
+
+    class Flight(Future):  # type: ignore[type-arg]
+        def result(self, timeout: float | None = None) -> object:
+            release_first.set()  # joining the v1 load: let it finish instead of deadlocking
+            return super().result(timeout)
+
+    monkeypatch.setattr(store, "_load_verified", load)
+    monkeypatch.setattr(store_module, "Future", Flight)
+    served_first: list[dict[str, torch.Tensor]] = []
+
+    def old_replica() -> None:
+        with store.replica("m") as w:
+            served_first.append(w)
+
+    thread = threading.Thread(target=old_replica)
+    thread.start()
+    first_read.wait()
+    store.save("m", v2)
+    with store.replica("m") as w:  # opened after save(v2) returned
+        assert_same(w, v2)
+    release_first.set()
+    thread.join()
+    assert_same(served_first[0], v1)  # it verified v1 before the save: v1 is right for it
+    assert cache.pinned_keys() == []
+
+
+@pytest.mark.parametrize("names", [["__metadata__"], ["w", "__metadata__"]])
+def test_save_refuses_a_reserved_tensor_name_and_writes_nothing(
+    store: WeightStore, names: list[str]
+) -> None:
+    from servelab.weights.store import InvalidTensorName
+
+    store.save("m", weights(1))
+    before = store.read_raw("m")
+    with pytest.raises(InvalidTensorName, match="__metadata__"):
+        store.save("m", {n: torch.ones(2) for n in names})
+    with pytest.raises(InvalidTensorName, match="__metadata__"):
+        store.save("other", {n: torch.ones(2) for n in names})
+    assert store.read_raw("m") == before and store.keys() == ["m"]
+    assert store.stale_temp_files() == []
+
+
+def test_save_refuses_a_tensor_name_that_is_not_a_string(store: WeightStore) -> None:
+    from servelab.weights.store import InvalidTensorName
+
+    with pytest.raises(InvalidTensorName, match="7"):
+        store.save("m", {7: torch.ones(2)})  # type: ignore[dict-item]
+    assert store.keys() == []
+
+
+def test_a_store_opens_beside_temp_like_names_it_cannot_judge_or_remove(tmp_path: Path) -> None:
+    """A pid no process can have is judged by age like a name without a pid; a directory is
+    left in place with a warning."""
+    huge_new = tmp_path / f".m.safetensors.{2**80}.abcdef.tmp"
+    huge_old = tmp_path / f".n.safetensors.{2**80}.abcdef.tmp"
+    zero_pid = tmp_path / ".z.safetensors.0.abcdef.tmp"
+    directory = tmp_path / ".d.safetensors.x8k2_q.tmp"  # no pid, a day old
+    for p in (huge_new, huge_old, zero_pid):
+        p.write_bytes(b"half a model")
+    directory.mkdir()
+    (directory / "inside").write_bytes(b"someone's data")
+    os.utime(huge_old, (0, 0))
+    os.utime(zero_pid, (0, 0))
+    os.utime(directory, (0, 0))
+    with pytest.warns(RuntimeWarning, match=r"\.d\.safetensors\.x8k2_q\.tmp"):
+        store = WeightStore(tmp_path)
+    assert sorted(store.removed_temp_files) == sorted([huge_old, zero_pid])
+    assert huge_new.exists() and (directory / "inside").read_bytes() == b"someone's data"
+
+
+def test_keys_skips_an_entry_deleted_after_the_listing(
+    store: WeightStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.save("stays", weights(1))
+    store.save("goes", weights(2))
+    real_lstat = Path.lstat
+
+    def lstat(self: Path) -> os.stat_result:
+        if self.name == "goes.safetensors":
+            self.unlink(missing_ok=True)  # another process deletes it right after the listing
+        return real_lstat(self)
+
+    monkeypatch.setattr(Path, "lstat", lstat)
+    assert store.keys() == ["stays"]
+
+
+def test_a_packed_fp4_scalar_is_an_unsupported_dtype_and_writes_nothing(
+    store: WeightStore,
+) -> None:
+    from servelab.weights.store import UnsupportedDtype
+
+    fp4 = getattr(torch, "float4_e2m1fn_x2", None)
+    if fp4 is None:
+        pytest.skip("this torch has no packed FP4 dtype")
+    scalar = torch.zeros((), dtype=torch.uint8).view(fp4)
+    with pytest.raises(UnsupportedDtype, match="'s'"):
+        store.save("m", {"ok": torch.ones(2), "s": scalar})
+    assert store.keys() == [] and store.stale_temp_files() == []
+    store.save("m", {"s": scalar.reshape(1)})  # what the message says to do
+    assert store.load("m")["s"].shape == (1,)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [b"[" * 100_000 + b"]" * 100_000, b'{"x":' + b"7" * 5000 + b"}"],
+    ids=["nested-deeper-than-the-parser-recurses", "integer-longer-than-python-converts"],
+)
+def test_a_header_json_cannot_read_is_a_corrupt_entry(tmp_path: Path, header: bytes) -> None:
+    cache: WeightCache[tuple[str, str, str]] = WeightCache(10**9)
+    store = WeightStore(tmp_path, cache=cache)
+    store.path("m").write_bytes(len(header).to_bytes(8, "little") + header)
+    with pytest.raises(CorruptEntry):
+        store.load("m")
+    with pytest.raises(CorruptEntry):
+        store.digest("m")
+    with pytest.raises(CorruptEntry), store.replica("m"):
+        pass
+    assert len(cache) == 0

@@ -131,7 +131,7 @@ def test_exercise_has_no_outputs_counts_or_run_metadata() -> None:
     assert code.execution_count is None
     assert "execution" not in code.metadata
     assert code.metadata["tags"] == ["keep"]
-    assert set(exercise.metadata) == {"kernelspec"}
+    assert set(exercise.metadata) == {"kernelspec", "language_info"}
     assert "return 42" not in code.source
     # the solution itself is untouched
     assert solution.cells[1].execution_count == 7

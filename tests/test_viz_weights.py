@@ -320,7 +320,33 @@ def test_errors_and_unfinished_methods_are_reported_not_raised() -> None:
 
     outcome = apply_operation(Unfinished(), ("put", "a", 1))
     assert outcome.raised
-    assert "NotImplementedError" in outcome.text
+    assert outcome.text.endswith("`Unfinished.put` is not written yet")
+    assert outcome.not_written == "Unfinished.put"
+
+
+def test_a_replay_of_an_unfinished_class_says_on_the_picture_what_is_not_written() -> None:
+    """A half-built cache with zero counters must not pass for the finished one."""
+
+    class Counting(WeightCache):
+        def get(self, key: Any) -> Any:
+            raise NotImplementedError()
+
+    operations = [("put", "a", 10 * GB), ("get", "a"), ("put", "b", 10 * GB)]
+    replay = CacheReplay(lambda: Counting(100 * GB), operations)
+    replay.seek(len(operations))
+    expected = "`Counting.get` is not written yet (from operation 2, get('a'))"
+    assert replay.not_written()[0].startswith(expected)
+    for svg in (replay.svg(), replay.picture(title="yours").data):
+        warnings = [t.findtext("{http://www.w3.org/2000/svg}title") for t in _warnings(svg)]
+        assert any(w.startswith("\u26a0 " + expected) for w in warnings if w), warnings
+    finished = CacheReplay(lambda: WeightCache(100 * GB), operations)
+    finished.seek(len(operations))
+    assert finished.not_written() == [] and not _warnings(finished.svg())
+
+
+def _warnings(svg: str) -> list[ET.Element]:
+    root = ET.fromstring(svg)
+    return [e for e in root.iter() if e.get("class") == "warning"]
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from servelab.weights import (
     EvictionPolicy,
     InvalidPolicy,
     NoVictim,
+    PinnedCapacityExceeded,
     PolicyInconsistent,
     PolicyInUse,
     WeightCache,
@@ -283,6 +284,62 @@ def test_pinned_releases_when_the_body_raises() -> None:
     assert cache.pin_count("a") == 0 and cache.eviction_order() == ["a"]
 
 
+def test_one_pinned_handle_entered_twice_in_one_thread_holds_two_pins() -> None:
+    cache: WeightCache[str] = WeightCache(100)
+    cache.put("a", "A", 10)
+    handle = cache.pinned("a")
+    with handle as outer:
+        with handle as inner:
+            assert outer == inner == "A" and cache.pin_count("a") == 2
+        assert cache.pin_count("a") == 1 and cache.eviction_order() == []
+    assert cache.pin_count("a") == 0 and cache.eviction_order() == ["a"]
+    cache.put("a", "A2", 20)  # no pin left behind: it can be replaced ...
+    cache.put("big", "B", 100)  # ... and evicted
+    assert cache.keys() == ["big"]
+
+
+def test_one_pinned_handle_shared_by_two_threads_holds_a_pin_for_each() -> None:
+    cache: WeightCache[str] = WeightCache(100)
+    cache.put("a", "A", 10)
+    handle = cache.pinned("a")
+    entered = [threading.Event(), threading.Event()]
+    leave = [threading.Event(), threading.Event()]
+
+    def serve(i: int) -> None:
+        with handle:
+            entered[i].set()
+            leave[i].wait()
+
+    threads = [threading.Thread(target=serve, args=(i,), daemon=True) for i in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for e in entered:
+            e.wait()
+        assert cache.pin_count("a") == 2
+        leave[0].set()
+        threads[0].join()
+        assert cache.pin_count("a") == 1  # the other thread still serves it: not evictable
+        with pytest.raises(PinnedCapacityExceeded):
+            cache.put("big", "B", 100)
+    finally:  # a failed check must not leave a thread waiting
+        for e in leave:
+            e.set()
+    threads[1].join()
+    assert cache.pin_count("a") == 0 and cache.eviction_order() == ["a"]
+
+
+def test_a_pinned_handle_exited_more_often_than_entered_takes_no_other_pin() -> None:
+    cache: WeightCache[str] = WeightCache(100)
+    cache.put("a", "A", 10)
+    cache.pin("a")  # a replica's own pin, not the handle's
+    handle = cache.pinned("a")
+    with handle:
+        pass
+    handle.__exit__(None, None, None)
+    assert cache.pin_count("a") == 1
+
+
 # --- asynchronous exceptions ----------------------------------------------------------------
 
 
@@ -343,9 +400,13 @@ def test_interrupts_at_random_moments_never_lock_or_corrupt_the_cache(policy: st
                     except WeightCacheError:
                         pass
             elif r < 0.6:
+                handle = cache.pinned(key)
                 try:
-                    with cache.pinned(key) as w:
+                    with handle as w:
                         assert w == key
+                        if local.random() < 0.5:
+                            with handle:  # the same handle again: a pin of its own
+                                cache.get(key)
                         cache.get(key)
                 except WeightCacheError:
                     pass

@@ -3,7 +3,11 @@
 #
 #   tools/build_lite.sh PYTHON OUT      (make lite: .venv/bin/python build/lite)
 #
-# OUT is a folder, relative to the current directory or absolute; it is replaced.
+# PYTHON and OUT are paths relative to the current directory, or absolute; OUT is replaced.
+#
+# The site publishes the committed course, never the working copy: the notebooks and the
+# servelab wheel come from `git archive HEAD`, so an instructor who tried the exercises in this
+# checkout does not publish their answers and outputs (commit first to publish a change).
 #
 # The Pyodide kernel loads Pyodide from a CDN by default; this site serves it itself, from the
 # npm package `pyodide` (the version the installed kernel was built for), so it also works where
@@ -21,9 +25,20 @@ set -euo pipefail
 py=${1:-.venv/bin/python}
 out=${2:-build/lite}
 case $out in /*) ;; *) out=$PWD/$out ;; esac
+# absolute, so that it still runs after a `cd` (the link itself, not its target: a venv's
+# python is a link to the system's, and only the link's path finds the venv's packages)
+case $py in /*) ;; */*) py=$PWD/$py ;; *) py=$(command -v "$py") ;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+
+# the committed tree: the wheel and the notebooks are built from it
+if ! git -C "$root" rev-parse --verify -q HEAD >/dev/null; then
+  echo "build_lite: $root is not a git checkout with a commit; the site publishes HEAD" >&2
+  exit 1
+fi
+mkdir -p "$work/head"
+git -C "$root" archive HEAD | tar -x -C "$work/head"
 pip_net=(--timeout 20 --retries 1)  # the same in the Pyodide packages' download below
 
 fetch() {  # fetch WHAT COMMAND...: a download step; its failure means no registry, exit 75
@@ -69,15 +84,16 @@ print('.'.join(v.split('.')[:2]))" "$work/package/pyodide-lock.json")
 # need (the kernel ships a stand-in widgetsnbextension; comm is in neither Pyodide nor the kernel)
 mkdir -p "$work/pypi"  # wheels in the lite dir's pypi/ go to piplite
 fetch "servelab's build backend from PyPI" \
-  "$py" -m pip wheel -q "${pip_net[@]}" --no-deps -w "$work/pypi" "$root"
+  "$py" -m pip wheel -q "${pip_net[@]}" --no-deps -w "$work/pypi" "$work/head"
 fetch "the piplite wheels from PyPI" "$py" -m pip download -q "${pip_net[@]}" --no-deps \
   --only-binary=:all: --python-version "$pyversion" --platform any -d "$work/pypi" \
   hypothesis attrs sortedcontainers comm \
   "ipywidgets==$widgets_version" "jupyterlab_widgets==$labwidgets_version"
 
-# the site: the exercises as its contents, Pyodide served from static/pyodide/
+# the site: the committed exercises as its contents (no outputs, as generated), Pyodide
+# served from static/pyodide/
 mkdir -p "$work/contents"
-cp "$root"/exercises/*.ipynb "$work/contents/"
+cp "$work"/head/exercises/*.ipynb "$work/contents/"
 cat > "$work/jupyter-lite.json" <<JSON
 {
   "jupyter-lite-schema-version": 0,

@@ -51,9 +51,10 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 # Cell metadata that records a particular run (timings, view state) rather than content.
 _RUN_METADATA = ("execution", "collapsed", "scrolled", "ExecuteTime")
-# Notebook metadata worth keeping; anything else (saved widget state, the exact Python
-# version of the author's kernel) would make the exercise depend on the author's machine.
-_KEPT_NOTEBOOK_METADATA = ("kernelspec",)
+# Notebook metadata worth keeping: what JupyterLab writes on every save (the kernel and its
+# language), so a learner who opens an exercise and saves it changes nothing. Anything else
+# (saved widget state, tags of the author's tools) is the author's, not the course's.
+_KEPT_NOTEBOOK_METADATA = ("kernelspec", "language_info")
 
 
 class SolutionMarkerError(ValueError):
@@ -276,10 +277,15 @@ def _used_names(trees: list[ast.Module]) -> set[str]:
 
 
 def _setup(source: str, used: set[str]) -> list[str]:
-    """The statements of the notebook's first cell; imports keep only the names in use."""
+    """The statements of the notebook's first cell; imports keep only the names in use.
+
+    Bare calls (``unwritten.install()``) set up the notebook's kernel, not the classes: left out.
+    """
     tree = ast.parse(source)
     lines = []
     for node in tree.body:
+        if isinstance(node, ast.Expr):
+            continue
         if not isinstance(node, (ast.Import, ast.ImportFrom)):
             lines.append(ast.get_source_segment(source, node) or "")
             continue

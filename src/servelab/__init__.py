@@ -1,8 +1,9 @@
 """servelab: the memory systems of an LLM serving node, as a course and a reference package.
 
 The course half (weight cache, policies, block manager, scheduler, graders, widgets) imports
-without torch. The device half (``servelab.kv.pool``, ``attention``, ``model``, ``engine`` and
-``servelab.weights.store``) needs torch and is imported only from those modules.
+without torch. The device half (``servelab.kv.pool``, ``attention``, ``model``, ``engine``,
+``servelab.weights.store`` and its ``fileformat``) needs torch and is imported only from those
+modules.
 """
 
 from servelab.checkpoints import checkpoint
@@ -11,6 +12,7 @@ from servelab.kv import (
     BlockManager,
     DuplicateSequence,
     InvalidBlock,
+    InvalidBlockHash,
     InvalidConfig,
     InvalidExtraKey,
     InvalidLength,
@@ -64,6 +66,7 @@ __all__ = [
     "EvictionPolicy",
     "GradeFailure",
     "InvalidBlock",
+    "InvalidBlockHash",
     "InvalidConfig",
     "InvalidExtraKey",
     "InvalidLength",

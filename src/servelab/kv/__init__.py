@@ -19,7 +19,7 @@ from servelab.kv.blocks import (
     UnknownSequence,
 )
 from servelab.kv.budget import BudgetStep, Chunk, TokenBudgetScheduler
-from servelab.kv.prefix import InvalidExtraKey, PrefixCachingBlockManager
+from servelab.kv.prefix import InvalidBlockHash, InvalidExtraKey, PrefixCachingBlockManager
 from servelab.kv.scheduler import (
     DuplicateSequence,
     InvalidRequest,
@@ -40,6 +40,7 @@ __all__ = [
     "Chunk",
     "DuplicateSequence",
     "InvalidBlock",
+    "InvalidBlockHash",
     "InvalidConfig",
     "InvalidExtraKey",
     "InvalidLength",

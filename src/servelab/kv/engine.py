@@ -8,11 +8,20 @@ that keeps every block's contents right:
    and may be handed to someone else below, so they are read first);
 2. **swap in** the blocks of re-admitted swapped sequences;
 3. **copy-on-write**: one batched copy for every decode whose slot names a ``cow_src``;
-4. **prefill** admitted sequences (skipping tokens found in the prefix cache), in admission
-   order, so a prompt that hits blocks another prompt of this step registered reads them
-   after they were written;
-5. **decode** all running sequences in one batch through paged attention;
+4. **decode** all running sequences in one batch through paged attention;
+5. **prefill** admitted sequences (skipping tokens found in the prefix cache), in admission
+   order;
 6. sample one token per computed sequence and append it.
+
+Why decodes come before prefills. The block manager enters a block in the prefix cache as
+soon as its last slot is *reserved* (a prompt's full blocks at ``allocate``, a block that a
+decode's token fills at ``append_slots``), before its KV is written: the engine orders each
+step so that nothing reads a slot before it is written, rather than the manager registering
+blocks late. A decode reads only its own sequence's blocks, written in earlier steps (or
+copied in 3.), and writes its token's KV; a prompt admitted in the same step may hit a block
+that this very decode fills, so every prefill runs after the decodes. Prefills run in
+admission order, so a prompt that hits blocks an earlier prompt of this step registered reads
+them after that prompt wrote them.
 
 Prefix caching. With ``prefix_caching=True`` the block manager is a
 :class:`~servelab.kv.prefix.PrefixCachingBlockManager`. The scheduler hands either manager
@@ -325,11 +334,12 @@ class Engine:
         self._swap(out)
         cows = [(d.slot.cow_src, d.slot.block) for d in out.decodes if d.slot.cow_src is not None]
         self.pool.copy_blocks(cows)
+        # decodes first: they write KV that a prompt admitted in this step may hit (see above)
+        logits = self._decode(out) if out.decodes else None
         sampled: list[tuple[Sequence, torch.Tensor]] = []
         for p in out.prefills:
             sampled.extend(self._prefill(p.seq, p.num_tokens, p.num_cached))
-        if out.decodes:
-            logits = self._decode(out)
+        if logits is not None:
             sampled.extend((d.seq, logits[i]) for i, d in enumerate(out.decodes))
         tokens = self._sample(sampled)
         for (seq, _), tok in zip(sampled, tokens, strict=True):

@@ -34,16 +34,8 @@ already cached keeps the name and the newcomer stays private (plain free once re
 An identity lives while a block carries it or a child identity refers to it, so at most
 one per prefix of a block that holds one.
 
-The hash. ``hash_algo="sha256"`` (the default, as vLLM chose after its advisory
-GHSA-rm76-4mrf-v9r8): SHA-256 over the parent's 32-byte hash and the block's ids as 8-byte
-ints (kept as the 32-byte digest inside; the public calls return its int); names are stable
-across processes and machines, and nobody can construct a collision to take over a name.
-``"builtin"``: Python's ``hash`` of ``(parent, tokens)``, faster, stable across processes
-for int tokens, but colliding by design (``hash(2**61 - 1) == hash(0)``): harmless here,
-since names never decide a hit. A callable ``(parent_hash, block_tokens) -> int`` may be
-passed instead (tests use one that collides on purpose). Because hits do not hash, the
-choice costs only one hash per new prefix: ``make bench-peers`` measures SHA-256 against
-the peers' own hashes (nano-vllm's xxhash64, vLLM's SHA-256 and xxhash) side by side.
+The hash that names blocks, and the callables ``hash_algo`` may be, are in
+:mod:`servelab.kv.block_hash`.
 
 Lifecycle of a block::
 
@@ -75,19 +67,35 @@ Engine interface::
 
 ``allocate`` caps the hit at ``(len - 1) // block_size`` whole blocks, so at least the last
 prompt token is always computed (its logits start decoding) and no write ever lands in a
-shared cached block. The blocks of a prompt are registered in the cache at ``allocate``:
-the caller must write the prompt's KV before any attention reads it (a batched prefill
-that writes every sequence's KV before attention satisfies this).
+shared cached block. A block is registered in the cache when its last slot is reserved,
+before its KV is written: a prompt's full blocks at ``allocate``, a block that a token fills
+at ``append_slot``. The caller must write that KV before any attention reads the block: a
+prompt allocated later may hit it at once. The engine runs a step's decodes before its
+prefills, and its prefills in allocation order, for this reason.
 """
 
 from __future__ import annotations
 
-import hashlib
 import struct
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal
+from typing import Any
 
+from servelab.kv.block_hash import (
+    BlockIds,
+    HashAlgo,
+    HashFn,
+    InvalidBlockHash,
+    builtin_block,
+    builtin_chain,
+    checked,
+    on_ints,
+    root_hash,
+    sha256_block,
+    sha256_chain,
+    sha256_name,
+    unpacked,
+)
 from servelab.kv.blocks import (
     BlockTables,
     InvalidConfig,
@@ -104,6 +112,7 @@ from servelab.kv.blocks import (
 
 __all__ = [
     "HashAlgo",
+    "InvalidBlockHash",
     "InvalidExtraKey",
     "PrefixCachingBlockManager",
     "builtin_block",
@@ -113,94 +122,11 @@ __all__ = [
     "sha256_chain",
 ]
 
-HashFn = Callable[[int, list[int]], int]
-BlockHash = Callable[[int, Sequence[int]], int]  # (parent's name, a block's ids) -> its name
-# A block's ids as a dict key: packed as native 8-byte unsigned ints (bytes cache their hash and
-# compare with one memcmp), or, if one is 2**64 or above, a tuple. The form depends only on the
-# ids, so equal ids always give equal keys.
-BlockIds = bytes | tuple[int, ...]
 Key = tuple[int | bytes, BlockIds]  # (parent identity or root key, a block's ids)
-HashAlgo = Literal["sha256", "builtin"]
 
 
 class InvalidExtraKey(KVCacheError, TypeError):
     """An ``extra_key`` that is not None, a str or bytes."""
-
-
-def root_hash(extra_key: bytes) -> int:
-    """The parent hash of a sequence's first block: SHA-256 of the extra key, so sequences
-    with different keys (cache salts, adapters) never share a block."""
-    digest = hashlib.sha256(b"servelab-prefix-root\0" + extra_key).digest()
-    return int.from_bytes(digest, "big")
-
-
-def _sha256_digest(parent: bytes, tokens: Sequence[int], pack: Callable[..., bytes]) -> bytes:
-    """SHA-256 over the parent's 32-byte digest, a tag, and the ids as 8-byte unsigned ints
-    (``pack``), or, for a block with an id of 2**64 or above, their decimal text."""
-    try:
-        raw = b"Q" + pack(*tokens)
-    except struct.error:
-        raw = b"L" + ",".join(map(str, tokens)).encode()
-    return hashlib.sha256(parent + raw).digest()
-
-
-def sha256_block(parent: int, tokens: Sequence[int]) -> int:
-    """The name of one full block: SHA-256 over the parent's 32 bytes, a tag, and the block's
-    ids as 8-byte unsigned ints (a block with an id of 2**64 or above, which no vocabulary
-    has, takes a longer tagged encoding, so the input stays unambiguous)."""
-    pack = struct.Struct(f"={len(tokens)}Q").pack
-    return int.from_bytes(_sha256_digest(parent.to_bytes(32, "big"), tokens, pack), "big")
-
-
-def builtin_block(parent: int, tokens: Sequence[int]) -> int:
-    """The name of one full block by Python's ``hash`` of ``(parent, tokens)``: fast, collides."""
-    return hash((parent, tuple(tokens)))
-
-
-def _chain(block_hash: BlockHash, parent: int, tokens: Sequence[int], size: int) -> list[int]:
-    out = []
-    for i in range(0, len(tokens) // size * size, size):
-        parent = block_hash(parent, tuple(tokens[i : i + size]))
-        out.append(parent)
-    return out
-
-
-def sha256_chain(parent: int, tokens: Sequence[int], block_size: int) -> list[int]:
-    """The names (:func:`sha256_block`) of the full blocks of ``tokens``, from ``parent``."""
-    return _chain(sha256_block, parent, tokens, block_size)
-
-
-def builtin_chain(parent: int, tokens: Sequence[int], block_size: int) -> list[int]:
-    """The names (:func:`builtin_block`) of the full blocks of ``tokens``, from ``parent``."""
-    return _chain(builtin_block, parent, tokens, block_size)
-
-
-def _unpacked(block_ids: BlockIds) -> tuple[int, ...]:
-    """A block's ids as ints, from either key form."""
-    if isinstance(block_ids, tuple):
-        return block_ids
-    return tuple(memoryview(block_ids).cast("Q"))
-
-
-def _sha256_name(parent: bytes, block_ids: BlockIds) -> bytes:
-    """``_sha256_digest`` of a block key: its bytes are already the packed ids."""
-    if isinstance(block_ids, bytes):
-        return hashlib.sha256(parent + b"Q" + block_ids).digest()
-    return _sha256_digest(parent, block_ids, struct.Struct(f"={len(block_ids)}Q").pack)
-
-
-def _on_ints(fn: Callable[[int, tuple[int, ...]], int]) -> Callable[[int, BlockIds], int]:
-    def name_block(parent: int, block_ids: BlockIds) -> int:
-        return fn(parent, _unpacked(block_ids))
-
-    return name_block
-
-
-def _with_list(fn: HashFn) -> Callable[[int, BlockIds], int]:
-    def name_block(parent: int, block_ids: BlockIds) -> int:
-        return fn(parent, list(_unpacked(block_ids)))
-
-    return name_block
 
 
 class _Prefix:
@@ -238,9 +164,11 @@ class PrefixCachingBlockManager(BlockTables):
     Same tables, refcounts, fork and copy-on-write as
     :class:`~servelab.kv.blocks.BlockManager`; ``allocate`` takes token ids and returns how
     many leading tokens were found in the cache, and ``append_slot`` takes the new token id.
-    ``hash_algo`` names the blocks (see the module docstring): ``"sha256"`` (default),
-    ``"builtin"``, or a callable ``(parent_hash, block_tokens) -> int``. A prefix is named
-    once, when it is first seen; hits are found by prefix identity, with no hashing.
+    ``hash_algo`` names the blocks (see :mod:`servelab.kv.block_hash`): ``"sha256"``
+    (default), ``"builtin"``, or a callable ``(parent_hash, block_tokens) -> int``. A prefix
+    is named once, when it is first seen; hits are found by prefix identity, with no hashing.
+    A callable is called before a call changes anything, so one that raises, or returns
+    something other than an int (InvalidBlockHash), leaves the manager as it was.
     """
 
     def __init__(
@@ -252,19 +180,22 @@ class PrefixCachingBlockManager(BlockTables):
         self._name_block: Callable[[Any, BlockIds], Any]
         self._root_name: Callable[[bytes], Any]
         if hash_algo == "sha256":
-            self._name_block = _sha256_name
+            self._name_block = sha256_name
             self._root_name = lambda key: root_hash(key).to_bytes(32, "big")
         elif hash_algo == "builtin":
-            self._name_block = _on_ints(builtin_block)
+            self._name_block = on_ints(builtin_block)
             self._root_name = root_hash
         elif callable(hash_algo):
-            self._name_block = _with_list(hash_algo)
+            self._name_block = checked(hash_algo)
             self._root_name = root_hash
         else:
             raise InvalidConfig(
                 f"hash_algo must be 'sha256', 'builtin' or a callable, got {hash_algo!r}"
             )
         self.hash_algo = hash_algo
+        # A callable may raise or return a bad name: each call then names its new blocks
+        # before it changes anything. The built-in hashes cannot fail and skip that pass.
+        self._names_first = callable(hash_algo)
         self._pack = struct.Struct(f"={block_size}Q").pack  # a block's ids, as its key
         self._free: deque[int] = deque(range(num_blocks))  # unhashed, ready to use
         self._evictable: OrderedDict[int, None] = OrderedDict()  # hashed, refcount 0; LRU first
@@ -347,6 +278,11 @@ class PrefixCachingBlockManager(BlockTables):
                 f"sequence {seq} needs {need} new blocks ({n_hits} cached), "
                 f"only {len(free) + len(evictable) - revived} can be freed"
             )
+        names = None
+        if self._names_first:  # before anything changes: the hash may fail
+            start = n_hits * size
+            full = range(start, n_tokens // size * size, size)
+            names = self._names_ahead(parent, key, [self._key_ids(tokens, packed, i) for i in full])
         self.queried_blocks += (n_tokens - 1) // size if n_tokens else 0
         self.hit_blocks += n_hits
         for block in hits:  # claim hits first so eviction below cannot take them
@@ -371,7 +307,8 @@ class PrefixCachingBlockManager(BlockTables):
                     if packed is not None
                     else self._block_ids(tokens[start : start + size])
                 )
-                parent = self._register(block, block_ids, parent, key)
+                name = None if names is None else names[start // size - n_hits]
+                parent = self._register(block, block_ids, parent, key, name)
                 start += size
         self._tables[seq] = table
         self._seqs[seq] = (tokens, table, key)
@@ -388,13 +325,16 @@ class PrefixCachingBlockManager(BlockTables):
             state = self._seqs[seq]
         if type(token_id) is not int or token_id < 0:
             token_id = check_token_id(token_id)
-        tokens, table, _ = state
+        tokens, table, key = state
         size = self.block_size
         offset = len(tokens) % size
         if offset and self._ref[table[-1]] == 1:  # the common case: our own partial tail
-            tokens.append(token_id)
             if offset == size - 1:  # it fills: name it, enter it in the cache
-                self._register_tail(seq, table, tokens)
+                name = self._tail_name(tokens, table, key, token_id) if self._names_first else None
+                tokens.append(token_id)
+                self._register_tail(seq, table, tokens, name)
+            else:
+                tokens.append(token_id)
             return new_slot(Slot, (table[-1], offset, None))
         return self._append_new_block(seq, tokens, table, token_id, offset)
 
@@ -417,6 +357,13 @@ class PrefixCachingBlockManager(BlockTables):
             self._check_step_fits(ids, [len(states[s][0]) for s in ids])
         size, ref = self.block_size, self._ref
         last = size - 1
+        names: dict[int, Any] | None = None
+        if self._names_first:  # name every block this step fills before anything changes
+            names = {}
+            for seq, token_id in zip(ids, tokens, strict=True):
+                seq_tokens, table, key = states[seq]
+                if len(seq_tokens) % size == last:
+                    names[seq] = self._tail_name(seq_tokens, table, key, token_id)
         slots: list[int] = []
         copies: list[tuple[int, int]] = []
         append = slots.append
@@ -426,11 +373,18 @@ class PrefixCachingBlockManager(BlockTables):
             if offset and ref[table[-1]] == 1:  # our own partial tail, as in append_slot
                 seq_tokens.append(token_id)
                 if offset == last:
-                    self._register_tail(seq, table, seq_tokens)
+                    self._register_tail(
+                        seq, table, seq_tokens, None if names is None else names[seq]
+                    )
                 append(table[-1] * size + offset)
             else:
                 block, offset, cow_src = self._append_new_block(
-                    seq, seq_tokens, table, token_id, offset
+                    seq,
+                    seq_tokens,
+                    table,
+                    token_id,
+                    offset,
+                    None if names is None else names.get(seq),
                 )
                 append(block * size + offset)
                 if cow_src is not None:
@@ -438,16 +392,25 @@ class PrefixCachingBlockManager(BlockTables):
         return StepSlots(slots, copies)
 
     def _append_new_block(
-        self, seq: int, tokens: list[int], table: list[int], token_id: int, offset: int
+        self,
+        seq: int,
+        tokens: list[int],
+        table: list[int],
+        token_id: int,
+        offset: int,
+        name: Any = None,
     ) -> Slot:
         """``append_slot`` where the token needs a block: a copy of a shared partial tail, or
-        a new block at a block boundary (OutOfBlocks, changing nothing, if none is free)."""
+        a new block at a block boundary (OutOfBlocks, changing nothing, if none is free).
+        ``name``: the block's name if the token fills it and ``append_slots`` named it."""
         size = self.block_size
+        if offset == size - 1 and name is None and self._names_first:
+            name = self._tail_name(tokens, table, self._seqs[seq][2], token_id)
         if offset:
             cow_src = self._grow_or_copy(seq, table, len(tokens))  # copy a shared tail
             tokens.append(token_id)
             if offset == size - 1:
-                self._register_tail(seq, table, tokens)
+                self._register_tail(seq, table, tokens, name)
             return new_slot(Slot, (table[-1], offset, cow_src))
         free = self._free
         if free:
@@ -461,7 +424,7 @@ class PrefixCachingBlockManager(BlockTables):
         table.append(block)
         tokens.append(token_id)
         if size == 1:
-            self._register_tail(seq, table, tokens)
+            self._register_tail(seq, table, tokens, name)
         return new_slot(Slot, (block, 0, None))
 
     # --------------------------------------------------------------- inspection
@@ -487,7 +450,7 @@ class PrefixCachingBlockManager(BlockTables):
         prefix = self._prefix[self._check_block(block)]
         if prefix is None or prefix.block != block:
             return None
-        return list(_unpacked(prefix.key[1]))
+        return list(unpacked(prefix.key[1]))
 
     def free_list(self) -> list[int]:
         """Every allocatable block in allocation order: plain free ones, then evictable."""
@@ -502,11 +465,43 @@ class PrefixCachingBlockManager(BlockTables):
         return {_as_int(name): block for name, block in self._cached.items()}
 
     # ----------------------------------------------------------------- helpers
-    def _register_tail(self, seq: int, table: list[int], tokens: list[int]) -> None:
-        """The last block of ``seq`` just filled: name it and enter it in the cache."""
+    def _register_tail(
+        self, seq: int, table: list[int], tokens: list[int], name: Any = None
+    ) -> None:
+        """The last block of ``seq`` just filled: name it (``name``, if named ahead) and enter
+        it in the cache."""
         parent = self._prefix[table[-2]] if len(table) > 1 else None
         block_ids = self._block_ids(tokens[-self.block_size :])
-        self._register(table[-1], block_ids, parent, self._seqs[seq][2])
+        self._register(table[-1], block_ids, parent, self._seqs[seq][2], name)
+
+    def _tail_name(self, tokens: list[int], table: list[int], root: bytes, token_id: int) -> Any:
+        """The name of the block that ``token_id``, appended to ``tokens``, fills: computed
+        before the append changes anything (see ``_names_ahead``)."""
+        n = len(tokens)
+        i = n // self.block_size  # the block the token fills; its parent is block i - 1
+        parent = self._prefix[table[i - 1]] if i else None
+        block_ids = self._block_ids([*tokens[n - self.block_size + 1 :], token_id])
+        return self._names_ahead(parent, root, [block_ids])[0]
+
+    def _names_ahead(
+        self, parent: _Prefix | None, root: bytes, blocks: Iterable[BlockIds]
+    ) -> list[Any]:
+        """The names of a chain of full blocks that continues ``parent`` (the root key's chain
+        if None), without changing anything: a known prefix gives its name, a new one is
+        hashed. Names depend only on the prefix, so a prefix that an eviction drops before the
+        commit re-interns under the name computed here: the commit never hashes."""
+        idents, names = self._idents, []
+        known: int | bytes | None = root if parent is None else parent.ident
+        name = self._root(root) if parent is None else parent.name
+        for block_ids in blocks:
+            prefix = None if known is None else idents.get((known, block_ids))
+            if prefix is None:  # new, and so is every prefix after it
+                name = self._name_block(name, block_ids)
+                known = None
+            else:
+                name, known = prefix.name, prefix.ident
+            names.append(name)
+        return names
 
     def _key_ids(self, tokens: list[int], packed: bytes | None, start: int) -> BlockIds:
         """The key of the block of ``tokens`` starting at ``start`` (``packed``: the tokens as
@@ -559,24 +554,29 @@ class PrefixCachingBlockManager(BlockTables):
         return block
 
     def _register(
-        self, block: int, block_ids: BlockIds, parent: _Prefix | None, root: bytes
+        self,
+        block: int,
+        block_ids: BlockIds,
+        parent: _Prefix | None,
+        root: bytes,
+        name: Any = None,
     ) -> _Prefix:
         """Give a full ``block`` the identity of its whole prefix (``parent``'s, or the root
         key's for a first block, then ``block_ids``) and, if that prefix's name is free,
-        enter the block in the cache under it; return the identity."""
+        enter the block in the cache under it; return the identity. ``name``: the prefix's
+        name if it was computed ahead (``_names_ahead``); else a new prefix is hashed here,
+        before anything changes."""
         key: Key = (root if parent is None else parent.ident, block_ids)
         prefix = self._idents.get(key)
         if prefix is None:  # a new prefix: intern it and name it, once
-            if parent is None:
-                parent_name = self._root(root)
-            else:
+            if name is None:
+                parent_name = self._root(root) if parent is None else parent.name
+                name = self._name_block(parent_name, block_ids)
+            if parent is not None:
                 parent.refs += 1  # the parent lives while its child does
-                parent_name = parent.name
             ident = self._next_ident
             self._next_ident = ident + 1
-            prefix = self._idents[key] = _Prefix(
-                key, ident, self._name_block(parent_name, block_ids), parent
-            )
+            prefix = self._idents[key] = _Prefix(key, ident, name, parent)
         else:
             prefix.refs += 1
         self._prefix[block] = prefix

@@ -54,7 +54,16 @@ from collections.abc import Sequence as SequenceOf
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple, Protocol
 
-from servelab.kv.blocks import KVCacheError, OutOfBlocks, Slot, StepSlots, UnknownSequence, new_slot
+from servelab.kv.blocks import (
+    InvalidLength,
+    KVCacheError,
+    OutOfBlocks,
+    Slot,
+    StepSlots,
+    UnknownSequence,
+    check_token_ids,
+    new_slot,
+)
 
 __all__ = [
     "Decode",
@@ -218,9 +227,10 @@ class Sequence:
         return self.prompt_len + self.max_new_tokens
 
     def append_token(self, token_id: int) -> None:
-        """Record one sampled token (the engine calls this after computing the step)."""
-        if type(token_id) is not int and not _is_int(token_id):
-            raise InvalidRequest(f"a token id must be an int, got {token_id!r}")
+        """Record one sampled token (the engine calls this after computing the step). The id
+        is checked here, so a scheduler never hands its block manager a bad one."""
+        if (type(token_id) is not int and not _is_int(token_id)) or token_id < 0:
+            raise InvalidRequest(f"a token id must be a non-negative int, got {token_id!r}")
         if len(self.token_ids) - self.prompt_len >= self.max_new_tokens:  # is_finished
             raise SequenceFinished(
                 f"sequence {self.seq_id} has already generated its {self.max_new_tokens} tokens"
@@ -260,8 +270,10 @@ class StepOutput:
        they read from were freed in this step and may already be reused below;
     2. ``swap_in`` copies (host block -> GPU block) for the sequences in ``swapped_in``;
     3. the copy-on-write copies named by ``decodes[i].slot.cow_src``;
-    4. the model over ``prefills`` and ``decodes``, then one sampled token appended to each
-       sequence of :meth:`computed`.
+    4. the model over ``decodes``, then over ``prefills`` in order: a block that a decode's
+       token fills is in the prefix cache already, and a prompt of this step may hit it, so
+       its KV must be written before any prefill reads it;
+    5. one sampled token appended to each sequence of :meth:`computed`.
 
     ``preempted`` lists victims in the order they were chosen (newest first); ``finished``
     lists sequences retired at the start of this step, whose blocks are already free.
@@ -380,14 +392,20 @@ class Scheduler:
     def add(self, seq: Sequence) -> None:
         """Queue ``seq`` at the back of ``waiting``.
 
-        Raises NotASequence for a non-Sequence, InvalidRequest for a finished one,
-        DuplicateSequence for an id already in use and RequestTooLarge for a request that
-        could never run. Nothing changes when it raises.
+        Raises NotASequence for a non-Sequence, InvalidRequest for a finished one or one
+        with a token id that is not a non-negative int, DuplicateSequence for an id already
+        in use and RequestTooLarge for a request that could never run. Nothing changes when
+        it raises. Ids are checked here, where they enter (and by ``append_token``), so that
+        ``step`` never hands the block manager one it refuses halfway through a step.
         """
         if not isinstance(seq, Sequence):
             raise NotASequence(f"add() takes a Sequence, got {type(seq).__name__}")
         if seq.is_finished:
             raise InvalidRequest(f"sequence {seq.seq_id} has nothing left to generate")
+        try:
+            check_token_ids(seq.token_ids)
+        except InvalidLength as exc:
+            raise InvalidRequest(f"sequence {seq.seq_id}: {exc}") from None
         if seq.seq_id in self._live or self._held_by_block_manager(seq.seq_id):
             raise DuplicateSequence(f"sequence id {seq.seq_id} is already in use")
         need = self.bm.blocks_needed(seq.max_len)
@@ -435,8 +453,13 @@ class Scheduler:
         """Retire finished sequences, decode the running ones oldest first (preempting the
         newest when blocks run out), then admit from ``waiting``.
 
-        Raises TokenNotAppended, changing nothing, when the previous step's sampled tokens
-        were not all appended.
+        All or nothing: it raises TokenNotAppended, changing nothing, when the previous
+        step's sampled tokens were not all appended, and checks that before its first change.
+        Everything else it hands the block manager was checked on the way in (``add``,
+        ``fork``, ``Sequence.append_token``; extend ``token_ids`` only through
+        ``append_token``). A block manager that raises anyway (say, a prefix cache whose
+        ``hash_algo`` callable fails) ends the step: a request it was admitting stays at the
+        head of ``waiting``, but the decode slots already reserved in this step stay reserved.
         """
         self._check_tokens_appended()
         out = StepOutput()
@@ -534,9 +557,9 @@ class Scheduler:
             n_tokens = seq.num_tokens - 1 if host_blocks is not None else seq.num_tokens
             if bm.num_free - bm.blocks_needed(n_tokens) < self.watermark:
                 break  # FCFS: nobody overtakes the head of the queue
-            self.waiting.popleft()
             ids = seq.token_ids if host_blocks is None else seq.token_ids[:n_tokens]
-            cached = bm.allocate(seq.seq_id, ids)
+            cached = bm.allocate(seq.seq_id, ids)  # first: if it raises, seq is still queued
+            self.waiting.popleft()
             self.running.append(seq)
             if host_blocks is None:
                 out.prefills.append(Prefill(seq, n_tokens, cached))

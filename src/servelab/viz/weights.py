@@ -256,6 +256,7 @@ def render_cache(
     evicted: Sequence[tuple[Hashable, int]] = (),
     touched: Hashable | None = None,
     counters: Mapping[str, int] | None = None,
+    warnings: Sequence[str] = (),
 ) -> str:
     """Draw a cache (or a snapshot dict) as an SVG document, returned as text.
 
@@ -266,7 +267,9 @@ def render_cache(
     A replay adds what the last operation did: ``evicted`` (key, size) pairs are drawn as
     dashed ghosts to scale under the bar, so "evict until it fits" shows how much room the
     loop made; ``touched`` outlines the key a ``get`` just read; ``counters`` (for example
-    ``{"hits": 3, "misses": 1}``) are printed beside the summary.
+    ``{"hits": 3, "misses": 1}``) are printed beside the summary. Each of ``warnings`` is
+    drawn as a warning line, like the state's own problems (a replay names a method that is
+    not written yet this way, so a half-built cache never passes for a finished one).
     """
     if isinstance(width, bool) or not isinstance(width, int) or width < 200:
         raise ValueError(f"width must be an int of at least 200 pixels, got {width!r}")
@@ -280,7 +283,7 @@ def render_cache(
     ranks = {key: n for n, key in enumerate(data["eviction_order"], start=1)}
     pinned = [e for e in entries if e["pins"] > 0]
 
-    notes = ([caption] if caption else []) + problems
+    notes = ([caption] if caption else []) + list(warnings) + problems
     ghosts = [(key, size) for key, size in evicted if isinstance(size, int) and size > 0]
     ghost_room = _GHOST_ROW if ghosts else 0
     height = _BAR_Y + _BAR_HEIGHT + 46 + ghost_room + _LINE * len(notes)
@@ -437,13 +440,15 @@ class Outcome:
     """What one operation did: a short line for the log, and whether it raised.
 
     ``evicted`` holds the (key, size) of every entry the operation pushed out; ``hit`` is
-    True or False after a ``get`` (None for other operations and for errors).
+    True or False after a ``get`` (None for other operations and for errors);
+    ``not_written`` names the learner's method that raised NotImplementedError, if one did.
     """
 
     text: str
     raised: bool
     evicted: tuple[tuple[Hashable, int], ...] = ()
     hit: bool | None = None
+    not_written: str | None = None
 
 
 def _sizes(cache: Any, keys: Any) -> dict[Any, int]:
@@ -474,8 +479,14 @@ def apply_operation(cache: Any, op: Operation) -> Outcome:
             result = " \u2192 hit" if hit else " \u2192 miss"
         else:
             result = f" \u2192 {getattr(cache, op[0])(op[1])!r}"
-    except NotImplementedError:
-        return Outcome(f"{_describe(op)} \u2192 NotImplementedError: finish this step", True)
+    except NotImplementedError as error:
+        from servelab.unwritten import not_written_yet
+
+        method = not_written_yet(error)
+        if method is None:
+            return Outcome(f"{_describe(op)} \u2192 NotImplementedError: {error}", True)
+        text = f"{_describe(op)} \u2192 `{method}` is not written yet"
+        return Outcome(text, True, not_written=method)
     except Exception as error:  # a learner's cache may raise anything; show it
         return Outcome(f"{_describe(op)} \u2192 {type(error).__name__}: {error}", True)
     after = set(cache.keys())
@@ -530,6 +541,26 @@ class CacheReplay:
         self.seek(self.position + 1)
         return self.log[-1]
 
+    def not_written(self) -> list[str]:
+        """A warning line for the first call that reached a method not written yet, if any.
+
+        From that call on the replay shows a half-built cache (its counters may all be zero),
+        so the picture must say so rather than pass for the finished one.
+        """
+        for number, outcome in enumerate(self.log, start=1):
+            if outcome.not_written is not None:
+                op = _describe(self.operations[number - 1])
+                return [
+                    f"`{outcome.not_written}` is not written yet (from operation {number}, {op}): "
+                    "not your finished cache"
+                ]
+        return []
+
+    def picture(self, **options: Any) -> Any:
+        """The cache as it stands, drawn like :func:`show_cache` (same options), with a
+        warning line when a method it called is not written yet."""
+        return show_cache(self.cache, warnings=self.not_written(), **options)
+
     def svg(self) -> str:
         last = self.log[-1] if self.log else None
         caption = (
@@ -552,6 +583,7 @@ class CacheReplay:
             evicted=last.evicted if last else (),
             touched=touched,
             counters=counters,
+            warnings=self.not_written(),
         )
 
     def widget(self) -> Any:

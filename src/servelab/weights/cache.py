@@ -161,21 +161,23 @@ def _check_bytes(what: str, n: object) -> int:
 
 
 class _Pinned(Generic[K]):
-    """The context manager of :meth:`WeightCache.pinned`: one pin, released on exit."""
+    """The context manager of :meth:`WeightCache.pinned`: a pin per ``with`` block it is in."""
 
     __slots__ = ("_cache", "_key", "held")
 
     def __init__(self, cache: WeightCache[K], key: K) -> None:
         self._cache = cache
         self._key = key
-        self.held = False  # set and cleared by the cache together with the pin count
+        self.held = 0  # pins taken through this handle: changed by the cache with the pin count
 
     def __enter__(self) -> Any:
         try:
-            return self._cache._pin(self._key, self)[0]
+            ticket = _Ticket(self)
+            return self._cache._pin(self._key, ticket)[0]
         except BaseException:  # an interrupt after the pin was taken: give it back
-            if self.held:
-                self._cache._unpin(self._key, self)
+            # ``ticket`` is unbound when the interrupt came before it existed: nothing taken
+            if "ticket" in locals() and ticket.done:
+                self._cache._unpin(self._key, _Ticket(self))
             raise
 
     def __exit__(
@@ -185,12 +187,23 @@ class _Pinned(Generic[K]):
         tb: TracebackType | None,
     ) -> None:
         try:
-            if self.held:
-                self._cache._unpin(self._key, self)
+            ticket = _Ticket(self)
+            self._cache._unpin(self._key, ticket)
         except BaseException:  # an interrupt on the way to the release: release, then pass it on
-            if self.held:
-                self._cache._unpin(self._key, self)
+            if not ("ticket" in locals() and ticket.done):
+                self._cache._unpin(self._key, _Ticket(self))
             raise
+
+
+class _Ticket:
+    """One pin or release through a handle; ``done`` flips under the cache's lock together with
+    the pin count, so the caller knows whether an interrupt came before or after it."""
+
+    __slots__ = ("done", "handle")
+
+    def __init__(self, handle: _Pinned[Any]) -> None:
+        self.handle = handle
+        self.done = False
 
 
 class WeightCache(Generic[K]):
@@ -476,13 +489,14 @@ class WeightCache(Generic[K]):
         """Mark ``key`` in use by one more replica; returns its pin count."""
         return self._pin(key, None)[1]
 
-    def _pin(self, key: K, holder: _Pinned[K] | None) -> tuple[Any, int]:
+    def _pin(self, key: K, ticket: _Ticket | None) -> tuple[Any, int]:
         with self._lock:
             self._resident(key, "pin")
             pins = self._pins.get(key, 0) + 1
             self._pins[key] = pins
-            if holder is not None:
-                holder.held = True  # recorded with the pin, before any call can be interrupted
+            if ticket is not None:  # recorded with the pin, before any call can be interrupted
+                ticket.done = True
+                ticket.handle.held += 1
             if pins == 1:
                 self._pinned_bytes += self._sizes[key]
                 try:
@@ -490,8 +504,9 @@ class WeightCache(Generic[K]):
                 except BaseException as exc:
                     del self._pins[key]
                     self._pinned_bytes -= self._sizes[key]
-                    if holder is not None:
-                        holder.held = False
+                    if ticket is not None:
+                        ticket.done = False
+                        ticket.handle.held -= 1
                     if not isinstance(exc, Exception):  # an interrupt: the update may be done
                         self.policy.update_on_unpin(key)
                     raise
@@ -501,18 +516,21 @@ class WeightCache(Generic[K]):
         """Release one replica's pin; returns the remaining count. Never below zero."""
         return self._unpin(key, None)
 
-    def _unpin(self, key: K, holder: _Pinned[K] | None) -> int:
+    def _unpin(self, key: K, ticket: _Ticket | None) -> int:
         with self._lock:
-            return self._unpin_locked(key, holder)
+            return self._unpin_locked(key, ticket)
 
-    def _unpin_locked(self, key: K, holder: _Pinned[K] | None) -> int:
+    def _unpin_locked(self, key: K, ticket: _Ticket | None) -> int:
         # the caller holds the lock
+        if ticket is not None and not ticket.handle.held:  # the handle holds no pin to give
+            return self._pins.get(key, 0)
         self._resident(key, "unpin")
         pins = self._pins.get(key, 0)
         if pins == 0:
             raise NotPinned(f"{key!r} is not pinned: unpin() without a matching pin()")
-        if holder is not None:
-            holder.held = False
+        if ticket is not None:
+            ticket.done = True
+            ticket.handle.held -= 1
         if pins > 1:
             self._pins[key] = pins - 1
             return pins - 1
@@ -523,8 +541,9 @@ class WeightCache(Generic[K]):
         except Exception:  # the policy refused: the pin stays, the cache is unchanged
             self._pins[key] = 1
             self._pinned_bytes += self._sizes[key]
-            if holder is not None:
-                holder.held = True
+            if ticket is not None:
+                ticket.done = False
+                ticket.handle.held += 1
             raise
         except BaseException:  # an interrupt: finish the release (a no-op if it was done)
             self.policy.update_on_unpin(key)
@@ -534,7 +553,13 @@ class WeightCache(Generic[K]):
     def pinned(self, key: K) -> _Pinned[K]:
         """Hold a pin for a replica's lifetime: ``with cache.pinned(k) as weights: ...``.
 
-        The pin is released however the block ends, the body raising included. An interrupt
+        Each ``with`` block holds its own pin, so one handle may be entered again, nested or by
+        several threads at once (a handle kept per model and shared by request handlers): the
+        entry stays pinned until the last block using it exits. That is what a handler expects
+        of a shared handle; refusing re-entry instead would fail a second handler only when its
+        request happened to overlap another's, a timing-dependent error. An exit with no block
+        of the handle left open releases nothing, so it never takes another holder's pin. A
+        block releases its pin however it ends, the body raising included. An interrupt
         (Ctrl-C) that lands while the pin is taken or released is caught by ``__enter__`` or
         ``__exit__``, which finish the release before passing it on. What Python cannot
         guarantee: an interrupt delivered at the very first instruction of ``__enter__`` or

@@ -11,11 +11,9 @@ complete-looking entry full of zeros. A crash at any point leaves the old entry 
 one, never a mixture; at worst a stray ``.tmp`` file, which no reader ever opens.
 
 **Verified loads.** Each file carries, in its safetensors metadata, a SHA-256 digest of its
-tensor table and of every data byte. :func:`decode` recomputes it before any tensor is
-built and raises :class:`CorruptEntry` on a mismatch, a truncated file or a broken header.
-The digest is a hash of 8 MiB chunk hashes, computed on a thread pool (``hashlib``
-releases the GIL), so verification scales with cores instead of capping a load at one
-core's hashing speed. Tensors are then built zero-copy over the bytes that were read.
+tensor table and of every data byte (:mod:`servelab.weights.fileformat`). A load recomputes
+it, and checks the table, before any tensor is built, and raises :class:`CorruptEntry` on a
+mismatch, a truncated file, a broken header or a table the store would not have written.
 
 **Keys are names, not paths.** A key is a short name of letters, digits, ``.``, ``_`` and
 ``-`` that does not start with a dot; anything else raises :class:`InvalidKey`, so
@@ -25,23 +23,25 @@ core's hashing speed. Tensors are then built zero-copy over the bytes that were 
 a symlink (or a FIFO, or a directory) planted in the store is refused with
 :class:`NotARegularFile`, never followed to a file outside the store.
 
-**Every dtype both sides know.** ``save`` accepts exactly the dtypes that the installed
-safetensors writes and that :func:`decode` reads back (FP8 of all kinds, unsigned ints,
-complex64, packed FP4 …) and refuses any other with :class:`UnsupportedDtype` before writing.
+**What cannot be read back is not written.** ``save`` refuses a tensor name that is not a
+string or is ``__metadata__`` (:class:`InvalidTensorName`) and a dtype that safetensors does
+not write or the store does not read back (:class:`UnsupportedDtype`) before writing.
 
 **Replicas pin what they serve.** :meth:`WeightStore.replica` loads an entry onto a device
 through a :class:`~servelab.weights.cache.WeightCache` and holds a pin on it for as long as
 the replica lives, so the cache can never evict weights that are being served. The cache key
 carries the digest the load verified, so a re-saved entry is a new key and never serves the
-old bytes; concurrent replicas of one cold entry load it once.
+old bytes; concurrent replicas of one cold entry load it once, sharing a load only with
+replicas that verified the same digest (one opened after a ``save`` never waits for, and serves,
+a load of the bytes before it).
 
 **Leftovers.** Temporary files carry their writer's process id; a store that opens removes
-those whose writer is no longer running (a crashed ``save`` leaves one as large as a model).
+those whose writer is no longer running (a crashed ``save`` leaves one as large as a model);
+what it cannot remove, such as a directory of that name, it leaves with a warning.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -49,13 +49,26 @@ import secrets
 import stat
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from servelab.weights.cache import EntryPinned, NotResident, WeightCache
+from servelab.weights.fileformat import (
+    DIGEST_KEY,
+    METADATA,
+    CorruptEntry,
+    InvalidTensorName,
+    UnsupportedDtype,
+    WeightStoreError,
+    decode,
+    encode,
+    split,
+    supported_dtypes,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -64,6 +77,7 @@ __all__ = [
     "CorruptEntry",
     "EntryNotFound",
     "InvalidKey",
+    "InvalidTensorName",
     "NotARegularFile",
     "UnsupportedDtype",
     "WeightStore",
@@ -71,6 +85,7 @@ __all__ = [
     "atomic_write",
     "decode",
     "encode",
+    "supported_dtypes",
 ]
 
 SUFFIX = ".safetensors"
@@ -78,13 +93,6 @@ _TMP_SUFFIX = ".tmp"
 _TMP_NAME = re.compile(r"\.(?P<entry>.+)\.(?P<pid>\d+)\.[0-9a-f]+\.tmp")
 _STALE_UNKNOWN_S = 24 * 3600  # a temp file without a writer pid: removed after a day
 _KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-_DIGEST_KEY = "servelab.sha256"
-_CHUNK = 8 << 20
-_HASH_THREADS = max(1, min(8, os.cpu_count() or 1))
-
-
-class WeightStoreError(Exception):
-    """Base of every error the weight store raises."""
 
 
 class InvalidKey(WeightStoreError, ValueError):
@@ -100,17 +108,6 @@ class EntryNotFound(WeightStoreError, KeyError):
 
 class NotARegularFile(WeightStoreError, ValueError):
     """The entry's path is a symlink, directory, FIFO or device: it is never opened."""
-
-
-class UnsupportedDtype(WeightStoreError, TypeError):
-    """A tensor's dtype has no safetensors encoding that this store reads back."""
-
-
-class CorruptEntry(WeightStoreError, ValueError):
-    """The file's bytes do not match its digest (or it is truncated, or its header broken).
-
-    The entry is never served; re-save it from a good copy.
-    """
 
 
 # -- the atomic write ----------------------------------------------------------------------
@@ -160,144 +157,6 @@ def _fsync_dir(directory: Path) -> None:
 
 
 # -- the file format: safetensors + a digest in its metadata ----------------------------------
-def _digest(table: Mapping[str, Any], data: memoryview) -> str:
-    """SHA-256 over the tensor table and over the SHA-256 of each 8 MiB chunk of data."""
-    chunks = [data[i : i + _CHUNK] for i in range(0, len(data), _CHUNK)]
-    if len(chunks) > 1 and _HASH_THREADS > 1:
-        with ThreadPoolExecutor(_HASH_THREADS) as pool:
-            parts = list(pool.map(lambda c: hashlib.sha256(c).digest(), chunks))
-    else:
-        parts = [hashlib.sha256(c).digest() for c in chunks]
-    top = hashlib.sha256(json.dumps(table, sort_keys=True, separators=(",", ":")).encode())
-    top.update(len(data).to_bytes(8, "little"))
-    for p in parts:
-        top.update(p)
-    return top.hexdigest()
-
-
-def _split(data: bytes | bytearray | memoryview) -> tuple[dict[str, Any], memoryview]:
-    """Parse a safetensors buffer into (header dict, data section)."""
-    view = memoryview(data)
-    if len(view) < 8:
-        raise CorruptEntry(f"{len(view)} bytes is too short for a safetensors header")
-    n = int.from_bytes(view[:8], "little")
-    if n > len(view) - 8:
-        raise CorruptEntry(f"header claims {n} bytes but the file has {len(view) - 8} after it")
-    try:
-        header = json.loads(bytes(view[8 : 8 + n]))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CorruptEntry(f"the safetensors header is not valid JSON: {err}") from None
-    if not isinstance(header, dict):
-        raise CorruptEntry("the safetensors header is not a JSON object")
-    return header, view[8 + n :]
-
-
-def encode(tensors: Mapping[str, torch.Tensor]) -> bytes:
-    """Serialize tensors to safetensors bytes carrying their digest."""
-    import safetensors.torch
-
-    if not tensors:
-        raise WeightStoreError("refusing to save an empty set of tensors")
-    _check_dtypes(tensors)
-    raw = safetensors.torch.save({k: v.detach().cpu().contiguous() for k, v in tensors.items()})
-    header, data = _split(raw)
-    header.pop("__metadata__", None)
-    header_out = {"__metadata__": {_DIGEST_KEY: _digest(header, data)}, **header}
-    blob = json.dumps(header_out, separators=(",", ":")).encode()
-    blob += b" " * (-len(blob) % 8)  # keep the data section 8-byte aligned
-    return len(blob).to_bytes(8, "little") + blob + bytes(data)
-
-
-# safetensors dtype string -> torch dtype name: what the installed safetensors writes, each
-# checked to read back bit for bit (tests/test_store.py). F4 packs two values per byte.
-_DTYPES: dict[str, str] = {
-    "F64": "float64",
-    "F32": "float32",
-    "F16": "float16",
-    "BF16": "bfloat16",
-    "C64": "complex64",
-    "I64": "int64",
-    "I32": "int32",
-    "I16": "int16",
-    "I8": "int8",
-    "U64": "uint64",
-    "U32": "uint32",
-    "U16": "uint16",
-    "U8": "uint8",
-    "BOOL": "bool",
-    "F8_E4M3": "float8_e4m3fn",
-    "F8_E4M3FNUZ": "float8_e4m3fnuz",
-    "F8_E5M2": "float8_e5m2",
-    "F8_E5M2FNUZ": "float8_e5m2fnuz",
-    "F8_E8M0": "float8_e8m0fnu",
-    "F4": "float4_e2m1fn_x2",
-}
-
-
-def supported_dtypes() -> dict[str, torch.dtype]:
-    """The dtypes ``save`` accepts with this torch, by their safetensors name."""
-    import torch
-
-    found = {code: getattr(torch, name, None) for code, name in _DTYPES.items()}
-    return {code: dtype for code, dtype in found.items() if isinstance(dtype, torch.dtype)}
-
-
-def _check_dtypes(tensors: Mapping[str, torch.Tensor]) -> None:
-    known = set(supported_dtypes().values())
-    bad = {name: t.dtype for name, t in tensors.items() if t.dtype not in known}
-    if bad:
-        listed = ", ".join(f"{n!r} ({d})" for n, d in sorted(bad.items()))
-        raise UnsupportedDtype(
-            f"cannot save {listed}: safetensors has no encoding this store reads back for "
-            f"that dtype. Convert it (for example to float32 or bfloat16) before saving."
-        )
-
-
-def decode(
-    data: bytes | bytearray | memoryview, *, source: str = "buffer"
-) -> dict[str, torch.Tensor]:
-    """Verify a buffer made by :func:`encode` and return its tensors (views of ``data``)."""
-    import torch
-
-    if memoryview(data).readonly:  # tensors are built over the buffer; they must own it
-        data = bytearray(data)
-    header, body = _split(data)
-    meta = header.pop("__metadata__", None)
-    want = meta.get(_DIGEST_KEY) if isinstance(meta, dict) else None
-    if not isinstance(want, str):
-        raise CorruptEntry(f"{source}: no {_DIGEST_KEY} digest in its metadata")
-    if _digest(header, body) != want:
-        raise CorruptEntry(f"{source}: content does not match its digest; refusing to serve it")
-    out: dict[str, torch.Tensor] = {}
-    dtypes = supported_dtypes()
-    for name, info in header.items():
-        try:
-            code = info["dtype"]
-            dtype = dtypes[code]
-            start, end = (int(x) for x in info["data_offsets"])
-            shape = [int(s) for s in info["shape"]]
-        except (KeyError, TypeError, ValueError) as err:
-            raise CorruptEntry(f"{source}: bad table entry for {name!r}: {err!r}") from None
-        if code == "F4":  # the table counts 4-bit values; torch's dtype holds two per element
-            if not shape or shape[-1] % 2:
-                raise CorruptEntry(f"{source}: {name!r} has an odd number of packed FP4 values")
-            shape[-1] //= 2
-        itemsize = torch.empty((), dtype=dtype).element_size()
-        count = end - start
-        numel = 1
-        for s in shape:
-            numel *= s
-        if not 0 <= start <= end <= len(body) or count != numel * itemsize:
-            raise CorruptEntry(f"{source}: {name!r} does not fit its byte range")
-        if not numel:
-            flat = torch.empty(0, dtype=dtype)
-        elif itemsize == 1 and dtype != torch.uint8:  # read as bytes, then reinterpret
-            flat = torch.frombuffer(body, dtype=torch.uint8, count=numel, offset=start)
-            flat = flat.view(dtype)
-        else:
-            flat = torch.frombuffer(body, dtype=dtype, count=numel, offset=start)
-        out[name] = flat.view(shape)
-    return out
 
 
 # -- the store -----------------------------------------------------------------------------
@@ -312,7 +171,7 @@ class WeightStore:
         if not self.root.is_dir():
             raise WeightStoreError(f"{self.root} is not a directory; create it first")
         self.cache = cache
-        self._flights: dict[tuple[str, str], Future[tuple[str, dict[str, torch.Tensor]]]] = {}
+        self._flights: dict[ReplicaKey, Future[tuple[str, dict[str, torch.Tensor]]]] = {}
         self._flights_lock = threading.Lock()
         self.removed_temp_files: list[Path] = self._remove_stale_temp_files()
 
@@ -337,11 +196,14 @@ class WeightStore:
     def keys(self) -> list[str]:
         """Saved keys, sorted. Temp files of interrupted writes and non-regular files are not
         entries."""
-        names = (
-            p.name[: -len(SUFFIX)]
-            for p in self.root.glob(f"*{SUFFIX}")
-            if stat.S_ISREG(p.lstat().st_mode)
-        )
+        names = []
+        for p in self.root.glob(f"*{SUFFIX}"):
+            try:
+                regular = stat.S_ISREG(p.lstat().st_mode)
+            except FileNotFoundError:  # deleted between the listing and now: not an entry
+                continue
+            if regular:
+                names.append(p.name[: -len(SUFFIX)])
         return sorted(n for n in names if _KEY.fullmatch(n) and ".." not in n)
 
     def save(
@@ -414,7 +276,7 @@ class WeightStore:
         """The digest the bytes were verified against, and the tensors: one read of one file."""
         raw = self.read_raw(key)
         tensors = decode(raw, source=str(self.path(key)))
-        digest = _split(raw)[0]["__metadata__"][_DIGEST_KEY]
+        digest = split(raw)[0][METADATA][DIGEST_KEY]
         return digest, {k: v.to(device) for k, v in tensors.items()}
 
     def digest(self, key: str) -> str:
@@ -424,10 +286,10 @@ class WeightStore:
             n = int.from_bytes(os.pread(fd, 8, 0), "little")
             head = os.pread(fd, min(n, 1 << 24), 8)
         try:
-            meta = json.loads(head).get("__metadata__", {})
-        except (UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+            meta = json.loads(head).get(METADATA, {})
+        except (ValueError, RecursionError, AttributeError):  # ValueError: JSON and Unicode
             raise CorruptEntry(f"{path}: the safetensors header is broken") from None
-        value = meta.get(_DIGEST_KEY) if isinstance(meta, dict) else None
+        value = meta.get(DIGEST_KEY) if isinstance(meta, dict) else None
         if not isinstance(value, str):
             raise CorruptEntry(f"{path}: no digest in its metadata")
         return value
@@ -448,19 +310,29 @@ class WeightStore:
         """Remove the temp files whose writer is gone: a crashed writer's, as large as a model.
 
         A writer's pid is in the name; a file of a running process (this one included) stays.
-        A temp file without a pid is removed once it is a day old.
+        A temp file without a pid that a process can have is removed once it is a day old.
+        What cannot be removed (a directory of that name, a file the user may not delete) is
+        left in place with a :class:`RuntimeWarning`: opening the store must not fail on it.
         """
         removed = []
         for tmp in self.stale_temp_files():
-            match = _TMP_NAME.fullmatch(tmp.name)
+            pid = _writer_pid(tmp.name)
             try:
-                if match is not None:
-                    if _alive(int(match["pid"])):
+                if pid is not None:
+                    if _alive(pid):
                         continue
                 elif time.time() - tmp.lstat().st_mtime < _STALE_UNKNOWN_S:
                     continue
                 tmp.unlink()
             except FileNotFoundError:  # another store cleaned it first
+                continue
+            except OSError as err:
+                warnings.warn(
+                    f"{tmp} looks like an interrupted write but cannot be removed "
+                    f"({err.strerror or err}); the store leaves it in place",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
                 continue
             removed.append(tmp)
         if removed:
@@ -475,8 +347,8 @@ class WeightStore:
 
         The loaded tensors go into the store's cache, keyed by entry, device and the digest
         the load verified (a re-saved entry is a new cache entry), and stay pinned until the
-        block exits. Concurrent replicas of one entry that is not cached load it once. Without
-        a cache the tensors are simply loaded.
+        block exits. Concurrent replicas of one entry that is not cached, and that read the same
+        digest, load it once. Without a cache the tensors are simply loaded.
         """
         import torch
 
@@ -504,7 +376,7 @@ class WeightStore:
             except NotResident:
                 pass
             if loaded is None or loaded[0] != ck[2]:
-                loaded = self._load_once(key, dev, device)
+                loaded = self._load_once(ck, device)
             digest, tensors = loaded
             ck = (key, dev, digest)  # the digest these bytes were verified against
             size = max(1, sum(t.numel() * t.element_size() for t in tensors.values()))
@@ -522,18 +394,23 @@ class WeightStore:
         )
 
     def _load_once(
-        self, key: str, dev: str, device: torch.device | str
+        self, seen: ReplicaKey, device: torch.device | str
     ) -> tuple[str, dict[str, torch.Tensor]]:
-        """Load ``key`` onto ``dev``; callers that arrive while a load runs share its result."""
+        """Load ``seen``'s entry onto its device; callers that arrive while a load runs share it.
+
+        A load is shared only with callers that saw the same digest: a caller that read the
+        digest of a newer save must not wait for, and serve, bytes read before that save.
+        What the load returns is at least as new as the digest its leader saw.
+        """
         with self._flights_lock:
-            flight = self._flights.get((key, dev))
+            flight = self._flights.get(seen)
             leader = flight is None
             if flight is None:
-                flight = self._flights[(key, dev)] = Future()
+                flight = self._flights[seen] = Future()
         if not leader:
             return flight.result()
         try:
-            result = self._load_verified(key, device)
+            result = self._load_verified(seen[0], device)
         except BaseException as err:
             flight.set_exception(err)
             raise
@@ -542,10 +419,20 @@ class WeightStore:
             return result
         finally:
             with self._flights_lock:
-                del self._flights[(key, dev)]
+                del self._flights[seen]
 
 
 _PIN_ATTEMPTS = 8
+_MAX_PID = 2**31 - 1  # pid_t; a larger number is no process (os.kill would overflow)
+
+
+def _writer_pid(name: str) -> int | None:
+    """The writer's pid in a temp file's name, or None when it names no pid a process has."""
+    match = _TMP_NAME.fullmatch(name)
+    if match is None:
+        return None
+    pid = int(match["pid"])
+    return pid if 0 < pid <= _MAX_PID else None
 
 
 def _alive(pid: int) -> bool:

@@ -1,4 +1,8 @@
-"""nbval settings for the notebooks in this folder (``pytest --nbval-lax FOLDER/``)."""
+"""nbval settings for the course notebooks (``pytest --nbval-lax exercises/``, or ``solutions/``).
+
+At the repository root, where pytest finds it for any folder below, so the learner's
+``exercises/`` folder holds only notebooks.
+"""
 
 from typing import Any
 
