@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 
 from servelab.kv.budget import BudgetStep, TokenBudgetScheduler
 from servelab.kv.scheduler import Scheduler, Sequence, StepOutput
-from servelab.kv.sim import SimulationStalled
+from servelab.kv.sim import Frame, SimulationStalled, snapshot
 
 __all__ = [
     "CostModel",
     "LatencyResult",
     "TimedArrival",
+    "budget_snapshot",
     "percentile",
     "poisson_workload",
     "simulate_latency",
@@ -100,6 +101,31 @@ def step_tokens(out: StepOutput | BudgetStep) -> int:
     return sum(p.num_tokens - p.num_cached for p in out.prefills) + len(out.decodes)
 
 
+def budget_snapshot(sched: TokenBudgetScheduler, out: BudgetStep, step: int) -> Frame:
+    """A timeline :class:`~servelab.kv.sim.Frame` of a token-budget step: a chunk that decodes
+    counts as decoded, any other chunk as prefilled, and the frame carries the step's decode
+    and prefill tokens against the budget."""
+    decodes = [c for c in out.scheduled if c.is_decode]
+    prefills = [c for c in out.scheduled if not c.is_decode]
+    held = tuple((s.seq_id, len(sched.bm.block_table(s.seq_id))) for s in sched.running)
+    return Frame(
+        step=step,
+        running=tuple(s.seq_id for s in sched.running),
+        waiting=tuple(s.seq_id for s in sched.waiting),
+        prefilled=frozenset(c.seq.seq_id for c in prefills),
+        decoded=frozenset(c.seq.seq_id for c in decodes),
+        preempted=frozenset(s.seq_id for s in out.preempted),
+        finished=frozenset(s.seq_id for s in out.finished),
+        free_blocks=sched.bm.num_free,
+        num_blocks=sched.bm.num_blocks,
+        watermark=sched.watermark_blocks,
+        held=held,
+        decode_tokens=len(decodes),
+        prefill_tokens=sum(c.num_tokens for c in prefills),
+        budget=sched.max_num_batched_tokens,
+    )
+
+
 @dataclass
 class LatencyResult:
     """Per-request first-token delays and per-token gaps, in modelled milliseconds."""
@@ -111,6 +137,7 @@ class LatencyResult:
     tokens_computed: int = 0
     makespan_ms: float = 0.0
     leaked_blocks: int = 0
+    frames: list[Frame] = field(default_factory=list)
 
     def row(self) -> dict[str, float]:
         """The figures a sweep prints: TTFT and ITL p50 / p99, preemptions, steps."""
@@ -131,12 +158,14 @@ def simulate_latency(
     cost: CostModel | None = None,
     *,
     max_steps: int = 10_000_000,
+    record: bool = False,
 ) -> LatencyResult:
     """Serve ``workload`` through ``sched`` on the modelled clock; see the module docstring.
 
     A request's TTFT runs from its arrival to the end of the step that samples its first
     token; its ITL values are the gaps between the steps that sample its later tokens (a
-    preempted request's recompute shows up as one long gap).
+    preempted request's recompute shows up as one long gap). ``record`` keeps one timeline
+    :class:`~servelab.kv.sim.Frame` per step in ``frames``.
     """
     cost = cost or CostModel()
     result = LatencyResult()
@@ -159,6 +188,12 @@ def simulate_latency(
         result.steps += 1
         result.tokens_computed += tokens
         result.preemptions += len(out.preempted)
+        if record:
+            if isinstance(out, BudgetStep):
+                assert isinstance(sched, TokenBudgetScheduler)
+                result.frames.append(budget_snapshot(sched, out, result.steps - 1))
+            else:
+                result.frames.append(snapshot(sched, out, result.steps - 1))
         for seq in out.computed():
             sid = seq.seq_id
             if seq.num_generated == 0:
