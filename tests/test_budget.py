@@ -196,3 +196,18 @@ def test_step_refuses_tokens_not_appended_and_changes_nothing() -> None:
 def test_invalid_config_of_the_manager_is_the_managers_error() -> None:
     with pytest.raises(InvalidConfig):
         BlockManager(0, 2)
+
+
+def test_no_admission_in_a_step_that_preempted_even_where_a_chunk_would_fit() -> None:
+    sched = TokenBudgetScheduler(BlockManager(3, 1), max_num_batched_tokens=2)
+    a = Sequence.from_prompt(0, [1], 3)
+    b = Sequence.from_prompt(1, [2], 3)
+    sched.add(a)
+    sched.add(b)
+    assert run(sched, 1) == [[(0, 0, 1, True), (1, 0, 1, True)]]
+    out = sched.step()  # a's decode takes the last block; b must preempt itself
+    assert [s.seq_id for s in out.preempted] == [1]
+    # one budget token and one block are left, enough for a chunk of b: still, nobody is
+    # admitted in a step that preempted (b would only take the block a needs next)
+    assert [c.seq.seq_id for c in out.scheduled] == [0] and out.admitted == []
+    assert list(sched.waiting) == [b] and sched.bm.num_free == 1

@@ -59,3 +59,21 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile(list(range(1, 101)), 99) == 99
     assert percentile([5.0], 99) == 5.0
     assert math.isnan(percentile([], 50))
+
+
+def test_the_benchmark_prints_its_table(capsys: pytest.CaptureFixture[str]) -> None:
+    import runpy
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_token_budget.py"
+    argv = sys.argv
+    sys.argv = [str(script), "--quick"]
+    try:
+        with pytest.raises(SystemExit) as done:
+            runpy.run_path(str(script), run_name="__main__")
+    finally:
+        sys.argv = argv
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    assert text.count("v0 (watermark 1%)") == 2 and "budget 512, watermark 0.10" in text
