@@ -23,6 +23,13 @@ that this very decode fills, so every prefill runs after the decodes. Prefills r
 admission order, so a prompt that hits blocks an earlier prompt of this step registered reads
 them after that prompt wrote them.
 
+Token budget. With ``scheduler="token-budget"`` the
+:class:`~servelab.kv.budget.TokenBudgetScheduler` decides instead, and a step is a list of
+chunks: the running requests' one-token decodes go to the batched decode, every other chunk
+(a piece of a prompt, a recompute, a suffix after a prefix hit) through ``prefill`` with
+``start`` at the request's computed tokens, so it attends to its cached KV plus its own causal
+chunk, whether or not ``start`` falls on a block boundary.
+
 Prefix caching. With ``prefix_caching=True`` the block manager is a
 :class:`~servelab.kv.prefix.PrefixCachingBlockManager`. The scheduler hands either manager
 the token ids (:class:`~servelab.kv.scheduler.KVCacheManager`), and each
