@@ -39,7 +39,7 @@ def test_scheduler_follows_the_model(prefix_caching: bool) -> None:
     machine = budget_machine(prefix_caching=prefix_caching)
     run_state_machine_as_test(
         machine,
-        settings=settings(max_examples=60 * thoroughness(), stateful_step_count=40, deadline=None),
+        settings=settings(max_examples=40 * thoroughness(), stateful_step_count=40, deadline=None),
     )
 
 
