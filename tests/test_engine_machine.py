@@ -226,3 +226,60 @@ def test_engine_state_machine_matches_dense_generation() -> None:
             phases=phases,
         ),
     )
+
+
+class BudgetEngineMachine(EngineMachine):
+    """The same programs served by the token-budget scheduler: chunked prefills of 1 to 9
+    tokens (ending mid-block), prefix hits, preemption by recompute in tight pools, the
+    watermark and the sequence cap; one sample per request."""
+
+    @initialize(
+        block_size=st.sampled_from([1, 2, 4]),
+        spare=st.integers(0, 3),  # tight: requests preempt each other
+        budget=st.integers(1, 9),
+        max_num_seqs=st.integers(1, 4),
+        watermark=st.sampled_from([0.0, 0.0, 0.2]),
+        prefix_caching=st.booleans(),
+    )
+    def configure_budget(
+        self,
+        block_size: int,
+        spare: int,
+        budget: int,
+        max_num_seqs: int,
+        watermark: float,
+        prefix_caching: bool,
+    ) -> None:
+        need = -(-MAX_TOKENS // block_size)
+        config = EngineConfig(
+            num_blocks=need + spare * (4 // block_size),
+            block_size=block_size,
+            prefix_caching=prefix_caching,
+            scheduler="token-budget",
+            max_num_batched_tokens=budget,
+            max_num_seqs=max_num_seqs,
+            budget_watermark=watermark,
+        )
+        self.engine = Engine(MODEL, config)
+
+    def configure(self, *args: object, **kwargs: object) -> None:  # type: ignore[override]
+        """Replaced by ``configure_budget``: this machine never builds a v0 engine."""
+
+    def _add(self, prompt: list[int], max_new: int, n: int, temperature: float, seed: int) -> None:
+        assert self.engine.config.scheduler == "token-budget"
+        super()._add(prompt, max_new, 1, temperature, seed)
+
+
+def test_token_budget_engine_state_machine_matches_dense_generation() -> None:
+    """As the v0 machine: 15 programs in dev, 40 x the thoroughness in CI, no shrinking."""
+    scale = thoroughness()
+    phases = [p for p in settings().phases if p is not Phase.shrink]
+    run_state_machine_as_test(
+        BudgetEngineMachine,
+        settings=settings(
+            settings(),
+            max_examples=15 if scale == 1 else 40 * scale,
+            stateful_step_count=25,
+            phases=phases,
+        ),
+    )

@@ -158,3 +158,31 @@ def test_rows_show_the_blocks_each_sequence_holds(frames: list[Frame]) -> None:
     caption = next(t for t in root.iter(f"{SVG}text") if t.get("class") == "caption")
     if waiting:
         assert "next to admit: " + ", ".join(map(str, waiting[:8])) in (caption.text or "")
+
+
+def test_a_token_budget_run_splits_each_bar_into_decode_and_prefill_tokens() -> None:
+    from servelab.kv.budget import TokenBudgetScheduler
+    from servelab.kv.latency import TimedArrival, simulate_latency
+
+    work = [TimedArrival(0.0, 30, 6), TimedArrival(0.0, 4, 12), TimedArrival(40.0, 25, 3)]
+    sched = TokenBudgetScheduler(BlockManager(40, 4), max_num_batched_tokens=8)
+    res = simulate_latency(sched, work, record=True)
+    frames = res.frames
+    assert sum(f.decode_tokens + f.prefill_tokens for f in frames) == res.tokens_computed
+    assert all(f.decode_tokens + f.prefill_tokens <= 8 for f in frames)
+    assert any(f.decode_tokens and f.prefill_tokens for f in frames)  # chunks beside decodes
+    root = parse(render_timeline(frames))
+    (line,) = [e for e in root.iter(f"{SVG}line") if e.get("class") == "budget"]
+    assert line.get("data-budget") == "8"
+    for cls, field in (("decode-tokens", "decode_tokens"), ("prefill-tokens", "prefill_tokens")):
+        drawn = {
+            int(r.get("data-step", -1)): int(r.get("data-tokens", 0)) for r in rects(root, cls)
+        }
+        want = {i: getattr(f, field) for i, f in enumerate(frames) if getattr(f, field)}
+        assert drawn == want, cls
+
+
+def test_a_run_without_a_budget_has_no_token_panel(frames: list[Frame]) -> None:
+    root = parse(render_timeline(frames))
+    assert not rects(root, "decode-tokens") and not rects(root, "prefill-tokens")
+    assert not [e for e in root.iter(f"{SVG}line") if e.get("class") == "budget"]

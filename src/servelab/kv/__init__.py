@@ -18,6 +18,7 @@ from servelab.kv.blocks import (
     StepSlots,
     UnknownSequence,
 )
+from servelab.kv.budget import BudgetStep, Chunk, TokenBudgetScheduler
 from servelab.kv.prefix import InvalidBlockHash, InvalidExtraKey, PrefixCachingBlockManager
 from servelab.kv.scheduler import (
     DuplicateSequence,
@@ -35,6 +36,8 @@ from servelab.kv.scheduler import (
 
 __all__ = [
     "BlockManager",
+    "BudgetStep",
+    "Chunk",
     "DuplicateSequence",
     "InvalidBlock",
     "InvalidBlockHash",
@@ -58,6 +61,7 @@ __all__ = [
     "Slot",
     "StepOutput",
     "StepSlots",
+    "TokenBudgetScheduler",
     "TokenNotAppended",
     "UnknownSequence",
 ]

@@ -23,6 +23,13 @@ that this very decode fills, so every prefill runs after the decodes. Prefills r
 admission order, so a prompt that hits blocks an earlier prompt of this step registered reads
 them after that prompt wrote them.
 
+Token budget. With ``scheduler="token-budget"`` the
+:class:`~servelab.kv.budget.TokenBudgetScheduler` decides instead, and a step is a list of
+chunks: the running requests' one-token decodes go to the batched decode, every other chunk
+(a piece of a prompt, a recompute, a suffix after a prefix hit) through ``prefill`` with
+``start`` at the request's computed tokens, so it attends to its cached KV plus its own causal
+chunk, whether or not ``start`` falls on a block boundary.
+
 Prefix caching. With ``prefix_caching=True`` the block manager is a
 :class:`~servelab.kv.prefix.PrefixCachingBlockManager`. The scheduler hands either manager
 the token ids (:class:`~servelab.kv.scheduler.KVCacheManager`), and each
@@ -44,11 +51,13 @@ import time
 from collections.abc import Callable, Iterable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 
 from servelab.kv.attention import Backend
 from servelab.kv.blocks import BlockManager, InvalidConfig, KVCacheError
+from servelab.kv.budget import BudgetStep, TokenBudgetScheduler
 from servelab.kv.model import TinyLlama
 from servelab.kv.pool import SwapSpace, pinning_available
 from servelab.kv.prefix import PrefixCachingBlockManager
@@ -62,7 +71,10 @@ __all__ = [
     "EngineStats",
     "InvalidSamplingRequest",
     "Request",
+    "SchedulerKind",
 ]
+
+SchedulerKind = Literal["v0", "token-budget"]
 
 
 class EngineError(KVCacheError):
@@ -125,7 +137,14 @@ class Completion:
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """Pool size and policies. ``num_host_blocks`` is swap space (used with ``"swap"``)."""
+    """Pool size and policies. ``num_host_blocks`` is swap space (used with ``"swap"``).
+
+    ``scheduler="v0"`` (the default) admits whole prompts by watermark and decodes one token per
+    sequence (:class:`~servelab.kv.scheduler.Scheduler`); ``"token-budget"`` schedules
+    ``max_num_batched_tokens`` tokens per step with chunked prefill, at most ``max_num_seqs``
+    running, and the opt-in ``budget_watermark`` fraction
+    (:class:`~servelab.kv.budget.TokenBudgetScheduler`; recompute only, one sample per request).
+    """
 
     num_blocks: int = 256
     block_size: int = 16
@@ -134,12 +153,22 @@ class EngineConfig:
     num_host_blocks: int = 0
     watermark: int | None = None
     backend: Backend | None = None
+    scheduler: SchedulerKind = "v0"
+    max_num_batched_tokens: int = 2048
+    max_num_seqs: int = 256
+    budget_watermark: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("num_blocks", "block_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidConfig(f"{name} must be a positive int, got {value!r}")
+        if self.scheduler not in ("v0", "token-budget"):
+            raise InvalidConfig(f"scheduler must be 'v0' or 'token-budget', got {self.scheduler!r}")
+        if self.scheduler == "token-budget" and (
+            self.preemption != "recompute" or self.num_host_blocks
+        ):
+            raise InvalidConfig("the token-budget scheduler preempts by recompute only")
 
 
 @dataclass
@@ -228,12 +257,22 @@ class Engine:
             self.prefix = bm = PrefixCachingBlockManager(cfg.num_blocks, cfg.block_size)
         else:
             bm = BlockManager(cfg.num_blocks, cfg.block_size)
-        self.scheduler = Scheduler(
-            bm,
-            watermark=cfg.watermark,
-            preemption=cfg.preemption,
-            num_host_blocks=cfg.num_host_blocks,
-        )
+        self.scheduler: Scheduler | TokenBudgetScheduler
+        self._budget: TokenBudgetScheduler | None = None
+        if cfg.scheduler == "token-budget":
+            self.scheduler = self._budget = TokenBudgetScheduler(
+                bm,
+                max_num_batched_tokens=cfg.max_num_batched_tokens,
+                max_num_seqs=cfg.max_num_seqs,
+                watermark=cfg.budget_watermark,
+            )
+        else:
+            self.scheduler = Scheduler(
+                bm,
+                watermark=cfg.watermark,
+                preemption=cfg.preemption,
+                num_host_blocks=cfg.num_host_blocks,
+            )
         self.bm = bm
         # swap space: pinned on CUDA, filled and drained by asynchronous copies
         self._host = SwapSpace(self.pool, cfg.num_host_blocks) if cfg.num_host_blocks else None
@@ -244,6 +283,11 @@ class Engine:
         """Queue a request; returns its id. Raises the scheduler's errors unchanged."""
         if not isinstance(request, Request):
             raise InvalidSamplingRequest(f"add() takes a Request, got {type(request).__name__}")
+        if self._budget is not None and request.n > 1:
+            raise InvalidSamplingRequest(
+                "the token-budget scheduler serves one sample per request (n=1); "
+                "use scheduler='v0' for parallel sampling"
+            )
         vocab = self.model.config.vocab_size
         if max(request.prompt) >= vocab:
             raise InvalidSamplingRequest(f"a prompt token is outside the vocabulary ({vocab})")
@@ -289,8 +333,11 @@ class Engine:
     # -- one step ----------------------------------------------------------------------
     def step(self) -> int:
         """Run one scheduler step on the device; returns the number of tokens sampled."""
+        scheduler = self.scheduler
+        if isinstance(scheduler, TokenBudgetScheduler):
+            return self._step_budget(scheduler)
         t0 = time.perf_counter()
-        out = self.scheduler.step()
+        out = scheduler.step()
         self._swap(out)
         cows = [(d.slot.cow_src, d.slot.block) for d in out.decodes if d.slot.cow_src is not None]
         self.pool.copy_blocks(cows)
@@ -306,6 +353,50 @@ class Engine:
             seq.append_token(tok)
         self._collect_finished()
         self._account(out, len(cows))
+        self.stats.generated_tokens += len(tokens)
+        self.stats.wall_s += time.perf_counter() - t0
+        return len(tokens)
+
+    def _step_budget(self, scheduler: TokenBudgetScheduler) -> int:
+        """One token-budget step: copies, then the running requests' decodes in one batch,
+        then every other chunk in scheduled order, each attending to the KV its request
+        already holds plus its own causal chunk.
+
+        Decodes go first because an admission of this step may hit a block a decode fills;
+        admissions run after the running requests' chunks and in admission order, since a
+        later admission may hit blocks an earlier chunk of this step fills.
+        """
+        t0 = time.perf_counter()
+        out = scheduler.step()
+        self.pool.copy_blocks(out.copies)
+        decodes = [c for c in out.scheduled[: out.num_running] if c.is_decode]
+        sampled: list[tuple[Sequence, torch.Tensor]] = []
+        if decodes:
+            logits = self.model.decode(
+                self.pool,
+                [c.seq.token_ids[c.start] for c in decodes],
+                [self.bm.block_table(c.seq.seq_id) for c in decodes],
+                [c.start + 1 for c in decodes],
+                backend=self.config.backend,
+            )
+            sampled.extend((c.seq, logits[i]) for i, c in enumerate(decodes))
+            self.stats.decode_tokens += len(decodes)
+        batched = {id(c) for c in decodes}
+        for c in out.scheduled:
+            if id(c) in batched:
+                continue
+            end = c.start + c.num_tokens
+            table = self.bm.block_table(c.seq.seq_id)
+            last = self.model.prefill(self.pool, c.seq.token_ids[:end], table, start=c.start)
+            self.stats.prompt_tokens += c.num_tokens + c.num_cached
+            self.stats.cached_tokens += c.num_cached
+            if c.samples:
+                sampled.append((c.seq, last))
+        tokens = self._sample(sampled)
+        for (seq, _), tok in zip(sampled, tokens, strict=True):
+            seq.append_token(tok)
+        self._collect_finished()
+        self._account(out, len(out.copies))
         self.stats.generated_tokens += len(tokens)
         self.stats.wall_s += time.perf_counter() - t0
         return len(tokens)
@@ -340,6 +431,7 @@ class Engine:
                 )
                 self._next_seq += 1
                 self._seqs[child.seq_id] = child
+                assert isinstance(self.scheduler, Scheduler)  # n > 1 only with the v0 one
                 self.scheduler.fork(seq, child)
                 self._samples[child.seq_id] = _Sample(
                     sample.request_id, i, sample.seed + i, sample.temperature
@@ -391,7 +483,7 @@ class Engine:
                     self._samples.pop(s.seq_id, None)
                 del self._groups[rid]
 
-    def _account(self, out: StepOutput, cows: int) -> None:
+    def _account(self, out: StepOutput | BudgetStep, cows: int) -> None:
         st, bs = self.stats, self.pool.block_size
         st.steps += 1
         st.preemptions += len(out.preempted)

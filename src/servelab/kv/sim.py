@@ -89,6 +89,11 @@ class Frame:
     num_blocks: int
     watermark: int
     held: tuple[tuple[int, int], ...] = ()  # (seq_id, blocks in its table), running ones
+    # a token-budget step: the tokens its decodes and its prefill chunks computed, and the
+    # budget (0: a scheduler without one, and the timeline draws no token panel)
+    decode_tokens: int = 0
+    prefill_tokens: int = 0
+    budget: int = 0
 
 
 def _held(sched: Any) -> tuple[tuple[int, int], ...]:

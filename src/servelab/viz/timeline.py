@@ -3,7 +3,10 @@
 Each row shows what happened to a sequence at each step: waiting, prefilled (admitted, or
 re-admitted after a preemption), decoding, or preempted in that step. Below the rows, the
 free-block gauge plots ``bm.num_free`` after every step against the watermark, so thrashing
-shows as red marks where the gauge touches zero.
+shows as red marks where the gauge touches zero. For a token-budget run (frames with a
+``budget``, from :func:`~servelab.kv.latency.budget_snapshot`), a token panel between the two
+splits each step's bar into decode and prefill tokens against the budget line: chunked prefill
+shows as green filling what the blue decodes leave of the budget.
 
 :func:`render_timeline` is a pure function of a list of :class:`~servelab.kv.sim.Frame`
 (``simulate(..., record=True).frames``, or ``snapshot(sched, out, step)`` per step of a
@@ -130,7 +133,10 @@ def render_timeline(
     rows = len(runs)
     row_h = max(2.0, min(14.0, 360 / max(1, rows)))
     grid_h = rows * row_h
-    gauge_top = top + grid_h + 18
+    budget = max((f.budget for f in frames), default=0)
+    tokens_top = top + grid_h + 18
+    tokens_h = 60 if budget else 0
+    gauge_top = tokens_top + tokens_h + (18 if budget else 0)
     gauge_h = 70
     height = int(gauge_top + gauge_h + 44)
     col_w = plot_w / max(1, n)
@@ -173,6 +179,9 @@ def render_timeline(
         f'<rect x="{left}" y="{top}" width="{plot_w}" height="{grid_h:.1f}" '
         'fill="none" stroke="#999"/>'
     )
+
+    if budget:
+        out.extend(_token_panel(shown, left, plot_w, tokens_top, tokens_h, budget, col_w))
 
     # the free-block gauge
     num_blocks = frames[0].num_blocks if frames else 1
@@ -228,6 +237,45 @@ def render_timeline(
     out.append(f'<text class="caption" x="{left}" y="{legend_y + 18}">{escape(caption)}</text>')
     out.append("</svg>")
     return scoped_ids("\n".join(out))
+
+
+def _token_panel(
+    shown: Sequence[Frame],
+    left: float,
+    plot_w: float,
+    top: float,
+    height: float,
+    budget: int,
+    col_w: float,
+) -> list[str]:
+    """Each step's decode (bottom) and prefill (top) tokens as one stacked bar, with the
+    budget as a dashed line at 80% of the panel's height."""
+    scale = 0.8 * height / budget
+    bottom = top + height
+    out = [
+        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{height}" fill="#fafafa" '
+        'stroke="#999"/>',
+        f'<text x="4" y="{top + 10}" fill="#555">tokens</text>',
+        f'<line class="budget" data-budget="{budget}" x1="{left}" x2="{left + plot_w}" '
+        f'y1="{bottom - budget * scale:.2f}" y2="{bottom - budget * scale:.2f}" '
+        'stroke="#e6550d" stroke-dasharray="4 3"/>',
+        f'<text x="{left - 4}" y="{bottom - budget * scale + 4:.2f}" text-anchor="end" '
+        f'fill="#555">{budget}</text>',
+    ]
+    for i, f in enumerate(shown):
+        x = left + i * col_w
+        w = max(0.5, col_w - (1 if col_w > 3 else 0))
+        y = bottom
+        for cls, n in (("decode-tokens", f.decode_tokens), ("prefill-tokens", f.prefill_tokens)):
+            if n:
+                h = min(n * scale, y - top)
+                y -= h
+                color = COLORS["decode" if cls == "decode-tokens" else "prefill"]
+                out.append(
+                    f'<rect class="{cls}" data-step="{i}" data-tokens="{n}" x="{x:.2f}" '
+                    f'y="{y:.2f}" width="{w:.2f}" height="{h:.2f}" fill="{color}"/>'
+                )
+    return out
 
 
 class TimelineReplay:

@@ -1,0 +1,213 @@
+"""The token-budget scheduler: its rules against an executable model, on both block managers,
+and the targeted cases each rule is about."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from servelab.kv.blocks import BlockManager, InvalidConfig
+from servelab.kv.budget import TokenBudgetScheduler, max_kv_tokens
+from servelab.kv.prefix import PrefixCachingBlockManager
+from servelab.kv.scheduler import (
+    DuplicateSequence,
+    InvalidRequest,
+    InvalidSchedulerConfig,
+    NotASequence,
+    RequestTooLarge,
+    Sequence,
+    TokenNotAppended,
+)
+from servelab.testing.core import thoroughness
+from servelab.testing.token_budget import budget_machine, drain
+
+
+def run(sched: TokenBudgetScheduler, steps: int) -> list[list[tuple[int, int, int, bool]]]:
+    """``steps`` steps, appending token 7 to each sampler; each step's (id, start, n, samples)."""
+    trace = []
+    for _ in range(steps):
+        out = sched.step()
+        trace.append([(c.seq.seq_id, c.start, c.num_tokens, c.samples) for c in out.scheduled])
+        for seq in out.computed():
+            seq.append_token(7)
+    return trace
+
+
+@pytest.mark.parametrize("prefix_caching", [False, True], ids=["plain", "prefix"])
+def test_scheduler_follows_the_model(prefix_caching: bool) -> None:
+    machine = budget_machine(prefix_caching=prefix_caching)
+    run_state_machine_as_test(
+        machine,
+        settings=settings(max_examples=40 * thoroughness(), stateful_step_count=40, deadline=None),
+    )
+
+
+def test_decodes_go_first_and_a_long_prompt_is_chunked() -> None:
+    sched = TokenBudgetScheduler(BlockManager(64, 4), max_num_batched_tokens=4)
+    sched.add(Sequence.from_prompt(0, [1, 2], 3))
+    sched.add(Sequence.from_prompt(1, list(range(10)), 2))
+    trace = run(sched, 6)
+    assert trace[0] == [(0, 0, 2, True), (1, 0, 2, False)]
+    # the decode of 0 first, then what is left of the budget for 1's prompt
+    assert trace[1] == [(0, 2, 1, True), (1, 2, 3, False)]
+    assert trace[2] == [(0, 3, 1, True), (1, 5, 3, False)]
+    assert trace[3] == [(1, 8, 2, True)]  # 0 finished and was retired at this step
+    assert trace[4] == [(1, 10, 1, True)]
+    assert sched.is_idle or trace[5] == []
+
+
+def test_budget_counts_tokens_and_cap_counts_requests() -> None:
+    sched = TokenBudgetScheduler(BlockManager(64, 4), max_num_batched_tokens=100, max_num_seqs=2)
+    for i in range(3):
+        sched.add(Sequence.from_prompt(i, [i] * 5, 2))
+    out = sched.step()
+    assert [c.seq.seq_id for c in out.scheduled] == [0, 1] and out.num_batched_tokens == 10
+    assert [s.seq_id for s in sched.waiting] == [2]
+
+
+def test_prefix_hit_is_computed_and_not_charged_to_the_budget() -> None:
+    bm = PrefixCachingBlockManager(32, 4)
+    sched = TokenBudgetScheduler(bm, max_num_batched_tokens=3)
+    prompt = list(range(9))
+    sched.add(Sequence.from_prompt(0, prompt, 1))
+    assert run(sched, 3) == [[(0, 0, 3, False)], [(0, 3, 3, False)], [(0, 6, 3, True)]]
+    sched.step()  # retires 0; its full blocks stay cached
+    sched.add(Sequence.from_prompt(1, prompt, 1))
+    out = sched.step()
+    (chunk,) = out.scheduled
+    # 8 tokens found cached; the last prompt token is computed so the request samples
+    assert (chunk.start, chunk.num_cached, chunk.num_tokens, chunk.samples) == (8, 8, 1, True)
+    assert sched.num_computed_tokens(1) == 9
+
+
+def test_full_prompt_hit_still_computes_the_last_token() -> None:
+    bm = PrefixCachingBlockManager(32, 4)
+    sched = TokenBudgetScheduler(bm, max_num_batched_tokens=16)
+    sched.add(Sequence.from_prompt(0, list(range(8)), 1))
+    run(sched, 2)
+    sched.add(Sequence.from_prompt(1, list(range(8)), 1))
+    (chunk,) = sched.step().scheduled
+    assert (chunk.start, chunk.num_tokens, chunk.samples) == (4, 4, True)
+
+
+def test_blocks_are_allocated_per_chunk_not_for_the_whole_prompt() -> None:
+    bm = BlockManager(32, 4)
+    sched = TokenBudgetScheduler(bm, max_num_batched_tokens=5)
+    sched.add(Sequence.from_prompt(0, list(range(20)), 1))
+    sched.step()
+    assert bm.seq_len(0) == 5 and len(bm.block_table(0)) == 2
+    sched.step()  # chunk [5, 10) ends mid-block
+    assert bm.seq_len(0) == 10 and len(bm.block_table(0)) == 3
+
+
+def test_latest_running_is_preempted_by_recompute_and_restarts_from_its_hit() -> None:
+    bm = PrefixCachingBlockManager(4, 2)
+    sched = TokenBudgetScheduler(bm, max_num_batched_tokens=16)
+    a = Sequence.from_prompt(0, [1, 1, 1], 4)
+    b = Sequence.from_prompt(1, [2, 2, 2], 4)
+    sched.add(a)
+    sched.add(b)
+    run(sched, 1)  # both prefilled: 2 blocks each, the pool is full
+    out = sched.step()  # a's decode at position 3 fits its block; b's too
+    for seq in out.computed():
+        seq.append_token(5)
+    out = sched.step()  # position 4 needs a third block for a: b, the latest, is preempted
+    assert [s.seq_id for s in out.preempted] == [1] and [c.seq.seq_id for c in out.scheduled] == [0]
+    assert sched.num_computed_tokens(1) == 0 and list(sched.waiting) == [b]
+    assert out.admitted == []  # no admission in a step that preempted
+    for seq in out.computed():
+        seq.append_token(5)
+    # b's first full block [2, 2] stays cached: on re-admission it is a hit
+    assert bm.num_cached_tokens(b.token_ids) == 2
+    drain(sched, lambda s: 5, 50)
+    assert a.is_finished and b.is_finished and bm.num_free == bm.num_blocks
+
+
+def test_a_request_that_preempts_itself_ends_the_running_phase() -> None:
+    bm = BlockManager(3, 2)
+    sched = TokenBudgetScheduler(bm, max_num_batched_tokens=16)
+    a = Sequence.from_prompt(0, [1, 1, 1, 1], 3)  # needs 3 blocks at most: fits alone
+    sched.add(a)
+    drain(sched, lambda s: 1, 20)
+    assert a.is_finished and bm.num_free == 3
+
+
+def test_watermark_is_off_by_default_and_skipped_for_the_first_request() -> None:
+    sched = TokenBudgetScheduler(BlockManager(10, 1), max_num_batched_tokens=100)
+    assert sched.watermark_blocks == 0
+    sched = TokenBudgetScheduler(BlockManager(10, 1), max_num_batched_tokens=100, watermark=0.3)
+    assert sched.watermark_blocks == 3
+    sched.add(Sequence.from_prompt(0, [1] * 9, 1))  # leaves 1 free: below 3, but first
+    sched.add(Sequence.from_prompt(1, [2], 1))
+    out = sched.step()
+    assert [c.seq.seq_id for c in out.scheduled] == [0]  # 1 would leave 0 free < 3
+
+
+def test_requests_that_can_never_fit_are_rejected_and_change_nothing() -> None:
+    sched = TokenBudgetScheduler(BlockManager(4, 2))
+    sched.add(Sequence.from_prompt(0, [1] * 6, 3))  # 8 KV slots at most: 4 blocks, fits
+    with pytest.raises(RequestTooLarge):
+        sched.add(Sequence.from_prompt(1, [1] * 6, 4))
+    with pytest.raises(DuplicateSequence):
+        sched.add(Sequence.from_prompt(0, [1], 1))
+    with pytest.raises(NotASequence):
+        sched.add(0)  # type: ignore[arg-type]
+    done = Sequence.from_prompt(2, [1], 1)
+    done.append_token(1)
+    with pytest.raises(InvalidRequest):
+        sched.add(done)
+    assert [s.seq_id for s in sched.waiting] == [0]
+    assert max_kv_tokens(sched.waiting[0]) == 8
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_num_batched_tokens": 0},
+        {"max_num_seqs": 0},
+        {"max_num_batched_tokens": 2.0},
+        {"watermark": 1.0},
+        {"watermark": -0.1},
+        {"watermark": True},
+    ],
+)
+def test_bad_configuration_is_rejected(kwargs: dict[str, object]) -> None:
+    with pytest.raises(InvalidSchedulerConfig):
+        TokenBudgetScheduler(BlockManager(4, 2), **kwargs)  # type: ignore[arg-type]
+
+
+def test_step_refuses_tokens_not_appended_and_changes_nothing() -> None:
+    sched = TokenBudgetScheduler(BlockManager(8, 2), max_num_batched_tokens=2)
+    a = Sequence.from_prompt(0, [1, 2, 3], 2)
+    sched.add(a)
+    sched.step()  # chunk [0, 2): does not sample
+    a.append_token(9)  # a token nobody sampled
+    with pytest.raises(TokenNotAppended):
+        sched.step()
+    a.token_ids.pop()
+    out = sched.step()
+    assert [(c.start, c.num_tokens, c.samples) for c in out.scheduled] == [(2, 1, True)]
+    with pytest.raises(TokenNotAppended):  # the sampled token was not appended
+        sched.step()
+    assert sched.num_computed_tokens(0) == 3
+
+
+def test_invalid_config_of_the_manager_is_the_managers_error() -> None:
+    with pytest.raises(InvalidConfig):
+        BlockManager(0, 2)
+
+
+def test_no_admission_in_a_step_that_preempted_even_where_a_chunk_would_fit() -> None:
+    sched = TokenBudgetScheduler(BlockManager(3, 1), max_num_batched_tokens=2)
+    a = Sequence.from_prompt(0, [1], 3)
+    b = Sequence.from_prompt(1, [2], 3)
+    sched.add(a)
+    sched.add(b)
+    assert run(sched, 1) == [[(0, 0, 1, True), (1, 0, 1, True)]]
+    out = sched.step()  # a's decode takes the last block; b must preempt itself
+    assert [s.seq_id for s in out.preempted] == [1]
+    # one budget token and one block are left, enough for a chunk of b: still, nobody is
+    # admitted in a step that preempted (b would only take the block a needs next)
+    assert [c.seq.seq_id for c in out.scheduled] == [0] and out.admitted == []
+    assert list(sched.waiting) == [b] and sched.bm.num_free == 1
