@@ -28,6 +28,11 @@ __all__ = [
 
 _SERVELAB = str(Path(servelab.__file__).resolve().parent)
 
+_HYPOTHESIS_HINT = (
+    "Hypothesis's own exceptions (reject(), assume(), StopTest, ...) belong in tests, not in the "
+    "code under test, and the grader counts one as a failure; raise an exception that says what "
+    "went wrong instead"
+)
 EXCEPTION_HINTS: Mapping[str, str] = {
     "StopIteration": (
         "next() found nothing left: your code asked for one more item than there was (a victim "
@@ -64,7 +69,14 @@ EXCEPTION_HINTS: Mapping[str, str] = {
         "raise KeyboardInterrupt inside a method looks like Ctrl-C to the caller; raise an "
         "exception that says what went wrong instead"
     ),
+    "UnsatisfiedAssumption": _HYPOTHESIS_HINT,
+    "StopTest": _HYPOTHESIS_HINT,
+    "HypothesisException": _HYPOTHESIS_HINT,
 }
+BASE_EXCEPTION_HINT = (
+    "an exception class derived from BaseException, not Exception, slips past every `except "
+    "Exception`; derive it from Exception (or from ValueError, KeyError, ...)"
+)
 
 
 def exception_hint(exc: BaseException) -> str | None:
@@ -72,6 +84,8 @@ def exception_hint(exc: BaseException) -> str | None:
     for kind in type(exc).__mro__:
         if kind.__name__ in EXCEPTION_HINTS:
             return EXCEPTION_HINTS[kind.__name__]
+    if not isinstance(exc, Exception):
+        return BASE_EXCEPTION_HINT
     return None
 
 
