@@ -105,17 +105,40 @@ def test_a_stub_cell_then_its_filled_version_passes(main: types.ModuleType) -> N
     assert grade(TOPIC, main.EvictingCache, step=2, out=io.StringIO()).passed
 
 
-def test_a_class_stacked_on_itself_asks_for_a_restart(main: types.ModuleType) -> None:
+def test_a_class_naming_itself_as_parent_asks_for_the_previous_steps_class(
+    main: types.ModuleType,
+) -> None:
     run_steps(main, 5)
-    old_style = CELLS[STEP_CELLS[5]].replace(
+    wrong_parent = CELLS[STEP_CELLS[5]].replace(
         "class WeightCache(CheckedCache):", "class WeightCache(WeightCache):"
     )
-    run_cell(main, old_style)  # the cell of the old notebooks, run a second time
-    failure = failure_of(TOPIC, main.WeightCache, step=5)
-    text = failure.report.text
-    assert "restart the kernel and run all cells" in text
-    assert "earlier definition of `WeightCache`" in text
+    run_cell(main, wrong_parent)  # once: the learner named the class itself as its parent
+    text = failure_of(TOPIC, main.WeightCache, step=5).report.text
+    assert (
+        "`WeightCache` names its own class as its parent (`class WeightCache(WeightCache)`):"
+        in (text)
+    )
+    assert "hint: each step's class extends the previous step's: write `class WeightCache(" in text
+    assert "write `class WeightCache(CheckedCache):` and run that cell again" in text
+    assert "ran" not in text and "restart" not in text  # neither a re-run nor a restart
     assert "✓" not in text and "reproduce:" not in text  # not diagnosed as a mistake
+    run_cell(main, CELLS[STEP_CELLS[5]])  # the advice, followed as written
+    assert grade(TOPIC, main.WeightCache, step=5, out=io.StringIO()).passed
+
+
+def test_a_class_naming_itself_as_parent_run_twice_says_so(main: types.ModuleType) -> None:
+    run_steps(main, 2)
+    wrong_parent = CELLS[STEP_CELLS[2]].replace(
+        "class EvictingCache(SizedCache):", "class EvictingCache(EvictingCache):"
+    )
+    run_cell(main, wrong_parent)
+    run_cell(main, wrong_parent)
+    text = failure_of(TOPIC, main.EvictingCache, step=2).report.text
+    assert "(`class EvictingCache(EvictingCache)`), and that cell ran 2 times:" in text
+    assert "(EvictingCache → EvictingCache → EvictingCache → SizedCache → CacheSkeleton)" in text
+    assert "write `class EvictingCache(SizedCache):` and run that cell again" in text
+    run_cell(main, CELLS[STEP_CELLS[2]])
+    assert grade(TOPIC, main.EvictingCache, step=2, out=io.StringIO()).passed
 
 
 def test_a_parent_run_again_after_its_child_asks_to_run_the_cells_again(
@@ -339,7 +362,7 @@ def test_diagnose_hook_is_not_asked_about_an_unwritten_step_or_a_stale_class(
     with pytest.raises(StepNotWritten):
         grade(topic, main.PinningCache, step=3, out=io.StringIO())
     run_cell(main, "class PinningCache(PinningCache):\n    pass\n")
-    with pytest.raises(GradeFailure, match="restart the kernel"):
+    with pytest.raises(GradeFailure, match="names its own class as its parent"):
         grade(topic, main.PinningCache, step=3, out=io.StringIO())
     assert calls == []
 
