@@ -25,7 +25,15 @@ from typing import Any
 import nbformat
 import pytest
 
-from servelab.grading import GradeFailure, Step, StepNotWritten, Topic, grade, load_topic
+from servelab.grading import (
+    GradeFailure,
+    MachineCheck,
+    Step,
+    StepNotWritten,
+    Topic,
+    grade,
+    load_topic,
+)
 from servelab.testing.core import ImplementationHung, hang_guard
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -623,3 +631,167 @@ def test_cli_stops_a_loop_inside_one_c_call(tmp_path: Path) -> None:
     done = _cli(tmp_path, CLI_CACHE % "sum(range(10**12))", "--timeout", "3")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "grading did not finish within 3 s" in done.stdout
+
+
+# --- §6: whatever the learner's code raises, the report says what ran -----------------------
+
+ESCAPES = [
+    ("hypothesis.reject()", "UnsatisfiedAssumption"),
+    ("hypothesis.assume(False)", "UnsatisfiedAssumption"),
+    ("raise hypothesis.errors.StopTest(0)", "StopTest"),
+    ("raise hypothesis.errors.Frozen('frozen')", "Frozen"),
+    ("raise hypothesis.errors.Flaky('flaky')", "Flaky"),
+    ("raise hypothesis.errors.FailedHealthCheck('unhealthy')", "FailedHealthCheck"),
+    ("raise unittest.SkipTest('skipped')", "SkipTest"),
+    ("raise Oops('derived from BaseException')", "Oops"),
+]
+
+
+def _escaping_cell(parent: str, method: str, condition: str, statement: str) -> str:
+    """A cell whose ``method`` runs ``statement`` when ``condition`` holds (line 8)."""
+    call = "super().put(key, value, size)" if method == "put" else "return super().get(key)"
+    args = "key, value, size" if method == "put" else "key"
+    return (
+        "import hypothesis, hypothesis.errors, unittest\n"
+        "class Oops(BaseException):\n"
+        "    pass\n"
+        f"class Escaping({parent}):\n"
+        f"    def {method}(self, {args}):\n"
+        f"        if {condition}:\n"
+        "            pass\n"
+        f"            {statement}\n"
+        f"        {call}\n"
+    )
+
+
+@pytest.mark.parametrize(("statement", "name"), ESCAPES)
+def test_hypothesis_control_exceptions_from_learner_code_fail_the_grade(
+    main: types.ModuleType, statement: str, name: str
+) -> None:
+    run_steps(main, 2)
+    run_cell(main, REPLACE_WITHOUT_RELEASE)  # a mistake that only the state machine finds
+    run_cell(main, _escaping_cell("LeakyCache", "put", "key in self._entries", statement))
+    report = failure_of(_machine_only(2), main.Escaping).report
+    lines = report.text.splitlines()
+    assert "agree with the model" not in report.text
+    assert any(line.startswith(f"      {name}") for line in lines), report.text
+    assert "      raised in your put(), line 8" in lines
+    assert "      while running: cache.put('a', '<a weights>', 1)" in lines
+    assert report.code.splitlines()[-1] == "cache.put('a', '<a weights>', 1)"
+
+
+@pytest.mark.parametrize("statement", ["raise Oops('no')", "raise hypothesis.errors.StopTest(0)"])
+def test_a_base_exception_from_learner_code_in_a_probe_fails_the_grade(
+    main: types.ModuleType, statement: str
+) -> None:
+    run_steps(main, 1)
+    run_cell(main, _escaping_cell("SizedCache", "put", "True", statement))
+    report = failure_of(TOPIC, main.Escaping, step=1).report
+    assert "      raised in your put(), line 8" in report.text.splitlines()
+    assert "      while running: cache.put(" in report.text
+    assert report.text.endswith("FAILED")
+
+
+def test_a_base_exception_is_shrunk_like_an_exception(main: types.ModuleType) -> None:
+    run_steps(main, 2)
+    programs = {}
+    for base in ("BaseException", "Exception"):
+        cell = _escaping_cell("EvictingCache", "get", "len(self._entries) > 3", "raise Oops()")
+        run_cell(main, cell.replace("class Oops(BaseException)", f"class Oops({base})"))
+        programs[base] = failure_of(_machine_only(2), main.Escaping).report.code
+    assert programs["BaseException"] == programs["Exception"]
+
+
+def test_an_exception_whose_str_recurses_loops_or_swallows_gives_a_report() -> None:
+    # In a child process: before, a looping __str__ hung the grade.
+    script = textwrap.dedent(
+        """
+        import io
+        from servelab import checkpoint
+        from servelab.grading import GradeFailure, Step, Topic, grade, load_topic
+
+        class Recursing(Exception):
+            def __str__(self):
+                return str(self)
+
+        class Looping(Exception):
+            def __str__(self):
+                while True:
+                    pass
+
+        class Swallowing(Exception):
+            def __str__(self):
+                while True:
+                    try:
+                        while True:
+                            pass
+                    except BaseException:
+                        pass
+
+        def raising(error, on_replace):
+            class Cache(checkpoint("weight-cache", step=2)):
+                def put(self, key, value, size):
+                    if key in self._entries or not on_replace:
+                        raise error()
+                    super().put(key, value, size)
+            return Cache
+
+        step = load_topic("weight-cache").step(2)
+        machine_only = Topic("weight-cache", "machine", [Step(2, "", (), step.machine)])
+        for topic, error, on_replace in [
+            ("weight-cache", Recursing, False),
+            ("weight-cache", Looping, False),
+            ("weight-cache", Swallowing, False),
+            (machine_only, Looping, True),
+        ]:
+            try:
+                grade(topic, raising(error, on_replace), step=2, out=io.StringIO())
+            except GradeFailure as failure:
+                print(failure.report.text)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env
+    )
+    lines = done.stdout.splitlines()
+    assert "      Recursing (str() raised RecursionError)" in lines, done.stdout + done.stderr
+    assert "      Swallowing (str() did not finish)" in lines
+    assert lines.count("      Looping (str() did not finish)") == 2
+    assert "      while running: cache.put('a', '<a weights>', 1)" in lines  # the machine's
+    assert done.stdout.count("FAILED") == 4
+
+
+PICKY_MACHINE = """
+from hypothesis import assume, strategies as st
+from hypothesis.stateful import rule
+from servelab.testing.core import RecordingMachine
+
+def build(impl):
+    class Picky(RecordingMachine):
+        @rule(n=st.integers(0, 99))
+        def go(self, n):
+            assume(n == 0)  # the grader's own assumption: most programs are discarded
+            self.do(f"x.go({n})", lambda: impl(n))
+    return Picky
+"""
+
+
+def test_a_passing_report_states_how_many_programs_ran() -> None:
+    from hypothesis.statistics import collector
+
+    machine: dict[str, Any] = {}
+    exec(compile(PICKY_MACHINE, "<probe>", "exec"), machine)  # "<probe>": the grader's code
+    check = MachineCheck("picky", machine["build"], ["none"], max_examples=150, step_count=3)
+    topic = Topic("picky", "picky", [Step(1, "one", (), check)])
+    statistics: list[dict[str, Any]] = []
+    with collector.with_value(statistics.append):
+        report = grade(topic, lambda n: None, step=1, out=io.StringIO())
+    valid = sum(
+        case["status"] == "valid"
+        for phase in statistics[0].values()
+        if isinstance(phase, dict)
+        for case in phase.get("test-cases", ())
+    )
+    assert 0 < valid < 150
+    assert f"  ✓ step 1 · picky: {valid} random programs of up to 3 calls agree" in report.text
