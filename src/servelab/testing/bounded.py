@@ -23,7 +23,7 @@ __all__ = ["STEPS", "bounded_repr", "bounded_str", "bounded_text"]
 #: Bytecodes the learner's ``__str__`` or ``__repr__`` may execute (a few milliseconds).
 STEPS = 200_000
 #: CPU seconds after which a loop that swallowed the step limit is stopped all the same.
-BACKSTOP_S = 2.0
+BACKSTOP_S = 1.0
 
 
 class _OutOfSteps(BaseException):
