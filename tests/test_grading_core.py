@@ -27,6 +27,7 @@ import pytest
 
 from servelab.grading import (
     GradeFailure,
+    GradeInterrupted,
     MachineCheck,
     Step,
     StepNotWritten,
@@ -589,8 +590,11 @@ def test_a_real_ctrl_c_interrupts_the_grade(main: types.ModuleType) -> None:
         "        while True:\n"
         "            pass\n",
     )
-    with pytest.raises(KeyboardInterrupt):
-        grade(TOPIC, main.PinningCache, step=3, out=io.StringIO())
+    out = io.StringIO()
+    with pytest.raises(GradeInterrupted) as interrupted:
+        grade(TOPIC, main.PinningCache, step=3, out=out)
+    assert str(interrupted.value) == "weight-cache step 3: grade interrupted; nothing was graded"
+    assert out.getvalue() == ""
 
 
 def _cli(tmp_path: Path, source: str, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -801,3 +805,96 @@ def test_a_passing_report_states_how_many_programs_ran() -> None:
     )
     assert 0 < valid < 150
     assert f"  ✓ step 1 · picky: {valid} random programs of up to 3 calls agree" in report.text
+
+
+# --- §7: the stop button ends a grade in one line -------------------------------------------
+
+STOP_BUTTON = """
+import os, signal, threading, time
+
+class SlowCache(EvictingCache):
+    pressed = False
+
+    def get(self, key):
+        if not SlowCache.pressed:  # the stop button, pressed while the grade runs
+            SlowCache.pressed = True
+            threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+        time.sleep(0.01)  # a grade of many seconds
+        return super().get(key)
+"""
+INTERRUPTED = "weight-cache step 2: grade interrupted; nothing was graded"
+
+
+def test_a_real_sigint_during_a_long_grade_ends_it_in_one_line(main: types.ModuleType) -> None:
+    run_steps(main, 2)
+    run_cell(main, STOP_BUTTON)
+    out = io.StringIO()
+    with pytest.raises(GradeInterrupted) as interrupted:
+        grade(TOPIC, main.SlowCache, step=2, out=out)
+    assert out.getvalue() == ""
+    assert interrupted.value._render_traceback_() == [f"GradeInterrupted: {INTERRUPTED}"]
+    assert isinstance(interrupted.value, KeyboardInterrupt)  # whatever stops on Ctrl-C stops
+
+
+def test_in_ipython_the_stop_button_shows_one_line_and_no_grader_frames(
+    shell: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.run_cell(CELLS[STEP_CELLS[1]])
+    shell.run_cell(CELLS[STEP_CELLS[2]])
+    shell.run_cell(STOP_BUTTON)
+    capsys.readouterr()
+    result = shell.run_cell('grade("weight-cache", SlowCache, step=2)')
+    shown = capsys.readouterr()
+    assert isinstance(result.error_in_exec, GradeInterrupted)
+    assert (shown.out + shown.err).strip() == f"GradeInterrupted: {INTERRUPTED}"
+
+
+@pytest.mark.parametrize("where", ["child process", "--in-process"])
+def test_cli_ctrl_c_ends_the_grade_in_one_line(tmp_path: Path, where: str) -> None:
+    started = tmp_path / "started"
+    file = tmp_path / "learner.py"
+    file.write_text(
+        textwrap.dedent(
+            f"""
+            import time
+
+            class Cache:
+                def __init__(self, capacity):
+                    self.capacity, self._entries, self.used = capacity, {{}}, 0
+                def keys(self):
+                    return list(self._entries)
+                def get(self, key):
+                    return None
+                def put(self, key, value, size):
+                    open({str(started)!r}, "w").close()
+                    time.sleep(10)
+            """
+        ),
+        encoding="utf-8",
+    )
+    command = [sys.executable, "-m", "servelab", "grade", TOPIC, "--impl", f"{file}:Cache"]
+    command += ["--step", "1"] + (["--in-process"] if where == "--in-process" else [])
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    # A session of its own, as a terminal gives a command: Ctrl-C signals the whole group.
+    grading = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        for _ in range(1200):  # until the learner's code runs (at most a minute)
+            if started.exists() or grading.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert started.exists(), grading.communicate()
+        os.killpg(grading.pid, signal.SIGINT)
+        out, err = grading.communicate(timeout=60)
+    finally:
+        if grading.poll() is None:
+            os.killpg(grading.pid, signal.SIGKILL)
+            grading.wait()
+    assert grading.returncode == 130, out + err
+    assert (out + err).strip() == "weight-cache step 1: grade interrupted; nothing was graded"

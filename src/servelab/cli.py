@@ -8,7 +8,8 @@ stops loops written in Python, but not one inside a single C call (``sum(range(1
 the learner's code could end the process itself (``os._exit(0)``). The parent trusts only the
 verdict the child writes after :func:`~servelab.grading.grade` has returned or raised, so
 anything else is a failure. Exit codes: 0 passed, 1 failed or not finished, 2 a usage error,
-130 interrupted by Ctrl-C.
+130 interrupted by Ctrl-C (one line, no traceback: the child runs in a session of its own, so
+only this process sees a terminal's Ctrl-C, stops the child and says so).
 """
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ def _grade(args: argparse.Namespace) -> int:
     return _grade_in_child(args)
 
 
+def _interrupted(args: argparse.Namespace) -> str:
+    """What :class:`~servelab.grading.GradeInterrupted` says, without importing the graders."""
+    where = f" step {args.step}" if args.step is not None else ""
+    return f"{args.topic}{where}: grade interrupted; nothing was graded"
+
+
 def _grade_here(args: argparse.Namespace) -> int:
     """Grade in this process; write the verdict last, so a child that dies leaves none."""
     from servelab.grading import GradeFailure, grade
@@ -70,6 +77,9 @@ def _grade_here(args: argparse.Namespace) -> int:
         verdict, code = "passed", 0
     except GradeFailure as failure:
         verdict, code = failure.report.verdict, 1
+    except KeyboardInterrupt:  # GradeInterrupted, or a Ctrl-C while the learner's file loads
+        print(_interrupted(args))
+        return 130
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
     sys.stdout.flush()
@@ -86,7 +96,7 @@ def _grade_in_child(args: argparse.Namespace) -> int:
         if args.step is not None:
             command += ["--step", str(args.step)]
         command += ["--in-process", "--verdict", str(verdict_file)]
-        child = subprocess.Popen(command)
+        child = subprocess.Popen(command, start_new_session=True)
         try:
             returncode = child.wait(timeout=args.timeout)
         except subprocess.TimeoutExpired:
@@ -102,6 +112,7 @@ def _grade_in_child(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             child.kill()
             child.wait()
+            print(_interrupted(args))
             return 130
         verdict = verdict_file.read_text(encoding="utf-8") if verdict_file.exists() else None
     if verdict == "passed" and returncode == 0:
