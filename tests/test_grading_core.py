@@ -898,3 +898,18 @@ def test_cli_ctrl_c_ends_the_grade_in_one_line(tmp_path: Path, where: str) -> No
             grading.wait()
     assert grading.returncode == 130, out + err
     assert (out + err).strip() == "weight-cache step 1: grade interrupted; nothing was graded"
+
+
+def test_counting_programs_keeps_the_programs_hypothesis_generates() -> None:
+    # A derandomized run draws its seed from the test function's digest: the wrapper that
+    # counts programs and carries the learner's exceptions must not change which programs run.
+    from hypothesis.internal.reflection import function_digest
+    from hypothesis.stateful import get_state_machine_test
+
+    from servelab.grading._programs import _counting
+
+    check = load_topic(TOPIC).step(2).machine
+    assert check is not None
+    test: Any = get_state_machine_test(check.build(load_topic))
+    inner = test.hypothesis.inner_test
+    assert function_digest(_counting(inner, [0])) == function_digest(inner)

@@ -15,6 +15,7 @@ was asked for; and shrinking a failure is bounded by a number of programs, not b
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -63,6 +64,9 @@ def _learners(exc: BaseException) -> bool:
 
 
 def _counting(test: Callable[..., None], counter: list[int]) -> Callable[..., None]:
+    # ``wraps`` keeps the test's digest, from which a derandomized run draws its seed: the
+    # programs generated are exactly those the unwrapped test would get.
+    @functools.wraps(test)
     def program(*args: Any, **kwargs: Any) -> None:
         try:
             test(*args, **kwargs)
