@@ -913,3 +913,40 @@ def test_counting_programs_keeps_the_programs_hypothesis_generates() -> None:
     test: Any = get_state_machine_test(check.build(load_topic))
     inner = test.hypothesis.inner_test
     assert function_digest(_counting(inner, [0])) == function_digest(inner)
+
+
+STOP_DURING_COLLECTION = """
+import gc, os, signal
+
+class CollectingCache(EvictingCache):
+    pressed = False
+
+    def get(self, key):
+        if not CollectingCache.pressed:
+            CollectingCache.pressed = True
+
+            def press(phase, info):  # the stop button, pressed while the collector runs
+                if phase == "start":
+                    os.kill(os.getpid(), signal.SIGINT)
+                else:
+                    gc.callbacks.remove(press)
+
+            gc.callbacks.append(press)
+            gc.collect()
+        return super().get(key)
+"""
+
+
+def test_a_ctrl_c_that_lands_in_a_gc_callback_is_not_lost(main: types.ModuleType) -> None:
+    # Hypothesis times the collector through gc.callbacks; an interrupt raised inside one is
+    # printed as "Exception ignored" and lost, and the grade ran on to its end.
+    run_steps(main, 2)
+    run_cell(main, STOP_DURING_COLLECTION)
+    lost: list[Any] = []
+    previous, sys.unraisablehook = sys.unraisablehook, lost.append
+    try:
+        with pytest.raises(GradeInterrupted):
+            grade(TOPIC, main.CollectingCache, step=2, out=io.StringIO())
+    finally:
+        sys.unraisablehook = previous
+    assert lost == []

@@ -39,6 +39,7 @@ import io
 import os
 import pkgutil
 import signal
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -64,6 +65,7 @@ from servelab.testing.core import (
     ImplementationHung,
     InvariantViolation,
     RecordingMachine,
+    _in_finalizer,
     hang_guard,
     without_local_constants,
 )
@@ -303,6 +305,13 @@ def _describe(exc: BaseException) -> str:
     return f"{name}: {text}" if text else name
 
 
+def _raise_outside_finalizers(frame: Any, event: str, arg: Any) -> Any:
+    """A tracer that raises KeyboardInterrupt on the first line run outside a finalizer."""
+    if event == "line" and not _in_finalizer(frame):
+        raise KeyboardInterrupt  # Python removes a tracer that raises
+    return _raise_outside_finalizers
+
+
 class _Interrupts:
     """Tells a real Ctrl-C (SIGINT) from ``raise KeyboardInterrupt`` in the learner's code."""
 
@@ -318,7 +327,14 @@ class _Interrupts:
 
         def on_sigint(signum: int, frame: Any) -> None:
             self.real = True
-            raise KeyboardInterrupt
+            if not _in_finalizer(frame):
+                raise KeyboardInterrupt
+            # Raised in a finalizer or a gc callback (Hypothesis has one), it would be printed
+            # as "Exception ignored" and lost: raise it from the first line after that instead.
+            sys.settrace(_raise_outside_finalizers)
+            while frame is not None:
+                frame.f_trace = _raise_outside_finalizers
+                frame = frame.f_back
 
         try:
             previous = signal.signal(signal.SIGINT, on_sigint)
