@@ -38,12 +38,9 @@ import importlib
 import io
 import os
 import pkgutil
-import signal
-import sys
 import tempfile
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, redirect_stdout
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -53,6 +50,8 @@ import hypothesis.configuration
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis.errors import Flaky
 
+from servelab.grading._interrupts import Interrupts as _Interrupts
+from servelab.grading._interrupts import learner_escape as _learner_escape
 from servelab.grading._learner import (
     exception_hint,
     learner_frame,
@@ -65,7 +64,6 @@ from servelab.testing.core import (
     ImplementationHung,
     InvariantViolation,
     RecordingMachine,
-    _in_finalizer,
     hang_guard,
     without_local_constants,
 )
@@ -305,49 +303,6 @@ def _describe(exc: BaseException) -> str:
     return f"{name}: {text}" if text else name
 
 
-def _raise_outside_finalizers(frame: Any, event: str, arg: Any) -> Any:
-    """A tracer that raises KeyboardInterrupt on the first line run outside a finalizer."""
-    if event == "line" and not _in_finalizer(frame):
-        raise KeyboardInterrupt  # Python removes a tracer that raises
-    return _raise_outside_finalizers
-
-
-class _Interrupts:
-    """Tells a real Ctrl-C (SIGINT) from ``raise KeyboardInterrupt`` in the learner's code."""
-
-    def __init__(self) -> None:
-        self.real = False
-
-    @contextmanager
-    def watch(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            self.real = True  # cannot tell: treat every interrupt as real
-            yield
-            return
-
-        def on_sigint(signum: int, frame: Any) -> None:
-            self.real = True
-            if not _in_finalizer(frame):
-                raise KeyboardInterrupt
-            # Raised in a finalizer or a gc callback (Hypothesis has one), it would be printed
-            # as "Exception ignored" and lost: raise it from the first line after that instead.
-            sys.settrace(_raise_outside_finalizers)
-            while frame is not None:
-                frame.f_trace = _raise_outside_finalizers
-                frame = frame.f_back
-
-        try:
-            previous = signal.signal(signal.SIGINT, on_sigint)
-        except ValueError:  # pragma: no cover - not the main interpreter
-            self.real = True
-            yield
-            return
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGINT, previous)
-
-
 class _NotWritten(Exception):
     """Internal: a NotImplementedError from the implementation, found while running checks."""
 
@@ -370,13 +325,6 @@ def _not_implemented(exc: BaseException) -> NotImplementedError | None:
             if found is not None:
                 return found
     return None
-
-
-def _learner_escape(exc: BaseException, interrupts: _Interrupts) -> bool:
-    """SystemExit or a KeyboardInterrupt that no Ctrl-C caused: the learner's code raised it."""
-    if isinstance(exc, KeyboardInterrupt):
-        return not interrupts.real
-    return isinstance(exc, SystemExit)
 
 
 def _run_probe(probe: Probe, impl: Any, interrupts: _Interrupts) -> BaseException | None:
@@ -402,9 +350,9 @@ def _run_probe(probe: Probe, impl: Any, interrupts: _Interrupts) -> BaseExceptio
 
 
 def _run_machine(
-    check: MachineCheck, impl: Any, interrupts: _Interrupts
-) -> tuple[BaseException | None, str, int]:
-    """(the failure or None, its program, how many programs ran to their end)."""
+    check: MachineCheck, impl: Any, interrupts: _Interrupts, ran: list[int] | None = None
+) -> tuple[BaseException | None, str]:
+    """(the failure or None, its program); appends to ``ran`` how many programs ran to their end."""
     machine = check.build(impl)
     machine.last = None
     chosen = settings(
@@ -420,26 +368,27 @@ def _run_machine(
         suppress_health_check=list(HealthCheck),
     )
     sink = io.StringIO()
-    ran = 0
     try:
         with (
             shrinking_bounded_by_count(check.shrink_programs),
             without_local_constants(),
             redirect_stdout(sink),
         ):
-            ran, raised = run_programs(machine, chosen)
+            count, raised = run_programs(machine, chosen)
     except (ImplementationHung, Flaky) as exc:
-        return exc, "\n".join(machine.last.log) if machine.last else "", ran
+        return exc, "\n".join(machine.last.log) if machine.last else ""
     except BaseException as exc:
         if isinstance(exc, SystemExit | KeyboardInterrupt) and not _learner_escape(exc, interrupts):
             raise
         raised = exc
     if raised is None:
-        return None, "", ran
+        if ran is not None:
+            ran.append(count)
+        return None, ""
     missing = _not_implemented(raised)
     if missing is not None:
         raise _NotWritten(missing) from None
-    return raised, "\n".join(machine.last.log) if machine.last else "", ran
+    return raised, "\n".join(machine.last.log) if machine.last else ""
 
 
 def _keep_hypothesis_files_out_of_the_notebook_folder() -> None:
@@ -628,9 +577,11 @@ def _run_checks(
     if final.machine is None:
         return None
     check = final.machine
-    exc, code, ran = _run_machine(check, impl, interrupts)
+    counted: list[int] = []
+    exc, code = _run_machine(check, impl, interrupts, counted)
     label = f"step {final.number} · {check.name}"
     if exc is None:
+        ran = counted[-1] if counted else 0
         programs = "1 random program" if ran == 1 else f"{ran} random programs"
         report.lines.append(
             f"  ✓ {label}: {programs} of up to {check.step_count} calls "
