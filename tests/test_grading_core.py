@@ -18,6 +18,7 @@ import sys
 import textwrap
 import time
 import types
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -685,14 +686,19 @@ def test_hypothesis_control_exceptions_from_learner_code_fail_the_grade(
     assert report.code.splitlines()[-1] == "cache.put('a', '<a weights>', 1)"
 
 
-@pytest.mark.parametrize("statement", ["raise Oops('no')", "raise hypothesis.errors.StopTest(0)"])
+@pytest.mark.parametrize(
+    "statement", ["raise Oops('no')", "raise hypothesis.errors.StopTest(0)", "hypothesis.reject()"]
+)
 def test_a_base_exception_from_learner_code_in_a_probe_fails_the_grade(
     main: types.ModuleType, statement: str
 ) -> None:
     run_steps(main, 1)
     run_cell(main, _escaping_cell("SizedCache", "put", "True", statement))
-    report = failure_of(TOPIC, main.Escaping, step=1).report
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        report = failure_of(TOPIC, main.Escaping, step=1).report
     assert "      raised in your put(), line 8" in report.text.splitlines()
+    assert [str(w.message) for w in shown] == []  # the report alone speaks to the learner
     assert "      while running: cache.put(" in report.text
     assert report.text.endswith("FAILED")
 
