@@ -9,7 +9,8 @@ the learner's code could end the process itself (``os._exit(0)``). The child run
 sends its verdict over a pipe with a per-run nonce (see :mod:`servelab._grade_child`); the
 parent reads it after the child has exited and trusts nothing else, so anything else is a
 failure. Exit codes: 0 passed, 1 failed or not finished, 2 a usage error, 130 interrupted by
-Ctrl-C.
+Ctrl-C (one line, no traceback: the child runs in a session of its own, so only this process
+sees a terminal's Ctrl-C, stops the child and says so).
 """
 
 from __future__ import annotations
@@ -30,9 +31,19 @@ __all__ = ["ImplNotFound", "load_impl", "main"]
 
 def _grade(args: argparse.Namespace) -> int:
     if args.in_process:
-        verdict = grade_file(args.topic, args.impl, args.step)
+        try:
+            verdict = grade_file(args.topic, args.impl, args.step)
+        except KeyboardInterrupt:  # GradeInterrupted, or a Ctrl-C while the file loads
+            print(_interrupted(args))
+            return 130
         return {"passed": 0, "error": 2}.get(verdict, 1)
     return _grade_in_child(args)
+
+
+def _interrupted(args: argparse.Namespace) -> str:
+    """What :class:`~servelab.grading.GradeInterrupted` says, without importing the graders."""
+    where = f" step {args.step}" if args.step is not None else ""
+    return f"{args.topic}{where}: grade interrupted; nothing was graded"
 
 
 def _read_available(fd: int, limit: int = 4096) -> bytes:
@@ -62,7 +73,9 @@ def _run_child(args: argparse.Namespace, nonce: str) -> tuple[int | None, bytes]
     command = [sys.executable, "-I", "-c", BOOTSTRAP, servelab.__file__, args.topic, args.impl]
     command += [step, str(nonce_read), str(channel_write)]
     try:
-        child = subprocess.Popen(command, pass_fds=(nonce_read, channel_write))
+        child = subprocess.Popen(
+            command, pass_fds=(nonce_read, channel_write), start_new_session=True
+        )
     finally:
         os.close(nonce_read)
         os.close(channel_write)
@@ -87,6 +100,7 @@ def _grade_in_child(args: argparse.Namespace) -> int:
     try:
         returncode, message = _run_child(args, nonce)
     except KeyboardInterrupt:
+        print(_interrupted(args))
         return 130
     if returncode is None:
         print(

@@ -2,6 +2,7 @@
 
 from servelab.grading.core import (
     GradeFailure,
+    GradeInterrupted,
     MachineCheck,
     Probe,
     ProbeFailed,
@@ -16,6 +17,7 @@ from servelab.grading.core import (
 
 __all__ = [
     "GradeFailure",
+    "GradeInterrupted",
     "MachineCheck",
     "Probe",
     "ProbeFailed",

@@ -28,6 +28,11 @@ __all__ = [
 
 _SERVELAB = str(Path(servelab.__file__).resolve().parent)
 
+_HYPOTHESIS_HINT = (
+    "Hypothesis's own exceptions (reject(), assume(), StopTest, ...) belong in tests, not in the "
+    "code under test, and the grader counts one as a failure; raise an exception that says what "
+    "went wrong instead"
+)
 EXCEPTION_HINTS: Mapping[str, str] = {
     "StopIteration": (
         "next() found nothing left: your code asked for one more item than there was (a victim "
@@ -64,7 +69,14 @@ EXCEPTION_HINTS: Mapping[str, str] = {
         "raise KeyboardInterrupt inside a method looks like Ctrl-C to the caller; raise an "
         "exception that says what went wrong instead"
     ),
+    "UnsatisfiedAssumption": _HYPOTHESIS_HINT,
+    "StopTest": _HYPOTHESIS_HINT,
+    "HypothesisException": _HYPOTHESIS_HINT,
 }
+BASE_EXCEPTION_HINT = (
+    "an exception class derived from BaseException, not Exception, slips past every `except "
+    "Exception`; derive it from Exception (or from ValueError, KeyError, ...)"
+)
 
 
 def exception_hint(exc: BaseException) -> str | None:
@@ -72,6 +84,8 @@ def exception_hint(exc: BaseException) -> str | None:
     for kind in type(exc).__mro__:
         if kind.__name__ in EXCEPTION_HINTS:
             return EXCEPTION_HINTS[kind.__name__]
+    if not isinstance(exc, Exception):
+        return BASE_EXCEPTION_HINT
     return None
 
 
@@ -110,13 +124,64 @@ def _classes(impl: Any) -> list[type]:
     return [value for value in values if isinstance(value, type)]
 
 
+def _key(klass: type) -> tuple[str, str]:
+    return (klass.__module__, klass.__qualname__)
+
+
+def _body(klass: type) -> tuple[tuple[str, str, int, bytes], ...]:
+    """What a class statement compiled to: equal for two runs of one cell, empty without methods."""
+    codes = []
+    for name, value in vars(klass).items():
+        code = getattr(getattr(value, "__func__", value), "__code__", None)
+        if code is not None:
+            codes.append((name, code.co_filename, code.co_firstlineno, code.co_code))
+    return tuple(sorted(codes))
+
+
+def _own_parent(cls: type, klass: type) -> tuple[str, str]:
+    """(what, hint) for a class built on an earlier class of its own name, ``klass``."""
+    chain = " → ".join(k.__name__ for k in cls.__mro__ if k is not object)
+    copies = [cls]
+    while True:
+        same = [base for base in copies[-1].__bases__ if _key(base) == _key(cls)]
+        if not same:
+            break
+        copies.append(same[0])
+    if len(copies) == 1:  # the copy is further up: a parent that extends an older `cls`
+        return (
+            f"`{cls.__name__}` is built on an earlier definition of `{klass.__name__}` ({chain})",
+            "each step's class extends the previous step's class, never a later one or itself: "
+            "fix the parent in the class lines and run those cells again",
+        )
+    parents = [base.__name__ for base in copies[-1].__bases__ if base is not object]
+    name = cls.__name__
+    # Every copy above the first definition came from a `class X(X)` cell; equal bodies mean
+    # one such cell ran again.
+    bodies = [_body(copy) for copy in copies[:-1]]
+    runs = len(bodies) if bodies[0] and all(body == bodies[0] for body in bodies) else 1
+    ran = f", and that cell ran {runs} times" if runs > 1 else ""
+    what = (
+        f"`{name}` names its own class as its parent (`class {name}({name})`){ran}: it "
+        f"extends the `{name}` defined before it ({chain})"
+    )
+    if len(parents) == 1:
+        return what, (
+            f"each step's class extends the previous step's: write `class {name}({parents[0]}):` "
+            "and run that cell again"
+        )
+    return what, (
+        f"each step's class extends the previous step's: name that class as the parent of "
+        f"`{name}`, not `{name}` itself, and run that cell again"
+    )
+
+
 def stacking_problem(impl: Any) -> tuple[str, str] | None:
     """A class graded on top of a stale copy of itself or of a parent: (what, hint) or None.
 
-    Two ways a notebook's classes go stale, both fixed by running cells again, neither a
-    mistake in the code:
+    Two ways a notebook's classes go stale, neither a mistake in the methods:
 
-    * the same class twice in the MRO: a cell written ``class X(X)`` ran twice;
+    * the same class twice in the MRO: a cell says ``class X(X)`` (run once or more), where the
+      previous step's class belongs; the report names that class (the earlier ``X``'s parent);
     * a parent that a cell has since redefined (``SizedCache`` ran again after
       ``EvictingCache(SizedCache)``): the graded class still extends the old one. Only
       classes of ``__main__`` (notebook cells) are checked, where re-running happens.
@@ -124,14 +189,9 @@ def stacking_problem(impl: Any) -> tuple[str, str] | None:
     for cls in _classes(impl):
         seen: dict[tuple[str, str], type] = {}
         for klass in cls.__mro__:
-            key = (klass.__module__, klass.__qualname__)
+            key = _key(klass)
             if key in seen:
-                chain = " → ".join(k.__name__ for k in cls.__mro__ if k is not object)
-                return (
-                    f"`{cls.__name__}` is built on an earlier definition of `{klass.__name__}` "
-                    f"({chain}): a cell that extends its own class ran twice",
-                    "restart the kernel and run all cells",
-                )
+                return _own_parent(cls, klass)
             seen[key] = klass
         main = sys.modules.get("__main__")
         for klass in cls.__mro__[1:]:

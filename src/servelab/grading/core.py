@@ -20,8 +20,11 @@ Design choices, each for the learner in front of a grade cell:
   call in progress and a hint about that exception, never with the grader's frames;
 * an implementation that never returns is reported as such within seconds
   (:class:`~servelab.testing.core.ImplementationHung`), even when it catches the exception;
-* ``SystemExit`` and ``KeyboardInterrupt`` raised by the implementation fail the grade; only
-  a real Ctrl-C interrupts it;
+* ``SystemExit`` and ``KeyboardInterrupt`` raised by the implementation fail the grade, and so
+  does any other exception from it, Hypothesis's own control exceptions (``reject()``) and
+  ``BaseException`` subclasses included; a passing report states how many programs ran;
+* a real Ctrl-C (the stop button) ends the grade with :class:`GradeInterrupted`, one line and
+  no grader frames;
 * the report is printed once. On failure :class:`GradeFailure` is raised as well, so a notebook
   whose stored outputs were edited still fails under ``pytest --nbval-lax``; in IPython its
   traceback is one line (``_render_traceback_``), so the report is not shown twice. A
@@ -35,12 +38,10 @@ import importlib
 import io
 import os
 import pkgutil
-import signal
 import tempfile
-import threading
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, redirect_stdout
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -48,16 +49,18 @@ from typing import Any, TextIO
 
 import hypothesis.configuration
 from hypothesis import HealthCheck, Phase, Verbosity, settings
-from hypothesis.errors import Flaky
-from hypothesis.internal.conjecture import engine as _hypothesis_engine
-from hypothesis.stateful import run_state_machine_as_test
+from hypothesis.errors import Flaky, HypothesisDeprecationWarning
 
+from servelab.grading._interrupts import Interrupts as _Interrupts
+from servelab.grading._interrupts import learner_escape as _learner_escape
 from servelab.grading._learner import (
     exception_hint,
     learner_frame,
     program_in_progress,
     stacking_problem,
 )
+from servelab.grading._programs import run_programs, shrinking_bounded_by_count
+from servelab.testing.bounded import bounded_str
 from servelab.testing.core import (
     ImplementationHung,
     InvariantViolation,
@@ -69,6 +72,7 @@ from servelab.testing.core import (
 __all__ = [
     "Diagnose",
     "GradeFailure",
+    "GradeInterrupted",
     "MachineCheck",
     "Probe",
     "ProbeFailed",
@@ -125,6 +129,21 @@ class GradeFailure(AssertionError):
 
     def _render_traceback_(self) -> list[str]:
         return [f"{type(self).__name__}: {self.report.summary}"]
+
+
+class GradeInterrupted(KeyboardInterrupt):
+    """Raised by :func:`grade` on a real Ctrl-C (Jupyter's stop button): nothing was graded.
+
+    A KeyboardInterrupt still, so whatever stops on Ctrl-C stops; in IPython its traceback is
+    one line (``_render_traceback_``), without the grader's frames.
+    """
+
+    def __init__(self, topic: str, step: int | None) -> None:
+        where = f" step {step}" if step is not None else ""
+        super().__init__(f"{topic}{where}: grade interrupted; nothing was graded")
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
 
 
 class StepNotWritten(GradeFailure, NotImplementedError):
@@ -279,76 +298,17 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, ProbeFailed):
         return exc.message
     name = type(exc).__name__
-    return f"{name}: {exc}" if str(exc) else name
-
-
-class _ProgramClock:
-    """Stands in for ``time`` inside Hypothesis's engine: the "seconds" are programs run.
-
-    Hypothesis ends shrinking when ``time.perf_counter()`` passes a deadline set
-    ``MAX_SHRINKING_SECONDS`` after shrinking starts. With this clock the deadline is a number
-    of programs, so how far a failure shrinks depends on the implementation only.
-    """
-
-    def perf_counter(self) -> float:
-        return float(RecordingMachine.programs_started)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(time, name)
-
-
-@contextmanager
-def _shrinking_bounded_by_count(programs: int) -> Iterator[None]:
-    engine: Any = _hypothesis_engine
-    saved = {
-        name: getattr(engine, name)
-        for name in ("time", "MAX_SHRINKING_SECONDS")
-        if hasattr(engine, name)
-    }
-    if len(saved) == 2:
-        engine.time = _ProgramClock()
-        engine.MAX_SHRINKING_SECONDS = programs
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(engine, name, value)
-
-
-class _Interrupts:
-    """Tells a real Ctrl-C (SIGINT) from ``raise KeyboardInterrupt`` in the learner's code."""
-
-    def __init__(self) -> None:
-        self.real = False
-
-    @contextmanager
-    def watch(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            self.real = True  # cannot tell: treat every interrupt as real
-            yield
-            return
-
-        def on_sigint(signum: int, frame: Any) -> None:
-            self.real = True
-            raise KeyboardInterrupt
-
-        try:
-            previous = signal.signal(signal.SIGINT, on_sigint)
-        except ValueError:  # pragma: no cover - not the main interpreter
-            self.real = True
-            yield
-            return
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGINT, previous)
+    shown, text = bounded_str(exc)  # the learner's __str__ may recurse, raise or loop
+    if not shown:
+        return f"{name} ({text})"
+    return f"{name}: {text}" if text else name
 
 
 class _NotWritten(Exception):
     """Internal: a NotImplementedError from the implementation, found while running checks."""
 
     def __init__(self, cause: NotImplementedError) -> None:
-        super().__init__(str(cause))
+        super().__init__()  # not str(cause): that would run the learner's __str__
         self.cause = cause
 
 
@@ -368,13 +328,6 @@ def _not_implemented(exc: BaseException) -> NotImplementedError | None:
     return None
 
 
-def _learner_escape(exc: BaseException, interrupts: _Interrupts) -> bool:
-    """SystemExit or a KeyboardInterrupt that no Ctrl-C caused: the learner's code raised it."""
-    if isinstance(exc, KeyboardInterrupt):
-        return not interrupts.real
-    return isinstance(exc, SystemExit)
-
-
 def _run_probe(probe: Probe, impl: Any, interrupts: _Interrupts) -> BaseException | None:
     try:
         with hang_guard(f"probe {probe.name!r}", PROBE_TIMEOUT_S):
@@ -392,12 +345,15 @@ def _run_probe(probe: Probe, impl: Any, interrupts: _Interrupts) -> BaseExceptio
         if _learner_escape(exc, interrupts):
             return exc
         raise
+    except BaseException as exc:  # a learner's BaseException subclass, Hypothesis's StopTest
+        return exc
     return None
 
 
 def _run_machine(
-    check: MachineCheck, impl: Any, interrupts: _Interrupts
+    check: MachineCheck, impl: Any, interrupts: _Interrupts, ran: list[int] | None = None
 ) -> tuple[BaseException | None, str]:
+    """(the failure or None, its program); appends to ``ran`` how many programs ran to their end."""
     machine = check.build(impl)
     machine.last = None
     chosen = settings(
@@ -415,21 +371,25 @@ def _run_machine(
     sink = io.StringIO()
     try:
         with (
-            _shrinking_bounded_by_count(check.shrink_programs),
+            shrinking_bounded_by_count(check.shrink_programs),
             without_local_constants(),
             redirect_stdout(sink),
         ):
-            run_state_machine_as_test(machine, settings=chosen)
+            count, raised = run_programs(machine, chosen)
     except (ImplementationHung, Flaky) as exc:
         return exc, "\n".join(machine.last.log) if machine.last else ""
     except BaseException as exc:
         if isinstance(exc, SystemExit | KeyboardInterrupt) and not _learner_escape(exc, interrupts):
             raise
-        missing = _not_implemented(exc)
-        if missing is not None:
-            raise _NotWritten(missing) from None
-        return exc, "\n".join(machine.last.log) if machine.last else ""
-    return None, ""
+        raised = exc
+    if raised is None:
+        if ran is not None:
+            ran.append(count)
+        return None, ""
+    missing = _not_implemented(raised)
+    if missing is not None:
+        raise _NotWritten(missing) from None
+    return raised, "\n".join(machine.last.log) if machine.last else ""
 
 
 def _keep_hypothesis_files_out_of_the_notebook_folder() -> None:
@@ -450,8 +410,15 @@ class _Failure:
     code: str
 
 
+def _hypothesis_flaky(exc: BaseException) -> bool:
+    """Hypothesis found the implementation inconsistent (not a ``Flaky`` the learner raised)."""
+    return isinstance(exc, Flaky) and learner_frame(exc) is None
+
+
 def _learner_exception(exc: BaseException) -> bool:
-    return not isinstance(exc, ProbeFailed | InvariantViolation | ImplementationHung | Flaky)
+    if isinstance(exc, ProbeFailed | InvariantViolation | ImplementationHung):
+        return False
+    return not _hypothesis_flaky(exc)
 
 
 def _diagnosed(topic: Topic, code: str, impl: Any, exc: BaseException | None = None) -> str | None:
@@ -490,9 +457,32 @@ def grade(
     """Grade ``impl`` on ``topic`` up to ``step`` (all steps when None).
 
     Prints a short deterministic report and returns it when everything passes; raises
-    :class:`GradeFailure` (whose message is the report) on the first failing check, and
-    :class:`StepNotWritten` when a method of the graded steps is not written yet.
+    :class:`GradeFailure` (whose message is the report) on the first failing check,
+    :class:`StepNotWritten` when a method of the graded steps is not written yet, and
+    :class:`GradeInterrupted`, printing nothing, on a real Ctrl-C.
     """
+    __tracebackhide__ = True
+    interrupts = _Interrupts()
+    try:
+        with interrupts.watch(), warnings.catch_warnings():
+            # reject() in the learner's code warns outside a Hypothesis test; the report says more
+            warnings.simplefilter("ignore", HypothesisDeprecationWarning)
+            return _grade(topic, impl, step, out, quiet, interrupts)
+    except BaseException:
+        if not interrupts.real:
+            raise
+    name = topic if isinstance(topic, str) else topic.name
+    raise GradeInterrupted(name, step) from None
+
+
+def _grade(
+    topic: str | Topic,
+    impl: Any,
+    step: int | None,
+    out: TextIO | None,
+    quiet: bool,
+    interrupts: _Interrupts,
+) -> Report:
     __tracebackhide__ = True
     _keep_hypothesis_files_out_of_the_notebook_folder()
     the_topic = load_topic(topic) if isinstance(topic, str) else topic
@@ -515,10 +505,8 @@ def grade(
         _finish(report, out, quiet)
         raise GradeFailure(report)
 
-    interrupts = _Interrupts()
     try:
-        with interrupts.watch():
-            failure = _run_checks(steps, final, impl, report, interrupts, the_topic)
+        failure = _run_checks(steps, final, impl, report, interrupts, the_topic)
     except _NotWritten as missing:
         report.passed, report.verdict = False, "not written"
         frame = learner_frame(missing.cause)
@@ -526,6 +514,8 @@ def grade(
         report.lines += [f"  ✗ step {final.number}: {method} is not written yet", "NOT FINISHED"]
         _finish(report, out, quiet)
         raise StepNotWritten(report) from None
+    if interrupts.real:  # a Ctrl-C that the learner's code caught: the checks saw it
+        raise KeyboardInterrupt
 
     if failure is None:
         report.lines.append("PASSED")
@@ -590,12 +580,16 @@ def _run_checks(
     if final.machine is None:
         return None
     check = final.machine
-    exc, code = _run_machine(check, impl, interrupts)
+    counted: list[int] = []
+    exc, code = _run_machine(check, impl, interrupts, counted)
     label = f"step {final.number} · {check.name}"
     if exc is None:
+        ran = counted[-1] if counted else 0
+        programs = "1 random program" if ran == 1 else f"{ran} random programs"
         report.lines.append(
-            f"  ✓ {label}: {check.max_examples} random programs of up to "
-            f"{check.step_count} calls agree with the model"
+            f"  ✓ {label}: {programs} of up to {check.step_count} calls "
+            + ("agrees" if ran == 1 else "agree")
+            + " with the model"
         )
         report.lines.append("      invariants: " + "; ".join(check.invariants))
         return None
@@ -603,7 +597,7 @@ def _run_checks(
         hint = check.hints.get(exc.invariant, check.generic_hint)
     elif isinstance(exc, ImplementationHung):
         return _Failure(label, exc, HANG_HINT, code)
-    elif isinstance(exc, Flaky):
+    elif _hypothesis_flaky(exc):
         hint = check.generic_hint
     else:
         hint = exception_hint(exc) or check.hints.get("exception", check.generic_hint)
