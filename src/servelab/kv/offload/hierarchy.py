@@ -149,8 +149,8 @@ class OffloadHierarchy:
         if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, int) or chunk_tokens <= 0:
             raise InvalidTierConfig(f"chunk_tokens must be a positive int, got {chunk_tokens!r}")
         for t in tiers:
-            if t._owner is not None or len(t):
-                raise TierInUse(f"{t!r} already belongs to a hierarchy or holds chunks")
+            if t._owner is not None:
+                raise TierInUse(f"{t!r} already belongs to a hierarchy; give each its own tiers")
         self._lock = threading.RLock()
         for t in tiers:
             t._owner = self
