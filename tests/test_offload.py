@@ -10,12 +10,12 @@ import pytest
 
 from servelab.kv.offload import (
     ChunkInUse,
+    ChunkNotPinned,
     ChunkTooLarge,
     InvalidChunkKey,
     InvalidPayload,
     InvalidTierConfig,
     LookupClosed,
-    NotPinned,
     OffloadHierarchy,
     OffloadPolicyInconsistent,
     Tier,
@@ -107,7 +107,7 @@ def test_double_release_and_unpin_below_zero_raise_and_change_nothing(tmp_path: 
         h.release(lk)
     with pytest.raises(LookupClosed):
         h.retrieve(lk)
-    with pytest.raises(NotPinned):
+    with pytest.raises(ChunkNotPinned):
         h.tiers[0].unpin(k)
     assert h.tiers[0].pin_count(k) == 0 and h.tiers[0].can_evict(k)
 
@@ -130,7 +130,9 @@ def test_all_pinned_is_a_miss_and_a_bounded_wait_ends(monkeypatch: pytest.Monkey
     h.release(lk)
 
 
-def test_an_oversized_chunk_raises_at_once_even_with_a_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_oversized_chunk_raises_at_once_even_with_a_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     def no_sleep(_: float) -> None:
         raise AssertionError("an oversized chunk must not wait")
 
@@ -199,7 +201,6 @@ def test_a_failed_disk_write_leaves_every_tier_unchanged(
     h = two_tiers(tmp_path, cpu=60)
     ks = keys(3)
     h.store(ks[0], b"a" * 40)
-    cpu, disk = h.tiers
     before = [(t.keys(), t.eviction_order(), t.used) for t in h.tiers]
 
     def full(*_: Any, **__: Any) -> None:
@@ -264,3 +265,14 @@ def test_hierarchy_runs_with_each_policy_in_each_tier(tmp_path: Path, policy: An
         assert t.used == sum(t.size_of(k) for k in t.keys()) <= t.capacity
     lk = h.lookup(ks)
     assert h.retrieve(lk) == [bytes([k % 256]) * 30 for k in lk.keys]
+
+
+def test_the_course_half_of_offload_imports_without_torch() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, servelab.kv, servelab.kv.offload.disk, servelab.kv.offload.hierarchy; "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -26,7 +26,14 @@ OLD, NEW = chunk_keys(list(range(8)), chunk_tokens=4)
 def kill_at(root: Path, stage: str) -> None:
     """Run a writer of NEW and SIGKILL it once it prints that it reached ``stage``."""
     proc = subprocess.Popen(
-        [sys.executable, str(HERE / "offload_crash_writer.py"), str(root), f"{NEW:064x}", "5000", stage],
+        [
+            sys.executable,
+            str(HERE / "offload_crash_writer.py"),
+            str(root),
+            f"{NEW:064x}",
+            "5000",
+            stage,
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -37,7 +44,9 @@ def kill_at(root: Path, stage: str) -> None:
     assert proc.wait() == -signal.SIGKILL
 
 
-@pytest.mark.parametrize(("stage", "survives"), [("partial", False), ("synced", False), ("replaced", True)])
+@pytest.mark.parametrize(
+    ("stage", "survives"), [("partial", False), ("synced", False), ("replaced", True)]
+)
 def test_sigkill_at_each_stage_leaves_the_old_state_or_the_new_never_torn(
     tmp_path: Path, stage: str, survives: bool
 ) -> None:
@@ -58,7 +67,14 @@ def test_sigkill_at_each_stage_leaves_the_old_state_or_the_new_never_torn(
 
 def test_a_finished_write_is_there_after_reopening(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, str(HERE / "offload_crash_writer.py"), str(tmp_path), f"{NEW:064x}", "10", "none"],
+        [
+            sys.executable,
+            str(HERE / "offload_crash_writer.py"),
+            str(tmp_path),
+            f"{NEW:064x}",
+            "10",
+            "none",
+        ],
         capture_output=True,
         text=True,
         check=True,
@@ -72,7 +88,6 @@ def test_a_damaged_chunk_is_never_served_and_nothing_changes(tmp_path: Path, dam
     """Mistake: serving a torn disk write as KV."""
     disk = disk_tier(tmp_path, 1 << 20)
     h = OffloadHierarchy([Tier(100, name="cpu"), disk])
-    h.tiers[0]  # the cpu tier stays empty: the chunks live on disk only
     disk.put(OLD, b"a" * 50)
     disk.put(NEW, b"b" * 50)
     path = tmp_path / f"{NEW:064x}{SUFFIX}"

@@ -22,10 +22,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from servelab.kv.offload import (
     ChunkInUse,
     ChunkNotFound,
+    ChunkNotPinned,
+    ChunkNotReferenced,
     ChunkTooLarge,
     LookupClosed,
-    NotPinned,
-    NotReferenced,
     OffloadHierarchy,
     Tier,
 )
@@ -138,9 +138,7 @@ class OffloadMachine(RuleBasedStateMachine):
         self.lookups: list[tuple[Any, list[tuple[int, int]], bool]] = []
 
     @precondition(lambda self: self.hierarchy is None)
-    @rule(
-        cap0=st.integers(40, 90), cap1=st.integers(40, 160), write_through=st.booleans()
-    )
+    @rule(cap0=st.integers(40, 90), cap1=st.integers(40, 160), write_through=st.booleans())
     def build(self, cap0: int, cap1: int, write_through: bool) -> None:
         tiers = [Tier(cap0, LRU(), name="cpu"), Tier(cap1, LRU(), name="disk")]
         self.hierarchy = OffloadHierarchy(tiers, write_through=write_through)
@@ -216,7 +214,7 @@ class OffloadMachine(RuleBasedStateMachine):
             mt.refs[k] += 1
             return
         elif mt.refs[k] == 0:
-            with pytest.raises(NotReferenced):
+            with pytest.raises(ChunkNotReferenced):
                 tier.unref(k)
         else:
             tier.unref(k)
@@ -237,7 +235,7 @@ class OffloadMachine(RuleBasedStateMachine):
             with pytest.raises(ChunkInUse):
                 tier.remove(k)
             if mt.pins[k] == 0:
-                with pytest.raises(NotPinned):
+                with pytest.raises(ChunkNotPinned):
                     tier.unpin(k)
         else:
             tier.remove(k)
@@ -265,7 +263,5 @@ class OffloadMachine(RuleBasedStateMachine):
         assert summary.unique_chunks == len(set(copies))
 
 
-OffloadMachine.TestCase.settings = settings(
-    max_examples=150, stateful_step_count=40, deadline=None
-)
+OffloadMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
 TestOffloadHierarchy = OffloadMachine.TestCase

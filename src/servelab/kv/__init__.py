@@ -1,4 +1,5 @@
-"""The KV cache of a serving node: paged blocks, prefix caching, scheduling, the device pool.
+"""The KV cache of a serving node: paged blocks, prefix caching, scheduling, offload tiers,
+the device pool.
 
 Only the torch-free modules are imported here, so ``import servelab.kv`` stays light;
 import ``servelab.kv.pool`` / ``servelab.kv.engine`` explicitly for the device half.
@@ -18,6 +19,31 @@ from servelab.kv.blocks import (
     StepSlots,
     UnknownSequence,
 )
+from servelab.kv.offload import (
+    ChunkInUse,
+    ChunkNotFound,
+    ChunkNotPinned,
+    ChunkNotReferenced,
+    ChunkTooLarge,
+    CorruptChunk,
+    InvalidChunkKey,
+    InvalidPayload,
+    InvalidTierConfig,
+    Lookup,
+    LookupClosed,
+    OffloadError,
+    OffloadHierarchy,
+    OffloadPolicyInconsistent,
+    OffloadSummary,
+    PinnedMemoryUnavailable,
+    StoreResult,
+    Tier,
+    TierInUse,
+    TierIOError,
+    Wait,
+    chunk_keys,
+    disk_tier,
+)
 from servelab.kv.prefix import InvalidBlockHash, InvalidExtraKey, PrefixCachingBlockManager
 from servelab.kv.scheduler import (
     DuplicateSequence,
@@ -35,18 +61,34 @@ from servelab.kv.scheduler import (
 
 __all__ = [
     "BlockManager",
+    "ChunkInUse",
+    "ChunkNotFound",
+    "ChunkNotPinned",
+    "ChunkNotReferenced",
+    "ChunkTooLarge",
+    "CorruptChunk",
     "DuplicateSequence",
     "InvalidBlock",
     "InvalidBlockHash",
+    "InvalidChunkKey",
     "InvalidConfig",
     "InvalidExtraKey",
     "InvalidLength",
+    "InvalidPayload",
     "InvalidRequest",
     "InvalidSchedulerConfig",
     "InvalidSequenceId",
+    "InvalidTierConfig",
     "KVCacheError",
+    "Lookup",
+    "LookupClosed",
     "NotASequence",
+    "OffloadError",
+    "OffloadHierarchy",
+    "OffloadPolicyInconsistent",
+    "OffloadSummary",
     "OutOfBlocks",
+    "PinnedMemoryUnavailable",
     "PrefixCachingBlockManager",
     "RepeatedInStep",
     "RequestTooLarge",
@@ -58,6 +100,13 @@ __all__ = [
     "Slot",
     "StepOutput",
     "StepSlots",
+    "StoreResult",
+    "Tier",
+    "TierIOError",
+    "TierInUse",
     "TokenNotAppended",
     "UnknownSequence",
+    "Wait",
+    "chunk_keys",
+    "disk_tier",
 ]

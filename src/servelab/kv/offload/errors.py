@@ -9,14 +9,14 @@ from __future__ import annotations
 __all__ = [
     "ChunkInUse",
     "ChunkNotFound",
+    "ChunkNotPinned",
+    "ChunkNotReferenced",
     "ChunkTooLarge",
     "CorruptChunk",
     "InvalidChunkKey",
     "InvalidPayload",
     "InvalidTierConfig",
     "LookupClosed",
-    "NotPinned",
-    "NotReferenced",
     "OffloadError",
     "OffloadPolicyInconsistent",
     "PinnedMemoryUnavailable",
@@ -56,11 +56,11 @@ class ChunkInUse(OffloadError, RuntimeError):
     """Removing a chunk that a lookup pins or a transfer references would free memory in use."""
 
 
-class NotPinned(OffloadError, ValueError):
+class ChunkNotPinned(OffloadError, ValueError):
     """``unpin`` without a matching ``pin``: a pin count never goes below zero."""
 
 
-class NotReferenced(OffloadError, ValueError):
+class ChunkNotReferenced(OffloadError, ValueError):
     """``unref`` without a matching ``ref``: the tier's own reference is not the caller's."""
 
 

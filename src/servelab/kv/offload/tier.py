@@ -43,12 +43,12 @@ from typing import Any, Generic, Protocol, TypeVar
 from servelab.kv.offload.errors import (
     ChunkInUse,
     ChunkNotFound,
+    ChunkNotPinned,
+    ChunkNotReferenced,
     ChunkTooLarge,
     InvalidChunkKey,
     InvalidPayload,
     InvalidTierConfig,
-    NotPinned,
-    NotReferenced,
     OffloadPolicyInconsistent,
     TierInUse,
 )
@@ -263,12 +263,12 @@ class Tier(Generic[K]):
             return n
 
     def unpin(self, key: K) -> int:
-        """Release one pin; the count never goes below zero (:class:`NotPinned`)."""
+        """Release one pin; the count never goes below zero (:class:`ChunkNotPinned`)."""
         with self._lock:
             self._resident(key, "unpin")
             n = self._pins.get(key, 0)
             if n == 0:
-                raise NotPinned(f"{self.name}: {key!r} is not pinned: unpin() without pin()")
+                raise ChunkNotPinned(f"{self.name}: {key!r} is not pinned: unpin() without pin()")
             if n == 1:
                 del self._pins[key]
                 self._unblock(key)
@@ -292,7 +292,7 @@ class Tier(Generic[K]):
             self._resident(key, "unref")
             n = self._refs.get(key, 0)
             if n == 0:
-                raise NotReferenced(
+                raise ChunkNotReferenced(
                     f"{self.name}: {key!r} has only the tier's own reference: unref() without ref()"
                 )
             if n == 1:
