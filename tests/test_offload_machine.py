@@ -1,4 +1,4 @@
-"""The offload hierarchy against an executable model: two LRU tiers as ordered lists.
+"""The offload hierarchy against an executable model: two LRU or FIFO tiers as ordered lists.
 
 The model is the rule, written as plainly as possible: each tier is one list of resident keys,
 oldest first (pinned and referenced keys keep their place); a hit moves a key to the end;
@@ -10,6 +10,8 @@ after every step, and after every error the whole state must be what it was befo
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,10 +30,12 @@ from servelab.kv.offload import (
     LookupClosed,
     OffloadHierarchy,
     Tier,
+    disk_tier,
 )
-from servelab.weights.policies import LRU
+from servelab.kv.offload.disk import _HEADER as FRAME
+from servelab.weights.policies import FIFO, LRU
 
-KEYS = list(range(8))
+KEYS = list(range(8))  # ints: the disk tier names them as 256-bit chunk names
 SIZE = {k: 10 + 10 * (k % 4) for k in KEYS}  # 10..40 bytes: a chunk's size is fixed by its key
 SIZE[7] = 500  # larger than any tier
 
@@ -43,6 +47,8 @@ def payload(k: int) -> bytes:
 @dataclass
 class ModelTier:
     cap: int
+    overhead: int = 0  # a disk file's frame
+    lru: bool = True
     order: list[int] = field(default_factory=list)
     pins: Counter[int] = field(default_factory=Counter)
     refs: Counter[int] = field(default_factory=Counter)
@@ -50,19 +56,22 @@ class ModelTier:
     def blocked(self, k: int) -> bool:
         return self.pins[k] > 0 or self.refs[k] > 0
 
+    def size(self, k: int) -> int:
+        return SIZE[k] + self.overhead
+
     def used(self) -> int:
-        return sum(SIZE[k] for k in self.order)
+        return sum(self.size(k) for k in self.order)
 
     def held(self) -> int:
-        return sum(SIZE[k] for k in self.order if self.blocked(k))
+        return sum(self.size(k) for k in self.order if self.blocked(k))
 
     def plan(self, adds: list[int], best_effort: bool) -> tuple[list[int], list[int]] | None:
         """(accepted adds, victims), or None when a required add does not fit."""
         room, total, accepted = self.cap - self.held(), 0, []
         for k in adds:
-            if total + SIZE[k] <= room:
+            if total + self.size(k) <= room:
                 accepted.append(k)
-                total += SIZE[k]
+                total += self.size(k)
             elif not best_effort:
                 return None
         over, victims, freed = self.used() + total - self.cap, [], 0
@@ -71,20 +80,22 @@ class ModelTier:
                 break
             if not self.blocked(k):
                 victims.append(k)
-                freed += SIZE[k]
+                freed += self.size(k)
         return accepted, victims
 
     def commit(self, accepted: list[int], victims: list[int]) -> None:
         self.order = [k for k in self.order if k not in victims] + accepted
 
     def touch(self, k: int) -> None:
+        if not self.lru:  # FIFO: arrival order only
+            return
         self.order.remove(k)
         self.order.append(k)
 
 
 class Model:
-    def __init__(self, caps: tuple[int, int], write_through: bool) -> None:
-        self.tiers = [ModelTier(caps[0]), ModelTier(caps[1])]
+    def __init__(self, tiers: list[ModelTier], write_through: bool) -> None:
+        self.tiers = tiers
         self.write_through = write_through
 
     def insert(self, adds: list[int], best_effort: bool) -> bool:
@@ -93,7 +104,7 @@ class Model:
         if p0 is None:
             return False
         carry = (p0[0] if self.write_through else []) + p0[1]
-        down = [k for k in carry if k not in low.order and SIZE[k] <= low.cap]
+        down = [k for k in carry if k not in low.order and low.size(k) <= low.cap]
         p1 = low.plan(down, True)
         assert p1 is not None
         top.commit(*p0)
@@ -121,7 +132,7 @@ class Model:
         top = self.tiers[0]
         ups: list[int] = []
         for k, i in found:
-            if i > 0 and k not in ups and k not in top.order and SIZE[k] <= top.cap:
+            if i > 0 and k not in ups and k not in top.order and top.size(k) <= top.cap:
                 ups.append(k)
         if ups:
             self.insert(ups, best_effort=True)
@@ -136,13 +147,33 @@ class OffloadMachine(RuleBasedStateMachine):
         self.hierarchy: OffloadHierarchy | None = None
         self.model: Model | None = None
         self.lookups: list[tuple[Any, list[tuple[int, int]], bool]] = []
+        self.tmp: str | None = None
 
     @precondition(lambda self: self.hierarchy is None)
-    @rule(cap0=st.integers(40, 90), cap1=st.integers(40, 160), write_through=st.booleans())
-    def build(self, cap0: int, cap1: int, write_through: bool) -> None:
-        tiers = [Tier(cap0, LRU(), name="cpu"), Tier(cap1, LRU(), name="disk")]
+    @rule(
+        cap0=st.integers(40, 90),
+        cap1=st.integers(40, 160),
+        write_through=st.booleans(),
+        lru=st.booleans(),
+        on_disk=st.booleans(),
+    )
+    def build(self, cap0: int, cap1: int, write_through: bool, lru: bool, on_disk: bool) -> None:
+        policy = LRU if lru else FIFO
+        low: Tier[Any]
+        if on_disk:  # real files: every demotion is an atomic write, every read verified
+            self.tmp = tempfile.mkdtemp(prefix="offload-machine-")
+            cap1 += 3 * FRAME
+            low = disk_tier(self.tmp, cap1, policy())
+        else:
+            low = Tier(cap1, policy(), name="disk")
+        tiers = [Tier(cap0, policy(), name="cpu"), low]
         self.hierarchy = OffloadHierarchy(tiers, write_through=write_through)
-        self.model = Model((cap0, cap1), write_through)
+        models = [ModelTier(cap0, 0, lru), ModelTier(cap1, FRAME if on_disk else 0, lru)]
+        self.model = Model(models, write_through)
+
+    def teardown(self) -> None:
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
 
     def built(self) -> bool:
         return self.hierarchy is not None
@@ -258,10 +289,11 @@ class OffloadMachine(RuleBasedStateMachine):
                 assert tier.can_evict(k) == (not mt.blocked(k))
         summary = self.hierarchy.summary()
         copies = [k for mt in self.model.tiers for k in mt.order]
-        assert summary.total_bytes == sum(SIZE[k] for k in copies)
-        assert summary.unique_bytes == sum(SIZE[k] for k in set(copies))
+        assert summary.total_bytes == sum(mt.used() for mt in self.model.tiers)
+        largest = {k: max(mt.size(k) for mt in self.model.tiers if k in mt.order) for k in copies}
+        assert summary.unique_bytes == sum(largest.values())
         assert summary.unique_chunks == len(set(copies))
 
 
-OffloadMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+OffloadMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=40, deadline=None)
 TestOffloadHierarchy = OffloadMachine.TestCase
