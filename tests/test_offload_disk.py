@@ -155,3 +155,20 @@ def test_pin_memory_without_cuda_raises_at_construction() -> None:
     tier = cpu_tier(1024)
     with pytest.raises(InvalidPayload):
         tier.put(1, b"bytes are not a tensor")
+
+
+@pytest.mark.gpu
+def test_gpu_kv_goes_to_pinned_host_memory_and_back(tmp_path: Path) -> None:
+    import torch
+
+    from servelab.kv.offload.cpu import cpu_tier
+
+    kv = torch.randn(2, 2, 16, 2, 64, device="cuda", dtype=torch.bfloat16)
+    cpu = cpu_tier(kv.nbytes)
+    h = OffloadHierarchy([cpu, disk_tier(tmp_path, 1 << 20)])
+    a, b = chunk_keys(list(range(32)), chunk_tokens=16)
+    h.store(a, kv)
+    assert cpu.storage.pin_memory and cpu.storage.read(a, cpu._handles[a]).device.type == "cpu"  # type: ignore[attr-defined]
+    h.store(b, kv * 2)  # a goes to disk
+    (got,) = h.retrieve(h.lookup([a]))
+    assert torch.equal(got.to("cuda"), kv)
