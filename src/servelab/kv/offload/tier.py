@@ -342,7 +342,9 @@ class Tier(Generic[K]):
     def put(self, key: K, payload: Any, *, wait: Wait | None = None) -> PutResult:
         """Store ``key``: allocate, evict, retry. A miss when no room can be made (after the
         bounded ``wait``, if any); :class:`ChunkTooLarge` when no room ever can. A key already
-        here is refreshed (a hit for the policy), not stored twice."""
+        here is refreshed (a hit for the policy), not stored twice. Victims are dropped: a tier
+        inside a hierarchy is stored through :meth:`OffloadHierarchy.store`, which writes them
+        into the tier below."""
         self.storage.check_key(key)
         prepared, size = self.storage.prepare(payload)
         self._check_fits(key, size)
