@@ -305,3 +305,37 @@ def test_a_lower_tier_policy_that_raises_mid_cascade_changes_no_tier(top: str) -
     assert [(t.keys(), t.eviction_order(), t.used) for t in h.tiers] == before
     low_policy.refuse = False
     assert h.store(3, b"d" * 30).stored
+
+
+def test_threads_storing_and_retrieving_keep_every_tier_consistent() -> None:
+    h = OffloadHierarchy([Tier(200, name="cpu"), Tier(600, name="disk")])
+    errors: list[BaseException] = []
+
+    def worker(seed: int) -> None:
+        import random
+
+        rng = random.Random(seed)
+        try:
+            for _ in range(300):
+                ks = [rng.randrange(40) for _ in range(rng.randint(1, 3))]
+                lk = h.lookup(ks)
+                if lk.hits and rng.random() < 0.7:
+                    assert h.retrieve(lk) == [bytes([k]) * (10 + k) for k in lk.keys]
+                else:
+                    h.release(lk)
+                    h.store(
+                        ks[0], bytes([ks[0]]) * (10 + ks[0]), wait=Wait(attempts=3, interval_s=0)
+                    )
+        except BaseException as err:  # reported below, with its traceback
+            errors.append(err)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    for t in h.tiers:
+        assert t.used == sum(t.size_of(k) for k in t.keys()) <= t.capacity
+        assert t.held_bytes == 0 and not t._pins and not t._refs
+        assert sorted(t.eviction_order()) == sorted(t.keys())
