@@ -56,3 +56,13 @@ def test_the_policies_package_answers_to_the_old_module_paths() -> None:
         assert pickle.loads(f"cservelab.weights.policies\n{name}\n.".encode()) is getattr(
             policies, name
         )
+
+
+def test_every_offload_error_is_exported_from_servelab_kv() -> None:
+    import servelab.kv
+
+    errors = _errors_defined_in("servelab.kv.offload.errors")
+    assert errors
+    missing = sorted(e for e, cls in errors.items() if getattr(servelab.kv, e, None) is not cls)
+    assert not missing, f"not importable from servelab.kv: {missing}"
+    assert set(errors) <= set(servelab.kv.__all__)
