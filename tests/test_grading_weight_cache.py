@@ -133,7 +133,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_cli_exit_codes() -> None:
     folder = topic_dir(TOPIC)
-    ok = _cli("grade", TOPIC, "--impl", f"{correct_module(TOPIC).__file__}:WeightCache", "--step", "2")
+    ok = _cli(
+        "grade", TOPIC, "--impl", f"{correct_module(TOPIC).__file__}:WeightCache", "--step", "2"
+    )
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "PASSED" in ok.stdout
     bad = _cli("grade", TOPIC, "--impl", f"{folder / 'set_pins.py'}:Buggy", "--step", "3")

@@ -12,7 +12,7 @@ from typing import Any
 import hypothesis
 import pytest
 
-from buggy_impls import correct_module, diagnosed_hint, mistakes, topic_dir
+from buggy_impls import correct_module, diagnosed_hint, mistakes
 from servelab.grading import GradeFailure, Step, Topic, grade, load_topic
 from servelab.kv.scheduler import Scheduler
 
@@ -127,7 +127,6 @@ def test_an_unfinished_exercise_raises_not_implemented() -> None:
 
 
 def test_cli_grades_a_file() -> None:
-    folder = topic_dir(TOPIC)
     ok = subprocess.run(
         [
             sys.executable,
