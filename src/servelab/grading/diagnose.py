@@ -551,6 +551,12 @@ SCHEDULER_SEPARATING = (
         "sched.add(Sequence.dummy(3, prompt_len=5, max_new_tokens=1))",
         *_steps(6),
     ),
+    _program(  # ids falling with arrival; a step with two victims
+        "bm = BlockManager(num_blocks=4, block_size=1)",
+        "sched = Scheduler(bm, watermark=0)",
+        *[f"sched.add(Sequence.dummy({i}, prompt_len=1, max_new_tokens=3))" for i in (3, 2, 1, 0)],
+        *_steps(5),
+    ),
     _program(
         "bm = BlockManager(num_blocks=8, block_size=4)",
         "sched = Scheduler(bm, watermark=0)",
