@@ -529,6 +529,15 @@ PREFIX_SEPARATING = (
         "bm.num_cached_tokens([1, 2, 3, 4, 5])",
         "bm.allocate(3, [3, 4, 3])",
     ),
+    _program(  # a hash that collides, then the same block evicted: trusting vs keeping a hash
+        "bm = PrefixBlockManager(5, 2)",
+        "bm.allocate(0, [1, 2, 3])",
+        "bm.free_seq(0)",
+        "bm.tokens[0] = (0, 0)",
+        "bm.num_cached_tokens([1, 2, 3])",
+        "bm.allocate(1, [7, 7, 7, 7, 7, 7, 7, 7, 7])",
+        "bm.num_cached_tokens([1, 2, 3])",
+    ),
 )
 
 SCHEDULER_SEPARATING = (

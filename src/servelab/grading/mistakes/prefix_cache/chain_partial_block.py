@@ -2,8 +2,8 @@
 
 from servelab.grading.mistakes.prefix_cache import Correct
 
-HINT = "partial"
-LIKE = "hashes the partial last block too; only full blocks are cached"
+HINT = "full block"
+LIKE = "hashes the partial last block too; only a full block is cached"
 
 
 class Buggy(Correct):
