@@ -420,6 +420,14 @@ POLICY_SEPARATING = (
         "p.eviction_order()",
         "p.pop_victim()",
     ),
+    _program(  # a key removed and put again while its old heap entry remains
+        "p = LFU()",
+        *_puts("p", "a", "b", "c"),
+        "p.update_on_remove('a')",
+        "p.update_on_put('a', 1)",
+        "p.pop_victim()",
+        "p.eviction_order()",
+    ),
     _program(  # a pinned key removed, then put again
         "p = LFU()",
         *_puts("p", "a", "b"),
@@ -559,6 +567,13 @@ SCHEDULER_SEPARATING = (
         "sched.add(Sequence.dummy(2, prompt_len=1, max_new_tokens=2))",
         "sched.add(Sequence.dummy(3, prompt_len=5, max_new_tokens=1))",
         *_steps(6),
+    ),
+    _program(  # too large with its tokens to come, small by its prompt alone
+        "bm = BlockManager(num_blocks=4, block_size=2)",
+        "sched = Scheduler(bm, watermark=1)",
+        "sched.add(Sequence.dummy(0, prompt_len=2, max_new_tokens=10))",
+        "sched.add(Sequence.dummy(1, prompt_len=2, max_new_tokens=6))",
+        *_steps(1),
     ),
     _program(  # ids falling with arrival; a step with two victims
         "bm = BlockManager(num_blocks=4, block_size=1)",
