@@ -302,6 +302,7 @@ TABLE_REPEAT = NamedState(
 checker counts holders only and passes it. Joins ``BAD_STATES`` (and ``_repeat_table_entry``
 the corruptions) once the notebook's checker tests that a table lists each block once."""
 
+
 def _state_line(state: BlockState) -> str:
     return f"bm = {state!r}"
 
