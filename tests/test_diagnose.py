@@ -136,10 +136,31 @@ ALIKE = [
     ("scheduler", ["retire_early", "never_retire"]),
     ("scheduler", ["admit_before_decode", "admit_past_watermark"]),
     ("eviction-policy", ["sieve_hand_backwards", "sieve_born_visited", "sieve_keeps_visited"]),
+    # look-alike pairs: one symptom, two causes
+    ("weight-cache", ["pin_refreshes_recency", "unpin_refreshes_recency"]),
+    ("weight-cache", ["evicted_bytes_not_counted", "replace_counted_as_eviction"]),
+    ("weight-cache", ["admit_check_free_space_only", "pinned_bytes_per_pin"]),
+    ("weight-cache", ["misses_not_counted", "failed_put_counted_as_miss"]),
+    ("eviction-policy", ["lfu_len_counts_pinned", "sieve_len_counts_pinned"]),
+    ("eviction-policy", ["lfu_tie_by_key", "lfu_newest_tie"]),
+    ("eviction-policy", ["sieve_remove_hand_older", "sieve_remove_resets_hand"]),
+    ("eviction-policy", ["sieve_lap_falls_back_oldest", "sieve_keeps_visited"]),
+    ("eviction-policy", ["lfu_stale_entry_after_reput", "lfu_remove_keeps_pin"]),
+    ("block-manager", ["length_before_alloc", "release_before_allocate"]),
+    ("block-manager", ["table_before_check", "allocate_not_atomic"]),
+    ("block-manager", ["fork_copies_blocks", "fork_no_refcount"]),
+    ("block-manager", ["allocate_zero_takes_block", "blocks_rounded_down"]),
+    ("prefix-cache", ["hit_not_verified", "stale_hash"]),
+    ("prefix-cache", ["release_cached_to_free", "freed_twice"]),
+    ("prefix-cache", ["free_head_first", "evicts_newest"]),
+    ("scheduler", ["victim_highest_id", "preempt_current"]),
+    ("scheduler", ["decode_by_id", "newest_first_decode"]),
+    ("scheduler", ["victims_requeued_newest_first", "requeue_back"]),
+    ("scheduler", ["one_victim_per_step", "no_retry_after_preempt"]),
 ]
 
 
-@pytest.mark.parametrize(("topic", "names"), ALIKE, ids=[n[0] for _, n in ALIKE])
+@pytest.mark.parametrize(("topic", "names"), ALIKE, ids=["-".join(n) for _, n in ALIKE])
 def test_mistakes_that_look_alike_get_different_hints(topic: str, names: list[str]) -> None:
     from buggy_impls import diagnosed_hint
 

@@ -9,7 +9,7 @@ from typing import Any
 import hypothesis
 import pytest
 
-from buggy_impls import correct_module, diagnosed_hint, mistakes
+from buggy_impls import correct_impl, correct_module, diagnosed_hint, mistakes
 from servelab.grading import GradeFailure, Step, Topic, grade, load_topic
 from servelab.weights.policies import LFU, SIEVE
 
@@ -25,7 +25,7 @@ def test_every_mistake_named_in_the_issue_is_kept() -> None:
 
 @pytest.mark.parametrize(
     "impl",
-    [correct_module(TOPIC).Correct, correct_module(TOPIC)],
+    [correct_impl(TOPIC), correct_module(TOPIC)],
     ids=["learner-dict", "learner-module"],
 )
 def test_correct_policies_pass_every_step(impl: Any) -> None:

@@ -34,7 +34,7 @@ def test_there_are_known_mistakes_for_every_seed_item() -> None:
         assert required in names
 
 
-@pytest.mark.parametrize("impl", [WeightCache, correct_module(TOPIC).LearnerCache])
+@pytest.mark.parametrize("impl", [WeightCache, correct_module(TOPIC).WeightCache])
 def test_correct_caches_pass_every_step(impl: Any) -> None:
     report = grade(TOPIC, impl, out=io.StringIO())
     assert report.passed and report.text.endswith("PASSED")
@@ -61,18 +61,18 @@ def test_failure_report_is_deterministic_and_pasteable() -> None:
     namespace: dict[str, Any] = {"Impl": bug.impl}
     exec(code.split("cache.keys()")[0], namespace)
     assert namespace["cache"].used != sum(
-        namespace["cache"]._items[k][0] for k in namespace["cache"].keys()
+        namespace["cache"]._entries[k][0] for k in namespace["cache"].keys()
     )
 
 
 def test_state_machine_finds_a_bug_no_probe_names() -> None:
     # pinned keys silently leave the recency order on unpin: only the model comparison sees it
-    correct = correct_module(TOPIC).LearnerCache
+    correct = correct_module(TOPIC).WeightCache
 
     class UnpinMovesToFront(correct):  # type: ignore[misc, valid-type]
         def unpin(self, key: Any) -> None:
             super().unpin(key)
-            self._items.move_to_end(key, last=False)
+            self._entries.move_to_end(key, last=False)
 
     with pytest.raises(GradeFailure) as failure:
         grade(TOPIC, UnpinMovesToFront, step=3, out=io.StringIO())
@@ -133,7 +133,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_cli_exit_codes() -> None:
     folder = topic_dir(TOPIC)
-    ok = _cli("grade", TOPIC, "--impl", f"{folder / 'correct.py'}:LearnerCache", "--step", "2")
+    ok = _cli(
+        "grade", TOPIC, "--impl", f"{correct_module(TOPIC).__file__}:WeightCache", "--step", "2"
+    )
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "PASSED" in ok.stdout
     bad = _cli("grade", TOPIC, "--impl", f"{folder / 'set_pins.py'}:Buggy", "--step", "3")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import random
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -104,3 +105,30 @@ def test_random_states_catch_a_checker_that_passes_every_hand_made_state() -> No
     with pytest.raises(GradeFailure) as failure:
         grade(TOPIC, partial, step=3, out=io.StringIO())
     assert "step 3" in failure.value.report.text
+
+
+def test_a_block_twice_in_one_table_breaks_the_reference_checker() -> None:
+    # Not graded yet (notebook 03's checker counts holders only), but a rule of the reference:
+    # the hand-made state and every random repeat of a table entry break it.
+    from servelab.grading.invariant_checker import TABLE_REPEAT, _random_states, _repeat_table_entry
+
+    with pytest.raises(InvariantViolation, match="more than once"):
+        check_invariants(TABLE_REPEAT.state)
+    rng = random.Random(0)
+    repeats = 0
+    for _, state in _random_states(seed=0, programs=20, length=12):
+        broken = state.copy()
+        if "twice" in _repeat_table_entry(broken, rng):
+            repeats += 1
+            with pytest.raises(InvariantViolation, match="more than once"):
+                check_invariants(broken)
+    assert repeats > 0
+
+
+def test_a_reference_manager_never_lists_a_block_twice() -> None:
+    bm = BlockManager(8, 2)
+    bm.allocate(0, 5)
+    bm.fork(0, 1)
+    for _ in range(4):
+        bm.append_slot(1)
+    check_invariants(bm)

@@ -201,8 +201,14 @@ def test_step_one_without_the_skeleton_checks_the_same_rules_through_allocate() 
     assert "bm.allocate(" in failure.value.report.code
 
 
+# A hash collision never comes from random token ids (64-bit hashes): only the step-1 probe,
+# which plants one, sees a lookup that trusts the hash, and the final grade runs that probe.
+PROBE_ONLY = {"hit_not_verified"}
+GENERATED = [m for m in MISTAKES if m.name not in PROBE_ONLY]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("mistake", MISTAKES, ids=[m.name for m in MISTAKES])
+@pytest.mark.parametrize("mistake", GENERATED, ids=[m.name for m in GENERATED])
 @pytest.mark.parametrize("seed", [None, 1, 2])
 def test_state_machine_alone_catches_each_mistake(mistake: Any, seed: int | None) -> None:
     # Without the probes, the model comparison still finds every planted bug, whatever the

@@ -12,7 +12,7 @@ from typing import Any
 import hypothesis
 import pytest
 
-from buggy_impls import correct_module, diagnosed_hint, mistakes, topic_dir
+from buggy_impls import correct_module, diagnosed_hint, mistakes
 from servelab.grading import GradeFailure, Step, Topic, grade, load_topic
 from servelab.kv.scheduler import Scheduler
 
@@ -33,7 +33,7 @@ def test_every_mistake_the_issue_names_has_a_buggy_implementation() -> None:
         assert required in names
 
 
-@pytest.mark.parametrize("impl", [Scheduler, correct_module(TOPIC).LearnerScheduler])
+@pytest.mark.parametrize("impl", [Scheduler, correct_module(TOPIC).Scheduler])
 @pytest.mark.parametrize("step", [1, 2, 3])
 def test_correct_schedulers_pass_every_step(impl: Any, step: int) -> None:
     report = grade(TOPIC, impl, step=step, out=io.StringIO())
@@ -79,7 +79,7 @@ def test_reports_are_deterministic() -> None:
 def test_the_state_machine_finds_a_bug_no_probe_names() -> None:
     # Sizes the watermark check by the prompt but allocates prompt + generated: only a
     # re-admission under a nonzero watermark shows it, which no probe scenario has.
-    correct = correct_module(TOPIC).LearnerScheduler
+    correct = correct_module(TOPIC).Scheduler
     from servelab.kv.scheduler import Prefill
 
     class SizesByPrompt(correct):  # type: ignore[misc, valid-type]
@@ -118,7 +118,7 @@ def test_state_machine_alone_catches_each_mistake(mistake: Any, seed: int | None
 
 
 def test_an_unfinished_exercise_raises_not_implemented() -> None:
-    class Unfinished(correct_module(TOPIC).LearnerScheduler):  # type: ignore[misc]
+    class Unfinished(correct_module(TOPIC).Scheduler):  # type: ignore[misc]
         def admit(self, out: Any) -> None:
             raise NotImplementedError
 
@@ -127,7 +127,6 @@ def test_an_unfinished_exercise_raises_not_implemented() -> None:
 
 
 def test_cli_grades_a_file() -> None:
-    folder = topic_dir(TOPIC)
     ok = subprocess.run(
         [
             sys.executable,
@@ -136,7 +135,7 @@ def test_cli_grades_a_file() -> None:
             "grade",
             TOPIC,
             "--impl",
-            f"{folder / 'correct.py'}:LearnerScheduler",
+            f"{correct_module(TOPIC).__file__}:Scheduler",
             "--step",
             "2",
         ],

@@ -311,6 +311,8 @@ HINTS: dict[str, str] = {
     "list when the count reaches 0, and only then",
     "refcount-matches-tables": "every time a table gains or loses a block, its refcount must "
     "move with it (allocate, fork and free_seq)",
+    "table-distinct": "each entry of a table is a block of its own: a table never lists one "
+    "block twice",
     "table-length": "a table holds ceil(len / block_size) blocks: allocate on a boundary "
     "crossing, not before and not after",
     "free-count": "num_free drifted from the model: a block was taken that was not needed "

@@ -420,6 +420,39 @@ POLICY_SEPARATING = (
         "p.eviction_order()",
         "p.pop_victim()",
     ),
+    _program(  # a key removed and put again while its old heap entry remains
+        "p = LFU()",
+        *_puts("p", "a", "b", "c"),
+        "p.update_on_remove('a')",
+        "p.update_on_put('a', 1)",
+        "p.pop_victim()",
+        "p.eviction_order()",
+    ),
+    _program(  # a key's heap entry popped while it is pinned; then it is unpinned
+        "p = LFU()",
+        *_puts("p", "a", "b"),
+        "p.update_on_pin('a')",
+        "p.pop_victim()",
+        "p.update_on_unpin('a')",
+        "p.pop_victim()",
+    ),
+    _program(  # a key put while the hand rests mid-queue
+        "p = SIEVE()",
+        *_puts("p", "a", "b", "c", "d"),
+        "p.update_on_hit('a')",
+        "p.pop_victim()",
+        "p.update_on_put('e', 1)",
+        "p.eviction_order()",
+    ),
+    _program(  # a full lap: every key visited, the hand past the oldest
+        "p = SIEVE()",
+        *_puts("p", "a", "b", "c", "d"),
+        "p.update_on_hit('a')",
+        "p.pop_victim()",
+        *[f"p.update_on_hit({k!r})" for k in "acd"],
+        "p.pop_victim()",
+        "p.eviction_order()",
+    ),
     _program(  # a pinned key removed, then put again
         "p = LFU()",
         *_puts("p", "a", "b"),
@@ -529,6 +562,15 @@ PREFIX_SEPARATING = (
         "bm.num_cached_tokens([1, 2, 3, 4, 5])",
         "bm.allocate(3, [3, 4, 3])",
     ),
+    _program(  # a hash that collides, then the same block evicted: trusting vs keeping a hash
+        "bm = PrefixBlockManager(5, 2)",
+        "bm.allocate(0, [1, 2, 3])",
+        "bm.free_seq(0)",
+        "bm.tokens[0] = (0, 0)",
+        "bm.num_cached_tokens([1, 2, 3])",
+        "bm.allocate(1, [7, 7, 7, 7, 7, 7, 7, 7, 7])",
+        "bm.num_cached_tokens([1, 2, 3])",
+    ),
 )
 
 SCHEDULER_SEPARATING = (
@@ -550,6 +592,19 @@ SCHEDULER_SEPARATING = (
         "sched.add(Sequence.dummy(2, prompt_len=1, max_new_tokens=2))",
         "sched.add(Sequence.dummy(3, prompt_len=5, max_new_tokens=1))",
         *_steps(6),
+    ),
+    _program(  # too large with its tokens to come, small by its prompt alone
+        "bm = BlockManager(num_blocks=4, block_size=2)",
+        "sched = Scheduler(bm, watermark=1)",
+        "sched.add(Sequence.dummy(0, prompt_len=2, max_new_tokens=10))",
+        "sched.add(Sequence.dummy(1, prompt_len=2, max_new_tokens=6))",
+        *_steps(1),
+    ),
+    _program(  # ids falling with arrival; a step with two victims
+        "bm = BlockManager(num_blocks=4, block_size=1)",
+        "sched = Scheduler(bm, watermark=0)",
+        *[f"sched.add(Sequence.dummy({i}, prompt_len=1, max_new_tokens=3))" for i in (3, 2, 1, 0)],
+        *_steps(5),
     ),
     _program(
         "bm = BlockManager(num_blocks=8, block_size=4)",

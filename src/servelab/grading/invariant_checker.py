@@ -258,6 +258,24 @@ BAD_STATES: tuple[NamedState, ...] = (
         "a refcount higher than the number of holders is a leak in waiting",
     ),
     NamedState(
+        "a held block on the free list",
+        "block 1 went back to the free list while sequence 0 still holds it, its refcount still 1",
+        _edit(_after(6, 4, "allocate(0, 6)"), lambda s: s.free.append(1)),
+        "a block on the free list must be held by no table (and have refcount 0)",
+    ),
+    NamedState(
+        "refcount errors that cancel out",
+        "after a fork, block 0's refcount says 3 and block 1's says 1: the total is still right",
+        _edit(_FORK, _then(_set("ref", 0, 3), _set("ref", 1, 1))),
+        "compare each block's refcount with its own holders, not the totals",
+    ),
+    NamedState(
+        "a zero-token sequence holding a block",
+        "allocate(0, 0) took a block: an empty sequence needs none",
+        BlockState(4, 4, [1, 2, 3], [1, 0, 0, 0], {0: [0]}, {0: 0}),
+        "a table holds exactly ceil(len / block_size) blocks: none for zero tokens",
+    ),
+    NamedState(
         "a table rounded down",
         "a sequence of 9 tokens in 4-token blocks holds 2 blocks: its 9th token has no slot",
         _edit(_after(6, 4, "allocate(0, 8)"), _set("lens", 0, 9)),
@@ -270,6 +288,19 @@ BAD_STATES: tuple[NamedState, ...] = (
         "a table holds exactly ceil(len / block_size) blocks, no more",
     ),
 )
+
+
+TABLE_REPEAT = NamedState(
+    "a block twice in one table",
+    "sequence 0's table lists block 0 twice, refcount 2 to match, block 1 back on the free "
+    "list: every count agrees, but two of its logical blocks share one physical block",
+    BlockState(6, 4, [1, 2, 3, 4, 5], [2, 0, 0, 0, 0, 0], {0: [0, 0]}, {0: 6}),
+    "a table lists each block once; counting holders alone cannot see a block listed twice "
+    "by the same table",
+)
+"""Broken, and flagged by the reference checker, but not graded yet: notebook 03's solution
+checker counts holders only and passes it. Joins ``BAD_STATES`` (and ``_repeat_table_entry``
+the corruptions) once the notebook's checker tests that a table lists each block once."""
 
 
 def _state_line(state: BlockState) -> str:
@@ -346,6 +377,50 @@ def _drop_table_entry(s: BlockState, r: random.Random) -> str:
     return f"sequence {seq}'s last table entry dropped"
 
 
+def _repeat_table_entry(s: BlockState, r: random.Random) -> str:
+    holders = [seq for seq, table in s.tables.items() if len(table) > 1]
+    if not holders:
+        return _swap_refcounts(s, r)
+    seq = r.choice(holders)
+    table = s.tables[seq]
+    i = r.randrange(1, len(table))
+    old, table[i] = table[i], table[i - 1]  # counts kept true, so only the repeat shows
+    s.ref[old] -= 1
+    s.ref[table[i]] += 1
+    if s.ref[old] == 0:
+        s.free.append(old)
+    return f"sequence {seq}'s table lists block {table[i]} twice"
+
+
+def _free_held(s: BlockState, r: random.Random) -> str:
+    held = sorted({b for table in s.tables.values() for b in table})
+    if not held:
+        return _duplicate_free(s, r)
+    block = r.choice(held)
+    s.free.append(block)
+    return f"held block {block} put on the free list"
+
+
+def _swap_refcounts(s: BlockState, r: random.Random) -> str:
+    held = [b for b in range(s.num_blocks) if s.ref[b] > 0]
+    if not held:
+        return _raise_refcount(s, r)
+    up, down = r.randrange(s.num_blocks), r.choice(held)
+    if up == down:
+        up = (up + 1) % s.num_blocks
+    s.ref[up] += 1
+    s.ref[down] -= 1
+    return f"block {up}'s refcount raised and block {down}'s lowered"
+
+
+def _empty_sequence(s: BlockState, r: random.Random) -> str:
+    if not s.lens:
+        return _free_held(s, r)
+    seq = r.choice(list(s.lens))
+    s.lens[seq] = 0
+    return f"sequence {seq}'s length set to zero"
+
+
 _CORRUPTIONS: tuple[Callable[[BlockState, random.Random], str], ...] = (
     _raise_refcount,
     _lower_refcount,
@@ -353,6 +428,9 @@ _CORRUPTIONS: tuple[Callable[[BlockState, random.Random], str], ...] = (
     _drop_free,
     _change_length,
     _drop_table_entry,
+    _free_held,
+    _swap_refcounts,
+    _empty_sequence,
 )
 
 

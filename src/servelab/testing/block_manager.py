@@ -48,6 +48,7 @@ INVARIANTS: dict[str, str] = {
     "free-list": "a free block is on the free list exactly once, with refcount 0",
     "refcount-matches-tables": "a used block is held by exactly refcount table entries",
     "table-length": "a table holds ceil(len / block_size) blocks",
+    "table-distinct": "a table lists each block once",
     "free-count": "num_free equals the blocks the model says are unused",
     "boundary-allocation": "a block is allocated only when a length crosses a boundary",
     "fork-shares": "a fork shares every block of its parent",
@@ -108,6 +109,13 @@ def check_invariants(bm: BlockManagerLike) -> None:
                 "table-length",
                 f"sequence {seq} has {length} tokens, so ceil({length}/{size}) = {want} "
                 f"blocks, but its table holds {len(table)}: {table}",
+            )
+        if len(set(table)) != len(table):
+            twice = sorted({b for b in table if table.count(b) > 1})
+            raise InvariantViolation(
+                "table-distinct",
+                f"sequence {seq}'s table {table} lists block(s) {twice} more than once: two "
+                "of its logical blocks would share one physical block",
             )
         for b in table:
             held[b] += 1

@@ -497,6 +497,39 @@ def policies_machine(
             if hand is not None:
                 self._remove(hand)
 
+        @precondition(
+            lambda self: {"put", "remove", "pop"} <= ops and len(self.model.candidates()) > 1
+        )
+        @rule()
+        def remove_put_again_pop(self) -> None:
+            # A key removed and put again must start a new life: entries of its old one (a
+            # lazy heap's stale ones) must not decide the next victim. The next victim is the
+            # key whose old entries would come first.
+            key = self.model.clone().victim()
+            assert key is not None
+            size = self.model.size[key]
+            self._remove(key)
+            self._put(key, size)
+            self._pop_victim()
+
+        @precondition(
+            lambda self: (
+                {"hit", "pop"} <= ops
+                and hasattr(self.model, "hand")
+                and len(self.model.candidates()) > 2
+            )
+        )
+        @rule()
+        def full_lap(self) -> None:
+            # A SIEVE sweep that finds every key visited clears them all in one lap and
+            # evicts the key it started from, which is the oldest only by chance: so first
+            # park the hand past the oldest key (spare it, evict the next), then visit all.
+            self._hit(self.model.clone().victim())
+            self._pop_victim()
+            for key in self.model.candidates():
+                self._hit(key)
+            self._pop_victim()
+
         @precondition(lambda self: "hand" in ops and bool(self.model.keys))
         @rule(data=st.data())
         def point_hand(self, data: st.DataObject) -> None:

@@ -462,7 +462,6 @@ def scheduler_machine(
             self.sched: Any = None
             self.model = SchedulerModel(1, 1, 0, stage)
             self.seqs: dict[int, Sequence] = {}
-            self.next_id = 0
             self.steps = 0
 
         @initialize(
@@ -496,16 +495,20 @@ def scheduler_machine(
             # prompts, so sequences grow; now and then one that can never fit, or one that
             # lands right at the watermark.
             cap = (m.num_blocks - m.watermark) * m.block_size
-            kind = data.draw(st.integers(min_value=0, max_value=7), "kind")
+            kind = data.draw(st.integers(min_value=0, max_value=8), "kind")
             if kind == 6 and self._add_at_the_watermark(data):
                 return
             if kind == 7:
                 total = cap + data.draw(st.integers(min_value=1, max_value=4), "excess")
+            elif kind == 8:
+                # Short requests, so several run at once and one step that runs out of blocks
+                # preempts more than one of them.
+                total = data.draw(st.integers(min_value=2, max_value=max(2, m.block_size + 1)))
             else:
                 slack = data.draw(st.integers(min_value=0, max_value=max(0, cap - 2)), "slack")
                 total = max(2, cap - slack)
             prompt_len = data.draw(st.integers(min_value=1, max_value=total - 1), "prompt_len")
-            self._add(prompt_len, total - prompt_len)
+            self._add(data, prompt_len, total - prompt_len)
 
         def _add_at_the_watermark(self, data: st.DataObject) -> bool:
             """Add a request next in line at the coming step whose prompt fits the free blocks
@@ -530,16 +533,37 @@ def scheduler_machine(
                 "prompt_len",
             )
             new = data.draw(st.integers(min_value=1, max_value=room + 1 - prompt_len), "new")
-            self._add(prompt_len, new)
+            self._add(data, prompt_len, new)
             self._one_step()
             return True
 
-        def _add(self, prompt_len: int, new: int) -> None:
+        def _unused_ids(self, count: int) -> list[int]:
+            taken = self.model.tokens
+            return [i for i in range(len(taken) + count) if i not in taken][:count]
+
+        @precondition(lambda self: stage == 3)
+        @rule(count=st.integers(min_value=2, max_value=4), times=st.integers(1, 4))
+        def crowd(self, count: int, times: int) -> None:
+            # Short requests arriving with falling ids (an id names a sequence, it does not
+            # order it), then a few steps: a pool full of short sequences makes one step
+            # preempt several, and the newest victim is not the highest id.
+            m = self.model
+            for sid in reversed(self._unused_ids(count)):
+                self._add(None, 1, m.block_size + 1, sid)
+            self.step(times)
+
+        def _add(
+            self, data: st.DataObject | None, prompt_len: int, new: int, sid: int | None = None
+        ) -> None:
             m = self.model
             fits = m.too_large(prompt_len, new) or self._fits_with_everyone(prompt_len, new)
             if stage == 2 and not fits:
                 return
-            sid = self.next_id
+            if sid is None:
+                # Ids are names, not arrival order: one of the three lowest unused, so a later
+                # request can carry a smaller id (shrinking goes back to ids in order).
+                assert data is not None
+                sid = data.draw(st.sampled_from(self._unused_ids(3)), "seq_id")
             seq = Sequence.dummy(sid, prompt_len, new)
             code = f"sched.add({_new_sequence_code(sid, prompt_len, new)})"
             if m.too_large(prompt_len, new):
@@ -567,7 +591,6 @@ def scheduler_machine(
                     f"need {m.blocks(prompt_len + new)} of the "
                     f"{m.num_blocks - m.watermark} blocks above the watermark: it fits",
                 ) from exc
-            self.next_id += 1
             self.seqs[sid] = seq
             m.add(sid, prompt_len, new)
 

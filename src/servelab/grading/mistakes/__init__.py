@@ -1,7 +1,9 @@
 """The catalogue of known mistakes, one folder per topic, each mistake also a test of the grader.
 
-``<topic>/correct.py`` is a correct learner-style implementation; every other module plants
-exactly one mistake and defines:
+Every mistake is built on the topic's one correct implementation, the last step's checkpoint
+(:func:`correct_impl`, from :mod:`servelab.checkpoints`, generated from the notebook's
+solution), so its block ids, orders, frees and return values are those of a learner who
+follows the notebook. Each module plants exactly one mistake and defines:
 
 * ``Buggy``: the implementation (a class, or for ``eviction-policy`` a ``{"LFU", "SIEVE"}`` dict);
 * ``HINT``: a keyword that a correct diagnosis of this mistake must contain;
@@ -25,13 +27,13 @@ from typing import Any
 __all__ = ["CORRECT", "Mistake", "correct_impl", "correct_module", "mistakes", "topic_dir"]
 
 CORRECT: dict[str, str] = {
-    "weight-cache": "LearnerCache",
-    "eviction-policy": "Correct",
-    "block-manager": "BlockManager",
-    "prefix-cache": "PrefixBlockManager",
-    "scheduler": "LearnerScheduler",
+    "weight-cache": "weight_cache",
+    "eviction-policy": "eviction_policy",
+    "block-manager": "block_manager",
+    "prefix-cache": "prefix_cache",
+    "scheduler": "scheduler",
 }
-"""The name of the correct implementation in each topic's ``correct.py``."""
+"""The topics with a catalogue, each with its checkpoint module in :mod:`servelab.checkpoints`."""
 
 
 @dataclass(frozen=True)
@@ -60,12 +62,16 @@ def topic_dir(topic: str) -> Path:
 
 
 def correct_module(topic: str) -> ModuleType:
-    return importlib.import_module(f"{_package(topic)}.correct")
+    """The checkpoint module of ``topic``: the notebook's solution, step by step."""
+    _package(topic)
+    return importlib.import_module(f"servelab.checkpoints.{CORRECT[topic]}")
 
 
 def correct_impl(topic: str) -> Any:
-    """The correct learner-style implementation of ``topic``."""
-    return getattr(correct_module(topic), CORRECT[topic])
+    """The one correct implementation of ``topic``: its last step's checkpoint (for
+    ``eviction-policy``, the dict of policy classes its last grade cell passes)."""
+    steps = correct_module(topic).STEPS
+    return steps[max(steps)]()
 
 
 def _like(module: ModuleType) -> str:
@@ -82,7 +88,7 @@ def mistakes(topic: str) -> tuple[Mistake, ...]:
     package = importlib.import_module(_package(topic))
     found = []
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-        if info.name == "correct" or info.name.startswith("_"):
+        if info.name.startswith("_"):
             continue
         module = importlib.import_module(f"{package.__name__}.{info.name}")
         doc = " ".join((module.__doc__ or "").split())

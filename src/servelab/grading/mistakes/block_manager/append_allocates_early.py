@@ -1,16 +1,17 @@
 """append_slot takes a new block when the last one becomes full instead of when the next token
 crosses the boundary."""
 
-from servelab.grading.mistakes.block_manager.correct import BlockManager
+from servelab.grading.mistakes.block_manager import Correct
 from servelab.kv.blocks import Slot
 
 HINT = "boundary"
 LIKE = "allocates a block one token before the boundary is crossed"
 
 
-class Buggy(BlockManager):
+class Buggy(Correct):
     def append_slot(self, seq):
-        table, n = self._table(seq), self.lens[seq]
+        self._known(seq)
+        table, n = self.tables[seq], self.lens[seq]
         offset = n % self.block_size
         if offset == 0 and n == 0:
             table.append(self._alloc())

@@ -1,6 +1,6 @@
 """Mistake: decides to copy by 'was this block forked' instead of its refcount."""
 
-from servelab.grading.mistakes.block_manager.correct import BlockManager
+from servelab.grading.mistakes.block_manager import Correct
 from servelab.kv.blocks import Slot
 
 HINT = "first writer"
@@ -10,17 +10,18 @@ LIKE = (
 )
 
 
-class Buggy(BlockManager):
-    def __init__(self, num_blocks: int, block_size: int) -> None:
+class Buggy(Correct):
+    def __init__(self, num_blocks, block_size):
         super().__init__(num_blocks, block_size)
-        self.forked: set[int] = set()
+        self.forked = set()
 
-    def fork(self, parent: int, child: int) -> None:
+    def fork(self, parent, child):
         super().fork(parent, child)
         self.forked.update(self.tables[parent])
 
-    def append_slot(self, seq: int) -> Slot:
-        table, n = self._table(seq), self.lens[seq]
+    def append_slot(self, seq):
+        self._known(seq)
+        table, n = self.tables[seq], self.lens[seq]
         offset, cow_src = n % self.block_size, None
         if offset == 0:
             table.append(self._alloc())

@@ -1,15 +1,16 @@
 """Copy-on-write takes a new block but never drops the reference to the shared one (a leak)."""
 
-from servelab.grading.mistakes.block_manager.correct import BlockManager
+from servelab.grading.mistakes.block_manager import Correct
 from servelab.kv.blocks import Slot
 
 HINT = "drop"
 LIKE = "copies a shared block on write but does not drop its reference to the old one"
 
 
-class Buggy(BlockManager):
+class Buggy(Correct):
     def append_slot(self, seq):
-        table, n = self._table(seq), self.lens[seq]
+        self._known(seq)
+        table, n = self.tables[seq], self.lens[seq]
         offset = n % self.block_size
         if offset and self.ref[table[-1]] > 1:
             new = self._alloc()

@@ -1,14 +1,14 @@
-"""free_seq releases the blocks but keeps the table, so a second free_seq frees them again (vLLM
-#42571)."""
+"""free_seq releases the blocks but keeps the table, so a second free_seq frees them again."""
 
-from servelab.grading.mistakes.block_manager.correct import BlockManager
+from servelab.grading.mistakes.block_manager import Correct
 
 HINT = "freed twice"
 LIKE = "releases a sequence's blocks but keeps its table, so its blocks can be freed twice"
 
 
-class Buggy(BlockManager):
+class Buggy(Correct):
     def free_seq(self, seq):
-        for b in self._table(seq):
-            if self.ref[b] > 0:
-                self._release(b)
+        self._known(seq)
+        for block in reversed(self.tables[seq]):
+            if self.ref[block] > 0:
+                self._release(block)

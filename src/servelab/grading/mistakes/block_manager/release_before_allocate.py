@@ -1,6 +1,6 @@
 """Mistake: releases the shared block before allocating its replacement."""
 
-from servelab.grading.mistakes.block_manager.correct import BlockManager
+from servelab.grading.mistakes.block_manager import Correct
 from servelab.kv.blocks import Slot
 
 HINT = "before releasing"
@@ -10,9 +10,10 @@ LIKE = (
 )
 
 
-class Buggy(BlockManager):
-    def append_slot(self, seq: int) -> Slot:
-        table, n = self._table(seq), self.lens[seq]
+class Buggy(Correct):
+    def append_slot(self, seq):
+        self._known(seq)
+        table, n = self.tables[seq], self.lens[seq]
         offset, cow_src = n % self.block_size, None
         if offset == 0:
             table.append(self._alloc())

@@ -1,6 +1,6 @@
 """LFU candidates ignore pins: a pinned key can be evicted."""
 
-from servelab.grading.mistakes.eviction_policy.correct import LFU, SIEVE
+from servelab.grading.mistakes.eviction_policy import LFU, SIEVE
 
 HINT = "ignore pins"
 LIKE = "lets LFU candidates ignore pins, so a pinned key can be evicted"

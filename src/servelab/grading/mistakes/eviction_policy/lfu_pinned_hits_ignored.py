@@ -1,6 +1,6 @@
 """LFU that drops hits on pinned keys: a key comes back from a pin with a stale count."""
 
-from servelab.grading.mistakes.eviction_policy.correct import LFU, SIEVE
+from servelab.grading.mistakes.eviction_policy import LFU, SIEVE
 
 HINT = "while pinned"
 LIKE = "ignores hits taken while pinned: they must count"

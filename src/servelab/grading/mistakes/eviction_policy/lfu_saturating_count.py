@@ -1,6 +1,8 @@
 """LFU with a count capped at 3, as a small counter would saturate."""
 
-from servelab.grading.mistakes.eviction_policy.correct import LFU, SIEVE
+import heapq
+
+from servelab.grading.mistakes.eviction_policy import LFU, SIEVE
 
 HINT = "capped"
 LIKE = "keeps an LFU count that is capped (it saturates at 3 hits)"
@@ -8,8 +10,11 @@ LIKE = "keeps an LFU count that is capped (it saturates at 3 hits)"
 
 class CappedLFU(LFU):
     def update_on_hit(self, key):
+        self.clock += 1
         self.count[key] = min(self.count[key] + 1, 3)
-        self._touch(key)
+        self.reached[key] = self.clock
+        if key not in self.pinned:
+            heapq.heappush(self.heap, (self.count[key], self.clock, key))
 
 
 Buggy = {"LFU": CappedLFU, "SIEVE": SIEVE}

@@ -1,6 +1,6 @@
 """LFU forgets history across a pin: an unpinned key restarts at count 1."""
 
-from servelab.grading.mistakes.eviction_policy.correct import LFU, SIEVE
+from servelab.grading.mistakes.eviction_policy import LFU, SIEVE
 
 HINT = "history"
 LIKE = "forgets a key's LFU history across a pin: an unpinned key restarts at count 1"

@@ -1,6 +1,8 @@
 """LFU whose unpin refreshes the key's tick, moving it behind keys of equal count."""
 
-from servelab.grading.mistakes.eviction_policy.correct import LFU, SIEVE
+import heapq
+
+from servelab.grading.mistakes.eviction_policy import LFU, SIEVE
 
 HINT = "unpin"
 LIKE = (
@@ -11,7 +13,9 @@ LIKE = (
 class RefreshingLFU(LFU):
     def update_on_unpin(self, key):
         self.pinned.discard(key)
-        self._touch(key)
+        self.clock += 1
+        self.reached[key] = self.clock
+        heapq.heappush(self.heap, (self.count[key], self.clock, key))
 
 
 Buggy = {"LFU": RefreshingLFU, "SIEVE": SIEVE}

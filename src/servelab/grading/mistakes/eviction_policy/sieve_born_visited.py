@@ -1,6 +1,6 @@
 """SIEVE that marks a new key visited on arrival."""
 
-from servelab.grading.mistakes.eviction_policy.correct import LFU, SIEVE
+from servelab.grading.mistakes.eviction_policy import LFU, SIEVE
 
 HINT = "new entries"
 LIKE = "marks new entries visited on arrival; a key is born unvisited"

@@ -1,6 +1,6 @@
 """SIEVE whose hand walks from the newest key towards the oldest."""
 
-from servelab.grading.mistakes.eviction_policy.correct import LFU, SIEVE
+from servelab.grading.mistakes.eviction_policy import LFU, SIEVE
 from servelab.weights.policies import NoVictim
 
 HINT = "wrong way"

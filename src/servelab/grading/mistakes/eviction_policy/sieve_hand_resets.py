@@ -1,6 +1,7 @@
-"""SIEVE whose hand goes back to the oldest key on every eviction (FIFO with second chance)."""
+"""SIEVE whose hand restarts at the oldest key on every eviction: the keys it just spared are
+swept again at once, instead of the sweep resuming where it stopped."""
 
-from servelab.grading.mistakes.eviction_policy.correct import LFU, SIEVE
+from servelab.grading.mistakes.eviction_policy import LFU, SIEVE
 
 HINT = "where it stopped"
 LIKE = (

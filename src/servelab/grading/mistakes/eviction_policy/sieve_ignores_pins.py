@@ -1,6 +1,6 @@
 """SIEVE candidates ignore pins: the hand evicts a pinned key."""
 
-from servelab.grading.mistakes.eviction_policy.correct import LFU, SIEVE
+from servelab.grading.mistakes.eviction_policy import LFU, SIEVE
 
 HINT = "ignore pins"
 LIKE = "lets the SIEVE hand ignore pins and evict a pinned key"

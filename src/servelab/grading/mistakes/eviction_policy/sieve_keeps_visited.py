@@ -1,6 +1,6 @@
 """SIEVE that does not clear the visited bit as the hand passes."""
 
-from servelab.grading.mistakes.eviction_policy.correct import LFU, SIEVE
+from servelab.grading.mistakes.eviction_policy import LFU, SIEVE
 from servelab.weights.policies import NoVictim
 
 HINT = "visited bit"

@@ -1,6 +1,6 @@
 """SIEVE hand that does not wrap: after the newest key it stays at the end of the queue."""
 
-from servelab.grading.mistakes.eviction_policy.correct import LFU, SIEVE
+from servelab.grading.mistakes.eviction_policy import LFU, SIEVE
 
 HINT = "wrap"
 LIKE = "lets SIEVE's hand stop at the newest key instead of making it wrap to the oldest"

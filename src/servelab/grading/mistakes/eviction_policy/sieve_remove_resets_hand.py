@@ -1,6 +1,6 @@
 """SIEVE whose hand jumps back to the oldest key when the cache removes the key under it."""
 
-from servelab.grading.mistakes.eviction_policy.correct import LFU, SIEVE
+from servelab.grading.mistakes.eviction_policy import LFU, SIEVE
 
 HINT = "removes the key under"
 LIKE = "sends SIEVE's hand back to the oldest key when the cache removes the key under it"

@@ -1,6 +1,6 @@
 """SIEVE that forgets a key's visited bit when the key is unpinned."""
 
-from servelab.grading.mistakes.eviction_policy.correct import LFU, SIEVE
+from servelab.grading.mistakes.eviction_policy import LFU, SIEVE
 
 HINT = "history"
 LIKE = "forgets a key's SIEVE history (its visited bit) when the key is unpinned"

@@ -1,1 +1,6 @@
-"""Known mistakes of topic `prefix-cache`: ``correct.py`` and one module per mistake."""
+"""Known mistakes of topic `prefix-cache`, one module per mistake, each built on ``Correct``."""
+
+from servelab.grading.mistakes import correct_impl
+
+Correct = correct_impl("prefix-cache")
+"""The last step's checkpoint: the notebook's own solution, which every mistake changes."""

@@ -3,13 +3,13 @@ use."""
 
 from collections import OrderedDict
 
-from servelab.grading.mistakes.prefix_cache.correct import PrefixBlockManager
+from servelab.grading.mistakes.prefix_cache import Correct
 
 HINT = "evictable list"
 LIKE = "leaves a hit block on the evictable list while a sequence uses it"
 
 
-class Buggy(PrefixBlockManager):
+class Buggy(Correct):
     def allocate(self, seq, token_ids):
         saved = OrderedDict(self.evictable_lru)
         cached = super().allocate(seq, token_ids)
@@ -19,7 +19,3 @@ class Buggy(PrefixBlockManager):
             if b in saved or b in self.evictable_lru
         )
         return cached
-
-    def _alloc(self):
-        b = super()._alloc()
-        return b

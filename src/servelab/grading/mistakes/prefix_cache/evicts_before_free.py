@@ -1,17 +1,17 @@
 """Reclaims cached blocks while plain free blocks are still available."""
 
-from servelab.grading.mistakes.prefix_cache.correct import PrefixBlockManager
+from servelab.grading.mistakes.prefix_cache import Correct
 from servelab.kv.blocks import OutOfBlocks
 
 HINT = "plain free"
 LIKE = "reclaims cached blocks while plain free blocks are still left"
 
 
-class Buggy(PrefixBlockManager):
+class Buggy(Correct):
     def _alloc(self) -> int:
         if self.evictable_lru:
             b, _ = self.evictable_lru.popitem(last=False)
-            self._evict(b)
+            self._forget(b)
         elif self.free:
             b = self.free.popleft()
         else:

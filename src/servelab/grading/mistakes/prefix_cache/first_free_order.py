@@ -3,14 +3,14 @@ off the list."""
 
 from collections import OrderedDict
 
-from servelab.grading.mistakes.prefix_cache.correct import PrefixBlockManager
+from servelab.grading.mistakes.prefix_cache import Correct
 from servelab.kv.blocks import OutOfBlocks
 
 HINT = "last time"
 LIKE = "orders freed cached blocks by the first time they were freed, not the last time"
 
 
-class Buggy(PrefixBlockManager):
+class Buggy(Correct):
     def allocate(self, seq, token_ids):
         saved = dict(self.evictable_lru)
         cached = super().allocate(seq, token_ids)
@@ -38,7 +38,7 @@ class Buggy(PrefixBlockManager):
             if b is None:
                 raise OutOfBlocks("no free block")
             del self.evictable_lru[b]
-            self._evict(b)
+            self._forget(b)
         self.ref[b] = 1
         return b
 

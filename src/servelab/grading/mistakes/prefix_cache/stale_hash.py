@@ -1,13 +1,13 @@
 """Reuses an evictable block without dropping its hash, and trusts the hash on a hit."""
 
-from servelab.grading.mistakes.prefix_cache.correct import PrefixBlockManager
+from servelab.grading.mistakes.prefix_cache import Correct
 
 HINT = "stale"
 LIKE = "reuses an evictable block without dropping its stale hash, and trusts the hash on a hit"
 
 
-class Buggy(PrefixBlockManager):
-    def _evict(self, b: int) -> None:
+class Buggy(Correct):
+    def _forget(self, b: int) -> None:
         pass  # the block keeps its old hash and its map entry
 
     def _lookup(self, tokens: list[int]) -> list[int]:

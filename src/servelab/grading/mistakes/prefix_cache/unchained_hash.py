@@ -1,12 +1,12 @@
 """Each block is hashed alone, not chained over the previous block's hash."""
 
-from servelab.grading.mistakes.prefix_cache.correct import PrefixBlockManager
+from servelab.grading.mistakes.prefix_cache import Correct
 
 HINT = "chain"
 LIKE = "hashes each block alone: the hash does not chain over the whole prefix"
 
 
-class Buggy(PrefixBlockManager):
+class Buggy(Correct):
     def _chain(self, tokens):
         out = []
         for i in range(len(tokens) // self.block_size):

@@ -1,7 +1,7 @@
 """After preempting a victim the decode loop moves on instead of retrying the sequence that needed
 the block."""
 
-from servelab.grading.mistakes.scheduler.correct import LearnerScheduler
+from servelab.grading.mistakes.scheduler import Correct
 from servelab.kv.blocks import OutOfBlocks
 from servelab.kv.scheduler import Decode
 
@@ -9,7 +9,7 @@ HINT = "retry"
 LIKE = "moves on after a preemption instead of retrying the decode that needed the block"
 
 
-class Buggy(LearnerScheduler):
+class Buggy(Correct):
     def decode(self, out):
         i = 0
         while i < len(self.running):

@@ -1,6 +1,6 @@
 """Preempts the sequence whose append_slot failed instead of the newest running one."""
 
-from servelab.grading.mistakes.scheduler.correct import LearnerScheduler
+from servelab.grading.mistakes.scheduler import Correct
 from servelab.kv.blocks import OutOfBlocks
 from servelab.kv.scheduler import Decode
 
@@ -8,7 +8,7 @@ HINT = "newest"
 LIKE = "preempts the sequence whose append_slot failed instead of the newest running one"
 
 
-class Buggy(LearnerScheduler):
+class Buggy(Correct):
     def decode(self, out):
         i = 0
         while i < len(self.running):

@@ -1,12 +1,12 @@
 """Re-queues a preempted sequence at the back of waiting, behind newer requests."""
 
-from servelab.grading.mistakes.scheduler.correct import LearnerScheduler
+from servelab.grading.mistakes.scheduler import Correct
 
 HINT = "front"
 LIKE = "re-queues a preempted sequence at the back of waiting instead of at the front"
 
 
-class Buggy(LearnerScheduler):
+class Buggy(Correct):
     def preempt(self, victim, out):
         self.bm.free_seq(victim.seq_id)
         self.waiting.append(victim)

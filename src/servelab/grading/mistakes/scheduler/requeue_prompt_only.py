@@ -1,13 +1,13 @@
 """Forgets the generated tokens: a preempted sequence is re-prefilled at its prompt length."""
 
-from servelab.grading.mistakes.scheduler.correct import LearnerScheduler
+from servelab.grading.mistakes.scheduler import Correct
 from servelab.kv.scheduler import Prefill
 
 HINT = "prompt + generated"
 LIKE = "re-prefills a preempted sequence at its prompt length instead of prompt + generated"
 
 
-class Buggy(LearnerScheduler):
+class Buggy(Correct):
     def admit(self, out):
         while self.waiting:
             seq = self.waiting[0]

@@ -1,12 +1,12 @@
 """A sequence is retired one step before its last token is generated."""
 
-from servelab.grading.mistakes.scheduler.correct import LearnerScheduler
+from servelab.grading.mistakes.scheduler import Correct
 
 HINT = "a step early"
 LIKE = "retires a sequence a step early, before its last token is generated"
 
 
-class Buggy(LearnerScheduler):
+class Buggy(Correct):
     def retire(self, out):
         still_running = []
         for seq in self.running:

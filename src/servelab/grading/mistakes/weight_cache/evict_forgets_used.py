@@ -1,12 +1,13 @@
-"""The eviction loop drops the victim but forgets to subtract its size from used."""
+"""The eviction drops the victim but forgets to subtract its size from used."""
 
-from servelab.grading.mistakes.weight_cache.correct import LearnerCache
+from servelab.grading.mistakes.weight_cache import Correct
 
 HINT = "subtract"
 LIKE = "forgets to subtract a victim's size from used when it evicts"
 
 
-class Buggy(LearnerCache):
-    def _evict(self, victim):
-        self._items.pop(victim)
+class Buggy(Correct):
+    def _evict(self, key):
         self.evictions += 1
+        self.evicted_bytes += self._entries[key][0]
+        self._entries.pop(key)

@@ -1,12 +1,12 @@
 """The victim is the largest unpinned entry, a size-aware guess that is not LRU."""
 
-from servelab.grading.mistakes.weight_cache.correct import LearnerCache
+from servelab.grading.mistakes.weight_cache import Correct
 
 HINT = "largest"
 LIKE = "evicts the largest entry instead of the least recently used"
 
 
-class Buggy(LearnerCache):
-    def _victim(self):
-        unpinned = [k for k in self._items if not self._pins.get(k)]
-        return max(unpinned, key=lambda k: self._items[k][0], default=None)
+class Buggy(Correct):
+    def _next_victim(self):
+        unpinned = [k for k in self._entries if not self._pins.get(k)]
+        return max(unpinned, key=lambda k: self._entries[k][0], default=None)

@@ -1,29 +1,31 @@
 """The last unpin leaves the entry unevictable (pinned at lookup, never released)."""
 
-from servelab.grading.mistakes.weight_cache.correct import LearnerCache
+from servelab.grading.mistakes.weight_cache import Correct
+from servelab.weights import EntryTooLarge, PinnedCapacityExceeded
 
 HINT = "evictable again"
 LIKE = "never makes an entry evictable again after its last unpin"
 
 
-class Buggy(LearnerCache):
+class Buggy(Correct):
     def __init__(self, capacity_bytes):
         super().__init__(capacity_bytes)
         self._ever_pinned = set()
 
     def pin(self, key):
-        super().pin(key)
+        count = super().pin(key)
         self._ever_pinned.add(key)
+        return count
 
-    def _victim(self):
-        for k in self._items:
-            if k not in self._ever_pinned:
-                return k
+    def _next_victim(self):
+        for key in self._entries:
+            if key not in self._ever_pinned:
+                return key
         return None
 
-    def _check_admissible(self, key, size):
+    def _check_can_admit(self, key, size):
         if size <= 0 or size > self.capacity:
-            raise ValueError("bad size")
-        unpinned = sum(s for k, (s, _) in self._items.items() if k not in self._ever_pinned)
-        if size > self.capacity - self._used + unpinned:
-            raise MemoryError(f"cannot fit {key!r}: pinned {sorted(self._ever_pinned)}")
+            raise EntryTooLarge("bad size")
+        held = sum(self._entries[k][0] for k in self._entries if k in self._ever_pinned)
+        if size > self.capacity - held:
+            raise PinnedCapacityExceeded(f"cannot fit {key!r}: pinned {sorted(self._ever_pinned)}")

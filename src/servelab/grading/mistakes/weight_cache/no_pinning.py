@@ -1,15 +1,16 @@
 """Pins are recorded but ignored when choosing a victim."""
 
-from servelab.grading.mistakes.weight_cache.correct import LearnerCache
+from servelab.grading.mistakes.weight_cache import Correct
+from servelab.weights import EntryTooLarge
 
 HINT = "pinn"
 LIKE = "ignores pinning when it chooses a victim"
 
 
-class Buggy(LearnerCache):
-    def _victim(self):
-        return next(iter(self._items))
+class Buggy(Correct):
+    def _next_victim(self):
+        return next(iter(self._entries))
 
-    def _check_admissible(self, key, size):
+    def _check_can_admit(self, key, size):
         if size <= 0 or size > self.capacity:
-            raise ValueError("bad size")
+            raise EntryTooLarge("bad size")

@@ -1,23 +1,22 @@
 """Putting an existing key again keeps its old place in the recency order."""
 
-from collections import OrderedDict
-
-from servelab.grading.mistakes.weight_cache.correct import LearnerCache
+from servelab.grading.mistakes.weight_cache import Correct
 
 HINT = "put"
 LIKE = "keeps a key's old place in the recency order when it is put again"
 
 
-class Buggy(LearnerCache):
+class Buggy(Correct):
     def put(self, key, value, size):
-        self._check_admissible(key, size)
-        if key in self._items:
-            old = self._items[key][0]
-            self._used -= old
-            self._items = OrderedDict(
-                (k, v) if k != key else (k, (size, value)) for k, v in self._items.items()
-            )
+        self._check_can_admit(key, size)
+        if key in self._entries:
+            self._used -= self._entries[key][0]
+            self._entries[key] = (size, value)  # stays where it was
             self._used += size
-            self._evict_until_fits(0)
+            while self._used > self.capacity:
+                self._evict(self._next_victim())
             return
-        super().put(key, value, size)
+        while self._used + size > self.capacity:
+            self._evict(self._next_victim())
+        self._entries[key] = (size, value)
+        self._used += size

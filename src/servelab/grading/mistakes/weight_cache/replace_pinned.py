@@ -1,6 +1,6 @@
 """put() of a pinned key swaps its bytes under the replicas reading them."""
 
-from servelab.grading.mistakes.weight_cache.correct import LearnerCache
+from servelab.grading.mistakes.weight_cache import Correct
 
 HINT = "replace a pinned key"
 LIKE = (
@@ -9,11 +9,11 @@ LIKE = (
 )
 
 
-class Buggy(LearnerCache):
-    def _check_admissible(self, key, size):
+class Buggy(Correct):
+    def _check_can_admit(self, key, size):
         pins = self._pins.pop(key, 0)
         try:
-            super()._check_admissible(key, size)
+            super()._check_can_admit(key, size)
         finally:
             if pins:
                 self._pins[key] = pins

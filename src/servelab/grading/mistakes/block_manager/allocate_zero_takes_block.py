@@ -1,0 +1,19 @@
+"""allocate gives every sequence at least one block, even one of zero tokens."""
+
+from servelab.grading.mistakes.block_manager import Correct
+from servelab.kv.blocks import InvalidLength, OutOfBlocks
+
+HINT = "zero tokens"
+LIKE = "takes a block for a sequence of zero tokens; it needs none until its first token"
+
+
+class Buggy(Correct):
+    def allocate(self, seq, n_tokens):
+        self._new(seq)
+        if not isinstance(n_tokens, int) or n_tokens < 0:
+            raise InvalidLength(f"bad length {n_tokens!r}")
+        need = max(1, -(-n_tokens // self.block_size))
+        if need > len(self.free):
+            raise OutOfBlocks(f"need {need}, have {len(self.free)}")
+        self.tables[seq] = [self._alloc() for _ in range(need)]
+        self.lens[seq] = n_tokens
