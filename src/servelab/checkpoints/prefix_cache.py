@@ -171,8 +171,15 @@ class SharingBlockManager(LookupBlocks):
         slot = self._reserve_slot(seq)
         tokens = self.seq_tokens[seq]
         tokens.append(token_id)
-        if slot.offset == self.block_size - 1:
-            self._register(slot.block, *self._chain(tokens)[-1])
+        if slot.offset == self.block_size - 1:  # this token filled the block: name it
+            table = self.tables[seq]
+            block_tokens = tuple(tokens[-self.block_size :])
+            parent = self.hash[table[-2]] if len(table) > 1 else ROOT
+            if parent is None:  # the block before stayed private (an equal one was cached first)
+                h = self._chain(tokens)[-1][0]
+            else:  # one hash, over the new block and its parent's name
+                h = hash((parent, block_tokens))
+            self._register(slot.block, h, block_tokens)
         return slot
 
 

@@ -5,8 +5,9 @@ parent's name (the first block chains on a root derived from the sequence's ``ex
 what a cache shares with the outside world. Hits never depend on names (see
 :mod:`servelab.kv.prefix`), so a name only has to be a function of the whole prefix.
 
-The hash. ``hash_algo="sha256"`` (the default, as vLLM chose after its advisory
-GHSA-rm76-4mrf-v9r8): SHA-256 over the parent's 32-byte hash and the block's ids as 8-byte
+The hash. ``hash_algo="sha256"`` (the default, as in vLLM since v0.10.2; vLLM's advisory
+GHSA-rm76-4mrf-v9r8 was fixed by PR #12621, a random seed for the built-in hash, and SHA-256
+became an option in v0.8.3): SHA-256 over the parent's 32-byte hash and the block's ids as 8-byte
 ints (kept as the 32-byte digest inside; the public calls return its int); names are stable
 across processes and machines, and nobody can construct a collision to take over a name.
 ``"builtin"``: Python's ``hash`` of ``(parent, tokens)``, faster, stable across processes

@@ -5,9 +5,13 @@ Two things separate it from a textbook LRU, and they decide the design:
 * **Bytes, not a count.** A 7B model is ~14 GB and a 70B one ~140 GB, so "four entries" means
   anything from 56 GB to 560 GB. The budget is bytes, and admitting one large model may take
   several evictions, so eviction is a loop that runs until the new entry fits.
-* **Entries in use.** A replica serving from a model holds it mapped; evicting it underneath is a
-  crash, not a slow path. Replicas pin what they serve; pinned entries are never victims. Pins
-  are counted, because two replicas can serve one model.
+* **Entries in use.** A replica serving from a model holds its files mapped. Deleting a mapped
+  file does not crash the replica at once (on Linux the pages of an unlinked file stay readable
+  while mapped); what breaks is quieter: the drive frees no space until the last mapping goes,
+  so the budget counts bytes the disk does not have and the next load fails, and a file
+  truncated or rewritten in place feeds the replica changed weights or kills it with ``SIGBUS``.
+  Replicas pin what they serve; pinned entries are never victims. Pins are counted, because two
+  replicas can serve one model.
 
 Two failures raise, and neither is ever reported as a miss: :class:`EntryTooLarge` (a
 ``ValueError``: no eviction can ever admit it; a configuration error) and

@@ -362,8 +362,11 @@ def belady(
     On a miss it evicts, until the model fits, the resident model whose next request is
     furthest away — weighted by its size when ``size_aware`` (evict the largest
     ``distance × size`` first: a big model needed late frees the most room for the longest).
-    With equal sizes this is Belady's MIN, which is optimal; with mixed sizes an exact optimum
-    is NP-hard and this is the standard approximation, close to it in practice.
+    With equal sizes this is Belady's MIN, which is optimal. With mixed sizes the optimum is
+    NP-hard and this rule is only a heuristic with perfect foresight, not a bound: online
+    policies can beat it (notebook 02's trace has GDSF and LFU under the unweighted rule's
+    object miss ratio), and the known bounds come from flow relaxations (FOO and PFOO, Berger,
+    Beckmann and Harchol-Balter, 2018). Read it as a reference line.
     """
     if capacity_bytes <= 0:
         raise ValueError(f"capacity_bytes must be positive, got {capacity_bytes}")
