@@ -1,0 +1,141 @@
+"""Replaying a program line by line, writing down what a learner could see after each line.
+
+Diagnosis replays a failing program (the paste-able lines of a report) on the learner's class,
+on the checkpoint, on every known mistake and on hybrids of the learner's class: each replay is
+a list of observations, one per line (the value returned or the kind of error raised, then the
+topic's observable state), and two implementations behave alike on a program when their lists
+are equal.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager, redirect_stdout
+from dataclasses import dataclass
+from typing import Any
+
+from servelab.grading.observe import Canon
+from servelab.testing.core import ImplementationHung, hang_guard
+
+__all__ = [
+    "Observation",
+    "TopicReplay",
+    "plain",
+    "program_of",
+    "remember_program",
+    "replay",
+]
+
+Observation = tuple[Hashable, ...]
+"""What one line of the program showed: (value or error, observable state)."""
+
+LINE_TIMEOUT_S = 0.5
+PROGRAM_ATTRIBUTE = "repro"
+
+
+def remember_program(exc: BaseException, lines: list[str]) -> None:
+    """Attach the lines run so far to a learner's exception (the first program wins)."""
+    if not hasattr(exc, PROGRAM_ATTRIBUTE):
+        try:
+            setattr(exc, PROGRAM_ATTRIBUTE, "\n".join(lines))
+        except AttributeError:  # pragma: no cover - an exception type without a __dict__
+            pass
+
+
+def program_of(exc: BaseException) -> str:
+    """The program attached by :func:`remember_program`, or an empty string."""
+    program = getattr(exc, PROGRAM_ATTRIBUTE, "")
+    return program if isinstance(program, str) else ""
+
+
+_SUPPRESS = re.compile(r"^with suppress\([^)]*\):\s*")
+
+
+@dataclass(frozen=True)
+class TopicReplay:
+    """How one topic's programs are replayed: the names they use and what a learner sees."""
+
+    noun: str
+    namespace: Callable[[Any], dict[str, Any]]
+    observe: Callable[[dict[str, Any], Canon], Hashable]
+    value: Callable[[Any, Canon], Hashable]
+    error_kinds: tuple[str, ...] = ()
+    separating: tuple[str, ...] = ()
+    """Fixed programs that tell alike mistakes apart, replayed when several match."""
+    error_detail: Callable[[BaseException], Hashable] = lambda exc: None
+    ungraded: tuple[str, ...] = ()
+    """Methods whose return value no rule checks: a replay ignores it."""
+
+
+def _error(exc: BaseException, kinds: tuple[str, ...]) -> str:
+    """An error as a learner's own class and a catalogue class would both be described."""
+    for kind in kinds:
+        if any(cls.__name__ == kind for cls in type(exc).__mro__):
+            return kind
+    for cls in type(exc).__mro__:
+        if cls.__module__ == "builtins":
+            return cls.__name__
+    return type(exc).__name__  # pragma: no cover - every exception derives from a builtin
+
+
+def _safe(fn: Callable[[], Hashable]) -> Hashable:
+    try:
+        return fn()
+    except Exception as exc:
+        return ("unreadable", type(exc).__name__)
+
+
+def plain(value: Any, canon: Canon | None = None) -> Hashable:
+    """A hashable, implementation-neutral form of a returned value."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, dict):
+        return tuple(sorted((repr(k), plain(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(plain(v) for v in value)
+    return repr(type(value).__name__)
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    with redirect_stdout(io.StringIO()):
+        yield
+
+
+def _ungraded(line: str, spec: TopicReplay) -> bool:
+    call = line.split("(", 1)[0].rpartition(".")[2]
+    return call in spec.ungraded
+
+
+def replay(program: str, spec: TopicReplay, impl: Any) -> list[Observation]:
+    """Run ``program`` line by line with ``impl`` bound to its class names; observe each line."""
+    try:
+        ns = spec.namespace(impl)
+    except Exception as exc:
+        return [("namespace", type(exc).__name__)]
+    canon = Canon()
+    seen: list[Observation] = []
+    for raw in program.splitlines():
+        line = _SUPPRESS.sub("", raw.strip())
+        if not line or line.startswith(("#", "from ", "import ")):
+            continue
+        result: Hashable
+        try:
+            with _quiet(), hang_guard(line, LINE_TIMEOUT_S):
+                try:
+                    code = compile(line, "<replay>", "eval")
+                except SyntaxError:
+                    exec(compile(line, "<replay>", "exec"), ns)
+                    result = None
+                else:
+                    value = eval(code, ns)
+                    result = None if _ungraded(line, spec) else spec.value(value, canon)
+        except ImplementationHung:
+            seen.append(("hung",))
+            break
+        except Exception as exc:
+            result = ("raised", _error(exc, spec.error_kinds), spec.error_detail(exc))
+        seen.append((result, _safe(lambda: spec.observe(ns, canon))))
+    return seen
