@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import importlib
 import io
+import logging
 import os
 import pkgutil
 import signal
@@ -91,6 +92,7 @@ HANG_HINT = (
     "each loop ends, including when nothing can be removed"
 )
 _HOME_MOVED: list[bool] = []
+_log = logging.getLogger(__name__)
 
 #: ``diagnose(program_lines, impl) -> str | None``; see :attr:`Topic.diagnose`.
 Diagnose = Callable[[Sequence[str], Any], "str | None"]
@@ -448,29 +450,39 @@ class _Failure:
     exc: BaseException
     hint: str
     code: str
+    where: tuple[str, ...] = ()
 
 
 def _learner_exception(exc: BaseException) -> bool:
     return not isinstance(exc, ProbeFailed | InvariantViolation | ImplementationHung | Flaky)
 
 
-def _diagnosed(topic: Topic, code: str, impl: Any, exc: BaseException | None = None) -> str | None:
-    """The named mistake for a failed check, or None. The topic's own ``diagnose`` hook when it
-    has one, else the catalogue of known mistakes (:mod:`servelab.grading.diagnose`); guarded
-    either way: a failure inside diagnosis must never hide the check's hint."""
+def _diagnosed(
+    topic: Topic, code: str, impl: Any, exc: BaseException | None = None, step: int | None = None
+) -> tuple[str | None, tuple[str, ...]]:
+    """The hint diagnosis earned (None keeps the check's) and the lines that show where the
+    difference starts. The topic's own ``diagnose`` hook when it has one, else localisation and
+    the catalogue of known mistakes (:mod:`servelab.grading.diagnose`). A failure inside
+    diagnosis never hides the check's hint: it is logged, and re-raised when the environment
+    sets ``SERVELAB_DEBUG=1``."""
     if exc is not None and not isinstance(exc, Exception):
-        return None  # SystemExit, KeyboardInterrupt: replaying them would only raise again
+        return None, ()  # SystemExit, KeyboardInterrupt: replaying them would only raise again
     try:
         with hang_guard("diagnose", DIAGNOSE_TIMEOUT_S), redirect_stdout(io.StringIO()):
             if topic.diagnose is not None:
                 found = topic.diagnose(code.splitlines(), impl) if code else None
+                where: tuple[str, ...] = ()
             else:
-                from servelab.grading.diagnose import diagnosed  # imports the topics
+                from servelab.grading.diagnose import explained  # imports the topics
 
-                found = diagnosed(topic.name, code, exc, impl)
-    except (Exception, ImplementationHung):
-        return None
-    return found if isinstance(found, str) and found else None
+                finding = explained(topic.name, code, exc, impl, step)
+                found, where = finding.hint, finding.where
+    except (Exception, ImplementationHung) as error:
+        _log.warning("diagnosis of a failed %s check failed: %r", topic.name, error)
+        if os.environ.get("SERVELAB_DEBUG") == "1":
+            raise
+        return None, ()
+    return (found if isinstance(found, str) and found else None), where
 
 
 def _finish(report: Report, out: TextIO | None, quiet: bool) -> None:
@@ -558,6 +570,9 @@ def grade(
     if failure.code:
         report.lines.append("    reproduce:")
         report.lines.extend(_indent(failure.code, "      "))
+    if failure.where:
+        report.lines.append(f"    where: {failure.where[0]}")
+        report.lines.extend(f"      {line}" for line in failure.where[1:])
     report.lines.append(f"    hint: {failure.hint}")
     report.lines.append("FAILED")
     _finish(report, out, quiet)
@@ -583,7 +598,7 @@ def _run_checks(
                 if s is final:
                     report.lines.append(f"  ✓ {label}")
                 continue
-            return _probe_failure(probe, label, exc, impl, topic)
+            return _probe_failure(probe, label, exc, impl, topic, final.number)
         if s is not final and s.probes:
             report.lines.append(f"  ✓ step {s.number} · {s.title} ({passed_here} checks)")
 
@@ -607,21 +622,28 @@ def _run_checks(
         hint = check.generic_hint
     else:
         hint = exception_hint(exc) or check.hints.get("exception", check.generic_hint)
-    return _Failure(label, exc, _diagnosed(topic, code, impl, exc) or hint, code)
+    return _diagnosed_failure(topic, label, exc, hint, code, impl, final.number)
+
+
+def _diagnosed_failure(
+    topic: Topic, label: str, exc: BaseException, hint: str, code: str, impl: Any, step: int
+) -> _Failure:
+    """A failure with diagnosis's hint when it earned one, and where the difference starts."""
+    found, where = _diagnosed(topic, code, impl, exc, step)
+    return _Failure(label, exc, found or hint, code, where)
 
 
 def _probe_failure(
-    probe: Probe, label: str, exc: BaseException, impl: Any, topic: Topic
+    probe: Probe, label: str, exc: BaseException, impl: Any, topic: Topic, step: int
 ) -> _Failure:
     if isinstance(exc, ProbeFailed):
-        return _Failure(
-            label, exc, _diagnosed(topic, exc.code, impl, exc) or exc.hint or probe.hint, exc.code
-        )
+        hint = exc.hint or probe.hint
+        return _diagnosed_failure(topic, label, exc, hint, exc.code, impl, step)
     code = "\n".join(program_in_progress(_traceback_of(exc)) or ())
     if isinstance(exc, ImplementationHung):
         return _Failure(label, exc, HANG_HINT, code)
     hint = exception_hint(exc) or probe.hint
-    return _Failure(label, exc, _diagnosed(topic, code, impl, exc) or hint, code)
+    return _diagnosed_failure(topic, label, exc, hint, code, impl, step)
 
 
 def _traceback_of(exc: BaseException) -> TracebackType | None:

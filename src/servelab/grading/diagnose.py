@@ -164,12 +164,25 @@ class Diagnoser:
                 "yours do that?"
             )
             return Finding(hint, where, False, place.methods)
-        return Finding(None, where, False, place.methods)
+        return Finding(_place_hint(place), where, False, place.methods)
 
     def __call__(
         self, program: str, impl: Any, catalogue: Sequence[Mistake] | None = None
     ) -> str | None:
         return self.explain(program, impl, None, catalogue).hint
+
+
+def _place_hint(place: Localisation) -> str | None:
+    """With a method found and no known mistake earned, the hint points there and names no
+    cause: a check's own hint describes the mistake it was written for, maybe not this one."""
+    d = place.divergence
+    if d is None:
+        return None
+    if d.mine[1] == d.theirs[1]:
+        what = "its result differs from the reference's"
+    else:
+        what = "it changes the state differently from the reference's"
+    return f"start at your `{d.method}`: on the call shown under where:, {what}"
 
 
 def _present(outcome: str) -> str:
