@@ -27,6 +27,8 @@ A learner's exception inside a probe carries the probe's program so far in ``rep
 
 from __future__ import annotations
 
+import random
+import re
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,6 +69,26 @@ __all__ = [
     "replay",
     "where_lines",
 ]
+
+
+#: Variants of each program replayed before a claim of certainty (a count, not seconds).
+VARIANTS = 12
+_NUMBER = re.compile(r"(?<![\w'\".])\d+(?![\w'\".])")
+
+
+def variants(program: str, count: int) -> list[str]:
+    """``count`` copies of ``program`` with its integer literals changed (0 to twice the value
+    plus 8), each by a generator seeded with its index: the same variants on every run."""
+    return [_NUMBER.sub(_changer(random.Random(i)), program) for i in range(count)]
+
+
+def _changer(rng: random.Random) -> Callable[[re.Match[str]], str]:
+    def change(match: re.Match[str]) -> str:
+        value = int(match.group())
+        choices = [value, value + 1, max(0, value - 1), rng.randint(0, 2 * value + 8)]
+        return str(rng.choice(choices))
+
+    return change
 
 
 @dataclass(frozen=True)
@@ -124,6 +146,16 @@ class Diagnoser:
             strict = [m for m in strict if seen.get(m.name) == theirs]
         return found, strict
 
+    def _alike_on_variants(self, program: str, impl: Any, other: Any) -> bool:
+        """``impl`` and ``other`` agree on :data:`VARIANTS` variants of the failing and the
+        separating programs, each with its numbers changed (a fixed, seeded choice): an
+        independent signal before a claim of certainty."""
+        for text in (program, *self.spec.separating):
+            for variant in variants(text, VARIANTS):
+                if replay(variant, self.spec, impl) != replay(variant, self.spec, other):
+                    return False
+        return True
+
     def localised(self, program: str, impl: Any, step: int | None = None) -> Localisation:
         """Where ``impl`` starts to differ from the checkpoint of ``step`` (the last: None)."""
         from servelab.checkpoints import checkpoint
@@ -153,7 +185,12 @@ class Diagnoser:
             return bool(methods & changed_methods(m.impl, correct))
 
         where = where_lines(place)
-        if len(strict) == 1 and methods and at_place(strict[0]):
+        if (
+            len(strict) == 1
+            and methods
+            and at_place(strict[0])
+            and self._alike_on_variants(program, impl, strict[0].impl)
+        ):
             hint = f"your {self.spec.noun} behaves exactly like one that {strict[0].like}"
             return Finding(hint, where, True, place.methods)
         if methods:

@@ -1,0 +1,80 @@
+"""Eviction-policy slips, each on the notebook's own LFU and SIEVE classes."""
+
+import heapq
+
+from servelab import checkpoint
+from servelab.weights.policies import NoVictim
+
+TOPIC = "eviction-policy"
+FINAL = checkpoint(TOPIC, 6)
+LFU = FINAL["LFU"]
+SIEVE = FINAL["SIEVE"]
+
+
+class LFUVictimStaysCounted(LFU):
+    """pop_victim takes the key off the heap but never forgets its count."""
+
+    def pop_victim(self):
+        while self.heap:
+            count, reached, key = heapq.heappop(self.heap)
+            if key not in self.pinned and (self.count.get(key), self.reached.get(key)) == (
+                count,
+                reached,
+            ):
+                return key
+        raise NoVictim("every resident key is pinned")
+
+
+class LFUHitPushesOldCount(LFU):
+    """Pushes the heap entry before raising the count: the entry is stale at once."""
+
+    def update_on_hit(self, key):
+        self.clock += 1
+        if key not in self.pinned:
+            heapq.heappush(self.heap, (self.count[key], self.clock, key))
+        self.count[key] += 1
+        self.reached[key] = self.clock
+
+
+class SIEVEHandMovesBack(SIEVE):
+    """Removing the key under the hand moves the hand to the older neighbour."""
+
+    def update_on_remove(self, key):
+        i = self.queue.index(key)
+        if self.hand == key:
+            self.hand = self.queue[i - 1] if i > 0 else None
+        del self.queue[i]
+        del self.visited[key]
+        self.pinned.discard(key)
+
+
+class SIEVEPinnedHitsForgotten(SIEVE):
+    """A hit on a pinned key is dropped: the key is not marked visited."""
+
+    def update_on_hit(self, key):
+        if key not in self.pinned:
+            self.visited[key] = True
+
+
+MISTAKES = {
+    "LFU victim keeps its count": (
+        6,
+        {"LFU": LFUVictimStaysCounted, "SIEVE": SIEVE},
+        {"LFU.pop_victim"},
+    ),
+    "LFU heap entry pushed with the old count": (
+        6,
+        {"LFU": LFUHitPushesOldCount, "SIEVE": SIEVE},
+        {"LFU.update_on_hit"},
+    ),
+    "SIEVE hand moves to the older key": (
+        6,
+        {"LFU": LFU, "SIEVE": SIEVEHandMovesBack},
+        {"SIEVE.update_on_remove"},
+    ),
+    "SIEVE hit on a pinned key forgotten": (
+        6,
+        {"LFU": LFU, "SIEVE": SIEVEPinnedHitsForgotten},
+        {"SIEVE.update_on_hit"},
+    ),
+}
