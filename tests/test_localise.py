@@ -9,7 +9,8 @@ import pytest
 from buggy_impls import failing_report
 from servelab import checkpoint
 from servelab.grading.diagnose import HOOKS, variants, where_lines
-from servelab.grading.localise import changed_methods, graft, line_budget, skeleton_methods
+from servelab.grading.localise import changed_methods, graft, skeleton_methods
+from servelab.grading.replay import line_budget
 from unlisted import Unlisted, unlisted
 
 UNLISTED = unlisted()
@@ -106,7 +107,7 @@ def test_a_hybrid_that_never_returns_ends_by_a_count_of_lines() -> None:
                 ran.append(1)
             except BaseException:  # a learner's loop that swallows everything
                 pass
-    assert type(caught.value).__name__ == "_OutOfLines"
+    assert type(caught.value).__name__ == "OutOfLines"
 
 
 def test_the_variants_of_a_program_are_the_same_on_every_run() -> None:

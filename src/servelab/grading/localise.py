@@ -23,12 +23,12 @@ from __future__ import annotations
 import copy
 import inspect
 import itertools
-import sys
 import types
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from servelab.grading.replay import ACTIVE_BUDGETS, Lines, OutOfLines, line_budget
 
 __all__ = [
     "Divergence",
@@ -41,8 +41,6 @@ __all__ = [
     "skeleton_methods",
 ]
 
-#: Lines of Python one replay may execute: a hybrid that loops forever ends here.
-LINES_PER_REPLAY = 200_000
 #: Pairs of methods tried when no single graft makes the program agree.
 MAX_PAIRS = 66
 
@@ -89,51 +87,6 @@ class Localisation:
     methods: tuple[str, ...] = ()
     divergence: Divergence | None = None
     note: str | None = None
-
-
-class _OutOfLines(BaseException):
-    """A replay ran past :data:`LINES_PER_REPLAY` lines (not an Exception: learners catch those)."""
-
-
-class _Lines:
-    """Lines executed under :func:`line_budget`: also the clock that orders two divergences."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.left = limit
-
-    @property
-    def spent(self) -> int:
-        return self.limit - self.left
-
-
-_ACTIVE: list[_Lines] = []
-
-
-@contextmanager
-def line_budget(lines: int = LINES_PER_REPLAY) -> Iterator[_Lines]:
-    """Raise :class:`_OutOfLines` once the body has executed ``lines`` lines of Python.
-
-    Once spent, every further line raises again, so a loop that catches the exception still
-    ends. The previous trace function is put back afterwards.
-    """
-    counter = _Lines(lines)
-
-    def tracer(frame: Any, event: str, arg: Any) -> Any:
-        if event == "line":
-            counter.left -= 1
-            if counter.left < 0:
-                raise _OutOfLines
-        return tracer
-
-    previous = sys.gettrace()
-    sys.settrace(tracer)
-    _ACTIVE.append(counter)
-    try:
-        yield counter
-    finally:
-        sys.settrace(previous)
-        _ACTIVE.remove(counter)
 
 
 # ----------------------------------------------------------------------------- grafting
@@ -265,7 +218,7 @@ def _run(skeleton: Skeleton, program: str, impl: Any) -> list[Any]:
     try:
         with line_budget():
             return skeleton.run(program, impl)
-    except _OutOfLines:
+    except OutOfLines:
         return [("ran out of lines",)]
 
 
@@ -280,7 +233,7 @@ def _built(skeleton: Skeleton, program: str, impl: Any) -> Any:
         with line_budget():
             for line in lines[: upto + 1]:
                 exec(line, ns)
-    except (Exception, _OutOfLines):
+    except (Exception, OutOfLines):
         return None
     return ns.get(skeleton.subject)
 
@@ -347,7 +300,7 @@ class _Spy:
     def _compare(
         self, obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any], original: Callable[..., Any]
     ) -> Any:
-        clock = _ACTIVE[-1] if _ACTIVE else _Lines(0)
+        clock = ACTIVE_BUDGETS[0] if ACTIVE_BUDGETS else Lines(0)
         when = clock.spent - self.aside
         before = self._fields(obj)
         try:

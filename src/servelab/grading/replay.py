@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import re
+import sys
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass
@@ -20,8 +21,11 @@ from servelab.grading.observe import Canon
 from servelab.testing.core import ImplementationHung, hang_guard
 
 __all__ = [
+    "LINES_PER_CALL",
     "Observation",
+    "OutOfLines",
     "TopicReplay",
+    "line_budget",
     "plain",
     "program_of",
     "remember_program",
@@ -32,6 +36,64 @@ Observation = tuple[Hashable, ...]
 """What one line of the program showed: (value or error, observable state)."""
 
 LINE_TIMEOUT_S = 0.5
+#: Lines of Python one line of a program may execute in a replay, and one whole replay: a
+#: call that never returns ends here, after the same work on every machine.
+LINES_PER_CALL = 100_000
+LINES_PER_REPLAY = 400_000
+
+
+class OutOfLines(BaseException):
+    """A replay ran past its budget of lines (not an Exception: learners catch those)."""
+
+
+class Lines:
+    """Lines executed under :func:`line_budget`: also a clock, the same on every run."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.left = limit
+
+    @property
+    def spent(self) -> int:
+        return self.limit - self.left
+
+
+ACTIVE_BUDGETS: list[Lines] = []
+_PREVIOUS_TRACE: list[Any] = []
+
+
+def _tracer(frame: Any, event: str, arg: Any) -> Any:
+    if event == "line":
+        out = False
+        for budget in ACTIVE_BUDGETS:
+            budget.left -= 1
+            out = out or budget.left < 0
+        if out:
+            raise OutOfLines
+    return _tracer
+
+
+@contextmanager
+def line_budget(lines: int = LINES_PER_REPLAY) -> Iterator[Lines]:
+    """Raise :class:`OutOfLines` once the body has executed ``lines`` lines of Python.
+
+    Budgets nest: every line counts against each open one. Once spent, every further line
+    raises again, so a loop that catches the exception still ends. The trace function in
+    place before the outermost budget is put back after it.
+    """
+    budget = Lines(lines)
+    if not ACTIVE_BUDGETS:
+        _PREVIOUS_TRACE.append(sys.gettrace())
+        sys.settrace(_tracer)
+    ACTIVE_BUDGETS.append(budget)
+    try:
+        yield budget
+    finally:
+        ACTIVE_BUDGETS.remove(budget)
+        if not ACTIVE_BUDGETS:
+            sys.settrace(_PREVIOUS_TRACE.pop())
+
+
 PROGRAM_ATTRIBUTE = "repro"
 
 
@@ -123,7 +185,7 @@ def replay(program: str, spec: TopicReplay, impl: Any) -> list[Observation]:
             continue
         result: Hashable
         try:
-            with _quiet(), hang_guard(line, LINE_TIMEOUT_S):
+            with _quiet(), hang_guard(line, LINE_TIMEOUT_S), line_budget(LINES_PER_CALL) as spent:
                 try:
                     code = compile(line, "<replay>", "eval")
                 except SyntaxError:
@@ -133,6 +195,11 @@ def replay(program: str, spec: TopicReplay, impl: Any) -> list[Observation]:
                     value = eval(code, ns)
                     result = None if _ungraded(line, spec) else spec.value(value, canon)
         except ImplementationHung:
+            seen.append(("hung",))
+            break
+        except OutOfLines:
+            if spent.left >= 0:
+                raise  # an enclosing budget ran out, not this line's
             seen.append(("hung",))
             break
         except Exception as exc:
