@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 import io
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from servelab.grading import GradeFailure, Step, Topic, grade, load_topic
-from servelab.grading.diagnose import HOOKS
+from servelab.grading.diagnose import HOOKS, with_place
 from servelab.grading.localise import changed_methods
 from servelab.grading.mistakes import CORRECT, Mistake, correct_impl, mistakes
 
@@ -56,8 +56,9 @@ def machine_only(topic: str) -> Topic:
 
 def evaluate(m: Mistake) -> Outcome:
     machine = _fails(machine_only(m.topic), m.impl) is not None
-    try:
-        report, program = failing_report(m.topic, m.impl)
+    undiagnosed = replace(load_topic(m.topic), diagnose=lambda program, impl: None)
+    try:  # the check's own hint: a topic hook that answers None keeps it
+        report, program = failing_report(undiagnosed, m.impl)
     except AssertionError:  # the full grade passed
         return Outcome(m, False, machine)
     hook = HOOKS[m.topic]
@@ -65,7 +66,7 @@ def evaluate(m: Mistake) -> Outcome:
     finding = hook.explain(program, m.impl, None, others)
     changed = changed_methods(m.impl, correct_impl(m.topic))
     key = m.hint.lower()
-    said = finding.hint or report.hint
+    said = with_place(finding, report.hint)
     return Outcome(
         m,
         True,

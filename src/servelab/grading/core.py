@@ -458,31 +458,33 @@ def _learner_exception(exc: BaseException) -> bool:
 
 
 def _diagnosed(
-    topic: Topic, code: str, impl: Any, exc: BaseException | None = None, step: int | None = None
-) -> tuple[str | None, tuple[str, ...]]:
-    """The hint diagnosis earned (None keeps the check's) and the lines that show where the
-    difference starts. The topic's own ``diagnose`` hook when it has one, else localisation and
-    the catalogue of known mistakes (:mod:`servelab.grading.diagnose`). A failure inside
-    diagnosis never hides the check's hint: it is logged, and re-raised when the environment
-    sets ``SERVELAB_DEBUG=1``."""
+    topic: Topic,
+    code: str,
+    impl: Any,
+    exc: BaseException | None,
+    step: int | None,
+    hint: str,
+) -> tuple[str, tuple[str, ...]]:
+    """The hint to show and the lines that show where the difference starts. The topic's own
+    ``diagnose`` hook when it has one, else localisation and the catalogue of known mistakes
+    (:mod:`servelab.grading.diagnose`). A failure inside diagnosis never hides the check's
+    hint: it is logged, and re-raised when the environment sets ``SERVELAB_DEBUG=1``."""
     if exc is not None and not isinstance(exc, Exception):
-        return None, ()  # SystemExit, KeyboardInterrupt: replaying them would only raise again
+        return hint, ()  # SystemExit, KeyboardInterrupt: replaying them would only raise again
     try:
         with hang_guard("diagnose", DIAGNOSE_TIMEOUT_S), redirect_stdout(io.StringIO()):
             if topic.diagnose is not None:
                 found = topic.diagnose(code.splitlines(), impl) if code else None
-                where: tuple[str, ...] = ()
-            else:
-                from servelab.grading.diagnose import explained  # imports the topics
+                return (found if isinstance(found, str) and found else hint), ()
+            from servelab.grading.diagnose import explained, with_place  # imports the topics
 
-                finding = explained(topic.name, code, exc, impl, step)
-                found, where = finding.hint, finding.where
+            finding = explained(topic.name, code, exc, impl, step)
+            return with_place(finding, hint), finding.where
     except (Exception, ImplementationHung) as error:
         _log.warning("diagnosis of a failed %s check failed: %r", topic.name, error)
         if os.environ.get("SERVELAB_DEBUG") == "1":
             raise
-        return None, ()
-    return (found if isinstance(found, str) and found else None), where
+        return hint, ()
 
 
 def _finish(report: Report, out: TextIO | None, quiet: bool) -> None:
@@ -629,8 +631,8 @@ def _diagnosed_failure(
     topic: Topic, label: str, exc: BaseException, hint: str, code: str, impl: Any, step: int
 ) -> _Failure:
     """A failure with diagnosis's hint when it earned one, and where the difference starts."""
-    found, where = _diagnosed(topic, code, impl, exc, step)
-    return _Failure(label, exc, found or hint, code, where)
+    shown, where = _diagnosed(topic, code, impl, exc, step, hint)
+    return _Failure(label, exc, shown, code, where)
 
 
 def _probe_failure(

@@ -68,6 +68,7 @@ __all__ = [
     "remember_program",
     "replay",
     "where_lines",
+    "with_place",
 ]
 
 
@@ -100,6 +101,8 @@ class Finding:
     where: tuple[str, ...] = ()
     certain: bool = False
     methods: tuple[str, ...] = ()
+    place: str | None = None
+    """Where to start, naming no cause: put before the check's hint when no hint is earned."""
 
 
 class Diagnoser:
@@ -201,7 +204,7 @@ class Diagnoser:
                 "yours do that?"
             )
             return Finding(hint, where, False, place.methods)
-        return Finding(_place_hint(place), where, False, place.methods)
+        return Finding(None, where, False, place.methods, _place_hint(place))
 
     def __call__(
         self, program: str, impl: Any, catalogue: Sequence[Mistake] | None = None
@@ -219,7 +222,7 @@ def _place_hint(place: Localisation) -> str | None:
         what = "its result differs from the reference's"
     else:
         what = "it changes the state differently from the reference's"
-    return f"start at your `{d.method}`: on the call shown under where:, {what}"
+    return f"start at your `{d.method}`: on the call under where:, {what}"
 
 
 def _present(outcome: str) -> str:
@@ -672,6 +675,16 @@ def explained(
     if hook is None or not program:
         return Finding()
     return hook.explain(program, impl, step)
+
+
+def with_place(finding: Finding, check_hint: str) -> str:
+    """The hint a report shows: the one diagnosis earned; else where to start, then the
+    check's own hint as what the check was written for (a cause it often has, not a claim)."""
+    if finding.hint:
+        return finding.hint
+    if finding.place:
+        return f"{finding.place}. This check was written for: {check_hint}"
+    return check_hint
 
 
 def diagnosed(topic: str, code: str, exc: BaseException | None, impl: Any) -> str | None:
