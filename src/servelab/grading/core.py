@@ -238,11 +238,15 @@ class Report:
             print(self.text)
 
 
+#: Modules of this package that are machinery, not topics.
+_NOT_TOPICS = frozenset({"core", "cli", "diagnose", "localise", "mistakes", "observe", "replay"})
+
+
 def topics() -> list[str]:
     """Names of every topic that ships with servelab (one module each in this package)."""
     names = []
     for info in pkgutil.iter_modules(_package_path()):
-        if info.name in {"core", "cli", "diagnose", "mistakes"} or info.name.startswith("_"):
+        if info.name in _NOT_TOPICS or info.name.startswith("_"):
             continue
         names.append(info.name.replace("_", "-"))
     return sorted(names)
