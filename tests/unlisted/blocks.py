@@ -8,22 +8,16 @@ Forking = checkpoint(TOPIC, 3)
 Final = checkpoint(TOPIC, 4)
 
 
-class LengthBeforeBlock(Final):
-    """Raises the length before taking a block: an OutOfBlocks leaves the length bumped."""
+class ForkCountsBeforeCheck(Final):
+    """Raises the parent's refcounts, then finds the child exists and raises: counts stay up."""
 
-    def append_slot(self, seq):
-        self._known(seq)
-        table, n = self.tables[seq], self.lens[seq]
-        self.lens[seq] = n + 1
-        offset, cow_src = n % self.block_size, None
-        if offset == 0:
-            table.append(self._alloc())
-        elif self.ref[table[-1]] > 1:
-            new = self._alloc()
-            cow_src = table[-1]
-            self._release(cow_src)
-            table[-1] = new
-        return Slot(table[-1], offset, cow_src)
+    def fork(self, parent, child):
+        self._known(parent)
+        for block in self.tables[parent]:
+            self.ref[block] += 1
+        self._new(child)
+        self.tables[child] = list(self.tables[parent])
+        self.lens[child] = self.lens[parent]
 
 
 class OneBlockTooMany(Final):
@@ -63,7 +57,7 @@ class CopyWithoutSource(Forking):
 
 
 MISTAKES = {
-    "length raised before the block": (4, LengthBeforeBlock, {"append_slot"}),
+    "refcounts raised before the fork check": (4, ForkCountsBeforeCheck, {"fork"}),
     "one block too many": (4, OneBlockTooMany, {"allocate"}),
     "fork length plus one": (3, ForkLengthPlusOne, {"fork"}),
     "copy-on-write without its source": (3, CopyWithoutSource, {"append_slot"}),

@@ -36,16 +36,15 @@ class LFUHitPushesOldCount(LFU):
         self.reached[key] = self.clock
 
 
-class SIEVEHandMovesBack(SIEVE):
-    """Removing the key under the hand moves the hand to the older neighbour."""
+class SIEVERemoveKeepsPin(SIEVE):
+    """Removing a key forgets its place and its bit but not its pin: put again, it is pinned."""
 
     def update_on_remove(self, key):
         i = self.queue.index(key)
         if self.hand == key:
-            self.hand = self.queue[i - 1] if i > 0 else None
+            self.hand = self.queue[i + 1] if i + 1 < len(self.queue) else None
         del self.queue[i]
         del self.visited[key]
-        self.pinned.discard(key)
 
 
 class SIEVEPinnedHitsForgotten(SIEVE):
@@ -67,9 +66,9 @@ MISTAKES = {
         {"LFU": LFUHitPushesOldCount, "SIEVE": SIEVE},
         {"LFU.update_on_hit"},
     ),
-    "SIEVE hand moves to the older key": (
+    "SIEVE removal keeps the pin": (
         6,
-        {"LFU": LFU, "SIEVE": SIEVEHandMovesBack},
+        {"LFU": LFU, "SIEVE": SIEVERemoveKeepsPin},
         {"SIEVE.update_on_remove"},
     ),
     "SIEVE hit on a pinned key forgotten": (

@@ -1,7 +1,7 @@
 """Scheduler slips, each on the notebook's own classes."""
 
 from servelab import checkpoint
-from servelab.kv.scheduler import Prefill, RequestTooLarge
+from servelab.kv.scheduler import Prefill
 
 TOPIC = "scheduler"
 Admitting = checkpoint(TOPIC, 1)
@@ -19,14 +19,15 @@ class FitRoundsUp(Admitting):
         return self.bm.num_free - self._blocks(n_tokens) >= self.watermark
 
 
-class AddForgetsNewTokens(Final):
-    """The size check counts the prompt only, not the tokens still to come."""
+class RetireSkipsNext(Final):
+    """Removes finished sequences from the list it is walking: the one after each is skipped."""
 
-    def add(self, seq):
-        need = self.bm.blocks_needed(seq.prompt_len)
-        if need > self.bm.num_blocks - self.watermark:
-            raise RequestTooLarge(f"sequence {seq.seq_id} is too large")
-        self.waiting.append(seq)
+    def retire(self, out):
+        for seq in self.running:
+            if seq.is_finished:
+                self.bm.free_seq(seq.seq_id)
+                out.finished.append(seq)
+                self.running.remove(seq)
 
 
 class AdmitRequeuesAtBack(Final):
@@ -46,6 +47,6 @@ class AdmitRequeuesAtBack(Final):
 
 MISTAKES = {
     "fit counts one block too many": (1, FitRoundsUp, {"fits"}),
-    "size check forgets new tokens": (3, AddForgetsNewTokens, {"add"}),
+    "retire skips the next sequence": (3, RetireSkipsNext, {"retire"}),
     "admit puts a waiting sequence back last": (3, AdmitRequeuesAtBack, {"admit"}),
 }
