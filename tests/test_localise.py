@@ -115,3 +115,22 @@ def test_the_variants_of_a_program_are_the_same_on_every_run() -> None:
     assert variants(program, 5) == variants(program, 5)
     assert len(set(variants(program, 5))) > 1
     assert all("Sequence.dummy(" in v for v in variants(program, 5))
+
+
+def test_a_property_is_grafted_with_its_super_chain() -> None:
+    class Base:
+        @property
+        def used(self) -> int:
+            return 1
+
+    class Step(Base):
+        @property
+        def used(self) -> int:
+            return super().used + 1
+
+    class Mine(Step):
+        @property
+        def used(self) -> int:
+            return 40
+
+    assert graft(Mine, Step, ["used"])().used == 2

@@ -155,10 +155,10 @@ def changed_methods(impl: Any, correct: Any) -> frozenset[str]:
 def _rebound(value: Any, owner: type) -> Any:
     """``value`` (a function, property, static or class method) with ``__class__`` = owner."""
     if isinstance(value, property):
-        return property(
-            *(_rebound(f, owner) if f else None for f in (value.fget, value.fset, value.fdel)),
-            value.__doc__,
+        fget, fset, fdel = (
+            _rebound(f, owner) if f else None for f in (value.fget, value.fset, value.fdel)
         )
+        return property(fget, fset, fdel, value.__doc__)
     if isinstance(value, staticmethod | classmethod):
         return type(value)(_rebound(value.__func__, owner))
     if not isinstance(value, types.FunctionType):
