@@ -326,9 +326,16 @@ def _block_value(value: Any, canon: Canon) -> Hashable:
     if isinstance(value, tuple) and len(value) == 3:  # a Slot(block, offset, cow_src)
         block, offset, src = value
         return ("slot", canon(block), offset, canon(src))
+    if isinstance(value, list) and all(_chain_link(v) for v in value):
+        return tuple((canon.hashed(h), tuple(tokens)) for h, tokens in value)
     if isinstance(value, list):
         return tuple(plain(v) for v in value)
     return plain(value)
+
+
+def _chain_link(value: Any) -> bool:
+    """A (hash, block tokens) pair of a prefix chain: the hash is the learner's choice."""
+    return isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], tuple)
 
 
 def _scheduler_ns(impl: Any) -> dict[str, Any]:

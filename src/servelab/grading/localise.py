@@ -125,13 +125,25 @@ def _definable(value: Any) -> bool:
     return isinstance(value, types.FunctionType | property | staticmethod | classmethod)
 
 
-def skeleton_methods(reference: Any) -> tuple[str, ...]:
+def _ready_made_classes(reference: type) -> list[type]:
+    module = reference.__module__
+    return [
+        c for c in reference.__mro__ if c.__module__ == module and c.__name__.endswith("Skeleton")
+    ]
+
+
+def skeleton_methods(reference: Any, ready_made: bool = False) -> tuple[str, ...]:
     """The methods a learner writes up to the checkpoint ``reference``, in the order the
-    steps introduce them (qualified by policy name for a dict of classes)."""
+    steps introduce them (qualified by policy name for a dict of classes); with
+    ``ready_made``, the methods the skeleton provides instead (a learner may change those too)."""
     names: list[str] = []
     for prefix, cls in _classes(reference).items():
-        for step_cls in reversed(_step_classes(cls)):
+        written = [] if ready_made else skeleton_methods(reference)
+        owners = _ready_made_classes(cls) if ready_made else reversed(_step_classes(cls))
+        for step_cls in owners:
             for name, value in vars(step_cls).items():
+                if _join(prefix, name) in written:
+                    continue
                 if _definable(value) and _join(prefix, name) not in names:
                     if name.startswith("__") and name not in {"__len__", "__contains__"}:
                         continue
@@ -428,6 +440,7 @@ def localise(skeleton: Skeleton, program: str, impl: Any, reference: Any) -> Loc
     classes = _classes(impl)
     support = [m for m in candidates if not hasattr(classes[_split(m)[0]], _split(m)[1])]
     present = [m for m in candidates if m not in support]
+    spare = [m for m in skeleton_methods(reference, ready_made=True) if m not in support]
     if not present:
         return Localisation(note="your class has none of the skeleton's methods")
     expected = _run(skeleton, program, reference)
@@ -441,6 +454,10 @@ def localise(skeleton: Skeleton, program: str, impl: Any, reference: Any) -> Loc
         for pair in itertools.islice(itertools.combinations(present, 2), MAX_PAIRS):
             if _run(skeleton, program, graft(impl, reference, [*pair, *support])) == expected:
                 fixers.append(pair)
+    if not fixers:  # the skeleton's ready-made methods, which a learner may have changed too
+        for method in spare:
+            if _run(skeleton, program, graft(impl, reference, [method, *support])) == expected:
+                fixers.append((method,))
     if not fixers:
         return Localisation(
             note="no one method of this step (nor two), replaced by the reference's, makes "

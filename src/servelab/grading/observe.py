@@ -32,6 +32,11 @@ class Canon:
 
     def __init__(self) -> None:
         self.names: dict[Any, int] = {}
+        self.hashes: dict[Any, int] = {}
+
+    def hashed(self, key: Any) -> int:
+        """A prefix-cache hash, renamed in order of first appearance: any hash function will do."""
+        return self.hashes.setdefault(key, len(self.hashes))
 
     def __call__(self, block: Any) -> Any:
         if block is None or isinstance(block, bool) or not isinstance(block, int):

@@ -166,6 +166,18 @@ def _quiet() -> Iterator[None]:
         yield
 
 
+_ASSIGNMENT = re.compile(r"^([A-Za-z_]\w*)\s*=[^=]")
+_DATA = (list, tuple, dict, int, float, str, bool)
+
+
+def _assigned(line: str, ns: dict[str, Any], spec: TopicReplay, canon: Canon) -> Hashable:
+    """The value a line such as ``chain = bm._chain([1, 2])`` stored, when it is plain data:
+    what a later line would read (an object, such as the graded one, is observed otherwise)."""
+    match = _ASSIGNMENT.match(line)
+    value = ns.get(match.group(1)) if match else None
+    return spec.value(value, canon) if isinstance(value, _DATA) else None
+
+
 def _ungraded(line: str, spec: TopicReplay) -> bool:
     call = line.split("(", 1)[0].rpartition(".")[2]
     return call in spec.ungraded
@@ -190,7 +202,7 @@ def replay(program: str, spec: TopicReplay, impl: Any) -> list[Observation]:
                     code = compile(line, "<replay>", "eval")
                 except SyntaxError:
                     exec(compile(line, "<replay>", "exec"), ns)
-                    result = None
+                    result = _assigned(line, ns, spec, canon)
                 else:
                     value = eval(code, ns)
                     result = None if _ungraded(line, spec) else spec.value(value, canon)
