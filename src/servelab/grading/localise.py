@@ -138,7 +138,7 @@ def skeleton_methods(reference: Any, ready_made: bool = False) -> tuple[str, ...
     ``ready_made``, the methods the skeleton provides instead (a learner may change those too)."""
     names: list[str] = []
     for prefix, cls in _classes(reference).items():
-        written = [] if ready_made else skeleton_methods(reference)
+        written = skeleton_methods(reference) if ready_made else []
         owners = _ready_made_classes(cls) if ready_made else reversed(_step_classes(cls))
         for step_cls in owners:
             for name, value in vars(step_cls).items():
