@@ -28,6 +28,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from servelab.grading.observe import changes, shown
 from servelab.grading.replay import ACTIVE_BUDGETS, Lines, OutOfLines, line_budget
 
 __all__ = [
@@ -38,7 +39,9 @@ __all__ = [
     "graft",
     "line_budget",
     "localise",
+    "place_hint",
     "skeleton_methods",
+    "where_lines",
 ]
 
 #: Pairs of methods tried when no single graft makes the program agree.
@@ -476,3 +479,52 @@ def localise(skeleton: Skeleton, program: str, impl: Any, reference: Any) -> Loc
     if len(fixers) > 1 and best[1] is None:
         return Localisation(methods=tuple(sorted({m for g in fixers for m in g})))
     return Localisation(methods=best[0], divergence=best[1])
+
+
+# ----------------------------------------------------------------------------- wording
+
+
+def place_hint(place: Localisation) -> str | None:
+    """With a method found and no known mistake earned, the hint points there and names no
+    cause: a check's own hint describes the mistake it was written for, maybe not this one."""
+    d = place.divergence
+    if d is None:
+        return None
+    if d.mine[1] == d.theirs[1]:
+        what = "its result differs from the reference's"
+    else:
+        what = "it changes the state differently from the reference's"
+    return f"start at your `{d.method}`: on the call under where:, {what}"
+
+
+def _present(outcome: str) -> str:
+    """ "returned 'a'" as "returns 'a'": the reference's outcome is a rule, not an event."""
+    for past, now in (("returned", "returns"), ("raised", "raises")):
+        if outcome.startswith(past):
+            return now + outcome[len(past) :]
+    return outcome
+
+
+def where_lines(place: Localisation) -> tuple[str, ...]:
+    """The report's lines for a localisation: the first after "where:", the rest under it."""
+    if place.note:
+        return (place.note,)
+    if not place.methods:
+        return ()
+    names = " and ".join(f"`{m}`" for m in place.methods)
+    d = place.divergence
+    if d is None:
+        return (
+            f"the difference is in your {names}: with the reference's in its place, this "
+            "program behaves as expected",
+        )
+    also = [m for m in place.methods if m != d.method]
+    head = f"the difference starts in your `{d.method}`"
+    if also:
+        head += " (and needs " + " and ".join(f"`{m}`" for m in also) + " too)"
+    return (
+        head,
+        f"called as {d.call}, on: {shown(d.before)}",
+        f"yours {d.mine[0]}; {changes(d.before, d.mine[1])}",
+        f"the reference {_present(d.theirs[0])}; {changes(d.before, d.theirs[1])}",
+    )
