@@ -352,7 +352,10 @@ def test_diagnose_hook_that_finds_nothing_or_breaks_keeps_the_checks_hint(
 ) -> None:
     run_steps(main, 1)
     run_cell(main, NO_SUBTRACT)
-    plain = failure_of(TOPIC, main.EvictingCache, step=2).report
+    # the check's own report: undiagnosed (the default report adds where the difference starts)
+    undiagnosed = dataclasses.replace(load_topic(TOPIC), diagnose=lambda p, i: "")
+    plain = failure_of(undiagnosed, main.EvictingCache, step=2).report
+    assert "where:" not in plain.text
 
     def diagnose(program: Sequence[str], impl: Any) -> Any:
         if outcome == "raises":
@@ -361,6 +364,33 @@ def test_diagnose_hook_that_finds_nothing_or_breaks_keeps_the_checks_hint(
 
     topic = dataclasses.replace(load_topic(TOPIC), diagnose=diagnose)
     assert failure_of(topic, main.EvictingCache, step=2).report.text == plain.text
+
+
+def test_a_failure_inside_diagnosis_is_logged_and_raised_under_servelab_debug(
+    main: types.ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    run_steps(main, 1)
+    run_cell(main, NO_SUBTRACT)
+
+    def diagnose(program: Sequence[str], impl: Any) -> Any:
+        raise RuntimeError("a catalogue bug")
+
+    topic = dataclasses.replace(load_topic(TOPIC), diagnose=diagnose)
+    monkeypatch.delenv("SERVELAB_DEBUG", raising=False)
+    with caplog.at_level("WARNING", logger="servelab.grading.core"):
+        failure_of(topic, main.EvictingCache, step=2)
+    assert "a catalogue bug" in caplog.text
+    monkeypatch.setenv("SERVELAB_DEBUG", "1")
+    with pytest.raises(RuntimeError, match="a catalogue bug"):
+        grade(topic, main.EvictingCache, step=2, out=io.StringIO())
+
+
+def test_the_default_report_shows_where_the_difference_starts(main: types.ModuleType) -> None:
+    run_steps(main, 1)
+    run_cell(main, NO_SUBTRACT)
+    text = failure_of(TOPIC, main.EvictingCache, step=2).report.text
+    assert "    where: the difference starts in your `_evict`" in text
+    assert "used 100 -> 80" in text  # the reference gives the victim's bytes back
 
 
 def test_diagnose_hook_is_not_asked_about_an_unwritten_step_or_a_stale_class(

@@ -132,3 +132,27 @@ def test_a_reference_manager_never_lists_a_block_twice() -> None:
     for _ in range(4):
         bm.append_slot(1)
     check_invariants(bm)
+
+
+def test_a_missed_broken_state_says_no_check_fired_and_which_invariant_it_breaks() -> None:
+    def lenient(bm: Any) -> None:
+        for s in bm.sequences():
+            assert len(bm.block_table(s)) * bm.block_size >= bm.seq_len(s)
+
+    with pytest.raises(GradeFailure) as failed:
+        grade("invariant-checker", lenient, out=io.StringIO())
+    text = failed.value.report.text
+    assert "none of your checks fired; this state breaks " in text
+
+
+def test_a_flagged_legal_state_names_the_learners_check_that_fired() -> None:
+    def strict(bm: Any) -> None:
+        for s in bm.sequences():
+            for b in bm.block_table(s):
+                assert bm.refcount(b) == 1, f"block {b} shared"
+
+    with pytest.raises(GradeFailure) as failed:
+        grade("invariant-checker", strict, out=io.StringIO())
+    text = failed.value.report.text
+    assert 'fired (assert bm.refcount(b) == 1, f"block {b} shared")' in text
+    assert "this state breaks no invariant" in text

@@ -1,13 +1,11 @@
 """Print, per topic, how the graders do against the catalogue of known mistakes.
 
 For every mistake in :mod:`servelab.grading.mistakes`: is it caught by a full grade; is it
-caught by the final step's state machine alone (no probes, derandomized seed); does the
-report's hint contain the mistake's keyword, without and with diagnosis by matching behaviour.
-
-The diagnosis knows every mistake of the catalogue, so its column is an upper bound. The last
-column diagnoses each mistake with itself left out of the catalogue, as for a mistake nobody
-listed: the report then keeps the check's hint (right or not), or, worse, names another
-mistake; ``misnamed`` counts those whose named mistake lacks the keyword.
+caught by the final step's state machine alone (no probes, derandomized seed); is the method
+the report points at one the mistake changes (``method found``); and, with the mistake left
+out of the catalogue as for a mistake nobody listed, does the report still name it (its
+keyword in the hint) and does it claim certainty about another mistake (``wrong certainty``:
+"behaves exactly like one that ..." naming a mistake without this one's keyword).
 
     PYTHONPATH=src python tools/grader_report.py [topic ...] [--details]
 """
@@ -17,13 +15,14 @@ from __future__ import annotations
 import argparse
 import io
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from servelab.grading import GradeFailure, Step, Topic, grade, load_topic
-from servelab.grading.diagnose import Diagnoser, for_topic
-from servelab.grading.mistakes import CORRECT, Mistake, mistakes
+from servelab.grading.diagnose import HOOKS, with_place
+from servelab.grading.localise import changed_methods
+from servelab.grading.mistakes import CORRECT, Mistake, correct_impl, mistakes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from buggy_impls import failing_report
@@ -34,12 +33,11 @@ class Outcome:
     mistake: Mistake
     caught: bool
     machine: bool
-    named: bool
-    named_diagnosed: bool
-    hint: str
-    diagnosis: str | None
-    unknown_named: bool = False
-    misnamed: bool = False
+    located: bool = False
+    named_left_out: bool = False
+    wrong_certainty: bool = False
+    said: str = ""
+    methods: tuple[str, ...] = ()
 
 
 def _fails(topic: str | Topic, impl: Any) -> GradeFailure | None:
@@ -58,26 +56,26 @@ def machine_only(topic: str) -> Topic:
 
 def evaluate(m: Mistake) -> Outcome:
     machine = _fails(machine_only(m.topic), m.impl) is not None
-    try:
-        report, program = failing_report(m.topic, m.impl)
+    undiagnosed = replace(load_topic(m.topic), diagnose=lambda program, impl: None)
+    try:  # the check's own hint: a topic hook that answers None keeps it
+        report, program = failing_report(undiagnosed, m.impl)
     except AssertionError:  # the full grade passed
-        return Outcome(m, False, machine, False, False, "", None)
-    hook = for_topic(m.topic)
-    said = hook(program, m.impl) if hook else None
-    key = m.hint.lower()
-    named = key in report.hint.lower()
+        return Outcome(m, False, machine)
+    hook = HOOKS[m.topic]
     others = [x for x in mistakes(m.topic) if x.name != m.name]
-    unknown = hook(program, m.impl, others) if isinstance(hook, Diagnoser) else None
+    finding = hook.explain(program, m.impl, None, others)
+    changed = changed_methods(m.impl, correct_impl(m.topic))
+    key = m.hint.lower()
+    said = with_place(finding, report.hint)
     return Outcome(
         m,
         True,
         machine,
-        named,
-        key in (said or report.hint).lower(),
-        report.hint,
-        said,
-        key in (unknown or report.hint).lower(),
-        unknown is not None and key not in unknown.lower(),
+        located=bool(set(finding.methods) & changed),
+        named_left_out=key in said.lower(),
+        wrong_certainty=finding.certain and key not in said.lower(),
+        said=said,
+        methods=finding.methods,
     )
 
 
@@ -87,41 +85,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--details",
         action="store_true",
-        help="one line per mistake; flags: Caught, Machine alone, Named by the hint, "
-        "named with Diagnosis, named when Left out, X: misnamed when left out",
+        help="one line per mistake; flags: Caught, Machine alone, Localised to a changed "
+        "method, Named when left out, X: a wrong certainty claim; then the methods found",
     )
     args = parser.parse_args(argv)
     rows = []
-    total = [0, 0, 0, 0, 0, 0, 0]
+    total = [0] * 6
     for topic in args.topics:
         outcomes = [evaluate(m) for m in mistakes(topic)]
         counts = [
             len(outcomes),
             sum(o.caught for o in outcomes),
             sum(o.machine for o in outcomes),
-            sum(o.named for o in outcomes),
-            sum(o.named_diagnosed for o in outcomes),
-            sum(o.unknown_named for o in outcomes),
-            sum(o.misnamed for o in outcomes),
+            sum(o.located for o in outcomes),
+            sum(o.named_left_out for o in outcomes),
+            sum(o.wrong_certainty for o in outcomes),
         ]
         total = [a + b for a, b in zip(total, counts, strict=True)]
         rows.append((topic, *counts))
         if args.details:
             for o in outcomes:
-                seen = (o.caught, o.machine, o.named, o.named_diagnosed, o.unknown_named)
-                flags = "".join(c if ok else "." for c, ok in zip("CMNDL", seen, strict=True))
-                flags += "X" if o.misnamed else " "
-                print(f"{topic:16} {o.mistake.name:32} {flags}  {o.diagnosis or o.hint[:60]}")
+                seen = (o.caught, o.machine, o.located, o.named_left_out)
+                flags = "".join(c if ok else "." for c, ok in zip("CMLN", seen, strict=True))
+                flags += "X" if o.wrong_certainty else " "
+                where = ",".join(o.methods) or "-"
+                print(f"{topic:16} {o.mistake.name:32} {flags} {where:24} {o.said[:70]}")
     rows.append(("total", *total))
     head = (
         "topic",
         "mistakes",
         "caught",
-        "machine alone",
-        "keyword: hint",
-        "keyword: diagnosed",
-        "keyword: left out",
-        "misnamed: left out",
+        "caught by the machine alone",
+        "method found",
+        "named, left out",
+        "wrong certainty",
     )
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import importlib
 import io
+import logging
 import os
 import pkgutil
 import tempfile
@@ -95,6 +96,7 @@ HANG_HINT = (
     "each loop ends, including when nothing can be removed"
 )
 _HOME_MOVED: list[bool] = []
+_log = logging.getLogger(__name__)
 
 #: ``diagnose(program_lines, impl) -> str | None``; see :attr:`Topic.diagnose`.
 Diagnose = Callable[[Sequence[str], Any], "str | None"]
@@ -255,11 +257,15 @@ class Report:
             print(self.text)
 
 
+#: Modules of this package that are machinery, not topics.
+_NOT_TOPICS = frozenset({"core", "cli", "diagnose", "localise", "mistakes", "observe", "replay"})
+
+
 def topics() -> list[str]:
     """Names of every topic that ships with servelab (one module each in this package)."""
     names = []
     for info in pkgutil.iter_modules(_package_path()):
-        if info.name in {"core", "cli", "diagnose", "mistakes"} or info.name.startswith("_"):
+        if info.name in _NOT_TOPICS or info.name.startswith("_"):
             continue
         names.append(info.name.replace("_", "-"))
     return sorted(names)
@@ -408,6 +414,7 @@ class _Failure:
     exc: BaseException
     hint: str
     code: str
+    where: tuple[str, ...] = ()
 
 
 def _hypothesis_flaky(exc: BaseException) -> bool:
@@ -421,23 +428,34 @@ def _learner_exception(exc: BaseException) -> bool:
     return not _hypothesis_flaky(exc)
 
 
-def _diagnosed(topic: Topic, code: str, impl: Any, exc: BaseException | None = None) -> str | None:
-    """The named mistake for a failed check, or None. The topic's own ``diagnose`` hook when it
-    has one, else the catalogue of known mistakes (:mod:`servelab.grading.diagnose`); guarded
-    either way: a failure inside diagnosis must never hide the check's hint."""
+def _diagnosed(
+    topic: Topic,
+    code: str,
+    impl: Any,
+    exc: BaseException | None,
+    step: int | None,
+    hint: str,
+) -> tuple[str, tuple[str, ...]]:
+    """The hint to show and the lines that show where the difference starts. The topic's own
+    ``diagnose`` hook when it has one, else localisation and the catalogue of known mistakes
+    (:mod:`servelab.grading.diagnose`). A failure inside diagnosis never hides the check's
+    hint: it is logged, and re-raised when the environment sets ``SERVELAB_DEBUG=1``."""
     if exc is not None and not isinstance(exc, Exception):
-        return None  # SystemExit, KeyboardInterrupt: replaying them would only raise again
+        return hint, ()  # SystemExit, KeyboardInterrupt: replaying them would only raise again
     try:
         with hang_guard("diagnose", DIAGNOSE_TIMEOUT_S), redirect_stdout(io.StringIO()):
             if topic.diagnose is not None:
                 found = topic.diagnose(code.splitlines(), impl) if code else None
-            else:
-                from servelab.grading.diagnose import diagnosed  # imports the topics
+                return (found if isinstance(found, str) and found else hint), ()
+            from servelab.grading.diagnose import explained, with_place  # imports the topics
 
-                found = diagnosed(topic.name, code, exc, impl)
-    except (Exception, ImplementationHung):
-        return None
-    return found if isinstance(found, str) and found else None
+            finding = explained(topic.name, code, exc, impl, step)
+            return with_place(finding, hint), finding.where
+    except (Exception, ImplementationHung) as error:
+        _log.warning("diagnosis of a failed %s check failed: %r", topic.name, error)
+        if os.environ.get("SERVELAB_DEBUG") == "1":
+            raise
+        return hint, ()
 
 
 def _finish(report: Report, out: TextIO | None, quiet: bool) -> None:
@@ -548,6 +566,9 @@ def _grade(
     if failure.code:
         report.lines.append("    reproduce:")
         report.lines.extend(_indent(failure.code, "      "))
+    if failure.where:
+        report.lines.append(f"    where: {failure.where[0]}")
+        report.lines.extend(f"      {line}" for line in failure.where[1:])
     report.lines.append(f"    hint: {failure.hint}")
     report.lines.append("FAILED")
     _finish(report, out, quiet)
@@ -573,7 +594,7 @@ def _run_checks(
                 if s is final:
                     report.lines.append(f"  ✓ {label}")
                 continue
-            return _probe_failure(probe, label, exc, impl, topic)
+            return _probe_failure(probe, label, exc, impl, topic, final.number)
         if s is not final and s.probes:
             report.lines.append(f"  ✓ step {s.number} · {s.title} ({passed_here} checks)")
 
@@ -601,21 +622,28 @@ def _run_checks(
         hint = check.generic_hint
     else:
         hint = exception_hint(exc) or check.hints.get("exception", check.generic_hint)
-    return _Failure(label, exc, _diagnosed(topic, code, impl, exc) or hint, code)
+    return _diagnosed_failure(topic, label, exc, hint, code, impl, final.number)
+
+
+def _diagnosed_failure(
+    topic: Topic, label: str, exc: BaseException, hint: str, code: str, impl: Any, step: int
+) -> _Failure:
+    """A failure with diagnosis's hint when it earned one, and where the difference starts."""
+    shown, where = _diagnosed(topic, code, impl, exc, step, hint)
+    return _Failure(label, exc, shown, code, where)
 
 
 def _probe_failure(
-    probe: Probe, label: str, exc: BaseException, impl: Any, topic: Topic
+    probe: Probe, label: str, exc: BaseException, impl: Any, topic: Topic, step: int
 ) -> _Failure:
     if isinstance(exc, ProbeFailed):
-        return _Failure(
-            label, exc, _diagnosed(topic, exc.code, impl, exc) or exc.hint or probe.hint, exc.code
-        )
+        hint = exc.hint or probe.hint
+        return _diagnosed_failure(topic, label, exc, hint, exc.code, impl, step)
     code = "\n".join(program_in_progress(_traceback_of(exc)) or ())
     if isinstance(exc, ImplementationHung):
         return _Failure(label, exc, HANG_HINT, code)
     hint = exception_hint(exc) or probe.hint
-    return _Failure(label, exc, _diagnosed(topic, code, impl, exc) or hint, code)
+    return _diagnosed_failure(topic, label, exc, hint, code, impl, step)
 
 
 def _traceback_of(exc: BaseException) -> TracebackType | None:

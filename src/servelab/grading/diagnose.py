@@ -27,150 +27,103 @@ A learner's exception inside a probe carries the probe's program so far in ``rep
 
 from __future__ import annotations
 
-import io
+import random
 import re
-from collections.abc import Callable, Hashable, Iterator, Sequence
-from contextlib import contextmanager, redirect_stdout
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from servelab.grading.localise import (
+    Localisation,
+    Skeleton,
+    changed_methods,
+    localise,
+    place_hint,
+    where_lines,
+)
 from servelab.grading.mistakes import Mistake, correct_impl, mistakes
-from servelab.testing.core import ImplementationHung, hang_guard
+from servelab.grading.observe import (
+    FIELDS,
+    Canon,
+    blocks_fields,
+    frozen,
+    policy_fields,
+    prefix_fields,
+    scheduler_fields,
+    weight_cache_fields,
+)
+from servelab.grading.replay import (
+    Observation,
+    TopicReplay,
+    plain,
+    program_of,
+    remember_program,
+    replay,
+)
 
 __all__ = [
     "Diagnoser",
+    "Finding",
     "Observation",
+    "TopicReplay",
     "diagnosed",
+    "explained",
     "for_topic",
     "program_of",
     "remember_program",
     "replay",
+    "where_lines",
+    "with_place",
 ]
 
-Observation = tuple[Hashable, ...]
-"""What one line of the program showed: (value or error, observable state)."""
 
-LINE_TIMEOUT_S = 0.5
-PROGRAM_ATTRIBUTE = "repro"
-
-
-def remember_program(exc: BaseException, lines: list[str]) -> None:
-    """Attach the lines run so far to a learner's exception (the first program wins)."""
-    if not hasattr(exc, PROGRAM_ATTRIBUTE):
-        try:
-            setattr(exc, PROGRAM_ATTRIBUTE, "\n".join(lines))
-        except AttributeError:  # pragma: no cover - an exception type without a __dict__
-            pass
+#: Variants of each program replayed before a claim of certainty (a count, not seconds).
+VARIANTS = 12
+_NUMBER = re.compile(r"(?<![\w'\".])\d+(?![\w'\".])")
 
 
-def program_of(exc: BaseException) -> str:
-    """The program attached by :func:`remember_program`, or an empty string."""
-    program = getattr(exc, PROGRAM_ATTRIBUTE, "")
-    return program if isinstance(program, str) else ""
+def variants(program: str, count: int) -> list[str]:
+    """``count`` copies of ``program`` with its integer literals changed (0 to twice the value
+    plus 8), each by a generator seeded with its index: the same variants on every run."""
+    return [_NUMBER.sub(_changer(random.Random(i)), program) for i in range(count)]
 
 
-_SUPPRESS = re.compile(r"^with suppress\([^)]*\):\s*")
+def _changer(rng: random.Random) -> Callable[[re.Match[str]], str]:
+    def change(match: re.Match[str]) -> str:
+        value = int(match.group())
+        choices = [value, value + 1, max(0, value - 1), rng.randint(0, 2 * value + 8)]
+        return str(rng.choice(choices))
 
-
-class Canon:
-    """Renames block ids in order of first appearance, so two implementations that hand out
-    different physical blocks for the same logical ones observe the same thing."""
-
-    def __init__(self) -> None:
-        self.names: dict[Any, int] = {}
-
-    def __call__(self, block: Any) -> Any:
-        if block is None or isinstance(block, bool) or not isinstance(block, int):
-            return block
-        return self.names.setdefault(block, len(self.names))
+    return change
 
 
 @dataclass(frozen=True)
-class TopicReplay:
-    """How one topic's programs are replayed: the names they use and what a learner sees."""
+class Finding:
+    """What diagnosis found: a hint (None keeps the check's), the lines that show where the
+    difference starts, whether the hint claims certainty, and the localised methods."""
 
-    noun: str
-    namespace: Callable[[Any], dict[str, Any]]
-    observe: Callable[[dict[str, Any], Canon], Hashable]
-    value: Callable[[Any, Canon], Hashable]
-    error_kinds: tuple[str, ...] = ()
-    separating: tuple[str, ...] = ()
-    """Fixed programs that tell alike mistakes apart, replayed when several match."""
-    error_detail: Callable[[BaseException], Hashable] = lambda exc: None
-
-
-def _error(exc: BaseException, kinds: tuple[str, ...]) -> str:
-    """An error as a learner's own class and a catalogue class would both be described."""
-    for kind in kinds:
-        if any(cls.__name__ == kind for cls in type(exc).__mro__):
-            return kind
-    for cls in type(exc).__mro__:
-        if cls.__module__ == "builtins":
-            return cls.__name__
-    return type(exc).__name__  # pragma: no cover - every exception derives from a builtin
-
-
-def _safe(fn: Callable[[], Hashable]) -> Hashable:
-    try:
-        return fn()
-    except Exception as exc:
-        return ("unreadable", type(exc).__name__)
-
-
-def _plain(value: Any, canon: Canon | None = None) -> Hashable:
-    """A hashable, implementation-neutral form of a returned value."""
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, dict):
-        return tuple(sorted((repr(k), _plain(v)) for k, v in value.items()))
-    if isinstance(value, list | tuple):
-        return tuple(_plain(v) for v in value)
-    return repr(type(value).__name__)
-
-
-@contextmanager
-def _quiet() -> Iterator[None]:
-    with redirect_stdout(io.StringIO()):
-        yield
-
-
-def replay(program: str, spec: TopicReplay, impl: Any) -> list[Observation]:
-    """Run ``program`` line by line with ``impl`` bound to its class names; observe each line."""
-    try:
-        ns = spec.namespace(impl)
-    except Exception as exc:
-        return [("namespace", type(exc).__name__)]
-    canon = Canon()
-    seen: list[Observation] = []
-    for raw in program.splitlines():
-        line = _SUPPRESS.sub("", raw.strip())
-        if not line or line.startswith(("#", "from ", "import ")):
-            continue
-        result: Hashable
-        try:
-            with _quiet(), hang_guard(line, LINE_TIMEOUT_S):
-                try:
-                    code = compile(line, "<replay>", "eval")
-                except SyntaxError:
-                    exec(compile(line, "<replay>", "exec"), ns)
-                    result = None
-                else:
-                    result = spec.value(eval(code, ns), canon)
-        except ImplementationHung:
-            seen.append(("hung",))
-            break
-        except Exception as exc:
-            result = ("raised", _error(exc, spec.error_kinds), spec.error_detail(exc))
-        seen.append((result, _safe(lambda: spec.observe(ns, canon))))
-    return seen
+    hint: str | None = None
+    where: tuple[str, ...] = ()
+    certain: bool = False
+    methods: tuple[str, ...] = ()
+    place: str | None = None
+    """Where to start, naming no cause: put before the check's hint when no hint is earned."""
 
 
 class Diagnoser:
     """The hook of one topic: ``Diagnoser(topic)(program, impl) -> str | None``."""
 
-    def __init__(self, topic: str, spec: TopicReplay) -> None:
+    def __init__(self, topic: str, spec: TopicReplay, subject: str = "") -> None:
         self.topic = topic
         self.spec = spec
+        self.skeleton = Skeleton(
+            subject,
+            spec.namespace,
+            lambda program, impl: replay(program, spec, impl),
+            FIELDS[topic],
+            lambda obj: spec.observe({subject: obj}, Canon()),
+            frozenset(spec.ungraded),
+        )
 
     def matches(
         self, program: str, impl: Any, catalogue: Sequence[Mistake] | None = None
@@ -178,31 +131,90 @@ class Diagnoser:
         """The known mistakes whose replay of ``program`` equals ``impl``'s; empty when the
         correct implementation's replay equals it too (the program cannot tell them apart).
         ``catalogue`` replaces the topic's (to measure how an unknown mistake is treated)."""
+        return self._matches(program, impl, catalogue)[0]
+
+    def _matches(
+        self, program: str, impl: Any, catalogue: Sequence[Mistake] | None
+    ) -> tuple[list[Mistake], list[Mistake]]:
+        """(the matches, allowing a mistake to behave correctly on a separating program; the
+        matches that equal the learner on every separating program)."""
         learner = replay(program, self.spec, impl)
         if replay(program, self.spec, correct_impl(self.topic)) == learner:
-            return []
+            return [], []
         known = mistakes(self.topic) if catalogue is None else catalogue
         found = [m for m in known if replay(program, self.spec, m.impl) == learner]
+        strict = list(found)
         for extra in self.spec.separating:
             if not found:
                 break
             theirs = replay(extra, self.spec, impl)
             right = replay(extra, self.spec, correct_impl(self.topic))
-            found = [m for m in found if replay(extra, self.spec, m.impl) in (theirs, right)]
-        return found
+            seen = {m.name: replay(extra, self.spec, m.impl) for m in found}
+            found = [m for m in found if seen[m.name] in (theirs, right)]
+            strict = [m for m in strict if seen.get(m.name) == theirs]
+        return found, strict
+
+    def _alike_on_variants(self, program: str, impl: Any, other: Any) -> bool:
+        """``impl`` and ``other`` agree on :data:`VARIANTS` variants of the failing and the
+        separating programs, each with its numbers changed (a fixed, seeded choice): an
+        independent signal before a claim of certainty."""
+        for text in (program, *self.spec.separating):
+            for variant in variants(text, VARIANTS):
+                if replay(variant, self.spec, impl) != replay(variant, self.spec, other):
+                    return False
+        return True
+
+    def localised(self, program: str, impl: Any, step: int | None = None) -> Localisation:
+        """Where ``impl`` starts to differ from the checkpoint of ``step`` (the last: None)."""
+        from servelab.checkpoints import checkpoint
+
+        reference = correct_impl(self.topic) if step is None else checkpoint(self.topic, step)
+        return localise(self.skeleton, program, impl, reference)
+
+    def explain(
+        self,
+        program: str,
+        impl: Any,
+        step: int | None = None,
+        catalogue: Sequence[Mistake] | None = None,
+    ) -> Finding:
+        """Where the difference starts, and a known mistake only as far as it is earned:
+        "behaves exactly like one that ..." when the mistake agrees with the learner on the
+        failing program and on every separating program and changes the localised method; a
+        question when it only shares the symptom; nothing otherwise."""
+        if not program.strip():
+            return Finding()
+        place = self.localised(program, impl, step)
+        found, strict = self._matches(program, impl, catalogue)
+        methods = set(place.methods)
+        correct = correct_impl(self.topic)
+
+        def at_place(m: Mistake) -> bool:
+            return bool(methods & changed_methods(m.impl, correct))
+
+        where = where_lines(place)
+        if (
+            len(strict) == 1
+            and methods
+            and at_place(strict[0])
+            and self._alike_on_variants(program, impl, strict[0].impl)
+        ):
+            hint = f"your {self.spec.noun} behaves exactly like one that {strict[0].like}"
+            return Finding(hint, where, True, place.methods)
+        if methods:
+            found = [m for m in found if at_place(m)]
+        if len(found) == 1:
+            hint = (
+                f"the same symptom comes from a {self.spec.noun} that {found[0].like}: does "
+                "yours do that?"
+            )
+            return Finding(hint, where, False, place.methods)
+        return Finding(None, where, False, place.methods, place_hint(place))
 
     def __call__(
         self, program: str, impl: Any, catalogue: Sequence[Mistake] | None = None
     ) -> str | None:
-        if not program.strip():
-            return None
-        try:
-            found = self.matches(program, impl, catalogue)
-        except ImplementationHung:  # pragma: no cover - each line is guarded
-            return None
-        if len(found) != 1:
-            return None
-        return f"your {self.spec.noun} behaves exactly like one that {found[0].like}"
+        return self.explain(program, impl, None, catalogue).hint
 
 
 # ----------------------------------------------------------------------------- the topics
@@ -214,15 +226,7 @@ def _weight_cache_ns(impl: Any) -> dict[str, Any]:
 
 def _weight_cache_state(ns: dict[str, Any], canon: Canon) -> Hashable:
     cache = ns.get("cache")
-    if cache is None:
-        return None
-    keys = tuple(cache.keys())
-    pins = tuple(_safe(lambda k=k: int(cache.pin_count(k))) for k in keys)  # type: ignore[misc]
-    source = getattr(cache, "stats", cache)
-    stats = tuple(
-        getattr(source, n, None) for n in ("hits", "misses", "evictions", "evicted_bytes")
-    )
-    return (keys, _safe(lambda: int(cache.used)), pins, stats)
+    return None if cache is None else frozen(weight_cache_fields(cache))
 
 
 def _policy_ns(impl: Any) -> dict[str, Any]:
@@ -239,9 +243,7 @@ def _policy_ns(impl: Any) -> dict[str, Any]:
 
 def _policy_state(ns: dict[str, Any], canon: Canon) -> Hashable:
     p = ns.get("p")
-    if p is None:
-        return None
-    return (_safe(lambda: len(p)), _safe(lambda: _plain(p.eviction_order())))
+    return None if p is None else frozen(policy_fields(p))
 
 
 def _blocks_ns(name: str) -> Callable[[Any], dict[str, Any]]:
@@ -256,13 +258,17 @@ def _blocks_ns(name: str) -> Callable[[Any], dict[str, Any]]:
     return namespace
 
 
+def _graded_blocks(fields: dict[str, Any]) -> Hashable:
+    """Block fields as the rules see them: the free list's order is the learner's choice, but
+    not a block listed twice, nor a block both free and held."""
+    free = fields["free"]
+    held = {b for t in fields["tables"].values() for b in t}
+    fields = dict(fields, free=(len(free), len(free) - len(set(free)), sorted(held & set(free))))
+    return frozen(fields)
+
+
 def _tables(bm: Any, canon: Canon) -> Hashable:
-    seqs = sorted(bm.sequences())
-    tables = tuple((s, tuple(canon(b) for b in bm.block_table(s)), bm.seq_len(s)) for s in seqs)
-    used = sorted({b for s in seqs for b in bm.block_table(s)})
-    refs = tuple((canon(b), bm.refcount(b)) for b in used)
-    free = list(bm.free_list())
-    return (tables, refs, bm.num_free, len(free), len(free) - len(set(free)))
+    return _graded_blocks(blocks_fields(bm, canon))
 
 
 def _blocks_state(ns: dict[str, Any], canon: Canon) -> Hashable:
@@ -272,21 +278,23 @@ def _blocks_state(ns: dict[str, Any], canon: Canon) -> Hashable:
 
 def _prefix_state(ns: dict[str, Any], canon: Canon) -> Hashable:
     bm = ns.get("bm")
-    if bm is None:
-        return None
-    hashed = tuple(sorted(canon(b) for b in range(bm.num_blocks) if bm.block_hash(b) is not None))
-    mapped = tuple(sorted(canon(b) for b in bm.cached().values()))
-    evictable = tuple(canon(b) for b in bm.evictable())
-    return (_tables(bm, canon), hashed, mapped, evictable)
+    return None if bm is None else _graded_blocks(prefix_fields(bm, canon))
 
 
 def _block_value(value: Any, canon: Canon) -> Hashable:
     if isinstance(value, tuple) and len(value) == 3:  # a Slot(block, offset, cow_src)
         block, offset, src = value
         return ("slot", canon(block), offset, canon(src))
+    if isinstance(value, list) and all(_chain_link(v) for v in value):
+        return tuple((canon.hashed(h), tuple(tokens)) for h, tokens in value)
     if isinstance(value, list):
-        return tuple(_plain(v) for v in value)
-    return _plain(value)
+        return tuple(plain(v) for v in value)
+    return plain(value)
+
+
+def _chain_link(value: Any) -> bool:
+    """A (hash, block tokens) pair of a prefix chain: the hash is the learner's choice."""
+    return isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], tuple)
 
 
 def _scheduler_ns(impl: Any) -> dict[str, Any]:
@@ -307,9 +315,6 @@ def _scheduler_state(ns: dict[str, Any], canon: Canon) -> Hashable:
     if sched is None:
         return None
 
-    def ids(seqs: Any) -> tuple[Any, ...]:
-        return tuple((s.seq_id, s.num_tokens) for s in seqs)
-
     out = ns.get("out")
     step: Hashable = None
     if out is not None:
@@ -319,12 +324,8 @@ def _scheduler_state(ns: dict[str, Any], canon: Canon) -> Hashable:
             tuple(s.seq_id for s in out.preempted),
             tuple(s.seq_id for s in out.finished),
         )
-    return (
-        _safe(lambda: ids(sched.running)),
-        _safe(lambda: ids(sched.waiting)),
-        step,
-        _safe(lambda: _tables(sched.bm, canon)),
-    )
+    fields = scheduler_fields(sched, canon)
+    return (step, _graded_blocks(fields) if "tables" in fields else frozen(fields))
 
 
 def _program(*lines: str) -> str:
@@ -624,7 +625,7 @@ SPECS: dict[str, TopicReplay] = {
         "cache",
         _weight_cache_ns,
         _weight_cache_state,
-        lambda v, c: _plain(v),
+        lambda v, c: plain(v),
         error_detail=lambda exc: "llama" in str(exc),  # a MemoryError names the pinned key
         separating=WEIGHT_CACHE_SEPARATING,
     ),
@@ -632,7 +633,7 @@ SPECS: dict[str, TopicReplay] = {
         "policy",
         _policy_ns,
         _policy_state,
-        lambda v, c: _plain(v),
+        lambda v, c: plain(v),
         ("LookupError",),
         POLICY_SEPARATING,
     ),
@@ -656,13 +657,24 @@ SPECS: dict[str, TopicReplay] = {
         "scheduler",
         _scheduler_ns,
         _scheduler_state,
-        lambda v, c: _plain(v),
+        lambda v, c: plain(v),
         ("RequestTooLarge",),
         SCHEDULER_SEPARATING,
     ),
 }
 
-HOOKS: dict[str, Diagnoser] = {name: Diagnoser(name, spec) for name, spec in SPECS.items()}
+SUBJECTS = {
+    "weight-cache": "cache",
+    "eviction-policy": "p",
+    "block-manager": "bm",
+    "prefix-cache": "bm",
+    "scheduler": "sched",
+}
+"""The name each topic's programs give the graded object."""
+
+HOOKS: dict[str, Diagnoser] = {
+    name: Diagnoser(name, spec, SUBJECTS[name]) for name, spec in SPECS.items()
+}
 
 
 def for_topic(name: str) -> Callable[[str, Any], str | None] | None:
@@ -670,8 +682,34 @@ def for_topic(name: str) -> Callable[[str, Any], str | None] | None:
     return HOOKS.get(name)
 
 
+def explained(
+    topic: str, code: str, exc: BaseException | None, impl: Any, step: int | None = None
+) -> Finding:
+    """The grader's call site: where the difference starts, and a hint when one is earned.
+
+    ``code`` is the failing check's repro (may be empty); ``exc`` the exception it ended with,
+    whose attached program stands in when a learner's error cut a probe short. Errors inside
+    diagnosis propagate: the grader decides what to do with them.
+    """
+    hook = HOOKS.get(topic)
+    program = code or (program_of(exc) if exc is not None else "")
+    if hook is None or not program:
+        return Finding()
+    return hook.explain(program, impl, step)
+
+
+def with_place(finding: Finding, check_hint: str) -> str:
+    """The hint a report shows: the one diagnosis earned; else where to start, then the
+    check's own hint as what the check was written for (a cause it often has, not a claim)."""
+    if finding.hint:
+        return finding.hint
+    if finding.place:
+        return f"{finding.place}. This check was written for: {check_hint}"
+    return check_hint
+
+
 def diagnosed(topic: str, code: str, exc: BaseException | None, impl: Any) -> str | None:
-    """The grader's call site: the named mistake for a failed check, or None.
+    """The named mistake for a failed check, or None.
 
     ``code`` is the failing check's repro (may be empty); ``exc`` the exception it ended with,
     whose attached program stands in when a learner's error cut a probe short. Diagnosis

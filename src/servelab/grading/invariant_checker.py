@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from servelab.grading._learner import learner_frame
 from servelab.grading.core import Probe, ProbeFailed, Step, Topic
 from servelab.kv.blocks import BlockManager, OutOfBlocks
 from servelab.testing.block_manager import check_invariants as reference_check
@@ -307,11 +308,44 @@ def _state_line(state: BlockState) -> str:
     return f"bm = {state!r}"
 
 
+def _which_check(checker: Callable[[Any], Any], state: BlockState) -> str:
+    """Which of the learner's checks fired on ``state``: the line that raised, a ``False``
+    returned, or none."""
+    try:
+        verdict = checker(state.copy())
+    except NotImplementedError:
+        raise
+    except Exception as exc:
+        frame = learner_frame(exc)
+        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if frame is None:
+            return f"your checker raised {what}"
+        source = (frame.line or "").strip()
+        return f"your check at line {frame.lineno} fired ({source}): {what}"
+    if verdict is False:
+        return "your checker returned False"
+    return "none of your checks fired"
+
+
+def _which_invariant(state: BlockState) -> str:
+    """The invariant ``state`` breaks, by the reference checker, or that it breaks none."""
+    try:
+        reference_check(state.copy())
+    except InvariantViolation as exc:
+        return f"this state breaks {exc.invariant}: {exc.detail}"
+    return "this state breaks no invariant"
+
+
+def _verdicts(checker: Callable[[Any], Any], state: BlockState) -> str:
+    return f"{_which_check(checker, state)}; {_which_invariant(state)}"
+
+
 def _good_probe(case: NamedState) -> Probe:
     def run(checker: Any) -> None:
         if flags(checker, case.state):
             raise ProbeFailed(
-                f"your checker flagged a legal state: {case.story}",
+                f"your checker flagged a legal state: {case.story}\n"
+                f"{_verdicts(checker, case.state)}",
                 [IMPORT_LINE, _state_line(case.state), "check_invariants(bm)  # must pass"],
             )
 
@@ -322,7 +356,8 @@ def _bad_probe(case: NamedState) -> Probe:
     def run(checker: Any) -> None:
         if not flags(checker, case.state):
             raise ProbeFailed(
-                f"your checker passed a broken state: {case.story}",
+                f"your checker passed a broken state: {case.story}\n"
+                f"{_verdicts(checker, case.state)}",
                 [IMPORT_LINE, _state_line(case.state), "check_invariants(bm)  # must raise"],
             )
 
@@ -485,14 +520,16 @@ def _random_probe(checker: Any) -> None:
     for calls, state in _random_states(seed=0, programs=60, length=12):
         if flags(checker, state):
             raise ProbeFailed(
-                f"your checker flagged a legal state, reached by: {calls}",
+                f"your checker flagged a legal state, reached by: {calls}\n"
+                f"{_verdicts(checker, state)}",
                 [IMPORT_LINE, _state_line(state), "check_invariants(bm)  # must pass"],
             )
         broken = state.copy()
         name = rng.choice(_CORRUPTIONS)(broken, rng)
         if _reference_flags(broken) and not flags(checker, broken):
             raise ProbeFailed(
-                f"your checker passed a broken state ({name}) after: {calls}",
+                f"your checker passed a broken state ({name}) after: {calls}\n"
+                f"{_verdicts(checker, broken)}",
                 [IMPORT_LINE, _state_line(broken), "check_invariants(bm)  # must raise"],
             )
 

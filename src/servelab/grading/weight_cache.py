@@ -19,7 +19,7 @@ from typing import Any
 
 from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
 from servelab.grading.diagnose import remember_program
-from servelab.testing.weight_cache import make_machine, stats_of, weights_for
+from servelab.testing.weight_cache import make_machine, snapshot, stats_of, weights_for
 
 __all__ = ["TOPIC"]
 
@@ -88,16 +88,17 @@ class Script:
     def expect_raises(
         self, kind: type[BaseException], call: Callable[[], Any], code: str, why: str
     ) -> BaseException:
-        before = (self.keys(), self.cache.used)
+        before = snapshot(self.cache, True)
         try:
             call()
         except kind as exc:
-            after = (self.keys(), self.cache.used)
+            after = snapshot(self.cache, True)
             if after != before:
+                rule = "changed-on-error" if code.startswith("cache.put(") else "pins-on-error"
                 raise self.fail(
                     f"{code} raised {type(exc).__name__} as it should, but the cache changed "
-                    f"first: resident {before[0]} -> {after[0]}",
-                    HINTS["changed-on-error"],
+                    f"first: {before.changed_to(after)}",
+                    HINTS[rule],
                 ) from exc
             return exc
         except Exception as exc:
@@ -275,15 +276,14 @@ def _pinned_key_not_replaced(impl: Any) -> None:
     s.put("a", 40)
     s.pin("a")
     code = "cache.put('a', '<a weights>', 20)"
-    before = (s.keys(), s.cache.used)
+    before = snapshot(s.cache, True)
     try:
         s.put("a", 20)
     except Exception:
-        after = (s.keys(), s.cache.used)
+        after = snapshot(s.cache, True)
         if after != before:
             raise s.fail(
-                f"{code} raised, but the cache changed first: resident {before[0]} -> "
-                f"{after[0]}, used {before[1]} -> {after[1]}",
+                f"{code} raised, but the cache changed first: {before.changed_to(after)}",
                 HINTS["changed-on-error"],
             ) from None
         if s.cache.pin_count("a") != 1:
@@ -392,6 +392,10 @@ HINTS = {
     "changed-on-error": (
         "decide whether the entry can be admitted before evicting anything, so a raised error "
         "leaves the cache unchanged"
+    ),
+    "pins-on-error": (
+        "check before changing anything: a pin or unpin that raises must leave every pin "
+        "count as it was"
     ),
     "pin-missing": "pin() of a key that is not resident must raise KeyError",
     "replace-pinned": (

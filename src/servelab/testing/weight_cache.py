@@ -101,7 +101,25 @@ class ModelCache:
 class Snapshot:
     keys: tuple[Any, ...]
     used: int
-    pins: tuple[int, ...]
+    pins: tuple[tuple[Any, int], ...]  # (key, count) for every non-zero count
+    stats: tuple[Any, ...] = field(default=(), compare=False)  # judged by their own rule
+
+    def fields(self) -> dict[str, Any]:
+        """Every field, by name, as a report shows it (non-zero pin counts only)."""
+        pins = dict(self.pins)
+        named = dict(
+            zip(("hits", "misses", "evictions", "evicted_bytes"), self.stats, strict=False)
+        )
+        return {"resident": list(self.keys), "used": self.used, "pins": pins, **named}
+
+    def changed_to(self, after: Snapshot) -> str:
+        """``name old -> new`` for every field that differs in ``after``."""
+        mine, theirs = self.fields(), after.fields()
+        return ", ".join(
+            f"{name} {mine.get(name)!r} -> {value!r}"
+            for name, value in theirs.items()
+            if mine.get(name) != value
+        )
 
 
 def stats_of(cache: Any) -> tuple[int, int, int, int]:
@@ -117,8 +135,17 @@ def stats_of(cache: Any) -> tuple[int, int, int, int]:
 
 def snapshot(cache: Any, with_pins: bool) -> Snapshot:
     keys = tuple(cache.keys())
-    pins = tuple(int(cache.pin_count(k)) for k in KEYS) if with_pins else ()
-    return Snapshot(keys, int(cache.used), pins)
+    pins: tuple[tuple[Any, int], ...] = ()
+    if with_pins:  # every non-zero count: the machine's keys, resident ones, and any other pinned
+        field_pins = getattr(cache, "_pins", None)
+        extra = list(field_pins) if isinstance(field_pins, dict) else []
+        named = dict.fromkeys([*KEYS, *keys, *extra])
+        pins = tuple((k, n) for k in named if (n := int(cache.pin_count(k))))
+    source = getattr(cache, "stats", cache)
+    stats = tuple(
+        getattr(source, n, None) for n in ("hits", "misses", "evictions", "evicted_bytes")
+    )
+    return Snapshot(keys, int(cache.used), pins, stats)
 
 
 def check_invariants(cache: Any, model: ModelCache, level: int) -> None:
@@ -208,10 +235,9 @@ def make_machine(impl: Any, level: int, capacity: int = 100) -> type[RecordingMa
         def _expect_unchanged(self, before: Snapshot, what: str) -> None:
             after = snapshot(self.cache, level >= 3)
             if after != before:
+                rule = "changed-on-error" if what.startswith("cache.put(") else "pins-on-error"
                 raise InvariantViolation(
-                    "changed-on-error",
-                    f"{what} raised, but the cache changed: resident {list(before.keys)} -> "
-                    f"{list(after.keys)}, used {before.used} -> {after.used}",
+                    rule, f"{what} raised, but the cache changed: {before.changed_to(after)}"
                 )
 
         @rule(key=st.sampled_from(KEYS), size=sizes)

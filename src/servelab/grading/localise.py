@@ -1,0 +1,530 @@
+"""Localisation by method graft: find the method where a learner's class starts to differ.
+
+A notebook's skeleton fixes each step's method names and fields, and
+``servelab.checkpoint(topic, step)`` is a correct class with the same names. When a check
+fails, its program is replayed on hybrids: the learner's class with one (then two) of those
+methods taken from the checkpoint. The smallest set whose replacement makes the program agree
+with the checkpoint is where the mistake lives, whatever the mistake is. Then, in a replay on
+the learner's own class, every call into that method is repeated on a copy of the object by
+the checkpoint's method: the first call whose result or state change differs, from the same
+starting state and arguments, is the one to show.
+
+The checkpoints are chains of step classes whose methods call zero-argument ``super()``, and a
+function keeps the ``__class__`` cell of the class it was written in. So a graft copies the
+checkpoint's whole chain of definitions of a method, each as its own small subclass on top of
+the learner's class, with a fresh ``__class__`` cell pointing at that subclass.
+
+Everything here is bounded by counts (lines executed, programs replayed), never by seconds, so
+the same failure gets the same answer on any machine.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import itertools
+import types
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from servelab.grading.observe import changes, shown
+from servelab.grading.replay import ACTIVE_BUDGETS, Lines, OutOfLines, line_budget
+
+__all__ = [
+    "Divergence",
+    "Localisation",
+    "Skeleton",
+    "changed_methods",
+    "graft",
+    "line_budget",
+    "localise",
+    "place_hint",
+    "skeleton_methods",
+    "where_lines",
+]
+
+#: Pairs of methods tried when no single graft makes the program agree.
+MAX_PAIRS = 66
+
+Observe = Callable[[Any], "dict[str, Any]"]
+
+
+@dataclass(frozen=True)
+class Skeleton:
+    """What localisation needs from a topic.
+
+    ``namespace(impl)`` binds a program's names; ``run(program, impl)`` replays a program and
+    returns what a learner could see after each line (comparable between two implementations);
+    ``subject`` is the program's name for the graded object; ``fields(obj)`` is every field
+    the topic exposes, by name, as the learner reads them; ``key(obj)`` is its state as far as
+    the rules care (a free list in another order may be fine); ``ungraded_returns`` are
+    methods whose return value no rule checks.
+    """
+
+    subject: str
+    namespace: Callable[[Any], dict[str, Any]]
+    run: Callable[[str, Any], list[Any]]
+    fields: Observe
+    key: Callable[[Any], Hashable]
+    ungraded_returns: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """The first call into a localised method whose outcome differs from the checkpoint's."""
+
+    method: str
+    call: str
+    before: dict[str, Any]
+    mine: tuple[str, dict[str, Any]]
+    theirs: tuple[str, dict[str, Any]]
+    index: int
+
+
+@dataclass(frozen=True)
+class Localisation:
+    """Where the mistake lives: the methods whose graft fixes the program, and the first call
+    that shows it; or ``note``, one line saying why the grader cannot point at a method."""
+
+    methods: tuple[str, ...] = ()
+    divergence: Divergence | None = None
+    note: str | None = None
+
+
+# ----------------------------------------------------------------------------- grafting
+
+
+def _classes(impl: Any) -> dict[str, type]:
+    """The graded classes by prefix: ``{"": cls}``, or ``{"LFU": ..., "SIEVE": ...}``."""
+    if isinstance(impl, type):
+        return {"": impl}
+    if isinstance(impl, Mapping):
+        return {str(k): v for k, v in impl.items() if isinstance(v, type)}
+    return {}
+
+
+def _split(qualified: str) -> tuple[str, str]:
+    prefix, _, name = qualified.rpartition(".")
+    return prefix, name
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _step_classes(reference: type) -> list[type]:
+    """The checkpoint's step classes, most derived first: its MRO within its own module,
+    without the ready-made skeleton."""
+    module = reference.__module__
+    return [
+        c
+        for c in reference.__mro__
+        if c.__module__ == module and not c.__name__.endswith("Skeleton") and c is not object
+    ]
+
+
+def _definable(value: Any) -> bool:
+    return isinstance(value, types.FunctionType | property | staticmethod | classmethod)
+
+
+def _ready_made_classes(reference: type) -> list[type]:
+    module = reference.__module__
+    return [
+        c for c in reference.__mro__ if c.__module__ == module and c.__name__.endswith("Skeleton")
+    ]
+
+
+def skeleton_methods(reference: Any, ready_made: bool = False) -> tuple[str, ...]:
+    """The methods a learner writes up to the checkpoint ``reference``, in the order the
+    steps introduce them (qualified by policy name for a dict of classes); with
+    ``ready_made``, the methods the skeleton provides instead (a learner may change those too)."""
+    names: list[str] = []
+    for prefix, cls in _classes(reference).items():
+        written = skeleton_methods(reference) if ready_made else []
+        owners = _ready_made_classes(cls) if ready_made else reversed(_step_classes(cls))
+        for step_cls in owners:
+            for name, value in vars(step_cls).items():
+                if _join(prefix, name) in written:
+                    continue
+                if _definable(value) and _join(prefix, name) not in names:
+                    if name.startswith("__") and name not in {"__len__", "__contains__"}:
+                        continue
+                    names.append(_join(prefix, name))
+    return tuple(names)
+
+
+def changed_methods(impl: Any, correct: Any) -> frozenset[str]:
+    """The methods ``impl`` defines on top of ``correct`` (a catalogue mistake's changes)."""
+    found: set[str] = set()
+    theirs = _classes(correct)
+    for prefix, cls in _classes(impl).items():
+        base = theirs.get(prefix)
+        for c in cls.__mro__:
+            if base is not None and c in base.__mro__:
+                break
+            found.update(_join(prefix, n) for n, v in vars(c).items() if _definable(v))
+    return frozenset(found)
+
+
+def _rebound(value: Any, owner: type) -> Any:
+    """``value`` (a function, property, static or class method) with ``__class__`` = owner."""
+    if isinstance(value, property):
+        fget, fset, fdel = (
+            _rebound(f, owner) if f else None for f in (value.fget, value.fset, value.fdel)
+        )
+        return property(fget, fset, fdel, value.__doc__)
+    if isinstance(value, staticmethod | classmethod):
+        return type(value)(_rebound(value.__func__, owner))
+    if not isinstance(value, types.FunctionType):
+        return value
+    code = value.__code__
+    if "__class__" not in code.co_freevars or value.__closure__ is None:
+        return value
+    cells = tuple(
+        types.CellType(owner) if name == "__class__" else cell
+        for name, cell in zip(code.co_freevars, value.__closure__, strict=True)
+    )
+    copied = types.FunctionType(code, value.__globals__, value.__name__, value.__defaults__, cells)
+    copied.__kwdefaults__ = value.__kwdefaults__
+    copied.__qualname__ = value.__qualname__
+    copied.__doc__ = value.__doc__
+    return copied
+
+
+def _layer(base: type, name: str, value: Any) -> type:
+    """A subclass of ``base`` (same name, no new slots) that defines ``name`` as ``value``."""
+
+    def body(ns: dict[str, Any]) -> None:
+        ns["__slots__"] = ()
+        ns["__module__"] = base.__module__
+        ns["__qualname__"] = base.__qualname__
+
+    layer = types.new_class(base.__name__, (base,), exec_body=body)
+    setattr(layer, name, _rebound(value, layer))
+    return layer
+
+
+def _graft_class(cls: type, reference: type, names: Sequence[str]) -> type:
+    for name in names:
+        chain = [c for c in reversed(reference.__mro__) if name in vars(c) and c is not object]
+        for owner in chain:
+            cls = _layer(cls, name, vars(owner)[name])
+    return cls
+
+
+def graft(impl: Any, reference: Any, methods: Sequence[str]) -> Any:
+    """``impl`` with ``methods`` (qualified names) taken from ``reference``'s whole chain of
+    definitions; a dict of classes stays a dict."""
+    theirs = _classes(reference)
+    grafted = {}
+    for prefix, cls in _classes(impl).items():
+        names = [n for p, n in map(_split, methods) if p == prefix]
+        grafted[prefix] = _graft_class(cls, theirs[prefix], names) if names else cls
+    if isinstance(impl, type):
+        return grafted[""]
+    return {**impl, **grafted}
+
+
+# ----------------------------------------------------------------------------- replays
+
+
+def _run(skeleton: Skeleton, program: str, impl: Any) -> list[Any]:
+    try:
+        with line_budget():
+            return skeleton.run(program, impl)
+    except OutOfLines:
+        return [("ran out of lines",)]
+
+
+def _built(skeleton: Skeleton, program: str, impl: Any) -> Any:
+    """The graded object right after the program's lines that build it, or None."""
+    lines = program.splitlines()
+    upto = next((i for i, ln in enumerate(lines) if ln.startswith(f"{skeleton.subject} =")), None)
+    if upto is None:
+        return None
+    try:
+        ns = skeleton.namespace(impl)
+        with line_budget():
+            for line in lines[: upto + 1]:
+                exec(line, ns)
+    except (Exception, OutOfLines):
+        return None
+    return ns.get(skeleton.subject)
+
+
+def _missing_fields(skeleton: Skeleton, program: str, impl: Any, reference: Any) -> list[str]:
+    """Fields the checkpoint's object has once built and the learner's lacks."""
+    mine, theirs = (_built(skeleton, program, c) for c in (impl, reference))
+    if mine is None or theirs is None:
+        return []
+    return sorted(set(getattr(theirs, "__dict__", {})) - set(getattr(mine, "__dict__", {})))
+
+
+# ----------------------------------------------------------------------------- divergence
+
+
+def _show(value: Any) -> str:
+    seq_id = getattr(value, "seq_id", None)
+    if seq_id is not None and hasattr(value, "num_tokens"):
+        return f"<sequence {seq_id}>"
+    if hasattr(value, "prefills") and hasattr(value, "decodes"):
+        return "out"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _outcome(kind: str, value: Any) -> str:
+    if kind == "raised":
+        return f"raised {type(value).__name__}"
+    if kind == "ran out of lines":
+        return "never returned"
+    return f"returned {_show(value)}"
+
+
+class _Spy:
+    """Repeats each outermost call into ``method`` on a copy of the object, by the checkpoint's
+    method, and keeps the first call whose outcome differs."""
+
+    def __init__(self, skeleton: Skeleton, method: str, hybrid: type, graded_return: bool) -> None:
+        self.skeleton = skeleton
+        self.method = method
+        self.hybrid = hybrid
+        self.graded_return = graded_return
+        self.depth = 0
+        self.aside = 0  # lines spent on the checkpoint's copies, not on the program
+        self.found: Divergence | None = None
+
+    def __call__(
+        self, obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any], original: Callable[..., Any]
+    ) -> Any:
+        if self.depth or self.found is not None:
+            return original(obj, *args, **kwargs)
+        self.depth += 1
+        try:
+            return self._compare(obj, args, kwargs, original)
+        finally:
+            self.depth -= 1
+
+    def _fields(self, obj: Any) -> dict[str, Any]:
+        try:
+            return self.skeleton.fields(obj)
+        except Exception:
+            return {}
+
+    def _compare(
+        self, obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any], original: Callable[..., Any]
+    ) -> Any:
+        clock = ACTIVE_BUDGETS[0] if ACTIVE_BUDGETS else Lines(0)
+        when = clock.spent - self.aside
+        before = self._fields(obj)
+        try:
+            clone, cargs, ckwargs = copy.deepcopy((obj, args, kwargs))
+            clone.__class__ = self.hybrid
+        except Exception:
+            return original(obj, *args, **kwargs)
+        name = _split(self.method)[1]
+        started = clock.spent
+        try:
+            theirs: tuple[str, Any] = ("returned", getattr(clone, name)(*cargs, **ckwargs))
+        except Exception as exc:
+            theirs = ("raised", exc)
+        their_fields = self._fields(clone)
+        their_args = _plain_args(cargs, ckwargs)
+        self.aside += clock.spent - started
+        try:
+            mine: tuple[str, Any] = ("returned", original(obj, *args, **kwargs))
+            error: BaseException | None = None
+        except Exception as exc:
+            mine, error = ("raised", exc), exc
+        my_fields = self._fields(obj)
+        same_state = _key(self.skeleton, obj) == _key(self.skeleton, clone)
+        same_outcome = mine[0] == theirs[0] and (
+            type(mine[1]).__mro__[-2:] == type(theirs[1]).__mro__[-2:]
+            if mine[0] == "raised"
+            else (not self.graded_return or _plain(mine[1]) == _plain(theirs[1]))
+        )
+        if mine[0] == "raised" and theirs[0] == "raised":
+            same_outcome = _builtin(mine[1]) == _builtin(theirs[1])
+        if not (same_outcome and same_state and _plain_args(args, kwargs) == their_args):
+            shown = ", ".join([*map(_show, args), *(f"{k}={_show(v)}" for k, v in kwargs.items())])
+            self.found = Divergence(
+                self.method,
+                f"{self.skeleton.subject}.{name}({shown})",
+                before,
+                (_outcome(*mine), my_fields),
+                (_outcome(*theirs), their_fields),
+                when,
+            )
+        if error is not None:
+            raise error
+        return mine[1]
+
+
+def _key(skeleton: Skeleton, obj: Any) -> Hashable:
+    try:
+        return skeleton.key(obj)
+    except Exception as exc:
+        return ("unreadable", type(exc).__name__)
+
+
+def _builtin(exc: Any) -> str:
+    for cls in type(exc).__mro__:
+        if cls.__module__ == "builtins":
+            return cls.__name__
+    return type(exc).__name__  # pragma: no cover
+
+
+def _plain(value: Any) -> Hashable:
+    if value is None or isinstance(value, bool | int | float | str | bytes):
+        return value
+    if isinstance(value, Mapping):
+        return tuple(sorted((repr(k), _plain(v)) for k, v in value.items()))
+    iterable = hasattr(value, "__iter__") and not hasattr(value, "__dict__")
+    if isinstance(value, list | tuple | set | frozenset) or iterable:
+        try:
+            return tuple(_plain(v) for v in value)
+        except Exception:
+            return type(value).__name__
+    seq_id = getattr(value, "seq_id", None)
+    if seq_id is not None:
+        return ("seq", seq_id, getattr(value, "num_tokens", None))
+    if hasattr(value, "__dict__"):
+        return (type(value).__name__, _plain(vars(value)))
+    return type(value).__name__
+
+
+def _plain_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Hashable:
+    return (_plain(args), _plain(kwargs))
+
+
+def _spied(cls: type, name: str, spy: _Spy) -> type | None:
+    static = inspect.getattr_static(cls, name, None)
+    if not isinstance(static, types.FunctionType):
+        return None
+    original = static
+
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return spy(self, args, kwargs, original)
+
+    return _layer(cls, name, wrapper)
+
+
+def _divergence(
+    skeleton: Skeleton, program: str, impl: Any, reference: Any, method: str, support: Sequence[str]
+) -> Divergence | None:
+    prefix, name = _split(method)
+    classes = _classes(impl)
+    hybrid = _classes(graft(impl, reference, [method, *support]))[prefix]
+    spy = _Spy(skeleton, method, hybrid, name not in skeleton.ungraded_returns)
+    watched = _spied(classes[prefix], name, spy)
+    if watched is None:
+        return None
+    spied_impl: Any = watched if isinstance(impl, type) else {**impl, prefix: watched}
+    _run(skeleton, program, spied_impl)
+    return spy.found
+
+
+# ----------------------------------------------------------------------------- the search
+
+
+def localise(skeleton: Skeleton, program: str, impl: Any, reference: Any) -> Localisation:
+    """Where ``impl`` starts to differ from the checkpoint ``reference`` on ``program``."""
+    if not _classes(impl) or set(_classes(impl)) != set(_classes(reference)):
+        return Localisation(note="not a class built on the notebook's skeleton")
+    candidates = skeleton_methods(reference)
+    missing_fields = _missing_fields(skeleton, program, impl, reference)
+    if missing_fields:
+        shown = ", ".join(f"`{f}`" for f in missing_fields[:3])
+        return Localisation(
+            note=f"your class does not keep the skeleton's fields ({shown} missing), so the "
+            "grader cannot point at one method"
+        )
+    classes = _classes(impl)
+    support = [m for m in candidates if not hasattr(classes[_split(m)[0]], _split(m)[1])]
+    present = [m for m in candidates if m not in support]
+    spare = [m for m in skeleton_methods(reference, ready_made=True) if m not in support]
+    if not present:
+        return Localisation(note="your class has none of the skeleton's methods")
+    expected = _run(skeleton, program, reference)
+    if _run(skeleton, program, impl) == expected:
+        return Localisation()
+    fixers: list[tuple[str, ...]] = []
+    for method in present:
+        if _run(skeleton, program, graft(impl, reference, [method, *support])) == expected:
+            fixers.append((method,))
+    if not fixers:
+        for pair in itertools.islice(itertools.combinations(present, 2), MAX_PAIRS):
+            if _run(skeleton, program, graft(impl, reference, [*pair, *support])) == expected:
+                fixers.append(pair)
+    if not fixers:  # the skeleton's ready-made methods, which a learner may have changed too
+        for method in spare:
+            if _run(skeleton, program, graft(impl, reference, [method, *support])) == expected:
+                fixers.append((method,))
+    if not fixers:
+        return Localisation(
+            note="no one method of this step (nor two), replaced by the reference's, makes "
+            "this program behave as expected"
+        )
+    best: tuple[tuple[str, ...], Divergence | None] | None = None
+    for group in fixers:
+        for method in group:
+            found = _divergence(skeleton, program, impl, reference, method, support)
+            if found is not None and (
+                best is None or best[1] is None or found.index < best[1].index
+            ):
+                best = (group, found)
+    if best is None:
+        best = (fixers[0], None)
+    if len(fixers) > 1 and best[1] is None:
+        return Localisation(methods=tuple(sorted({m for g in fixers for m in g})))
+    return Localisation(methods=best[0], divergence=best[1])
+
+
+# ----------------------------------------------------------------------------- wording
+
+
+def place_hint(place: Localisation) -> str | None:
+    """With a method found and no known mistake earned, the hint points there and names no
+    cause: a check's own hint describes the mistake it was written for, maybe not this one."""
+    d = place.divergence
+    if d is None:
+        return None
+    if d.mine[1] == d.theirs[1]:
+        what = "its result differs from the reference's"
+    else:
+        what = "it changes the state differently from the reference's"
+    return f"start at your `{d.method}`: on the call under where:, {what}"
+
+
+def _present(outcome: str) -> str:
+    """ "returned 'a'" as "returns 'a'": the reference's outcome is a rule, not an event."""
+    for past, now in (("returned", "returns"), ("raised", "raises")):
+        if outcome.startswith(past):
+            return now + outcome[len(past) :]
+    return outcome
+
+
+def where_lines(place: Localisation) -> tuple[str, ...]:
+    """The report's lines for a localisation: the first after "where:", the rest under it."""
+    if place.note:
+        return (place.note,)
+    if not place.methods:
+        return ()
+    names = " and ".join(f"`{m}`" for m in place.methods)
+    d = place.divergence
+    if d is None:
+        return (
+            f"the difference is in your {names}: with the reference's in its place, this "
+            "program behaves as expected",
+        )
+    also = [m for m in place.methods if m != d.method]
+    head = f"the difference starts in your `{d.method}`"
+    if also:
+        head += " (and needs " + " and ".join(f"`{m}`" for m in also) + " too)"
+    return (
+        head,
+        f"called as {d.call}, on: {shown(d.before)}",
+        f"yours {d.mine[0]}; {changes(d.before, d.mine[1])}",
+        f"the reference {_present(d.theirs[0])}; {changes(d.before, d.theirs[1])}",
+    )

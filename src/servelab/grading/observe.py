@@ -1,0 +1,162 @@
+"""What each topic exposes: every observable field of a graded object, by name.
+
+A report that compares states compares all of these, never a convenient subset: the field left
+out is the one that changed (a ``pin`` of an absent key that records the pin and then raises
+changes only the pin counts). Each function reads the object through the inspection API the
+exercise skeleton provides; ``canon`` renames block ids (see :class:`Canon`), so two block
+managers that hand out different physical blocks for the same logical ones compare equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
+
+__all__ = [
+    "FIELDS",
+    "Canon",
+    "blocks_fields",
+    "changes",
+    "frozen",
+    "policy_fields",
+    "prefix_fields",
+    "scheduler_fields",
+    "shown",
+    "weight_cache_fields",
+]
+
+
+class Canon:
+    """Renames block ids in order of first appearance, so two implementations that hand out
+    different physical blocks for the same logical ones observe the same thing."""
+
+    def __init__(self) -> None:
+        self.names: dict[Any, int] = {}
+        self.hashes: dict[Any, int] = {}
+
+    def hashed(self, key: Any) -> int:
+        """A prefix-cache hash, renamed in order of first appearance: any hash function will do."""
+        return self.hashes.setdefault(key, len(self.hashes))
+
+    def __call__(self, block: Any) -> Any:
+        if block is None or isinstance(block, bool) or not isinstance(block, int):
+            return block
+        return self.names.setdefault(block, len(self.names))
+
+
+def _same(block: Any) -> Any:
+    return block
+
+
+def _read(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception as exc:
+        return ("unreadable", type(exc).__name__)
+
+
+def weight_cache_fields(cache: Any, canon: Callable[[Any], Any] = _same) -> dict[str, Any]:
+    """Resident keys (LRU first), used bytes, every non-zero pin count (absent keys too, read
+    from the skeleton's ``_pins`` where it exists) and the four counters."""
+    keys = list(_read(lambda: list(cache.keys())))
+    pins_field = getattr(cache, "_pins", None)
+    extra = [k for k in pins_field if k not in keys] if isinstance(pins_field, dict) else []
+    pins = {}
+    for key in [*keys, *extra]:
+        count = _read(lambda k=key: cache.pin_count(k))  # type: ignore[misc]
+        if count:
+            pins[key] = count
+    out: dict[str, Any] = {"resident": keys, "used": _read(lambda: cache.used), "pins": pins}
+    source = getattr(cache, "stats", cache)
+    for name in ("hits", "misses", "evictions", "evicted_bytes"):
+        out[name] = getattr(source, name, None)
+    return out
+
+
+def policy_fields(policy: Any, canon: Callable[[Any], Any] = _same) -> dict[str, Any]:
+    """The candidates left and the eviction order, next victim first."""
+    return {
+        "len": _read(lambda: len(policy)),
+        "eviction order": _read(lambda: list(policy.eviction_order())),
+    }
+
+
+def blocks_fields(bm: Any, canon: Callable[[Any], Any] = _same) -> dict[str, Any]:
+    """Block tables, lengths, refcounts (held blocks, and any free block whose count is not 0),
+    the free list in order, and ``num_free``."""
+    seqs = sorted(_read(lambda: list(bm.sequences())), key=repr)
+    tables = {s: list(_read(lambda s=s: list(bm.block_table(s)))) for s in seqs}  # type: ignore[misc]
+    held = sorted({b for t in tables.values() for b in t if isinstance(b, int)})
+    free = list(_read(lambda: list(bm.free_list())))
+    refs = {b: _read(lambda b=b: bm.refcount(b)) for b in held}  # type: ignore[misc]
+    for b in free:
+        count = _read(lambda b=b: bm.refcount(b))  # type: ignore[misc]
+        if b not in refs and count:
+            refs[b] = count
+    return {
+        "tables": {s: [canon(b) for b in t] for s, t in tables.items()},
+        "lengths": {s: _read(lambda s=s: bm.seq_len(s)) for s in seqs},  # type: ignore[misc]
+        "refcounts": {canon(b): n for b, n in refs.items()},
+        "free": [canon(b) for b in free],
+        "num_free": _read(lambda: bm.num_free),
+    }
+
+
+def prefix_fields(bm: Any, canon: Callable[[Any], Any] = _same) -> dict[str, Any]:
+    """The block manager's fields, then the cache's: hashed blocks, the hash map's blocks and
+    the evictable blocks in reclaim order."""
+    out = blocks_fields(bm, canon)
+    hashed = _read(lambda: [b for b in range(bm.num_blocks) if bm.block_hash(b) is not None])
+    out["hashed"] = sorted(canon(b) for b in hashed) if isinstance(hashed, list) else hashed
+    mapped = _read(lambda: list(bm.cached().values()))
+    out["cached"] = sorted(canon(b) for b in mapped) if isinstance(mapped, list) else mapped
+    out["reclaim order"] = [canon(b) for b in _read(lambda: list(bm.evictable()))]
+    return out
+
+
+def scheduler_fields(sched: Any, canon: Callable[[Any], Any] = _same) -> dict[str, Any]:
+    """The running and waiting queues as (id, tokens), then the block manager's fields."""
+
+    def queue(name: str) -> Any:
+        return _read(lambda: [(s.seq_id, s.num_tokens) for s in getattr(sched, name)])
+
+    out = {"running": queue("running"), "waiting": queue("waiting")}
+    bm = getattr(sched, "bm", None)
+    if bm is not None:
+        out.update(blocks_fields(bm, canon))
+    return out
+
+
+FIELDS: dict[str, Callable[..., dict[str, Any]]] = {
+    "weight-cache": weight_cache_fields,
+    "eviction-policy": policy_fields,
+    "block-manager": blocks_fields,
+    "prefix-cache": prefix_fields,
+    "scheduler": scheduler_fields,
+}
+
+
+def frozen(value: Any) -> Hashable:
+    """A hashable form of a field value (dicts keep their order, as the learner sees it)."""
+    if isinstance(value, Mapping):
+        return tuple((k, frozen(v)) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return tuple(frozen(v) for v in value)
+    if isinstance(value, set | frozenset):
+        return tuple(sorted(map(frozen, value), key=repr))
+    return value if isinstance(value, Hashable) else repr(value)
+
+
+def shown(fields: Mapping[str, Any]) -> str:
+    """Every field, as ``name value`` pairs."""
+    return ", ".join(f"{name} {value!r}" for name, value in fields.items())
+
+
+def changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """The fields that changed, as ``name old -> new``; "nothing changed" when none did."""
+    moved = [
+        f"{name} {before.get(name)!r} -> {value!r}"
+        for name, value in after.items()
+        if before.get(name) != value
+    ]
+    return ", ".join(moved) if moved else "nothing changed"

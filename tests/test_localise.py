@@ -1,0 +1,141 @@
+"""Localisation by method graft: the method where a class starts to differ, for any mistake."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from buggy_impls import failing_report
+from servelab import checkpoint
+from servelab.grading.diagnose import HOOKS, variants, where_lines
+from servelab.grading.localise import changed_methods, graft, skeleton_methods
+from servelab.grading.replay import line_budget
+from unlisted import Unlisted, unlisted
+
+UNLISTED = unlisted()
+
+
+def test_the_held_out_set_covers_every_topic_with_fifteen_or_more() -> None:
+    assert len(UNLISTED) >= 15
+    assert {u.topic for u in UNLISTED} == set(HOOKS)
+
+
+@pytest.mark.parametrize("u", UNLISTED, ids=[f"{u.topic}/{u.name}" for u in UNLISTED])
+def test_an_unlisted_mistake_fails_is_localised_and_gets_no_certainty(u: Unlisted) -> None:
+    report, program = failing_report(u.topic, u.impl, u.step)
+    finding = HOOKS[u.topic].explain(program, u.impl, u.step)
+    assert set(finding.methods) & u.methods, (finding.methods, report.text)
+    assert not finding.certain
+    assert "exactly like" not in report.text
+    assert "where: the difference" in report.text
+
+
+def test_a_graft_keeps_zero_argument_super_working() -> None:
+    final = checkpoint("weight-cache", 5)
+
+    class Mine(final):  # type: ignore[misc, valid-type]
+        def _evict(self, key: Any) -> None:  # forgets to count, and to subtract
+            self._entries.pop(key)
+
+    hybrid = graft(Mine, final, ["_evict"])
+    cache = hybrid(50)
+    cache.put("a", "<a>", 30)
+    cache.put("b", "<b>", 30)  # evicts 'a' through the grafted chain, super() included
+    assert (cache.keys(), cache.used, cache.evictions) == (["b"], 30, 1)
+    assert hybrid.__name__ == "Mine" and issubclass(hybrid, Mine)
+
+
+def test_the_skeleton_methods_are_the_steps_own_in_course_order() -> None:
+    assert skeleton_methods(checkpoint("weight-cache", 2)) == (
+        "get",
+        "put",
+        "_next_victim",
+        "_evict",
+    )
+    policy = skeleton_methods(checkpoint("eviction-policy", 6))
+    assert "LFU.pop_victim" in policy and "SIEVE.pop_victim" in policy
+    assert "__init__" not in policy
+
+
+def test_changed_methods_are_those_defined_on_top_of_the_correct_class() -> None:
+    final = checkpoint("block-manager", 4)
+
+    class Mine(final):  # type: ignore[misc, valid-type]
+        def fork(self, parent: int, child: int) -> None:
+            super().fork(parent, child)
+
+    assert changed_methods(Mine, final) == {"fork"}
+    assert changed_methods(final, final) == frozenset()
+
+
+def test_a_pin_that_raises_after_recording_shows_the_pin_count_that_changed() -> None:
+    u = next(x for x in UNLISTED if x.name == "pin recorded before the check")
+    program = "cache = WeightCache(100)\ncache.put('a', '<a weights>', 40)\ncache.pin('zz')"
+    lines = where_lines(HOOKS["weight-cache"].localised(program, u.impl, 4))
+    assert lines[0] == "the difference starts in your `pin`"
+    assert lines[2] == "yours raised KeyError; pins {} -> {'zz': 1}"
+    assert lines[3] == "the reference raises KeyError; nothing changed"
+
+
+def test_a_class_off_the_skeleton_is_told_so_in_one_line() -> None:
+    class Own:  # its own fields: no `_entries`
+        def __init__(self, capacity: int) -> None:
+            self.items: dict[str, int] = {}
+            self.capacity = capacity
+
+        def put(self, key: str, value: Any, size: int) -> None:
+            self.items[key] = size // 2
+
+        def keys(self) -> list[str]:
+            return list(self.items)
+
+        @property
+        def used(self) -> int:
+            return sum(self.items.values())
+
+    program = "cache = WeightCache(100)\ncache.put('a', '<a weights>', 10)\ncache.keys()"
+    place = HOOKS["weight-cache"].localised(program, Own, 1)
+    assert not place.methods and place.note is not None and "`_entries`" in place.note
+
+
+def test_a_hybrid_that_never_returns_ends_by_a_count_of_lines() -> None:
+    ran: list[int] = []
+
+    def spins() -> None:  # a learner's loop that swallows everything
+        while True:
+            try:
+                ran.append(1)
+            except BaseException:
+                pass
+
+    with pytest.raises(BaseException) as caught, line_budget(1000):
+        spins()
+    assert type(caught.value).__name__ == "OutOfLines"
+    assert 100 < len(ran) < 1000
+
+
+def test_the_variants_of_a_program_are_the_same_on_every_run() -> None:
+    program = "sched.add(Sequence.dummy(0, prompt_len=20, max_new_tokens=1))"
+    assert variants(program, 5) == variants(program, 5)
+    assert len(set(variants(program, 5))) > 1
+    assert all("Sequence.dummy(" in v for v in variants(program, 5))
+
+
+def test_a_property_is_grafted_with_its_super_chain() -> None:
+    class Base:
+        @property
+        def used(self) -> int:
+            return 1
+
+    class Step(Base):
+        @property
+        def used(self) -> int:
+            return super().used + 1
+
+    class Mine(Step):
+        @property
+        def used(self) -> int:
+            return 40
+
+    assert graft(Mine, Step, ["used"])().used == 2

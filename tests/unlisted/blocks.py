@@ -1,0 +1,64 @@
+"""Block-manager slips, each on the notebook's own classes."""
+
+from servelab import checkpoint
+from servelab.kv.blocks import Slot
+
+TOPIC = "block-manager"
+Forking = checkpoint(TOPIC, 3)
+Final = checkpoint(TOPIC, 4)
+
+
+class ForkCountsBeforeCheck(Final):
+    """Raises the parent's refcounts, then finds the child exists and raises: counts stay up."""
+
+    def fork(self, parent, child):
+        self._known(parent)
+        for block in self.tables[parent]:
+            self.ref[block] += 1
+        self._new(child)
+        self.tables[child] = list(self.tables[parent])
+        self.lens[child] = self.lens[parent]
+
+
+class OneBlockTooMany(Final):
+    """Counts `n // block_size + 1` blocks: a prompt that fills its blocks exactly gets one more."""
+
+    def _blocks_for(self, n_tokens):
+        return n_tokens // self.block_size + 1
+
+    def allocate(self, seq, n_tokens):
+        self._new(seq)
+        need = self._blocks_for(n_tokens)
+        if need > len(self.free):
+            from servelab.kv.blocks import OutOfBlocks
+
+            raise OutOfBlocks(f"sequence {seq} needs {need} blocks")
+        self.tables[seq] = [self._alloc() for _ in range(need)]
+        self.lens[seq] = n_tokens
+
+
+class ForkLengthPlusOne(Forking):
+    """The child's length is the parent's plus one (as if the next token were already there)."""
+
+    def fork(self, parent, child):
+        table = self.tables[parent]
+        for block in table:
+            self.ref[block] += 1
+        self.tables[child] = list(table)
+        self.lens[child] = self.lens[parent] + 1
+
+
+class CopyWithoutSource(Forking):
+    """Copies a shared last block but reports no source, so its tokens are never copied."""
+
+    def append_slot(self, seq):
+        slot = super().append_slot(seq)
+        return Slot(slot.block, slot.offset, None)
+
+
+MISTAKES = {
+    "refcounts raised before the fork check": (4, ForkCountsBeforeCheck, {"fork"}),
+    "one block too many": (4, OneBlockTooMany, {"allocate"}),
+    "fork length plus one": (3, ForkLengthPlusOne, {"fork"}),
+    "copy-on-write without its source": (3, CopyWithoutSource, {"append_slot"}),
+}

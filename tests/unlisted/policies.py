@@ -1,0 +1,79 @@
+"""Eviction-policy slips, each on the notebook's own LFU and SIEVE classes."""
+
+import heapq
+
+from servelab import checkpoint
+from servelab.weights.policies import NoVictim
+
+TOPIC = "eviction-policy"
+FINAL = checkpoint(TOPIC, 6)
+LFU = FINAL["LFU"]
+SIEVE = FINAL["SIEVE"]
+
+
+class LFUVictimStaysCounted(LFU):
+    """pop_victim takes the key off the heap but never forgets its count."""
+
+    def pop_victim(self):
+        while self.heap:
+            count, reached, key = heapq.heappop(self.heap)
+            if key not in self.pinned and (self.count.get(key), self.reached.get(key)) == (
+                count,
+                reached,
+            ):
+                return key
+        raise NoVictim("every resident key is pinned")
+
+
+class LFUHitPushesOldCount(LFU):
+    """Pushes the heap entry before raising the count: the entry is stale at once."""
+
+    def update_on_hit(self, key):
+        self.clock += 1
+        if key not in self.pinned:
+            heapq.heappush(self.heap, (self.count[key], self.clock, key))
+        self.count[key] += 1
+        self.reached[key] = self.clock
+
+
+class SIEVERemoveKeepsPin(SIEVE):
+    """Removing a key forgets its place and its bit but not its pin: put again, it is pinned."""
+
+    def update_on_remove(self, key):
+        i = self.queue.index(key)
+        if self.hand == key:
+            self.hand = self.queue[i + 1] if i + 1 < len(self.queue) else None
+        del self.queue[i]
+        del self.visited[key]
+
+
+class SIEVEPinnedHitsForgotten(SIEVE):
+    """A hit on a pinned key is dropped: the key is not marked visited."""
+
+    def update_on_hit(self, key):
+        if key not in self.pinned:
+            self.visited[key] = True
+
+
+MISTAKES = {
+    "LFU victim keeps its count": (
+        6,
+        {"LFU": LFUVictimStaysCounted, "SIEVE": SIEVE},
+        {"LFU.pop_victim"},
+    ),
+    "LFU heap entry pushed with the old count": (
+        6,
+        {"LFU": LFUHitPushesOldCount, "SIEVE": SIEVE},
+        {"LFU.update_on_hit"},
+    ),
+    "SIEVE removal keeps the pin": (
+        6,
+        {"LFU": LFU, "SIEVE": SIEVERemoveKeepsPin},
+        {"SIEVE.update_on_remove"},
+    ),
+    "SIEVE hit on a pinned key forgotten": (
+        6,
+        {"LFU": LFU, "SIEVE": SIEVEPinnedHitsForgotten},
+        {"SIEVE.update_on_hit"},
+    ),
+}

@@ -1,0 +1,62 @@
+"""Prefix-cache slips, each on the notebook's own classes."""
+
+from servelab import checkpoint
+from servelab.kv.blocks import OutOfBlocks, SequenceExists
+
+TOPIC = "prefix-cache"
+Final = checkpoint(TOPIC, 3)
+
+
+class RegisterForgetsTokens(Final):
+    """Registers a block's hash but not its tokens, so no hit ever verifies."""
+
+    def _register(self, block, h, block_tokens):
+        if h not in self.map:
+            self.map[h] = block
+            self.hash[block] = h
+
+
+class FreedToTheFront(Final):
+    """Puts a freed cached block at the front of the reclaim order: the newest goes first."""
+
+    def _release(self, block):
+        self.ref[block] -= 1
+        if self.ref[block] == 0:
+            if self.hash[block] is not None:
+                self.evictable_lru[block] = None
+                self.evictable_lru.move_to_end(block, last=False)
+            else:
+                self.free.append(block)
+
+
+class HitsClaimedBeforeCheck(Final):
+    """Takes its hits before checking the rest fits: an OutOfBlocks leaves them claimed."""
+
+    def allocate(self, seq, token_ids):
+        if seq in self.tables:
+            raise SequenceExists(f"sequence {seq} exists")
+        tokens = list(token_ids)
+        hits = self._lookup(tokens)
+        for block in hits:
+            if self.ref[block] == 0:
+                del self.evictable_lru[block]
+            self.ref[block] += 1
+        need = -(-len(tokens) // self.block_size) - len(hits)
+        if need > self.num_free:
+            raise OutOfBlocks(f"sequence {seq} needs {need} new blocks")
+        table, chain = list(hits), self._chain(tokens)
+        for i in range(len(hits), len(hits) + need):
+            block = self._alloc()
+            table.append(block)
+            if i < len(chain):
+                self._register(block, *chain[i])
+        self.tables[seq] = table
+        self.seq_tokens[seq] = tokens
+        return len(hits) * self.block_size
+
+
+MISTAKES = {
+    "hash registered without its tokens": (3, RegisterForgetsTokens, {"_register"}),
+    "freed block first in the reclaim order": (3, FreedToTheFront, {"_release"}),
+    "hits claimed before the fit check": (3, HitsClaimedBeforeCheck, {"allocate"}),
+}

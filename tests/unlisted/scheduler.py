@@ -1,0 +1,52 @@
+"""Scheduler slips, each on the notebook's own classes."""
+
+from servelab import checkpoint
+from servelab.kv.scheduler import Prefill
+
+TOPIC = "scheduler"
+Admitting = checkpoint(TOPIC, 1)
+Final = checkpoint(TOPIC, 3)
+
+
+class FitRoundsUp(Admitting):
+    """Counts `n // block_size + 1` blocks in its own helper: a prompt that fills its blocks
+    exactly is refused one block early."""
+
+    def _blocks(self, n):
+        return n // self.bm.block_size + 1
+
+    def fits(self, n_tokens):
+        return self.bm.num_free - self._blocks(n_tokens) >= self.watermark
+
+
+class RetireSkipsNext(Final):
+    """Removes finished sequences from the list it is walking: the one after each is skipped."""
+
+    def retire(self, out):
+        for seq in self.running:
+            if seq.is_finished:
+                self.bm.free_seq(seq.seq_id)
+                out.finished.append(seq)
+                self.running.remove(seq)
+
+
+class AdmitRequeuesAtBack(Final):
+    """Takes the next sequence off the queue before checking it fits, and puts it back last."""
+
+    def admit(self, out):
+        for _ in range(len(self.waiting)):
+            seq = self.waiting.popleft()
+            n = seq.num_tokens
+            if not self.fits(n):
+                self.waiting.append(seq)
+                break
+            self.bm.allocate(seq.seq_id, n)
+            self.running.append(seq)
+            out.prefills.append(Prefill(seq, n))
+
+
+MISTAKES = {
+    "fit counts one block too many": (1, FitRoundsUp, {"fits"}),
+    "retire skips the next sequence": (3, RetireSkipsNext, {"retire"}),
+    "admit puts a waiting sequence back last": (3, AdmitRequeuesAtBack, {"admit"}),
+}

@@ -1,0 +1,82 @@
+"""Weight-cache slips, each on the notebook's own classes."""
+
+from servelab import checkpoint
+
+TOPIC = "weight-cache"
+Evicting = checkpoint(TOPIC, 2)
+Pinning = checkpoint(TOPIC, 3)
+Checked = checkpoint(TOPIC, 4)
+Final = checkpoint(TOPIC, 5)
+
+
+class ReplaceKeepsOldSize(Evicting):
+    """A replacement updates `used` but keeps the old size: a later eviction frees too little."""
+
+    def put(self, key, value, size):
+        if key in self._entries:
+            old, _ = self._entries[key]
+            self._entries[key] = (old, value)
+            self._entries.move_to_end(key)
+            self._used += size - old
+            return
+        while self._used + size > self.capacity:
+            self._evict(self._next_victim())
+        self._entries[key] = (size, value)
+        self._used += size
+
+
+class VictimSkipsOldest(Pinning):
+    """Off by one: the scan for a victim starts at the second entry."""
+
+    def _next_victim(self):
+        keys = list(self._entries)
+        for key in keys[1:] + keys[:1]:
+            if not self._pins.get(key):
+                return key
+        return None
+
+
+class PinThenCheck(Checked):
+    """Records the pin, then finds the key absent and raises: the pin count stays."""
+
+    def pin(self, key):
+        count = PinningCacheLike.pin(self, key)
+        if key not in self._entries:
+            raise KeyError(key)
+        return count
+
+
+class PinningCacheLike:
+    @staticmethod
+    def pin(cache, key):
+        cache._pins[key] = cache._pins.get(key, 0) + 1
+        return cache._pins[key]
+
+
+class HitOnEveryGet(Final):
+    """Counts a hit before looking: a miss is counted as both."""
+
+    def get(self, key):
+        self.hits += 1
+        if key not in self._entries:
+            self.misses += 1
+        return Checked.get(self, key)
+
+
+class EvictedBytesOfNewest(Final):
+    """Adds the newest entry's size to `evicted_bytes`, not the victim's."""
+
+    def _evict(self, key):
+        self.evictions += 1
+        newest = next(reversed(self._entries))
+        self.evicted_bytes += self._entries[newest][0]
+        Checked._evict(self, key)
+
+
+MISTAKES = {
+    "replace keeps the old size": (2, ReplaceKeepsOldSize, {"put"}),
+    "victim scan skips the oldest": (3, VictimSkipsOldest, {"_next_victim"}),
+    "pin recorded before the check": (4, PinThenCheck, {"pin"}),
+    "a hit counted on every get": (5, HitOnEveryGet, {"get"}),
+    "evicted bytes of the newest entry": (5, EvictedBytesOfNewest, {"_evict"}),
+}
