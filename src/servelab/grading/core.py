@@ -258,7 +258,9 @@ class Report:
 
 
 #: Modules of this package that are machinery, not topics.
-_NOT_TOPICS = frozenset({"core", "cli", "diagnose", "localise", "mistakes", "observe", "replay"})
+_NOT_TOPICS = frozenset(
+    {"core", "cli", "diagnose", "localise", "mistakes", "observe", "replay", "separating"}
+)
 
 
 def topics() -> list[str]:
