@@ -219,7 +219,8 @@ _TWO = _after(6, 4, "allocate(0, 6)", "allocate(1, 3)")  # 0: [0, 1], 1: [2]; fr
 BAD_STATES: tuple[NamedState, ...] = (
     NamedState(
         "a block on the free list twice",
-        "block 2 was released twice (vLLM #42571): it would be handed out to two sequences",
+        "block 2 was released twice: it would be handed out to two sequences (in vLLM #42571 "
+        "a request whose table listed one block twice freed it twice)",
         _edit(_after(6, 4, "allocate(0, 6)"), lambda s: s.free.append(2)),
         "check that no block appears twice on the free list",
     ),
@@ -231,7 +232,7 @@ BAD_STATES: tuple[NamedState, ...] = (
     ),
     NamedState(
         "a fork that did not raise refcounts",
-        "fork(0, 1) copied the table but left blocks 0 and 1 at refcount 1 (vLLM #1556)",
+        "fork(0, 1) copied the table but left blocks 0 and 1 at refcount 1",
         _edit(_FORK, _then(_set("ref", 0, 1), _set("ref", 1, 1))),
         "count, for each block, the table entries that hold it, and compare with its refcount",
     ),
