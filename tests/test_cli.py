@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from servelab.grading.mistakes import topic_dir
+import servelab
+from servelab import checkpoints
 
 SERVELAB = Path(sys.executable).parent / "servelab"  # the console script of this environment
 
@@ -56,7 +57,7 @@ def test_demo_still_accepts_the_separator_and_shows_its_own_help() -> None:
 
 # --- `servelab grade`: a file that implements nothing must not pass ------------------------
 
-CORRECT = topic_dir("weight-cache") / "correct.py"
+CORRECT = Path(checkpoints.__file__).parent / "weight_cache.py"  # the last step's checkpoint
 
 
 def _grade(folder: Path, impl: str, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -181,7 +182,7 @@ def test_a_module_named_like_the_standard_library_beside_the_file_is_not_importe
     (tmp_path / "json.py").write_text("print('json.py ran')\n", encoding="utf-8")
     (tmp_path / "helper.py").write_text(CORRECT.read_text(encoding="utf-8"), encoding="utf-8")
     (tmp_path / "learner.py").write_text(
-        "import json\nfrom helper import LearnerCache as Cache\n", encoding="utf-8"
+        "import json\nfrom helper import WeightCache as Cache\n", encoding="utf-8"
     )
     done = _grade(tmp_path, "learner.py:Cache")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -214,12 +215,12 @@ def test_a_file_that_raises_while_it_loads_fails_with_its_own_traceback(tmp_path
     assert 'learner.py", line 2' in done.stderr and "_grade_child" not in done.stderr
 
 
-CORRECT_FILES = {
-    "weight-cache": "weight_cache/correct.py:LearnerCache",
-    "eviction-policy": "eviction_policy/correct.py:Correct",
-    "block-manager": "block_manager/correct.py:BlockManager",
-    "scheduler": "scheduler/correct.py:LearnerScheduler",
-    "prefix-cache": "prefix_cache/correct.py:PrefixBlockManager",
+CORRECT_FILES = {  # each topic's correct implementation: its last checkpoint
+    "weight-cache": "checkpoints/weight_cache.py:WeightCache",
+    "eviction-policy": "grading/mistakes/eviction_policy/__init__.py:Correct",
+    "block-manager": "checkpoints/block_manager.py:BlockManager",
+    "scheduler": "checkpoints/scheduler.py:Scheduler",
+    "prefix-cache": "checkpoints/prefix_cache.py:PrefixBlockManager",
 }
 
 
@@ -233,7 +234,7 @@ def test_a_correct_file_passes_every_step_through_the_isolated_child(
         (tmp_path / "checker.py").write_text(source, encoding="utf-8")
         impl = "checker.py:check_invariants"
     else:
-        impl = str(topic_dir("weight-cache").parent / CORRECT_FILES[topic])
+        impl = str(Path(servelab.__file__).parent / CORRECT_FILES[topic])
     line = f"{SERVELAB} grade {topic} --impl {impl}"
     done = subprocess.run(
         line, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=300

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.internal.conjecture import engine
 from hypothesis.stateful import invariant, rule, run_state_machine_as_test
 
-from servelab.grading.core import _shrinking_bounded_by_count
+from servelab.grading._programs import shrinking_bounded_by_count as _shrinking_bounded_by_count
 from servelab.testing.core import RecordingMachine, without_local_constants
 
 

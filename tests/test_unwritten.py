@@ -97,5 +97,9 @@ def test_installing_twice_keeps_one_transformer_and_future_imports_work(shell: A
     assert result.success and result.result == 3
 
 
-def test_outside_ipython_install_does_nothing() -> None:
+def test_outside_ipython_install_does_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A test of IPython earlier in this process may have left a global shell behind.
+    import IPython
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: None)
     assert unwritten.install() is False
