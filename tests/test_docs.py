@@ -50,3 +50,40 @@ def test_the_readme_stays_a_front_page() -> None:
     assert len(readme.splitlines()) <= 150
     for page in ("docs/GRADING.md", "docs/REFERENCE.md", "docs/PERFORMANCE.md", "docs/WORKSHOP.md"):
         assert f"({page})" in readme, f"the README does not link {page}"
+
+
+GUIDE = ROOT / "notebooks" / "reading_the_real_code.ipynb"
+GUIDE_TOPICS = {"03": "block-manager", "04": "scheduler", "05": "prefix-cache"}
+
+
+def guide_text() -> str:
+    import nbformat
+
+    return "\n".join(cell.source for cell in nbformat.read(GUIDE, as_version=4).cells)
+
+
+def test_the_guide_names_methods_the_learner_wrote() -> None:
+    """Each row of the guide starts with a method of the notebook's finished class."""
+    from servelab import checkpoint
+    from servelab.checkpoints import checkpoint_topics
+
+    rows = re.findall(r"^\| `(\w+)` · (\d\d)", guide_text(), flags=re.M)
+    assert len(rows) >= 12
+    missing = []
+    for method, notebook in rows:
+        topic = GUIDE_TOPICS[notebook]
+        assert topic in checkpoint_topics()
+        module = __import__(f"servelab.checkpoints.{topic.replace('-', '_')}", fromlist=["STEPS"])
+        finished = checkpoint(topic, max(module.STEPS))
+        if not hasattr(finished, method):
+            missing.append(f"{method} ({notebook})")
+    assert not missing, f"the guide names methods the notebooks no longer have: {missing}"
+
+
+def test_the_guide_links_pinned_versions() -> None:
+    """Line numbers only stay right on a commit or a tag, never on a moving branch."""
+    links = re.findall(r"https://github\.com/[^)\s]+", guide_text())
+    assert links
+    for link in links:
+        assert "/blob/main/" not in link and "/tree/main/" not in link, link
+        assert "/blob/bb823b3e06983d71485a8e1f23715ebd87d98ef8/" in link or "/blob/v0.34.0/" in link, link
