@@ -193,6 +193,7 @@ class Diagnoser:
         impl: Any,
         step: int | None = None,
         catalogue: Sequence[Mistake] | None = None,
+        read: bool = True,
     ) -> Finding:
         """Where the difference starts, and a known mistake only as far as it is earned:
         "behaves exactly like one that ..." when the mistake agrees with the learner on the
@@ -219,7 +220,7 @@ class Diagnoser:
             return Finding(hint, where, True, place.methods)
         if methods:
             found = [m for m in found if at_place(m)]
-        rule = reading(self.topic, place.divergence, program)
+        rule = reading(self.topic, place.divergence, program) if read else None
         start = None
         if rule is not None and place.divergence is not None:
             start = f"start at your `{place.divergence.method}`: {rule}"
@@ -429,7 +430,27 @@ def explained(
     program = code or (program_of(exc) if exc is not None else "")
     if hook is None or not program:
         return Finding()
-    return hook.explain(program, impl, step)
+    return hook.explain(program, impl, step, read=not _slip(exc))
+
+
+#: Errors that say the code itself slipped (a typo, a call with the wrong arguments, a
+#: ``next()`` past the end): their own hint says more than the rule of the method found.
+SLIPS = frozenset(
+    {
+        "AttributeError",
+        "IndexError",
+        "NameError",
+        "RecursionError",
+        "StopIteration",
+        "TypeError",
+        "UnboundLocalError",
+        "ZeroDivisionError",
+    }
+)
+
+
+def _slip(exc: BaseException | None) -> bool:
+    return exc is not None and any(c.__name__ in SLIPS for c in type(exc).__mro__)
 
 
 def with_place(finding: Finding, check_hint: str) -> str:

@@ -110,7 +110,8 @@ def weight_cache_reading(d: Difference) -> str | None:
         return _weight_cache_victim(d)
     if m == "_check_can_admit" and not d.same_outcome:
         return _weight_cache_admit(d)
-    if m == "get" and d.i_raised and not d.they_raised:
+    absent = bool(d.args) and d.args[0] not in d.before.get("resident", ())
+    if m == "get" and d.i_raised and not d.they_raised and absent:
         return "a get of an absent key returns None (and counts a miss); it does not raise"
     if m == "pin" and d.they_raised and not d.i_raised:
         return f"a pin of an absent key raises {d.error('theirs')} (a KeyError) and records nothing"
