@@ -82,7 +82,7 @@ def block_manager_reading(d: Difference) -> str | None:
     if m == "allocate" and d.args and len(d.args) > 1 and d.args[1] == 0 and "tables" in differ:
         return "a sequence of zero tokens holds no block: ceil(0 / block_size) is 0"
     if m == "allocate" and "tables" in differ:
-        return "a table holds ceil(len / block_size) blocks: -(-n // block_size), not n // size"
+        return "a table holds ceil(len / block_size) blocks, in ints -(-n // block_size)"
     if m == "append_slot" and _blocks_taken(d, d.mine) > _blocks_taken(d, d.theirs) == 0:
         return (
             "append_slot takes a new block only on the boundary (when len % block_size == 0); "
