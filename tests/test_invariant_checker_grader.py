@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 
 from servelab.grading import GradeFailure, grade
-from servelab.grading.invariant_checker import BAD_STATES, GOOD_STATES, BlockState, flags
+from servelab.grading.invariant_checker import (
+    BAD_STATES,
+    GOOD_STATES,
+    BlockState,
+    _random_states,
+    flags,
+)
 from servelab.kv.blocks import BlockManager
 from servelab.testing.block_manager import check_invariants
 from servelab.testing.core import InvariantViolation
@@ -107,13 +113,15 @@ def test_random_states_catch_a_checker_that_passes_every_hand_made_state() -> No
     assert "step 3" in failure.value.report.text
 
 
-def test_a_block_twice_in_one_table_breaks_the_reference_checker() -> None:
-    # Not graded yet (notebook 03's checker counts holders only), but a rule of the reference:
-    # the hand-made state and every random repeat of a table entry break it.
-    from servelab.grading.invariant_checker import TABLE_REPEAT, _random_states, _repeat_table_entry
+def test_a_block_twice_in_one_table_is_graded_both_by_hand_and_at_random() -> None:
+    # Counting holders cannot see one table listing a block twice: the hand-made state is a
+    # step-2 case, and every random repeat of a table entry breaks the reference checker.
+    from servelab.grading.invariant_checker import _CORRUPTIONS, _repeat_table_entry
 
+    repeat = next(c for c in BAD_STATES if c.name == "a block twice in one table")
     with pytest.raises(InvariantViolation, match="more than once"):
-        check_invariants(TABLE_REPEAT.state)
+        check_invariants(repeat.state)
+    assert _repeat_table_entry in _CORRUPTIONS
     rng = random.Random(0)
     repeats = 0
     for _, state in _random_states(seed=0, programs=20, length=12):
@@ -123,6 +131,14 @@ def test_a_block_twice_in_one_table_breaks_the_reference_checker() -> None:
             with pytest.raises(InvariantViolation, match="more than once"):
                 check_invariants(broken)
     assert repeats > 0
+
+
+def test_a_checker_blind_to_a_repeated_table_entry_passes_step_one_and_fails_step_two() -> None:
+    blind = dict(MISTAKES)["no_table_repeat_check"].Buggy
+    grade(TOPIC, blind, step=1, out=io.StringIO())
+    with pytest.raises(GradeFailure) as failure:
+        grade(TOPIC, blind, step=2, out=io.StringIO())
+    assert "a block twice in one table is flagged" in failure.value.report.text
 
 
 def test_a_reference_manager_never_lists_a_block_twice() -> None:

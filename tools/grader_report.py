@@ -38,6 +38,7 @@ class Outcome:
     wrong_certainty: bool = False
     said: str = ""
     methods: tuple[str, ...] = ()
+    where: tuple[str, ...] = ()
 
 
 def _fails(topic: str | Topic, impl: Any) -> GradeFailure | None:
@@ -76,6 +77,7 @@ def evaluate(m: Mistake) -> Outcome:
         wrong_certainty=finding.certain and key not in said.lower(),
         said=said,
         methods=finding.methods,
+        where=finding.where,
     )
 
 

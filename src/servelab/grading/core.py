@@ -259,7 +259,17 @@ class Report:
 
 #: Modules of this package that are machinery, not topics.
 _NOT_TOPICS = frozenset(
-    {"core", "cli", "diagnose", "localise", "mistakes", "observe", "replay", "separating"}
+    {
+        "core",
+        "cli",
+        "diagnose",
+        "localise",
+        "mistakes",
+        "observe",
+        "readings",
+        "replay",
+        "separating",
+    }
 )
 
 

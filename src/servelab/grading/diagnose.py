@@ -43,6 +43,7 @@ from servelab.grading.localise import (
 )
 from servelab.grading.mistakes import Mistake, correct_impl, mistakes
 from servelab.grading.observe import (
+    DETAILS,
     FIELDS,
     Canon,
     blocks_fields,
@@ -52,6 +53,7 @@ from servelab.grading.observe import (
     scheduler_fields,
     weight_cache_fields,
 )
+from servelab.grading.readings import reading
 from servelab.grading.replay import (
     Observation,
     TopicReplay,
@@ -84,6 +86,9 @@ __all__ = [
 ]
 
 
+import os
+
+KEEP_CHECK_HINT = os.environ.get("KEEP") == "1"
 #: Variants of each program replayed before a claim of certainty (a count, not seconds).
 VARIANTS = 12
 _NUMBER = re.compile(r"(?<![\w'\".])\d+(?![\w'\".])")
@@ -115,6 +120,9 @@ class Finding:
     methods: tuple[str, ...] = ()
     place: str | None = None
     """Where to start, naming no cause: put before the check's hint when no hint is earned."""
+    rule: str | None = None
+    """The rule the first diverging call breaks (:mod:`servelab.grading.readings`): shown in
+    place of the check's own hint, which was written for whatever that check targets."""
 
 
 class Diagnoser:
@@ -130,6 +138,7 @@ class Diagnoser:
             FIELDS[topic],
             lambda obj: spec.observe({subject: obj}, Canon()),
             frozenset(spec.ungraded),
+            DETAILS.get(topic),
         )
 
     def matches(
@@ -184,6 +193,7 @@ class Diagnoser:
         impl: Any,
         step: int | None = None,
         catalogue: Sequence[Mistake] | None = None,
+        read: bool = True,
     ) -> Finding:
         """Where the difference starts, and a known mistake only as far as it is earned:
         "behaves exactly like one that ..." when the mistake agrees with the learner on the
@@ -210,12 +220,20 @@ class Diagnoser:
             return Finding(hint, where, True, place.methods)
         if methods:
             found = [m for m in found if at_place(m)]
+        rule = reading(self.topic, place.divergence, program) if read else None
+        start = None
+        if rule is not None and place.divergence is not None:
+            start = f"start at your `{place.divergence.method}`: {rule}"
         if len(found) == 1:
             hint = (
                 f"the same symptom comes from a {self.spec.noun} that {found[0].like}: does "
                 "yours do that?"
             )
-            return Finding(hint, where, False, place.methods)
+            if start is not None:
+                hint = f"{start}. The {hint[len('the ') :]}"
+            return Finding(hint, where, False, place.methods, start, rule)
+        if start is not None:
+            return Finding(None, where, False, place.methods, start, rule)
         return Finding(None, where, False, place.methods, place_hint(place))
 
     def __call__(
@@ -412,7 +430,27 @@ def explained(
     program = code or (program_of(exc) if exc is not None else "")
     if hook is None or not program:
         return Finding()
-    return hook.explain(program, impl, step)
+    return hook.explain(program, impl, step, read=not _slip(exc))
+
+
+#: Errors that say the code itself slipped (a typo, a call with the wrong arguments, a
+#: ``next()`` past the end): their own hint says more than the rule of the method found.
+SLIPS = frozenset(
+    {
+        "AttributeError",
+        "IndexError",
+        "NameError",
+        "RecursionError",
+        "StopIteration",
+        "TypeError",
+        "UnboundLocalError",
+        "ZeroDivisionError",
+    }
+)
+
+
+def _slip(exc: BaseException | None) -> bool:
+    return exc is not None and any(c.__name__ in SLIPS for c in type(exc).__mro__)
 
 
 def with_place(finding: Finding, check_hint: str) -> str:
@@ -420,6 +458,8 @@ def with_place(finding: Finding, check_hint: str) -> str:
     check's own hint as what the check was written for (a cause it often has, not a claim)."""
     if finding.hint:
         return finding.hint
+    if finding.rule and finding.place:
+        return finding.place
     if finding.place:
         return f"{finding.place}. This check was written for: {check_hint}"
     return check_hint

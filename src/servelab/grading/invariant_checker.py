@@ -10,7 +10,7 @@ API of every block manager in the course (``free_list()``, ``refcount(b)``, ``se
 * Step 1: legal states that an over-strict checker rejects (shared blocks after a fork, an
   empty table, a free list in any order, a full pool) must pass.
 * Step 2: states left behind by known bugs (a double free, a fork that forgot the refcount,
-  a leak, a table rounded down ...) must be flagged.
+  a leak, a table rounded down, a block listed twice in one table ...) must be flagged.
 * Step 3: random programs on the reference manager; every state reached must pass, and a
   random corruption of it must be flagged whenever the reference checker flags it.
 
@@ -289,20 +289,15 @@ BAD_STATES: tuple[NamedState, ...] = (
         _edit(_after(6, 4, "allocate(0, 8)"), _set("lens", 0, 4)),
         "a table holds exactly ceil(len / block_size) blocks, no more",
     ),
+    NamedState(
+        "a block twice in one table",
+        "sequence 0's table lists block 0 twice, refcount 2 to match, block 1 back on the free "
+        "list: every count agrees, but two of its logical blocks share one physical block",
+        BlockState(6, 4, [1, 2, 3, 4, 5], [2, 0, 0, 0, 0, 0], {0: [0, 0]}, {0: 6}),
+        "a table lists each block once; counting holders alone cannot see a block listed twice "
+        "by the same table",
+    ),
 )
-
-
-TABLE_REPEAT = NamedState(
-    "a block twice in one table",
-    "sequence 0's table lists block 0 twice, refcount 2 to match, block 1 back on the free "
-    "list: every count agrees, but two of its logical blocks share one physical block",
-    BlockState(6, 4, [1, 2, 3, 4, 5], [2, 0, 0, 0, 0, 0], {0: [0, 0]}, {0: 6}),
-    "a table lists each block once; counting holders alone cannot see a block listed twice "
-    "by the same table",
-)
-"""Broken, and flagged by the reference checker, but not graded yet: notebook 03's solution
-checker counts holders only and passes it. Joins ``BAD_STATES`` (and ``_repeat_table_entry``
-the corruptions) once the notebook's checker tests that a table lists each block once."""
 
 
 def _state_line(state: BlockState) -> str:
@@ -467,6 +462,7 @@ _CORRUPTIONS: tuple[Callable[[BlockState, random.Random], str], ...] = (
     _free_held,
     _swap_refcounts,
     _empty_sequence,
+    _repeat_table_entry,
 )
 
 

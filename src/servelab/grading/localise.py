@@ -25,7 +25,7 @@ import inspect
 import itertools
 import types
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from servelab.grading.observe import changes, shown
@@ -68,6 +68,9 @@ class Skeleton:
     fields: Observe
     key: Callable[[Any], Hashable]
     ungraded_returns: frozenset[str] = frozenset()
+    detail: Callable[[Any], dict[str, Any]] | None = None
+    """The skeleton's own fields that no call shows at once (an LFU's counts): compared after
+    each spied call too, where the learner's object keeps them."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,11 @@ class Divergence:
     mine: tuple[str, dict[str, Any]]
     theirs: tuple[str, dict[str, Any]]
     index: int
+    args: tuple[Any, ...] = field(default=(), compare=False)
+    """The call's positional arguments, as the learner's method received them."""
+    subject: Any = field(default=None, compare=False, repr=False)
+    """A copy of the learner's object just before the call (None when it cannot be copied),
+    for a reading of the difference that needs more than the fields (sizes, a capacity)."""
 
 
 @dataclass(frozen=True)
@@ -323,6 +331,12 @@ class _Spy:
             clone.__class__ = self.hybrid
         except Exception:
             return original(obj, *args, **kwargs)
+        copying = clock.spent
+        try:
+            pristine, pristine_args = copy.deepcopy((obj, args))
+        except Exception:  # pragma: no cover - it was copied just above
+            pristine, pristine_args = None, args
+        self.aside += clock.spent - copying
         name = _split(self.method)[1]
         started = clock.spent
         try:
@@ -339,6 +353,9 @@ class _Spy:
             mine, error = ("raised", exc), exc
         my_fields = self._fields(obj)
         same_state = _key(self.skeleton, obj) == _key(self.skeleton, clone)
+        if same_state and self.skeleton.detail is not None:
+            mine_detail = _detail(self.skeleton, obj)
+            same_state = not mine_detail or mine_detail == _detail(self.skeleton, clone)
         same_outcome = mine[0] == theirs[0] and (
             type(mine[1]).__mro__[-2:] == type(theirs[1]).__mro__[-2:]
             if mine[0] == "raised"
@@ -355,6 +372,8 @@ class _Spy:
                 (_outcome(*mine), my_fields),
                 (_outcome(*theirs), their_fields),
                 when,
+                tuple(pristine_args),
+                pristine,
             )
         if error is not None:
             raise error
@@ -366,6 +385,13 @@ def _key(skeleton: Skeleton, obj: Any) -> Hashable:
         return skeleton.key(obj)
     except Exception as exc:
         return ("unreadable", type(exc).__name__)
+
+
+def _detail(skeleton: Skeleton, obj: Any) -> dict[str, Any]:
+    try:
+        return skeleton.detail(obj) if skeleton.detail is not None else {}
+    except Exception:
+        return {}
 
 
 def _builtin(exc: Any) -> str:

@@ -13,12 +13,15 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 __all__ = [
+    "DETAILS",
     "FIELDS",
     "Canon",
     "blocks_fields",
     "changes",
     "frozen",
     "policy_fields",
+    "policy_history",
+    "policy_skeleton_fields",
     "prefix_fields",
     "scheduler_fields",
     "shown",
@@ -81,6 +84,27 @@ def policy_fields(policy: Any, canon: Callable[[Any], Any] = _same) -> dict[str,
     }
 
 
+def policy_history(policy: Any, canon: Callable[[Any], Any] = _same) -> dict[str, Any]:
+    """What the skeleton keeps and no call shows until later: an LFU's counts (``count``), a
+    SIEVE's visited keys and hand. A hit that forgets to count changes no order at once, so a
+    report that left these out would show "nothing changed" where the count did."""
+    out: dict[str, Any] = {}
+    count = getattr(policy, "count", None)
+    if isinstance(count, dict):
+        out["counts"] = dict(count)
+    visited = getattr(policy, "visited", None)
+    if isinstance(visited, dict):
+        out["visited"] = sorted((k for k, v in visited.items() if v), key=repr)
+    if "hand" in getattr(policy, "__dict__", {}):
+        out["hand"] = policy.hand
+    return out
+
+
+def policy_skeleton_fields(policy: Any, canon: Callable[[Any], Any] = _same) -> dict[str, Any]:
+    """A policy's observable fields, then the history its skeleton keeps."""
+    return {**policy_fields(policy), **policy_history(policy)}
+
+
 def blocks_fields(bm: Any, canon: Callable[[Any], Any] = _same) -> dict[str, Any]:
     """Block tables, lengths, refcounts (held blocks, and any free block whose count is not 0),
     the free list in order, and ``num_free``."""
@@ -127,9 +151,10 @@ def scheduler_fields(sched: Any, canon: Callable[[Any], Any] = _same) -> dict[st
     return out
 
 
+#: Fields a report shows for a topic: what the API shows and what the skeleton keeps.
 FIELDS: dict[str, Callable[..., dict[str, Any]]] = {
     "weight-cache": weight_cache_fields,
-    "eviction-policy": policy_fields,
+    "eviction-policy": policy_skeleton_fields,
     "block-manager": blocks_fields,
     "prefix-cache": prefix_fields,
     "scheduler": scheduler_fields,
@@ -160,3 +185,8 @@ def changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
         if before.get(name) != value
     ]
     return ", ".join(moved) if moved else "nothing changed"
+
+
+#: The skeleton's own fields that a rule fixes but no call shows at once, per topic: a call
+#: that changes them differently from the reference's is where a difference starts.
+DETAILS: dict[str, Callable[[Any], dict[str, Any]]] = {"eviction-policy": policy_history}

@@ -425,6 +425,8 @@ HINTS: dict[str, str] = {
     "computed, its logits start decoding",
     "chain": "a block's hash must chain over the previous block's hash, so one cached block "
     "never answers for the same tokens at another place in another prefix",
+    "decode-fill": "when decoding fills a block, cache it as a prompt block is: hash it on the "
+    "chain and register it, so a later prompt with the same tokens hits it",
     "first-miss": "the lookup stops at the first miss: a block after a missing one follows a "
     "prefix that is not cached",
     "freed-again": "a block freed, hit and freed again is the most recently freed: it goes to "
@@ -535,13 +537,13 @@ TOPIC = Topic(
                     _same_prompt_shares,
                 ),
                 _probe("the last prompt token is always computed", "hit-cap", _last_token_computed),
-                _probe("a block's identity covers its whole prefix", "hit-count", _chained_hash),
+                _probe("a block's identity covers its whole prefix", "chain", _chained_hash),
                 _probe(
                     "equal blocks at different places are different",
                     "chain",
                     _same_block_other_place,
                 ),
-                _probe("a block filled by decoding is cached", "hit-count", _decode_fills_cache),
+                _probe("a block filled by decoding is cached", "decode-fill", _decode_fills_cache),
             ],
             MachineCheck(
                 "allocate / append / fork vs the model (nothing freed yet)",

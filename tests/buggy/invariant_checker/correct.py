@@ -11,6 +11,7 @@ def check_invariants(bm):
         table, n = bm.block_table(seq), bm.seq_len(seq)
         want = -(-n // bm.block_size)
         assert len(table) == want, f"sequence {seq}: {n} tokens need {want} blocks, has {table}"
+        assert len(set(table)) == len(table), f"a block listed twice: {table}"
         for block in table:
             held[block] += 1
     for block in range(bm.num_blocks):

@@ -7,6 +7,7 @@ def Buggy(bm):
     for seq in bm.sequences():
         table = bm.block_table(seq)
         assert len(table) == bm.seq_len(seq) // bm.block_size + 1
+        assert len(set(table)) == len(table), f"a block listed twice: {table}"
         for block in table:
             held[block] += 1
     for block in range(bm.num_blocks):

@@ -10,6 +10,7 @@ def Buggy(bm):
     for seq in bm.sequences():
         table = bm.block_table(seq)
         assert len(table) == -(-bm.seq_len(seq) // bm.block_size)
+        assert len(set(table)) == len(table), f"a block listed twice: {table}"
         for block in table:
             held[block] += 1
             assert block not in free

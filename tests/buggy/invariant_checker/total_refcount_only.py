@@ -10,6 +10,7 @@ def Buggy(bm):
     for seq in bm.sequences():
         table = bm.block_table(seq)
         assert len(table) == -(-bm.seq_len(seq) // bm.block_size)
+        assert len(set(table)) == len(table), f"a block listed twice: {table}"
         entries += len(table)
     assert sum(bm.refcount(b) for b in range(bm.num_blocks)) == entries
     held = {b for seq in bm.sequences() for b in bm.block_table(seq)}

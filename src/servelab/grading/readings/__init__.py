@@ -1,0 +1,57 @@
+"""Reading a difference as the rule it breaks: the hint for a mistake nobody listed.
+
+Localisation (:mod:`servelab.grading.localise`) finds the first call into the learner's method
+whose outcome differs from the checkpoint's, from the same state and arguments. What differs
+(which fields, which way, what was returned or raised) says which rule of that method broke,
+whatever the code behind it: ``_evict`` leaving ``used`` where the reference lowers it breaks
+"subtract the victim's size", in any implementation. A reading states what yours did there and
+the rule, in the notebook's words. It is written for one method and one kind of difference and
+shown only when that method differs that way, never as a guess from which check failed.
+
+A reading describes the observed call and states a rule; it claims no cause ("behaves exactly
+like one that ..." stays the catalogue's, and only when earned). Where no reading fits, the
+report keeps pointing at the place (:func:`servelab.grading.localise.place_hint`).
+"""
+
+from servelab.grading.localise import Divergence
+from servelab.grading.readings.block_manager import block_manager_reading
+from servelab.grading.readings.difference import Difference, Reader
+from servelab.grading.readings.eviction_policy import eviction_policy_reading
+from servelab.grading.readings.prefix_cache import prefix_cache_reading
+from servelab.grading.readings.scheduler import scheduler_reading
+from servelab.grading.readings.weight_cache import weight_cache_reading
+
+__all__ = ["READERS", "Difference", "reading"]
+
+READERS: dict[str, Reader] = {
+    "weight-cache": weight_cache_reading,
+    "eviction-policy": eviction_policy_reading,
+    "block-manager": block_manager_reading,
+    "prefix-cache": prefix_cache_reading,
+    "scheduler": scheduler_reading,
+}
+
+
+def reading(topic: str, divergence: Divergence | None, program: str = "") -> str | None:
+    """The rule ``divergence`` breaks, in words, or None when no reading of ``topic`` fits;
+    ``program`` is the failing program the divergence was found in."""
+    reader = READERS.get(topic)
+    if reader is None or divergence is None:
+        return None
+    policy, _, method = divergence.method.rpartition(".")
+    d = Difference(
+        method,
+        policy,
+        divergence.args,
+        divergence.before,
+        divergence.mine[1],
+        divergence.theirs[1],
+        divergence.mine[0],
+        divergence.theirs[0],
+        divergence.subject,
+        program,
+    )
+    try:
+        return reader(d)
+    except Exception:  # a learner's object read in an unexpected shape: no reading
+        return None

@@ -1,0 +1,181 @@
+"""Readings of an LFU or SIEVE policy's first diverging call."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from servelab.grading.readings.difference import Difference
+
+
+def _names(shown: str | None) -> list[str]:
+    """``"['a', 'b']"`` as ``['a', 'b']`` (keys the programs use are plain strings)."""
+    if not shown or not shown.startswith("["):
+        return []
+    return [part.strip().strip("'\"") for part in shown.strip("[]").split(",") if part.strip()]
+
+
+def _lfu_order(d: Difference) -> str | None:
+    mine, theirs = _names(d.returned("mine")), _names(d.returned("theirs"))
+    first = next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a != b), None)
+    count = getattr(d.subject, "count", None)
+    rule = (
+        "among equal counts, the key that reached its count first leaves first (tie-break: "
+        "first in, first out)"
+    )
+    if first is None or not isinstance(count, dict):
+        return None
+    a, b = mine[first], theirs[first]
+    if count.get(a) != count.get(b):
+        return (
+            f"yours puts {a!r} before {b!r}, which has a smaller count: the least used key "
+            "leaves first"
+        )
+    if sorted(mine[first:]) == mine[first:] and mine[first:] != theirs[first:]:
+        return f"yours orders keys of equal count by key; {rule}"
+    return f"yours puts {a!r} before {b!r}, both with count {count.get(a)}; {rule}"
+
+
+def _sieve_victim(d: Difference) -> str | None:
+    p = d.subject
+    queue, visited = list(getattr(p, "queue", [])), getattr(p, "visited", {})
+    pinned = set(getattr(p, "pinned", ()))
+    mine, theirs = d.returned("mine"), d.returned("theirs")
+    candidates = [k for k in queue if k not in pinned]
+    if candidates and all(visited.get(k) for k in candidates):
+        return (
+            f"every key was visited: the hand makes a full lap, clearing each bit, and evicts "
+            f"the first key it comes back to ({theirs} here), not simply the oldest"
+        )
+    return (
+        f"yours evicted {mine}, the reference {theirs}: the hand moves from older to newer keys "
+        "(the wrong way is newest first), clears each visited bit it passes and evicts the "
+        "first unvisited key; the next sweep starts where it stopped"
+    )
+
+
+def eviction_policy_reading(d: Difference) -> str | None:
+    """The rule an LFU or SIEVE policy's first diverging call breaks."""
+    m, who = d.method, d.policy
+    if m == "__len__" and not d.same_outcome:
+        return (
+            f"yours returned {d.returned('mine')}: {who}'s len() counts the candidates only, "
+            "and a pinned key is not one until update_on_unpin"
+        )
+    if m == "eviction_order" and who == "LFU" and not d.same_outcome:
+        return _lfu_order(d)
+    if m == "pop_victim" and who == "LFU" and not d.same_outcome:
+        order = _names(shown_order(d.before))
+        if order and d.returned("mine") != repr(order[0]):
+            return (
+                f"yours popped {d.returned('mine')} though eviction_order() starts with "
+                f"{order[0]!r}: pop the least used key, and skip each stale heap entry (one "
+                "whose count or tick is no longer the key's)"
+            )
+    if m == "pop_victim" and who == "SIEVE" and not d.same_outcome:
+        return _sieve_victim(d)
+    victim = d.returned("mine")
+    if m == "pop_victim" and d.same_outcome and d.differ:
+        if victim in map(repr, _names(shown_order(d.mine))):
+            return (
+                f"yours returned the right victim, {victim}, but kept it: pop_victim removes "
+                "the victim, which leaves the candidates and is forgotten"
+            )
+        if who == "SIEVE":
+            return (
+                f"yours evicted the right key, {victim}, but left the queue differently: the "
+                "hand clears the visited bit of each key it passes, and stays where it "
+                "stopped, just after the victim, for the next sweep"
+            )
+    if m == "update_on_unpin" and "eviction order" in d.differ:
+        kept = "its count and the time it reached it" if who == "LFU" else "its visited bit"
+        return (
+            f"on update_on_unpin a key comes back with its history ({kept}), so it returns "
+            "to its old place"
+        )
+    if m == "update_on_put" and who == "SIEVE" and "eviction order" in d.differ:
+        return (
+            "a new key joins the newest end of SIEVE's queue, unvisited, whatever the hand's "
+            "position (inserting at the hand is CLOCK, not SIEVE)"
+        )
+    if m == "update_on_remove" and who == "SIEVE" and "hand" in d.differ:
+        key = d.args[0] if d.args else None
+        hand = getattr(d.subject, "hand", None)
+        queue = list(getattr(d.subject, "queue", []))
+        if key != hand:
+            return (
+                f"yours moved the hand, but {key!r} was not under it: the hand moves only when "
+                "the cache removes the key under it"
+            )
+        if queue and key == queue[-1]:
+            return (
+                f"{key!r} was under the hand and the newest key: the hand moves past the "
+                "newest, so it must wrap around to the oldest (hand None)"
+            )
+    under = d.args[:1] == (getattr(d.subject, "hand", None),)
+    moved = d.differ & {"eviction order", "hand"}
+    if m == "update_on_remove" and who == "SIEVE" and under and moved:
+        return (
+            "when the key under the hand is removed, the hand moves on to the next newer key "
+            "(not the next older key, nor back to the oldest), exactly as after an eviction"
+        )
+    if m == "update_on_remove" and d.differ:
+        return (
+            "a removed key is forgotten: its count, tick, visited bit and pin all go with it, "
+            "so a key put again never comes back pinned"
+        )
+    if m == "update_on_pin" and d.differ:
+        key = d.args[0] if d.args else None
+        if key in _names(shown_order(d.mine)):
+            return (
+                f"yours ignores the pin: {key!r} is still in the eviction order; a pinned key "
+                "is not a candidate until update_on_unpin"
+            )
+        return f"a pinned key is not a candidate: update_on_pin takes it out of {who}'s order"
+    if m == "update_on_put" and who == "SIEVE" and "visited" in d.differ:
+        return "new entries arrive unvisited: only a hit sets the visited bit"
+    if m == "update_on_hit" and d.differ:
+        if who == "SIEVE":
+            key = d.args[0] if d.args else None
+            if key in getattr(d.subject, "pinned", ()):
+                return (
+                    f"yours did not mark {key!r} visited while pinned: a hit on a pinned key "
+                    "sets its visited bit too, and it keeps it on update_on_unpin"
+                )
+            return "on a hit, set the key's visited bit (and move nothing)"
+        if "counts" in d.differ:
+            key = d.args[0] if d.args else None
+            mine = d.mine.get("counts", {}).get(key)
+            theirs = d.theirs.get("counts", {}).get(key)
+            if key in getattr(d.subject, "pinned", ()):
+                return (
+                    f"yours did not count a hit on {key!r} while pinned: a hit counts while "
+                    "pinned too, and the key returns with that count on update_on_unpin"
+                )
+            if mine == 1:
+                return (
+                    f"yours left {key!r} at count 1 after a hit, as if it never counts hits: "
+                    "every hit adds 1"
+                )
+            if isinstance(mine, int) and isinstance(theirs, int) and mine < theirs:
+                return (
+                    f"yours left {key!r} at count {mine} where the reference counts {theirs}: "
+                    "a count is not capped, every hit adds 1"
+                )
+        return "a hit adds 1 to the key's count and records when it reached it"
+    if m == "update_on_unpin" and who == "SIEVE" and d.differ:
+        return (
+            "a pinned key keeps its history: on update_on_unpin its visited bit and its place "
+            "in the queue are as they were"
+        )
+    if m == "update_on_unpin" and d.differ:
+        return (
+            "update_on_unpin makes the key a candidate again: push it back onto the heap with "
+            "its count and the time it reached it"
+        )
+    return None
+
+
+def shown_order(fields: Mapping[str, Any]) -> str | None:
+    order = fields.get("eviction order")
+    return repr(list(order)) if isinstance(order, list) else None

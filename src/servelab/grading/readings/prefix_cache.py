@@ -1,0 +1,57 @@
+"""Readings of a prefix-caching block manager's first diverging call."""
+
+from __future__ import annotations
+
+from servelab.grading.readings.block_manager import block_manager_reading
+from servelab.grading.readings.difference import Difference
+
+
+def prefix_cache_reading(d: Difference) -> str | None:
+    """The rule a prefix-caching block manager's first diverging call breaks."""
+    m, differ = d.method, d.differ
+    if m == "allocate" and d.i_raised and d.they_raised and differ:
+        return (
+            "a failed allocate changes nothing: check that the request fits before claiming "
+            "hits or taking blocks (an evictable hit is claimed, no longer free)"
+        )
+    if m == "append_slot" and differ & {"hashed", "cached"}:
+        return (
+            "when decoding fills a block, cache it: hash it on the chain and register it, as a "
+            "full prompt block is"
+        )
+    if m == "_release" and "reclaim order" in differ:
+        return (
+            "a cached block freed by its last holder goes on the evictable LRU (still hashed, "
+            "reclaimable), not the plain free list"
+        )
+    if m == "allocate" and "reclaim order" in differ and "tables" not in differ:
+        return (
+            "a hit on an evictable block takes it off the evictable list: it is held again, "
+            "with refcount 1"
+        )
+    if m == "_lookup" and not d.same_outcome:
+        mine, theirs = d.returned("mine") or "", d.returned("theirs") or ""
+        tokens = d.args[0] if d.args else []
+        size = getattr(d.subject, "block_size", 0)
+        hits = mine.count(",") + 1 if mine.strip("[]") else 0
+        if len(mine) > len(theirs) and size and hits * size >= len(tokens):
+            return (
+                f"yours hit every block of the prompt ({mine}): the hit stops short of the last "
+                "prompt token, which is always recomputed"
+            )
+        if len(mine) > len(theirs):
+            return (
+                f"yours found hits the reference does not ({mine}, not {theirs}): a hit is a "
+                "full block whose chained hash maps to a block verified to hold the same "
+                "tokens; the lookup stops at the first miss; a reused block's stale hash is gone"
+            )
+        return (
+            f"yours missed hits the reference finds ({mine}, not {theirs}): hash each full "
+            "block chained on the previous block's hash, and look every block up in turn"
+        )
+    if m in ("_alloc",) and differ:
+        return (
+            "take a plain free block first, and reclaim a cached one only when none is left, "
+            "the least recently freed first (and forget its hash)"
+        )
+    return block_manager_reading(d)

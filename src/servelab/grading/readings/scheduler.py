@@ -1,0 +1,118 @@
+"""Readings of a scheduler's first diverging call: admission, decode order, victims."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servelab.grading.readings.difference import Difference
+
+
+def _ids(queue: Any) -> list[Any]:
+    return [entry[0] for entry in queue] if isinstance(queue, list) else []
+
+
+def _scheduler_decode(d: Difference) -> str | None:
+    before = _ids(d.before.get("running"))
+    mine, theirs = _ids(d.mine.get("running")), _ids(d.theirs.get("running"))
+    gone_mine = [s for s in before if s not in mine]
+    gone_theirs = [s for s in before if s not in theirs]
+    if set(mine) == set(theirs) and mine != theirs:
+        if mine == sorted(mine):
+            return (
+                "yours reorders running by id: decode in the order of running (arrival), not "
+                "in the order of their ids"
+            )
+        return "decode keeps running in its order: the oldest first, newcomers at the back"
+    if len(gone_mine) < len(gone_theirs):
+        return (
+            "when a retry after a preemption still finds no block, preempt again: a step can "
+            "take several victims"
+        )
+    if gone_mine and gone_theirs and gone_mine != gone_theirs:
+        victim = gone_mine[0]
+        if before and victim == max(before) and before[-1] != victim:
+            return (
+                f"yours preempted sequence {victim}, the highest id; the victim is the newest "
+                "running sequence, the last of running, whatever its id"
+            )
+        return (
+            f"yours preempted sequence {victim}; the victim is the newest running sequence "
+            f"(running[-1], {gone_theirs[0]} here), not the one whose append failed"
+        )
+    return None
+
+
+def _count_off(d: Difference) -> str | None:
+    """A refusal of ``n`` tokens by a ``fits`` that admits ``n - 1`` needing as many blocks:
+    the block count is off, not the comparison with the watermark."""
+    n = d.args[0] if d.args else None
+    size = getattr(getattr(d.subject, "bm", None), "block_size", None)
+    if d.returned("mine") != "False" or not isinstance(n, int) or not isinstance(size, int):
+        return None
+    blocks = -(-n // size)
+    if n < 2 or size < 1 or blocks != -(-(n - 1) // size):
+        return None
+    if d.probe("fits", n - 1) != ("returned", True):
+        return None
+    return (
+        f"yours admits {n - 1} tokens but refuses {n}, which need the same {blocks} blocks: "
+        "count the blocks as ceil(n / block_size)"
+    )
+
+
+def scheduler_reading(d: Difference) -> str | None:
+    """The rule a scheduler's first diverging call breaks."""
+    m, differ = d.method, d.differ
+    if m == "add" and d.they_raised and not d.i_raised:
+        return (
+            "a request that can never fit (its prompt + max_new_tokens in blocks, above "
+            "num_blocks - watermark) raises RequestTooLarge in add()"
+        )
+    if m == "fits" and not d.same_outcome:
+        found = _count_off(d)
+        if found is not None:
+            return found
+        if d.returned("mine") == "False":
+            return (
+                "yours refused a request that leaves exactly the watermark free: admit while "
+                "num_free - needed >= watermark"
+            )
+        return "admit only while num_free - needed >= watermark: the watermark stays free"
+    if m == "retire" and differ:
+        before = _ids(d.before.get("running"))
+        mine, theirs = _ids(d.mine.get("running")), _ids(d.theirs.get("running"))
+        if len(mine) < len(theirs):
+            return (
+                "yours retired a sequence a step early: it retires once finished (its last "
+                "token emitted), at the start of the next step"
+            )
+        if len(mine) == len(before):
+            return "retire frees every finished sequence (bm.free_seq) and drops it from running"
+        if len(mine) > len(theirs):
+            left = [s for s in mine if s not in theirs]
+            return (
+                f"yours left finished sequence(s) {left} running: retire every finished "
+                "sequence, however the list it walks changes under it"
+            )
+    if m == "admit" and "waiting" in differ:
+        mine_w, theirs_w = _ids(d.mine.get("waiting")), _ids(d.theirs.get("waiting"))
+        if sorted(mine_w) == sorted(theirs_w):
+            return (
+                f"yours reordered waiting ({mine_w}, not {theirs_w}): admission takes waiting "
+                "in order and leaves the rest in their order (first come, first served)"
+            )
+    if m == "decode":
+        return _scheduler_decode(d)
+    if m == "preempt" and differ & {"tables", "refcounts", "free"}:
+        return "a preempted sequence must give back its blocks (bm.free_seq) before it waits"
+    if m == "preempt" and "waiting" in differ:
+        return (
+            "a preempted sequence goes to the front of waiting; with several victims in a "
+            "step, the older victim stands first"
+        )
+    if m == "step" and "lengths" in differ:
+        return (
+            "yours decoded the sequences it just admitted: admit after decoding, not before "
+            "decoding (a prefill is the admitted sequence's work in this step)"
+        )
+    return None

@@ -1,0 +1,180 @@
+"""Readings of a weight cache's first diverging call: victim, admission, counters, pins."""
+
+from __future__ import annotations
+
+from servelab.grading.readings.difference import Difference, call, failed_call
+
+
+def _cache_room(d: Difference) -> tuple[int, int] | None:
+    """(capacity, bytes of pinned entries, each counted once) before the call, or None."""
+    cache = d.subject
+    capacity = getattr(cache, "capacity", None)
+    if not isinstance(capacity, int):
+        return None
+    pinned = 0
+    for key in d.before.get("pins", {}):
+        size = call(cache, "size_of", key)
+        if isinstance(size, int) and key in d.before.get("resident", ()):
+            pinned += size
+    return capacity, pinned
+
+
+def _weight_cache_victim(d: Difference) -> str | None:
+    mine, theirs = d.returned("mine"), d.returned("theirs")
+    resident = list(d.before.get("resident", ()))
+    pins = d.before.get("pins", {})
+    chosen = next((k for k in resident if repr(k) == mine), None)
+    skipped = next((k for k in resident if repr(k) == theirs), None)
+    if chosen is None:
+        return None
+    rule = "the victim is the least recently used unpinned entry: the first key of `keys()` "
+    rule += f"that is not pinned ({theirs} here)"
+    if chosen in pins:
+        return f"yours chose {mine}, a pinned entry: skip pinned entries; {rule}"
+    if skipped is not None and f"pin({skipped!r})" in d.program:
+        return (
+            f"yours skipped {theirs}, whose pins were all released: an entry is evictable "
+            f"again after its last unpin; {rule}"
+        )
+    what = []
+    if resident and chosen == resident[-1]:
+        what.append("the most recently used")
+    sizes = {k: call(d.subject, "size_of", k) for k in resident if k not in pins}
+    numbers = [s for s in sizes.values() if isinstance(s, int)]
+    bigger = isinstance(sizes.get(chosen), int) and isinstance(sizes.get(skipped), int)
+    if bigger and sizes[chosen] == max(numbers) and sizes[chosen] > sizes[skipped]:
+        what.append("the largest")
+    if what:
+        return f"yours chose {mine}, {' and '.join(what)} entry; {rule}"
+    return f"yours chose {mine}; {rule}"
+
+
+def _weight_cache_admit(d: Difference) -> str | None:
+    room = _cache_room(d)
+    size = d.args[1] if len(d.args) > 1 and isinstance(d.args[1], int) else None
+    key = d.args[0] if d.args else None
+    if d.i_raised and not d.they_raised and room is not None and size is not None:
+        capacity, pinned = room
+        smaller = d.probe("_check_can_admit", key, size - 1)[0] if size > 1 else "failed"
+        if size == capacity - pinned and smaller == "returned":
+            return (
+                f"yours refused {size} bytes where exactly {capacity - pinned} can be made free: "
+                "an entry that fits exactly fits"
+            )
+        if pinned and any(n > 1 for n in d.before.get("pins", {}).values()):
+            return (
+                "yours refused an entry that fits beside the pinned ones: count each pinned "
+                "entry's bytes once, however many pins it has (not once per pin)"
+            )
+        return (
+            f"yours refused {size} bytes that fit after evicting unpinned entries: only the "
+            f"pinned bytes ({pinned} of {capacity}) cannot be made free"
+        )
+    if d.they_raised and not d.i_raised:
+        error = d.error("theirs")
+        if size is not None and room is not None and size > room[0]:
+            return f"an entry larger than the capacity never fits: raise {error} at once"
+        if key in d.before.get("pins", {}):
+            return (
+                f"you cannot replace a pinned key (its weights are in use): raise {error} "
+                "and change nothing"
+            )
+        return (
+            f"an entry that cannot fit beside the pinned ones must raise {error} before "
+            "evicting anything, so a failed put changes nothing"
+        )
+    if d.i_raised and d.they_raised:
+        return (
+            f"yours raised {d.error('mine')} where the reference raises {d.error('theirs')}: "
+            "an entry larger than the capacity is a ValueError; one that only the pinned "
+            "entries keep out is a PinnedCapacityExceeded (a MemoryError) naming the pinned keys"
+        )
+    return None
+
+
+def _weight_cache_counters(d: Difference) -> str | None:
+    if {"hits", "misses"} & d.differ and d.method == "put":
+        return "a put counts no hit and no miss (not even a failed one): only get counts them"
+    key = d.args[0] if d.args else None
+    if key not in d.before.get("resident", ()):
+        return f"a get of an absent key ({key!r}) counts one miss and no hit"
+    return f"a get of a resident key ({key!r}) counts one hit and no miss"
+
+
+def weight_cache_reading(d: Difference) -> str | None:
+    """The rule a weight cache's first diverging call breaks."""
+    m, differ = d.method, d.differ
+    if d.i_raised and d.they_raised and d.error("mine") == d.error("theirs") and differ:
+        return failed_call(d)
+    if m == "_next_victim" and not d.same_outcome:
+        return _weight_cache_victim(d)
+    if m == "_check_can_admit" and not d.same_outcome:
+        return _weight_cache_admit(d)
+    absent = bool(d.args) and d.args[0] not in d.before.get("resident", ())
+    if m == "get" and d.i_raised and not d.they_raised and absent:
+        return "a get of an absent key returns None (and counts a miss); it does not raise"
+    if m == "pin" and d.they_raised and not d.i_raised:
+        return f"a pin of an absent key raises {d.error('theirs')} (a KeyError) and records nothing"
+    if m == "unpin" and d.they_raised and not d.i_raised:
+        return (
+            "an unpin of a key with no pin left raises and changes nothing: a pin count never "
+            "goes below zero"
+        )
+    if (
+        m in ("_evict", "put")
+        and differ & {"evictions", "evicted_bytes"}
+        and "resident" not in differ
+    ):
+        if m == "put" and "used" not in differ:
+            return (
+                "a replacement is not an eviction: replacing a key frees its old bytes without "
+                "counting an eviction"
+            )
+        return "count every eviction in `evictions` and the victim's size in `evicted_bytes`"
+    if m == "_evict" and "used" in differ:
+        return "evicting an entry must subtract its size from `used`"
+    if m == "put" and "resident" in differ:
+        mine, theirs = d.mine.get("resident", []), d.theirs.get("resident", [])
+        if set(mine) == set(theirs):
+            return "put refreshes the key: a new or replaced key becomes the most recently used"
+        capacity = getattr(d.subject, "capacity", None)
+        size = d.args[2] if len(d.args) > 2 else None
+        used = d.before.get("used")
+        if (
+            len(mine) < len(theirs)
+            and isinstance(capacity, int)
+            and isinstance(used, int)
+            and isinstance(size, int)
+        ):
+            if used + size == capacity:
+                return (
+                    f"yours evicted though the {size} bytes fill the budget exactly: stop "
+                    "evicting as soon as the new entry fits (used + size > capacity, not >=)"
+                )
+            if used + size < capacity:
+                return (
+                    f"yours evicted though {size} bytes fit in the {capacity - used} free: the "
+                    "budget counts bytes, not entries; evict only while used + size > capacity"
+                )
+        if len(mine) < len(theirs):
+            return "yours evicted more than needed: stop evicting as soon as the new entry fits"
+        if isinstance(d.mine.get("used"), int) and d.grew("used"):
+            return (
+                "evict in a loop until the new entry fits: one large entry can need the room of "
+                "several small ones"
+            )
+    if m == "put" and "used" in differ:
+        return "replacing a key must release its old size before adding the new one"
+    if m in ("get", "put") and {"hits", "misses"} & differ:
+        return _weight_cache_counters(d)
+    if m == "get" and "resident" in differ:
+        return "a hit refreshes the key: get moves it to the most recently used end"
+    if m in ("pin", "unpin") and "resident" in differ and "pins" not in differ:
+        return f"recency does not change on {m}: the LRU order moves only on get and put"
+    if m in ("pin", "unpin") and "pins" in differ:
+        mine, theirs = d.mine.get("pins", {}), d.theirs.get("pins", {})
+        key = d.args[0] if d.args else None
+        if m == "pin" and theirs.get(key, 0) > 1 and mine.get(key, 0) == 1:
+            return "pins are counted: two replicas pin twice, so a set of pinned keys is not enough"
+        return "each pin adds 1 to the key's pin count and each unpin takes 1 away"
+    return None

@@ -1,0 +1,20 @@
+"""Counts each block's holders but never asks whether one table lists a block twice."""
+
+
+def Buggy(bm):
+    free = bm.free_list()
+    assert len(free) == len(set(free)), f"a block is on the free list twice: {free}"
+    for block in free:
+        assert bm.refcount(block) == 0, f"free block {block} has refcount {bm.refcount(block)}"
+    held = [0] * bm.num_blocks
+    for seq in bm.sequences():
+        table, n = bm.block_table(seq), bm.seq_len(seq)
+        assert len(table) == -(-n // bm.block_size), f"sequence {seq} holds {table}"
+        for block in table:
+            held[block] += 1
+    for block in range(bm.num_blocks):
+        assert bm.refcount(block) == held[block], f"block {block}: refcount {bm.refcount(block)}"
+        assert (block in free) == (held[block] == 0), f"block {block} is free and held, or neither"
+
+
+HINT = "lists each block once"
