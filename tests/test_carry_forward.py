@@ -160,3 +160,15 @@ def test_an_unknown_topic_is_a_typed_error() -> None:
 def test_the_stand_in_is_the_last_checkpoint() -> None:
     assert stand_in("block-manager") is checkpoint("block-manager", step=4)
     assert stand_in("weight-cache") is checkpoint("weight-cache", step=5)
+
+
+def test_a_half_written_notebook_file_is_replaced_and_said_to_be_unreadable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / NB03).write_text('{"cells": [', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    carried = carry("block-manager")
+    assert not carried.yours
+    assert carried.line == (
+        "using the checkpoint BlockManager: notebook 03 cannot be read (JSONDecodeError)"
+    )

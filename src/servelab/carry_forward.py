@@ -27,10 +27,11 @@ How it works, and why this way:
   ``exercises/`` below or beside it. Colab opens a notebook from GitHub or Drive with no file
   beside it: there, pass ``path=`` (a Drive path), or the checkpoint stands in, announced.
   Under nbval, ``solutions/04`` finds ``solutions/03``: the solutions are "the learner's".
-* **Which cells.** Every code cell above the topic's last grade cell, and of each only its
-  definitions: imports, ``def``, ``class``, assignments whose value calls nothing (constants
-  such as ``BYTES_PER_PARAMETER = 2``), and ``X = mine(...)`` (a notebook that itself builds on
-  an earlier one). Demos, pictures and grade cells never run, so loading is quick, quiet, and
+* **Which cells.** The file is read as plain JSON (JupyterLite installs no ``nbformat``). Every
+  code cell above the topic's last grade cell, and of each only its definitions: imports,
+  ``def``, ``class``, assignments to plain names whose value calls nothing and reads only names
+  defined so far (constants such as ``BYTES_PER_PARAMETER = 2``), and ``X = mine(...)`` (a
+  notebook that itself builds on an earlier one). Demos, pictures and grade cells never run, so loading is quick, quiet, and
   not stopped by a demo that reaches a stub. A cell that is not Python (a ``%pip`` line) is
   skipped.
 * **Which class.** Whatever the topic's last grade cell grades, by its expression there
@@ -48,6 +49,7 @@ import builtins
 import contextlib
 import hashlib
 import io
+import json
 import linecache
 import os
 import sys
@@ -182,6 +184,18 @@ def _parse(source: str) -> ast.Module | None:
         return None
 
 
+def _code_cells(path: Path) -> dict[int, str]:
+    """Cell index -> source of each code cell. A notebook is JSON; reading it needs no nbformat
+    (which JupyterLite does not install)."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    sources = {}
+    for index, cell in enumerate(cells):
+        if cell.get("cell_type") == "code":
+            source = cell.get("source", "")
+            sources[index] = "".join(source) if isinstance(source, list) else str(source)
+    return sources
+
+
 @dataclass(frozen=True)
 class _Loaded:
     value: Any
@@ -197,19 +211,15 @@ class _NotLoaded(Exception):
 
 def _load(path: Path, topic: str, number: str) -> _Loaded:
     """Run the definitions above the topic's last grade cell in a fresh module."""
-    import nbformat
-
     try:
-        notebook = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)  # type: ignore[no-untyped-call]
+        sources = _code_cells(path)
     except Exception as exc:  # an unreadable or half-written file
         raise _NotLoaded(f"notebook {number} cannot be read ({type(exc).__name__})") from None
     cells: list[tuple[int, ast.Module]] = []
     last: tuple[int, ast.expr, int] | None = None
     calls: list[tuple[ast.expr, int]] = []
-    for index, cell in enumerate(notebook.cells):
-        if cell.cell_type != "code":
-            continue
-        tree = _parse(cell.source)
+    for index, source in sources.items():
+        tree = _parse(source)
         if tree is None:
             continue
         cells.append((index, tree))
@@ -236,7 +246,7 @@ def _load(path: Path, topic: str, number: str) -> _Loaded:
         if not kept:
             continue
         filename = f"<notebook {number}, cell {index}>"
-        source = notebook.cells[index].source
+        source = sources[index]
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         code = compile(ast.Module(body=kept, type_ignores=[]), filename, "exec")
         try:
