@@ -6,6 +6,7 @@ without torch. The device half (``servelab.kv.pool``, ``attention``, ``model``, 
 modules.
 """
 
+from servelab.carry_forward import mine
 from servelab.checkpoints import checkpoint
 from servelab.grading import GradeFailure, grade
 from servelab.kv import (
@@ -99,4 +100,5 @@ __all__ = [
     "checkpoint",
     "format_bytes",
     "grade",
+    "mine",
 ]
