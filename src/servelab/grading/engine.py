@@ -68,12 +68,14 @@ HINTS: dict[str, str] = {
 }
 
 
-def _probe_machine(impl: Any, block_size: int, ops: list[tuple[str, Any]]) -> None:
+def _probe_machine(
+    impl: Any, block_size: int, ops: list[tuple[str, Any]], spare: int = 2, watermark: int = 1
+) -> None:
     """Run a fixed program through the same machine the random search uses."""
     from servelab.testing.engine import engine_machine
 
     machine: Any = engine_machine(impl)()
-    machine.configure(block_size=block_size, spare=2, watermark=1)
+    machine.configure(block_size=block_size, spare=spare, watermark=watermark)
     try:
         for name, args in ops:
             getattr(machine, name)(**args)
@@ -100,6 +102,18 @@ def _hit_on_block_being_filled(impl: Any) -> None:
     _probe_machine(impl, 4, [*ops, ("drain", {})])
 
 
+def _request(stem: int, tail: list[int], max_new: int) -> dict[str, Any]:
+    return {"stem": stem, "tail": tail, "max_new": max_new, "n": 1, "temperature": 0.0, "seed": 0}
+
+
+def _reclaimed_block_not_found_again(impl: Any) -> None:
+    """A cached block is reclaimed for other tokens; its old prefix must not find it again."""
+    again = _request(0, [5], 2)  # stem 0: a 6-token system prompt
+    ops = [("add", _request(0, [5], 1)), ("drain", {})]  # leaves its first block cached
+    ops += [("add", _request(3, list(range(200, 213)), 1)), ("drain", {})]  # takes every block
+    _probe_machine(impl, 4, [*ops, ("add", again), ("drain", {})], spare=0, watermark=0)
+
+
 def _machine(impl: Any) -> Any:
     from servelab.testing.engine import engine_machine
 
@@ -124,6 +138,11 @@ TOPIC = Topic(
                     HINTS["read-unwritten"],
                     _hit_on_block_being_filled,
                 ),
+                Probe(
+                    "a reclaimed cached block is not found under its old prefix",
+                    HINTS["read-foreign"],
+                    _reclaimed_block_not_found_again,
+                ),
             ],
             machine=MachineCheck(
                 "state machine: online requests, forks, shared prefixes, preemption",
@@ -136,8 +155,8 @@ TOPIC = Topic(
                     "no block leaks",
                 ],
                 hints=HINTS,
-                max_examples=25,
-                step_count=14,
+                max_examples=40,
+                step_count=16,
                 shrink_programs=60,
             ),
         )

@@ -292,12 +292,11 @@ class EngineSkeleton(Engine):
             position=n - 1,
             slot=(table[-1] if table else -1, (n - 1) % size),
             what=what,
-            holders={seq.seq_id: list(range(len(table)))},
             detail=(
-                f"it has {len(seq.token_ids)} tokens, but this {what} covers {n} (slots "
-                f"reserved by the block manager: seq_len = {self.blocks.seq_len(seq.seq_id)}, "
-                f"a table of {len(table)} blocks of {size}); every token of a computed "
-                "sequence needs a slot (a recompute prefills prompt + generated)"
+                f"it has {len(seq.token_ids)} tokens, but this {what} covers {n} (its block "
+                f"manager holds seq_len = {self.blocks.seq_len(seq.seq_id)} and the table "
+                f"{table}, blocks of {size}); every token of a computed sequence needs a slot "
+                "(a recompute prefills prompt + generated)"
             ),
         )
 

@@ -110,7 +110,8 @@ class KVDivergence(KVCacheError):
         lines = [text]
         if self.kind in ("read-unwritten", "read-foreign", "kv-overwritten") and self.detail:
             lines.append(self.detail)
-        lines.append(_tables_line(block, self.holders))
+        if self.kind != "length":  # a length's detail shows the sequence's own table
+            lines.append(_tables_line(block, self.holders))
         return "\n".join([*lines, *self.notes])
 
 

@@ -63,11 +63,8 @@ BUILD = (
 @cache
 def reference_model() -> Any:
     """The tiny model every engine check serves (seeded: the same weights everywhere)."""
-    import torch
-
     from servelab.kv.model import ModelConfig, TinyLlama
 
-    torch.manual_seed(0)
     return TinyLlama(ModelConfig(max_seq_len=64))
 
 
