@@ -53,10 +53,12 @@ class CapstoneRun:
     def summary(self) -> str:
         e, st = self.engine, self.engine.stats
         samples = sum(r.n for r in self.requests)
+        steps = f"{st.steps} step{'s' if st.steps != 1 else ''}"
+        if self.divergence is not None:
+            steps = f"{steps}, then stopped in step {self.divergence.step}"
         lines = [
             f"served {len(self.completions)} of {len(self.requests)} requests ({samples} "
-            f"samples) in {st.steps} step{'s' if st.steps != 1 else ''} on "
-            f"{e.model.device.type}",
+            f"samples) in {steps} on {e.model.device.type}",
             f"  tokens per second: {st.tokens_per_s:,.0f} (this machine, this run)",
             f"  blocks used: peak {st.peak_blocks_used} of {e.blocks.num_blocks}",
             f"  preemptions: {st.preemptions} · prefix hits: {e.prefix_hits} prefills, "

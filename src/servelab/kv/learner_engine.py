@@ -285,15 +285,17 @@ class EngineSkeleton(Engine):
         size = self.blocks.block_size
         if n == len(seq.token_ids) and len(table) == -(-n // size):
             return
+        last = (table[(n - 1) // size], (n - 1) % size) if 0 < n <= len(table) * size else (-1, -1)
         raise KVDivergence(
             "length",
             step=self.ledger.step,
             seq=seq.seq_id,
             position=n - 1,
-            slot=(table[-1] if table else -1, (n - 1) % size),
+            slot=last,
             what=what,
             detail=(
-                f"it has {len(seq.token_ids)} tokens, but this {what} covers {n} (its block "
+                f"it has {len(seq.token_ids)} tokens, but this {what} covers {n}: its last slot "
+                f"is slot (block {last[0]}, offset {last[1]}), for position {n - 1} (its block "
                 f"manager holds seq_len = {self.blocks.seq_len(seq.seq_id)} and the table "
                 f"{table}, blocks of {size}); every token of a computed sequence needs a slot "
                 "(a recompute prefills prompt + generated)"

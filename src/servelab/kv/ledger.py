@@ -240,9 +240,10 @@ class SlotLedger:
                     what="decode",
                     holders=holders_of(slot[0], tables),
                     detail=(
-                        f"append_slot returned (block {returned[0]}, offset {returned[1]}) for "
-                        f"position {p}, but its block table puts position {p} at (block "
-                        f"{slot[0]}, offset {slot[1]}): the kernel writes where the table says"
+                        f"append_slot returned slot (block {returned[0]}, offset {returned[1]}) "
+                        f"for position {p}, but its block table puts position {p} at slot "
+                        f"(block {slot[0]}, offset {slot[1]}): the kernel writes where the "
+                        "table says"
                     ),
                 )
             if slot in written:
