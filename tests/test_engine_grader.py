@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import subprocess
 import xml.etree.ElementTree as ET
@@ -23,7 +24,7 @@ torch = pytest.importorskip("torch")
 
 from servelab import checkpoint  # noqa: E402
 from servelab.grading import GradeFailure, grade  # noqa: E402
-from servelab.grading.engine import HINTS  # noqa: E402
+from servelab.grading.engine import HINTS, TOPIC  # noqa: E402
 from servelab.grading.mistakes import correct_impl, mistakes  # noqa: E402
 from servelab.kv.capstone import serve  # noqa: E402
 from servelab.kv.engine import Request  # noqa: E402
@@ -61,6 +62,19 @@ def test_the_catalogue_has_eight_mistakes_or_more_each_with_an_expected_report()
     assert {m.name for m in MISTAKES} == set(EXPECTED_KIND)
 
 
+@pytest.mark.parametrize("mistake", MISTAKES, ids=[m.name for m in MISTAKES])
+def test_each_mistake_is_built_on_the_checkpoint_and_says_what_it_does(mistake: object) -> None:
+    impl, correct = mistake.impl, correct_impl("engine")  # type: ignore[attr-defined]
+    assert issubclass(impl, correct) and impl is not correct
+    changed = [
+        impl.block_manager_class is not correct.block_manager_class,
+        impl.scheduler_class is not correct.scheduler_class,
+        impl.execute is not correct.execute,
+    ]
+    assert sum(changed) == 1, "one mistake changes one of the three parts"
+    assert mistake.hint.lower() in mistake.like.lower()  # type: ignore[attr-defined]
+
+
 def test_the_checkpoint_serves_every_token_equal_to_dense() -> None:
     run = serve(correct_impl("engine"), WORKLOAD, num_blocks=14, block_size=4)
     assert run.equal, run.summary()
@@ -91,6 +105,17 @@ def test_every_mistake_fails_with_the_slot_named(mistake: object) -> None:
     assert "slot (block " in text, text
     assert HINTS[EXPECTED_KIND[mistake.name]] in text, text  # type: ignore[attr-defined]
     assert "engine.step()" in text and "reproduce:" in text
+
+
+@pytest.mark.parametrize("mistake", MISTAKES, ids=[m.name for m in MISTAKES])
+def test_the_random_search_alone_finds_every_mistake(mistake: object) -> None:
+    """Without the probes, the state machine still fails each one (the probes only make the
+    report shorter and quicker for the scenarios they target)."""
+    step = TOPIC.steps[0]
+    alone = dataclasses.replace(TOPIC, steps=[dataclasses.replace(step, probes=[])])
+    with pytest.raises(GradeFailure) as failed:
+        grade(alone, mistake.impl, out=io.StringIO(), quiet=True)  # type: ignore[attr-defined]
+    assert "state machine" in failed.value.report.text
 
 
 def test_the_reproduce_program_raises_the_same_divergence_when_pasted() -> None:
