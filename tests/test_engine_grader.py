@@ -30,7 +30,7 @@ from servelab.kv.capstone import serve  # noqa: E402
 from servelab.kv.engine import Request  # noqa: E402
 from servelab.kv.learner_engine import EngineSkeleton, ExecuteError, LearnerBlocks  # noqa: E402
 from servelab.kv.ledger import KVDivergence, SlotLedger  # noqa: E402
-from servelab.testing.engine import dense_samples  # noqa: E402
+from servelab.testing.engine import INVARIANTS, dense_samples  # noqa: E402
 from servelab.viz.engine import EngineStepper, render_engine_step  # noqa: E402
 
 torch.set_num_threads(1)
@@ -60,6 +60,7 @@ MISTAKES = mistakes("engine")
 def test_the_catalogue_has_eight_mistakes_or_more_each_with_an_expected_report() -> None:
     assert len(MISTAKES) >= 8
     assert {m.name for m in MISTAKES} == set(EXPECTED_KIND)
+    assert set(HINTS) == set(INVARIANTS)  # every check that can fail has its hint
 
 
 @pytest.mark.parametrize("mistake", MISTAKES, ids=[m.name for m in MISTAKES])

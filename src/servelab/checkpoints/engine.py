@@ -15,8 +15,8 @@ from servelab.checkpoints.scheduler import Scheduler
 
 
 class ServingEngine(EngineSkeleton):
-    block_manager_class = BlockManager  # yours, from notebook 05
-    scheduler_class = Scheduler  # yours, from notebook 04
+    block_manager_class = BlockManager  # loaded above: yours from notebook 05, or the stand-in
+    scheduler_class = Scheduler  # yours from notebook 04, or the stand-in
 
     def execute(self, out):
         self.copy([(d.slot.cow_src, d.slot.block) for d in out.decodes if d.slot.cow_src is not None])

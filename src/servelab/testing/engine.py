@@ -42,17 +42,17 @@ __all__ = [
 
 MAX_TOKENS = 16  # prompt + max_new_tokens of one request
 STEMS = ([11, 12, 13, 14, 15, 16], [11, 12, 13, 20, 21], [30, 31])  # shared prefixes
-INVARIANTS = (
-    "read-unwritten",
-    "read-foreign",
-    "slot-mapping",
-    "double-write",
-    "kv-overwritten",
-    "length",
-    "kv-values",
-    "tokens",
-    "no-leak",
-)
+INVARIANTS: dict[str, str] = {
+    "read-unwritten": "every slot a sequence reads was written before the read",
+    "read-foreign": "every slot a sequence reads holds the KV of its own tokens",
+    "slot-mapping": "append_slot's slot is where the block table puts the token",
+    "double-write": "no two sequences write one slot in one step",
+    "kv-overwritten": "after a step, every running sequence's slots still hold its KV",
+    "length": "a computed sequence has a slot for each of its tokens",
+    "kv-values": "the pool's KV equals a dense run's at every position",
+    "tokens": "every sampled token equals dense generation's",
+    "no-leak": "a drained engine holds no block",
+}
 BUILD = (
     "from servelab.kv.engine import Request",
     "from servelab.testing.engine import reference_model",
