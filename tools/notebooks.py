@@ -300,6 +300,30 @@ def _setup(source: str, used: set[str]) -> list[str]:
     return lines
 
 
+def _carried_forward(tree: ast.Module) -> list[tuple[str, str]]:
+    """(name, topic) of each ``X = mine("topic")`` line: the learner's class from an earlier
+    notebook, for which a checkpoint uses that notebook's checkpoint (``stand_in``)."""
+    found = []
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name | ast.Attribute)
+            and getattr(node.value.func, "id", getattr(node.value.func, "attr", "")) == "mine"
+            and node.value.args
+            and isinstance(node.value.args[0], ast.Constant)
+        ):
+            found.append((node.targets[0].id, str(node.value.args[0].value)))
+    return found
+
+
+def _stand_in_lines(carried: list[tuple[str, str]], used: set[str]) -> list[str]:
+    lines = [f"{name} = stand_in({topic!r})" for name, topic in carried if name in used]
+    return ["from servelab.carry_forward import stand_in", *lines] if lines else []
+
+
 def checkpoint_text(solution_path: Path) -> tuple[str, str] | None:
     """(topic, module text) of the checkpoint module for one solution notebook, if graded."""
     solution: NotebookNode = nbformat.read(solution_path, as_version=4)  # type: ignore[no-untyped-call]
@@ -320,9 +344,11 @@ def checkpoint_text(solution_path: Path) -> tuple[str, str] | None:
     first = next((i for i, c in enumerate(code) if "from servelab" in c.source), 0)
     bodies: list[str] = []
     trees: list[ast.Module] = []
+    carried: list[tuple[str, str]] = []
     for cell in code[first + 1 : last_grade]:
         source = _strip_markers(cell.source).strip()
         tree = ast.parse(source)
+        carried += _carried_forward(tree)
         if _defines_class(tree):
             bodies.append(source)
             trees.append(tree)
@@ -337,6 +363,7 @@ def checkpoint_text(solution_path: Path) -> tuple[str, str] | None:
         header,
         "# ruff: noqa\n# mypy: ignore-errors\n",
         "\n".join(_setup(code[first].source, _used_names(trees))),
+        "\n".join(_stand_in_lines(carried, _used_names(trees))),
         *bodies,
         f"TOPIC = {topic!r}\nSTEPS = {{\n{table}\n}}",
     ]

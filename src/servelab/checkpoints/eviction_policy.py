@@ -14,6 +14,48 @@ import heapq
 from servelab.weights.policies import EvictionPolicy, NoVictim
 
 
+from servelab.carry_forward import stand_in
+YourCache = stand_in('weight-cache')
+
+
+class PolicyCache(YourCache):
+    """Your notebook-01 cache; a policy object chooses the victims and reports the order."""
+
+    def __init__(self, capacity_bytes, policy):
+        super().__init__(capacity_bytes)
+        self.policy = policy
+
+    def get(self, key):
+        if key in self._entries:
+            self.policy.update_on_hit(key)
+        return super().get(key)
+
+    def put(self, key, value, size):
+        self._check_can_admit(key, size)  # your checks first: an error changes nothing
+        if key in self._entries:
+            self.policy.update_on_remove(key)  # a replacement is a new entry
+        super().put(key, value, size)
+        self.policy.update_on_put(key, size)
+
+    def _next_victim(self):
+        return self.policy.pop_victim()  # the policy forgets its victim as it names it
+
+    def pin(self, key):
+        count = super().pin(key)
+        if count == 1:
+            self.policy.update_on_pin(key)
+        return count
+
+    def unpin(self, key):
+        left = super().unpin(key)
+        if left == 0:
+            self.policy.update_on_unpin(key)
+        return left
+
+    def eviction_order(self):
+        return self.policy.eviction_order()
+
+
 class LFUCounts:
     name = "LFU"
 

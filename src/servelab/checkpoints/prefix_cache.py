@@ -9,36 +9,33 @@ Generated from solutions/05_prefix_caching.ipynb by tools/notebooks.py; do not e
 # mypy: ignore-errors
 
 
-from collections import OrderedDict, deque
-from servelab.kv.blocks import OutOfBlocks, SequenceExists, Slot, UnknownSequence
+from collections import OrderedDict
+from servelab.kv.blocks import OutOfBlocks, SequenceExists, UnknownSequence
 ROOT = 0
 
 
-class PrefixSkeleton:
+from servelab.carry_forward import stand_in
+BlockManager = stand_in('block-manager')
+
+
+class PrefixSkeleton(BlockManager):
     def __init__(self, num_blocks, block_size):
-        self.num_blocks = num_blocks
-        self.block_size = block_size
-        self.free = deque(range(num_blocks))  # plain free blocks: no hash
+        super().__init__(num_blocks, block_size)  # your free list, refcounts and tables
         self.evictable_lru = OrderedDict()  # cached blocks nobody holds, oldest first
-        self.ref = [0] * num_blocks
         self.hash = [None] * num_blocks  # the key a block is cached under
         self.tokens = [None] * num_blocks  # its token ids, to verify hits
         self.map = {}  # hash -> block
-        self.tables = {}
-        self.seq_tokens = {}
+        self.seq_tokens = {}  # seq -> its token ids
 
-    # the block manager of notebook 03 (ready-made)
+    # paging is your notebook-03 manager's; these hand it over (ready-made)
     def _table(self, seq):
         if seq not in self.tables:
             raise UnknownSequence(f"sequence {seq} is not allocated")
         return self.tables[seq]
 
-    def _alloc(self):  # step 3 replaces this
-        if not self.free:
-            raise OutOfBlocks("no free block")
-        block = self.free.popleft()
-        self.ref[block] = 1
-        return block
+    def _sync_len(self, seq):
+        """Your notebook-03 methods count a sequence's tokens in `lens`; here its tokens are kept."""
+        self.lens[seq] = len(self.seq_tokens[seq])
 
     def _forget(self, block):
         """Drop a block from the cache: its map entry, its hash and its tokens."""
@@ -47,38 +44,26 @@ class PrefixSkeleton:
         self.hash[block] = self.tokens[block] = None
 
     def _release(self, block):  # step 3 replaces this
-        self.ref[block] -= 1
+        super()._release(block)  # your notebook-03 release
         if self.ref[block] == 0:
             self._forget(block)
-            self.free.append(block)
 
     def _reserve_slot(self, seq):
-        """Notebook 03's append_slot: a new block on a boundary, copy-on-write if shared."""
-        table, n = self.tables[seq], len(self.seq_tokens[seq])
-        offset, cow_src = n % self.block_size, None
-        if offset == 0:
-            table.append(self._alloc())
-        elif self.ref[table[-1]] > 1:
-            new = self._alloc()
-            cow_src = table[-1]
-            self._release(cow_src)
-            table[-1] = new
-        return Slot(table[-1], offset, cow_src)
+        """Your notebook-03 append_slot: a new block on a boundary, copy-on-write if shared."""
+        self._sync_len(seq)
+        return super().append_slot(seq)
 
     def fork(self, parent, child):
-        table = self._table(parent)
-        if child in self.tables:
-            raise SequenceExists(f"sequence {child} exists")
-        for block in table:
-            self.ref[block] += 1
-        self.tables[child] = list(table)
+        self._table(parent)
+        self._sync_len(parent)
+        super().fork(parent, child)  # your notebook-03 fork
         self.seq_tokens[child] = list(self.seq_tokens[parent])
 
     def free_seq(self, seq):
-        table = self._table(seq)
-        del self.tables[seq], self.seq_tokens[seq]
-        for block in reversed(table):  # the tail goes first: it is the least shared
-            self._release(block)
+        self._table(seq)
+        self._sync_len(seq)
+        super().free_seq(seq)  # your notebook-03 free_seq: the tail goes first
+        del self.seq_tokens[seq]
 
     # inspection (ready-made)
     @property

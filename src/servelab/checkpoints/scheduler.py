@@ -21,6 +21,10 @@ class SchedulerSkeleton:
         self.waiting = deque()  # Sequences, next to admit first
         self.running = []  # Sequences, oldest first
 
+    def blocks_needed(self, n_tokens):
+        """Blocks that ``n_tokens`` tokens occupy: ceil(n_tokens / block_size)."""
+        return -(-n_tokens // self.bm.block_size)
+
     def step(self):
         out = StepOutput()
         self.retire(out)
@@ -39,7 +43,7 @@ class SchedulerSkeleton:
 # cell again redefines the same class from the same parent, so re-running never changes a grade.
 class AdmittingScheduler(SchedulerSkeleton):
     def add(self, seq):
-        need = self.bm.blocks_needed(seq.prompt_len + seq.max_new_tokens)
+        need = self.blocks_needed(seq.prompt_len + seq.max_new_tokens)
         if need > self.bm.num_blocks - self.watermark:
             raise RequestTooLarge(
                 f"sequence {seq.seq_id} needs up to {need} blocks; the pool can give "
@@ -48,7 +52,7 @@ class AdmittingScheduler(SchedulerSkeleton):
         self.waiting.append(seq)
 
     def fits(self, n_tokens):
-        return self.bm.num_free - self.bm.blocks_needed(n_tokens) >= self.watermark
+        return self.bm.num_free - self.blocks_needed(n_tokens) >= self.watermark
 
     def admit(self, out):
         while self.waiting:

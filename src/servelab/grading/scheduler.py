@@ -40,7 +40,7 @@ HINTS: dict[str, str] = {
         "readmitted at"
     ),
     "watermark": (
-        "admit only while bm.num_free - bm.blocks_needed(n) >= watermark: the watermark keeps "
+        "admit only while bm.num_free - blocks_needed(n) >= watermark: the watermark keeps "
         "free blocks for the next decode step"
     ),
     "fcfs": (
