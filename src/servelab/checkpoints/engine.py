@@ -10,8 +10,11 @@ Generated from solutions/09_serving_your_model.ipynb by tools/notebooks.py; do n
 
 
 from servelab.kv.learner_engine import EngineSkeleton
-from servelab.checkpoints.prefix_cache import PrefixBlockManager as BlockManager
-from servelab.checkpoints.scheduler import Scheduler
+
+
+from servelab.carry_forward import stand_in
+BlockManager = stand_in('prefix-cache')
+Scheduler = stand_in('scheduler')
 
 
 class ServingEngine(EngineSkeleton):
