@@ -34,10 +34,10 @@ def test_correct_policies_pass_every_step(impl: Any) -> None:
 
 
 def test_the_reference_policies_pass_every_step_that_reads_no_skeleton_field() -> None:
-    # Steps 4 and 5 read the notebook skeleton's attributes (queue, visited, hand), which the
+    # Step 3 reads the notebook skeleton's attributes (queue, visited, hand), which the
     # package's O(1) SIEVE does not have; every other step goes through the interface alone.
     topic = load_topic(TOPIC)
-    interface_only = replace(topic, steps=[s for s in topic.steps if s.number not in (4, 5)])
+    interface_only = replace(topic, steps=[s for s in topic.steps if s.number != 3])
     report = grade(interface_only, {"LFU": LFU, "SIEVE": SIEVE}, out=io.StringIO())
     assert report.passed
     with pytest.raises(GradeFailure, match="no attribute 'queue'"):
@@ -45,16 +45,16 @@ def test_the_reference_policies_pass_every_step_that_reads_no_skeleton_field() -
 
 
 def test_the_lfu_steps_take_a_single_lfu_class() -> None:
-    assert grade(TOPIC, correct_module(TOPIC).LFU, step=3, out=io.StringIO()).passed
+    assert grade(TOPIC, correct_module(TOPIC).LFU, step=2, out=io.StringIO()).passed
     with pytest.raises(GradeFailure, match="grades a SIEVE class"):
-        grade(TOPIC, correct_module(TOPIC).LFU, step=4, out=io.StringIO())
+        grade(TOPIC, correct_module(TOPIC).LFU, step=3, out=io.StringIO())
 
 
-def test_each_policy_takes_three_steps() -> None:
+def test_each_policy_takes_two_steps() -> None:
     steps = load_topic(TOPIC).steps
-    assert [s.number for s in steps] == [1, 2, 3, 4, 5, 6]
+    assert [s.number for s in steps] == [1, 2, 3, 4]
     assert all(s.machine is not None for s in steps), "every step has its state machine"
-    assert all("LFU" in s.title for s in steps[:3]) and all("SIEVE" in s.title for s in steps[3:])
+    assert all("LFU" in s.title for s in steps[:2]) and all("SIEVE" in s.title for s in steps[2:])
 
 
 @pytest.mark.parametrize("mistake", MISTAKES, ids=[m.name for m in MISTAKES])
@@ -108,7 +108,7 @@ def test_the_state_machine_catches_what_no_probe_names() -> None:
 
 
 class _SieveWithoutQueue:
-    """A SIEVE that keeps its keys somewhere the step-4 skeleton does not."""
+    """A SIEVE that keeps its keys somewhere the step-3 skeleton does not."""
 
     name = "SIEVE"
 
@@ -138,7 +138,7 @@ class _SieveWithoutQueue:
 def test_the_field_steps_say_which_attribute_is_missing() -> None:
     impl = {"LFU": correct_module(TOPIC).LFU, "SIEVE": _SieveWithoutQueue}
     with pytest.raises(GradeFailure) as failure:
-        grade(TOPIC, impl, step=4, out=io.StringIO())
+        grade(TOPIC, impl, step=3, out=io.StringIO())
     assert "no attribute 'queue'" in failure.value.report.text
 
 

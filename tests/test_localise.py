@@ -53,7 +53,7 @@ def test_the_skeleton_methods_are_the_steps_own_in_course_order() -> None:
         "_next_victim",
         "_evict",
     )
-    policy = skeleton_methods(checkpoint("eviction-policy", 6))
+    policy = skeleton_methods(checkpoint("eviction-policy", 4))
     assert "LFU.pop_victim" in policy and "SIEVE.pop_victim" in policy
     assert "__init__" not in policy
 

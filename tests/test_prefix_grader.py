@@ -180,9 +180,10 @@ def test_each_step_one_probe_names_its_mistake(impl: Any, probe: str, hint: str)
 
 
 def test_step_one_grades_the_notebook_class_before_allocate_is_written() -> None:
-    # LookupBlocks in the notebook: the skeleton plus _chain, _register and _lookup only
+    # LookupBlocks in the notebook: the skeleton plus _chain, _register and _lookup; its
+    # allocate is still notebook 03's (a count of tokens, no prefix hits)
     lookup_blocks = checkpoint(TOPIC, step=1)
-    assert not hasattr(lookup_blocks, "allocate")
+    assert lookup_blocks.allocate is checkpoint("block-manager", step=4).allocate
     assert grade(TOPIC, lookup_blocks, step=1, out=io.StringIO()).passed
 
 

@@ -6,7 +6,7 @@ from servelab import checkpoint
 from servelab.weights.policies import NoVictim
 
 TOPIC = "eviction-policy"
-FINAL = checkpoint(TOPIC, 6)
+FINAL = checkpoint(TOPIC, 4)
 LFU = FINAL["LFU"]
 SIEVE = FINAL["SIEVE"]
 
@@ -57,22 +57,22 @@ class SIEVEPinnedHitsForgotten(SIEVE):
 
 MISTAKES = {
     "LFU victim keeps its count": (
-        6,
+        4,
         {"LFU": LFUVictimStaysCounted, "SIEVE": SIEVE},
         {"LFU.pop_victim"},
     ),
     "LFU heap entry pushed with the old count": (
-        6,
+        4,
         {"LFU": LFUHitPushesOldCount, "SIEVE": SIEVE},
         {"LFU.update_on_hit"},
     ),
     "SIEVE removal keeps the pin": (
-        6,
+        4,
         {"LFU": LFU, "SIEVE": SIEVERemoveKeepsPin},
         {"SIEVE.update_on_remove"},
     ),
     "SIEVE hit on a pinned key forgotten": (
-        6,
+        4,
         {"LFU": LFU, "SIEVE": SIEVEPinnedHitsForgotten},
         {"SIEVE.update_on_hit"},
     ),

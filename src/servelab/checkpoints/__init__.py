@@ -35,7 +35,7 @@ def checkpoint_topics() -> list[str]:
 def checkpoint(topic: str, step: int) -> Any:
     """What the ``step`` grade cell of ``topic``'s notebook grades, solved.
 
-    For most topics that is a class; for steps 4-6 of ``eviction-policy`` it is the dict of
+    For most topics that is a class; for steps 3-4 of ``eviction-policy`` it is the dict of
     policy classes the grade cell passes. Raises ValueError for an unknown topic or step.
     """
     if topic not in _MODULES:

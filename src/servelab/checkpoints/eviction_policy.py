@@ -175,9 +175,7 @@ class SIEVE(SIEVERemovals, EvictionPolicy):
 TOPIC = 'eviction-policy'
 STEPS = {
     1: lambda: LFUCounts,
-    2: lambda: LFUVictims,
-    3: lambda: LFU,
-    4: lambda: {"LFU": LFU, "SIEVE": SIEVEEvents},
-    5: lambda: {"LFU": LFU, "SIEVE": SIEVERemovals},
-    6: lambda: {"LFU": LFU, "SIEVE": SIEVE},
+    2: lambda: LFU,
+    3: lambda: {"LFU": LFU, "SIEVE": SIEVERemovals},
+    4: lambda: {"LFU": LFU, "SIEVE": SIEVE},
 }

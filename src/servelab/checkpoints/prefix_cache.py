@@ -43,6 +43,14 @@ class PrefixSkeleton(BlockManager):
             del self.map[self.hash[block]]
         self.hash[block] = self.tokens[block] = None
 
+    def _claim(self, block):  # step 3 replaces this
+        """A hit: one more table holds `block`."""
+        self.ref[block] += 1
+
+    def _room(self, hits):  # step 3 replaces this
+        """Blocks an allocate can still take once `hits` are claimed."""
+        return self.num_free
+
     def _release(self, block):  # step 3 replaces this
         super()._release(block)  # your notebook-03 release
         if self.ref[block] == 0:
@@ -134,13 +142,10 @@ class SharingBlockManager(LookupBlocks):
         tokens = list(token_ids)
         hits = self._lookup(tokens)
         need = -(-len(tokens) // self.block_size) - len(hits)
-        claimed = sum(1 for b in hits if self.ref[b] == 0)
-        if need > self.num_free - claimed:
+        if need > self._room(hits):
             raise OutOfBlocks(f"sequence {seq} needs {need} new blocks")
         for block in hits:
-            if self.ref[block] == 0:
-                del self.evictable_lru[block]
-            self.ref[block] += 1
+            self._claim(block)
         table, chain = list(hits), self._chain(tokens)
         for i in range(len(hits), len(hits) + need):
             block = self._alloc()
@@ -187,6 +192,14 @@ class PrefixBlockManager(SharingBlockManager):
             raise OutOfBlocks("no free block")
         self.ref[block] = 1
         return block
+
+    def _claim(self, block):
+        if self.ref[block] == 0:
+            del self.evictable_lru[block]
+        self.ref[block] += 1
+
+    def _room(self, hits):
+        return self.num_free - sum(1 for block in hits if self.ref[block] == 0)
 
 
 TOPIC = 'prefix-cache'

@@ -1,21 +1,25 @@
-"""Grader topic ``eviction-policy``: the learner's LFU (steps 1-3) and SIEVE (steps 4-6).
+"""Grader topic ``eviction-policy``: the learner's LFU (steps 1-2) and SIEVE (steps 3-4).
 
-Notebook 02 builds each policy in three steps a learner can finish in 10-20 minutes:
+Notebook 02 builds each policy in two steps:
 
 1. LFU counts and ties (``update_on_put/hit/remove``; ``eviction_order`` is given);
-2. the LFU victim (``pop_victim`` over a lazy heap, ``__len__``);
-3. LFU pins (``update_on_pin/unpin``): a complete policy;
-4. SIEVE's events (``update_on_put/hit/pin/unpin``, ``__len__``), read from the skeleton's
-   ``queue``, ``visited`` and ``pinned`` attributes, since nothing can be evicted yet;
-5. a removal, and the hand moving on when its key leaves (``update_on_remove``; the grader
-   points the ``hand`` attribute itself);
-6. SIEVE's sweep (``pop_victim``): a complete policy, checked beside the LFU by one machine.
+2. the LFU victim (``pop_victim`` over a lazy heap, ``__len__``) and pins
+   (``update_on_pin/unpin``): a complete policy;
+3. SIEVE's events (``update_on_put/hit/pin/unpin``, ``__len__``), read from the skeleton's
+   ``queue``, ``visited`` and ``pinned`` attributes, since nothing can be evicted yet, and a
+   removal with the hand moving on when its key leaves (``update_on_remove``; the grader points
+   the ``hand`` attribute itself);
+4. SIEVE's sweep (``pop_victim``): a complete policy, checked beside the LFU by one machine.
+
+Steps that short (about five minutes each: the victim apart from pins, SIEVE's events apart from
+its removals) were merged: each pair is one idea, and a grade cell costs a learner more than it
+checks there.
 
 Pass the classes as a mapping (``grade("eviction-policy", {"LFU": LFU, "SIEVE": SIEVE},
-step=6)``), as a module or namespace with attributes ``LFU`` and ``SIEVE``, or one class alone
-(its ``name`` says which it is — enough for steps 1-3). Steps are cumulative, as everywhere:
-step 6 grades the LFU again. From the command line, name a dict in the learner's file:
-``python -m servelab grade eviction-policy --impl mine.py:Policies --step 6`` with
+step=4)``), as a module or namespace with attributes ``LFU`` and ``SIEVE``, or one class alone
+(its ``name`` says which it is — enough for steps 1-2). Steps are cumulative, as everywhere:
+step 4 grades the LFU again. From the command line, name a dict in the learner's file:
+``python -m servelab grade eviction-policy --impl mine.py:Policies --step 4`` with
 ``Policies = {"LFU": LFU, "SIEVE": SIEVE}``.
 
 Probes name the known mistakes (an LFU whose ties are not first-in-first-out, a SIEVE hand that
@@ -570,30 +574,12 @@ TOPIC = Topic(
         ),
         Step(
             2,
-            "LFU: the victim, from a heap with stale entries",
+            "LFU: the victim from a heap with stale entries, and pins",
             probes=[
                 Probe("the least used key leaves first", HINTS["counts"], _lfu_counts),
                 Probe("stale heap entries are skipped", HINTS["stale"], _lfu_stale_entries),
                 Probe("counts keep growing", HINTS["capped"], _lfu_counts_grow),
                 Probe("ties leave first in, first out", HINTS["tie"], _lfu_ties_fifo),
-                Probe("nothing to evict raises", HINTS["no-victim"], _lfu_empty),
-            ],
-            machine=MachineCheck(
-                "LFU's victims against the model (no pins yet)",
-                _machine("LFU", LFUModel, _NO_PINS | {"pop"}),
-                _INVARIANTS,
-                hints={
-                    **_machine_hints(HINTS["stale"], HINTS["tie"]),
-                    "candidate-count": HINTS["len"],
-                },
-                max_examples=50,
-                step_count=25,
-            ),
-        ),
-        Step(
-            3,
-            "LFU: pins",
-            probes=[
                 Probe("an unpin keeps a key's place", HINTS["unpin-place"], _lfu_unpin_keeps_place),
                 Probe(
                     "pinned keys are not candidates",
@@ -613,8 +599,8 @@ TOPIC = Topic(
             ),
         ),
         Step(
-            4,
-            "SIEVE: a queue, a visited bit, pins",
+            3,
+            "SIEVE: a queue, a visited bit, pins, and removals",
             probes=[
                 Probe("a new key arrives unvisited", HINTS["born"], _sieve_born_unvisited),
                 Probe(
@@ -622,28 +608,6 @@ TOPIC = Topic(
                 ),
                 Probe("pinned keys are not candidates", HINTS["pins"], _sieve_pins_counted),
                 Probe("a pin keeps the key's bit", HINTS["history"], _sieve_pin_keeps_history),
-            ],
-            machine=MachineCheck(
-                "SIEVE's fields against the model (put, hit, pin, unpin)",
-                _machine("SIEVE", SIEVEModel, _SIEVE_EVENTS, _FIELDS),
-                _FIELD_INVARIANTS,
-                hints={
-                    "queue-matches-model": f"{HINTS['born']} Or: {HINTS['hit-bit']}",
-                    "visited-matches-model": (
-                        f"{HINTS['born']} Or: {HINTS['hit-bit']} Or: {HINTS['history']}"
-                    ),
-                    "pinned-matches-model": HINTS["pins"],
-                    "hand-matches-model": "the hand moves only in pop_victim (step 6)",
-                    "candidate-count": HINTS["pins"],
-                },
-                max_examples=40,
-                step_count=25,
-            ),
-        ),
-        Step(
-            5,
-            "SIEVE: a removal, and the hand moving on",
-            probes=[
                 Probe("a removed key is forgotten", HINTS["forget"], _sieve_remove_forgets),
                 Probe("the hand moves on past its key", HINTS["remove"], _sieve_hand_moves_on),
                 Probe("past the newest, no key", HINTS["wrap"], _sieve_hand_off_the_end),
@@ -671,7 +635,7 @@ TOPIC = Topic(
             ),
         ),
         Step(
-            6,
+            4,
             "SIEVE: the sweep",
             probes=[
                 Probe("a hit protects a key once", HINTS["visited"], _sieve_basic),
