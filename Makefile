@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 LAB_STAMP := $(VENV)/.lab-installed
 
-.PHONY: lab lab-install test test-fast lint exercises progress slides lite links demo bench bench-gpu bench-peers clean
+.PHONY: lab lab-install torch test test-fast lint exercises progress slides lite links demo bench bench-gpu bench-peers clean
 
 $(STAMP): pyproject.toml tools/install_torch.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,12 @@ $(LAB_STAMP): pyproject.toml
 	touch $(LAB_STAMP)
 
 lab-install: $(LAB_STAMP)
+
+# torch for the capstone (notebook 09), which serves the model; notebooks 01-05 need none, so
+# `make lab` leaves it out. Keeps a torch that imports; CUDA build with an NVIDIA driver, else
+# the CPU build (about 200 MB to download, where the wheel is not on local disk).
+torch: $(LAB_STAMP)
+	./tools/install_torch.sh $(PY)
 
 # The course's Lab settings are in .jupyter/labconfig (no news toast over grade output); they
 # are defaults, so a learner's own settings still win. default_url is the URL the server prints

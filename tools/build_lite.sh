@@ -23,6 +23,8 @@
 # course, the site just cannot be built here. Downloads give up after about a minute.
 set -euo pipefail
 py=${1:-.venv/bin/python}
+# exercises that need torch, left out of the site (tests/test_browser.py reads this line)
+NEEDS_TORCH="09_serving_your_model.ipynb"
 out=${2:-build/lite}
 case $out in /*) ;; *) out=$PWD/$out ;; esac
 # absolute, so that it still runs after a `cd` (the link itself, not its target: a venv's
@@ -94,6 +96,8 @@ fetch "the piplite wheels from PyPI" "$py" -m pip download -q "${pip_net[@]}" --
 # served from static/pyodide/
 mkdir -p "$work/contents"
 cp "$work"/head/exercises/*.ipynb "$work/contents/"
+# ... but the notebooks that run the model: Pyodide has no torch (their first cell says so)
+for name in $NEEDS_TORCH; do rm -f "$work/contents/$name"; done
 cat > "$work/jupyter-lite.json" <<JSON
 {
   "jupyter-lite-schema-version": 0,

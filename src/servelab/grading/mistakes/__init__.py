@@ -24,7 +24,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-__all__ = ["CORRECT", "Mistake", "correct_impl", "correct_module", "mistakes", "topic_dir"]
+__all__ = [
+    "CORRECT",
+    "RUN_ONLY",
+    "Mistake",
+    "correct_impl",
+    "correct_module",
+    "mistakes",
+    "topic_dir",
+]
 
 CORRECT: dict[str, str] = {
     "weight-cache": "weight_cache",
@@ -34,6 +42,11 @@ CORRECT: dict[str, str] = {
     "scheduler": "scheduler",
 }
 """The topics with a catalogue, each with its checkpoint module in :mod:`servelab.checkpoints`."""
+
+RUN_ONLY: dict[str, str] = {"engine": "engine"}
+"""Topics whose mistakes show only when the model runs. Their checks name the wrong KV slot
+themselves (:mod:`servelab.kv.ledger`), so they are not replayed for a diagnosis as the
+topics of :data:`CORRECT` are; their catalogues are each a test of the grader all the same."""
 
 
 @dataclass(frozen=True)
@@ -50,8 +63,8 @@ class Mistake:
 
 def _package(topic: str) -> str:
     folder = topic.replace("-", "_")
-    if topic not in CORRECT:
-        known = ", ".join(sorted(CORRECT))
+    if topic not in CORRECT and topic not in RUN_ONLY:
+        known = ", ".join(sorted({*CORRECT, *RUN_ONLY}))
         raise ValueError(f"no mistake catalogue for topic {topic!r}; known: {known}")
     return f"{__name__}.{folder}"
 
@@ -64,7 +77,8 @@ def topic_dir(topic: str) -> Path:
 def correct_module(topic: str) -> ModuleType:
     """The checkpoint module of ``topic``: the notebook's solution, step by step."""
     _package(topic)
-    return importlib.import_module(f"servelab.checkpoints.{CORRECT[topic]}")
+    module = {**CORRECT, **RUN_ONLY}[topic]
+    return importlib.import_module(f"servelab.checkpoints.{module}")
 
 
 def correct_impl(topic: str) -> Any:
