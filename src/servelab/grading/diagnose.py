@@ -62,6 +62,7 @@ from servelab.grading.replay import (
 )
 from servelab.grading.separating import (
     BLOCKS_SEPARATING,
+    KV_OFFLOAD_SEPARATING,
     POLICY_SEPARATING,
     PREFIX_SEPARATING,
     SCHEDULER_SEPARATING,
@@ -335,6 +336,41 @@ def _scheduler_state(ns: dict[str, Any], canon: Canon) -> Hashable:
     return (step, _graded_blocks(fields) if "tables" in fields else frozen(fields))
 
 
+def _offload_ns(impl: Any) -> dict[str, Any]:
+    from servelab.testing.kv_offload import (
+        crashing_writes,
+        hierarchy_class,
+        payload_for,
+        tier_class_of,
+    )
+
+    ns: dict[str, Any] = {"Tier": tier_class_of(impl), "payload": payload_for}
+    if isinstance(impl, dict):
+        ns["DiskTier"] = impl["DiskTier"]
+        ns["Hierarchy"] = hierarchy_class(impl)
+        ns["crashing_writes"] = crashing_writes
+    return ns
+
+
+def _offload_state(ns: dict[str, Any], canon: Canon) -> Hashable:
+    from servelab.testing.kv_offload import offload_fields
+
+    obj = next((ns[n] for n in ("h", "tier", "disk") if ns.get(n) is not None), None)
+    return None if obj is None else frozen(offload_fields(obj))
+
+
+def _offload_value(value: Any, canon: Canon) -> Hashable:
+    """Payloads as bytes, times to three significant digits (a closed form may differ from
+    the reference's in the last digits), containers element by element."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value)
+    if isinstance(value, float):
+        return float(f"{value:.3g}")
+    if isinstance(value, list | tuple):
+        return tuple(_offload_value(v, canon) for v in value)
+    return plain(value)
+
+
 _BLOCK_ERRORS = ("OutOfBlocks", "UnknownSequence", "SequenceExists", "InvalidLength")
 
 SPECS: dict[str, TopicReplay] = {
@@ -378,6 +414,14 @@ SPECS: dict[str, TopicReplay] = {
         ("RequestTooLarge",),
         SCHEDULER_SEPARATING,
     ),
+    "kv-offload": TopicReplay(
+        "offload tiers",
+        _offload_ns,
+        _offload_state,
+        _offload_value,
+        ("ChunkTooLarge", "ChunkInUse", "ChunkNotFound", "ChunkNotPinned", "ChunkNotReferenced"),
+        KV_OFFLOAD_SEPARATING,
+    ),
 }
 
 SUBJECTS = {
@@ -386,6 +430,7 @@ SUBJECTS = {
     "block-manager": "bm",
     "prefix-cache": "bm",
     "scheduler": "sched",
+    "kv-offload": "h",
 }
 """The name each topic's programs give the graded object."""
 
