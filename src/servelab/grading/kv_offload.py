@@ -71,7 +71,9 @@ class Script:
         if got != want:
             raise self.fail(f"{what} is {got!r}, expected {want!r}", hint)
 
-    def expect_raises(self, kinds: tuple[type[BaseException], ...], method: str, *args: Any) -> None:
+    def expect_raises(
+        self, kinds: tuple[type[BaseException], ...], method: str, *args: Any
+    ) -> None:
         """The call must raise one of ``kinds`` and change nothing."""
         tier = self.obj
         before = tier_fields(tier)
@@ -82,7 +84,9 @@ class Script:
         except kinds:
             after = tier_fields(tier)
             if after != before:
-                raise self.fail(f"{code} raised, but the tier changed: {before} -> {after}") from None
+                raise self.fail(
+                    f"{code} raised, but the tier changed: {before} -> {after}"
+                ) from None
             return
         except Exception as exc:
             names = " or ".join(k.__name__ for k in kinds)
@@ -171,8 +175,7 @@ HINTS = {
     "attention": "recompute is 2 FLOPs per parameter per token plus attention over every "
     "earlier position (4 · layers · d_model · i at position i): the attention term "
     "dominates long prompts",
-    "kv-bytes": "KV bytes per token = 2 (K and V) · layers · kv_heads · head_dim · "
-    "bytes_per_value",
+    "kv-bytes": "KV bytes per token = 2 (K and V) · layers · kv_heads · head_dim · bytes_per_value",
     "latency": "a load pays the link's latency once per chunk request (chunk_tokens tokens), "
     "not per token and not once in all",
     "own-numbers": "use the hierarchy's own model, flops, links and chunk_tokens: a grader "
@@ -195,7 +198,9 @@ def _can_evict_pins_and_refs(impl: Any) -> None:
     s.call("unpin", "a")
     s.call("ref", "a")
     s.expect(s.obj.ref_count("a"), 2, "ref_count('a') during one transfer")
-    s.expect(s.call("can_evict", "a"), False, "can_evict('a') while referenced", HINTS["referenced"])
+    s.expect(
+        s.call("can_evict", "a"), False, "can_evict('a') while referenced", HINTS["referenced"]
+    )
     s.call("unref", "a")
     s.expect(s.call("can_evict", "a"), True, "can_evict('a') after the transfer")
 
@@ -259,7 +264,9 @@ def _policy_order(impl: Any) -> None:
         _put(s, "a", 10)
         _put(s, "b", 10)
         s.call("get", "a")
-        s.expect(_keys(s), want, f"{policy} order (next victim first) after get('a')", HINTS["policy"])
+        s.expect(
+            _keys(s), want, f"{policy} order (next victim first) after get('a')", HINTS["policy"]
+        )
 
 
 # --- step 2: allocate, evict, retry ------------------------------------------------------
@@ -273,7 +280,9 @@ def _fill(s: Script) -> None:
 def _evict_until_fits(impl: Any) -> None:
     s = _tier(impl, 100)
     _fill(s)
-    s.expect(_victims(_put(s, "d", 50)), ["a", "b"], "victims of put('d', 50 bytes)", HINTS["no-more"])
+    s.expect(
+        _victims(_put(s, "d", 50)), ["a", "b"], "victims of put('d', 50 bytes)", HINTS["no-more"]
+    )
     s.expect(_keys(s), ["c", "d"], "resident keys")
 
 
@@ -297,7 +306,9 @@ def _decide_first(impl: Any) -> None:
     _fill(s)
     s.call("pin", "b")
     s.call("pin", "c")
-    s.expect(_victims(_put(s, "d", 80)), None, "put('d', 80 bytes) with 60 bytes pinned", HINTS["miss"])
+    s.expect(
+        _victims(_put(s, "d", 80)), None, "put('d', 80 bytes) with 60 bytes pinned", HINTS["miss"]
+    )
     s.expect(_keys(s), ["a", "b", "c"], "resident keys after the miss", HINTS["decide-first"])
 
 
@@ -344,7 +355,9 @@ def _cascade(impl: Any) -> None:
     s = _hierarchy(impl, 60, 120)
     for k in "abc":
         s.call("store", k, _Payload(k, 30))
-    s.expect(s.obj.where("a"), ["disk"], "h.where('a') after the CPU tier evicted it", HINTS["cascade"])
+    s.expect(
+        s.obj.where("a"), ["disk"], "h.where('a') after the CPU tier evicted it", HINTS["cascade"]
+    )
     s.expect(s.obj.where("c"), ["cpu"], "h.where('c')")
 
 
@@ -353,7 +366,9 @@ def _longest_prefix(impl: Any) -> None:
     s.call("store", "a", _Payload("a", 30))
     s.call("store", "b", _Payload("b", 30))
     found = s.call("lookup", ["a", "x", "b"])
-    s.expect([k for k, *_ in found], ["a"], "the keys h.lookup(['a', 'x', 'b']) found", HINTS["prefix"])
+    s.expect(
+        [k for k, *_ in found], ["a"], "the keys h.lookup(['a', 'x', 'b']) found", HINTS["prefix"]
+    )
     s.expect(s.obj.tiers[0].pin_count("a"), 1, "h.tiers[0].pin_count('a')", HINTS["prefix"])
     s.expect(s.obj.tiers[0].pin_count("b"), 0, "h.tiers[0].pin_count('b')", HINTS["prefix"])
 
@@ -431,7 +446,13 @@ def _recompute_long(impl: Any) -> None:
     for n in (256, 32_768):
         got = s.call("recompute_seconds", n)
         hint = HINTS["attention"]
-        _close(s, f"h.recompute_seconds({n})", got, simulate_prefill(LLAMA_8B, 0, n, PREFILL_FLOPS), hint)
+        _close(
+            s,
+            f"h.recompute_seconds({n})",
+            got,
+            simulate_prefill(LLAMA_8B, 0, n, PREFILL_FLOPS),
+            hint,
+        )
 
 
 def _load_bytes(impl: Any) -> None:
@@ -444,18 +465,35 @@ def _load_bytes(impl: Any) -> None:
 def _latency_per_chunk(impl: Any) -> None:
     s = _cost(impl)
     slow = Link("disk", 1e12, 1e-3)  # latency dominates: a request costs 1 ms
-    s.run(f"h.links = {{**h.links, 'disk': {slow!r}}}", lambda: setattr(s.obj, "links", {**s.obj.links, "disk": slow}))
+    s.run(
+        f"h.links = {{**h.links, 'disk': {slow!r}}}",
+        lambda: setattr(s.obj, "links", {**s.obj.links, "disk": slow}),
+    )
     got = s.call("load_seconds", 1000, "disk")
-    _close(s, "h.load_seconds(1000, 'disk')", got, simulate_load(LLAMA_8B, 1000, slow, 256), HINTS["latency"])
+    _close(
+        s,
+        "h.load_seconds(1000, 'disk')",
+        got,
+        simulate_load(LLAMA_8B, 1000, slow, 256),
+        HINTS["latency"],
+    )
 
 
 def _own_numbers(impl: Any) -> None:
     s = _cost(impl)
-    small = ModelShape(params=1.0e9, layers=16, d_model=2048, kv_heads=32, head_dim=64, bytes_per_value=4)
+    small = ModelShape(
+        params=1.0e9, layers=16, d_model=2048, kv_heads=32, head_dim=64, bytes_per_value=4
+    )
     s.run(f"h.model = {small!r}", lambda: setattr(s.obj, "model", small))
     s.run("h.flops = 100e12", lambda: setattr(s.obj, "flops", 100e12))
     got = s.call("recompute_seconds", 2048)
-    _close(s, "h.recompute_seconds(2048)", got, simulate_prefill(small, 0, 2048, 100e12), HINTS["own-numbers"])
+    _close(
+        s,
+        "h.recompute_seconds(2048)",
+        got,
+        simulate_prefill(small, 0, 2048, 100e12),
+        HINTS["own-numbers"],
+    )
     got = s.call("load_seconds", 2048, "disk")
     want = simulate_load(small, 2048, s.obj.links["disk"], 256)
     _close(s, "h.load_seconds(2048, 'disk')", got, want, HINTS["own-numbers"])
@@ -463,10 +501,23 @@ def _own_numbers(impl: Any) -> None:
 
 def _worth_loading(impl: Any) -> None:
     s = _cost(impl)
-    s.expect(s.call("worth_loading", 8192, "cpu"), True, "h.worth_loading(8192, 'cpu')", HINTS["worth-loading"])
+    s.expect(
+        s.call("worth_loading", 8192, "cpu"),
+        True,
+        "h.worth_loading(8192, 'cpu')",
+        HINTS["worth-loading"],
+    )
     crawl = Link("disk", 0.2e9, 1e-3)  # a network disk: 200 MB/s
-    s.run(f"h.links = {{**h.links, 'disk': {crawl!r}}}", lambda: setattr(s.obj, "links", {**s.obj.links, "disk": crawl}))
-    s.expect(s.call("worth_loading", 8192, "disk"), False, "h.worth_loading(8192, 'disk')", HINTS["worth-loading"])
+    s.run(
+        f"h.links = {{**h.links, 'disk': {crawl!r}}}",
+        lambda: setattr(s.obj, "links", {**s.obj.links, "disk": crawl}),
+    )
+    s.expect(
+        s.call("worth_loading", 8192, "disk"),
+        False,
+        "h.worth_loading(8192, 'disk')",
+        HINTS["worth-loading"],
+    )
 
 
 def _machine(level: int) -> MachineCheck:
@@ -487,8 +538,7 @@ def _machine(level: int) -> MachineCheck:
             "too-large": HINTS["too-large"],
             "changed-on-error": "a call that raises must change nothing",
             "can-evict": HINTS["pinned"],
-            "pin-refused": "pin of a chunk that is not resident raises (ChunkNotFound, a "
-            "KeyError)",
+            "pin-refused": "pin of a chunk that is not resident raises (ChunkNotFound, a KeyError)",
             "unpin-refused": HINTS["never-below-zero"],
             "ref-refused": "ref of a chunk that is not resident raises (ChunkNotFound)",
             "unref-refused": HINTS["never-below-zero"],
@@ -514,12 +564,24 @@ TOPIC = Topic(
             1,
             "one tier: byte budget, policy, can_evict",
             (
-                Probe("can_evict follows pins and references", HINTS["pinned"], _can_evict_pins_and_refs),
+                Probe(
+                    "can_evict follows pins and references",
+                    HINTS["pinned"],
+                    _can_evict_pins_and_refs,
+                ),
                 Probe("two lookups pin one chunk", HINTS["counted"], _counted_pins),
-                Probe("remove refuses a chunk a transfer reads", HINTS["referenced"], _remove_in_use),
+                Probe(
+                    "remove refuses a chunk a transfer reads", HINTS["referenced"], _remove_in_use
+                ),
                 Probe("no room is a miss", HINTS["miss"], _full_is_a_miss),
-                Probe("counts never go below zero", HINTS["never-below-zero"], _unpin_never_below_zero),
-                Probe("a chunk takes its bytes once", "a key already stored is a use, not a second copy", _bytes_once),
+                Probe(
+                    "counts never go below zero", HINTS["never-below-zero"], _unpin_never_below_zero
+                ),
+                Probe(
+                    "a chunk takes its bytes once",
+                    "a key already stored is a use, not a second copy",
+                    _bytes_once,
+                ),
                 Probe("LRU refreshes, FIFO does not", HINTS["policy"], _policy_order),
             ),
             _machine(1),
@@ -545,7 +607,11 @@ TOPIC = Topic(
                 Probe("store cascades down", HINTS["cascade"], _cascade),
                 Probe("lookup pins the longest prefix", HINTS["prefix"], _longest_prefix),
                 Probe("a pinned chunk survives a store", HINTS["pinned"], _pinned_survives_store),
-                Probe("pins are held across the retrieve", HINTS["promote-pinned"], _pins_across_retrieve),
+                Probe(
+                    "pins are held across the retrieve",
+                    HINTS["promote-pinned"],
+                    _pins_across_retrieve,
+                ),
                 Probe("a crash never leaves a torn chunk", HINTS["torn"], _no_torn_write),
                 Probe("held bytes count each chunk once", HINTS["held-bytes"], _held_bytes_once),
             ),

@@ -46,14 +46,14 @@ __all__ = [
     "KEYS",
     "ModelHierarchy",
     "ModelTier",
-    "make_machine",
-    "payload_for",
     "crashing_writes",
     "hierarchy_class",
+    "hierarchy_fields",
+    "make_machine",
     "offload_fields",
+    "payload_for",
     "tier_class_of",
     "tier_fields",
-    "hierarchy_fields",
 ]
 
 KEYS = ("a", "b", "c", "d", "e", "f")
@@ -117,13 +117,13 @@ def crashing_writes() -> Iterator[list[str]]:
         f = real(file, mode, *args, **kwargs)
         return Half(f, str(file)) if any(c in mode for c in "wax+") else f
 
-    builtins.open = io.open = crashing  # type: ignore[assignment]
+    builtins.open = io.open = crashing
     try:
         yield crashed
     except SimulatedCrash:
         pass
     finally:
-        builtins.open = io.open = real  # type: ignore[assignment]
+        builtins.open = io.open = real
 
 
 @dataclass
@@ -442,7 +442,9 @@ def _tier_machine(cls: Any, level: int, capacity: int = 100) -> type[RecordingMa
                 self._unchanged(before, code)
                 return
             why = "is not resident" if key not in m.sizes else "is pinned or referenced"
-            raise InvariantViolation("remove-refused", f"{code} returned normally, but {key!r} {why}")
+            raise InvariantViolation(
+                "remove-refused", f"{code} returned normally, but {key!r} {why}"
+            )
 
         @invariant()
         def agrees_with_model(self) -> None:

@@ -36,13 +36,20 @@ def _read(fn: Callable[[], Any], default: Any) -> Any:
         return default
 
 
+def _call(obj: Any, method: str, key: Any, default: int) -> int:
+    try:
+        return int(getattr(obj, method)(key))
+    except Exception:
+        return default
+
+
 def _tier_state(tier: Any, in_flight: set[Any]) -> dict[str, Any]:
-    chunks = []
+    chunks: list[tuple[Any, int, str]] = []
     for key in _read(lambda: list(tier.keys()), []):
-        size = _read(lambda k=key: int(tier.size_of(k)), 0)
-        if _read(lambda k=key: tier.ref_count(k), 1) > 1:
+        size = _call(tier, "size_of", key, 0)
+        if _call(tier, "ref_count", key, 1) > 1:
             state = "referenced"
-        elif _read(lambda k=key: tier.pin_count(k), 0) > 0:
+        elif _call(tier, "pin_count", key, 0) > 0:
             state = "pinned"
         elif key in in_flight:
             state = "in flight"
@@ -70,7 +77,9 @@ def render_tiers(
     tiers = list(getattr(obj, "tiers", [obj]))
     flying = set(in_flight)
     states = [_tier_state(t, flying) for t in tiers]
-    columns = [{"name": "GPU", "capacity": 0, "used": 0, "chunks": [(k, 0, "in flight") for k in gpu]}]
+    columns: list[dict[str, Any]] = [
+        {"name": "GPU", "capacity": 0, "used": 0, "chunks": [(k, 0, "in flight") for k in gpu]}
+    ]
     columns += states
     col_w = (width - 40) // len(columns)
     top, height = 48 if title else 28, 220
@@ -79,7 +88,9 @@ def render_tiers(
         'font-family="sans-serif" font-size="11">'
     ]
     if title:
-        parts.append(f'<text x="20" y="20" font-size="14" font-weight="bold">{escape(title)}</text>')
+        parts.append(
+            f'<text x="20" y="20" font-size="14" font-weight="bold">{escape(title)}</text>'
+        )
     for i, col in enumerate(columns):
         x = 20 + i * col_w
         w = col_w - 24
@@ -98,7 +109,9 @@ def render_tiers(
             )
             text = str(key) if i == 0 else f"{n + 1}. {key} ({size} B)"
             if h >= 11:
-                parts.append(f'<text x="{x + 6}" y="{y + min(h - 3, 13):.1f}">{escape(text)}</text>')
+                parts.append(
+                    f'<text x="{x + 6}" y="{y + min(h - 3, 13):.1f}">{escape(text)}</text>'
+                )
             y += h
     legend_y = top + height + 20
     for j, (state, fill) in enumerate(COLOURS.items()):
@@ -137,7 +150,12 @@ class TierReplay:
         for i, op in enumerate(operations):
             if not isinstance(op, tuple) or not op or kinds.get(op[0]) != len(op):
                 raise ValueError(f"operation {i} is {op!r}; expected one of {sorted(kinds)}")
-        self.make, self.operations, self.payload, self.title = make, list(operations), payload, title
+        self.make, self.operations, self.payload, self.title = (
+            make,
+            list(operations),
+            payload,
+            title,
+        )
         self.seek(0)
 
     def seek(self, position: int) -> None:
@@ -145,14 +163,23 @@ class TierReplay:
         if not 0 <= position <= len(self.operations):
             raise ValueError(f"position must be in 0..{len(self.operations)}, got {position}")
         self.obj = self.make()
-        self.position, self.log, self.gpu, self.in_flight = 0, [], [], []
+        self.position = 0
+        self.log: list[str] = []
+        self.gpu: list[Any] = []
+        self.in_flight: list[Any] = []
         self._open: list[Any] = []
         for _ in range(position):
             self._apply(self.operations[self.position])
             self.position += 1
 
     def _where(self) -> set[tuple[str, Any]]:
-        return {(t.name, k) for t in self.obj.tiers for k in _read(lambda t=t: list(t.keys()), [])}
+        where: set[tuple[str, Any]] = set()
+        for t in self.obj.tiers:
+            try:
+                where.update((t.name, k) for k in t.keys())
+            except Exception:
+                continue
+        return where
 
     def _apply(self, op: Operation) -> None:
         before = self._where()

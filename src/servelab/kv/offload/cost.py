@@ -106,9 +106,9 @@ def ttft(
 
 def recompute_seconds(model: ModelShape, tokens: int, flops: float = PREFILL_FLOPS) -> float:
     """Closed form of :func:`simulate_prefill` from 0: ``(2·P·n + 2·layers·d·n·(n-1)) / F``."""
-    return (2 * model.params * tokens + 2 * model.layers * model.d_model * tokens * (tokens - 1)) / (
-        flops
-    )
+    return (
+        2 * model.params * tokens + 2 * model.layers * model.d_model * tokens * (tokens - 1)
+    ) / (flops)
 
 
 def load_seconds(model: ModelShape, tokens: int, link: Link, chunk_tokens: int = 256) -> float:
