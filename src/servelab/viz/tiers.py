@@ -201,8 +201,8 @@ class TierReplay:
                 else:
                     self.obj.release(found)
                     text = f"release: unpinned {[f[0] for f in found]}"
-        except NotImplementedError as exc:
-            text = f"{op[0]}: not written yet ({exc})"
+        except NotImplementedError:
+            text = f"{op[0]}: a method it calls is not written yet; not your finished class"
         except Exception as exc:
             text = f"{op[0]} raised {type(exc).__name__}: {exc}"
         self.in_flight = [k for _, k in self._where() - before]
