@@ -57,3 +57,22 @@ def test_the_failure_report_is_the_same_on_every_run() -> None:
         texts.append(failure.value.report.text)
     assert texts[0] == texts[1]
     assert "with crashing_writes(): disk.put('b', payload('b', 40))" in texts[0]
+
+
+def test_a_torn_write_defined_in_a_notebook_is_caught() -> None:
+    # In a notebook `open` is IPython's wrapper around the io.open it imported: the simulated
+    # crash must reach a disk tier written there too.
+    shell = pytest.importorskip("IPython.core.interactiveshell")
+    correct = checkpoint(TOPIC, 4)
+    ns: dict[str, Any] = {"open": shell._modified_open, "Base": correct["DiskTier"]}
+    exec(
+        "class DiskTier(Base):\n"
+        "    def _write(self, key, payload):\n"
+        "        with open(self.path(key), 'wb') as f:\n"
+        "            f.write(payload)\n"
+        "        return self.path(key)\n",
+        ns,
+    )
+    with pytest.raises(GradeFailure) as failure:
+        grade(TOPIC, {**correct, "DiskTier": ns["DiskTier"]}, step=3, out=io.StringIO())
+    assert "torn" in failure.value.report.text

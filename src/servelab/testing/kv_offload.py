@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import builtins
 import io
+import sys
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -117,13 +118,19 @@ def crashing_writes() -> Iterator[list[str]]:
         f = real(file, mode, *args, **kwargs)
         return Half(f, str(file)) if any(c in mode for c in "wax+") else f
 
+    # In a notebook, `open` is IPython's wrapper, which calls the `io_open` it imported.
+    shell = sys.modules.get("IPython.core.interactiveshell")
     builtins.open = io.open = crashing
+    if shell is not None and hasattr(shell, "io_open"):
+        setattr(shell, "io_open", crashing)  # noqa: B010
     try:
         yield crashed
     except SimulatedCrash:
         pass
     finally:
         builtins.open = io.open = real
+        if shell is not None and hasattr(shell, "io_open"):
+            setattr(shell, "io_open", real)  # noqa: B010
 
 
 @dataclass
