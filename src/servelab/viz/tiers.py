@@ -218,7 +218,7 @@ class TierReplay:
         return Picture(self.svg(), alt=self.title or "KV tiers")
 
     def widget(self) -> Any:
-        """Play, step and a slider over the drawing and the log."""
+        """Play, back, step and a slider over the drawing and the log."""
         import ipywidgets as widgets
 
         n = len(self.operations)
@@ -226,7 +226,12 @@ class TierReplay:
         history = widgets.HTML()
         slider = widgets.IntSlider(value=self.position, min=0, max=n, description="operation")
         play = widgets.Play(value=self.position, min=0, max=n, interval=900)
+        back = widgets.Button(description="\u25c0 back", layout=widgets.Layout(width="90px"))
+        forward = widgets.Button(description="step \u25b6", layout=widgets.Layout(width="90px"))
         widgets.jslink((play, "value"), (slider, "value"))
+
+        def nudge(delta: int) -> Callable[[Any], None]:
+            return lambda _button: setattr(slider, "value", max(0, min(n, slider.value + delta)))
 
         def redraw(change: Any = None) -> None:
             self.seek(slider.value)
@@ -235,8 +240,10 @@ class TierReplay:
             history.value = f"<ol style='font-family:monospace;font-size:12px'>{rows}</ol>"
 
         slider.observe(redraw, names="value")
+        back.on_click(nudge(-1))
+        forward.on_click(nudge(+1))
         redraw()
-        box = widgets.VBox([widgets.HBox([play, slider]), picture, history])
+        box = widgets.VBox([widgets.HBox([play, back, forward, slider]), picture, history])
         return with_static_picture(box, self._final_svg, alt=self.title or "KV tiers replay")
 
     def _final_svg(self) -> str:
