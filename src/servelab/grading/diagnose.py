@@ -27,6 +27,7 @@ A learner's exception inside a probe carries the probe's program so far in ``rep
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from collections.abc import Callable, Hashable, Sequence
@@ -415,7 +416,7 @@ SPECS: dict[str, TopicReplay] = {
         SCHEDULER_SEPARATING,
     ),
     "kv-offload": TopicReplay(
-        "offload tiers",
+        "KV offload",
         _offload_ns,
         _offload_state,
         _offload_value,
@@ -434,8 +435,25 @@ SUBJECTS = {
 }
 """The name each topic's programs give the graded object."""
 
+class _SubjectPerProgram(Diagnoser):
+    """kv-offload's programs build a tier (``tier``), a disk tier (``disk``) or a hierarchy
+    (``h``): the report names the object the program built, not one fixed name."""
+
+    def localised(self, program: str, impl: Any, step: int | None = None) -> Localisation:
+        first = program.lstrip().split("=", 1)[0].strip()
+        if first.isidentifier() and first != self.skeleton.subject:
+            base = self.skeleton
+            try:
+                self.skeleton = dataclasses.replace(base, subject=first)
+                return super().localised(program, impl, step)
+            finally:
+                self.skeleton = base
+        return super().localised(program, impl, step)
+
+
 HOOKS: dict[str, Diagnoser] = {
-    name: Diagnoser(name, spec, SUBJECTS[name]) for name, spec in SPECS.items()
+    name: (_SubjectPerProgram if name == "kv-offload" else Diagnoser)(name, spec, SUBJECTS[name])
+    for name, spec in SPECS.items()
 }
 
 
