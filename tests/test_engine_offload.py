@@ -134,3 +134,42 @@ def test_a_tiny_pool_under_random_workloads_equals_dense() -> None:
 def test_offload_configs_that_cannot_work_raise(kw: dict[str, object]) -> None:
     with pytest.raises(InvalidConfig):
         Engine(MODEL, EngineConfig(**kw))  # type: ignore[arg-type]
+
+
+def test_a_failing_disk_drops_stores_and_a_corrupt_chunk_is_recomputed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from servelab.kv.offload.disk import DiskStorage
+
+    requests = shared_then_evicted(4)
+    config = EngineConfig(
+        num_blocks=10,
+        block_size=4,
+        offload_cpu_bytes=3 * BLOCK,
+        offload_disk_bytes=200 * BLOCK,
+        offload_disk_dir=str(tmp_path),
+    )
+    # a disk that fails every write: the stores are dropped, the engine serves on
+    real_write = DiskStorage.write
+
+    def failing(self: DiskStorage, key: int, prepared: bytes) -> object:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(DiskStorage, "write", failing)
+    engine, got = serve_one_by_one(config, requests)
+    assert got == dense(requests)
+    assert engine.offload is not None and engine.offload.stats.store_errors > 0
+    assert not list(tmp_path.glob("*.kvchunk"))
+    # a chunk file flipped on disk: it does not verify, so the prefix is recomputed
+    monkeypatch.setattr(DiskStorage, "write", real_write)
+    engine = Engine(MODEL, config)
+    got = [engine.run([r])[0].samples[0] for r in requests[:-2]]
+    for path in tmp_path.glob("*.kvchunk"):
+        data = bytearray(path.read_bytes())
+        data[-1] ^= 0xFF
+        path.write_bytes(bytes(data))
+    flipped = {p.name for p in tmp_path.glob("*.kvchunk")}
+    got += [engine.run([r])[0].samples[0] for r in requests[-2:]]
+    assert got == dense(requests)
+    assert engine.offload is not None and engine.offload.stats.load_errors > 0
+    assert flipped - {p.name for p in tmp_path.glob("*.kvchunk")}  # an unreadable one removed

@@ -23,6 +23,7 @@ imports torch.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ import torch
 from servelab.kv.blocks import InvalidConfig
 from servelab.kv.offload.cpu import cpu_tier
 from servelab.kv.offload.disk import disk_tier
+from servelab.kv.offload.errors import OffloadError
 from servelab.kv.offload.hierarchy import OffloadHierarchy
 from servelab.kv.offload.tier import Tier
 from servelab.kv.pool import KVPool
@@ -61,9 +63,9 @@ class OffloadStats:
 
     stored: int = 0  # blocks copied into the first tier
     store_misses: int = 0  # blocks the first tier had no room for (all pinned)
-    loaded: dict[str, int] = field(
-        default_factory=dict
-    )  # blocks loaded, by the tier they came from
+    loaded: dict[str, int] = field(default_factory=dict)  # blocks loaded, by their tier
+    store_errors: int = 0  # stores a tier refused with an error (dropped: offload is best effort)
+    load_errors: int = 0  # lookups whose chunks did not verify (recomputed instead)
 
     @property
     def loaded_blocks(self) -> int:
@@ -105,9 +107,18 @@ class OffloadConnector:
         bm.on_reclaim = self.store_block
 
     def store_block(self, block: int, name: int) -> None:
-        """Copy ``block``'s KV into the first tier (a touch if it holds the chunk already)."""
+        """Copy ``block``'s KV into the first tier (a touch if it holds the chunk already).
+
+        Offloading is best effort: a store the tiers refuse with an error (a disk that is full
+        or failing) is counted and dropped, since it runs inside the block manager's
+        allocation, which must not fail because a cache below it did. Every tier is unchanged
+        after such an error."""
         fresh = name not in self.hierarchy.tiers[0]
-        result = self.hierarchy.store(name, self._read(block))
+        try:
+            result = self.hierarchy.store(name, self._read(block))
+        except (OffloadError, OSError):
+            self.stats.store_errors += 1
+            return
         if result.stored:
             self.stats.stored += fresh
         else:
@@ -135,7 +146,13 @@ class OffloadConnector:
             self.hierarchy.release(lookup)
             return cached
         tiers = [self.hierarchy.tiers[i].name for _, i in lookup.found]
-        payloads = self.hierarchy.retrieve(lookup)
+        try:
+            payloads = self.hierarchy.retrieve(lookup)
+        except (OffloadError, OSError):  # a chunk that does not verify: recompute instead
+            self.hierarchy.release(lookup)
+            self.stats.load_errors += 1
+            self._drop_unreadable([(k, self.hierarchy.tiers[i]) for k, i in lookup.found])
+            return cached
         blocks = [table[first + i] for i in range(len(payloads))]
         idx = torch.tensor(blocks, device=self.pool.device)
         staged = torch.stack([p.to(self.pool.device, self.pool.dtype) for p in payloads], dim=2)
@@ -143,6 +160,16 @@ class OffloadConnector:
         for t in tiers:
             self.stats.loaded[t] = self.stats.loaded.get(t, 0) + 1
         return cached + len(payloads) * size
+
+    @staticmethod
+    def _drop_unreadable(chunks: list[tuple[int, Tier[Any]]]) -> None:
+        """Remove the chunks that no longer verify, so no later lookup trips on them again."""
+        for key, tier in chunks:
+            try:
+                tier.get(key)
+            except (OffloadError, OSError):
+                with contextlib.suppress(OffloadError):
+                    tier.remove(key)
 
     def store_computed(self, table: Sequence[int], num_tokens: int) -> None:
         """Write-through: store the full named blocks of a prefill just computed."""
