@@ -1,13 +1,14 @@
 """Grader topic ``kv-offload``: the four steps of notebook 06, KV tiers under the GPU.
 
-Steps 1-2 grade one tier (``Tier(capacity_bytes, policy)`` with ``can_evict``, ``pin``/
-``unpin``, ``ref``/``unref``, ``get``, ``put``, ``remove`` and the skeleton's inspection API);
-a hierarchy class brings its tier class as ``tier_class``, so the grade of a later step checks
-the tier it is built on. Step 3 grades the hierarchy (``Hierarchy(cpu_bytes, disk_bytes)``:
-``store``, ``lookup``, ``retrieve``, ``release``, ``held_bytes``) and its disk tier
-(``disk_class``, whose ``_write`` must survive a crash); step 4 the cost model
-(``recompute_seconds``, ``load_seconds``, ``worth_loading``) against the simulator of
-:mod:`servelab.kv.offload.cost`.
+Steps 1-2 grade one tier class (``Tier(capacity_bytes, policy)`` with ``can_evict``, ``pin``/
+``unpin``, ``ref``/``unref``, ``get``, ``put``, ``remove`` and the skeleton's inspection API).
+Steps 3-4 grade the dict ``{"Tier": ..., "DiskTier": ..., "Hierarchy": ...}`` their grade
+cells pass, as eviction-policy's later steps pass a dict: each class is localised on its own,
+and the hierarchy is built on the dict's tier classes, so the probes of steps 1-2 check the
+tier it uses. Step 3 grades the hierarchy (``Hierarchy(cpu_bytes, disk_bytes)``: ``store``,
+``lookup``, ``retrieve``, ``release``, ``held_bytes``) and the disk tier's ``_write``, which
+must survive a crash; step 4 the cost model (``recompute_seconds``, ``load_seconds``,
+``worth_loading``) against the simulator of :mod:`servelab.kv.offload.cost`.
 
 Each probe is one realistic mistake (LMCache's issues and the seed's list: a pinned chunk
 evicted, a referenced one freed, a retrieve that unpins before it promotes, a torn write, a

@@ -12,8 +12,8 @@ unpins.
 
 Levels: 1 one tier without eviction (pins, references, ``can_evict``, ``remove``), 2 the
 eviction loop and the bounded wait, 3 the hierarchy, 4 the cost model against the simulator.
-Any class with the notebook's API is driven against the model; a hierarchy class brings its
-tier class as ``tier_class``.
+Any class with the notebook's API is driven against the model; steps 3-4 pass the dict of the
+tier, disk tier and hierarchy classes (:func:`hierarchy_class` builds the hierarchy on them).
 """
 
 from __future__ import annotations
