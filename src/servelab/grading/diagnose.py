@@ -435,6 +435,7 @@ SUBJECTS = {
 }
 """The name each topic's programs give the graded object."""
 
+
 class _SubjectPerProgram(Diagnoser):
     """kv-offload's programs build a tier (``tier``), a disk tier (``disk``) or a hierarchy
     (``h``): the report names the object the program built, not one fixed name."""
