@@ -42,8 +42,14 @@ pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
-NOTEBOOKS = ["01_weight_cache", "03_block_manager", "04_scheduler", "05_prefix_caching"]
-WITH_WIDGETS = {"01_weight_cache", "03_block_manager", "04_scheduler"}
+NOTEBOOKS = [
+    "01_weight_cache",
+    "03_block_manager",
+    "04_scheduler",
+    "05_prefix_caching",
+    "06_kv_offload",
+]
+WITH_WIDGETS = {"01_weight_cache", "03_block_manager", "04_scheduler", "06_kv_offload"}
 TOKEN = "servelab-browser-test"
 RUN_TIMEOUT_S = 240
 

@@ -64,6 +64,11 @@ def test_the_separating_programs_agree_with_the_reference_on_the_correct_class(
     # After every line the observable state is the reference package's, and so is every value
     # the notebook's class returns (where the notebook returns None, the package may say more:
     # the evicted keys, the cached tokens). A line that pokes a skeleton field ends the check.
+    if topic not in REFERENCE:
+        # kv-offload: the package's tiers (servelab.kv.offload) speak PutResult and Wait where
+        # the notebook's return victims and take wait=n; tests/test_offload*.py hold them to
+        # the same rules through their own API.
+        pytest.skip(f"{topic}: the package's API is not the notebook's")
     spec = SPECS[topic]
     for program in spec.separating:
         lines = program.splitlines()

@@ -27,6 +27,7 @@ A learner's exception inside a probe carries the probe's program so far in ``rep
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from collections.abc import Callable, Hashable, Sequence
@@ -64,6 +65,7 @@ from servelab.grading.replay import (
 )
 from servelab.grading.separating import (
     BLOCKS_SEPARATING,
+    KV_OFFLOAD_SEPARATING,
     POLICY_SEPARATING,
     PREFIX_SEPARATING,
     SCHEDULER_SEPARATING,
@@ -353,6 +355,41 @@ def _scheduler_state(ns: dict[str, Any], canon: Canon) -> Hashable:
     return (step, _graded_blocks(fields) if "tables" in fields else frozen(fields))
 
 
+def _offload_ns(impl: Any) -> dict[str, Any]:
+    from servelab.testing.kv_offload import (
+        crashing_writes,
+        hierarchy_class,
+        payload_for,
+        tier_class_of,
+    )
+
+    ns: dict[str, Any] = {"Tier": tier_class_of(impl), "payload": payload_for}
+    if isinstance(impl, dict):
+        ns["DiskTier"] = impl["DiskTier"]
+        ns["Hierarchy"] = hierarchy_class(impl)
+        ns["crashing_writes"] = crashing_writes
+    return ns
+
+
+def _offload_state(ns: dict[str, Any], canon: Canon) -> Hashable:
+    from servelab.testing.kv_offload import offload_fields
+
+    obj = next((ns[n] for n in ("h", "tier", "disk") if ns.get(n) is not None), None)
+    return None if obj is None else frozen(offload_fields(obj))
+
+
+def _offload_value(value: Any, canon: Canon) -> Hashable:
+    """Payloads as bytes, times to three significant digits (a closed form may differ from
+    the reference's in the last digits), containers element by element."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value)
+    if isinstance(value, float):
+        return float(f"{value:.3g}")
+    if isinstance(value, list | tuple):
+        return tuple(_offload_value(v, canon) for v in value)
+    return plain(value)
+
+
 _BLOCK_ERRORS = ("OutOfBlocks", "UnknownSequence", "SequenceExists", "InvalidLength")
 
 SPECS: dict[str, TopicReplay] = {
@@ -396,6 +433,14 @@ SPECS: dict[str, TopicReplay] = {
         ("RequestTooLarge",),
         SCHEDULER_SEPARATING,
     ),
+    "kv-offload": TopicReplay(
+        "KV offload",
+        _offload_ns,
+        _offload_state,
+        _offload_value,
+        ("ChunkTooLarge", "ChunkInUse", "ChunkNotFound", "ChunkNotPinned", "ChunkNotReferenced"),
+        KV_OFFLOAD_SEPARATING,
+    ),
 }
 
 SUBJECTS = {
@@ -404,11 +449,30 @@ SUBJECTS = {
     "block-manager": "bm",
     "prefix-cache": "bm",
     "scheduler": "sched",
+    "kv-offload": "h",
 }
 """The name each topic's programs give the graded object."""
 
+
+class _SubjectPerProgram(Diagnoser):
+    """kv-offload's programs build a tier (``tier``), a disk tier (``disk``) or a hierarchy
+    (``h``): the report names the object the program built, not one fixed name."""
+
+    def localised(self, program: str, impl: Any, step: int | None = None) -> Localisation:
+        first = program.lstrip().split("=", 1)[0].strip()
+        if first.isidentifier() and first != self.skeleton.subject:
+            base = self.skeleton
+            try:
+                self.skeleton = dataclasses.replace(base, subject=first)
+                return super().localised(program, impl, step)
+            finally:
+                self.skeleton = base
+        return super().localised(program, impl, step)
+
+
 HOOKS: dict[str, Diagnoser] = {
-    name: Diagnoser(name, spec, SUBJECTS[name]) for name, spec in SPECS.items()
+    name: (_SubjectPerProgram if name == "kv-offload" else Diagnoser)(name, spec, SUBJECTS[name])
+    for name, spec in SPECS.items()
 }
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
+from servelab.testing.kv_offload import offload_fields
+
 __all__ = [
     "DETAILS",
     "FIELDS",
@@ -158,6 +160,7 @@ FIELDS: dict[str, Callable[..., dict[str, Any]]] = {
     "block-manager": blocks_fields,
     "prefix-cache": prefix_fields,
     "scheduler": scheduler_fields,
+    "kv-offload": lambda obj, canon=_same: offload_fields(obj),
 }
 
 

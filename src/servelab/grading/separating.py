@@ -297,3 +297,52 @@ SCHEDULER_SEPARATING = (
         *_steps(3),
     ),
 )
+
+
+KV_OFFLOAD_SEPARATING = (
+    _program(  # every rule of one tier: FIFO order, counted pins, references, decide first
+        "tier = Tier(100, 'FIFO')",
+        "tier.put('a', payload('a', 30))",
+        "tier.put('b', payload('b', 30))",
+        "tier.put('c', payload('c', 30))",
+        "tier.get('a')",
+        "tier.pin('b')",
+        "tier.pin('b')",
+        "tier.unpin('b')",
+        "tier.ref('c')",
+        "tier.can_evict('a')",
+        "tier.can_evict('b')",
+        "tier.can_evict('c')",
+        "tier.put('d', payload('d', 50))",
+        "tier.put('e', payload('e', 20))",
+        "tier.pin('e')",
+        "tier.put('f', payload('f', 40), wait=2)",
+    ),
+    _program(  # the cascade, a lookup past a gap, a retrieve that must keep its pins
+        "h = Hierarchy(60, 120)",
+        "h.store('a', payload('a', 30))",
+        "h.store('b', payload('b', 30))",
+        "h.store('c', payload('c', 30))",
+        "h.where('a')",
+        "found = h.lookup(['b', 'x', 'a'])",
+        "h.release(found)",
+        "found = h.lookup(['b', 'a', 'c'])",
+        "h.retrieve(found)",
+        "found = h.lookup(['a'])",
+        "h.retrieve(found)",
+        "h.held_bytes()",
+    ),
+    _program(  # the cost model, each term once
+        "h = Hierarchy(1000, 1000)",
+        "h.recompute_seconds(32768)",
+        "h.load_seconds(4096, 'cpu')",
+        "h.load_seconds(1000, 'disk')",
+        "h.worth_loading(8192, 'disk')",
+    ),
+    _program(  # a crash in mid-write
+        "disk = DiskTier(100)",
+        "disk.put('a', payload('a', 20))",
+        "with crashing_writes(): disk.put('b', payload('b', 40))",
+        "disk.keys()",
+    ),
+)

@@ -59,6 +59,7 @@ from servelab.kv.attention import Backend
 from servelab.kv.blocks import BlockManager, InvalidConfig, KVCacheError
 from servelab.kv.budget import BudgetStep, TokenBudgetScheduler
 from servelab.kv.model import TinyLlama
+from servelab.kv.offload.connector import OffloadConnector, OffloadingBlockManager, build_hierarchy
 from servelab.kv.pool import SwapSpace, pinning_available
 from servelab.kv.prefix import PrefixCachingBlockManager
 from servelab.kv.scheduler import KVCacheManager, Preemption, Scheduler, Sequence, StepOutput
@@ -157,6 +158,10 @@ class EngineConfig:
     max_num_batched_tokens: int = 2048
     max_num_seqs: int = 256
     budget_watermark: float = 0.0
+    offload_cpu_bytes: int = 0
+    offload_disk_bytes: int = 0
+    offload_disk_dir: str | None = None
+    offload_write_through: bool = False
 
     def __post_init__(self) -> None:
         for name in ("num_blocks", "block_size"):
@@ -169,6 +174,14 @@ class EngineConfig:
             self.preemption != "recompute" or self.num_host_blocks
         ):
             raise InvalidConfig("the token-budget scheduler preempts by recompute only")
+        for name in ("offload_cpu_bytes", "offload_disk_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidConfig(f"{name} must be an int >= 0, got {value!r}")
+        if self.offload_cpu_bytes and (self.scheduler != "v0" or not self.prefix_caching):
+            raise InvalidConfig("KV offload needs prefix_caching=True and the v0 scheduler")
+        if (self.offload_disk_bytes or self.offload_disk_dir) and not self.offload_cpu_bytes:
+            raise InvalidConfig("a disk tier sits under a CPU tier: set offload_cpu_bytes too")
 
 
 @dataclass
@@ -178,6 +191,7 @@ class EngineStats:
     steps: int = 0
     prompt_tokens: int = 0  # tokens prefilled, recompute included
     cached_tokens: int = 0  # of those, found in the prefix cache (not computed)
+    offloaded_tokens: int = 0  # of those, loaded from the offload tiers (not computed)
     decode_tokens: int = 0
     generated_tokens: int = 0
     preemptions: int = 0
@@ -252,8 +266,20 @@ class Engine:
         self._next_seq = 0
         self._next_request = 0
         self.prefix: PrefixCachingBlockManager | None = None
+        self.offload: OffloadConnector | None = None
         bm: KVCacheManager
-        if cfg.prefix_caching:
+        if cfg.offload_cpu_bytes:
+            self.prefix = bm = OffloadingBlockManager(cfg.num_blocks, cfg.block_size)
+            tiers = build_hierarchy(
+                cpu_bytes=cfg.offload_cpu_bytes,
+                disk_bytes=cfg.offload_disk_bytes,
+                disk_dir=cfg.offload_disk_dir,
+                write_through=cfg.offload_write_through,
+            )
+            self.offload = OffloadConnector(
+                self.pool, bm, tiers, write_through=cfg.offload_write_through
+            )
+        elif cfg.prefix_caching:
             self.prefix = bm = PrefixCachingBlockManager(cfg.num_blocks, cfg.block_size)
         else:
             bm = BlockManager(cfg.num_blocks, cfg.block_size)
@@ -415,11 +441,16 @@ class Engine:
             self.stats.swapped_in_blocks += len(pairs)
 
     def _prefill(self, seq: Sequence, n: int, cached: int) -> list[tuple[Sequence, torch.Tensor]]:
-        logits = self.model.prefill(
-            self.pool, seq.token_ids[:n], self.bm.block_table(seq.seq_id), start=cached
-        )
+        table = self.bm.block_table(seq.seq_id)
+        gpu_cached = cached
+        if self.offload is not None:  # the GPU cache missed from here: try the tiers
+            cached = self.offload.load(table, cached, n)
+        logits = self.model.prefill(self.pool, seq.token_ids[:n], table, start=cached)
+        if self.offload is not None and self.offload.write_through:
+            self.offload.store_computed(table, n)
         self.stats.prompt_tokens += n
-        self.stats.cached_tokens += cached
+        self.stats.cached_tokens += gpu_cached
+        self.stats.offloaded_tokens += cached - gpu_cached
         out = [(seq, logits)]
         sample = self._samples[seq.seq_id]
         group = self._groups[sample.request_id]

@@ -6,6 +6,7 @@ stepping and replay on top.
 """
 
 from servelab.viz.blocks import BlockStepper, render_blocks, show_blocks
+from servelab.viz.tiers import TierReplay, render_tiers, show_tiers
 from servelab.viz.timeline import TimelineReplay, render_timeline
 from servelab.viz.weights import (
     CacheReplay,
@@ -21,11 +22,14 @@ __all__ = [
     "CacheReplay",
     "CacheSnapshot",
     "SnapshotError",
+    "TierReplay",
     "TimelineReplay",
     "render_blocks",
     "render_cache",
+    "render_tiers",
     "render_timeline",
     "show_blocks",
     "show_cache",
+    "show_tiers",
     "snapshot",
 ]

@@ -40,6 +40,7 @@ CORRECT: dict[str, str] = {
     "block-manager": "block_manager",
     "prefix-cache": "prefix_cache",
     "scheduler": "scheduler",
+    "kv-offload": "kv_offload",
 }
 """The topics with a catalogue, each with its checkpoint module in :mod:`servelab.checkpoints`."""
 

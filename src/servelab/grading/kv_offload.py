@@ -1,0 +1,634 @@
+"""Grader topic ``kv-offload``: the four steps of notebook 06, KV tiers under the GPU.
+
+Steps 1-2 grade one tier class (``Tier(capacity_bytes, policy)`` with ``can_evict``, ``pin``/
+``unpin``, ``ref``/``unref``, ``get``, ``put``, ``remove`` and the skeleton's inspection API).
+Steps 3-4 grade the dict ``{"Tier": ..., "DiskTier": ..., "Hierarchy": ...}`` their grade
+cells pass, as eviction-policy's later steps pass a dict: each class is localised on its own,
+and the hierarchy is built on the dict's tier classes, so the probes of steps 1-2 check the
+tier it uses. Step 3 grades the hierarchy (``Hierarchy(cpu_bytes, disk_bytes)``: ``store``,
+``lookup``, ``retrieve``, ``release``, ``held_bytes``) and the disk tier's ``_write``, which
+must survive a crash; step 4 the cost model (``recompute_seconds``, ``load_seconds``,
+``worth_loading``) against the simulator of :mod:`servelab.kv.offload.cost`.
+
+Each probe is one realistic mistake (LMCache's issues and the seed's list: a pinned chunk
+evicted, a referenced one freed, a retrieve that unpins before it promotes, a torn write, a
+busy wait without an end, bytes counted twice); the state machines of
+:mod:`servelab.testing.kv_offload` search for the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
+from servelab.grading.replay import remember_program
+from servelab.kv.offload.cost import (
+    LLAMA_8B,
+    PREFILL_FLOPS,
+    Link,
+    ModelShape,
+    simulate_load,
+    simulate_prefill,
+)
+from servelab.testing.kv_offload import (
+    crashing_writes,
+    hierarchy_class,
+    make_machine,
+    payload_for,
+    tier_class_of,
+    tier_fields,
+)
+
+__all__ = ["TOPIC"]
+
+
+class Script:
+    """Runs calls on a fresh object and writes each one down as code the learner can paste."""
+
+    def __init__(self, first: str, make: Callable[[], Any], subject: str) -> None:
+        self.lines = [first]
+        self.subject = subject
+        self.obj = self.run(first, make, record=False)
+
+    def run(self, line: str, call: Callable[[], Any], *, record: bool = True) -> Any:
+        if record:
+            self.lines.append(line)
+        try:
+            return call()
+        except Exception as exc:
+            remember_program(exc, self.lines)
+            raise
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        shown = [_arg(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+        line = f"{self.subject}.{method}({', '.join(shown)})"
+        return self.run(line, lambda: getattr(self.obj, method)(*_values(args), **kwargs))
+
+    def fail(self, message: str, hint: str | None = None) -> ProbeFailed:
+        return ProbeFailed(message, self.lines, hint)
+
+    def expect(self, got: Any, want: Any, what: str, hint: str | None = None) -> None:
+        if got != want:
+            raise self.fail(f"{what} is {got!r}, expected {want!r}", hint)
+
+    def expect_raises(
+        self, kinds: tuple[type[BaseException], ...], method: str, *args: Any
+    ) -> None:
+        """The call must raise one of ``kinds`` and change nothing."""
+        tier = self.obj
+        before = tier_fields(tier)
+        shown = ", ".join(_arg(a) for a in args)
+        code = f"{self.subject}.{method}({shown})"
+        try:
+            self.call(method, *args)
+        except kinds:
+            after = tier_fields(tier)
+            if after != before:
+                raise self.fail(
+                    f"{code} raised, but the tier changed: {before} -> {after}"
+                ) from None
+            return
+        except Exception as exc:
+            names = " or ".join(k.__name__ for k in kinds)
+            raise self.fail(f"{code} raised {type(exc).__name__}, expected a {names}") from exc
+        raise self.fail(f"{code} returned normally; it must raise and change nothing")
+
+
+class _Payload:
+    """An argument shown as ``payload('a', 30)`` in the program and passed as its bytes."""
+
+    def __init__(self, key: str, size: int) -> None:
+        self.key, self.size = key, size
+
+    def __repr__(self) -> str:
+        return f"payload({self.key!r}, {self.size})"
+
+
+def _arg(a: Any) -> str:
+    return repr(a)
+
+
+def _values(args: tuple[Any, ...]) -> list[Any]:
+    return [payload_for(a.key, a.size) if isinstance(a, _Payload) else a for a in args]
+
+
+def _tier(impl: Any, capacity: int, policy: str = "LRU") -> Script:
+    cls = tier_class_of(impl)
+    return Script(f"tier = Tier({capacity}, {policy!r})", lambda: cls(capacity, policy), "tier")
+
+
+def _hierarchy(impl: Any, cpu: int, disk: int) -> Script:
+    cls = hierarchy_class(impl)
+    return Script(f"h = Hierarchy({cpu}, {disk})", lambda: cls(cpu, disk), "h")
+
+
+def _put(s: Script, key: str, size: int, **kw: Any) -> Any:
+    return s.call("put", key, _Payload(key, size), **kw)
+
+
+def _keys(s: Script) -> list[Any]:
+    return list(s.obj.keys())
+
+
+def _victims(result: Any) -> Any:
+    return None if result is None else [k for k, _ in result]
+
+
+HINTS = {
+    "pinned": (
+        "a chunk that a lookup pinned must not be evictable until its retrieve completes: "
+        "can_evict is False while pin_count > 0 (LMCache's can_evict: not pinned and "
+        "ref_count == 1)"
+    ),
+    "referenced": (
+        "a chunk still referenced by a GPU transfer must not be evicted or freed: can_evict "
+        "is False while ref_count > 1"
+    ),
+    "counted": "pins and references are counts: two lookups pin a chunk twice, and one "
+    "unpin leaves it pinned",
+    "never-below-zero": "an unpin (or unref) without a matching pin must raise and leave the "
+    "count at 0",
+    "miss": "a put that cannot make room is a miss: return None and change nothing",
+    "policy": "LRU refreshes a chunk on every hit (move it to the end); FIFO never does",
+    "no-more": "evict in policy order only until the chunk fits, and no more",
+    "decide-first": "decide whether eviction can make room before evicting anything: a miss "
+    "must evict nothing",
+    "bounded-wait": "the busy wait retries at most `wait` times, pausing with _sleep() before "
+    "each retry, and then returns None (a miss)",
+    "retry": "each retry must look for room again: a chunk unpinned during the pause can be "
+    "evicted now",
+    "too-large": "a chunk larger than the whole tier raises ChunkTooLarge (a ValueError): no "
+    "eviction or wait can make room",
+    "cascade": "store cascades down: what the first tier evicts goes into the tier below",
+    "prefix": "lookup pins the longest prefix of the keys that some tier holds, and stops at "
+    "the first key no tier has",
+    "promote-pinned": (
+        "retrieve unpins before promoting: keep every chunk of the lookup pinned (and each read "
+        "under a reference) until all are read and promoted, then unpin"
+    ),
+    "torn": (
+        "a crash during the disk write leaves the chunk file torn: write a temporary file in "
+        "the same directory, flush and fsync it, then os.replace it over the chunk's name"
+    ),
+    "held-bytes": "held_bytes counts each chunk once: a chunk promoted into the CPU tier "
+    "keeps its disk copy, and counting both is counting its bytes twice",
+    "attention": "recompute is 2 FLOPs per parameter per token plus attention over every "
+    "earlier position (4 · layers · d_model · i at position i): the attention term "
+    "dominates long prompts",
+    "kv-bytes": "KV bytes per token = 2 (K and V) · layers · kv_heads · head_dim · bytes_per_value",
+    "latency": "a load pays the link's latency once per chunk request (chunk_tokens tokens), "
+    "not per token and not once in all",
+    "own-numbers": "use the hierarchy's own model, flops, links and chunk_tokens: a grader "
+    "(or a deployment) sets them",
+    "worth-loading": "worth_loading is load_seconds < recompute_seconds for those tokens",
+    "miss-bounded": "the busy wait never returned: when every chunk is pinned, a wait "
+    "without a bound spins forever",
+}
+
+
+# --- step 1: one tier, can_evict --------------------------------------------------------
+
+
+def _can_evict_pins_and_refs(impl: Any) -> None:
+    s = _tier(impl, 100)
+    _put(s, "a", 10)
+    s.expect(s.call("can_evict", "a"), True, "can_evict('a') of a fresh chunk")
+    s.call("pin", "a")
+    s.expect(s.call("can_evict", "a"), False, "can_evict('a') while pinned", HINTS["pinned"])
+    s.call("unpin", "a")
+    s.call("ref", "a")
+    s.expect(s.obj.ref_count("a"), 2, "ref_count('a') during one transfer")
+    s.expect(
+        s.call("can_evict", "a"), False, "can_evict('a') while referenced", HINTS["referenced"]
+    )
+    s.call("unref", "a")
+    s.expect(s.call("can_evict", "a"), True, "can_evict('a') after the transfer")
+
+
+def _counted_pins(impl: Any) -> None:
+    s = _tier(impl, 100)
+    _put(s, "a", 10)
+    s.call("pin", "a")
+    s.call("pin", "a")
+    s.call("unpin", "a")
+    s.expect(s.call("can_evict", "a"), False, "can_evict('a') while a second lookup pins it")
+    s.expect(s.obj.pin_count("a"), 1, "pin_count('a')")
+
+
+def _remove_in_use(impl: Any) -> None:
+    s = _tier(impl, 100)
+    _put(s, "a", 10)
+    s.call("ref", "a")
+    try:
+        s.call("remove", "a")
+    except RuntimeError:
+        s.expect(_keys(s), ["a"], "resident keys after the refused remove")
+        return
+    except Exception as exc:
+        raise s.fail(f"tier.remove('a') raised {type(exc).__name__}, expected ChunkInUse") from exc
+    raise s.fail("tier.remove('a') freed a chunk a transfer still reads", HINTS["referenced"])
+
+
+def _full_is_a_miss(impl: Any) -> None:
+    s = _tier(impl, 30)
+    _put(s, "a", 20)
+    s.call("pin", "a")
+    s.expect(_victims(_put(s, "b", 20)), None, "tier.put('b', ...) with 'a' pinned")
+    s.expect(_keys(s), ["a"], "resident keys")
+    s.expect(s.obj.used, 20, "used")
+
+
+def _unpin_never_below_zero(impl: Any) -> None:
+    s = _tier(impl, 100)
+    _put(s, "a", 10)
+    s.call("pin", "a")
+    s.call("unpin", "a")
+    s.expect_raises((ValueError, LookupError, RuntimeError), "unpin", "a")
+    s.expect_raises((ValueError, LookupError, RuntimeError), "unref", "a")
+    s.expect_raises((LookupError,), "pin", "zz")
+
+
+def _bytes_once(impl: Any) -> None:
+    s = _tier(impl, 100)
+    _put(s, "a", 30)
+    _put(s, "b", 20)
+    _put(s, "a", 30)  # already here: a use, not a second copy
+    s.expect(s.obj.used, 50, "used after storing 'a' twice")
+    s.expect(s.call("get", "b"), payload_for("b", 20), "tier.get('b')")
+    s.expect(s.call("get", "zz"), None, "tier.get('zz') (a miss)")
+
+
+def _policy_order(impl: Any) -> None:
+    for policy, want in (("LRU", ["b", "a"]), ("FIFO", ["a", "b"])):
+        s = _tier(impl, 100, policy)
+        _put(s, "a", 10)
+        _put(s, "b", 10)
+        s.call("get", "a")
+        s.expect(
+            _keys(s), want, f"{policy} order (next victim first) after get('a')", HINTS["policy"]
+        )
+
+
+# --- step 2: allocate, evict, retry ------------------------------------------------------
+
+
+def _fill(s: Script) -> None:
+    for k in "abc":
+        _put(s, k, 30)
+
+
+def _evict_until_fits(impl: Any) -> None:
+    s = _tier(impl, 100)
+    _fill(s)
+    s.expect(
+        _victims(_put(s, "d", 50)), ["a", "b"], "victims of put('d', 50 bytes)", HINTS["no-more"]
+    )
+    s.expect(_keys(s), ["c", "d"], "resident keys")
+
+
+def _skips_pinned(impl: Any) -> None:
+    s = _tier(impl, 100)
+    _fill(s)
+    s.call("pin", "a")
+    s.expect(_victims(_put(s, "d", 50)), ["b", "c"], "victims with 'a' pinned", HINTS["pinned"])
+
+
+def _skips_referenced(impl: Any) -> None:
+    s = _tier(impl, 100)
+    _fill(s)
+    s.call("ref", "a")
+    got = _victims(_put(s, "d", 50))
+    s.expect(got, ["b", "c"], "victims with 'a' read by a transfer", HINTS["referenced"])
+
+
+def _decide_first(impl: Any) -> None:
+    s = _tier(impl, 100)
+    _fill(s)
+    s.call("pin", "b")
+    s.call("pin", "c")
+    s.expect(
+        _victims(_put(s, "d", 80)), None, "put('d', 80 bytes) with 60 bytes pinned", HINTS["miss"]
+    )
+    s.expect(_keys(s), ["a", "b", "c"], "resident keys after the miss", HINTS["decide-first"])
+
+
+def _bounded_wait(impl: Any) -> None:
+    s = _tier(impl, 60)
+    _put(s, "a", 30)
+    _put(s, "b", 30)
+    s.call("pin", "a")
+    s.call("pin", "b")
+    pauses: list[int] = []
+    s.obj._sleep = lambda: pauses.append(1)
+    s.lines.append("tier._sleep = lambda: None  # the pause, counted by the grader")
+    s.expect(_victims(_put(s, "c", 30, wait=3)), None, "put('c', ..., wait=3) with all pinned")
+    s.expect(len(pauses), 3, "pauses before the miss", HINTS["bounded-wait"])
+
+
+def _retry_looks_again(impl: Any) -> None:
+    s = _tier(impl, 60)
+    _put(s, "a", 30)
+    _put(s, "b", 30)
+    s.call("pin", "a")
+    s.call("pin", "b")
+
+    def pause() -> None:  # meanwhile, a retrieve completes and unpins 'a'
+        if s.obj.pin_count("a"):
+            s.obj.unpin("a")
+
+    s.obj._sleep = pause
+    s.lines.append("tier._sleep = lambda: tier.unpin('a')  # a retrieve completes meanwhile")
+    got = _victims(_put(s, "c", 30, wait=2))
+    s.expect(got, ["a"], "victims of put('c', ..., wait=2) once 'a' was unpinned", HINTS["retry"])
+
+
+def _too_large(impl: Any) -> None:
+    s = _tier(impl, 100)
+    _put(s, "a", 30)
+    s.expect_raises((ValueError,), "put", "big", _Payload("big", 150))
+
+
+# --- step 3: the hierarchy -----------------------------------------------------------------
+
+
+def _cascade(impl: Any) -> None:
+    s = _hierarchy(impl, 60, 120)
+    for k in "abc":
+        s.call("store", k, _Payload(k, 30))
+    s.expect(
+        s.obj.where("a"), ["disk"], "h.where('a') after the CPU tier evicted it", HINTS["cascade"]
+    )
+    s.expect(s.obj.where("c"), ["cpu"], "h.where('c')")
+
+
+def _longest_prefix(impl: Any) -> None:
+    s = _hierarchy(impl, 60, 120)
+    s.call("store", "a", _Payload("a", 30))
+    s.call("store", "b", _Payload("b", 30))
+    found = s.call("lookup", ["a", "x", "b"])
+    s.expect(
+        [k for k, *_ in found], ["a"], "the keys h.lookup(['a', 'x', 'b']) found", HINTS["prefix"]
+    )
+    s.expect(s.obj.tiers[0].pin_count("a"), 1, "h.tiers[0].pin_count('a')", HINTS["prefix"])
+    s.expect(s.obj.tiers[0].pin_count("b"), 0, "h.tiers[0].pin_count('b')", HINTS["prefix"])
+
+
+def _pinned_survives_store(impl: Any) -> None:
+    s = _hierarchy(impl, 60, 120)
+    s.call("store", "a", _Payload("a", 30))
+    s.call("store", "b", _Payload("b", 30))
+    s.run("found = h.lookup(['a'])", lambda: s.obj.lookup(["a"]))
+    s.call("store", "c", _Payload("c", 30))
+    s.expect(s.obj.where("a"), ["cpu"], "h.where('a') while a lookup pins it", HINTS["pinned"])
+
+
+def _pins_across_retrieve(impl: Any) -> None:
+    s = _hierarchy(impl, 60, 120)
+    for k in "abc":
+        s.call("store", k, _Payload(k, 30))  # 'a' goes down to disk
+    found = s.run("found = h.lookup(['b', 'a', 'c'])", lambda: s.obj.lookup(["b", "a", "c"]))
+    got = s.run("h.retrieve(found)", lambda: s.obj.retrieve(found))
+    want = [payload_for(k, 30) for k in "bac"]
+    s.expect(list(got or []), want, "h.retrieve(found)", HINTS["promote-pinned"])
+    s.expect(s.obj.where("c"), ["cpu"], "h.where('c')", HINTS["promote-pinned"])
+
+
+def _held_bytes_once(impl: Any) -> None:
+    s = _hierarchy(impl, 60, 120)
+    for k in "abc":
+        s.call("store", k, _Payload(k, 30))
+    found = s.run("found = h.lookup(['a'])", lambda: s.obj.lookup(["a"]))
+    s.run("h.retrieve(found)", lambda: s.obj.retrieve(found))  # 'a' promoted, disk copy kept
+    s.expect(s.call("held_bytes"), 90, "h.held_bytes() with 'a' in both tiers", HINTS["held-bytes"])
+
+
+def _no_torn_write(impl: Any) -> None:
+    disk = hierarchy_class(impl).disk_class
+    s = Script("disk = DiskTier(100)", lambda: disk(100), "disk")
+    _put(s, "a", 20)
+    crashed: list[str] = []
+
+    def crash() -> None:
+        with crashing_writes() as cut:
+            s.obj.put("b", payload_for("b", 40))
+        crashed.extend(cut)
+
+    s.run("with crashing_writes(): disk.put('b', payload('b', 40))", crash)
+    if not crashed:
+        return  # the write does not go through open(): nothing this probe can interrupt
+    path = s.obj.path("b")
+    if path.exists() and path.stat().st_size != 40:
+        raise s.fail(
+            f"after the crash {path.name} holds {path.stat().st_size} of 40 bytes: a torn "
+            "chunk, which a restart would serve as KV",
+            HINTS["torn"],
+        )
+    s.expect(_keys(s), ["a"], "resident keys after the failed write")
+    s.expect(s.call("get", "a"), payload_for("a", 20), "disk.get('a')")
+
+
+# --- step 4: when offload beats recompute ----------------------------------------------------
+
+
+def _cost(impl: Any) -> Script:
+    return _hierarchy(impl, 1000, 1000)
+
+
+def _close(s: Script, code: str, got: Any, want: float, hint: str) -> None:
+    if not isinstance(got, (int, float)) or isinstance(got, bool):
+        raise s.fail(f"{code} returned {got!r}, not a number of seconds")
+    if abs(got - want) > 0.02 * want:
+        raise s.fail(f"{code} is {got:.4g} s; the simulator takes {want:.4g} s", hint)
+
+
+def _recompute_long(impl: Any) -> None:
+    s = _cost(impl)
+    for n in (256, 32_768):
+        got = s.call("recompute_seconds", n)
+        hint = HINTS["attention"]
+        _close(
+            s,
+            f"h.recompute_seconds({n})",
+            got,
+            simulate_prefill(LLAMA_8B, 0, n, PREFILL_FLOPS),
+            hint,
+        )
+
+
+def _load_bytes(impl: Any) -> None:
+    s = _cost(impl)
+    got = s.call("load_seconds", 4096, "cpu")
+    want = simulate_load(LLAMA_8B, 4096, s.obj.links["cpu"], 256)
+    _close(s, "h.load_seconds(4096, 'cpu')", got, want, HINTS["kv-bytes"])
+
+
+def _latency_per_chunk(impl: Any) -> None:
+    s = _cost(impl)
+    slow = Link("disk", 1e12, 1e-3)  # latency dominates: a request costs 1 ms
+    s.run(
+        f"h.links = {{**h.links, 'disk': {slow!r}}}",
+        lambda: setattr(s.obj, "links", {**s.obj.links, "disk": slow}),
+    )
+    got = s.call("load_seconds", 1000, "disk")
+    _close(
+        s,
+        "h.load_seconds(1000, 'disk')",
+        got,
+        simulate_load(LLAMA_8B, 1000, slow, 256),
+        HINTS["latency"],
+    )
+
+
+def _own_numbers(impl: Any) -> None:
+    s = _cost(impl)
+    small = ModelShape(
+        params=1.0e9, layers=16, d_model=2048, kv_heads=32, head_dim=64, bytes_per_value=4
+    )
+    s.run(f"h.model = {small!r}", lambda: setattr(s.obj, "model", small))
+    s.run("h.flops = 100e12", lambda: setattr(s.obj, "flops", 100e12))
+    got = s.call("recompute_seconds", 2048)
+    _close(
+        s,
+        "h.recompute_seconds(2048)",
+        got,
+        simulate_prefill(small, 0, 2048, 100e12),
+        HINTS["own-numbers"],
+    )
+    got = s.call("load_seconds", 2048, "disk")
+    want = simulate_load(small, 2048, s.obj.links["disk"], 256)
+    _close(s, "h.load_seconds(2048, 'disk')", got, want, HINTS["own-numbers"])
+
+
+def _worth_loading(impl: Any) -> None:
+    s = _cost(impl)
+    s.expect(
+        s.call("worth_loading", 8192, "cpu"),
+        True,
+        "h.worth_loading(8192, 'cpu')",
+        HINTS["worth-loading"],
+    )
+    crawl = Link("disk", 0.2e9, 1e-3)  # a network disk: 200 MB/s
+    s.run(
+        f"h.links = {{**h.links, 'disk': {crawl!r}}}",
+        lambda: setattr(s.obj, "links", {**s.obj.links, "disk": crawl}),
+    )
+    s.expect(
+        s.call("worth_loading", 8192, "disk"),
+        False,
+        "h.worth_loading(8192, 'disk')",
+        HINTS["worth-loading"],
+    )
+
+
+def _machine(level: int) -> MachineCheck:
+    names = {
+        1: ["can_evict = not pinned and ref_count == 1", "pins and references counted", "bytes"],
+        2: ["evict in policy order, skip what can_evict refuses", "miss after a bounded wait"],
+        3: ["store cascades down", "lookup pins the longest prefix", "retrieve promotes"],
+        4: ["recompute and load times equal the simulator's (2%)"],
+    }
+    return MachineCheck(
+        name="state machine",
+        build=lambda impl: make_machine(impl, level),
+        invariants=names[level],
+        hints={
+            "miss": HINTS["miss"],
+            "bounded-wait": HINTS["bounded-wait"],
+            "victims": HINTS["no-more"],
+            "too-large": HINTS["too-large"],
+            "changed-on-error": "a call that raises must change nothing",
+            "can-evict": HINTS["pinned"],
+            "pin-refused": "pin of a chunk that is not resident raises (ChunkNotFound, a KeyError)",
+            "unpin-refused": HINTS["never-below-zero"],
+            "ref-refused": "ref of a chunk that is not resident raises (ChunkNotFound)",
+            "unref-refused": HINTS["never-below-zero"],
+            "remove-refused": HINTS["referenced"],
+            "store": HINTS["cascade"],
+            "lookup": HINTS["prefix"],
+            "retrieve": HINTS["promote-pinned"],
+            "held-bytes": HINTS["held-bytes"],
+            "recompute": HINTS["attention"],
+            "load": HINTS["kv-bytes"],
+            "worth-loading": HINTS["worth-loading"],
+        },
+        max_examples={1: 120, 2: 120, 3: 80, 4: 60}[level],
+        step_count=25,
+    )
+
+
+TOPIC = Topic(
+    name="kv-offload",
+    title="KV offload tiers: can_evict, allocate-evict-retry, the hierarchy, the cost model",
+    steps=(
+        Step(
+            1,
+            "one tier: byte budget, policy, can_evict",
+            (
+                Probe(
+                    "can_evict follows pins and references",
+                    HINTS["pinned"],
+                    _can_evict_pins_and_refs,
+                ),
+                Probe("two lookups pin one chunk", HINTS["counted"], _counted_pins),
+                Probe(
+                    "remove refuses a chunk a transfer reads", HINTS["referenced"], _remove_in_use
+                ),
+                Probe("no room is a miss", HINTS["miss"], _full_is_a_miss),
+                Probe(
+                    "counts never go below zero", HINTS["never-below-zero"], _unpin_never_below_zero
+                ),
+                Probe(
+                    "a chunk takes its bytes once",
+                    "a key already stored is a use, not a second copy",
+                    _bytes_once,
+                ),
+                Probe("LRU refreshes, FIFO does not", HINTS["policy"], _policy_order),
+            ),
+            _machine(1),
+        ),
+        Step(
+            2,
+            "allocate, evict, retry",
+            (
+                Probe("evict in policy order until it fits", HINTS["no-more"], _evict_until_fits),
+                Probe("a pinned chunk is skipped", HINTS["pinned"], _skips_pinned),
+                Probe("a referenced chunk is skipped", HINTS["referenced"], _skips_referenced),
+                Probe("decide before evicting", HINTS["decide-first"], _decide_first),
+                Probe("the busy wait has an end", HINTS["bounded-wait"], _bounded_wait),
+                Probe("a retry looks for room again", HINTS["retry"], _retry_looks_again),
+                Probe("larger than the tier raises", HINTS["too-large"], _too_large),
+            ),
+            _machine(2),
+        ),
+        Step(
+            3,
+            "the hierarchy: cascade down, promote up",
+            (
+                Probe("store cascades down", HINTS["cascade"], _cascade),
+                Probe("lookup pins the longest prefix", HINTS["prefix"], _longest_prefix),
+                Probe("a pinned chunk survives a store", HINTS["pinned"], _pinned_survives_store),
+                Probe(
+                    "pins are held across the retrieve",
+                    HINTS["promote-pinned"],
+                    _pins_across_retrieve,
+                ),
+                Probe("a crash never leaves a torn chunk", HINTS["torn"], _no_torn_write),
+                Probe("held bytes count each chunk once", HINTS["held-bytes"], _held_bytes_once),
+            ),
+            _machine(3),
+        ),
+        Step(
+            4,
+            "when offload beats recompute",
+            (
+                Probe("recompute includes attention", HINTS["attention"], _recompute_long),
+                Probe("a load moves K and V", HINTS["kv-bytes"], _load_bytes),
+                Probe("latency is paid per chunk", HINTS["latency"], _latency_per_chunk),
+                Probe("the hierarchy's own numbers", HINTS["own-numbers"], _own_numbers),
+                Probe("worth loading, both ways", HINTS["worth-loading"], _worth_loading),
+            ),
+            _machine(4),
+        ),
+    ),
+)

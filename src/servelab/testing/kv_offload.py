@@ -1,0 +1,624 @@
+"""Invariants of KV offload tiers, as an executable model and Hypothesis state machines.
+
+The model is the rules written as plainly as they go. A tier is an ordered dict of resident
+chunks (key -> bytes, next victim candidate first) with pin and reference counts; a chunk may
+be evicted only when ``can_evict``: no pin and no reference beyond the tier's own. ``put``
+decides before it changes anything: too large for the whole tier raises, not enough evictable
+room is a miss (after ``wait`` pauses), otherwise the evictable chunks go in policy order until
+it fits, and nothing more. The hierarchy stores into the first tier and cascades each tier's
+victims into the next; ``lookup`` pins the longest found prefix, ``retrieve`` reads under a
+reference, promotes what it found below the first tier while everything is still pinned, then
+unpins.
+
+Levels: 1 one tier without eviction (pins, references, ``can_evict``, ``remove``), 2 the
+eviction loop and the bounded wait, 3 the hierarchy, 4 the cost model against the simulator.
+Any class with the notebook's API is driven against the model; steps 3-4 pass the dict of the
+tier, disk tier and hierarchy classes (:func:`hierarchy_class` builds the hierarchy on them).
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import sys
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize, invariant, precondition, rule
+
+from servelab.kv.offload.cost import (
+    HOST_LINK,
+    LLAMA_8B,
+    NVME_LINK,
+    PREFILL_FLOPS,
+    Link,
+    ModelShape,
+    simulate_load,
+    simulate_prefill,
+)
+from servelab.testing.core import InvariantViolation, RecordingMachine
+
+__all__ = [
+    "KEYS",
+    "ModelHierarchy",
+    "ModelTier",
+    "crashing_writes",
+    "hierarchy_class",
+    "hierarchy_fields",
+    "make_machine",
+    "offload_fields",
+    "payload_for",
+    "tier_class_of",
+    "tier_fields",
+]
+
+KEYS = ("a", "b", "c", "d", "e", "f")
+
+
+def payload_for(key: str, size: int) -> bytes:
+    """A chunk's KV as the checks write it: ``size`` bytes that name their key."""
+    return (key.encode() * size)[:size]
+
+
+def tier_class_of(impl: Any) -> Any:
+    """The tier class to grade: ``impl["Tier"]`` of the later steps' dict, else ``impl``."""
+    if isinstance(impl, Mapping):
+        return impl["Tier"]
+    return getattr(impl, "tier_class", impl)
+
+
+def hierarchy_class(impl: Any) -> Any:
+    """The hierarchy class of the later steps' dict, built on the dict's own tier classes."""
+    if not isinstance(impl, Mapping):
+        return impl
+    h = impl["Hierarchy"]
+    bound = {"tier_class": impl["Tier"], "disk_class": impl["DiskTier"], "__module__": h.__module__}
+    return type(h.__name__, (h,), bound)
+
+
+class SimulatedCrash(OSError):
+    """The machine went down in the middle of a write (see :func:`crashing_writes`)."""
+
+
+@contextmanager
+def crashing_writes() -> Iterator[list[str]]:
+    """Inside the block, a file opened for writing keeps half of the first write to it, then the
+    machine "crashes" (:class:`SimulatedCrash`): what a kill or a power cut in mid-write leaves
+    on disk. The crash ends the block (the program goes on as after a restart). Yields the
+    names of the files it cut short."""
+    real = builtins.open
+    crashed: list[str] = []
+
+    class Half:
+        def __init__(self, f: Any, name: str) -> None:
+            self._f, self._name = f, name
+
+        def write(self, data: Any) -> int:
+            data = bytes(data)
+            self._f.write(data[: max(1, len(data) // 2)])
+            self._f.flush()
+            crashed.append(self._name)
+            raise SimulatedCrash(f"the machine crashed while writing {Path(self._name).name}")
+
+        def __enter__(self) -> Any:
+            return self
+
+        def __exit__(self, *exc: Any) -> None:
+            self._f.close()
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._f, name)
+
+    def crashing(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        f = real(file, mode, *args, **kwargs)
+        return Half(f, str(file)) if any(c in mode for c in "wax+") else f
+
+    # In a notebook, `open` is IPython's wrapper, which calls the `io_open` it imported.
+    shell = sys.modules.get("IPython.core.interactiveshell")
+    builtins.open = io.open = crashing
+    if shell is not None and hasattr(shell, "io_open"):
+        setattr(shell, "io_open", crashing)  # noqa: B010
+    try:
+        yield crashed
+    except SimulatedCrash:
+        pass
+    finally:
+        builtins.open = io.open = real
+        if shell is not None and hasattr(shell, "io_open"):
+            setattr(shell, "io_open", real)  # noqa: B010
+
+
+@dataclass
+class ModelTier:
+    """One tier's rules."""
+
+    capacity: int
+    policy: str = "LRU"
+    sizes: OrderedDict[str, int] = field(default_factory=OrderedDict)
+    pins: dict[str, int] = field(default_factory=dict)
+    refs: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def used(self) -> int:
+        return sum(self.sizes.values())
+
+    def can_evict(self, key: str) -> bool:
+        return not self.pins.get(key) and not self.refs.get(key)
+
+    def evictable_bytes(self) -> int:
+        return sum(s for k, s in self.sizes.items() if self.can_evict(k))
+
+    def victims(self, size: int) -> list[str] | None:
+        need = size - (self.capacity - self.used)
+        chosen: list[str] = []
+        for k, s in self.sizes.items():
+            if need <= 0:
+                break
+            if self.can_evict(k):
+                chosen.append(k)
+                need -= s
+        return chosen if need <= 0 else None
+
+    def touch(self, key: str) -> None:
+        if self.policy == "LRU":
+            self.sizes.move_to_end(key)
+
+    def put(self, key: str, size: int) -> list[str] | None:
+        if key in self.sizes:
+            self.touch(key)
+            return []
+        victims = self.victims(size)
+        if victims is None:
+            return None
+        for v in victims:
+            del self.sizes[v]
+        self.sizes[key] = size
+        return victims
+
+
+@dataclass
+class ModelHierarchy:
+    """The hierarchy's rules over two model tiers."""
+
+    tiers: list[ModelTier]
+
+    def cascade(self, start: int, chunks: list[str], sizes: dict[str, int]) -> None:
+        for tier in self.tiers[start:]:
+            below: list[str] = []
+            for k in chunks:
+                if k in tier.sizes:
+                    continue
+                evicted = tier.put(k, sizes[k])
+                below += evicted or []
+            chunks = below
+
+    def store(self, key: str, size: int) -> bool:
+        sizes = self.all_sizes()
+        sizes[key] = size
+        evicted = self.tiers[0].put(key, size)
+        if evicted is None:
+            return False
+        self.cascade(1, evicted, sizes)
+        return True
+
+    def lookup(self, keys: list[str]) -> list[tuple[str, int]]:
+        found = []
+        for k in keys:
+            where = next((i for i, t in enumerate(self.tiers) if k in t.sizes), None)
+            if where is None:
+                break
+            t = self.tiers[where]
+            t.pins[k] = t.pins.get(k, 0) + 1
+            found.append((k, where))
+        return found
+
+    def retrieve(self, found: list[tuple[str, int]]) -> list[str]:
+        sizes = self.all_sizes()
+        for k, i in found:
+            self.tiers[i].touch(k)
+            self.tiers[i].refs[k] = self.tiers[i].refs.get(k, 0) + 1
+        top = self.tiers[0]
+        for k, i in found:
+            if i > 0 and k not in top.sizes and sizes[k] <= top.capacity:
+                evicted = top.put(k, sizes[k])
+                if evicted:
+                    self.cascade(1, evicted, sizes)
+        for k, i in found:
+            self.release_one(self.tiers[i].refs, k)
+            self.release_one(self.tiers[i].pins, k)
+        return [k for k, _ in found]
+
+    def release(self, found: list[tuple[str, int]]) -> None:
+        for k, i in found:
+            self.release_one(self.tiers[i].pins, k)
+
+    @staticmethod
+    def release_one(counts: dict[str, int], key: str) -> None:
+        counts[key] -= 1
+        if not counts[key]:
+            del counts[key]
+
+    def all_sizes(self) -> dict[str, int]:
+        return {k: s for t in self.tiers for k, s in t.sizes.items()}
+
+    def held_bytes(self) -> int:
+        return sum(self.all_sizes().values())
+
+
+def _read(fn: Any) -> Any:
+    try:
+        return fn()
+    except Exception as exc:
+        return ("unreadable", type(exc).__name__)
+
+
+def tier_fields(tier: Any) -> dict[str, Any]:
+    """Everything a tier shows: resident keys in policy order, bytes, pins and references
+    (read from the skeleton's ``_pins`` and ``_refs``, so counts of absent keys show too), and
+    for a disk tier the files in its directory with their sizes."""
+    fields = {
+        "keys": _read(lambda: list(tier.keys())),
+        "used": _read(lambda: tier.used),
+        "pins": _read(lambda: {k: n for k, n in dict(tier._pins).items() if n}),
+        "refs": _read(lambda: {k: n for k, n in dict(tier._refs).items() if n}),
+    }
+    root = getattr(tier, "root", None)
+    if root is not None:
+        fields["files"] = _read(
+            lambda: {p.name: p.stat().st_size for p in sorted(Path(root).iterdir())}
+        )
+    return fields
+
+
+def offload_fields(obj: Any) -> dict[str, Any]:
+    """The fields of a hierarchy (anything with ``tiers``) or of one tier."""
+    return hierarchy_fields(obj) if hasattr(obj, "tiers") else tier_fields(obj)
+
+
+def hierarchy_fields(h: Any) -> dict[str, Any]:
+    """Every tier's fields, by tier name, and the distinct bytes the hierarchy reports."""
+    fields: dict[str, Any] = {}
+    for t in _read(lambda: list(h.tiers)):
+        for name, value in tier_fields(t).items():
+            if name == "files":
+                continue  # a temporary directory per object: compared where a probe asks
+            fields[f"{getattr(t, 'name', '?')}.{name}"] = value
+    fields["held_bytes"] = _read(h.held_bytes)
+    return fields
+
+
+def _compare(got: dict[str, Any], want: dict[str, Any], rule: str, what: str) -> None:
+    diff = [f"{k} is {got.get(k)!r}, expected {v!r}" for k, v in want.items() if got.get(k) != v]
+    if diff:
+        raise InvariantViolation(rule, f"{what}: " + "; ".join(diff))
+
+
+def _model_tier_fields(m: ModelTier) -> dict[str, Any]:
+    return {"keys": list(m.sizes), "used": m.used, "pins": dict(m.pins), "refs": dict(m.refs)}
+
+
+def _errors(level: int) -> tuple[type[BaseException], ...]:
+    return (ValueError, LookupError, RuntimeError, TypeError)
+
+
+def make_machine(impl: Any, level: int) -> type[RecordingMachine]:
+    """The state machine of ``level`` (1-2: one tier; 3: the hierarchy; 4: the cost model)."""
+    if level <= 2:
+        return _tier_machine(tier_class_of(impl), level)
+    if level == 3:
+        return _hierarchy_machine(hierarchy_class(impl))
+    return _cost_machine(hierarchy_class(impl))
+
+
+def _tier_machine(cls: Any, level: int, capacity: int = 100) -> type[RecordingMachine]:
+    sizes = st.one_of(st.integers(1, capacity // 4), st.integers(1, capacity))
+
+    class TierMachine(RecordingMachine):
+        @initialize(policy=st.sampled_from(["LRU", "FIFO"]))
+        def create(self, policy: str) -> None:
+            self.model = ModelTier(capacity, policy)
+            self.sleeps = 0
+            self.tier = self.do(
+                f"tier = Tier({capacity}, {policy!r})", lambda: cls(capacity, policy)
+            )
+            self.tier._sleep = self._sleep  # the busy wait's pause, counted
+
+        def _sleep(self) -> None:
+            self.sleeps += 1
+
+        def _unchanged(self, before: dict[str, Any], code: str) -> None:
+            after = tier_fields(self.tier)
+            if after != before:
+                changed = ", ".join(
+                    f"{k} {before[k]!r} -> {after[k]!r}" for k in after if after[k] != before[k]
+                )
+                raise InvariantViolation("changed-on-error", f"{code} raised, but {changed}")
+
+        @rule(key=st.sampled_from(KEYS), size=sizes, wait=st.sampled_from([0, 0, 2]))
+        def put(self, key: str, size: int, wait: int) -> None:
+            m = self.model
+            fits_free = key in m.sizes or size <= capacity - m.used
+            victims = m.victims(size) if key not in m.sizes else []
+            if level < 2 and not fits_free and victims is not None:
+                return  # step 1 builds no eviction: only puts that fit or cannot make room
+            args = f"{key!r}, payload({key!r}, {size})" + (f", wait={wait}" if level >= 2 else "")
+            code = f"tier.put({args})"
+            payload = payload_for(key, size)
+            self.sleeps = 0
+            if level >= 2:
+                result = self.do(code, lambda: self.tier.put(key, payload, wait=wait))
+            else:
+                result = self.do(code, lambda: self.tier.put(key, payload))
+            want = m.put(key, size)
+            if want is None:
+                if result is not None:
+                    raise InvariantViolation(
+                        "miss",
+                        f"{code} returned {result!r}, but no room can be made: every chunk "
+                        f"it could evict is pinned or referenced; expected None (a miss)",
+                    )
+                if level >= 2 and self.sleeps != wait:
+                    raise InvariantViolation(
+                        "bounded-wait",
+                        f"{code} paused {self.sleeps} times before its miss; expected {wait}",
+                    )
+                return
+            if level >= 2 and self.sleeps:
+                raise InvariantViolation(
+                    "bounded-wait", f"{code} paused {self.sleeps} times, though it had room at once"
+                )
+            got = None if result is None else [k for k, _ in result]
+            if got != want:
+                raise InvariantViolation(
+                    "victims", f"{code} evicted {got!r}; expected {want!r} (None is a miss)"
+                )
+            for k, p in result:
+                if p != payload_for(k, len(p)) or not p:
+                    raise InvariantViolation("victims", f"{code} returned {k!r} with {p!r}")
+
+        @rule(key=st.sampled_from(KEYS), extra=st.integers(1, capacity))
+        def put_too_large(self, key: str, extra: int) -> None:
+            code = f"tier.put({key!r}, payload({key!r}, {capacity + extra}))"
+            before = tier_fields(self.tier)
+            try:
+                self.do(code, lambda: self.tier.put(key, payload_for(key, capacity + extra)))
+            except ValueError:
+                self._unchanged(before, code)
+                return
+            raise InvariantViolation("too-large", f"{code} should raise: larger than the tier")
+
+        @rule(key=st.sampled_from(KEYS))
+        def get(self, key: str) -> None:
+            code = f"tier.get({key!r})"
+            got = self.do(code, lambda: self.tier.get(key))
+            m = self.model
+            want = None
+            if key in m.sizes:
+                m.touch(key)
+                want = payload_for(key, m.sizes[key])
+            if got != want:
+                raise InvariantViolation("get", f"{code} returned {got!r}, expected {want!r}")
+
+        def _count(self, kind: str, key: str, up: bool) -> None:
+            m = self.model
+            counts = m.pins if kind == "pin" else m.refs
+            method = kind if up else f"un{kind}"
+            code = f"tier.{method}({key!r})"
+            before = tier_fields(self.tier)
+            if key not in m.sizes or (not up and not counts.get(key)):
+                try:
+                    self.do(code, lambda: getattr(self.tier, method)(key))
+                except _errors(level):
+                    self._unchanged(before, code)
+                    return
+                why = "is not resident" if key not in m.sizes else f"has no {kind} to release"
+                raise InvariantViolation(
+                    f"{method}-refused", f"{code} returned normally, but {key!r} {why}"
+                )
+            self.do(code, lambda: getattr(self.tier, method)(key))
+            if up:
+                counts[key] = counts.get(key, 0) + 1
+            else:
+                ModelHierarchy.release_one(counts, key)
+
+        @rule(key=st.sampled_from(KEYS), up=st.booleans())
+        def pin(self, key: str, up: bool) -> None:
+            self._count("pin", key, up)
+
+        @rule(key=st.sampled_from(KEYS), up=st.booleans())
+        def ref(self, key: str, up: bool) -> None:
+            self._count("ref", key, up)
+
+        @rule(key=st.sampled_from(KEYS))
+        def remove(self, key: str) -> None:
+            m = self.model
+            code = f"tier.remove({key!r})"
+            before = tier_fields(self.tier)
+            if key in m.sizes and m.can_evict(key):
+                self.do(code, lambda: self.tier.remove(key))
+                del m.sizes[key]
+                return
+            try:
+                self.do(code, lambda: self.tier.remove(key))
+            except _errors(level):
+                self._unchanged(before, code)
+                return
+            why = "is not resident" if key not in m.sizes else "is pinned or referenced"
+            raise InvariantViolation(
+                "remove-refused", f"{code} returned normally, but {key!r} {why}"
+            )
+
+        @invariant()
+        def agrees_with_model(self) -> None:
+            if not hasattr(self, "tier"):
+                return
+            _compare(tier_fields(self.tier), _model_tier_fields(self.model), "books", "the tier")
+            for k in KEYS:
+                want = k in self.model.sizes and self.model.can_evict(k)
+                if k in self.model.sizes and bool(self.tier.can_evict(k)) != want:
+                    raise InvariantViolation(
+                        "can-evict",
+                        f"tier.can_evict({k!r}) is {not want}, but it is pinned "
+                        f"{self.model.pins.get(k, 0)}x and referenced "
+                        f"{1 + self.model.refs.get(k, 0)}x",
+                    )
+
+    TierMachine.__name__ = f"TierMachine_level{level}"
+    return TierMachine
+
+
+def _hierarchy_machine(cls: Any) -> type[RecordingMachine]:
+    cpu, disk = 60, 120
+    sizes = st.integers(5, 40)
+
+    class HierarchyMachine(RecordingMachine):
+        @initialize()
+        def create(self) -> None:
+            self.model = ModelHierarchy([ModelTier(cpu), ModelTier(disk)])
+            self.h = self.do(f"h = Hierarchy({cpu}, {disk})", lambda: cls(cpu, disk))
+            self.open: list[tuple[str, list[Any], list[tuple[str, int]]]] = []
+            self.sizes: dict[str, int] = {}
+
+        @rule(key=st.sampled_from(KEYS), size=sizes)
+        def store(self, key: str, size: int) -> None:
+            size = self.sizes.setdefault(key, size)  # a chunk's KV never changes size
+            code = f"h.store({key!r}, payload({key!r}, {size}))"
+            got = self.do(code, lambda: self.h.store(key, payload_for(key, size)))
+            want = self.model.store(key, size)
+            if bool(got) != want:
+                raise InvariantViolation(
+                    "store", f"{code} returned {got!r}; expected {want} (False is a miss)"
+                )
+
+        @rule(keys=st.lists(st.sampled_from(KEYS), min_size=1, max_size=4, unique=True))
+        def lookup(self, keys: list[str]) -> None:
+            name = f"found{len(self.open)}"
+            code = f"{name} = h.lookup({keys!r})"
+            got = self.do(code, lambda: self.h.lookup(keys))
+            want = self.model.lookup(keys)
+            if [k for k, *_ in got] != [k for k, _ in want]:
+                raise InvariantViolation(
+                    "lookup",
+                    f"{code} found {[k for k, *_ in got]!r}; expected the longest prefix "
+                    f"held by some tier, {[k for k, _ in want]!r}",
+                )
+            self.open.append((name, got, want))
+
+        @precondition(lambda self: bool(self.open))
+        @rule(data=st.data(), retrieve=st.booleans())
+        def finish(self, data: st.DataObject, retrieve: bool) -> None:
+            index = data.draw(st.integers(0, len(self.open) - 1), label="which")
+            name, got, want = self.open.pop(index)
+            if not retrieve:
+                self.do(f"h.release({name})", lambda: self.h.release(got))
+                self.model.release(want)
+                return
+            code = f"h.retrieve({name})"
+            payloads = self.do(code, lambda: self.h.retrieve(got))
+            keys = self.model.retrieve(want)
+            expected = [payload_for(k, self.sizes[k]) for k in keys]
+            if list(payloads or []) != expected:
+                raise InvariantViolation(
+                    "retrieve",
+                    f"{code} returned {payloads!r}; expected the chunks' KV {expected!r}",
+                )
+
+        @invariant()
+        def agrees_with_model(self) -> None:
+            if not hasattr(self, "h"):
+                return
+            got = hierarchy_fields(self.h)
+            want: dict[str, Any] = {}
+            for name, m in zip(("cpu", "disk"), self.model.tiers, strict=True):
+                for k, v in _model_tier_fields(m).items():
+                    want[f"{name}.{k}"] = v
+            held = self.model.held_bytes()
+            if got.get("held_bytes") != held:
+                raise InvariantViolation(
+                    "held-bytes",
+                    f"h.held_bytes() is {got.get('held_bytes')!r}; the distinct chunks take "
+                    f"{held} bytes (tiers: {self.model.tiers[0].used} + "
+                    f"{self.model.tiers[1].used})",
+                )
+            want["held_bytes"] = held
+            _compare(got, want, "books", "the tiers")
+
+    return HierarchyMachine
+
+
+def _cost_machine(cls: Any) -> type[RecordingMachine]:
+    models = st.builds(
+        ModelShape,
+        params=st.sampled_from([1e9, 8e9, 70e9]),
+        layers=st.sampled_from([16, 32, 80]),
+        d_model=st.sampled_from([2048, 4096, 8192]),
+        kv_heads=st.sampled_from([4, 8, 32]),
+        head_dim=st.sampled_from([64, 128]),
+        bytes_per_value=st.sampled_from([1, 2, 4]),
+    )
+    links = st.builds(
+        Link,
+        name=st.sampled_from(["cpu", "disk"]),
+        bandwidth=st.sampled_from([2e9, 7e9, 25e9, 50e9]),
+        latency_s=st.sampled_from([0.0, 10e-6, 100e-6, 1e-3]),
+    )
+    tokens = st.integers(256, 16_384)
+
+    class CostMachine(RecordingMachine):
+        @initialize()
+        def create(self) -> None:
+            self.h = self.do("h = Hierarchy(1000, 1000)", lambda: cls(1000, 1000))
+            self.model, self.flops = LLAMA_8B, PREFILL_FLOPS
+            self.links = {"cpu": HOST_LINK, "disk": NVME_LINK}
+
+        @rule(model=models, flops=st.sampled_from([100e12, 400e12, 900e12]))
+        def set_model(self, model: ModelShape, flops: float) -> None:
+            self.do(f"h.model = {model!r}", lambda: setattr(self.h, "model", model))
+            self.do(f"h.flops = {flops!r}", lambda: setattr(self.h, "flops", flops))
+            self.model, self.flops = model, flops
+
+        @rule(link=links)
+        def set_link(self, link: Link) -> None:
+            code = f"h.links = {{**h.links, {link.name!r}: {link!r}}}"
+            self.do(code, lambda: setattr(self.h, "links", {**self.h.links, link.name: link}))
+            self.links = {**self.links, link.name: link}
+
+        @rule(n=tokens)
+        def recompute(self, n: int) -> None:
+            code = f"h.recompute_seconds({n})"
+            got = self.do(code, lambda: self.h.recompute_seconds(n))
+            want = simulate_prefill(self.model, 0, n, self.flops)
+            _close(code, got, want, "recompute")
+
+        @rule(n=tokens, tier=st.sampled_from(["cpu", "disk"]))
+        def load(self, n: int, tier: str) -> None:
+            code = f"h.load_seconds({n}, {tier!r})"
+            got = self.do(code, lambda: self.h.load_seconds(n, tier))
+            want = simulate_load(self.model, n, self.links[tier], 256)
+            _close(code, got, want, "load")
+            recompute = simulate_prefill(self.model, 0, n, self.flops)
+            if abs(want - recompute) > 0.05 * recompute:  # a clear case either way
+                code = f"h.worth_loading({n}, {tier!r})"
+                verdict = self.do(code, lambda: self.h.worth_loading(n, tier))
+                if bool(verdict) != (want < recompute):
+                    raise InvariantViolation(
+                        "worth-loading",
+                        f"{code} is {verdict!r}, but loading takes {want:.3g} s and "
+                        f"recomputing {recompute:.3g} s",
+                    )
+
+    return CostMachine
+
+
+def _close(code: str, got: Any, want: float, rule: str) -> None:
+    if not isinstance(got, (int, float)) or isinstance(got, bool) or not got == got:
+        raise InvariantViolation(rule, f"{code} returned {got!r}, not a number of seconds")
+    if abs(got - want) > 0.02 * want:
+        raise InvariantViolation(
+            rule, f"{code} is {got:.4g} s; the simulator takes {want:.4g} s (2% tolerance)"
+        )

@@ -1,0 +1,91 @@
+"""KV offload slips, each on the notebook's own classes."""
+
+from servelab import checkpoint
+from servelab.kv.offload.errors import ChunkNotReferenced, ChunkTooLarge
+
+TOPIC = "kv-offload"
+Pinned = checkpoint(TOPIC, 1)
+Evicting = checkpoint(TOPIC, 2)
+Final = checkpoint(TOPIC, 4)
+
+
+class FitNeedsSpare(Pinned):
+    """A chunk exactly the size of the free bytes is a miss: `>=` where `>` belongs."""
+
+    def put(self, key, payload):
+        size = self._payload_size(payload)
+        if size > self.capacity:
+            raise ChunkTooLarge(f"{key!r} is larger than the tier")
+        if key in self._sizes:
+            self.get(key)
+            return []
+        if size >= self.free:
+            return None
+        self._data[key] = self._write(key, payload)
+        self._sizes[key] = size
+        self._used += size
+        return []
+
+
+class UnrefCountsFirst(Pinned):
+    """Lowers the reference count before checking it: a refused unref leaves it at -1."""
+
+    def unref(self, key):
+        self._resident(key, "unref")
+        self._refs[key] = self._refs.get(key, 0) - 1
+        if self._refs[key] < 0:
+            raise ChunkNotReferenced(f"{key!r} has only the tier's own reference")
+        if not self._refs[key]:
+            del self._refs[key]
+        return self.ref_count(key)
+
+
+class VictimsOneShort(Evicting):
+    """Stops choosing victims while one more byte is still needed."""
+
+    def _choose_victims(self, size):
+        need = size - self.free
+        victims = []
+        for key in self._sizes:
+            if need <= 1:
+                break
+            if self.can_evict(key):
+                victims.append(key)
+                need -= self._sizes[key]
+        return victims if need <= 1 else None
+
+
+class ReleaseInTheTopTier(Final["Hierarchy"]):
+    """Releases every pin in the CPU tier, wherever the lookup found the chunk."""
+
+    def release(self, found):
+        for key, _ in found:
+            if key in self.tiers[0] and self.tiers[0].pin_count(key):
+                self.tiers[0].unpin(key)
+
+
+class BandwidthInBits(Final["Hierarchy"]):
+    """Reads the link's bandwidth as bits per second: loads look eight times slower."""
+
+    def load_seconds(self, tokens, tier):
+        m, link = self.model, self.links[tier]
+        kv_bytes = 2 * m.layers * m.kv_heads * m.head_dim * m.bytes_per_value
+        chunks = -(-tokens // self.chunk_tokens)
+        return chunks * link.latency_s + 8 * tokens * kv_bytes / link.bandwidth
+
+
+MISTAKES = {
+    "a chunk that exactly fits is a miss": (1, FitNeedsSpare, {"put"}),
+    "unref lowers the count before refusing": (1, UnrefCountsFirst, {"unref"}),
+    "victims stop one byte short": (2, VictimsOneShort, {"_choose_victims"}),
+    "release unpins in the top tier only": (
+        3,
+        {**Final, "Hierarchy": ReleaseInTheTopTier},
+        {"Hierarchy.release"},
+    ),
+    "bandwidth read as bits": (
+        4,
+        {**Final, "Hierarchy": BandwidthInBits},
+        {"Hierarchy.load_seconds"},
+    ),
+}
