@@ -23,6 +23,7 @@ _MODULES = {
     "block-manager": "block_manager",
     "scheduler": "scheduler",
     "prefix-cache": "prefix_cache",
+    "token-budget": "token_budget",
 }
 
 

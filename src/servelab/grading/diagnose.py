@@ -46,6 +46,7 @@ from servelab.grading.observe import (
     FIELDS,
     Canon,
     blocks_fields,
+    budget_fields,
     frozen,
     policy_fields,
     prefix_fields,
@@ -65,6 +66,7 @@ from servelab.grading.separating import (
     POLICY_SEPARATING,
     PREFIX_SEPARATING,
     SCHEDULER_SEPARATING,
+    TOKEN_BUDGET_SEPARATING,
     WEIGHT_CACHE_SEPARATING,
 )
 
@@ -335,6 +337,44 @@ def _scheduler_state(ns: dict[str, Any], canon: Canon) -> Hashable:
     return (step, _graded_blocks(fields) if "tables" in fields else frozen(fields))
 
 
+def _budget_ns(impl: Any) -> dict[str, Any]:
+    from servelab.kv.blocks import BlockManager
+    from servelab.kv.prefix import PrefixCachingBlockManager
+    from servelab.kv.scheduler import Sequence
+    from servelab.kv.sim import emit_tokens
+
+    return {
+        "TokenBudgetScheduler": impl,
+        "BlockManager": BlockManager,
+        "PrefixCachingBlockManager": PrefixCachingBlockManager,
+        "Sequence": Sequence,
+        "emit_tokens": emit_tokens,
+    }
+
+
+def _budget_state(ns: dict[str, Any], canon: Canon) -> Hashable:
+    sched = ns.get("sched")
+    if sched is None:
+        return None
+    out = ns.get("out")
+    step: Hashable = None
+    if out is not None:
+        step = (
+            tuple(
+                (c.seq.seq_id, c.start, c.num_tokens, c.samples, tuple(canon(s) for s in c.slots))
+                for c in _read_chunks(out)
+            ),
+            tuple(s.seq_id for s in out.preempted),
+            tuple(s.seq_id for s in out.finished),
+        )
+    fields = budget_fields(sched, canon)
+    return (step, _graded_blocks(fields) if "tables" in fields else frozen(fields))
+
+
+def _read_chunks(out: Any) -> list[Any]:
+    return list(getattr(out, "scheduled", ()))
+
+
 _BLOCK_ERRORS = ("OutOfBlocks", "UnknownSequence", "SequenceExists", "InvalidLength")
 
 SPECS: dict[str, TopicReplay] = {
@@ -378,6 +418,14 @@ SPECS: dict[str, TopicReplay] = {
         ("RequestTooLarge",),
         SCHEDULER_SEPARATING,
     ),
+    "token-budget": TopicReplay(
+        "scheduler",
+        _budget_ns,
+        _budget_state,
+        lambda v, c: None if type(v).__name__ == "BudgetStep" else plain(v),
+        ("RequestTooLarge", "UnknownSequence"),
+        TOKEN_BUDGET_SEPARATING,
+    ),
 }
 
 SUBJECTS = {
@@ -386,6 +434,7 @@ SUBJECTS = {
     "block-manager": "bm",
     "prefix-cache": "bm",
     "scheduler": "sched",
+    "token-budget": "sched",
 }
 """The name each topic's programs give the graded object."""
 

@@ -32,6 +32,7 @@ CORRECT: dict[str, str] = {
     "block-manager": "block_manager",
     "prefix-cache": "prefix_cache",
     "scheduler": "scheduler",
+    "token-budget": "token_budget",
 }
 """The topics with a catalogue, each with its checkpoint module in :mod:`servelab.checkpoints`."""
 
