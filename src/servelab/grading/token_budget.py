@@ -84,6 +84,10 @@ PROBE_HINTS: dict[str, str] = {
         "a prefix hit counts as computed and never against the budget: start at hit = "
         "self.cached_tokens(seq) and subtract only n"
     ),
+    "front": (
+        "put a preempted request back at the front of waiting (waiting.appendleft): it came "
+        "before every request still waiting"
+    ),
     "recompute": (
         "a running request needs seq.num_tokens - num_computed_tokens tokens, whatever it "
         "generated before: a recomputed request's prompt and generated tokens all run again"
@@ -286,6 +290,14 @@ def _victim_latest(impl: Any) -> None:
     s.expect(s.ids("waiting"), [2], "waiting")
 
 
+def _requeued_at_front(impl: Any) -> None:
+    s = _pressure(impl)
+    s.add(3, [31], 1)
+    s.step()
+    s.expect([v.seq_id for v in s.out.preempted], [2], "preempted")
+    s.expect(s.ids("waiting"), [2, 3], "waiting (the victim goes back first, before request 3)")
+
+
 def _preempted_restarts(impl: Any) -> None:
     s = _pressure(impl)
     s.step()
@@ -373,6 +385,7 @@ TOPIC = Topic(
             "allocation per step, preemption by recompute of the latest running request",
             probes=[
                 _probe("the latest running request is the victim", "victim-latest", _victim_latest),
+                _probe("the victim goes back to the front of waiting", "front", _requeued_at_front),
                 _probe("a preempted request restarts from zero", "reset", _preempted_restarts),
                 _probe(
                     "a preempted request is recomputed in chunks, like a prompt",
