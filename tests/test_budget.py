@@ -144,6 +144,31 @@ def test_watermark_is_off_by_default_and_skipped_for_the_first_request() -> None
     assert [c.seq.seq_id for c in out.scheduled] == [0]  # 1 would leave 0 free < 3
 
 
+def test_watermark_counts_the_cached_free_blocks_a_prefix_hit_revives() -> None:
+    # A hit on blocks in the evictable list takes them out of the free count, as vLLM v1's
+    # get_num_blocks_to_allocate counts them: B's admission would take 1 new + 3 revived
+    # blocks, leaving 2 free, below the watermark of 3 (counting its new block only: 5).
+    bm = PrefixCachingBlockManager(8, 2)
+    sched = TokenBudgetScheduler(bm, max_num_batched_tokens=100, watermark=0.375)
+    sched.add(Sequence.from_prompt(0, [9, 9], 10))  # stays running
+    sched.add(Sequence.from_prompt(1, [1, 2, 3, 4, 5, 6, 7], 1))
+    assert run(sched, 2) == [[(0, 0, 2, True), (1, 0, 7, True)], [(0, 2, 1, True)]]
+    assert bm.num_free == 6 and len(list(bm.evictable())) == 3  # request 1's full blocks
+    assert bm.num_blocks_taken([1, 2, 3, 4, 5, 6, 7, 8]) == 4
+    sched.add(Sequence.from_prompt(2, [1, 2, 3, 4, 5, 6, 7, 8], 1))
+    assert run(sched, 1) == [[(0, 3, 1, True)]]
+    assert [s.seq_id for s in sched.waiting] == [2] and bm.num_free == 6
+    # with no watermark it is admitted, computing only the 2 tokens after its 6-token hit
+    bm = PrefixCachingBlockManager(8, 2)
+    sched = TokenBudgetScheduler(bm, max_num_batched_tokens=100)
+    sched.add(Sequence.from_prompt(0, [9, 9], 10))
+    sched.add(Sequence.from_prompt(1, [1, 2, 3, 4, 5, 6, 7], 1))
+    run(sched, 2)
+    sched.add(Sequence.from_prompt(2, [1, 2, 3, 4, 5, 6, 7, 8], 1))
+    assert run(sched, 1) == [[(0, 3, 1, True), (2, 6, 2, True)]]
+    assert bm.num_free == 2
+
+
 def test_requests_that_can_never_fit_are_rejected_and_change_nothing() -> None:
     sched = TokenBudgetScheduler(BlockManager(4, 2))
     sched.add(Sequence.from_prompt(0, [1] * 6, 3))  # 8 KV slots at most: 4 blocks, fits

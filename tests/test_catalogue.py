@@ -19,6 +19,7 @@ from servelab.grading import GradeFailure, grade
 from servelab.grading.diagnose import SPECS, replay
 from servelab.grading.mistakes import CORRECT, Mistake, correct_impl, correct_module, mistakes
 from servelab.kv.blocks import BlockManager
+from servelab.kv.budget import TokenBudgetScheduler
 from servelab.kv.prefix import PrefixCachingBlockManager
 from servelab.kv.scheduler import Scheduler
 from servelab.weights import LFU, SIEVE, WeightCache
@@ -32,6 +33,7 @@ REFERENCE: dict[str, Any] = {
     "block-manager": BlockManager,
     "prefix-cache": PrefixCachingBlockManager,
     "scheduler": Scheduler,
+    "token-budget": TokenBudgetScheduler,
 }
 
 _POKE = re.compile(r"^\w+\.\w+(\[.*\])?\s*=")

@@ -221,6 +221,7 @@ CORRECT_FILES = {  # each topic's correct implementation: its last checkpoint
     "block-manager": "checkpoints/block_manager.py:BlockManager",
     "scheduler": "checkpoints/scheduler.py:Scheduler",
     "prefix-cache": "checkpoints/prefix_cache.py:PrefixBlockManager",
+    "token-budget": "checkpoints/token_budget.py:TokenBudgetScheduler",
 }
 
 

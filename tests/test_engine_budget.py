@@ -78,5 +78,60 @@ def test_the_token_budget_engine_rejects_what_it_does_not_serve() -> None:
         EngineConfig(scheduler="token-budget", preemption="swap", num_host_blocks=4)
     engine = Engine(MODEL, EngineConfig(num_blocks=8, block_size=4, scheduler="token-budget"))
     with pytest.raises(InvalidSamplingRequest):
-        engine.add(Request.of([1, 2], 3, n=2))
+        engine.add(Request.of([1, 2], 3, n=0))
     assert engine.is_idle
+
+
+SAMPLED = [
+    Request.of(list(r.prompt), r.max_new_tokens, n=3, temperature=0.8, seed=10 * i)
+    for i, r in enumerate(REQUESTS[:4])
+]
+
+
+def independent(request: Request) -> list[list[int]]:
+    """Each sample as its own n=1 request with seed + i: what every scheduler must produce."""
+    engine = Engine(MODEL, EngineConfig(num_blocks=96, block_size=BLOCK))
+    return [
+        engine.run(
+            [
+                Request.of(
+                    request.prompt, request.max_new_tokens, temperature=0.8, seed=request.seed + i
+                )
+            ]
+        )[0].samples[0]
+        for i in range(request.n)
+    ]
+
+
+SAMPLED_EXPECTED = [independent(r) for r in SAMPLED]
+
+
+@pytest.mark.parametrize("budget", [2, BLOCK + 1, 1000])
+@pytest.mark.parametrize("prefix_caching", [False, True], ids=["plain", "prefix"])
+@pytest.mark.parametrize("num_blocks", [96, 12], ids=["roomy", "tight"])
+def test_parallel_sampling_fans_out_and_equals_independent_samples(
+    budget: int, prefix_caching: bool, num_blocks: int
+) -> None:
+    # vLLM v1 serves n > 1 as n requests of one prompt; the v0 engine forks. Both must give
+    # every sample the tokens of an independent request with its seed.
+    cfg = EngineConfig(
+        num_blocks=num_blocks,
+        block_size=BLOCK,
+        scheduler="token-budget",
+        max_num_batched_tokens=budget,
+        prefix_caching=prefix_caching,
+    )
+    engine = Engine(MODEL, cfg)
+    got = engine.run(SAMPLED)
+    assert [c.samples for c in got] == SAMPLED_EXPECTED
+    v0 = Engine(MODEL, EngineConfig(num_blocks=96, block_size=BLOCK)).run(SAMPLED)
+    assert [c.samples for c in v0] == SAMPLED_EXPECTED
+    if prefix_caching and num_blocks == 96:
+        # samples 1 and 2 of each request hit the prompt blocks sample 0 registered
+        assert engine.stats.cached_tokens >= 2 * sum(
+            (len(r.prompt) - 1) // BLOCK * BLOCK for r in SAMPLED
+        )
+    if num_blocks == 12:
+        assert engine.stats.preemptions > 0
+    engine.step()
+    assert engine.is_idle and engine.bm.num_free == num_blocks

@@ -77,3 +77,4 @@ def test_the_benchmark_prints_its_table(capsys: pytest.CaptureFixture[str]) -> N
     assert done.value.code == 0
     text = capsys.readouterr().out
     assert text.count("v0 (watermark 1%)") == 2 and "budget 512, watermark 0.10" in text
+    assert "beside vLLM PR #44594" in text and "1065" in text

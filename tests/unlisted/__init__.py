@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from unlisted import blocks, offload, policies, prefix, scheduler, weights
+from unlisted import blocks, offload, policies, prefix, scheduler, token_budget, weights
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class Unlisted:
 
 def unlisted() -> list[Unlisted]:
     found = []
-    for module in (weights, policies, blocks, scheduler, prefix, offload):
+    for module in (weights, policies, blocks, scheduler, prefix, offload, token_budget):
         for name, (step, impl, methods) in module.MISTAKES.items():
             found.append(Unlisted(module.TOPIC, step, name, impl, frozenset(methods)))
     return found

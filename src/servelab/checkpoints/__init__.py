@@ -24,6 +24,7 @@ _MODULES = {
     "scheduler": "scheduler",
     "prefix-cache": "prefix_cache",
     "kv-offload": "kv_offload",
+    "token-budget": "token_budget",
     "engine": "engine",
 }
 

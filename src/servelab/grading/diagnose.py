@@ -48,6 +48,7 @@ from servelab.grading.observe import (
     FIELDS,
     Canon,
     blocks_fields,
+    budget_fields,
     frozen,
     policy_fields,
     prefix_fields,
@@ -69,6 +70,7 @@ from servelab.grading.separating import (
     POLICY_SEPARATING,
     PREFIX_SEPARATING,
     SCHEDULER_SEPARATING,
+    TOKEN_BUDGET_SEPARATING,
     WEIGHT_CACHE_SEPARATING,
 )
 
@@ -388,6 +390,42 @@ def _offload_value(value: Any, canon: Canon) -> Hashable:
     if isinstance(value, list | tuple):
         return tuple(_offload_value(v, canon) for v in value)
     return plain(value)
+def _budget_ns(impl: Any) -> dict[str, Any]:
+    from servelab.kv.blocks import BlockManager
+    from servelab.kv.prefix import PrefixCachingBlockManager
+    from servelab.kv.scheduler import Sequence
+    from servelab.kv.sim import emit_tokens
+
+    return {
+        "TokenBudgetScheduler": impl,
+        "BlockManager": BlockManager,
+        "PrefixCachingBlockManager": PrefixCachingBlockManager,
+        "Sequence": Sequence,
+        "emit_tokens": emit_tokens,
+    }
+
+
+def _budget_state(ns: dict[str, Any], canon: Canon) -> Hashable:
+    sched = ns.get("sched")
+    if sched is None:
+        return None
+    out = ns.get("out")
+    step: Hashable = None
+    if out is not None:
+        step = (
+            tuple(
+                (c.seq.seq_id, c.start, c.num_tokens, c.samples, tuple(canon(s) for s in c.slots))
+                for c in _read_chunks(out)
+            ),
+            tuple(s.seq_id for s in out.preempted),
+            tuple(s.seq_id for s in out.finished),
+        )
+    fields = budget_fields(sched, canon)
+    return (step, _graded_blocks(fields) if "tables" in fields else frozen(fields))
+
+
+def _read_chunks(out: Any) -> list[Any]:
+    return list(getattr(out, "scheduled", ()))
 
 
 _BLOCK_ERRORS = ("OutOfBlocks", "UnknownSequence", "SequenceExists", "InvalidLength")
@@ -441,6 +479,14 @@ SPECS: dict[str, TopicReplay] = {
         ("ChunkTooLarge", "ChunkInUse", "ChunkNotFound", "ChunkNotPinned", "ChunkNotReferenced"),
         KV_OFFLOAD_SEPARATING,
     ),
+    "token-budget": TopicReplay(
+        "scheduler",
+        _budget_ns,
+        _budget_state,
+        lambda v, c: None if type(v).__name__ == "BudgetStep" else plain(v),
+        ("RequestTooLarge", "UnknownSequence"),
+        TOKEN_BUDGET_SEPARATING,
+    ),
 }
 
 SUBJECTS = {
@@ -450,6 +496,7 @@ SUBJECTS = {
     "prefix-cache": "bm",
     "scheduler": "sched",
     "kv-offload": "h",
+    "token-budget": "sched",
 }
 """The name each topic's programs give the graded object."""
 

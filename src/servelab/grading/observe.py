@@ -10,6 +10,7 @@ managers that hand out different physical blocks for the same logical ones compa
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
+from functools import partial
 from typing import Any
 
 from servelab.testing.kv_offload import offload_fields
@@ -19,6 +20,7 @@ __all__ = [
     "FIELDS",
     "Canon",
     "blocks_fields",
+    "budget_fields",
     "changes",
     "frozen",
     "policy_fields",
@@ -153,6 +155,22 @@ def scheduler_fields(sched: Any, canon: Callable[[Any], Any] = _same) -> dict[st
     return out
 
 
+def budget_fields(sched: Any, canon: Callable[[Any], Any] = _same) -> dict[str, Any]:
+    """The queues as (id, tokens), every live request's num_computed_tokens, then the block
+    manager's fields (the prefix cache's too, when it has one)."""
+    out = scheduler_fields(sched, lambda b: b)
+    out = {"running": out["running"], "waiting": out["waiting"]}
+    ids = [sid for q in (out["running"], out["waiting"]) if isinstance(q, list) for sid, _ in q]
+    out["num_computed_tokens"] = {
+        sid: _read(partial(sched.num_computed_tokens, sid)) for sid in ids
+    }
+    bm = getattr(sched, "bm", None)
+    if bm is not None:
+        cached = hasattr(bm, "evictable")
+        out.update(prefix_fields(bm, canon) if cached else blocks_fields(bm, canon))
+    return out
+
+
 #: Fields a report shows for a topic: what the API shows and what the skeleton keeps.
 FIELDS: dict[str, Callable[..., dict[str, Any]]] = {
     "weight-cache": weight_cache_fields,
@@ -161,6 +179,7 @@ FIELDS: dict[str, Callable[..., dict[str, Any]]] = {
     "prefix-cache": prefix_fields,
     "scheduler": scheduler_fields,
     "kv-offload": lambda obj, canon=_same: offload_fields(obj),
+    "token-budget": budget_fields,
 }
 
 

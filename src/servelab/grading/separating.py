@@ -346,3 +346,46 @@ KV_OFFLOAD_SEPARATING = (
         "disk.keys()",
     ),
 )
+
+
+TOKEN_BUDGET_SEPARATING = (
+    _program(  # chunks, a decode beside a long prompt, a prefix hit, the cap
+        "bm = PrefixCachingBlockManager(num_blocks=16, block_size=4)",
+        "sched = TokenBudgetScheduler(bm, max_num_batched_tokens=6, max_num_seqs=3)",
+        "sched.add(Sequence.from_prompt(0, [1, 2, 3, 4, 5], 3))",
+        "sched.add(Sequence.from_prompt(1, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13], 2))",
+        "sched.add(Sequence.from_prompt(2, [1, 2, 3, 4, 9], 2))",
+        "sched.add(Sequence.from_prompt(3, [7], 2))",
+        *_steps(8),
+    ),
+    _program(  # memory pressure: who is preempted, where it waits, where it restarts
+        "bm = PrefixCachingBlockManager(num_blocks=4, block_size=2)",
+        "sched = TokenBudgetScheduler(bm, max_num_batched_tokens=8, max_num_seqs=4)",
+        "sched.add(Sequence.from_prompt(0, [1, 2], 3))",
+        "sched.add(Sequence.from_prompt(1, [11, 12], 3))",
+        "sched.add(Sequence.from_prompt(2, [21, 22], 3))",
+        "sched.add(Sequence.from_prompt(3, [31], 1))",
+        *_steps(3),
+        "sched.num_computed_tokens(2)",
+        *_steps(4),
+    ),
+    _program(  # a prefix hit beside another admission in the same step
+        "bm = PrefixCachingBlockManager(num_blocks=16, block_size=4)",
+        "sched = TokenBudgetScheduler(bm, max_num_batched_tokens=12, max_num_seqs=4)",
+        "sched.add(Sequence.from_prompt(0, [0, 1, 2, 3, 4, 5, 6, 7, 8], 1))",
+        *_steps(2),
+        "sched.add(Sequence.from_prompt(1, [0, 1, 2, 3, 4, 5, 6, 7, 50, 51], 1))",
+        "sched.add(Sequence.from_prompt(2, [60, 61, 62], 1))",
+        *_steps(1),
+    ),
+    _program(  # a victim and a newcomer in the queue: who comes back first
+        "bm = PrefixCachingBlockManager(num_blocks=4, block_size=2)",
+        "sched = TokenBudgetScheduler(bm, max_num_batched_tokens=8, max_num_seqs=4)",
+        "sched.add(Sequence.from_prompt(0, [1, 2], 3))",
+        "sched.add(Sequence.from_prompt(1, [11, 12], 3))",
+        "sched.add(Sequence.from_prompt(2, [21, 22], 3))",
+        *_steps(1),
+        "sched.add(Sequence.from_prompt(3, [31], 1))",
+        *_steps(4),
+    ),
+)

@@ -24,9 +24,11 @@ prefix-cache hit is capped below the request's length, so a full-prompt hit stil
 samples from) the last token.
 
 The **watermark** (vLLM PR #44594 semantics) is off by default: ``watermark`` is the fraction
-of the pool an admission must leave free (the blocks for the admitted tokens counted; blocks
-revived from the prefix cache's evictable list are not, they are already counted free). It is
-skipped while nothing is running, so the first request is never held back by it.
+of the pool an admission must leave free. It counts every block the admission takes from the
+free count: the new blocks for the admitted tokens, and the prefix-cache hits on cached *free*
+blocks, which an admission revives out of the evictable list (vLLM v1 counts them the same way
+in ``get_num_blocks_to_allocate``); hits on blocks in use cost nothing. It is skipped while
+nothing is running, so the first request is never held back by it.
 
 :meth:`TokenBudgetScheduler.add` rejects, with :class:`~servelab.kv.scheduler.RequestTooLarge`,
 a request whose longest KV (prompt + max_new_tokens - 1 tokens: the last sampled token never
@@ -71,6 +73,7 @@ __all__ = [
     "Chunk",
     "PrefixLookup",
     "TokenBudgetScheduler",
+    "blocks_taken",
     "max_kv_tokens",
 ]
 
@@ -84,6 +87,13 @@ class PrefixLookup(Protocol):
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def blocks_taken(bm: KVCacheManager, token_ids: SequenceOf[int]) -> int:
+    """How far allocating ``token_ids`` for a new request lowers ``bm.num_free``: its new
+    blocks, plus the cached free blocks its prefix hit revives (when ``bm`` caches)."""
+    count = getattr(bm, "num_blocks_taken", None)
+    return count(token_ids) if count is not None else bm.blocks_needed(len(token_ids))
 
 
 def max_kv_tokens(seq: Sequence) -> int:
@@ -341,10 +351,12 @@ class TokenBudgetScheduler:
             seq = self.waiting[0]
             hit = self._lookup(seq.token_ids) if self._lookup is not None else 0
             n = min(seq.num_tokens - hit, budget)
-            if self.watermark_blocks and self.running:
-                new_blocks = bm.blocks_needed(hit + n) - hit // size
-                if bm.num_free - new_blocks < self.watermark_blocks:
-                    break  # keep headroom for the running requests' growth
+            if (
+                self.watermark_blocks
+                and self.running
+                and bm.num_free - blocks_taken(bm, seq.token_ids[: hit + n]) < self.watermark_blocks
+            ):
+                break  # keep headroom for the running requests' growth
             try:
                 cached = bm.allocate(seq.seq_id, seq.token_ids[: hit + n])
             except OutOfBlocks:

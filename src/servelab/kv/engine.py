@@ -39,6 +39,12 @@ Parallel sampling. A request with ``n > 1`` is admitted as one sequence; right a
 prompt is prefilled, ``n - 1`` children are ``fork``-ed from it, sharing every prompt block.
 Each sample then draws its own first token from the same logits. The trailing partial block
 is copied by the first sibling that writes to it (copy-on-write), full blocks stay shared.
+Under the token-budget scheduler a request with ``n > 1`` fans out instead, as vLLM v1 does
+(``ParentRequest``): ``n`` independent sequences with the same prompt, queued together. With
+prefix caching the later ones hit the full prompt blocks the first registered (in the same
+step, since admissions run in order) and compute only the last partial block; without it each
+holds its own copy. Nothing is forked, so nothing is copied on write, and a preempted sample is
+recomputed alone. v1 has no swap either: it preempts by recompute only.
 
 Sampling is greedy at temperature 0; otherwise Gumbel-max with noise drawn from a generator
 seeded by (the sample's seed, its position), so a token never depends on batching, forking
@@ -144,7 +150,7 @@ class EngineConfig:
     sequence (:class:`~servelab.kv.scheduler.Scheduler`); ``"token-budget"`` schedules
     ``max_num_batched_tokens`` tokens per step with chunked prefill, at most ``max_num_seqs``
     running, and the opt-in ``budget_watermark`` fraction
-    (:class:`~servelab.kv.budget.TokenBudgetScheduler`; recompute only, one sample per request).
+    (:class:`~servelab.kv.budget.TokenBudgetScheduler`; recompute only, as in vLLM v1: no swap).
     """
 
     num_blocks: int = 256
@@ -309,11 +315,6 @@ class Engine:
         """Queue a request; returns its id. Raises the scheduler's errors unchanged."""
         if not isinstance(request, Request):
             raise InvalidSamplingRequest(f"add() takes a Request, got {type(request).__name__}")
-        if self._budget is not None and request.n > 1:
-            raise InvalidSamplingRequest(
-                "the token-budget scheduler serves one sample per request (n=1); "
-                "use scheduler='v0' for parallel sampling"
-            )
         vocab = self.model.config.vocab_size
         if max(request.prompt) >= vocab:
             raise InvalidSamplingRequest(f"a prompt token is outside the vocabulary ({vocab})")
@@ -323,6 +324,8 @@ class Engine:
                 f"prompt + max_new_tokens = {total} exceeds the model's max_seq_len "
                 f"{self.model.config.max_seq_len}"
             )
+        if self._budget is not None:
+            return self._add_fanned_out(request, self._budget)
         seq = Sequence.from_prompt(self._next_seq, request.prompt, request.max_new_tokens)
         self._seqs[seq.seq_id] = seq
         try:
@@ -335,6 +338,24 @@ class Engine:
         self._next_seq += 1
         self._samples[seq.seq_id] = _Sample(rid, 0, request.seed, request.temperature)
         self._groups[rid] = _Group(request, [seq])
+        return rid
+
+    def _add_fanned_out(self, request: Request, scheduler: TokenBudgetScheduler) -> int:
+        """Queue ``request.n`` sequences of one request (see the module docstring). They are
+        alike, so the first ``add`` raises whatever any would, before anything changes."""
+        seqs = [
+            Sequence.from_prompt(self._next_seq + i, request.prompt, request.max_new_tokens)
+            for i in range(request.n)
+        ]
+        for seq in seqs:
+            scheduler.add(seq)
+        rid = self._next_request
+        self._next_request += 1
+        self._next_seq += request.n
+        for i, seq in enumerate(seqs):
+            self._seqs[seq.seq_id] = seq
+            self._samples[seq.seq_id] = _Sample(rid, i, request.seed + i, request.temperature)
+        self._groups[rid] = _Group(request, seqs, forked=True)
         return rid
 
     @property

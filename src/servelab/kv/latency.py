@@ -20,6 +20,7 @@ import math
 import random
 from collections.abc import Sequence as SequenceOf
 from dataclasses import dataclass, field
+from typing import Any
 
 from servelab.kv.budget import BudgetStep, TokenBudgetScheduler
 from servelab.kv.scheduler import Scheduler, Sequence, StepOutput
@@ -101,10 +102,11 @@ def step_tokens(out: StepOutput | BudgetStep) -> int:
     return sum(p.num_tokens - p.num_cached for p in out.prefills) + len(out.decodes)
 
 
-def budget_snapshot(sched: TokenBudgetScheduler, out: BudgetStep, step: int) -> Frame:
+def budget_snapshot(sched: Any, out: BudgetStep, step: int) -> Frame:
     """A timeline :class:`~servelab.kv.sim.Frame` of a token-budget step: a chunk that decodes
     counts as decoded, any other chunk as prefilled, and the frame carries the step's decode
-    and prefill tokens against the budget."""
+    and prefill tokens against the budget. ``sched`` is a :class:`TokenBudgetScheduler` or a
+    class of the same shape (notebook 07's, which has no watermark: it counts as 0)."""
     decodes = [c for c in out.scheduled if c.is_decode]
     prefills = [c for c in out.scheduled if not c.is_decode]
     held = tuple((s.seq_id, len(sched.bm.block_table(s.seq_id))) for s in sched.running)
@@ -118,7 +120,7 @@ def budget_snapshot(sched: TokenBudgetScheduler, out: BudgetStep, step: int) -> 
         finished=frozenset(s.seq_id for s in out.finished),
         free_blocks=sched.bm.num_free,
         num_blocks=sched.bm.num_blocks,
-        watermark=sched.watermark_blocks,
+        watermark=getattr(sched, "watermark_blocks", 0),
         held=held,
         decode_tokens=len(decodes),
         prefill_tokens=sum(c.num_tokens for c in prefills),
@@ -153,7 +155,7 @@ class LatencyResult:
 
 
 def simulate_latency(
-    sched: Scheduler | TokenBudgetScheduler,
+    sched: Scheduler | TokenBudgetScheduler | Any,
     workload: SequenceOf[TimedArrival],
     cost: CostModel | None = None,
     *,
@@ -165,7 +167,8 @@ def simulate_latency(
     A request's TTFT runs from its arrival to the end of the step that samples its first
     token; its ITL values are the gaps between the steps that sample its later tokens (a
     preempted request's recompute shows up as one long gap). ``record`` keeps one timeline
-    :class:`~servelab.kv.sim.Frame` per step in ``frames``.
+    :class:`~servelab.kv.sim.Frame` per step in ``frames``. Any class with the surface of
+    either scheduler serves (a step that returns a :class:`BudgetStep` is a token-budget one).
     """
     cost = cost or CostModel()
     result = LatencyResult()
@@ -190,7 +193,6 @@ def simulate_latency(
         result.preemptions += len(out.preempted)
         if record:
             if isinstance(out, BudgetStep):
-                assert isinstance(sched, TokenBudgetScheduler)
                 result.frames.append(budget_snapshot(sched, out, result.steps - 1))
             else:
                 result.frames.append(snapshot(sched, out, result.steps - 1))

@@ -235,6 +235,16 @@ class PrefixCachingBlockManager(BlockTables):
         hits = self._lookup(tokens, packed, key)
         return -(-len(tokens) // self.block_size) - len(hits) <= self._available(hits)
 
+    def num_blocks_taken(self, token_ids: Sequence[int], *, extra_key: object = None) -> int:
+        """How far ``allocate`` of these tokens would lower ``num_free`` now: the new blocks
+        plus the cached hits that are free (a revived block stops being free), as vLLM v1's
+        ``get_num_blocks_to_allocate`` counts them. No side effects."""
+        tokens, packed = pack_token_ids(token_ids)
+        hits = self._lookup(tokens, packed, _check_extra_key(extra_key))
+        return (
+            -(-len(tokens) // self.block_size) - len(hits) + self.num_free - self._available(hits)
+        )
+
     # ---------------------------------------------------------------- mutations
     def allocate(self, seq: int, token_ids: Sequence[int], *, extra_key: object = None) -> int:
         """Give ``seq`` blocks for its prompt, reusing cached ones; return the cached tokens.

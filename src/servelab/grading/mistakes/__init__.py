@@ -41,6 +41,7 @@ CORRECT: dict[str, str] = {
     "prefix-cache": "prefix_cache",
     "scheduler": "scheduler",
     "kv-offload": "kv_offload",
+    "token-budget": "token_budget",
 }
 """The topics with a catalogue, each with its checkpoint module in :mod:`servelab.checkpoints`."""
 

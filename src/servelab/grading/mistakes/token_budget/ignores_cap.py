@@ -1,0 +1,26 @@
+"""Admits past max_num_seqs."""
+
+from servelab.grading.mistakes.token_budget import Correct
+from servelab.kv.blocks import OutOfBlocks
+from servelab.kv.budget import Chunk
+
+HINT = "max_num_seqs"
+LIKE = "admits waiting requests whatever max_num_seqs says"
+
+
+class Buggy(Correct):
+    def admit(self, out, budget):
+        while self.waiting and budget > 0:
+            seq = self.waiting[0]
+            hit = self.cached_tokens(seq)
+            n = min(seq.num_tokens - hit, budget)
+            try:
+                self.bm.allocate(seq.seq_id, seq.token_ids[: hit + n])
+            except OutOfBlocks:
+                break
+            self.waiting.popleft()
+            self.running.append(seq)
+            samples = hit + n == seq.num_tokens
+            out.scheduled.append(Chunk(seq, hit, n, self.slots(seq, hit, n), samples, hit))
+            self.computed[seq.seq_id] = hit + n
+            budget -= n

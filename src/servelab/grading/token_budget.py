@@ -1,0 +1,405 @@
+"""Grader topic ``token-budget``: the three graded steps of notebook 07.
+
+The learner's class has the shape of :class:`~servelab.kv.budget.TokenBudgetScheduler`, over
+the reference block managers (so a grade here depends only on the scheduler written in 07):
+
+* ``TokenBudgetScheduler(bm, max_num_batched_tokens=b, max_num_seqs=c)``;
+* ``add(seq)`` queues a :class:`~servelab.kv.scheduler.Sequence`; ``sequence(seq_id)`` and
+  ``num_computed_tokens(seq_id)`` read a live request; ``waiting`` and ``running`` are readable
+  sequences of ``Sequence`` objects;
+* ``step()`` returns a :class:`~servelab.kv.budget.BudgetStep`: the running requests' chunks
+  first (``num_running`` of them), then the admitted ones, each a
+  :class:`~servelab.kv.budget.Chunk` ``(seq, start, num_tokens, slots, samples, num_cached)``.
+
+Step 1 runs on the plain :class:`~servelab.kv.blocks.BlockManager` with whole-prompt
+admission and a budget that holds any request; step 2 on the
+:class:`~servelab.kv.prefix.PrefixCachingBlockManager` with chunks and prefix hits; both in a
+pool that never runs out. Step 3 adds memory pressure: preemption by recompute. Between steps
+the grader plays the engine, appending one token to each request whose chunk sampled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
+from servelab.grading.diagnose import remember_program
+from servelab.kv.blocks import BlockManager
+from servelab.kv.budget import BudgetStep
+from servelab.kv.prefix import PrefixCachingBlockManager
+from servelab.kv.scheduler import Sequence
+from servelab.testing.token_budget import INVARIANTS, budget_machine
+
+__all__ = ["HINTS", "TOPIC"]
+
+NAME = "TokenBudgetScheduler"
+
+HINTS: dict[str, str] = {
+    "budget": (
+        "a step computes at most max_num_batched_tokens tokens: take each chunk's num_tokens "
+        "from the budget once (not twice), and a prefix hit not at all (it is not computed)"
+    ),
+    "cap": "admit only while len(running) < max_num_seqs",
+    "running-first": (
+        "schedule the running requests first, in running order, then admit waiting ones into "
+        "what is left of the budget: a long prompt must not starve the decodes"
+    ),
+    "computed": (
+        "num_computed_tokens advances by the tokens that ran (start + n), never by the budget"
+    ),
+    "slots": (
+        "allocate blocks for the chunk's tokens only (allocate token_ids[:hit + n] at "
+        "admission, append_slot per token after), not for the whole prompt at the first chunk"
+    ),
+    "sample": (
+        "a chunk samples exactly when it reaches the end of the request's tokens "
+        "(start + n == seq.num_tokens): the last chunk of a prompt samples its first token"
+    ),
+    "kv-slots": (
+        "a running request holds KV for its num_computed_tokens tokens; a preempted one gives "
+        "its blocks back (bm.free_seq) and its num_computed_tokens is reset to 0"
+    ),
+    "model": (
+        "the step differs from the rules: running first (each request the tokens it needs, cut "
+        "to the budget), then waiting ones first come first served; preempt the latest running"
+    ),
+    "no-leak": "blocks went missing: free every block of finished and preempted requests",
+    "liveness": (
+        "a request never finished: the oldest running request must get tokens in every step "
+        "(running first, preempt the latest, admit first come, first served)"
+    ),
+}
+
+PROBE_HINTS: dict[str, str] = {
+    "one-token": (
+        "a running request that has all its tokens computed but the last needs one token: "
+        "n = seq.num_tokens - num_computed_tokens, cut to the budget left"
+    ),
+    "chunk": (
+        "a waiting request takes what is left of the budget: n = min(seq.num_tokens - hit, "
+        "budget), and the rest of its prompt runs in later steps as a running request"
+    ),
+    "prefix": (
+        "a prefix hit counts as computed and never against the budget: start at hit = "
+        "self.cached_tokens(seq) and subtract only n"
+    ),
+    "front": (
+        "put a preempted request back at the front of waiting (waiting.appendleft): it came "
+        "before every request still waiting"
+    ),
+    "recompute": (
+        "a running request needs seq.num_tokens - num_computed_tokens tokens, whatever it "
+        "generated before: a recomputed request's prompt and generated tokens all run again"
+    ),
+    "victim-latest": (
+        "when a request's new blocks do not fit, preempt the latest running request "
+        "(running.pop()), retry, and stop the running phase when the victim is the request itself"
+    ),
+    "reset": (
+        "a preempted request is recomputed: reset its num_computed_tokens to 0, free its blocks "
+        "and put it back at the front of waiting"
+    ),
+}
+
+
+class Script:
+    """Runs a scenario on a fresh scheduler and writes each call down as paste-able code."""
+
+    def __init__(
+        self,
+        impl: Any,
+        num_blocks: int,
+        block_size: int,
+        budget: int,
+        cap: int = 4,
+        prefix: bool = False,
+    ) -> None:
+        manager = "PrefixCachingBlockManager" if prefix else "BlockManager"
+        self.lines = [
+            f"bm = {manager}(num_blocks={num_blocks}, block_size={block_size})",
+            f"sched = {NAME}(bm, max_num_batched_tokens={budget}, max_num_seqs={cap})",
+        ]
+        self.bm: Any = (PrefixCachingBlockManager if prefix else BlockManager)(
+            num_blocks, block_size
+        )
+        self.sched = self.run(
+            lambda: impl(self.bm, max_num_batched_tokens=budget, max_num_seqs=cap)
+        )
+
+    def run(self, call: Callable[[], Any]) -> Any:
+        """Run the call just written down; a learner's exception keeps the program so far."""
+        try:
+            return call()
+        except Exception as exc:
+            remember_program(exc, self.lines)
+            raise
+
+    def add(self, sid: int, prompt: list[int], max_new_tokens: int) -> None:
+        self.lines.append(f"sched.add(Sequence.from_prompt({sid}, {prompt}, {max_new_tokens}))")
+        seq = Sequence.from_prompt(sid, prompt, max_new_tokens)
+        self.run(lambda: self.sched.add(seq))
+
+    def step(self, emit: bool = True) -> list[tuple[int, int, int, bool]]:
+        """One step; its chunks as (seq_id, start, num_tokens, samples)."""
+        self.lines.append("out = sched.step()")
+        out = self.run(self.sched.step)
+        if not isinstance(out, BudgetStep):
+            raise self.fail(f"step() returned {out!r}; it must return a BudgetStep")
+        chunks = [(c.seq.seq_id, c.start, c.num_tokens, c.samples) for c in out.scheduled]
+        if emit:
+            for seq in out.computed():
+                self.lines.append(f"sched.sequence({seq.seq_id}).append_token(1)")
+                seq.append_token(1)
+        self.out = out
+        return chunks
+
+    def ids(self, name: str) -> list[int]:
+        return [s.seq_id for s in getattr(self.sched, name)]
+
+    def computed(self, sid: int) -> int:
+        self.lines.append(f"sched.num_computed_tokens({sid})")
+        return int(self.run(lambda: self.sched.num_computed_tokens(sid)))
+
+    def fail(self, message: str) -> ProbeFailed:
+        state = (
+            f"# running {self.ids('running')}, waiting {self.ids('waiting')}, "
+            f"free {self.bm.num_free}"
+        )
+        return ProbeFailed(message, [*self.lines, state])
+
+    def expect(self, got: object, want: object, what: str) -> None:
+        if got != want:
+            raise self.fail(f"{what} is {got!r}, expected {want!r}")
+
+
+CHUNKS = "scheduled chunks as (seq_id, start, num_tokens, samples)"
+
+# --- step 1: the budget ---------------------------------------------------------------
+
+
+def _running_first(impl: Any) -> None:
+    s = Script(impl, num_blocks=16, block_size=4, budget=10, prefix=True)
+    s.add(0, [1, 2, 3], 4)
+    s.add(1, [4, 5, 6, 7], 4)
+    s.expect(s.step(), [(0, 0, 3, True), (1, 0, 4, True)], CHUNKS + " in the first step")
+    s.add(2, [1] * 8, 2)
+    s.expect(
+        s.step(),
+        [(0, 3, 1, True), (1, 4, 1, True), (2, 0, 8, True)],
+        CHUNKS + " (running first, one token each, then the 8-token prompt in the 8 left)",
+    )
+
+
+def _budget_bounds_the_step(impl: Any) -> None:
+    s = Script(impl, num_blocks=16, block_size=4, budget=10, prefix=True)
+    s.add(0, [1] * 6, 2)
+    s.add(1, [2] * 4, 2)
+    s.add(2, [3], 2)
+    s.expect(
+        s.step(emit=False),
+        [(0, 0, 6, True), (1, 0, 4, True)],
+        CHUNKS + " (6 + 4 tokens spend the budget of 10: request 2 waits)",
+    )
+    s.expect(s.ids("waiting"), [2], "waiting")
+
+
+def _cap(impl: Any) -> None:
+    s = Script(impl, num_blocks=16, block_size=4, budget=10, cap=2, prefix=True)
+    for sid in range(3):
+        s.add(sid, [sid + 1], 3)
+    s.expect(s.step(), [(0, 0, 1, True), (1, 0, 1, True)], CHUNKS + " with max_num_seqs=2")
+    s.expect(s.ids("waiting"), [2], "waiting")
+
+
+def _computed_tokens(impl: Any) -> None:
+    s = Script(impl, num_blocks=16, block_size=4, budget=10, prefix=True)
+    s.add(0, [1, 2, 3], 3)
+    s.step()
+    s.expect(s.computed(0), 3, "num_computed_tokens(0) after its 3-token prompt ran")
+    s.step()
+    s.expect(s.computed(0), 4, "num_computed_tokens(0) after one decode")
+
+
+# --- step 2: chunked prefill ----------------------------------------------------------
+
+
+def _prompt_in_chunks(impl: Any) -> None:
+    s = Script(impl, num_blocks=16, block_size=4, budget=4, prefix=True)
+    s.add(0, list(range(10)), 2)
+    s.expect(s.step(), [(0, 0, 4, False)], CHUNKS + " of a 10-token prompt, budget 4")
+    s.expect(s.bm.seq_len(0), 4, "bm.seq_len(0): KV slots for the chunk that ran")
+    s.expect(s.computed(0), 4, "num_computed_tokens(0)")
+    s.expect(s.step(), [(0, 4, 4, False)], CHUNKS + " in the second step")
+    s.expect(s.step(), [(0, 8, 2, True)], CHUNKS + " in the third step (the last chunk samples)")
+
+
+def _advance_by_what_ran(impl: Any) -> None:
+    s = Script(impl, num_blocks=16, block_size=4, budget=8, prefix=True)
+    s.add(0, [1, 2, 3], 2)
+    s.expect(s.step(), [(0, 0, 3, True)], CHUNKS)
+    s.expect(s.computed(0), 3, "num_computed_tokens(0) after 3 tokens ran in a budget of 8")
+
+
+def _decodes_not_starved(impl: Any) -> None:
+    s = Script(impl, num_blocks=16, block_size=4, budget=6, prefix=True)
+    s.add(0, [1, 2], 4)
+    s.step()
+    s.add(1, list(range(20)), 1)
+    s.expect(
+        s.step(),
+        [(0, 2, 1, True), (1, 0, 5, False)],
+        CHUNKS + " (request 0 decodes first; the 20-token prompt takes the 5 left)",
+    )
+
+
+def _prefix_hit_free(impl: Any) -> None:
+    s = Script(impl, num_blocks=16, block_size=4, budget=12, prefix=True)
+    s.add(0, list(range(9)), 1)
+    s.step()
+    s.step()  # request 0 is retired: its two full blocks stay cached
+    s.add(1, [*range(8), 50, 51], 1)
+    s.add(2, [60, 61, 62], 1)
+    s.expect(
+        s.step(),
+        [(1, 8, 2, True), (2, 0, 3, True)],
+        CHUNKS + " (request 1 finds 8 tokens cached: it computes 2, and 10 are left for 2)",
+    )
+
+
+# --- step 3: allocation per step and preemption ---------------------------------------
+
+
+def _pressure(impl: Any) -> Script:
+    """Three 2-token prompts fill 3 of 4 blocks of 2; in the next step request 0 takes the
+    last free block and request 1 finds none."""
+    s = Script(impl, num_blocks=4, block_size=2, budget=8, prefix=True)
+    for sid in range(3):
+        s.add(sid, [10 * sid + 1, 10 * sid + 2], 3)
+    s.step()
+    return s
+
+
+def _victim_latest(impl: Any) -> None:
+    s = _pressure(impl)
+    got = s.step()
+    s.expect(
+        [v.seq_id for v in s.out.preempted], [2], "preempted (the latest running request is 2)"
+    )
+    s.expect(got, [(0, 2, 1, True), (1, 2, 1, True)], CHUNKS)
+    s.expect(s.ids("waiting"), [2], "waiting")
+
+
+def _requeued_at_front(impl: Any) -> None:
+    s = _pressure(impl)
+    s.add(3, [31], 1)
+    s.step()
+    s.expect([v.seq_id for v in s.out.preempted], [2], "preempted")
+    s.expect(s.ids("waiting"), [2, 3], "waiting (the victim goes back first, before request 3)")
+
+
+def _preempted_restarts(impl: Any) -> None:
+    s = _pressure(impl)
+    s.step()
+    s.expect(s.computed(2), 0, "num_computed_tokens(2) after its preemption")
+
+
+def _recompute_in_chunks(impl: Any) -> None:
+    s = Script(impl, num_blocks=5, block_size=2, budget=3)
+    s.add(0, [1, 2, 3], 6)
+    s.add(1, [5, 6, 7], 3)
+    for _ in range(5):
+        s.step()
+    s.expect([v.seq_id for v in s.out.preempted], [1], "preempted in the fifth step")
+    s.expect(s.step(), [(0, 7, 1, True), (1, 0, 2, False)], CHUNKS + " (request 1 comes back)")
+    s.expect(
+        s.step(),
+        [(1, 2, 3, True)],
+        CHUNKS + " (request 1 recomputes the rest of its 5 tokens: prompt and generated)",
+    )
+
+
+def _probe(name: str, hint_id: str, run: Callable[[Any], None]) -> Probe:
+    return Probe(name, PROBE_HINTS.get(hint_id) or HINTS[hint_id], run)
+
+
+def _machine(
+    stage: int, name: str, invariants: list[str], examples: int, steps: int
+) -> MachineCheck:
+    return MachineCheck(
+        name=name,
+        build=lambda impl: budget_machine(impl, prefix_caching=stage > 1, name=NAME, stage=stage),
+        invariants=[INVARIANTS[i] for i in invariants],
+        hints=HINTS,
+        max_examples=examples,
+        step_count=steps,
+    )
+
+
+_ALL = ["budget", "cap", "running-first", "computed", "slots", "sample", "kv-slots", "model"]
+
+TOPIC = Topic(
+    name="token-budget",
+    title="The token-budget scheduler: running first, chunked prefill, preempt by recompute",
+    steps=[
+        Step(
+            1,
+            "the budget: running requests first, one token each, up to the budget and the cap",
+            probes=[
+                _probe("running requests go first, one token each", "one-token", _running_first),
+                _probe("the budget bounds the step", "budget", _budget_bounds_the_step),
+                _probe("at most max_num_seqs requests run", "cap", _cap),
+                _probe("num_computed_tokens counts what ran", "computed", _computed_tokens),
+            ],
+            machine=_machine(
+                1, "state machine: add and step, whole prompts", [*_ALL, "no-leak"], 80, 25
+            ),
+        ),
+        Step(
+            2,
+            "chunked prefill: waiting requests take what is left, prefix hits count as computed",
+            probes=[
+                _probe("a long prompt runs in chunks over steps", "chunk", _prompt_in_chunks),
+                _probe(
+                    "num_computed_tokens advances by what ran, not by the budget",
+                    "computed",
+                    _advance_by_what_ran,
+                ),
+                _probe(
+                    "a long prompt does not starve the decodes",
+                    "running-first",
+                    _decodes_not_starved,
+                ),
+                _probe("a prefix hit is not charged to the budget", "prefix", _prefix_hit_free),
+            ],
+            machine=_machine(
+                2,
+                "state machine: add and step, chunks and prefix hits",
+                [*_ALL, "no-leak"],
+                80,
+                25,
+            ),
+        ),
+        Step(
+            3,
+            "allocation per step, preemption by recompute of the latest running request",
+            probes=[
+                _probe("the latest running request is the victim", "victim-latest", _victim_latest),
+                _probe("the victim goes back to the front of waiting", "front", _requeued_at_front),
+                _probe("a preempted request restarts from zero", "reset", _preempted_restarts),
+                _probe(
+                    "a preempted request is recomputed in chunks, like a prompt",
+                    "recompute",
+                    _recompute_in_chunks,
+                ),
+            ],
+            machine=_machine(
+                3,
+                "state machine: add and step under memory pressure",
+                [*_ALL, "no-leak", "liveness"],
+                80,
+                30,
+            ),
+        ),
+    ],
+)

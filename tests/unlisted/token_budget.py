@@ -1,0 +1,78 @@
+"""Token-budget scheduler slips, each on the notebook's own classes."""
+
+from servelab import checkpoint
+from servelab.kv.blocks import OutOfBlocks
+from servelab.kv.budget import Chunk
+
+TOPIC = "token-budget"
+Chunked = checkpoint(TOPIC, 2)
+Final = checkpoint(TOPIC, 3)
+
+
+class AllocatesFromZero(Chunked):
+    """Slices the chunk's tokens from 0, forgetting the prefix hit: after a hit, it allocates
+    the hit's tokens only, not the chunk's."""
+
+    def admit(self, out, budget):
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[0]
+            hit = self.cached_tokens(seq)
+            n = min(seq.num_tokens - hit, budget)
+            try:
+                self.bm.allocate(seq.seq_id, seq.token_ids[:n])
+            except OutOfBlocks:
+                break
+            self.waiting.popleft()
+            self.running.append(seq)
+            samples = hit + n == seq.num_tokens
+            out.scheduled.append(Chunk(seq, hit, n, self.slots(seq, hit, n), samples, hit))
+            self.computed[seq.seq_id] = hit + n
+            budget -= n
+
+
+class PreemptUnlisted(Final):
+    """Frees the victim and requeues it, but never reports it in ``out.preempted``."""
+
+    def preempt(self, victim, out):
+        self.bm.free_seq(victim.seq_id)
+        self.computed[victim.seq_id] = 0
+        self.waiting.appendleft(victim)
+
+
+class NeedsFromGenerated(Final):
+    """Its own helper says a request that has generated anything needs one token, which is
+    wrong for a preempted request being recomputed in chunks."""
+
+    def _need(self, seq, start):
+        return 1 if seq.num_generated else seq.num_tokens - start
+
+    def schedule_running(self, out, budget):
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            start = self.computed[seq.seq_id]
+            n = min(self._need(seq, start), budget)
+            try:
+                slots = self.extend(seq, start, n)
+            except OutOfBlocks:
+                victim = self.running.pop()
+                self.preempt(victim, out)
+                if victim is seq:
+                    return budget
+                continue
+            out.scheduled.append(Chunk(seq, start, n, slots, start + n == seq.num_tokens))
+            self.computed[seq.seq_id] = start + n
+            budget -= n
+            i += 1
+        return budget
+
+
+MISTAKES = {
+    "admit allocates from token 0, not up to the chunk's end": (2, AllocatesFromZero, {"admit"}),
+    "preempt does not report its victim": (3, PreemptUnlisted, {"preempt"}),
+    "a recomputed request gets one token a step": (
+        3,
+        NeedsFromGenerated,
+        {"schedule_running"},
+    ),
+}
