@@ -24,7 +24,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-__all__ = ["CORRECT", "Mistake", "correct_impl", "correct_module", "mistakes", "topic_dir"]
+__all__ = [
+    "CORRECT",
+    "KERNELS",
+    "Mistake",
+    "correct_impl",
+    "correct_module",
+    "mistakes",
+    "topic_dir",
+]
 
 CORRECT: dict[str, str] = {
     "weight-cache": "weight_cache",
@@ -34,6 +42,15 @@ CORRECT: dict[str, str] = {
     "scheduler": "scheduler",
 }
 """The topics with a catalogue, each with its checkpoint module in :mod:`servelab.checkpoints`."""
+
+KERNELS: dict[str, str] = {"paged-kernel": "paged_kernel"}
+"""Topics whose graded objects are Triton kernels: same catalogue format (``Buggy`` is the
+checkpoint's kernel with one function of its chain replaced), but the grader compares outputs
+on cases instead of replaying programs, so the class-based diagnosis does not apply."""
+
+
+def _catalogued() -> dict[str, str]:
+    return {**CORRECT, **KERNELS}
 
 
 @dataclass(frozen=True)
@@ -50,8 +67,8 @@ class Mistake:
 
 def _package(topic: str) -> str:
     folder = topic.replace("-", "_")
-    if topic not in CORRECT:
-        known = ", ".join(sorted(CORRECT))
+    if topic not in _catalogued():
+        known = ", ".join(sorted(_catalogued()))
         raise ValueError(f"no mistake catalogue for topic {topic!r}; known: {known}")
     return f"{__name__}.{folder}"
 
@@ -64,7 +81,7 @@ def topic_dir(topic: str) -> Path:
 def correct_module(topic: str) -> ModuleType:
     """The checkpoint module of ``topic``: the notebook's solution, step by step."""
     _package(topic)
-    return importlib.import_module(f"servelab.checkpoints.{CORRECT[topic]}")
+    return importlib.import_module(f"servelab.checkpoints.{_catalogued()[topic]}")
 
 
 def correct_impl(topic: str) -> Any:
