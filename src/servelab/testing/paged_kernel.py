@@ -42,6 +42,12 @@ import triton
 import triton.language as tl
 from hypothesis import strategies as st
 
+if not torch.cuda.is_available() and type(tl.zeros).__name__ == "JITFunction":
+    raise ImportError(
+        "Triton was imported before TRITON_INTERPRET=1 was set, so its kernels cannot run on "
+        "this machine without a GPU: restart the kernel and run the notebook's setup cell first"
+    )
+
 from servelab.kv.attention import DecodeBatch, gather_attention, gather_kv
 
 __all__ = [
