@@ -51,7 +51,8 @@ def triton_decode(
             "backend 'triton' on the CPU needs Triton's interpreter: set TRITON_INTERPRET=1 "
             "before triton is first imported"
         )
-    out: torch.Tensor = solution.paged_decode(
+    launch: Any = solution.paged_decode  # notebook code: untyped
+    out: torch.Tensor = launch(
         q, k_cache, v_cache, batch.tables, batch.lens, scale=scale, kernel=chosen
     )
     return out
