@@ -3,7 +3,7 @@
 
 from servelab.grading.mistakes.paged_kernel import Correct, rebuilt, tl, triton
 
-HINT = "mask"
+HINT = "mask their scores"
 LIKE = (
     "scores the empty slots of the last partial block as 0, so they take softmax weight: "
     "mask their scores to -inf"
