@@ -32,7 +32,7 @@ from servelab.grading.core import Probe, ProbeFailed, Step, Topic
 __all__ = ["TOPIC", "compare", "fixed_cases"]
 
 #: Random cases per step, and how many more a failure may be shrunk with (counts, not seconds).
-EXAMPLES = {1: 12, 2: 10, 3: 10}
+EXAMPLES = {1: 40, 2: 16, 3: 10}
 SHRINK_RUNS = 12
 
 _STEP_TITLES = {
