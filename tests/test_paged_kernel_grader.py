@@ -186,3 +186,24 @@ def test_cases_poison_every_slot_no_sequence_owns() -> None:
         t.k[0, 0] == POISON
     ).any()  # 5 tokens: 1 in block 0
     assert (t.k[3, 3:] == POISON).all()
+
+
+WILD = """
+@triton.jit
+def load_block(cache, table, j, seq_len, head, stride_block, stride_slot, stride_head,
+               BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    dims = tl.arange(0, HEAD_DIM)
+    block = tl.load(table + j) * 100000  # far past the pool
+    ptrs = cache + block * stride_block + offs[:, None] * stride_slot + dims[None, :]
+    return tl.load(ptrs).to(tl.float32)
+"""
+
+
+def test_a_load_far_outside_the_pool_is_reported_not_a_crash() -> None:
+    # in Triton's interpreter such a load would end the Python process (a segfault)
+    fn = _define(WILD, "load_block", {"triton": triton, "tl": tl})
+    report = _failure(fn, step=1)
+    assert "OutOfBounds: tl.load outside every tensor given to the kernel" in report.text
+    assert report.text == _failure(fn, step=1).text  # no addresses: the same on every run
+    assert "in your load_block(), line" in report.text

@@ -30,9 +30,12 @@ from __future__ import annotations
 import os
 import types
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 if not torch.cuda.is_available():
@@ -344,32 +347,36 @@ def _attend_frame(
 
 
 def _launch(step: int, fn: Any, case: Case, t: Tensors) -> torch.Tensor:
-    """Run the step's function on the case; its output, in fp32."""
+    """Run the step's function on the case, every address checked; its output, in fp32."""
     bs, d = case.block_size, case.head_dim
     k, v, q = t.k, t.v, t.q
-    scale = 1.0 / d**0.5
+    strides = (k.stride(0), k.stride(1), k.stride(2))
+    given = {"q": q, "k_cache": k, "v_cache": v, "tables": t.tables, "lens": t.lens}
     if step == 1:
         width = t.tables.shape[1]
         out = torch.full((case.kv_heads, width * bs, d), float("nan"))
-        _gather_frame[(width, case.kv_heads)](
-            k, t.tables[0], out, case.lens[0], k.stride(0), k.stride(1), k.stride(2),
-            out.stride(0), LOAD=fn, BLOCK_SIZE=bs, HEAD_DIM=d,
-        )  # fmt: skip
+        with _bounded({**given, "out": out}):
+            _gather_frame[(width, case.kv_heads)](
+                k, t.tables[0], out, case.lens[0], *strides, out.stride(0),
+                LOAD=fn, BLOCK_SIZE=bs, HEAD_DIM=d,
+            )  # fmt: skip
         return out
+    rows = (q.stride(0), q.stride(1), t.tables.stride(0))
+    scale = 1.0 / d**0.5
     if step == 2:
         out = torch.full(q.shape, float("nan"))
-        _attend_frame[(len(case.lens), case.q_heads)](
-            q, k, v, t.tables, t.lens, out, q.stride(0), q.stride(1), t.tables.stride(0),
-            k.stride(0), k.stride(1), k.stride(2), scale,
-            ATTEND=fn, GROUP=case.group, BLOCK_SIZE=bs, HEAD_DIM=d,
-        )  # fmt: skip
+        with _bounded({**given, "out": out}):
+            _attend_frame[(len(case.lens), case.q_heads)](
+                q, k, v, t.tables, t.lens, out, *rows, *strides, scale,
+                ATTEND=fn, GROUP=case.group, BLOCK_SIZE=bs, HEAD_DIM=d,
+            )  # fmt: skip
         return out
     out = torch.full(q.shape, float("nan"), dtype=q.dtype)
-    fn[(len(case.lens), case.q_heads)](
-        q, k, v, t.tables, t.lens, out, q.stride(0), q.stride(1), t.tables.stride(0),
-        k.stride(0), k.stride(1), k.stride(2), scale,
-        GROUP=case.group, BLOCK_SIZE=bs, HEAD_DIM=d,
-    )  # fmt: skip
+    with _bounded({**given, "out": out}):
+        fn[(len(case.lens), case.q_heads)](
+            q, k, v, t.tables, t.lens, out, *rows, *strides, scale,
+            GROUP=case.group, BLOCK_SIZE=bs, HEAD_DIM=d,
+        )  # fmt: skip
     return out.float()
 
 
@@ -386,13 +393,84 @@ def expected(step: int, case: Case, t: Tensors) -> torch.Tensor:
     return gather_attention(t.q.float(), t.k.float(), t.v.float(), t.batch)
 
 
+class OutOfBounds(Exception):
+    """A kernel loaded or stored at an address outside every tensor it was given.
+
+    On a GPU that is an illegal memory access or silent garbage; in the interpreter, a crash of
+    the whole Python process. The grader checks every address first and raises this instead.
+    """
+
+
+@contextmanager
+def _bounded(named: dict[str, torch.Tensor]) -> Iterator[None]:
+    """Within the block, the interpreter refuses loads and stores outside ``named`` tensors."""
+    try:
+        from triton.runtime.interpreter import InterpreterBuilder
+    except ImportError:  # pragma: no cover - a Triton without the interpreter
+        yield
+        return
+    spans = [
+        (name, t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
+        for name, t in named.items()
+    ]
+    load, store = InterpreterBuilder.create_masked_load, InterpreterBuilder.create_masked_store
+
+    def check(ptrs: Any, mask: Any, verb: str) -> None:
+        addresses = ptrs.data[mask.data.astype(bool)] if mask is not None else ptrs.data
+        if addresses.size == 0:
+            return
+        size = ptrs.get_element_ty().primitive_bitwidth // 8
+        inside = np.zeros(addresses.shape, dtype=bool)
+        for _, lo, nbytes in spans:
+            inside |= (addresses >= lo) & (addresses + size <= lo + nbytes)
+        if bool(inside.all()):
+            return
+        # no address or distance in the message: they change from run to run
+        names = ", ".join(name for name, *_ in spans)
+        raise OutOfBounds(f"tl.{verb} outside every tensor given to the kernel ({names})")
+
+    def bounded_load(self: Any, ptrs: Any, mask: Any, *args: Any) -> Any:
+        check(ptrs, mask, "load")
+        return load(self, ptrs, mask, *args)
+
+    def bounded_store(self: Any, ptrs: Any, value: Any, mask: Any, *args: Any) -> Any:
+        check(ptrs, mask, "store")
+        return store(self, ptrs, value, mask, *args)
+
+    InterpreterBuilder.create_masked_load = bounded_load
+    InterpreterBuilder.create_masked_store = bounded_store
+    try:
+        yield
+    finally:
+        InterpreterBuilder.create_masked_load = load
+        InterpreterBuilder.create_masked_store = store
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    """What the kernel itself raised: the interpreter wraps it in InterpreterError."""
+    while type(exc).__name__ == "InterpreterError" and exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
+
+
 def run_step(step: int, fn: Any, case: Case) -> tuple[torch.Tensor, torch.Tensor]:
-    """(the learner's output, the oracle's) for one step's function on one case."""
+    """(the learner's output, the oracle's) for one step's function on one case.
+
+    Every address the kernel touches is checked first (:class:`OutOfBounds`), and an error the
+    kernel raised is raised as itself, not wrapped in the interpreter's InterpreterError.
+    """
     t = tensors(case)
     with warnings.catch_warnings():
         # the interpreter's NumPy warns on overflow: the comparison reports it, once
         warnings.simplefilter("ignore", RuntimeWarning)
-        return _launch(step, fn, case, t), expected(step, case, t)
+        try:
+            got = _launch(step, fn, case, t)
+        except Exception as exc:
+            inner = _innermost(exc)
+            if inner is exc:
+                raise
+            raise inner from None
+        return got, expected(step, case, t)
 
 
 # --- where the outputs differ ----------------------------------------------------------------
