@@ -207,3 +207,25 @@ def test_a_load_far_outside_the_pool_is_reported_not_a_crash() -> None:
     assert "OutOfBounds: tl.load outside every tensor given to the kernel" in report.text
     assert report.text == _failure(fn, step=1).text  # no addresses: the same on every run
     assert "in your load_block(), line" in report.text
+
+
+def test_the_cli_grades_a_kernel_file_that_imports_triton_itself(tmp_path: Any) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import servelab.checkpoints
+
+    source = (Path(servelab.checkpoints.__file__).parent / "paged_kernel.py").read_text()
+    kept = [line for line in source.splitlines() if "TRITON_INTERPRET" not in line]
+    kept = [line for line in kept if "torch.cuda.is_available" not in line]
+    (tmp_path / "kernel.py").write_text("\n".join(kept) + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    command = [sys.executable, "-m", "servelab", "grade", "paged-kernel", "--step", "3"]
+    result = subprocess.run(
+        [*command, "--impl", f"{tmp_path / 'kernel.py'}:paged_decode_kernel"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.rstrip().endswith("PASSED")

@@ -48,7 +48,8 @@ from hypothesis import strategies as st
 if not torch.cuda.is_available() and type(tl.zeros).__name__ == "JITFunction":
     raise ImportError(
         "Triton was imported before TRITON_INTERPRET=1 was set, so its kernels cannot run on "
-        "this machine without a GPU: restart the kernel and run the notebook's setup cell first"
+        "this machine without a GPU: set it before triton is first imported (in a notebook, "
+        "restart the kernel and run the setup cell first)"
     )
 
 from servelab.kv.attention import DecodeBatch, gather_attention, gather_kv

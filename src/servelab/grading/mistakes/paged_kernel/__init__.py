@@ -6,11 +6,8 @@ kernel rebuilt on top of it (:func:`~servelab.testing.paged_kernel.rebuilt`), so
 ``Buggy`` at any step meets the mistake in the function that holds it.
 """
 
-import triton
-import triton.language as tl
-
 from servelab.grading.mistakes import correct_impl
-from servelab.testing.paged_kernel import rebuilt
+from servelab.testing.paged_kernel import rebuilt, tl, triton  # triton, set up to interpret
 
 Correct = correct_impl("paged-kernel")
 """The last step's checkpoint: the notebook's own kernel, which every mistake changes."""
