@@ -229,3 +229,12 @@ def test_the_cli_grades_a_kernel_file_that_imports_triton_itself(tmp_path: Any) 
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.rstrip().endswith("PASSED")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs CUDA")
+def test_on_a_gpu_the_compiled_solution_passes_and_a_mistake_fails() -> None:
+    for step in (1, 2, 3):
+        assert grade(TOPIC, checkpoint(TOPIC, step=step), step=step, quiet=True).passed
+    mistake = next(m for m in MISTAKES if m.name == "no_rescale")
+    assert mistake.hint in _failure(mistake.impl).hint

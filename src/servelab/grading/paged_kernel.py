@@ -102,6 +102,7 @@ def compare(fn: Any, case: Any, *, step: int | None = None) -> None:
     that differs from the oracle, or that it agrees. ``step`` defaults to the step that grades
     a function of ``fn``'s name."""
     pk = _pk()
+    pk.unwritten(fn)  # a stub says so, on a GPU too (compiled Triton cannot run a raise)
     name = getattr(getattr(fn, "fn", fn), "__name__", "")
     number = step if step is not None else (pk.CHAIN.index(name) + 1 if name in pk.CHAIN else 3)
     got, want = pk.run_step(number, fn, case)
