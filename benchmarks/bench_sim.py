@@ -5,7 +5,7 @@ the trace is written once as an ``oracleGeneral`` binary file and replayed by ea
 without a Python call per request. Our replay is pure Python, so the ratio says how far a
 notebook-sized replay is from a C simulator; the miss ratios say whether the two agree.
 
-Where they do not, the reason is known (see the README): libcachesim's S3FIFO never admits an
+Where they do not, the reason is known (see docs/PERFORMANCE.md): libcachesim's S3FIFO never admits an
 object larger than its small queue (10% of the cache), so every request for a model above
 50 GB on a 500 GB node is a miss there; a weight cache must admit every model it serves.
 Run: ``python benchmarks/bench_sim.py [--quick]``.

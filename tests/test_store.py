@@ -621,3 +621,23 @@ def test_a_header_json_cannot_read_is_a_corrupt_entry(tmp_path: Path, header: by
     with pytest.raises(CorruptEntry), store.replica("m"):
         pass
     assert len(cache) == 0
+
+
+@pytest.mark.parametrize(
+    "tensors",
+    [{"w": [1.0, 2.0]}, {"w": torch.ones(2), "b": None}, [("w", torch.ones(2))]],
+    ids=["a-list-value", "a-none-value", "not-a-mapping"],
+)
+def test_a_value_that_is_not_a_tensor_is_refused_and_writes_nothing(
+    store: WeightStore, tensors: object
+) -> None:
+    from servelab.weights.store import NotATensor
+
+    store.save("m", {"w": torch.zeros(2)})
+    before = store.load("m")["w"].clone()
+    with pytest.raises(NotATensor) as raised:
+        store.save("m", tensors)  # type: ignore[arg-type]
+    assert isinstance(raised.value, TypeError)
+    assert "tensor" in str(raised.value)
+    assert store.keys() == ["m"] and store.stale_temp_files() == []
+    assert torch.equal(store.load("m")["w"], before)

@@ -58,6 +58,10 @@ class InvalidTensorName(WeightStoreError, ValueError):
     """A tensor name that safetensors cannot store as given: not a string, or reserved."""
 
 
+class NotATensor(WeightStoreError, TypeError):
+    """A value to save is not a torch tensor (or the tensors are not a name -> tensor mapping)."""
+
+
 class UnsupportedDtype(WeightStoreError, TypeError):
     """A tensor's dtype has no safetensors encoding that this store reads back."""
 
@@ -113,6 +117,7 @@ def encode(tensors: Mapping[str, torch.Tensor]) -> bytes:
     """Serialize tensors to safetensors bytes carrying their digest."""
     import safetensors.torch
 
+    _check_tensors(tensors)
     if not tensors:
         raise WeightStoreError("refusing to save an empty set of tensors")
     _check_names(tensors)
@@ -158,6 +163,25 @@ def supported_dtypes() -> dict[str, torch.dtype]:
 
     found = {code: getattr(torch, name, None) for code, name in _DTYPES.items()}
     return {code: dtype for code, dtype in found.items() if isinstance(dtype, torch.dtype)}
+
+
+def _check_tensors(tensors: object) -> None:
+    """A state dict is a mapping of names to tensors; anything else would fail deep inside
+    safetensors with an error that names neither the entry nor the value."""
+    import torch
+
+    if not isinstance(tensors, Mapping):
+        raise NotATensor(
+            f"save takes a mapping of tensor names to tensors (a state dict), "
+            f"got {type(tensors).__name__}"
+        )
+    wrong = sorted(
+        f"{name!r} ({type(value).__name__})"
+        for name, value in tensors.items()
+        if not isinstance(value, torch.Tensor)
+    )
+    if wrong:
+        raise NotATensor(f"cannot save {', '.join(wrong)}: every value must be a torch tensor")
 
 
 def _check_names(tensors: Mapping[str, torch.Tensor]) -> None:

@@ -62,6 +62,7 @@ from servelab.weights.fileformat import (
     METADATA,
     CorruptEntry,
     InvalidTensorName,
+    NotATensor,
     UnsupportedDtype,
     WeightStoreError,
     decode,
@@ -79,6 +80,7 @@ __all__ = [
     "InvalidKey",
     "InvalidTensorName",
     "NotARegularFile",
+    "NotATensor",
     "UnsupportedDtype",
     "WeightStore",
     "WeightStoreError",
@@ -215,8 +217,8 @@ class WeightStore:
     ) -> int:
         """Write ``tensors`` under ``key`` atomically; returns the bytes written.
 
-        Raises :class:`UnsupportedDtype` (before anything is written) for a dtype the store
-        cannot read back.
+        Raises, before anything is written, :class:`NotATensor` for a value that is not a
+        tensor and :class:`UnsupportedDtype` for a dtype the store cannot read back.
         """
         path = self.path(key)
         data = encode(tensors)
