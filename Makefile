@@ -6,14 +6,15 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 LAB_STAMP := $(VENV)/.lab-installed
+TRITON_STAMP := $(VENV)/.triton-installed
 
-.PHONY: lab lab-install torch test test-fast lint exercises progress slides lite links demo bench bench-gpu bench-peers clean
+.PHONY: lab lab-install torch triton test test-fast lint exercises progress slides lite links demo bench bench-gpu bench-peers clean
 
 $(STAMP): pyproject.toml tools/install_torch.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	./tools/install_torch.sh $(PY)
-	$(PY) -m pip install -q -e '.[engine,lab,dev]'
-	touch $(STAMP) $(LAB_STAMP)
+	$(PY) -m pip install -q -e '.[engine,lab,kernel,dev]'
+	touch $(STAMP) $(LAB_STAMP) $(TRITON_STAMP)
 
 $(LAB_STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +28,15 @@ lab-install: $(LAB_STAMP)
 # the CPU build (about 200 MB to download, where the wheel is not on local disk).
 torch: $(LAB_STAMP)
 	./tools/install_torch.sh $(PY)
+
+# Notebook 08 needs torch and Triton, which `make lab` leaves out (Triton alone is ~290 MB to
+# download): this adds them to the course's environment (torch as tools/install_torch.sh picks it).
+$(TRITON_STAMP): $(LAB_STAMP) tools/install_torch.sh
+	./tools/install_torch.sh $(PY)
+	$(PY) -m pip install -q -e '.[lab,engine,kernel]'
+	touch $(TRITON_STAMP)
+
+triton: $(TRITON_STAMP)
 
 # The course's Lab settings are in .jupyter/labconfig (no news toast over grade output); they
 # are defaults, so a learner's own settings still win. default_url is the URL the server prints

@@ -10,6 +10,12 @@ from hypothesis import HealthCheck, settings
 
 from servelab.testing.core import without_local_constants
 
+# Triton decides when it is first imported whether its own library functions (tl.zeros, tl.sum)
+# run in its interpreter. Without a GPU they must, and torch's FlexAttention may import triton
+# first: so say it before any test imports anything (notebook 08's setup cell does the same).
+if not os.path.exists("/dev/nvidiactl"):
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
 # `dev` is the learner's default: fast feedback. `thorough` is what CI runs (`make test` picks it
 # when CI is set). Neither is named `ci`, so Hypothesis's built-in CI profile never interferes.
 settings.register_profile(

@@ -141,7 +141,7 @@ def test_paged_decode_rejects_bad_shapes_and_backends() -> None:
     q, k_cache, v_cache, _, _, tables = scatter_case([3], 4, 4, 4, 2, 8, seed=1)
     batch = DecodeBatch.build(tables, [3], block_size=4, num_blocks=4)
     with pytest.raises(InvalidBackend):
-        paged_decode(q, k_cache, v_cache, batch, backend="triton")  # type: ignore[arg-type]
+        paged_decode(q, k_cache, v_cache, batch, backend="vllm")  # type: ignore[arg-type]
     with pytest.raises(ShapeMismatch):
         paged_decode(q[:, :3], k_cache, v_cache, batch)  # 3 query heads over 2 kv heads
     with pytest.raises(ShapeMismatch):
@@ -239,3 +239,56 @@ def test_batches_pad_to_power_of_two_buckets_up_to_a_bounded_largest() -> None:
     assert _bucket(5, 0) == 5  # eager: no padding
     with pytest.raises(InvalidBackend):
         _bucket(2049, 16)  # past 8 buckets: refused, not compiled again
+
+
+# --- backend "triton": notebook 08's kernel (the Triton interpreter without a GPU) ----------
+
+
+@settings(max_examples=10, deadline=None)
+@paged_cases
+def test_triton_kernel_equals_dense(
+    lens: list[int], block_size: int, heads: tuple[int, int], seed: int
+) -> None:
+    pytest.importorskip("triton")
+    check_paged_equals_dense("triton", lens, block_size, heads, seed)
+
+
+def test_triton_backend_ignores_stale_data_and_equals_the_oracle_in_bf16() -> None:
+    pytest.importorskip("triton")
+    lens = [5, 9]
+    q, k_cache, v_cache, _, _, tables = scatter_case(lens, 4, 12, 4, 2, 8, seed=3)
+    batch = DecodeBatch.build(tables, lens, block_size=4, num_blocks=12)
+    want = paged_decode(q, k_cache, v_cache, batch, backend="gather")
+    used = {b for t in tables for b in t}
+    for b in set(range(12)) - used:
+        k_cache[b] = 1e4
+        v_cache[b] = 1e4
+    k_cache[tables[0][-1], 1:] = 1e4  # past sequence 0's length
+    torch.testing.assert_close(paged_decode(q, k_cache, v_cache, batch, backend="triton"), want)
+    bf = torch.bfloat16
+    got = paged_decode(q.to(bf), k_cache.to(bf), v_cache.to(bf), batch, backend="triton")
+    assert got.dtype == bf
+    oracle = paged_decode(q.to(bf).float(), k_cache.to(bf).float(), v_cache.to(bf).float(), batch)
+    torch.testing.assert_close(got.float(), oracle, **BF16_TOL)
+
+
+def test_triton_is_never_a_default_backend() -> None:
+    from servelab.kv.attention import DecodeAttention
+
+    batch = DecodeBatch.build([[0]], [1], block_size=4, num_blocks=2)
+    assert DecodeAttention(batch).backend == "gather"  # on CPU; flex on CUDA
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_triton_kernel_compiled_on_cuda_matches_the_oracle() -> None:
+    pytest.importorskip("triton")
+    lens = [1, 17, 64, 100]
+    q, k_cache, v_cache, _, _, tables = scatter_case(lens, 16, 24, 8, 2, 64, seed=9)
+    dev = torch.device("cuda")
+    batch = DecodeBatch.build(tables, lens, block_size=16, num_blocks=24, device=dev)
+    for dtype, tol in ((torch.float32, {"rtol": 1e-4, "atol": 1e-4}), (torch.bfloat16, BF16_TOL)):
+        args = [t.to(dev, dtype) for t in (q, k_cache, v_cache)]
+        got = paged_decode(*args, batch, backend="triton")
+        want = paged_decode(*(a.float() for a in args), batch, backend="gather")
+        torch.testing.assert_close(got.float(), want, **tol)

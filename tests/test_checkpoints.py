@@ -74,7 +74,7 @@ def _exercise_cell_defining(topic: str, names: set[str]) -> str:
                 tree = ast.parse(source)
             except SyntaxError:  # an IPython magic (the Colab setup cell)
                 continue
-            defined = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+            defined = {n.name for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
             if defined & names:
                 return source
     raise AssertionError(f"no exercise cell of {topic} defines any of {names}")

@@ -235,6 +235,11 @@ NO_TARGET = {
     ("05_prefix_caching", "prefix-cache", 1): "nothing in the block picture yet",
     # A cost model: three formulas checked against the simulator; the step prints its table.
     ("06_kv_offload", "kv-offload", 4): "formulas, not a structure",
+    # A kernel's target is numbers equal to the oracle's; a failing grade shows the first wrong
+    # element, its block and offset, and what the block table said.
+    ("08_paged_kernel", "paged-kernel", 1): "a kernel: its target is the oracle's numbers",
+    ("08_paged_kernel", "paged-kernel", 2): "a kernel: its target is the oracle's numbers",
+    ("08_paged_kernel", "paged-kernel", 3): "a kernel: its target is the oracle's numbers",
 }
 
 
@@ -396,7 +401,8 @@ def _pasted_and_graded(path: Path, line: str) -> list[str]:
             continue
         cells.append(new_code_cell(cell.source))
         defines = tool._parses(cell.source) and any(
-            isinstance(n, ast.ClassDef) and n.name == name for n in ast.parse(cell.source).body
+            isinstance(n, ast.ClassDef | ast.FunctionDef) and n.name == name
+            for n in ast.parse(cell.source).body
         )
         if defines:
             cells.append(new_code_cell(line, metadata={"servelab": "pasted"}))

@@ -281,3 +281,27 @@ def test_the_learner_ci_template_runs_the_same_command() -> None:
     text = template.read_text(encoding="utf-8")
     assert "servelab progress exercises --protect solutions --json progress.json" in text
     assert "pip install -e '.[lab]'" in text  # the light install, as make lab
+
+
+def test_a_triton_notebook_without_triton_says_what_it_needs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    from servelab import progress
+
+    cells = [
+        new_code_cell('import os\nos.environ.setdefault("TRITON_INTERPRET", "1")\nimport triton'),
+        new_code_cell('grade("paged-kernel", load_block, step=1)'),
+    ]
+    path = tmp_path / "08_paged_kernel.ipynb"
+    nbformat.write(new_notebook(cells=cells), path)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "triton" else real(name, *a)
+    )
+    result = progress.run_notebook(path)
+    assert [(s.topic, s.step, s.status) for s in result.steps] == [
+        ("paged-kernel", 1, progress.FAILED)
+    ]
+    assert "needs Triton; runs on CPU, fast on GPU" in progress.format_table([result])

@@ -95,8 +95,12 @@ fetch "the piplite wheels from PyPI" "$py" -m pip download -q "${pip_net[@]}" --
 # the site: the committed exercises as its contents (no outputs, as generated), Pyodide
 # served from static/pyodide/
 mkdir -p "$work/contents"
-cp "$work"/head/exercises/*.ipynb "$work/contents/"
-# ... but the notebooks that run the model: Pyodide has no torch (their first cell says so)
+# A notebook that needs Triton (08, whose setup sets TRITON_INTERPRET) cannot run in Pyodide:
+# the site leaves it out.
+for notebook in "$work"/head/exercises/*.ipynb; do
+  grep -q TRITON_INTERPRET "$notebook" || cp "$notebook" "$work/contents/"
+done
+# ... and the notebooks that run the model: Pyodide has no torch (their first cell says so)
 for name in $NEEDS_TORCH; do rm -f "$work/contents/$name"; done
 cat > "$work/jupyter-lite.json" <<JSON
 {

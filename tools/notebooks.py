@@ -269,7 +269,19 @@ def _parses(source: str) -> bool:
 
 
 def _defines_class(tree: ast.Module) -> bool:
-    return any(isinstance(node, ast.ClassDef) for node in tree.body)
+    """A cell that defines what a grade cell grades: a class, or a Triton kernel (a function
+    decorated with ``jit``, which notebook 08 grades; its launcher shares the kernel's cell)."""
+    return any(isinstance(node, ast.ClassDef) or _is_kernel(node) for node in tree.body)
+
+
+def _is_kernel(node: ast.stmt) -> bool:
+    if not isinstance(node, ast.FunctionDef):
+        return False
+    names = {
+        n.attr if isinstance(n, ast.Attribute) else getattr(n, "id", "")
+        for n in node.decorator_list
+    }
+    return "jit" in names
 
 
 def _used_names(trees: list[ast.Module]) -> set[str]:
@@ -282,6 +294,9 @@ def _setup(source: str, used: set[str]) -> list[str]:
     Bare calls (``unwritten.install()``) set up the notebook's kernel, not the classes: left out.
     """
     tree = ast.parse(source)
+    # names the kept statements use (``os`` in ``if ...: os.environ[...] = ...``) are kept too
+    kept_code = [n for n in tree.body if not isinstance(n, ast.Expr | ast.Import | ast.ImportFrom)]
+    used = used | {n.id for node in kept_code for n in ast.walk(node) if isinstance(n, ast.Name)}
     lines = []
     for node in tree.body:
         if isinstance(node, ast.Expr):

@@ -39,6 +39,9 @@ def not_written_yet(error: BaseException) -> str | None:
     """
     from servelab.grading import GradeFailure
 
+    # Triton's interpreter wraps what a kernel raises in InterpreterError (``raise ... from``)
+    while type(error).__name__ == "InterpreterError" and error.__cause__ is not None:
+        error = error.__cause__
     if not isinstance(error, NotImplementedError) or isinstance(error, GradeFailure):
         return None
     tb: TracebackType | None = error.__traceback__
@@ -83,7 +86,8 @@ class _CellRun:
 
 
 class _Transformer(ast.NodeTransformer):
-    """Wrap a cell's statements in ``try: ... except NotImplementedError: <one line>``.
+    """Wrap a cell's statements in ``try: ... except NotImplementedError: <one line>``
+    (any other exception is re-raised as it was).
 
     The last expression is evaluated inside the ``try`` into a variable that the cell then
     shows as its last expression, so the cell's output is the same as before.
@@ -137,7 +141,8 @@ class _Transformer(ast.NodeTransformer):
                 body=body,
                 handlers=[
                     ast.ExceptHandler(
-                        type=ast.Name("NotImplementedError", ast.Load()),
+                        # Exception: Triton's interpreter wraps a kernel's NotImplementedError
+                        type=ast.Name("Exception", ast.Load()),
                         name=_ERROR,
                         body=handler_body,
                     )

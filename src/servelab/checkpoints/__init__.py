@@ -25,6 +25,7 @@ _MODULES = {
     "prefix-cache": "prefix_cache",
     "kv-offload": "kv_offload",
     "token-budget": "token_budget",
+    "paged-kernel": "paged_kernel",  # Triton kernels: needs torch and triton
     "engine": "engine",
 }
 
@@ -38,7 +39,8 @@ def checkpoint(topic: str, step: int) -> Any:
     """What the ``step`` grade cell of ``topic``'s notebook grades, solved.
 
     For most topics that is a class; for steps 3-4 of ``eviction-policy`` it is the dict of
-    policy classes the grade cell passes. Raises ValueError for an unknown topic or step.
+    policy classes the grade cell passes; for ``paged-kernel`` a ``@triton.jit`` function.
+    Raises ValueError for an unknown topic or step.
     """
     if topic not in _MODULES:
         raise ValueError(f"no checkpoints for topic {topic!r}; choose one of {list(_MODULES)}")

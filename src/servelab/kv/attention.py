@@ -2,7 +2,7 @@
 
 A decode step reads every cached key and value of every running sequence once, so its
 speed is bounded by memory bandwidth; the question is how close a kernel gets to it while
-following block tables. Three implementations, all equal to dense attention:
+following block tables. Four implementations, all equal to dense attention:
 
 ``dense_attention``
     The reference: contiguous keys/values, ``scaled_dot_product_attention``.
@@ -18,6 +18,12 @@ following block tables. Three implementations, all equal to dense attention:
     a mask function cuts the last block at the sequence's length. Compiled with
     ``torch.compile`` it runs a fused Triton decode kernel that reads only the listed
     blocks, once.
+
+``triton`` (selected by name only)
+    The kernel learners write in notebook 08, in Triton: one program per (sequence, query
+    head) walks the block table with an online softmax (:mod:`servelab.kv.triton_decode`).
+    It needs the optional ``triton`` package; without a GPU it runs in Triton's interpreter,
+    exact and slow. It is what lets the engine run on a learner's own kernel.
 
 Why FlexAttention and not a hand-written Triton kernel. FlexAttention ships inside torch
 (no extra ~640 MB dependency), is compiled by inductor into the same split-KV
@@ -88,8 +94,8 @@ __all__ = [
     "sdpa_backend",
 ]
 
-Backend = Literal["gather", "flex", "flex-eager"]
-BACKENDS: tuple[Backend, ...] = ("gather", "flex", "flex-eager")
+Backend = Literal["gather", "flex", "flex-eager", "triton"]
+BACKENDS: tuple[Backend, ...] = ("gather", "flex", "flex-eager", "triton")
 
 # FlexAttention's decode kernel needs the query tile to be a multiple of its BLOCK_M;
 # a query of length 1 fits in one row tile whatever its size.
@@ -424,7 +430,8 @@ class DecodeAttention:
     The backend is chosen and the step's mask is built once, here, instead of once per
     layer: the oracle's length mask, or FlexAttention's ``BlockMask`` (one
     :meth:`FlexDecoder.prepare`). Backends: ``gather`` (the oracle, default off CUDA),
-    ``flex`` (compiled on CUDA, the default there; eager elsewhere) and ``flex-eager``.
+    ``flex`` (compiled on CUDA, the default there; eager elsewhere), ``flex-eager`` and
+    ``triton`` (notebook 08's kernel; never a default: it needs the optional triton package).
     """
 
     def __init__(
@@ -446,7 +453,7 @@ class DecodeAttention:
         self._block_mask: object = None
         if backend == "gather":
             self._length_mask = length_mask(batch)
-        else:
+        elif backend != "triton":
             compiled = backend == "flex" and dev.type == "cuda"
             self._decoder = _flex_decoder_for(batch, dev, compiled=compiled)
             self._block_mask = self._decoder.prepare(batch)
@@ -461,6 +468,10 @@ class DecodeAttention:
     ) -> torch.Tensor:
         """``q [B, Hq, D]`` against one layer's ``[num_blocks, block_size, Hkv, D]`` caches."""
         _check_shapes(q, k_cache, v_cache, self.batch)
+        if self.backend == "triton":
+            from servelab.kv.triton_decode import triton_decode
+
+            return triton_decode(q, k_cache, v_cache, self.batch, scale=scale)
         if self._decoder is not None:
             return self._decoder(
                 q, k_cache, v_cache, self.batch, scale=scale, block_mask=self._block_mask

@@ -26,6 +26,7 @@ from typing import Any
 
 __all__ = [
     "CORRECT",
+    "KERNELS",
     "RUN_ONLY",
     "Mistake",
     "correct_impl",
@@ -50,6 +51,15 @@ RUN_ONLY: dict[str, str] = {"engine": "engine"}
 themselves (:mod:`servelab.kv.ledger`), so they are not replayed for a diagnosis as the
 topics of :data:`CORRECT` are; their catalogues are each a test of the grader all the same."""
 
+KERNELS: dict[str, str] = {"paged-kernel": "paged_kernel"}
+"""Topics whose graded objects are Triton kernels: same catalogue format (``Buggy`` is the
+checkpoint's kernel with one function of its chain replaced), but the grader compares outputs
+on cases instead of replaying programs, so the class-based diagnosis does not apply."""
+
+
+def _catalogued() -> dict[str, str]:
+    return {**CORRECT, **RUN_ONLY, **KERNELS}
+
 
 @dataclass(frozen=True)
 class Mistake:
@@ -65,8 +75,8 @@ class Mistake:
 
 def _package(topic: str) -> str:
     folder = topic.replace("-", "_")
-    if topic not in CORRECT and topic not in RUN_ONLY:
-        known = ", ".join(sorted({*CORRECT, *RUN_ONLY}))
+    if topic not in _catalogued():
+        known = ", ".join(sorted(_catalogued()))
         raise ValueError(f"no mistake catalogue for topic {topic!r}; known: {known}")
     return f"{__name__}.{folder}"
 
@@ -79,8 +89,7 @@ def topic_dir(topic: str) -> Path:
 def correct_module(topic: str) -> ModuleType:
     """The checkpoint module of ``topic``: the notebook's solution, step by step."""
     _package(topic)
-    module = {**CORRECT, **RUN_ONLY}[topic]
-    return importlib.import_module(f"servelab.checkpoints.{module}")
+    return importlib.import_module(f"servelab.checkpoints.{_catalogued()[topic]}")
 
 
 def correct_impl(topic: str) -> Any:
