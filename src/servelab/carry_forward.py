@@ -31,8 +31,8 @@ How it works, and why this way:
   code cell above the topic's last grade cell, and of each only its definitions: imports,
   ``def``, ``class``, assignments to plain names whose value calls nothing and reads only names
   defined so far (constants such as ``BYTES_PER_PARAMETER = 2``), and ``X = mine(...)`` (a
-  notebook that itself builds on an earlier one). Demos, pictures and grade cells never run, so loading is quick, quiet, and
-  not stopped by a demo that reaches a stub. A cell that is not Python (a ``%pip`` line) is
+  notebook that itself builds on an earlier one). Demos, pictures and grade cells never run, so
+  loading is quick, quiet, and not stopped by a demo that reaches a stub. A cell that is not Python (a ``%pip`` line) is
   skipped.
 * **Which class.** Whatever the topic's last grade cell grades, by its expression there
   (``grade("block-manager", BlockManager, step=4)``), so a learner who renamed the class and
