@@ -32,8 +32,8 @@ How it works, and why this way:
   ``def``, ``class``, assignments to plain names whose value calls nothing and reads only names
   defined so far (constants such as ``BYTES_PER_PARAMETER = 2``), and ``X = mine(...)`` (a
   notebook that itself builds on an earlier one). Demos, pictures and grade cells never run, so
-  loading is quick, quiet, and not stopped by a demo that reaches a stub. A cell that is not Python (a ``%pip`` line) is
-  skipped.
+  loading is quick, quiet, and not stopped by a demo that reaches a stub. A cell that is not
+  Python (a ``%pip`` line) is skipped.
 * **Which class.** Whatever the topic's last grade cell grades, by its expression there
   (``grade("block-manager", BlockManager, step=4)``), so a learner who renamed the class and
   its grade cell is still followed; for ``eviction-policy`` that is the dict of policies.

@@ -390,6 +390,8 @@ def _offload_value(value: Any, canon: Canon) -> Hashable:
     if isinstance(value, list | tuple):
         return tuple(_offload_value(v, canon) for v in value)
     return plain(value)
+
+
 def _budget_ns(impl: Any) -> dict[str, Any]:
     from servelab.kv.blocks import BlockManager
     from servelab.kv.prefix import PrefixCachingBlockManager
