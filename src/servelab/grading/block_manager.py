@@ -7,11 +7,13 @@ implementation with :class:`~servelab.testing.block_manager.BlockModel` on rando
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
-from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
-from servelab.grading.diagnose import remember_program
+from servelab.grading.observe import Canon, blocks_fields, frozen
+from servelab.grading.replay import TopicReplay, plain, program, remember_program
+from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
+from servelab.kv import blocks
 from servelab.testing.block_manager import (
     INVARIANTS,
     SUPPRESS_IMPORT,
@@ -375,7 +377,98 @@ def _probe(name: str, hint_id: str, run: Callable[[Any], None]) -> Probe:
     return Probe(name, HINTS[hint_id], run)
 
 
+# ----------------------------------------------------------------- replay and diagnosis
+
+
+def blocks_ns(name: str) -> Callable[[Any], dict[str, Any]]:
+    def namespace(impl: Any) -> dict[str, Any]:
+        ns: dict[str, Any] = {name: impl}
+        for error in ("OutOfBlocks", "UnknownSequence", "SequenceExists", "InvalidLength"):
+            ns[error] = getattr(blocks, error)
+        return ns
+
+    return namespace
+
+
+def graded_blocks(fields: dict[str, Any]) -> Hashable:
+    """Block fields as the rules see them: the free list's order is the learner's choice, but
+    not a block listed twice, nor a block both free and held."""
+    free = fields["free"]
+    held = {b for t in fields["tables"].values() for b in t}
+    fields = dict(fields, free=(len(free), len(free) - len(set(free)), sorted(held & set(free))))
+    return frozen(fields)
+
+
+def _tables(bm: Any, canon: Canon) -> Hashable:
+    return graded_blocks(blocks_fields(bm, canon))
+
+
+def _blocks_state(ns: dict[str, Any], canon: Canon) -> Hashable:
+    bm = ns.get("bm")
+    return None if bm is None else _tables(bm, canon)
+
+
+def block_value(value: Any, canon: Canon) -> Hashable:
+    if isinstance(value, tuple) and len(value) == 3:  # a Slot(block, offset, cow_src)
+        block, offset, src = value
+        return ("slot", canon(block), offset, canon(src))
+    if isinstance(value, list) and all(_chain_link(v) for v in value):
+        return tuple((canon.hashed(h), tuple(tokens)) for h, tokens in value)
+    if isinstance(value, list):
+        return tuple(plain(v) for v in value)
+    return plain(value)
+
+
+def _chain_link(value: Any) -> bool:
+    """A (hash, block tokens) pair of a prefix chain: the hash is the learner's choice."""
+    return isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], tuple)
+
+
+BLOCK_ERRORS = ("OutOfBlocks", "UnknownSequence", "SequenceExists", "InvalidLength")
+
+SEPARATING = (
+    program(
+        "bm = BlockManager(8, 4)",
+        "bm.allocate(0, 6)",
+        "bm.fork(0, 1)",
+        "bm.append_slot(0)",
+        "bm.append_slot(1)",
+        "bm.append_slot(1)",
+        "bm.append_slot(1)",
+        "bm.free_seq(0)",
+        "bm.free_seq(1)",
+        "bm.free_seq(1)",
+    ),
+    program(
+        "bm = BlockManager(4, 4)",
+        "bm.allocate(0, 8)",
+        "bm.fork(0, 1)",
+        "bm.append_slot(1)",
+        "bm.allocate(2, 12)",
+        "bm.allocate(2, 3)",
+        "bm.fork(2, 3)",
+        "bm.append_slot(2)",
+        "bm.allocate(4, 0)",
+        "bm.append_slot(4)",
+    ),
+)
+
+REPLAY = TopicReplay(
+    "block manager",
+    blocks_ns("BlockManager"),
+    _blocks_state,
+    block_value,
+    BLOCK_ERRORS,
+    SEPARATING,
+    subject="bm",
+    fields=blocks_fields,
+)
+"""How diagnosis replays this topic's programs (:mod:`servelab.grading.diagnose`)."""
+
+
 TOPIC = Topic(
+    replay=REPLAY,
+    checkpoint="block_manager",
     name="block-manager",
     title="Paged KV-cache block manager",
     steps=[

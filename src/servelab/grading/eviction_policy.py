@@ -27,11 +27,12 @@ methods written so far.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
-from servelab.grading.diagnose import remember_program
+from servelab.grading.observe import Canon, frozen, policy_fields
+from servelab.grading.replay import TopicReplay, plain, program, remember_program
+from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
 from servelab.testing.core import RecordingMachine
 from servelab.testing.policies import (
     OPS,
@@ -546,7 +547,142 @@ _FIELD_INVARIANTS = (
     "len() counts unpinned keys",
 )
 
+# ----------------------------------------------------------------- replay and diagnosis
+
+
+def _policy_ns(impl: Any) -> dict[str, Any]:
+    ns: dict[str, Any] = {}
+    for name in ("LFU", "SIEVE"):
+        try:
+            ns[name] = policy_class(impl, name)
+        except Exception:
+            continue
+    return ns
+
+
+def _policy_state(ns: dict[str, Any], canon: Canon) -> Hashable:
+    p = ns.get("p")
+    return None if p is None else frozen(policy_fields(p))
+
+
+def _puts(var: str, *keys: str) -> list[str]:
+    return [f"{var}.update_on_put({k!r}, 1)" for k in keys]
+
+
+SEPARATING = (
+    program(
+        "p = LFU()",
+        *_puts("p", "a", "b", "c", "d"),
+        *["p.update_on_hit('a')"] * 5,
+        *["p.update_on_hit('b')"] * 4,
+        "p.update_on_pin('c')",
+        "p.update_on_hit('c')",
+        "p.update_on_unpin('c')",
+        "p.eviction_order()",
+    ),
+    program(
+        "p = LFU()",
+        *_puts("p", "a", "c"),
+        "p.update_on_hit('a')",
+        "p.update_on_hit('c')",
+        "p.update_on_pin('a')",
+        "p.update_on_unpin('a')",
+        "p.eviction_order()",
+    ),
+    program(
+        "p = LFU()",
+        *_puts("p", "a", "b", "c"),
+        "p.update_on_pin('a')",
+        "p.update_on_unpin('a')",
+        "p.update_on_hit('c')",
+        "p.update_on_hit('b')",
+        "p.eviction_order()",
+        "p.pop_victim()",
+    ),
+    program(  # a key removed and put again while its old heap entry remains
+        "p = LFU()",
+        *_puts("p", "a", "b", "c"),
+        "p.update_on_remove('a')",
+        "p.update_on_put('a', 1)",
+        "p.pop_victim()",
+        "p.eviction_order()",
+    ),
+    program(  # a key's heap entry popped while it is pinned; then it is unpinned
+        "p = LFU()",
+        *_puts("p", "a", "b"),
+        "p.update_on_pin('a')",
+        "p.pop_victim()",
+        "p.update_on_unpin('a')",
+        "p.pop_victim()",
+    ),
+    program(  # a key put while the hand rests mid-queue
+        "p = SIEVE()",
+        *_puts("p", "a", "b", "c", "d"),
+        "p.update_on_hit('a')",
+        "p.pop_victim()",
+        "p.update_on_put('e', 1)",
+        "p.eviction_order()",
+    ),
+    program(  # a full lap: every key visited, the hand past the oldest
+        "p = SIEVE()",
+        *_puts("p", "a", "b", "c", "d"),
+        "p.update_on_hit('a')",
+        "p.pop_victim()",
+        *[f"p.update_on_hit({k!r})" for k in "acd"],
+        "p.pop_victim()",
+        "p.eviction_order()",
+    ),
+    program(  # a pinned key removed, then put again
+        "p = LFU()",
+        *_puts("p", "a", "b"),
+        "p.update_on_pin('a')",
+        "p.update_on_remove('a')",
+        "p.update_on_put('a', 1)",
+        "p.eviction_order()",
+    ),
+    program(
+        "p = SIEVE()",
+        *_puts("p", "a", "b", "c", "d"),
+        "p.update_on_hit('b')",
+        "p.pop_victim()",
+        "p.update_on_put('e', 1)",
+        "p.update_on_hit('c')",
+        "p.update_on_pin('d')",
+        "p.pop_victim()",
+        "p.update_on_unpin('d')",
+        "p.pop_victim()",
+        "p.eviction_order()",
+    ),
+    program(
+        "p = SIEVE()",
+        *_puts("p", "a", "b", "c", "d"),
+        "p.update_on_hit('a')",
+        "p.pop_victim()",
+        "p.update_on_remove('c')",
+        "p.update_on_pin('a')",
+        "p.update_on_hit('a')",
+        "p.update_on_unpin('a')",
+        "p.pop_victim()",
+        "p.eviction_order()",
+    ),
+)
+
+REPLAY = TopicReplay(
+    "policy",
+    _policy_ns,
+    _policy_state,
+    lambda v, c: plain(v),
+    ("LookupError",),
+    SEPARATING,
+    subject="p",
+    fields=policy_fields,
+)
+"""How diagnosis replays this topic's programs (:mod:`servelab.grading.diagnose`)."""
+
+
 TOPIC = Topic(
+    replay=REPLAY,
+    checkpoint="eviction_policy",
     name="eviction-policy",
     title="Eviction policies behind one interface",
     steps=[

@@ -13,7 +13,6 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 __all__ = [
-    "FIELDS",
     "Canon",
     "blocks_fields",
     "changes",
@@ -125,15 +124,6 @@ def scheduler_fields(sched: Any, canon: Callable[[Any], Any] = _same) -> dict[st
     if bm is not None:
         out.update(blocks_fields(bm, canon))
     return out
-
-
-FIELDS: dict[str, Callable[..., dict[str, Any]]] = {
-    "weight-cache": weight_cache_fields,
-    "eviction-policy": policy_fields,
-    "block-manager": blocks_fields,
-    "prefix-cache": prefix_fields,
-    "scheduler": scheduler_fields,
-}
 
 
 def frozen(value: Any) -> Hashable:

@@ -27,6 +27,7 @@ __all__ = [
     "TopicReplay",
     "line_budget",
     "plain",
+    "program",
     "program_of",
     "remember_program",
     "replay",
@@ -117,7 +118,10 @@ _SUPPRESS = re.compile(r"^with suppress\([^)]*\):\s*")
 
 @dataclass(frozen=True)
 class TopicReplay:
-    """How one topic's programs are replayed: the names they use and what a learner sees."""
+    """How one topic's programs are replayed: the names they use and what a learner sees.
+
+    ``subject`` is the name the programs give the graded object (``cache``, ``bm``);
+    ``fields`` reads every observable field of it (:mod:`servelab.grading.observe`)."""
 
     noun: str
     namespace: Callable[[Any], dict[str, Any]]
@@ -129,6 +133,13 @@ class TopicReplay:
     error_detail: Callable[[BaseException], Hashable] = lambda exc: None
     ungraded: tuple[str, ...] = ()
     """Methods whose return value no rule checks: a replay ignores it."""
+    subject: str = ""
+    fields: Callable[..., dict[str, Any]] | None = None
+
+
+def program(*lines: str) -> str:
+    """The lines of a program as one text, as a report shows it under "reproduce:"."""
+    return "\n".join(lines)
 
 
 def _error(exc: BaseException, kinds: tuple[str, ...]) -> str:

@@ -24,16 +24,36 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-__all__ = ["CORRECT", "Mistake", "correct_impl", "correct_module", "mistakes", "topic_dir"]
+from servelab.grading.registry import TOPICS, load_topic
 
-CORRECT: dict[str, str] = {
-    "weight-cache": "weight_cache",
-    "eviction-policy": "eviction_policy",
-    "block-manager": "block_manager",
-    "prefix-cache": "prefix_cache",
-    "scheduler": "scheduler",
-}
-"""The topics with a catalogue, each with its checkpoint module in :mod:`servelab.checkpoints`."""
+__all__ = [
+    "CORRECT",
+    "Mistake",
+    "catalogued",
+    "correct_impl",
+    "correct_module",
+    "mistakes",
+    "topic_dir",
+]
+
+
+@cache
+def catalogued() -> dict[str, str]:
+    """The topics with a catalogue (those whose module declares a replay), in course order,
+    each with its checkpoint module in :mod:`servelab.checkpoints`."""
+    found = {}
+    for name in TOPICS:
+        topic = load_topic(name)
+        if topic.replay is not None and topic.checkpoint is not None:
+            found[name] = topic.checkpoint
+    return found
+
+
+def __getattr__(name: str) -> Any:
+    """``CORRECT``: :func:`catalogued` as a module constant."""
+    if name == "CORRECT":
+        return catalogued()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -50,8 +70,8 @@ class Mistake:
 
 def _package(topic: str) -> str:
     folder = topic.replace("-", "_")
-    if topic not in CORRECT:
-        known = ", ".join(sorted(CORRECT))
+    if topic not in catalogued():
+        known = ", ".join(sorted(catalogued()))
         raise ValueError(f"no mistake catalogue for topic {topic!r}; known: {known}")
     return f"{__name__}.{folder}"
 
@@ -64,7 +84,7 @@ def topic_dir(topic: str) -> Path:
 def correct_module(topic: str) -> ModuleType:
     """The checkpoint module of ``topic``: the notebook's solution, step by step."""
     _package(topic)
-    return importlib.import_module(f"servelab.checkpoints.{CORRECT[topic]}")
+    return importlib.import_module(f"servelab.checkpoints.{catalogued()[topic]}")
 
 
 def correct_impl(topic: str) -> Any:
