@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -281,3 +283,23 @@ def test_the_learner_ci_template_runs_the_same_command() -> None:
     text = template.read_text(encoding="utf-8")
     assert "servelab progress exercises --protect solutions --json progress.json" in text
     assert "pip install -e '.[lab]'" in text  # the light install, as make lab
+
+
+def test_the_command_prints_only_its_report_and_progress_bar(workspace: Path) -> None:
+    """No kernel warning on stderr (it used to say "Kernel is running over TCP without
+    encryption" on every run): the kernel listens on a private Unix socket instead."""
+    learner = _learner(_cell(SETUP, "setup"), _cell('grade("weight-cache", Sized, step=1)', "g1"))
+    nbformat.write(learner, workspace / "mine" / "01_demo.ipynb")
+    done = subprocess.run(
+        [sys.executable, "-m", "servelab", "progress", str(workspace / "mine")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=workspace,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASSED" not in done.stderr and "passed" in done.stdout
+    others = [line for line in done.stderr.splitlines() if line.strip() and "01_demo [" not in line]
+    assert others == [], done.stderr  # the progress bar, nothing else
+    assert not list(workspace.rglob("*kernel*")), "the kernel's sockets are cleaned up"

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -145,6 +147,23 @@ def _outcome(topic: str, step: int, outputs: Sequence[Any]) -> StepResult:
     return StepResult(topic, step, FAILED, f"{name}: {first}" if first else name)
 
 
+def _kernel_transport(sockets: Path) -> Any:
+    """Where the kernel listens: Unix sockets in a private folder where the system has them.
+
+    Over TCP a kernel's ports on localhost are open to every local user, and ipykernel warns
+    about that on every start ("Kernel is running over TCP without encryption"); a socket
+    file in a folder only its owner can enter is private, so the kernel has nothing to warn
+    about. Windows has no such sockets here and keeps jupyter_client's TCP default.
+    """
+    from traitlets.config import Config
+
+    config = Config()
+    if os.name == "posix":
+        config.KernelManager.transport = "ipc"
+        config.KernelManager.ip = str(sockets / "kernel")
+    return config
+
+
 def _why_stopped(exc: Exception, timeout: int) -> tuple[str, str]:
     """What to say of the cell that was running when the run stopped, and of the cells after it."""
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
@@ -199,19 +218,21 @@ def run_notebook(
         if on_cell is not None:
             on_cell(len(finished), total)
 
-    client = NotebookClient(
-        notebook,
-        timeout=timeout,
-        allow_errors=True,
-        resources={"metadata": {"path": str(path.parent)}},
-        on_cell_execute=execute,
-        on_cell_executed=executed,
-    )
     running_hint = later_hint = ""
-    try:
-        client.execute()
-    except Exception as exc:  # a cell that timed out, a kernel that died: report, go on
-        running_hint, later_hint = _why_stopped(exc, timeout)
+    with tempfile.TemporaryDirectory(prefix="servelab-kernel-") as sockets:
+        client = NotebookClient(
+            notebook,
+            timeout=timeout,
+            allow_errors=True,
+            resources={"metadata": {"path": str(path.parent)}},
+            on_cell_execute=execute,
+            on_cell_executed=executed,
+            config=_kernel_transport(Path(sockets)),
+        )
+        try:
+            client.execute()
+        except Exception as exc:  # a cell that timed out, a kernel that died: report, go on
+            running_hint, later_hint = _why_stopped(exc, timeout)
     progress = NotebookProgress(path.stem)
     for index, cell in enumerate(notebook.cells):
         if not _is_grade_cell(cell):
