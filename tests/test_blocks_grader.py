@@ -73,8 +73,9 @@ def test_repro_is_deterministic_and_runs() -> None:
             grade(TOPIC, bug.impl, out=io.StringIO())
         texts.append(failure.value.report.text)
     assert texts[0] == texts[1]
-    namespace: dict[str, Any] = {"BlockManager": bug.impl, "OutOfBlocks": OutOfBlocks}
-    exec(failure.value.report.code, namespace)  # the repro runs as written ...
+    # the repro names the graded class itself (here the catalogue's ``Buggy``) ...
+    namespace: dict[str, Any] = {bug.impl.__name__: bug.impl, "OutOfBlocks": OutOfBlocks}
+    exec(failure.value.report.code, namespace)  # ... runs as written ...
     with pytest.raises(InvariantViolation):  # ... and leaves the manager corrupted
         check_invariants(namespace["bm"])
 

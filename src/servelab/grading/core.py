@@ -59,6 +59,7 @@ from servelab.grading._learner import (
     stacking_problem,
 )
 from servelab.grading._programs import run_programs, shrinking_bounded_by_count
+from servelab.grading._script import graded_names, renamed
 from servelab.grading.diagnose import explained, with_place
 from servelab.grading.registry import load_topic, topics
 from servelab.grading.topic import (
@@ -483,6 +484,7 @@ def _run_checks(
     check = final.machine
     counted: list[int] = []
     exc, code = _run_machine(check, impl, interrupts, counted)
+    code = renamed(code, graded_names(topic.replay, impl))  # the learner's class names
     label = f"step {final.number} · {check.name}"
     if exc is None:
         ran = counted[-1] if counted else 0

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from servelab.grading._script import graded_names, renamed
 from servelab.grading.localise import (
     Localisation,
     Skeleton,
@@ -119,6 +120,12 @@ class Diagnoser:
             lambda obj: spec.observe({subject: obj}, Canon()),
             frozenset(spec.ungraded),
         )
+
+    def usual_names(self, program: str, impl: Any) -> str:
+        """``program`` as a report shows it for ``impl`` (the learner's class names), written
+        with the topic's usual names, which every replay binds to the class it replays."""
+        learners = graded_names(self.spec, impl)
+        return renamed(program, {mine: usual for usual, mine in learners.items()})
 
     def matches(
         self, program: str, impl: Any, catalogue: Sequence[Mistake] | None = None
@@ -261,7 +268,7 @@ def explained(
     program = code or (program_of(exc) if exc is not None else "")
     if hook is None or not program:
         return Finding()
-    return hook.explain(program, impl, step)
+    return hook.explain(hook.usual_names(program, impl), impl, step)
 
 
 def with_place(finding: Finding, check_hint: str) -> str:
@@ -281,11 +288,11 @@ def diagnosed(topic: str, code: str, exc: BaseException | None, impl: Any) -> st
     whose attached program stands in when a learner's error cut a probe short. Diagnosis
     never fails a grade of its own accord: any error inside it means no diagnosis.
     """
-    hook = for_topic(topic)
+    hook = hooks().get(topic)
     program = code or (program_of(exc) if exc is not None else "")
     if hook is None or not program:
         return None
     try:
-        return hook(program, impl)
+        return hook(hook.usual_names(program, impl), impl)
     except Exception:
         return None

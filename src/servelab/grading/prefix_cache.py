@@ -18,23 +18,23 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from servelab.grading._script import Script
 from servelab.grading.block_manager import (
     BLOCK_ERRORS,
-    Script,
     block_value,
     blocks_ns,
+    check_rules,
     graded_blocks,
 )
 from servelab.grading.observe import Canon, prefix_fields
 from servelab.grading.replay import TopicReplay, program
 from servelab.grading.topic import MachineCheck, Probe, Step, Topic
 from servelab.testing.prefix_cache import (
-    CHAIN_INVARIANTS,
     PREFIX_INVARIANTS,
-    chain_machine,
     check_prefix_invariants,
     prefix_cache_machine,
 )
+from servelab.testing.prefix_chain import CHAIN_INVARIANTS, chain_machine
 
 __all__ = ["HINTS", "TOPIC"]
 
@@ -42,13 +42,13 @@ NAME = "PrefixBlockManager"
 
 
 def _script(impl: Any, line: str) -> Script:
-    s = Script(impl, NAME, HINTS)
+    s = Script.graded(REPLAY, impl, HINTS)
     s(line)
     return s
 
 
 def _invariants(s: Script) -> None:
-    s.invariants(check_prefix_invariants)
+    check_rules(s, check_prefix_invariants)
 
 
 # ------------------------------------------------------------------ step 1 probes
@@ -73,8 +73,9 @@ def _chain_entries(s: Script, prompt: list[int]) -> list[tuple[Any, Any]]:
     try:
         return [(h, t) for h, t in chain]
     except (TypeError, ValueError):
-        s.fail(f"`{line}` gave {chain!r}; expected a list of (hash, block_tokens) pairs")
-        raise  # pragma: no cover - fail raises
+        raise s.fail(
+            f"`{line}` gave {chain!r}; expected a list of (hash, block_tokens) pairs"
+        ) from None
 
 
 def _chain_names_full_blocks(impl: Any) -> None:
@@ -548,6 +549,7 @@ REPLAY = TopicReplay(
     BLOCK_ERRORS,
     SEPARATING,
     subject="bm",
+    classes=("PrefixBlockManager",),
     fields=prefix_fields,
 )
 """How diagnosis replays this topic's programs (:mod:`servelab.grading.diagnose`)."""

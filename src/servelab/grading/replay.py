@@ -134,6 +134,9 @@ class TopicReplay:
     ungraded: tuple[str, ...] = ()
     """Methods whose return value no rule checks: a replay ignores it."""
     subject: str = ""
+    classes: tuple[str, ...] = ()
+    """The names the programs give the graded classes (``WeightCache``; ``LFU`` and ``SIEVE``):
+    a report writes the learner's own names in their place (:mod:`servelab.grading._script`)."""
     fields: Callable[..., dict[str, Any]] | None = None
 
 

@@ -24,9 +24,10 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from servelab.grading._script import Script, graded_names
 from servelab.grading.block_manager import graded_blocks
 from servelab.grading.observe import Canon, frozen, scheduler_fields
-from servelab.grading.replay import TopicReplay, plain, program, remember_program
+from servelab.grading.replay import TopicReplay, plain, program
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
 from servelab.kv.blocks import BlockManager
 from servelab.kv.scheduler import RequestTooLarge, Sequence, StepOutput
@@ -102,43 +103,53 @@ BUILD = (
 )
 
 
-class Script:
-    """Runs a scenario on a fresh scheduler and writes each call down as paste-able code."""
+class _Sequences:
+    """``Sequence`` as the probes' lines use it (``Sequence.dummy``), keeping each one made."""
+
+    def __init__(self) -> None:
+        self.made: dict[int, Sequence] = {}
+
+    def dummy(self, seq_id: int, prompt_len: int, max_new_tokens: int) -> Sequence:
+        seq = Sequence.dummy(seq_id, prompt_len=prompt_len, max_new_tokens=max_new_tokens)
+        self.made[seq_id] = seq
+        return seq
+
+
+class SchedulerScript(Script):
+    """A :class:`Script` on a fresh scheduler over a reference block manager."""
 
     def __init__(self, impl: Any, num_blocks: int, block_size: int, watermark: int) -> None:
-        self.lines = [
-            f"bm = BlockManager(num_blocks={num_blocks}, block_size={block_size})",
-            f"sched = Scheduler(bm, watermark={watermark})",
-        ]
-        self.bm = BlockManager(num_blocks, block_size)
-        self.sched = impl(self.bm, watermark=watermark)
-        self.seqs: dict[int, Sequence] = {}
+        self.sequences = _Sequences()
+        classes = {**REPLAY.namespace(impl), "Sequence": self.sequences}
+        super().__init__(classes, graded_names(REPLAY, impl))
+        self(f"bm = BlockManager(num_blocks={num_blocks}, block_size={block_size})")
+        self(f"sched = Scheduler(bm, watermark={watermark})")
+
+    @property
+    def bm(self) -> Any:
+        return self.ns["bm"]
+
+    @property
+    def sched(self) -> Any:
+        return self.ns["sched"]
+
+    @property
+    def seqs(self) -> dict[int, Sequence]:
+        return self.sequences.made
 
     def add(self, sid: int, prompt_len: int, max_new_tokens: int) -> None:
-        self.lines.append(
+        self(
             f"sched.add(Sequence.dummy({sid}, prompt_len={prompt_len}, "
             f"max_new_tokens={max_new_tokens}))"
         )
-        seq = Sequence.dummy(sid, prompt_len, max_new_tokens)
-        self.seqs[sid] = seq
-        self.run(lambda: self.sched.add(seq))
-
-    def run(self, call: Callable[[], Any]) -> Any:
-        """Run the call just written down; a learner's exception keeps the program so far."""
-        try:
-            return call()
-        except Exception as exc:
-            remember_program(exc, self.lines)
-            raise
 
     def step(self, emit: bool = True) -> StepOutput:
-        self.lines.append("out = sched.step()")
-        out = self.run(self.sched.step)
+        self("out = sched.step()")
+        out = self.ns["out"]
         if not isinstance(out, StepOutput):
             raise self.fail(f"step() returned {out!r}; it must return a StepOutput")
         if emit:
-            self.lines.append("emit_tokens(out)")
-            self.run(lambda: emit_tokens(out))
+            self("emit_tokens(out)")
         return out
 
     def running(self) -> list[int]:
@@ -147,9 +158,11 @@ class Script:
     def waiting(self) -> list[int]:
         return [s.seq_id for s in self.sched.waiting]
 
-    def fail(self, message: str) -> ProbeFailed:
-        state = f"# running {self.running()}, waiting {self.waiting()}, free {self.bm.num_free}"
-        return ProbeFailed(message, [*self.lines, state])
+    def fail(
+        self, message: str, rule: str | None = None, *, hint: str | None = None
+    ) -> ProbeFailed:
+        self.note(f"# running {self.running()}, waiting {self.waiting()}, free {self.bm.num_free}")
+        return super().fail(message, rule, hint=hint)
 
     def expect(self, got: object, want: object, what: str) -> None:
         if got != want:
@@ -164,11 +177,10 @@ def _ids(items: Any) -> list[int]:
 
 
 def _rejects_too_large(impl: Any) -> None:
-    s = Script(impl, num_blocks=8, block_size=4, watermark=2)
+    s = SchedulerScript(impl, num_blocks=8, block_size=4, watermark=2)
     s.add(0, 20, 4)  # 24 tokens: 6 blocks, exactly num_blocks - watermark
-    s.lines.append("sched.add(Sequence.dummy(1, prompt_len=20, max_new_tokens=5))")
     try:
-        s.sched.add(Sequence.dummy(1, 20, 5))
+        s.add(1, 20, 5)
     except RequestTooLarge:
         s.expect(s.waiting(), [0], "after the rejected add, waiting")
         return
@@ -179,7 +191,7 @@ def _rejects_too_large(impl: Any) -> None:
 
 
 def _watermark(impl: Any) -> None:
-    s = Script(impl, num_blocks=8, block_size=4, watermark=2)
+    s = SchedulerScript(impl, num_blocks=8, block_size=4, watermark=2)
     s.add(0, 16, 1)  # 4 blocks -> 4 free
     s.add(1, 8, 1)  # 2 blocks -> exactly 2 free = watermark: admitted
     s.add(2, 4, 1)  # 1 block -> 1 free < watermark: waits
@@ -194,7 +206,7 @@ def _watermark(impl: Any) -> None:
 
 
 def _first_come_first_served(impl: Any) -> None:
-    s = Script(impl, num_blocks=8, block_size=4, watermark=0)
+    s = SchedulerScript(impl, num_blocks=8, block_size=4, watermark=0)
     s.add(0, 20, 1)  # 5 blocks -> 3 free
     s.add(1, 16, 1)  # 4 blocks: does not fit now
     s.add(2, 4, 1)  # 1 block: fits, but may not overtake sequence 1
@@ -204,7 +216,7 @@ def _first_come_first_served(impl: Any) -> None:
 
 
 def _prefill_whole_prompt(impl: Any) -> None:
-    s = Script(impl, num_blocks=8, block_size=4, watermark=1)
+    s = SchedulerScript(impl, num_blocks=8, block_size=4, watermark=1)
     s.add(0, 6, 2)
     out = s.step(emit=False)
     got = [(p.seq.seq_id, p.num_tokens) for p in out.prefills]
@@ -217,7 +229,7 @@ def _prefill_whole_prompt(impl: Any) -> None:
 
 
 def _decode_oldest_first(impl: Any) -> None:
-    s = Script(impl, num_blocks=16, block_size=4, watermark=0)
+    s = SchedulerScript(impl, num_blocks=16, block_size=4, watermark=0)
     for sid, prompt in ((0, 3), (1, 5), (2, 2)):
         s.add(sid, prompt, 4)
     s.step()
@@ -228,7 +240,7 @@ def _decode_oldest_first(impl: Any) -> None:
 
 
 def _frees_finished(impl: Any) -> None:
-    s = Script(impl, num_blocks=8, block_size=4, watermark=0)
+    s = SchedulerScript(impl, num_blocks=8, block_size=4, watermark=0)
     s.add(0, 4, 2)
     s.add(1, 4, 6)
     s.step()  # prefill: 1 generated each
@@ -243,9 +255,9 @@ def _frees_finished(impl: Any) -> None:
 # --- step 3: preemption --------------------------------------------------------------------
 
 
-def _pressure(impl: Any) -> tuple[Script, StepOutput]:
+def _pressure(impl: Any) -> tuple[SchedulerScript, StepOutput]:
     """Two sequences fill a 2-block pool; a third waits. Sequence 0's decode needs a block."""
-    s = Script(impl, num_blocks=2, block_size=2, watermark=0)
+    s = SchedulerScript(impl, num_blocks=2, block_size=2, watermark=0)
     s.add(0, 2, 2)
     s.add(1, 2, 2)
     s.add(2, 1, 1)
@@ -381,6 +393,7 @@ REPLAY = TopicReplay(
     ("RequestTooLarge",),
     SEPARATING,
     subject="sched",
+    classes=("Scheduler",),
     fields=scheduler_fields,
 )
 """How diagnosis replays this topic's programs (:mod:`servelab.grading.diagnose`)."""

@@ -17,70 +17,59 @@ from collections.abc import Callable, Hashable
 from functools import partial
 from typing import Any
 
+from servelab.grading._script import Script, graded_names
 from servelab.grading.observe import Canon, frozen, weight_cache_fields
-from servelab.grading.replay import TopicReplay, plain, program, remember_program
+from servelab.grading.replay import TopicReplay, plain, program
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
 from servelab.testing.weight_cache import make_machine, snapshot, stats_of, weights_for
 
 __all__ = ["TOPIC"]
 
 
-class Script:
-    """Runs calls on a fresh cache and writes each one down as code the learner can paste."""
+class CacheScript(Script):
+    """A :class:`Script` on one fresh cache, with the calls the probes make as verbs."""
 
     def __init__(self, impl: Any, capacity: int) -> None:
-        self.lines = [f"cache = WeightCache({capacity})"]
-        self.cache = self.run_first(impl, capacity)
+        super().__init__(REPLAY.namespace(impl), graded_names(REPLAY, impl), HINTS)
+        self(f"cache = WeightCache({capacity})")
 
-    def run_first(self, impl: Any, capacity: int) -> Any:
-        try:
-            return impl(capacity)
-        except Exception as exc:
-            remember_program(exc, self.lines)
-            raise
-
-    def run(self, line: str, call: Callable[[], Any]) -> Any:
-        """Write ``line`` down and run it; a learner's exception keeps the program so far."""
-        self.lines.append(line)
-        try:
-            return call()
-        except Exception as exc:
-            remember_program(exc, self.lines)
-            raise
+    @property
+    def cache(self) -> Any:
+        return self.ns["cache"]
 
     def put(self, key: str, size: int) -> Any:
-        return self.run(
-            f"cache.put({key!r}, {weights_for(key)!r}, {size})",
-            lambda: self.cache.put(key, weights_for(key), size),
-        )
+        return self(f"cache.put({key!r}, {weights_for(key)!r}, {size})")
 
     def get(self, key: str) -> Any:
-        return self.run(f"cache.get({key!r})", lambda: self.cache.get(key))
+        return self(f"cache.get({key!r})")
 
     def pin(self, key: str) -> Any:
-        return self.run(f"cache.pin({key!r})", lambda: self.cache.pin(key))
+        return self(f"cache.pin({key!r})")
 
     def unpin(self, key: str) -> Any:
-        return self.run(f"cache.unpin({key!r})", lambda: self.cache.unpin(key))
+        return self(f"cache.unpin({key!r})")
 
     def keys(self) -> list[Any]:
         return list(self.cache.keys())
 
-    def fail(self, message: str, hint: str | None = None) -> ProbeFailed:
-        return ProbeFailed(message, [*self.lines, f"cache.keys()  # {self.keys()}"], hint)
+    def fail(
+        self, message: str, rule: str | None = None, *, hint: str | None = None
+    ) -> ProbeFailed:
+        self.note(f"cache.keys()  # {self.keys()}")
+        return super().fail(message, rule, hint=hint)
 
     def expect_keys(self, want: list[str], why: str, diagnose: bool = True) -> None:
         got = self.keys()
         if got == want:
             return
-        hint = None  # the probe's own mistake, unless the eviction count is already off
+        rule = None  # the probe's own mistake, unless the eviction count is already off
         if not diagnose:
             pass
         elif len(got) < len(want) and not set(got) - set(want):
-            hint = HINTS["evicted-too-many"]
+            rule = "evicted-too-many"
         elif len(got) > len(want) and not set(want) - set(got):
-            hint = HINTS["evicted-too-few"]
-        raise self.fail(f"{why}: resident keys (LRU first) are {got}, expected {want}", hint)
+            rule = "evicted-too-few"
+        raise self.fail(f"{why}: resident keys (LRU first) are {got}, expected {want}", rule)
 
     def expect_used(self, want: int, why: str) -> None:
         if self.cache.used != want:
@@ -99,7 +88,7 @@ class Script:
                 raise self.fail(
                     f"{code} raised {type(exc).__name__} as it should, but the cache changed "
                     f"first: {before.changed_to(after)}",
-                    HINTS[rule],
+                    rule,
                 ) from exc
             return exc
         except Exception as exc:
@@ -113,7 +102,7 @@ class Script:
 
 
 def _bytes_not_count(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     for k in "abcdef":
         s.put(k, 10)
     s.expect_keys(list("abcdef"), "six 10-byte entries fit a 100-byte budget", diagnose=False)
@@ -121,7 +110,7 @@ def _bytes_not_count(impl: Any) -> None:
 
 
 def _used_follows_sizes(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     s.put("a", 30)
     s.put("b", 50)
     s.expect_used(80, "30 + 50 bytes are resident")
@@ -132,14 +121,14 @@ def _used_follows_sizes(impl: Any) -> None:
 
 
 def _whole_budget_fits(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     s.put("a", 100)
     s.expect_keys(["a"], "an entry exactly the size of the budget fits an empty cache")
     s.expect_used(100, "one 100-byte entry")
 
 
 def _replace_releases(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     s.put("a", 30)
     s.put("a", 50)
     s.expect_used(50, "'a' was replaced, so only its new size counts")
@@ -150,7 +139,7 @@ def _replace_releases(impl: Any) -> None:
 
 
 def _loop_until_fits(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     for k in "abcde":
         s.put(k, 20)
     s.put("big", 70)
@@ -161,7 +150,7 @@ def _loop_until_fits(impl: Any) -> None:
 
 
 def _no_more_than_needed(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     for k in "abcde":
         s.put(k, 20)
     s.put("f", 30)
@@ -169,7 +158,7 @@ def _no_more_than_needed(impl: Any) -> None:
 
 
 def _hit_refreshes(impl: Any) -> None:
-    s = Script(impl, 90)
+    s = CacheScript(impl, 90)
     for k in "abc":
         s.put(k, 30)
     s.get("a")
@@ -178,7 +167,7 @@ def _hit_refreshes(impl: Any) -> None:
 
 
 def _put_refreshes(impl: Any) -> None:
-    s = Script(impl, 90)
+    s = CacheScript(impl, 90)
     for k in "abc":
         s.put(k, 30)
     s.put("a", 30)
@@ -190,7 +179,7 @@ def _put_refreshes(impl: Any) -> None:
 
 
 def _pinned_never_evicted(impl: Any) -> None:
-    s = Script(impl, 80)
+    s = CacheScript(impl, 80)
     s.put("a", 40)
     s.put("b", 40)
     s.pin("a")
@@ -199,7 +188,7 @@ def _pinned_never_evicted(impl: Any) -> None:
 
 
 def _two_replicas(impl: Any) -> None:
-    s = Script(impl, 80)
+    s = CacheScript(impl, 80)
     s.put("a", 40)
     s.put("b", 40)
     s.pin("a")  # replica 1
@@ -212,7 +201,7 @@ def _two_replicas(impl: Any) -> None:
 
 
 def _unpin_releases(impl: Any) -> None:
-    s = Script(impl, 80)
+    s = CacheScript(impl, 80)
     s.put("a", 40)
     s.put("b", 40)
     s.pin("a")
@@ -225,7 +214,7 @@ def _unpin_releases(impl: Any) -> None:
 
 
 def _impossible_put_raises(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     s.put("a", 60)
     s.pin("a")
     for key, size in (("huge", 150), ("big", 50)):
@@ -238,7 +227,7 @@ def _impossible_put_raises(impl: Any) -> None:
 
 
 def _too_large_is_value_error(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     s.put("a", 40)
     code = "cache.put('huge', '<huge weights>', 150)"
     exc = s.expect_raises(
@@ -249,7 +238,7 @@ def _too_large_is_value_error(impl: Any) -> None:
 
 
 def _pinned_out_is_memory_error(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     s.put("llama-8b", 30)
     s.put("qwen-7b", 30)
     s.put("phi-3", 10)
@@ -273,7 +262,7 @@ def _pinned_out_is_memory_error(impl: Any) -> None:
 
 
 def _pinned_key_not_replaced(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     s.put("a", 40)
     s.pin("a")
     code = "cache.put('a', '<a weights>', 20)"
@@ -285,7 +274,7 @@ def _pinned_key_not_replaced(impl: Any) -> None:
         if after != before:
             raise s.fail(
                 f"{code} raised, but the cache changed first: {before.changed_to(after)}",
-                HINTS["changed-on-error"],
+                "changed-on-error",
             ) from None
         if s.cache.pin_count("a") != 1:
             raise s.fail(
@@ -296,7 +285,7 @@ def _pinned_key_not_replaced(impl: Any) -> None:
 
 
 def _decide_before_evicting(impl: Any) -> None:
-    s = Script(impl, 90)
+    s = CacheScript(impl, 90)
     for k in "abc":
         s.put(k, 30)
     s.pin("c")
@@ -309,7 +298,7 @@ def _decide_before_evicting(impl: Any) -> None:
 
 
 def _unmatched_unpin(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     s.put("a", 40)
     s.pin("a")
     s.unpin("a")
@@ -324,13 +313,13 @@ def _unmatched_unpin(impl: Any) -> None:
 
 
 def _pin_absent(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     s.put("a", 40)
     s.expect_raises(LookupError, lambda: s.pin("zz"), "cache.pin('zz')", "'zz' is not resident")
 
 
 def _bad_size(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     s.put("a", 40)
     for size in (0, -10):
         code = f"cache.put('b', '<b weights>', {size})"
@@ -341,7 +330,7 @@ def _bad_size(impl: Any) -> None:
 
 
 def _counts(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     s.put("a", 60)
     s.get("a")
     s.get("a")
@@ -507,6 +496,7 @@ REPLAY = TopicReplay(
     error_detail=lambda exc: "llama" in str(exc),  # a MemoryError names the pinned key
     separating=SEPARATING,
     subject="cache",
+    classes=("WeightCache",),
     fields=weight_cache_fields,
 )
 
