@@ -11,7 +11,7 @@ from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from servelab.testing.core import thoroughness
-from servelab.testing.weight_cache import ModelCache, make_machine
+from servelab.testing.weight_cache import WeightCacheModel, weight_cache_machine
 from servelab.units import GB
 from servelab.weights import (
     LRU,
@@ -127,7 +127,7 @@ def test_eviction_order_is_exact_under_many_pins() -> None:
     # Keeping pinned keys out of the candidate order must not change which key goes next.
     rng = random.Random(7)
     cache: WeightCache[int] = WeightCache(10_000)
-    model = ModelCache(10_000)
+    model = WeightCacheModel(10_000)
     for step in range(3_000):
         key = rng.randrange(60)
         op = rng.random()
@@ -163,7 +163,7 @@ def test_capacity_must_be_positive_bytes(capacity: object) -> None:
 
 def test_reference_passes_the_state_machine_at_every_level() -> None:
     for level in range(1, 6):
-        machine = make_machine(WeightCache, level)
+        machine = weight_cache_machine(WeightCache, level)
         machine.call_timeout = 60.0  # generous: a loaded CI box must never look hung
         run_state_machine_as_test(
             machine,

@@ -2,7 +2,7 @@
 
 Each probe replays a few lines of learner code (the lines are the repro shown on failure)
 and names one known mistake in its hint; the state machine of each step then compares the
-implementation with :class:`~servelab.testing.block_manager.BlockModel` on random programs.
+implementation with :class:`~servelab.testing.block_manager.BlockManagerModel` on random programs.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from servelab.testing.block_manager import (
     INVARIANTS,
     SUPPRESS_IMPORT,
     block_manager_machine,
-    check_invariants,
+    check_block_manager_invariants,
     error_matches,
     snapshot,
 )
@@ -35,7 +35,7 @@ def _script(impl: Any) -> Script:
 def check_rules(s: Script, check: Callable[[Any], None] | None = None) -> None:
     """Check the rules that always hold; a break is reported with that rule's own hint."""
     try:
-        (check or check_invariants)(s.ns["bm"])
+        (check or check_block_manager_invariants)(s.ns["bm"])
     except InvariantViolation as exc:
         raise s.fail(exc.detail, exc.invariant) from None
 

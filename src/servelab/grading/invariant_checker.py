@@ -28,7 +28,7 @@ from typing import Any
 from servelab.grading._learner import learner_frame
 from servelab.grading.topic import Probe, ProbeFailed, Step, Topic
 from servelab.kv.blocks import BlockManager, OutOfBlocks
-from servelab.testing.block_manager import check_invariants as reference_check
+from servelab.testing.block_manager import check_block_manager_invariants as reference_check
 from servelab.testing.core import InvariantViolation
 
 __all__ = ["BAD_STATES", "GOOD_STATES", "TOPIC", "BlockState", "NamedState", "flags"]

@@ -31,7 +31,7 @@ from servelab.grading.replay import TopicReplay, program
 from servelab.grading.topic import MachineCheck, Probe, Step, Topic
 from servelab.testing.prefix_cache import (
     PREFIX_INVARIANTS,
-    check_prefix_invariants,
+    check_prefix_cache_invariants,
     prefix_cache_machine,
 )
 from servelab.testing.prefix_chain import CHAIN_INVARIANTS, chain_machine
@@ -48,7 +48,7 @@ def _script(impl: Any, line: str) -> Script:
 
 
 def _invariants(s: Script) -> None:
-    check_rules(s, check_prefix_invariants)
+    check_rules(s, check_prefix_cache_invariants)
 
 
 # ------------------------------------------------------------------ step 1 probes

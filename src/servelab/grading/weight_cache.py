@@ -21,7 +21,7 @@ from servelab.grading._script import Script, graded_names
 from servelab.grading.observe import Canon, frozen, weight_cache_fields
 from servelab.grading.replay import TopicReplay, plain, program
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
-from servelab.testing.weight_cache import make_machine, snapshot, stats_of, weights_for
+from servelab.testing.weight_cache import snapshot, stats_of, weight_cache_machine, weights_for
 
 __all__ = ["TOPIC"]
 
@@ -417,7 +417,7 @@ def _machine(level: int) -> MachineCheck:
     invariants = [inv for lvl in range(1, level + 1) for inv in names[lvl]]
     return MachineCheck(
         name="state machine",
-        build=lambda impl: make_machine(impl, level),
+        build=lambda impl: weight_cache_machine(impl, level),
         invariants=invariants,
         hints=HINTS,
         max_examples=150,

@@ -1,8 +1,9 @@
 """Prefix caching's invariants as code, and a state machine that checks any implementation.
 
-Besides the block manager's rules (:func:`servelab.testing.block_manager.check_invariants`),
-a prefix-caching manager keeps three more, read through ``block_hash``, ``cached``,
-``evictable`` and ``free_list``:
+Besides the block manager's rules
+(:func:`servelab.testing.block_manager.check_block_manager_invariants`), a prefix-caching
+manager keeps three more, read through ``block_hash``, ``cached``, ``evictable`` and
+``free_list``:
 
 * **cache-map**: every map entry ``hash -> block`` points at a block that carries that hash
   and is in use or evictable (an evicted block is gone from the map);
@@ -10,7 +11,7 @@ a prefix-caching manager keeps three more, read through ``block_hash``, ``cached
   no hash; every evictable block comes after every plain one in ``free_list``;
 * **stale-hash**: a block that is not full (the tail of a sequence) carries no hash.
 
-The state machine compares the implementation with :class:`PrefixModel`, an executable model
+The state machine compares the implementation with :class:`PrefixCacheModel`, an executable model
 of the rules on abstract block ids: which whole prefixes are cached, how many tokens each
 prompt hits, and the order in which freed cached blocks are reclaimed (least recently freed
 first, a sequence's tail first, a hit taking a block off the list). It also checks what only
@@ -31,7 +32,7 @@ from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from servelab.testing.block_manager import (
     BlockManagerLike,
-    check_invariants,
+    check_block_manager_invariants,
     error_matches,
     expect_error,
     snapshot,
@@ -40,9 +41,9 @@ from servelab.testing.core import InvariantViolation, RecordingMachine
 
 __all__ = [
     "PREFIX_INVARIANTS",
+    "PrefixCacheModel",
     "PrefixManagerLike",
-    "PrefixModel",
-    "check_prefix_invariants",
+    "check_prefix_cache_invariants",
     "prefix_cache_machine",
     "prefix_snapshot",
 ]
@@ -73,9 +74,9 @@ class PrefixManagerLike(BlockManagerLike, Protocol):
     def evictable(self) -> list[int]: ...
 
 
-def check_prefix_invariants(bm: PrefixManagerLike) -> None:
+def check_prefix_cache_invariants(bm: PrefixManagerLike) -> None:
     """Raise :class:`InvariantViolation` if ``bm`` breaks a prefix-caching rule."""
-    check_invariants(bm)
+    check_block_manager_invariants(bm)
     free = bm.free_list()
     evictable = bm.evictable()
     ev_set = set(evictable)
@@ -133,7 +134,7 @@ def prefix_snapshot(bm: PrefixManagerLike) -> tuple[Any, ...]:
 
 
 @dataclass
-class PrefixModel:
+class PrefixCacheModel:
     """The rules of prefix caching on abstract block ids (no physical placement, no hashes).
 
     A cached block is named by the whole prefix it completes (``tokens[: (i + 1) * size]``),
@@ -290,7 +291,7 @@ def prefix_cache_machine(
         def __init__(self) -> None:
             super().__init__()
             self.bm: Any = None
-            self.model = PrefixModel(1, 1)
+            self.model = PrefixCacheModel(1, 1)
             self.size = 1
             self.memory: dict[tuple[int, int], int] = {}
             self.a2p: dict[int, int] = {}
@@ -387,7 +388,7 @@ def prefix_cache_machine(
         )
         def create(self, num_blocks: int, block_size: int) -> None:
             self.size = block_size
-            self.model = PrefixModel(num_blocks, block_size, keep_freed=frees)
+            self.model = PrefixCacheModel(num_blocks, block_size, keep_freed=frees)
             self.bm = self.do(
                 f"bm = {name}({num_blocks}, {block_size})",
                 lambda: factory(num_blocks, block_size),
@@ -580,7 +581,7 @@ def prefix_cache_machine(
         def rules_hold(self) -> None:
             if self.bm is None:
                 return
-            check_prefix_invariants(self.bm)
+            check_prefix_cache_invariants(self.bm)
             for seq, tokens in self.model.tokens.items():
                 table = self.bm.block_table(seq)
                 got = [

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
 from servelab.testing.core import InvariantViolation, RecordingMachine
-from servelab.testing.prefix_cache import STEMS, PrefixModel
+from servelab.testing.prefix_cache import STEMS, PrefixCacheModel
 
 __all__ = ["CHAIN_INVARIANTS", "chain_machine"]
 
@@ -41,9 +41,9 @@ def chain_machine(
     (hash -> block), ``hash`` and ``tokens`` (per block). Random prompts from a tiny alphabet
     are chained, one of their full blocks registered at a fresh block id (in any order, so a
     later block can be cached behind a miss), and random prompts looked up. The model names
-    each cached block by the whole prefix it completes, like :class:`PrefixModel`; the learner's
-    hashes are checked only for being a function of the whole prefix (equal prefixes, equal
-    hashes; different prefixes, different hashes).
+    each cached block by the whole prefix it completes, like :class:`PrefixCacheModel`; the
+    learner's hashes are checked only for being a function of the whole prefix (equal
+    prefixes, equal hashes; different prefixes, different hashes).
     """
 
     class ChainMachine(RecordingMachine):
@@ -51,7 +51,7 @@ def chain_machine(
             super().__init__()
             self.bm: Any = None
             self.size = 1
-            self.model = PrefixModel(num_blocks, 1)
+            self.model = PrefixCacheModel(num_blocks, 1)
             self.names: dict[tuple[int, ...], Any] = {}  # whole prefix -> the learner's hash
             self.prefixes: dict[Any, tuple[int, ...]] = {}  # the learner's hash -> prefix
             self.next_block = 0
@@ -121,7 +121,7 @@ def chain_machine(
         @initialize(block_size=st.integers(min_value=1, max_value=3))
         def create(self, block_size: int) -> None:
             self.size = block_size
-            self.model = PrefixModel(num_blocks, block_size)
+            self.model = PrefixCacheModel(num_blocks, block_size)
             self.bm = self.do(
                 f"bm = {name}({num_blocks}, {block_size})",
                 lambda: factory(num_blocks, block_size),

@@ -25,12 +25,12 @@ from servelab.testing.core import InvariantViolation, RecordingMachine
 
 __all__ = [
     "KEYS",
-    "ModelCache",
     "Snapshot",
-    "check_invariants",
-    "make_machine",
+    "WeightCacheModel",
+    "check_weight_cache_invariants",
     "snapshot",
     "stats_of",
+    "weight_cache_machine",
 ]
 
 KEYS = ("a", "b", "c", "d", "e", "f")
@@ -41,7 +41,7 @@ def weights_for(key: str) -> str:
 
 
 @dataclass
-class ModelCache:
+class WeightCacheModel:
     """The rules, as plainly as they can be written."""
 
     capacity: int
@@ -148,7 +148,7 @@ def snapshot(cache: Any, with_pins: bool) -> Snapshot:
     return Snapshot(keys, int(cache.used), pins, stats)
 
 
-def check_invariants(cache: Any, model: ModelCache, level: int) -> None:
+def check_weight_cache_invariants(cache: Any, model: WeightCacheModel, level: int) -> None:
     """Compare the implementation's visible state with the model's; raise InvariantViolation."""
     keys = list(cache.keys())
     used = cache.used
@@ -207,7 +207,7 @@ def check_invariants(cache: Any, model: ModelCache, level: int) -> None:
             raise InvariantViolation("stats", f"stats disagree: {diff}")
 
 
-def make_machine(impl: Any, level: int, capacity: int = 100) -> type[RecordingMachine]:
+def weight_cache_machine(impl: Any, level: int, capacity: int = 100) -> type[RecordingMachine]:
     """A state machine driving ``impl`` (a class or factory) at the given level of the API."""
 
     # mostly entries that leave room for others, sometimes one that needs many evictions (or is
@@ -227,7 +227,7 @@ def make_machine(impl: Any, level: int, capacity: int = 100) -> type[RecordingMa
         # whatever the seed.
         @initialize(fill=st.lists(small, max_size=len(KEYS)))
         def create(self, fill: list[int]) -> None:
-            self.model = ModelCache(capacity)
+            self.model = WeightCacheModel(capacity)
             self.cache = self.do(f"cache = WeightCache({capacity})", lambda: impl(capacity))
             for key, size in zip(KEYS, fill, strict=False):
                 self.put(key, size)
@@ -406,7 +406,7 @@ def make_machine(impl: Any, level: int, capacity: int = 100) -> type[RecordingMa
         @invariant()
         def agrees_with_model(self) -> None:
             if hasattr(self, "cache"):
-                check_invariants(self.cache, self.model, level)
+                check_weight_cache_invariants(self.cache, self.model, level)
 
     WeightCacheMachine.__name__ = f"WeightCacheMachine_level{level}"
     return WeightCacheMachine
