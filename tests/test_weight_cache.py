@@ -222,3 +222,28 @@ def test_threads_pinning_and_putting_keep_the_invariants(policy: str) -> None:
     stats = cache.stats
     assert stats.hits + stats.misses == sum(gets)  # no count lost to a race
     assert stats.evictions > 0
+
+
+def test_every_rule_the_weight_cache_machine_breaks_is_in_its_registry() -> None:
+    """The ids the machine can raise are the keys of ``INVARIANTS``, and every hint of the
+    grader answers one of them: read from the source, so a one-off id cannot slip in."""
+    import ast
+    import inspect
+
+    from servelab.grading import weight_cache as grader
+    from servelab.testing import weight_cache as machine
+
+    raised: set[str] = set()
+    for node in ast.walk(ast.parse(inspect.getsource(machine))):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "InvariantViolation":
+            first = node.args[0]
+            if isinstance(first, ast.Constant):
+                raised.add(first.value)
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") in ("inv", "rule"):
+            values = [node.value] if isinstance(node.value, ast.Constant) else []
+            if isinstance(node.value, ast.IfExp):
+                values = [node.value.body, node.value.orelse]
+            raised |= {v.value for v in values if isinstance(v, ast.Constant)}
+    assert len(raised) > 10, raised
+    assert raised <= set(machine.INVARIANTS)
+    assert set(grader.HINTS) - {"exception"} <= set(machine.INVARIANTS)

@@ -66,7 +66,9 @@ from servelab.grading.replay import TopicReplay, plain, program
 from servelab.grading.topic import MachineCheck, Probe, Step, Topic
 from servelab.testing.core import RecordingMachine
 from servelab.testing.policies import (
+    INVARIANTS,
     OPS,
+    SIEVE_FIELDS,
     LFUModel,
     SIEVEModel,
     policies_machine,
@@ -196,15 +198,13 @@ def _both_machines(impl: Any) -> type[RecordingMachine]:
     )
 
 
-_INVARIANTS = (
-    "len() counts unpinned keys",
-    "eviction_order() matches the model",
-    "pop_victim() returns the model's victim, never a pinned key",
+_INVARIANTS = tuple(
+    INVARIANTS[rule] for rule in ("candidate-count", "order-matches-model", "victim-matches-model")
 )
 _FIELD_INVARIANTS = (
-    "queue holds the resident keys in arrival order",
-    "visited, pinned and hand match the model",
-    "len() counts unpinned keys",
+    INVARIANTS["queue-matches-model"],
+    f"{', '.join(SIEVE_FIELDS[:-1])} and {SIEVE_FIELDS[-1]} match the model",
+    INVARIANTS["candidate-count"],
 )
 
 # ----------------------------------------------------------------- replay and diagnosis

@@ -24,6 +24,7 @@ from hypothesis.stateful import initialize, invariant, precondition, rule
 from servelab.testing.core import InvariantViolation, RecordingMachine
 
 __all__ = [
+    "INVARIANTS",
     "KEYS",
     "Snapshot",
     "WeightCacheModel",
@@ -34,6 +35,32 @@ __all__ = [
 ]
 
 KEYS = ("a", "b", "c", "d", "e", "f")
+
+#: Every rule the weight-cache machine checks, by the id its :class:`InvariantViolation`
+#: carries; the grader's hints are keyed by the same ids.
+INVARIANTS: dict[str, str] = {
+    "resident-set": "keys() lists each resident key once",
+    "pinned-evicted": "a pinned entry is never evicted",
+    "evicted-too-few": "the eviction loop runs until the new entry fits",
+    "evicted-too-many": "the eviction loop stops as soon as the new entry fits",
+    "wrong-victim": "the eviction loop removes the least recently used unpinned entry",
+    "within-budget": "used <= capacity",
+    "recency-order": "keys() lists the entries least recently used first",
+    "bytes-accounted": "used == sum of resident sizes",
+    "get-value": "get returns what put stored, and None on a miss",
+    "pin-count": "pin_count counts the pins of each replica",
+    "stats": "hits, misses, evictions and evicted bytes are counted",
+    "changed-on-error": "a put that raises leaves the cache unchanged",
+    "pins-on-error": "a pin or unpin that raises leaves the pin counts unchanged",
+    "unexpected-error": "a call the model says succeeds does not raise",
+    "wrong-error": "a call that must fail raises the documented error",
+    "miss-instead-of-raise": "a put blocked by pins raises MemoryError",
+    "error-names-keys": "the MemoryError names the pinned keys",
+    "replace-pinned": "a pinned entry is not replaced",
+    "pin-missing": "pin of an absent key raises KeyError",
+    "unpin-too-many": "unpin without a matching pin raises",
+    "bad-size": "a size must be a positive number of bytes",
+}
 
 
 def weights_for(key: str) -> str:
