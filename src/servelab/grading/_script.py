@@ -49,9 +49,11 @@ def own_names(ns: Mapping[str, Any], classes: Iterable[str], subject: str) -> di
     taken = {subject, *ns} - set(classes)
     names: dict[str, str] = {}
     for usual in classes:
+        others = set(classes) - {usual}  # never another class's usual name: renaming back
+        # must give one answer
         obj = ns.get(usual)
         own = getattr(obj, "__name__", None) if isinstance(obj, type) else None
-        if isinstance(own, str) and _usable(own) and own not in taken:
+        if isinstance(own, str) and _usable(own) and own not in taken | others:
             names[usual] = own if own not in names.values() else usual
         else:
             names[usual] = usual

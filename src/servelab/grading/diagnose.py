@@ -133,7 +133,7 @@ class Diagnoser:
         """The known mistakes whose replay of ``program`` equals ``impl``'s; empty when the
         correct implementation's replay equals it too (the program cannot tell them apart).
         ``catalogue`` replaces the topic's (to measure how an unknown mistake is treated)."""
-        return self._matches(program, impl, catalogue)[0]
+        return self._matches(self.usual_names(program, impl), impl, catalogue)[0]
 
     def _matches(
         self, program: str, impl: Any, catalogue: Sequence[Mistake] | None
@@ -171,6 +171,7 @@ class Diagnoser:
         from servelab.checkpoints import checkpoint
 
         reference = correct_impl(self.topic) if step is None else checkpoint(self.topic, step)
+        program = self.usual_names(program, impl)
         return localise(self.skeleton, program, impl, reference)
 
     def explain(
@@ -186,6 +187,7 @@ class Diagnoser:
         question when it only shares the symptom; nothing otherwise."""
         if not program.strip():
             return Finding()
+        program = self.usual_names(program, impl)  # as the report shows it, or already usual
         place = self.localised(program, impl, step)
         found, strict = self._matches(program, impl, catalogue)
         methods = set(place.methods)
@@ -268,7 +270,7 @@ def explained(
     program = code or (program_of(exc) if exc is not None else "")
     if hook is None or not program:
         return Finding()
-    return hook.explain(hook.usual_names(program, impl), impl, step)
+    return hook.explain(program, impl, step)
 
 
 def with_place(finding: Finding, check_hint: str) -> str:
@@ -293,6 +295,6 @@ def diagnosed(topic: str, code: str, exc: BaseException | None, impl: Any) -> st
     if hook is None or not program:
         return None
     try:
-        return hook(hook.usual_names(program, impl), impl)
+        return hook(program, impl)
     except Exception:
         return None
