@@ -45,8 +45,16 @@ def _lfu_pops_the_most_used() -> Mistake:
     return Mistake("eviction-policy", "pops_the_most_used", impl, "", "", "")
 
 
-ALL = [m for topic in CORRECT for m in mistakes(topic)] + [_lfu_pops_the_most_used()]
-_BY_NAME = {(m.topic, m.name): m for m in ALL}
+#: Topics whose probes do not run through the one Script (``servelab.grading._script``) yet:
+#: kv-offload's probes write each line beside the call they make (the Script of
+#: ``grading/kv_offload.py``) with the usual names (``Tier``, ``DiskTier``, ``Hierarchy``), and
+#: its hierarchy is built on the dict's tier classes, so its reports keep the usual names. Its
+#: catalogue is still graded below: it must fail at every step.
+NOT_SCRIPTED = frozenset({"kv-offload"})
+
+CATALOGUE = [m for topic in CORRECT for m in mistakes(topic)] + [_lfu_pops_the_most_used()]
+ALL = [m for m in CATALOGUE if m.topic not in NOT_SCRIPTED]
+_BY_NAME = {(m.topic, m.name): m for m in CATALOGUE}
 _STEP = re.compile(r"^  ✗ step (\d+) ")
 
 
@@ -123,5 +131,5 @@ def test_the_printed_program_reproduces_the_failure_under_the_learners_names(m: 
 
 @pytest.mark.parametrize("topic", list(CORRECT))
 def test_the_catalogue_fails_at_every_step(topic: str) -> None:
-    failed_at = {graded(m)[2] for m in ALL if m.topic == topic}
+    failed_at = {graded(m)[2] for m in CATALOGUE if m.topic == topic}
     assert failed_at == {s.number for s in load_topic(topic).steps}
