@@ -268,7 +268,7 @@ def _prefix_hit_free(impl: Any) -> None:
 # --- step 3: allocation per step and preemption ---------------------------------------
 
 
-def _pressure(impl: Any) -> Script:
+def _pressure(impl: Any) -> BudgetScript:
     """Three 2-token prompts fill 3 of 4 blocks of 2; in the next step request 0 takes the
     last free block and request 1 finds none."""
     s = BudgetScript(impl, num_blocks=4, block_size=2, budget=8, prefix=True)
