@@ -3,8 +3,8 @@
 Every catalogue mistake is graded as a learner's class would be, under a name of its own
 (``MyWeightCache``; for the policies the names of the dict's classes). The report's program
 must construct that class by that name, run as printed in a namespace that holds the class
-under it, and reproduce the failure (one mistake outside the catalogue fills the one step
-where no catalogued mistake shows first): replayed on the graded class it behaves differently from
+under it, and reproduce the failure (one mistake outside the catalogue too, an LFU victim
+taken from the wrong end): replayed on the graded class it behaves differently from
 the correct implementation (it raises, or shows another value or state), and every value it
 prints in a comment (``cache.keys()  # [...]``) is the value that line gives. Together the
 mistakes fail at every step of every topic (checked too).
@@ -30,7 +30,8 @@ from servelab.grading.replay import replay
 
 
 def _lfu_pops_the_most_used() -> Mistake:
-    """A step-2 mistake the catalogue does not hold (its LFU mistakes show at steps 1 and 3)."""
+    """A step-2 mistake the catalogue does not hold: its step-2 LFU mistakes are all in the
+    pins, this one is in the victim itself."""
     policies = correct_impl("eviction-policy")
 
     class PopsTheMostUsed(policies["LFU"]):  # type: ignore[misc, name-defined]
