@@ -56,6 +56,12 @@ def _cuda_available() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("SERVELAB_EXPECT_BUILD") == "compiled":  # make test-compiled
+        from compiled_divergences import EXPECTED_TO_FAIL, REASON
+
+        for item in items:
+            if item.nodeid in EXPECTED_TO_FAIL:
+                item.add_marker(pytest.mark.xfail(reason=REASON, strict=True))
     if any(item.get_closest_marker("gpu") for item in items) and not _cuda_available():
         skip = pytest.mark.skip(reason="needs CUDA")
         for item in items:

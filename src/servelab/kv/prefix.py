@@ -109,6 +109,7 @@ from servelab.kv.blocks import (
     new_slot,
     pack_token_ids,
 )
+from servelab.native import mypyc_attr
 
 __all__ = [
     "HashAlgo",
@@ -125,6 +126,8 @@ __all__ = [
 Key = tuple[int | bytes, BlockIds]  # (parent identity or root key, a block's ids)
 
 
+# Compiled (servelab.native), an exception class with two bases is a plain Python class.
+@mypyc_attr(native_class=False)
 class InvalidExtraKey(KVCacheError, TypeError):
     """An ``extra_key`` that is not None, a str or bytes."""
 
@@ -158,6 +161,8 @@ def _check_extra_key(extra_key: object) -> bytes:
     raise InvalidExtraKey(f"extra_key must be None, a str or bytes, got {extra_key!r}")
 
 
+# Compiled (servelab.native), Python classes, a learner's among them, may subclass it.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class PrefixCachingBlockManager(BlockTables):
     """A block manager that knows its sequences' token ids and shares equal prefixes.
 
