@@ -44,6 +44,8 @@ test: $(STAMP)
 	$(PY) tools/notebooks.py --check
 	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-$$( [ -n "$$CI" ] && echo thorough || echo dev )} \
 	  $(PY) -m pytest -q $(XDIST)
+	@if $(HAVE_CC); then $(MAKE) --no-print-directory test-compiled; \
+	  else echo "no C compiler or Python headers: the compiled build is not built or tested"; fi
 
 # The compiled build (see hatch_build.py): the same hot modules compiled by mypyc, as a wheel
 # built with SERVELAB_COMPILE=1 and installed into build/compiled, never beside the sources.

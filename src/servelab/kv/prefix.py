@@ -151,6 +151,11 @@ def _as_int(name: Any) -> int:
     return int.from_bytes(name, "big") if type(name) is bytes else int(name)
 
 
+def _sha256_root(key: bytes) -> bytes:
+    """The root name of a chain of SHA-256 names, as 32 bytes like the names after it."""
+    return root_hash(key).to_bytes(32, "big")
+
+
 def _check_extra_key(extra_key: object) -> bytes:
     if extra_key is None:
         return b""
@@ -186,7 +191,7 @@ class PrefixCachingBlockManager(BlockTables):
         self._root_name: Callable[[bytes], Any]
         if hash_algo == "sha256":
             self._name_block = sha256_name
-            self._root_name = lambda key: root_hash(key).to_bytes(32, "big")
+            self._root_name = _sha256_root
         elif hash_algo == "builtin":
             self._name_block = on_ints(builtin_block)
             self._root_name = root_hash

@@ -238,10 +238,11 @@ class Sequence:
         never needs the last sampled token's slot; counting it anyway keeps the rule plain.)"""
         return self.prompt_len + self.max_new_tokens
 
-    def append_token(self, token_id: int) -> None:
+    def append_token(self, token_id: object) -> None:
         """Record one sampled token (the engine calls this after computing the step). The id
-        is checked here, so a scheduler never hands its block manager a bad one."""
-        if (type(token_id) is not int and not _is_int(token_id)) or token_id < 0:
+        is checked here, so a scheduler never hands its block manager a bad one. (Typed
+        ``object``: compiled, an ``int`` argument would turn a bool into an int unchecked.)"""
+        if not isinstance(token_id, int) or isinstance(token_id, bool) or token_id < 0:
             raise InvalidRequest(f"a token id must be a non-negative int, got {token_id!r}")
         if len(self.token_ids) - self.prompt_len >= self.max_new_tokens:  # is_finished
             raise SequenceFinished(

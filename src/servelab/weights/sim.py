@@ -526,7 +526,7 @@ def drifting_zipf_trace(
     n_requests: int,
     *,
     alpha: float = 0.9,
-    phases: int = 6,
+    phases: object = 6,  # checked below; compiled, an int argument would take a bool
     seed: int = 0,
 ) -> list[Model]:
     """A Zipf(``alpha``) trace whose popularity ranking is reshuffled ``phases`` times.
