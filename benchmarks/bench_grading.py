@@ -38,7 +38,7 @@ from servelab.grading.mistakes import correct_impl
 from servelab.kv.blocks import BlockManager
 from servelab.kv.prefix import PrefixCachingBlockManager
 from servelab.kv.scheduler import Scheduler
-from servelab.testing.block_manager import check_invariants
+from servelab.testing.block_manager import check_block_manager_invariants
 from servelab.weights import WeightCache
 
 PASSING_BUDGET_S = 3.0
@@ -52,7 +52,7 @@ REFERENCES: dict[str, Any] = {
     "block-manager": BlockManager,
     "scheduler": Scheduler,
     "prefix-cache": PrefixCachingBlockManager,
-    "invariant-checker": check_invariants,
+    "invariant-checker": check_block_manager_invariants,
     # the notebook's classes: the package's tiers speak another API (PutResult, Wait)
     "kv-offload": correct_impl("kv-offload"),
     # notebook 08's Triton kernel (the interpreter without a GPU): imported when benchmarked

@@ -21,7 +21,7 @@ from servelab.kv.blocks import (
 )
 from servelab.kv.prefix import PrefixCachingBlockManager
 from servelab.testing.block_manager import snapshot
-from servelab.testing.prefix_cache import check_prefix_invariants, prefix_snapshot
+from servelab.testing.prefix_cache import check_prefix_cache_invariants, prefix_snapshot
 
 MANAGERS = [BlockManager, PrefixCachingBlockManager]
 
@@ -95,7 +95,7 @@ def test_a_step_is_append_slot_for_each_sequence_in_order(
             assert got.copies == [(w.cow_src, w.block) for w in want if w.cow_src is not None]
         assert observe(batched) == observe(single)
         if isinstance(batched, PrefixCachingBlockManager):
-            check_prefix_invariants(batched)
+            check_prefix_cache_invariants(batched)
 
 
 def test_the_last_holder_of_a_shared_tail_writes_in_place_in_one_step() -> None:

@@ -20,7 +20,11 @@ from servelab.kv.blocks import (
     Slot,
     UnknownSequence,
 )
-from servelab.testing.block_manager import block_manager_machine, check_invariants, snapshot
+from servelab.testing.block_manager import (
+    block_manager_machine,
+    check_block_manager_invariants,
+    snapshot,
+)
 from servelab.testing.core import InvariantViolation, thoroughness
 
 
@@ -34,7 +38,7 @@ def test_seed_fork_example_first_writer_copies_second_writes_in_place() -> None:
     assert bm.refcount(partial) == 1 and bm.refcount(full) == 2
     assert bm.append_slot(1) == Slot(partial, 2, None)
     assert bm.block_table(1) == [full, partial] and bm.block_table(0) == [full, block]
-    check_invariants(bm)
+    check_block_manager_invariants(bm)
 
 
 def test_blocks_are_allocated_only_on_boundary_crossings() -> None:
@@ -135,13 +139,13 @@ def test_check_invariants_catches_a_corrupted_manager() -> None:
     bm.allocate(0, 3)
     bm._ref[bm.block_table(0)[0]] = 2  # a refcount that no table explains
     with pytest.raises(InvariantViolation) as caught:
-        check_invariants(bm)
+        check_block_manager_invariants(bm)
     assert caught.value.invariant == "refcount-matches-tables"
     bm = BlockManager(4, 2)
     bm.allocate(0, 3)
     bm._free.append(bm._free[0])  # one block on the free list twice
     with pytest.raises(InvariantViolation, match="twice"):
-        check_invariants(bm)
+        check_block_manager_invariants(bm)
 
 
 def test_state_machine_against_the_model() -> None:

@@ -12,7 +12,7 @@ import pytest
 from buggy_impls import correct_module, diagnosed_hint, mistakes
 from servelab.grading import GradeFailure, Step, Topic, grade, load_topic
 from servelab.kv.blocks import BlockManager, OutOfBlocks
-from servelab.testing.block_manager import check_invariants
+from servelab.testing.block_manager import check_block_manager_invariants
 from servelab.testing.core import InvariantViolation
 
 TOPIC = "block-manager"
@@ -73,10 +73,11 @@ def test_repro_is_deterministic_and_runs() -> None:
             grade(TOPIC, bug.impl, out=io.StringIO())
         texts.append(failure.value.report.text)
     assert texts[0] == texts[1]
-    namespace: dict[str, Any] = {"BlockManager": bug.impl, "OutOfBlocks": OutOfBlocks}
-    exec(failure.value.report.code, namespace)  # the repro runs as written ...
+    # the repro names the graded class itself (here the catalogue's ``Buggy``) ...
+    namespace: dict[str, Any] = {bug.impl.__name__: bug.impl, "OutOfBlocks": OutOfBlocks}
+    exec(failure.value.report.code, namespace)  # ... runs as written ...
     with pytest.raises(InvariantViolation):  # ... and leaves the manager corrupted
-        check_invariants(namespace["bm"])
+        check_block_manager_invariants(namespace["bm"])
 
 
 def test_unfinished_step_reports_not_implemented() -> None:

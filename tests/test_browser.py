@@ -52,6 +52,7 @@ NOTEBOOKS = [
 WITH_WIDGETS = {"01_weight_cache", "03_block_manager", "04_scheduler", "06_kv_offload"}
 TOKEN = "servelab-browser-test"
 RUN_TIMEOUT_S = 240
+JOURNEY = "exercises/01_weight_cache.ipynb"
 
 
 def chromium_path() -> str | None:
@@ -91,6 +92,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     work = tmp_path_factory.mktemp("lab")
     for name in NOTEBOOKS:
         shutil.copy(ROOT / "solutions" / f"{name}.ipynb", work / f"{name}.ipynb")
+    (work / "exercises").mkdir()
+    shutil.copy(ROOT / JOURNEY, work / JOURNEY)  # as shipped, for the learner's journey
     settings = work / ".settings" / "@jupyterlab" / "notebook-extension"
     settings.mkdir(parents=True)
     # every cell in the DOM (no virtual scrolling), so every output can be checked
@@ -581,3 +584,145 @@ def test_make_lab_opens_notebook_01_with_no_news_toast(browser: Any, clean_clone
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
+
+
+# --- a learner's first steps in exercise 01, as shipped ---------------------------------------
+
+STEP_ONE_CELL, DEMO_CELL, GRADE_CELL = 10, 11, 13  # the class of step 1, its demo, its grade
+FORGETS_THE_OLD_SIZE = """class SizedCache(CacheSkeleton):
+    def get(self, key):
+        if key not in self._entries:
+            return None
+        self._entries.move_to_end(key)
+        return self._entries[key][1]
+
+    def put(self, key, value, size):
+        self._entries[key] = (size, value)
+        self._used += size
+"""
+RELEASES_IT = FORGETS_THE_OLD_SIZE.replace(
+    "        self._entries[key] = (size, value)\n",
+    "        if key in self._entries:\n"
+    "            self._used -= self._entries.pop(key)[0]\n"
+    "        self._entries[key] = (size, value)\n",
+)
+SLOW_GRADE = """import time
+class SlowCache(SizedCache):
+    def put(self, key, value, size):
+        time.sleep(60)
+grade("weight-cache", SlowCache, step=1)"""
+
+
+def _wait_until_idle(page: Any, timeout_s: float) -> None:
+    """Run All stops at the first error: wait until no cell has been running for 3 s."""
+    deadline, quiet_since = time.monotonic() + timeout_s, None
+    while time.monotonic() < deadline:
+        prompts = [p.strip() for p in page.locator(".jp-InputPrompt").all_inner_texts()]
+        ran = any(p[1:-2].isdigit() for p in prompts)
+        if "[*]:" in prompts or not ran:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since > 3:
+            return
+        page.wait_for_timeout(500)
+    raise AssertionError(f"cells still running after {timeout_s} s")
+
+
+def _set_source(page: Any, index: int, code: str) -> None:
+    """Replace a cell's code as a learner pasting it would (no auto-indent, no auto-close)."""
+    editor = page.locator(".jp-Notebook .jp-Cell").nth(index).locator(".cm-content")
+    editor.click()
+    page.keyboard.press("Control+a")
+    page.keyboard.press("Delete")
+    page.keyboard.insert_text(code)
+
+
+def _paste_new_cell(page: Any, log: _PageLog, index: int, code: str) -> Any:
+    """Paste ``code`` into a new cell at ``index`` and run it; its output area."""
+    page.locator(".jp-Notebook .jp-Cell").nth(index).click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("a")
+    page.keyboard.press("Enter")
+    page.keyboard.insert_text(code)
+    page.keyboard.press("Shift+Enter")
+    return _wait_for_cell(page, log, index, 60)
+
+
+def _reproduce_program(report: str) -> str:
+    lines = report.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == "reproduce:") + 1
+    program = []
+    for line in lines[start:]:
+        if not line.startswith("      "):
+            break
+        program.append(line[6:])
+    return "\n".join(program)
+
+
+def test_a_learners_first_steps_in_exercise_01(browser: Any, lab: str) -> None:
+    """Run All on the shipped exercise reaches the first grade cell ("not written yet"); a wrong
+    step 1 fails with a program that, pasted into a new cell, shows the same wrong ``used``;
+    the fixed step passes; the stop button ends a grade in one line; saving writes nothing
+    the learner did not change."""
+    page = _open(browser, lab, JOURNEY.removesuffix(".ipynb"))
+    log = _PageLog(page)
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    try:
+        page.get_by_text("| Idle").first.wait_for(timeout=120_000)  # the kernel is up
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        _wait_until_idle(page, RUN_TIMEOUT_S)
+        log.phase("run all")
+        text = cells.nth(GRADE_CELL).locator(".jp-OutputArea").inner_text()
+        prompts = page.locator(".jp-InputPrompt").all_inner_texts()
+        assert "not written yet" in text, log.report(f"{text!r}; prompts {prompts}")
+
+        _set_source(page, STEP_ONE_CELL, FORGETS_THE_OLD_SIZE)
+        _run_cell(page, log, STEP_ONE_CELL, 60)
+        report = _run_cell(page, log, GRADE_CELL, RUN_TIMEOUT_S).inner_text()
+        log.phase("graded a wrong step 1")
+        assert "FAILED" in report and "cache = SizedCache(" in report, log.report(report)
+        program = _reproduce_program(report)
+        shown = _paste_new_cell(page, log, GRADE_CELL + 1, program + "\ncache.used")
+        pasted = shown.inner_text()
+        assert "Error" not in pasted, log.report(pasted)
+        replaced = [line for line in program.splitlines() if line.startswith("cache.put(")]
+        assert len({line.split(",")[0] for line in replaced}) < len(replaced), program
+        # the pasted program shows the wrong used that the report names
+        assert f"used is {pasted.strip().splitlines()[-1]}" in report, log.report(report + pasted)
+
+        _set_source(page, STEP_ONE_CELL, RELEASES_IT)
+        _run_cell(page, log, STEP_ONE_CELL, 60)
+        report = _run_cell(page, log, GRADE_CELL, RUN_TIMEOUT_S).inner_text()
+        log.phase("graded the fixed step 1")
+        assert "PASSED" in report, log.report(report)
+
+        cell = cells.nth(GRADE_CELL + 1)
+        _set_source(page, GRADE_CELL + 1, SLOW_GRADE)
+        page.keyboard.press("Shift+Enter")
+        page.wait_for_timeout(4000)  # the grade is inside SlowCache.put by now
+        page.keyboard.press("Escape")
+        page.keyboard.press("i")
+        page.keyboard.press("i")  # the stop button's shortcut
+        output = _wait_for_cell(page, log, GRADE_CELL + 1, 60)
+        stopped = [line for line in output.inner_text().splitlines() if line.strip()]
+        log.phase("stopped a grade")
+        assert stopped == [
+            "GradeInterrupted: weight-cache step 1: grade interrupted; nothing was graded"
+        ], log.report(str(stopped))
+        assert cell.locator(".jp-OutputArea").count() == 1
+
+        page.keyboard.press("Control+s")
+        page.wait_for_timeout(2000)
+        request = f"{lab}/api/contents/{JOURNEY}?content=1&token={TOKEN}"
+        with urllib.request.urlopen(request) as answer:
+            saved = json.load(answer)["content"]
+        shipped = json.loads((ROOT / JOURNEY).read_text(encoding="utf-8"))
+        assert saved["metadata"] == shipped["metadata"]
+        assert len(saved["cells"]) == len(shipped["cells"]) + 1  # the learner's one new cell
+    finally:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "journey-01_weight_cache.png"), full_page=True)
+        page.close()
+        _shut_down_kernels(lab)

@@ -231,7 +231,10 @@ def test_a_correct_file_passes_every_step_through_the_isolated_child(
 ) -> None:
     """Grading itself changes nothing the child records: a correct file passes all steps."""
     if topic == "invariant-checker":
-        source = "from servelab.testing.block_manager import check_invariants\n"
+        source = (
+            "from servelab.testing.block_manager import "
+            "check_block_manager_invariants as check_invariants\n"
+        )
         (tmp_path / "checker.py").write_text(source, encoding="utf-8")
         impl = "checker.py:check_invariants"
     else:

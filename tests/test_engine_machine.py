@@ -27,7 +27,7 @@ from hypothesis.stateful import (  # noqa: E402
 from servelab.kv.engine import Engine, EngineConfig, Request, _gumbel  # noqa: E402
 from servelab.kv.model import DenseKVCache, ModelConfig, TinyLlama  # noqa: E402
 from servelab.testing.core import thoroughness  # noqa: E402
-from servelab.testing.prefix_cache import check_prefix_invariants  # noqa: E402
+from servelab.testing.prefix_cache import check_prefix_cache_invariants  # noqa: E402
 
 torch.set_num_threads(1)
 MODEL = TinyLlama(ModelConfig(max_seq_len=64))
@@ -208,7 +208,7 @@ class EngineMachine(RuleBasedStateMachine):
         for done in engine.completions():
             assert done.samples == dense_samples(self.requests[done.request_id])
         if engine.prefix is not None:
-            check_prefix_invariants(engine.prefix)
+            check_prefix_cache_invariants(engine.prefix)
 
 
 def test_engine_state_machine_matches_dense_generation() -> None:

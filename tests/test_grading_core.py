@@ -293,7 +293,7 @@ def test_stop_iteration_names_the_method_the_call_and_the_exception(
     assert "      StopIteration" in lines
     assert "      raised in your _next_victim(), line 13" in lines
     assert "      while running: cache.put('big', '<big weights>', 70)" in lines
-    assert report.code.splitlines()[0] == "cache = WeightCache(100)"
+    assert report.code.splitlines()[0] == "cache = EvictingCache(100)"  # the graded class
     assert report.code.splitlines()[-1] == "cache.put('big', '<big weights>', 70)"
     assert "next() found nothing left" in report.hint
     assert "evict in a loop" not in report.hint

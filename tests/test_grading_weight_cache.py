@@ -56,9 +56,11 @@ def test_failure_report_is_deterministic_and_pasteable() -> None:
             grade(TOPIC, bug.impl, out=io.StringIO())
         texts.append(failure.value.report.text)
     assert texts[0] == texts[1]
-    # the repro is code: it runs against the buggy class and shows the wrong state
-    code = failure.value.report.code.replace("WeightCache(", "Impl(")
-    namespace: dict[str, Any] = {"Impl": bug.impl}
+    # the repro is code: it builds the graded class by its own name, runs against it and
+    # shows the wrong state
+    code = failure.value.report.code
+    assert code.startswith(f"cache = {bug.impl.__name__}(")
+    namespace: dict[str, Any] = {bug.impl.__name__: bug.impl}
     exec(code.split("cache.keys()")[0], namespace)
     assert namespace["cache"].used != sum(
         namespace["cache"]._entries[k][0] for k in namespace["cache"].keys()

@@ -20,7 +20,7 @@ from servelab.grading.invariant_checker import (
     flags,
 )
 from servelab.kv.blocks import BlockManager
-from servelab.testing.block_manager import check_invariants
+from servelab.testing.block_manager import check_block_manager_invariants
 from servelab.testing.core import InvariantViolation
 
 TOPIC = "invariant-checker"
@@ -44,14 +44,14 @@ MISTAKES = [
 def test_the_catalogue_states_are_what_they_claim() -> None:
     """Good states pass the reference checker and bad ones break it: the grader is fair."""
     for case in GOOD_STATES:
-        check_invariants(case.state)
+        check_block_manager_invariants(case.state)
     for case in BAD_STATES:
         with pytest.raises(InvariantViolation):
-            check_invariants(case.state)
+            check_block_manager_invariants(case.state)
 
 
 def test_correct_checkers_pass_every_step() -> None:
-    for checker in (check_invariants, CORRECT.check_invariants):
+    for checker in (check_block_manager_invariants, CORRECT.check_invariants):
         for step in (1, 2, 3):
             report = grade(TOPIC, checker, step=step, out=io.StringIO())
             assert report.passed
@@ -74,7 +74,7 @@ def test_the_repro_line_rebuilds_the_state() -> None:
     )
     assert repr(namespace["bm"]) == repr(case.state)
     with pytest.raises(InvariantViolation):
-        check_invariants(namespace["bm"])
+        check_block_manager_invariants(namespace["bm"])
 
 
 def test_a_checker_that_returns_false_flags_and_its_input_is_a_copy() -> None:
@@ -120,7 +120,7 @@ def test_a_block_twice_in_one_table_is_graded_both_by_hand_and_at_random() -> No
 
     repeat = next(c for c in BAD_STATES if c.name == "a block twice in one table")
     with pytest.raises(InvariantViolation, match="more than once"):
-        check_invariants(repeat.state)
+        check_block_manager_invariants(repeat.state)
     assert _repeat_table_entry in _CORRUPTIONS
     rng = random.Random(0)
     repeats = 0
@@ -129,7 +129,7 @@ def test_a_block_twice_in_one_table_is_graded_both_by_hand_and_at_random() -> No
         if "twice" in _repeat_table_entry(broken, rng):
             repeats += 1
             with pytest.raises(InvariantViolation, match="more than once"):
-                check_invariants(broken)
+                check_block_manager_invariants(broken)
     assert repeats > 0
 
 
@@ -147,7 +147,7 @@ def test_a_reference_manager_never_lists_a_block_twice() -> None:
     bm.fork(0, 1)
     for _ in range(4):
         bm.append_slot(1)
-    check_invariants(bm)
+    check_block_manager_invariants(bm)
 
 
 def test_a_missed_broken_state_says_no_check_fired_and_which_invariant_it_breaks() -> None:

@@ -283,3 +283,26 @@ def test_pop_victims_raises_no_victim_and_pops_nothing_when_the_queue_runs_out()
     with pytest.raises(NoVictim):
         lru.pop_victims(5, {"a": 1, "b": 1}, [])
     assert lru.eviction_order() == ["a", "b"] and len(lru) == 2
+
+
+def test_every_rule_the_policy_machine_breaks_is_in_its_registry() -> None:
+    """The ids a policy machine can raise are the keys of ``INVARIANTS`` (the graders read
+    their report lines from it), read from the machine's source so a new rule cannot skip it."""
+    import ast
+    import inspect
+
+    from servelab.testing import policies
+
+    tree = ast.parse(inspect.getsource(policies))
+    raised = {
+        call.args[0].value
+        for call in ast.walk(tree)
+        if isinstance(call, ast.Call)
+        and getattr(call.func, "attr", getattr(call.func, "id", ""))
+        in ("_broke", "InvariantViolation")
+        and call.args
+        and isinstance(call.args[0], ast.Constant)
+    }
+    fields = {f"{field}-matches-model" for field in ("queue", *policies.SIEVE_FIELDS)}
+    assert raised, "the machine's rules were found"
+    assert raised | fields <= set(policies.INVARIANTS)

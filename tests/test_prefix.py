@@ -27,7 +27,7 @@ from servelab.kv.prefix import (
 )
 from servelab.testing.core import thoroughness
 from servelab.testing.prefix_cache import (
-    check_prefix_invariants,
+    check_prefix_cache_invariants,
     prefix_cache_machine,
     prefix_snapshot,
 )
@@ -41,7 +41,7 @@ def test_equal_prompts_share_full_blocks_and_cap_at_len_minus_one() -> None:
     assert bm.block_table(0)[:2] == bm.block_table(1)[:2]
     assert bm.allocate(2, list(range(8))) == 4  # 8 tokens: one block, so the last is computed
     assert bm.allocate(3, [5]) == 0
-    check_prefix_invariants(bm)
+    check_prefix_cache_invariants(bm)
 
 
 def test_freed_blocks_stay_cached_and_are_evicted_lazily_tail_first() -> None:
@@ -56,7 +56,7 @@ def test_freed_blocks_stay_cached_and_are_evicted_lazily_tail_first() -> None:
     bm.allocate(2, [8, 8, 8])  # needs 2: the last plain one, then evicts the tail [3, 4]
     assert bm.num_cached_tokens([1, 2, 3, 4, 5]) == 2
     assert bm.evictable() == [full[0]]
-    check_prefix_invariants(bm)
+    check_prefix_cache_invariants(bm)
 
 
 def test_a_hit_on_an_evictable_block_revives_it() -> None:
@@ -65,7 +65,7 @@ def test_a_hit_on_an_evictable_block_revives_it() -> None:
     bm.free_seq(0)
     assert bm.allocate(1, [1, 2, 7]) == 2
     assert bm.evictable() == [] and bm.refcount(bm.block_table(1)[0]) == 1
-    check_prefix_invariants(bm)
+    check_prefix_cache_invariants(bm)
 
 
 def test_blocks_filled_by_decoding_are_cached() -> None:
@@ -85,7 +85,7 @@ def test_fork_then_copy_on_write_of_the_partial_tail() -> None:
     assert slot.cow_src == partial and slot.block != partial
     assert bm.append_slot(1, 9) == (partial, 2, None)
     assert bm.token_ids(1) == [0, 1, 2, 3, 4, 5, 9]
-    check_prefix_invariants(bm)
+    check_prefix_cache_invariants(bm)
 
 
 def test_a_hash_collision_never_serves_wrong_tokens() -> None:
@@ -94,7 +94,7 @@ def test_a_hash_collision_never_serves_wrong_tokens() -> None:
     assert bm.num_cached_tokens([4, 5, 6]) == 0  # same (forced) hash, other tokens
     assert bm.allocate(1, [4, 5, 6]) == 0
     assert bm.allocate(2, [1, 2, 3]) == 2
-    check_prefix_invariants(bm)
+    check_prefix_cache_invariants(bm)
 
 
 def test_out_of_blocks_counts_hits_and_changes_nothing() -> None:
@@ -148,7 +148,7 @@ def test_a_hit_must_continue_the_chain_the_issue_repro(algo: Any) -> None:
     bm.allocate(1, [M, 5, 9])
     assert bm.allocate(2, [0, 5, 9]) == 1  # the block of 0 only, not seq 1's block of 5
     assert bm.block_table(2)[1] != bm.block_table(1)[1]
-    check_prefix_invariants(bm)
+    check_prefix_cache_invariants(bm)
 
 
 def test_the_default_constructor_refuses_the_repro() -> None:
@@ -168,7 +168,7 @@ def test_a_block_whose_parent_was_recycled_is_never_hit() -> None:
     bm.allocate(1, [4, 2, 3])
     bm.free_seq(1)
     assert bm.allocate(2, [4, 2, 5]) <= 2
-    check_prefix_invariants(bm)
+    check_prefix_cache_invariants(bm)
 
 
 def test_a_twins_child_is_cached_and_chains_after_its_parent_is_recomputed() -> None:
@@ -188,7 +188,7 @@ def test_a_twins_child_is_cached_and_chains_after_its_parent_is_recomputed() -> 
     bm.free_seq(1)  # the block of 3 stays cached; the twin is private, so plain free
     assert bm.allocate(3, [0, 3, 5]) == 0
     assert bm.num_cached_tokens([0, 3, 9]) == 2  # the new block of 0 chains to the old 3
-    check_prefix_invariants(bm)
+    check_prefix_cache_invariants(bm)
 
 
 def test_extra_keys_separate_namespaces() -> None:
@@ -311,7 +311,7 @@ def test_every_cached_block_holds_the_sequences_whole_prefix(algo: Any, ops: Any
                 tokens[seq + 6] = list(tokens[seq])
         except OutOfBlocks:
             continue
-        check_prefix_invariants(bm)
+        check_prefix_cache_invariants(bm)
         for s, toks in tokens.items():
             table = bm.block_table(s)
             for p in range(len(toks)):
@@ -404,7 +404,7 @@ def _fails_and_changes_nothing(algo: FailingHash, name: str, error: type) -> Non
     with pytest.raises(error):
         call(bm)
     assert deep_snapshot(bm) == before
-    check_prefix_invariants(bm)
+    check_prefix_cache_invariants(bm)
 
 
 @pytest.mark.parametrize("name", list(CALLS))
@@ -435,7 +435,7 @@ def test_a_hash_that_raises_with_one_token_blocks_changes_nothing() -> None:
         bm.append_slots([0], [BAD])
     assert deep_snapshot(bm) == before
     bm.append_slot(0, 3)  # still usable
-    check_prefix_invariants(bm)
+    check_prefix_cache_invariants(bm)
 
 
 def test_the_issue_repro_a_hash_returning_none_never_serves_other_tokens() -> None:

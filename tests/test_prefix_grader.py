@@ -176,7 +176,7 @@ def test_each_step_one_probe_names_its_mistake(impl: Any, probe: str, hint: str)
     report = failure.value.report
     assert f"✗ step 1 · {probe}" in report.text, report.text
     assert hint.lower() in report.hint.lower(), report.text
-    assert report.code.startswith("bm = PrefixBlockManager(8, 2)"), report.code
+    assert report.code.startswith(f"bm = {impl.__name__}(8, 2)"), report.code
 
 
 def test_step_one_grades_the_notebook_class_before_allocate_is_written() -> None:

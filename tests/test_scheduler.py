@@ -31,7 +31,7 @@ from servelab.testing.core import InvariantViolation, thoroughness
 from servelab.testing.prefix_cache import prefix_snapshot
 from servelab.testing.scheduler import (
     QueueState,
-    check_invariants,
+    check_scheduler_invariants,
     check_step_rules,
     run_until_idle,
     scheduler_machine,
@@ -245,7 +245,7 @@ def test_random_workloads_drain_live_without_leaks(
         check_step_rules(sched, before, out)
         assert not (out.preempted and out.prefills), "a preempting step never admits"
         emit_tokens(out)
-        check_invariants(sched)
+        check_scheduler_invariants(sched)
         step += 1
     run_until_idle(sched)  # then drain: liveness bound, the rules, no leaked block
     assert bm.num_free == num_blocks
@@ -362,7 +362,7 @@ def test_swap_brings_back_exactly_the_kv_it_took(
         assert len({c for _, c in out.swap_out}) == len(out.swap_out)
         engine.run(out)
         engine.check(sched)
-        check_invariants(sched)
+        check_scheduler_invariants(sched)
         steps += 1
         assert steps < 5000
     assert bm.num_free == num_blocks and sched.host.num_free == host_blocks
@@ -422,7 +422,7 @@ def test_a_fork_shares_blocks_and_copies_on_its_first_write() -> None:
     assert d0.seq is parent and d0.slot.cow_src == bm.block_table(1)[-1]  # the first writer copies
     assert d1.seq is child and d1.slot.cow_src is None  # the last holder writes in place
     emit_tokens(out)
-    check_invariants(sched)
+    check_scheduler_invariants(sched)
 
 
 def test_bad_forks_change_nothing() -> None:

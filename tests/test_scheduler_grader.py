@@ -53,8 +53,9 @@ def test_the_repro_is_code_that_shows_the_mistake() -> None:
     with pytest.raises(GradeFailure) as failure:
         grade(TOPIC, bug.impl, out=io.StringIO())
     code = failure.value.report.code
-    namespace: dict[str, Any] = {"Impl": bug.impl}
-    exec(_imports() + "\nScheduler = Impl\n" + code, namespace)
+    assert f"sched = {bug.impl.__name__}(bm" in code  # the graded class, by its own name
+    namespace: dict[str, Any] = {bug.impl.__name__: bug.impl}
+    exec(_imports() + "\n" + code, namespace)
     assert [s.seq_id for s in namespace["out"].preempted] == [0]  # the one that asked
 
 

@@ -62,7 +62,8 @@ def test_the_repro_is_code_that_shows_the_mistake() -> None:
     with pytest.raises(GradeFailure) as failure:
         grade(TOPIC, bug.impl, out=io.StringIO())
     code = failure.value.report.code
-    namespace: dict[str, Any] = {"TokenBudgetScheduler": bug.impl}
+    assert f"sched = {bug.impl.__name__}(bm," in code  # the graded class, by its own name
+    namespace: dict[str, Any] = {bug.impl.__name__: bug.impl}
     exec(
         "from servelab.kv.blocks import BlockManager\n"
         "from servelab.kv.prefix import PrefixCachingBlockManager\n"

@@ -11,7 +11,7 @@ from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from servelab.testing.core import thoroughness
-from servelab.testing.weight_cache import ModelCache, make_machine
+from servelab.testing.weight_cache import WeightCacheModel, weight_cache_machine
 from servelab.units import GB
 from servelab.weights import (
     LRU,
@@ -127,7 +127,7 @@ def test_eviction_order_is_exact_under_many_pins() -> None:
     # Keeping pinned keys out of the candidate order must not change which key goes next.
     rng = random.Random(7)
     cache: WeightCache[int] = WeightCache(10_000)
-    model = ModelCache(10_000)
+    model = WeightCacheModel(10_000)
     for step in range(3_000):
         key = rng.randrange(60)
         op = rng.random()
@@ -163,7 +163,7 @@ def test_capacity_must_be_positive_bytes(capacity: object) -> None:
 
 def test_reference_passes_the_state_machine_at_every_level() -> None:
     for level in range(1, 6):
-        machine = make_machine(WeightCache, level)
+        machine = weight_cache_machine(WeightCache, level)
         machine.call_timeout = 60.0  # generous: a loaded CI box must never look hung
         run_state_machine_as_test(
             machine,
@@ -222,3 +222,28 @@ def test_threads_pinning_and_putting_keep_the_invariants(policy: str) -> None:
     stats = cache.stats
     assert stats.hits + stats.misses == sum(gets)  # no count lost to a race
     assert stats.evictions > 0
+
+
+def test_every_rule_the_weight_cache_machine_breaks_is_in_its_registry() -> None:
+    """The ids the machine can raise are the keys of ``INVARIANTS``, and every hint of the
+    grader answers one of them: read from the source, so a one-off id cannot slip in."""
+    import ast
+    import inspect
+
+    from servelab.grading import weight_cache as grader
+    from servelab.testing import weight_cache as machine
+
+    raised: set[str] = set()
+    for node in ast.walk(ast.parse(inspect.getsource(machine))):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "InvariantViolation":
+            first = node.args[0]
+            if isinstance(first, ast.Constant):
+                raised.add(first.value)
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") in ("inv", "rule"):
+            values = [node.value] if isinstance(node.value, ast.Constant) else []
+            if isinstance(node.value, ast.IfExp):
+                values = [node.value.body, node.value.orelse]
+            raised |= {v.value for v in values if isinstance(v, ast.Constant)}
+    assert len(raised) > 10, raised
+    assert raised <= set(machine.INVARIANTS)
+    assert set(grader.HINTS) - {"exception"} <= set(machine.INVARIANTS)

@@ -15,24 +15,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["checkpoint", "checkpoint_topics"]
+from servelab.grading.registry import checkpoint_modules
 
-_MODULES = {
-    "weight-cache": "weight_cache",
-    "eviction-policy": "eviction_policy",
-    "block-manager": "block_manager",
-    "scheduler": "scheduler",
-    "prefix-cache": "prefix_cache",
-    "kv-offload": "kv_offload",
-    "token-budget": "token_budget",
-    "paged-kernel": "paged_kernel",  # Triton kernels: needs torch and triton
-    "engine": "engine",
-}
+__all__ = ["checkpoint", "checkpoint_topics"]
 
 
 def checkpoint_topics() -> list[str]:
     """The topics that have checkpoints, in course order."""
-    return list(_MODULES)
+    return list(checkpoint_modules())
 
 
 def checkpoint(topic: str, step: int) -> Any:
@@ -42,9 +32,10 @@ def checkpoint(topic: str, step: int) -> Any:
     policy classes the grade cell passes; for ``paged-kernel`` a ``@triton.jit`` function.
     Raises ValueError for an unknown topic or step.
     """
-    if topic not in _MODULES:
-        raise ValueError(f"no checkpoints for topic {topic!r}; choose one of {list(_MODULES)}")
-    module = importlib.import_module(f"servelab.checkpoints.{_MODULES[topic]}")
+    modules = checkpoint_modules()
+    if topic not in modules:
+        raise ValueError(f"no checkpoints for topic {topic!r}; choose one of {list(modules)}")
+    module = importlib.import_module(f"servelab.checkpoints.{modules[topic]}")
     steps = module.STEPS
     if isinstance(step, bool) or not isinstance(step, int) or step not in steps:
         raise ValueError(f"{topic} has checkpoints for steps {sorted(steps)}, got {step!r}")

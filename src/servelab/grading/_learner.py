@@ -15,7 +15,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import servelab
 from servelab.testing.core import is_library_code
 
 __all__ = [
@@ -26,7 +25,7 @@ __all__ = [
     "stacking_problem",
 ]
 
-_SERVELAB = str(Path(servelab.__file__).resolve().parent)
+_SERVELAB = str(Path(__file__).resolve().parent.parent)  # the servelab package
 
 _HYPOTHESIS_HINT = (
     "Hypothesis's own exceptions (reject(), assume(), StopTest, ...) belong in tests, not in the "

@@ -2,86 +2,64 @@
 
 Each probe replays a few lines of learner code (the lines are the repro shown on failure)
 and names one known mistake in its hint; the state machine of each step then compares the
-implementation with :class:`~servelab.testing.block_manager.BlockModel` on random programs.
+implementation with :class:`~servelab.testing.block_manager.BlockManagerModel` on random programs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
-from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
-from servelab.grading.diagnose import remember_program
+from servelab.grading._script import Script
+from servelab.grading.observe import Canon, blocks_fields, frozen
+from servelab.grading.readings.block_manager import block_manager_reading
+from servelab.grading.replay import TopicReplay, plain, program
+from servelab.grading.topic import MachineCheck, Probe, Step, Topic
+from servelab.kv import blocks
 from servelab.testing.block_manager import (
     INVARIANTS,
     SUPPRESS_IMPORT,
     block_manager_machine,
-    check_invariants,
+    check_block_manager_invariants,
     error_matches,
     snapshot,
 )
 from servelab.testing.core import InvariantViolation
 
-__all__ = ["HINTS", "TOPIC", "Script"]
+__all__ = ["HINTS", "TOPIC"]
 
 
-class Script:
-    """Runs learner-facing lines one at a time and remembers them as the repro."""
+def _script(impl: Any) -> Script:
+    return Script.graded(REPLAY, impl, HINTS)
 
-    def __init__(
-        self, impl: Any, name: str = "BlockManager", hints: dict[str, str] | None = None
-    ) -> None:
-        self.ns: dict[str, Any] = {name: impl}
-        self.lines: list[str] = []
-        self.hints = HINTS if hints is None else hints
 
-    def __call__(self, line: str) -> Any:
-        self.lines.append(line)
-        try:
-            try:
-                code = compile(line, "<probe>", "eval")
-            except SyntaxError:
-                exec(compile(line, "<probe>", "exec"), self.ns)
-                return None
-            return eval(code, self.ns)
-        except Exception as exc:  # the learner's own error: keep the program that led to it
-            remember_program(exc, self.lines)
-            raise
+def check_rules(s: Script, check: Callable[[Any], None] | None = None) -> None:
+    """Check the rules that always hold; a break is reported with that rule's own hint."""
+    try:
+        (check or check_block_manager_invariants)(s.ns["bm"])
+    except InvariantViolation as exc:
+        raise s.fail(exc.detail, exc.invariant) from None
 
-    def fail(self, message: str, rule: str | None = None) -> None:
-        """Fail the probe; ``rule`` names the rule that broke when it is not the probe's own."""
-        raise ProbeFailed(message, self.lines, self.hints.get(rule) if rule else None)
 
-    def check(self, ok: bool, message: str, rule: str | None = None) -> None:
-        if not ok:
-            self.fail(message, rule)
-
-    def invariants(self, check: Callable[[Any], None] | None = None) -> None:
-        """Check the rules that always hold; a break is reported with that rule's own hint."""
-        try:
-            (check or check_invariants)(self.ns["bm"])
-        except InvariantViolation as exc:
-            self.fail(exc.detail, exc.invariant)
-
-    def expect_error(self, line: str, kind: str) -> None:
-        """Run ``line``; it must raise ``kind`` and leave ``bm`` exactly as it was."""
-        bm = self.ns["bm"]
-        before = snapshot(bm)
-        if SUPPRESS_IMPORT not in self.lines:
-            self.lines.insert(0, SUPPRESS_IMPORT)
-        self.lines.append(f"with suppress({kind}): {line}")
-        try:
-            eval(compile(line, "<probe>", "eval"), self.ns)
-        except Exception as exc:
-            if not error_matches(exc, kind):
-                self.fail(
-                    f"`{line}` raised {type(exc).__name__}: {exc}; expected {kind}",
-                    "expected-error",
-                )
-        else:
-            self.fail(f"`{line}` returned normally; expected it to raise {kind}", "expected-error")
-        if snapshot(bm) != before:
-            self.fail(f"`{line}` raised {kind} but changed the state before raising")
+def expect_error(s: Script, line: str, kind: str) -> None:
+    """Run ``line``; it must raise ``kind`` and leave ``bm`` exactly as it was."""
+    bm = s.ns["bm"]
+    before = snapshot(bm)
+    if SUPPRESS_IMPORT not in s.lines:
+        s.lines.insert(0, SUPPRESS_IMPORT)
+    s.note(f"with suppress({kind}): {line}")
+    try:
+        eval(compile(line, "<probe>", "eval"), s.ns)
+    except Exception as exc:
+        if not error_matches(exc, kind):
+            raise s.fail(
+                f"`{line}` raised {type(exc).__name__}: {exc}; expected {kind}",
+                "expected-error",
+            ) from None
+    else:
+        raise s.fail(f"`{line}` returned normally; expected it to raise {kind}", "expected-error")
+    if snapshot(bm) != before:
+        raise s.fail(f"`{line}` raised {kind} but changed the state before raising")
 
 
 def _slot(s: Script, line: str) -> tuple[int, int, int | None]:
@@ -89,13 +67,15 @@ def _slot(s: Script, line: str) -> tuple[int, int, int | None]:
     try:
         block, offset, cow_src = result
     except (TypeError, ValueError):
-        s.fail(f"`{line}` returned {result!r}; expected a (block, offset, cow_src) tuple")
+        raise s.fail(
+            f"`{line}` returned {result!r}; expected a (block, offset, cow_src) tuple"
+        ) from None
     return block, offset, cow_src
 
 
 # ------------------------------------------------------------------ step 1 probes
 def _allocate_takes_blocks(impl: Any) -> None:
-    s = Script(impl)
+    s = _script(impl)
     s("bm = BlockManager(8, 4)")
     s("bm.allocate(0, 6)")
     table = s("bm.block_table(0)")
@@ -114,36 +94,36 @@ def _allocate_takes_blocks(impl: Any) -> None:
     s.check(
         not set(table) & set(s("bm.free_list()")), "allocated blocks are still free", "free-list"
     )
-    s.invariants()
+    check_rules(s)
 
 
 def _free_returns_blocks(impl: Any) -> None:
-    s = Script(impl)
+    s = _script(impl)
     s("bm = BlockManager(8, 4)")
     s("bm.allocate(0, 6)")
     s("bm.allocate(1, 3)")
     s("bm.free_seq(0)")
     s.check(s("bm.num_free") == 7, f"num_free is {s.ns['bm'].num_free}; expected 7")
     s.check(s("bm.sequences()") == [1], "sequence 0 should be gone after free_seq(0)", "free-list")
-    s.invariants()
+    check_rules(s)
     s("bm.free_seq(1)")
     s.check(sorted(s("bm.free_list()")) == list(range(8)), "every block should be free again")
-    s.invariants()
+    check_rules(s)
 
 
 def _ceil_blocks(impl: Any) -> None:
-    s = Script(impl)
+    s = _script(impl)
     s("bm = BlockManager(8, 4)")
     for seq, n, want in ((0, 4, 1), (1, 5, 2), (2, 0, 0), (3, 1, 1)):
         s(f"bm.allocate({seq}, {n})")
         got = len(s(f"bm.block_table({seq})"))
         s.check(got == want, f"{n} tokens in 4-token blocks need {want} blocks, got {got}")
-    s.invariants()
+    check_rules(s)
 
 
 # ------------------------------------------------------------------ step 2 probes
 def _append_fills_then_allocates(impl: Any) -> None:
-    s = Script(impl)
+    s = _script(impl)
     s("bm = BlockManager(8, 4)")
     s("bm.allocate(0, 3)")
     (first,) = s("bm.block_table(0)")
@@ -159,11 +139,11 @@ def _append_fills_then_allocates(impl: Any) -> None:
         f"token 4 crosses the boundary: a new block at offset 0, got ({block}, {offset}, {src})",
     )
     s.check(s("bm.block_table(0)") == [first, block], "the new block goes at the table's end")
-    s.invariants()
+    check_rules(s)
 
 
 def _append_to_empty(impl: Any) -> None:
-    s = Script(impl)
+    s = _script(impl)
     s("bm = BlockManager(2, 4)")
     s("bm.allocate(0, 0)")
     block, offset, src = _slot(s, "bm.append_slot(0)")
@@ -171,12 +151,12 @@ def _append_to_empty(impl: Any) -> None:
         offset == 0 and src is None and s("bm.block_table(0)") == [block],
         "a sequence with no tokens gets its first block on its first append",
     )
-    s.invariants()
+    check_rules(s)
 
 
 # ------------------------------------------------------------------ step 3 probes
 def _fork_counts(impl: Any) -> None:
-    s = Script(impl)
+    s = _script(impl)
     s("bm = BlockManager(8, 4)")
     s("bm.allocate(0, 6)")
     s("bm.fork(0, 1)")
@@ -194,11 +174,11 @@ def _fork_counts(impl: Any) -> None:
         "freeing the parent put blocks on the free list that the child still uses",
         "free-list",
     )
-    s.invariants()
+    check_rules(s)
 
 
 def _fork_tables_independent(impl: Any) -> None:
-    s = Script(impl)
+    s = _script(impl)
     s("bm = BlockManager(8, 4)")
     s("bm.allocate(0, 4)")
     s("bm.fork(0, 1)")
@@ -209,11 +189,11 @@ def _fork_tables_independent(impl: Any) -> None:
         f"sequence 0 crossed a boundary, but sequence 1's table changed too: {child}",
         "fork-copies-table",
     )
-    s.invariants()
+    check_rules(s)
 
 
 def _first_writer_copies(impl: Any) -> None:
-    s = Script(impl)
+    s = _script(impl)
     s("bm = BlockManager(8, 4)")
     s("bm.allocate(0, 6)")
     s("bm.fork(0, 1)")
@@ -226,11 +206,11 @@ def _first_writer_copies(impl: Any) -> None:
     )
     s.check(s("bm.block_table(0)") == [full, block], "only the last entry changes")
     s.check(s(f"bm.refcount({partial})") == 1, "the copier must drop its reference", "cow-drop")
-    s.invariants()
+    check_rules(s)
 
 
 def _second_writer_in_place(impl: Any) -> None:
-    s = Script(impl)
+    s = _script(impl)
     s("bm = BlockManager(8, 4)")
     s("bm.allocate(0, 6)")
     s("bm.fork(0, 1)")
@@ -244,11 +224,11 @@ def _second_writer_in_place(impl: Any) -> None:
         f"2, None), got ({block}, {offset}, {src})",
     )
     s.check(s("bm.num_free") == free_before, "writing in place takes no block")
-    s.invariants()
+    check_rules(s)
 
 
 def _full_blocks_not_copied(impl: Any) -> None:
-    s = Script(impl)
+    s = _script(impl)
     s("bm = BlockManager(8, 4)")
     s("bm.allocate(0, 8)")
     s("bm.fork(0, 1)")
@@ -260,49 +240,49 @@ def _full_blocks_not_copied(impl: Any) -> None:
     )
     s.check(s("bm.block_table(1)")[:2] == shared, "the full blocks must stay shared")
     s.check(s("bm.num_free") == 5, "exactly one new block should be taken", "cow-full-block")
-    s.invariants()
+    check_rules(s)
 
 
 # ------------------------------------------------------------------ step 4 probes
 def _allocate_all_or_nothing(impl: Any) -> None:
-    s = Script(impl)
+    s = _script(impl)
     s("bm = BlockManager(4, 4)")
     s("bm.allocate(0, 8)")
-    s.expect_error("bm.allocate(1, 12)", "OutOfBlocks")
+    expect_error(s, "bm.allocate(1, 12)", "OutOfBlocks")
     s.check(s("bm.num_free") == 2, "a failed allocate must not take any block", "all-or-nothing")
-    s.invariants()
+    check_rules(s)
 
 
 def _cow_allocates_first(impl: Any) -> None:
-    s = Script(impl)
+    s = _script(impl)
     s("bm = BlockManager(2, 4)")
     s("bm.allocate(0, 6)")
     s("bm.fork(0, 1)")
-    s.expect_error("bm.append_slot(0)", "OutOfBlocks")
-    s.invariants()
+    expect_error(s, "bm.append_slot(0)", "OutOfBlocks")
+    check_rules(s)
 
 
 def _boundary_out_of_blocks(impl: Any) -> None:
-    s = Script(impl)
+    s = _script(impl)
     s("bm = BlockManager(1, 4)")
     s("bm.allocate(0, 4)")
-    s.expect_error("bm.append_slot(0)", "OutOfBlocks")
-    s.invariants()
+    expect_error(s, "bm.append_slot(0)", "OutOfBlocks")
+    check_rules(s)
 
 
 def _bad_calls(impl: Any) -> None:
-    s = Script(impl)
+    s = _script(impl)
     s("bm = BlockManager(8, 4)")
     s("bm.allocate(0, 5)")
-    s.expect_error("bm.allocate(0, 1)", "SequenceExists")
-    s.expect_error("bm.allocate(1, -1)", "InvalidLength")
-    s.expect_error("bm.append_slot(7)", "UnknownSequence")
-    s.expect_error("bm.fork(7, 8)", "UnknownSequence")
+    expect_error(s, "bm.allocate(0, 1)", "SequenceExists")
+    expect_error(s, "bm.allocate(1, -1)", "InvalidLength")
+    expect_error(s, "bm.append_slot(7)", "UnknownSequence")
+    expect_error(s, "bm.fork(7, 8)", "UnknownSequence")
     s("bm.fork(0, 1)")
-    s.expect_error("bm.fork(0, 1)", "SequenceExists")
+    expect_error(s, "bm.fork(0, 1)", "SequenceExists")
     s("bm.free_seq(1)")
-    s.expect_error("bm.free_seq(1)", "UnknownSequence")
-    s.invariants()
+    expect_error(s, "bm.free_seq(1)", "UnknownSequence")
+    check_rules(s)
 
 
 HINTS: dict[str, str] = {
@@ -375,7 +355,100 @@ def _probe(name: str, hint_id: str, run: Callable[[Any], None]) -> Probe:
     return Probe(name, HINTS[hint_id], run)
 
 
+# ----------------------------------------------------------------- replay and diagnosis
+
+
+def blocks_ns(name: str) -> Callable[[Any], dict[str, Any]]:
+    def namespace(impl: Any) -> dict[str, Any]:
+        ns: dict[str, Any] = {name: impl}
+        for error in ("OutOfBlocks", "UnknownSequence", "SequenceExists", "InvalidLength"):
+            ns[error] = getattr(blocks, error)
+        return ns
+
+    return namespace
+
+
+def graded_blocks(fields: dict[str, Any]) -> Hashable:
+    """Block fields as the rules see them: the free list's order is the learner's choice, but
+    not a block listed twice, nor a block both free and held."""
+    free = fields["free"]
+    held = {b for t in fields["tables"].values() for b in t}
+    fields = dict(fields, free=(len(free), len(free) - len(set(free)), sorted(held & set(free))))
+    return frozen(fields)
+
+
+def _tables(bm: Any, canon: Canon) -> Hashable:
+    return graded_blocks(blocks_fields(bm, canon))
+
+
+def _blocks_state(ns: dict[str, Any], canon: Canon) -> Hashable:
+    bm = ns.get("bm")
+    return None if bm is None else _tables(bm, canon)
+
+
+def block_value(value: Any, canon: Canon) -> Hashable:
+    if isinstance(value, tuple) and len(value) == 3:  # a Slot(block, offset, cow_src)
+        block, offset, src = value
+        return ("slot", canon(block), offset, canon(src))
+    if isinstance(value, list) and all(_chain_link(v) for v in value):
+        return tuple((canon.hashed(h), tuple(tokens)) for h, tokens in value)
+    if isinstance(value, list):
+        return tuple(plain(v) for v in value)
+    return plain(value)
+
+
+def _chain_link(value: Any) -> bool:
+    """A (hash, block tokens) pair of a prefix chain: the hash is the learner's choice."""
+    return isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], tuple)
+
+
+BLOCK_ERRORS = ("OutOfBlocks", "UnknownSequence", "SequenceExists", "InvalidLength")
+
+SEPARATING = (
+    program(
+        "bm = BlockManager(8, 4)",
+        "bm.allocate(0, 6)",
+        "bm.fork(0, 1)",
+        "bm.append_slot(0)",
+        "bm.append_slot(1)",
+        "bm.append_slot(1)",
+        "bm.append_slot(1)",
+        "bm.free_seq(0)",
+        "bm.free_seq(1)",
+        "bm.free_seq(1)",
+    ),
+    program(
+        "bm = BlockManager(4, 4)",
+        "bm.allocate(0, 8)",
+        "bm.fork(0, 1)",
+        "bm.append_slot(1)",
+        "bm.allocate(2, 12)",
+        "bm.allocate(2, 3)",
+        "bm.fork(2, 3)",
+        "bm.append_slot(2)",
+        "bm.allocate(4, 0)",
+        "bm.append_slot(4)",
+    ),
+)
+
+REPLAY = TopicReplay(
+    "block manager",
+    blocks_ns("BlockManager"),
+    _blocks_state,
+    block_value,
+    BLOCK_ERRORS,
+    SEPARATING,
+    subject="bm",
+    classes=("BlockManager",),
+    fields=blocks_fields,
+    reader=block_manager_reading,
+)
+"""How diagnosis replays this topic's programs (:mod:`servelab.grading.diagnose`)."""
+
+
 TOPIC = Topic(
+    replay=REPLAY,
+    checkpoint="block_manager",
     name="block-manager",
     title="Paged KV-cache block manager",
     steps=[

@@ -34,14 +34,12 @@ Design choices, each for the learner in front of a grade cell:
 
 from __future__ import annotations
 
-import importlib
 import io
 import logging
 import os
-import pkgutil
 import tempfile
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,11 +59,21 @@ from servelab.grading._learner import (
     stacking_problem,
 )
 from servelab.grading._programs import run_programs, shrinking_bounded_by_count
+from servelab.grading._script import graded_names, renamed
+from servelab.grading.diagnose import explained, with_place
+from servelab.grading.registry import load_topic, topics
+from servelab.grading.topic import (
+    Diagnose,
+    MachineCheck,
+    Probe,
+    ProbeFailed,
+    Step,
+    Topic,
+)
 from servelab.testing.bounded import bounded_str
 from servelab.testing.core import (
     ImplementationHung,
     InvariantViolation,
-    RecordingMachine,
     hang_guard,
     without_local_constants,
 )
@@ -88,34 +96,12 @@ __all__ = [
 
 PROBE_TIMEOUT_S = 3.0
 DIAGNOSE_TIMEOUT_S = 5.0
-#: Programs Hypothesis may run while shrinking one failure. A count, not seconds, so the
-#: report is the same on a quiet laptop and on a loaded CI runner.
-SHRINK_PROGRAMS = 400
 HANG_HINT = (
     "a call never returned — an eviction or retry loop that cannot make progress? Check how "
     "each loop ends, including when nothing can be removed"
 )
 _HOME_MOVED: list[bool] = []
 _log = logging.getLogger(__name__)
-
-#: ``diagnose(program_lines, impl) -> str | None``; see :attr:`Topic.diagnose`.
-Diagnose = Callable[[Sequence[str], Any], "str | None"]
-
-
-class ProbeFailed(AssertionError):
-    """A probe saw the wrong behaviour. ``code`` is the scenario as paste-able lines.
-
-    ``hint`` overrides the probe's own hint when the probe can tell that a different mistake
-    than the one it targets produced the failure (an eviction count off inside a recency probe).
-    """
-
-    def __init__(
-        self, message: str, code: Sequence[str] | str = (), hint: str | None = None
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code if isinstance(code, str) else "\n".join(code)
-        self.hint = hint
 
 
 class GradeFailure(AssertionError):
@@ -155,72 +141,6 @@ class StepNotWritten(GradeFailure, NotImplementedError):
     """
 
 
-@dataclass(frozen=True)
-class Probe:
-    """A targeted scenario that catches one known mistake; ``hint`` names that mistake."""
-
-    name: str
-    hint: str
-    run: Callable[[Any], None]
-
-
-@dataclass(frozen=True)
-class MachineCheck:
-    """A Hypothesis state machine over the implementation, compared with a model.
-
-    ``shrink_programs`` bounds how many programs shrinking one failure may run: a machine
-    whose programs are costly can lower it to keep a failing grade within its CPU budget.
-    """
-
-    name: str
-    build: Callable[[Any], type[RecordingMachine]]
-    invariants: Sequence[str]
-    hints: Mapping[str, str] = field(default_factory=dict)
-    max_examples: int = 150
-    step_count: int = 30
-    shrink_programs: int = SHRINK_PROGRAMS
-    generic_hint: str = (
-        "compare the calls above with the rules of this step; the model's expectation is "
-        "in the message"
-    )
-
-
-@dataclass(frozen=True)
-class Step:
-    number: int
-    title: str
-    probes: Sequence[Probe] = ()
-    machine: MachineCheck | None = None
-
-
-@dataclass(frozen=True)
-class Topic:
-    """A graded topic: its steps, and optionally a ``diagnose`` hook that names mistakes.
-
-    ``diagnose(program_lines, impl) -> str | None`` is called once when a probe or a state
-    machine fails (a wrong result, an invariant broken, or an exception from the learner's
-    code; not for a hang, an unwritten step or a stale class). ``program_lines`` is the failing
-    program exactly as the report shows it under "reproduce:" (paste-able lines, the first one
-    constructing the object, comment-only annotations such as ``cache.keys()  # [...]``
-    included); ``impl`` is what was graded. A string it returns replaces the check's hint in
-    the report; None keeps the check's hint. It runs under a hang guard of
-    ``DIAGNOSE_TIMEOUT_S`` seconds of CPU; if it raises or hangs, the check's hint is kept. It
-    must not print, and must return the same answer for the same inputs.
-    """
-
-    name: str
-    title: str
-    steps: Sequence[Step]
-    diagnose: Diagnose | None = None
-
-    def step(self, number: int) -> Step:
-        for s in self.steps:
-            if s.number == number:
-                return s
-        valid = ", ".join(str(s.number) for s in self.steps)
-        raise ValueError(f"topic {self.name!r} has no step {number}; its steps are {valid}")
-
-
 @dataclass
 class Report:
     """What a grade run found. ``text`` is deterministic: no timings, no seeds."""
@@ -255,55 +175,6 @@ class Report:
         """In IPython, show nothing more when :func:`grade` has printed the report already."""
         if not self.printed:
             print(self.text)
-
-
-#: Modules of this package that are machinery, not topics.
-_NOT_TOPICS = frozenset(
-    {
-        "core",
-        "cli",
-        "diagnose",
-        "localise",
-        "mistakes",
-        "observe",
-        "readings",
-        "replay",
-        "separating",
-    }
-)
-
-
-def topics() -> list[str]:
-    """Names of every topic that ships with servelab (one module each in this package)."""
-    names = []
-    for info in pkgutil.iter_modules(_package_path()):
-        if info.name in _NOT_TOPICS or info.name.startswith("_"):
-            continue
-        names.append(info.name.replace("_", "-"))
-    return sorted(names)
-
-
-def _package_path() -> list[str]:
-    package = importlib.import_module("servelab.grading")
-    return list(package.__path__)
-
-
-def load_topic(name: str) -> Topic:
-    """Import ``servelab.grading.<name>`` and return its ``TOPIC``."""
-    module_name = name.replace("-", "_")
-    if not module_name.replace("_", "").isalnum():
-        raise ValueError(f"not a topic name: {name!r}")
-    try:
-        module = importlib.import_module(f"servelab.grading.{module_name}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"servelab.grading.{module_name}":
-            raise
-        known = ", ".join(topics())
-        raise ValueError(f"unknown topic {name!r}; known topics: {known}") from None
-    topic = getattr(module, "TOPIC", None)
-    if not isinstance(topic, Topic):
-        raise ValueError(f"servelab.grading.{module_name} defines no TOPIC")
-    return topic
 
 
 def _indent(text: str, by: str = "      ") -> list[str]:
@@ -459,8 +330,6 @@ def _diagnosed(
             if topic.diagnose is not None:
                 found = topic.diagnose(code.splitlines(), impl) if code else None
                 return (found if isinstance(found, str) and found else hint), ()
-            from servelab.grading.diagnose import explained, with_place  # imports the topics
-
             finding = explained(topic.name, code, exc, impl, step)
             return with_place(finding, hint), finding.where
     except (Exception, ImplementationHung) as error:
@@ -615,6 +484,7 @@ def _run_checks(
     check = final.machine
     counted: list[int] = []
     exc, code = _run_machine(check, impl, interrupts, counted)
+    code = renamed(code, graded_names(topic.replay, impl))  # the learner's class names
     label = f"step {final.number} · {check.name}"
     if exc is None:
         ran = counted[-1] if counted else 0

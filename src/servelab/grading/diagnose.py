@@ -30,10 +30,12 @@ from __future__ import annotations
 import dataclasses
 import random
 import re
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
+from servelab.grading._script import graded_names, renamed
 from servelab.grading.localise import (
     Localisation,
     Skeleton,
@@ -43,35 +45,15 @@ from servelab.grading.localise import (
     where_lines,
 )
 from servelab.grading.mistakes import Mistake, correct_impl, mistakes
-from servelab.grading.observe import (
-    DETAILS,
-    FIELDS,
-    Canon,
-    blocks_fields,
-    budget_fields,
-    frozen,
-    policy_fields,
-    prefix_fields,
-    scheduler_fields,
-    weight_cache_fields,
-)
+from servelab.grading.observe import Canon
 from servelab.grading.readings import reading
+from servelab.grading.registry import TOPICS, load_topic
 from servelab.grading.replay import (
     Observation,
     TopicReplay,
-    plain,
     program_of,
     remember_program,
     replay,
-)
-from servelab.grading.separating import (
-    BLOCKS_SEPARATING,
-    KV_OFFLOAD_SEPARATING,
-    POLICY_SEPARATING,
-    PREFIX_SEPARATING,
-    SCHEDULER_SEPARATING,
-    TOKEN_BUDGET_SEPARATING,
-    WEIGHT_CACHE_SEPARATING,
 )
 
 __all__ = [
@@ -90,9 +72,6 @@ __all__ = [
 ]
 
 
-import os
-
-KEEP_CHECK_HINT = os.environ.get("KEEP") == "1"
 #: Variants of each program replayed before a claim of certainty (a count, not seconds).
 VARIANTS = 12
 _NUMBER = re.compile(r"(?<![\w'\".])\d+(?![\w'\".])")
@@ -132,18 +111,27 @@ class Finding:
 class Diagnoser:
     """The hook of one topic: ``Diagnoser(topic)(program, impl) -> str | None``."""
 
-    def __init__(self, topic: str, spec: TopicReplay, subject: str = "") -> None:
+    def __init__(self, topic: str, spec: TopicReplay) -> None:
+        if spec.fields is None:
+            raise ValueError(f"topic {topic!r}: a replayed topic declares its observable fields")
         self.topic = topic
         self.spec = spec
+        subject = spec.subject
         self.skeleton = Skeleton(
             subject,
             spec.namespace,
             lambda program, impl: replay(program, spec, impl),
-            FIELDS[topic],
+            spec.fields,
             lambda obj: spec.observe({subject: obj}, Canon()),
             frozenset(spec.ungraded),
-            DETAILS.get(topic),
+            spec.detail,
         )
+
+    def usual_names(self, program: str, impl: Any) -> str:
+        """``program`` as a report shows it for ``impl`` (the learner's class names), written
+        with the topic's usual names, which every replay binds to the class it replays."""
+        learners = graded_names(self.spec, impl)
+        return renamed(program, {mine: usual for usual, mine in learners.items()})
 
     def matches(
         self, program: str, impl: Any, catalogue: Sequence[Mistake] | None = None
@@ -151,7 +139,7 @@ class Diagnoser:
         """The known mistakes whose replay of ``program`` equals ``impl``'s; empty when the
         correct implementation's replay equals it too (the program cannot tell them apart).
         ``catalogue`` replaces the topic's (to measure how an unknown mistake is treated)."""
-        return self._matches(program, impl, catalogue)[0]
+        return self._matches(self.usual_names(program, impl), impl, catalogue)[0]
 
     def _matches(
         self, program: str, impl: Any, catalogue: Sequence[Mistake] | None
@@ -189,7 +177,12 @@ class Diagnoser:
         from servelab.checkpoints import checkpoint
 
         reference = correct_impl(self.topic) if step is None else checkpoint(self.topic, step)
-        return localise(self.skeleton, program, impl, reference)
+        program = self.usual_names(program, impl)
+        skeleton = self.skeleton
+        first = program.lstrip().split("=", 1)[0].strip()
+        if self.spec.subject_per_program and first.isidentifier() and first != skeleton.subject:
+            skeleton = dataclasses.replace(skeleton, subject=first)
+        return localise(skeleton, program, impl, reference)
 
     def explain(
         self,
@@ -205,6 +198,7 @@ class Diagnoser:
         question when it only shares the symptom; nothing otherwise."""
         if not program.strip():
             return Finding()
+        program = self.usual_names(program, impl)  # as the report shows it, or already usual
         place = self.localised(program, impl, step)
         found, strict = self._matches(program, impl, catalogue)
         methods = set(place.methods)
@@ -224,7 +218,7 @@ class Diagnoser:
             return Finding(hint, where, True, place.methods)
         if methods:
             found = [m for m in found if at_place(m)]
-        rule = reading(self.topic, place.divergence, program) if read else None
+        rule = reading(self.spec.reader, place.divergence, program) if read else None
         start = None
         if rule is not None and place.divergence is not None:
             start = f"start at your `{place.divergence.method}`: {rule}"
@@ -249,285 +243,37 @@ class Diagnoser:
 # ----------------------------------------------------------------------------- the topics
 
 
-def _weight_cache_ns(impl: Any) -> dict[str, Any]:
-    return {"WeightCache": impl}
+@cache
+def specs() -> dict[str, TopicReplay]:
+    """How each topic with a catalogue is replayed, as its module declares
+    (:attr:`~servelab.grading.topic.Topic.replay`). Loaded on first use: a grade cell that
+    passes imports no topic but its own."""
+    found = {}
+    for name in TOPICS:
+        spec = load_topic(name).replay
+        if spec is not None:
+            found[name] = spec
+    return found
 
 
-def _weight_cache_state(ns: dict[str, Any], canon: Canon) -> Hashable:
-    cache = ns.get("cache")
-    return None if cache is None else frozen(weight_cache_fields(cache))
+@cache
+def hooks() -> dict[str, Diagnoser]:
+    """The diagnosis hook of every topic with a catalogue."""
+    return {name: Diagnoser(name, spec) for name, spec in specs().items()}
 
 
-def _policy_ns(impl: Any) -> dict[str, Any]:
-    from servelab.grading.eviction_policy import policy_class
-
-    ns: dict[str, Any] = {}
-    for name in ("LFU", "SIEVE"):
-        try:
-            ns[name] = policy_class(impl, name)
-        except Exception:
-            continue
-    return ns
-
-
-def _policy_state(ns: dict[str, Any], canon: Canon) -> Hashable:
-    p = ns.get("p")
-    return None if p is None else frozen(policy_fields(p))
-
-
-def _blocks_ns(name: str) -> Callable[[Any], dict[str, Any]]:
-    def namespace(impl: Any) -> dict[str, Any]:
-        from servelab.kv import blocks
-
-        ns: dict[str, Any] = {name: impl}
-        for error in ("OutOfBlocks", "UnknownSequence", "SequenceExists", "InvalidLength"):
-            ns[error] = getattr(blocks, error)
-        return ns
-
-    return namespace
-
-
-def _graded_blocks(fields: dict[str, Any]) -> Hashable:
-    """Block fields as the rules see them: the free list's order is the learner's choice, but
-    not a block listed twice, nor a block both free and held."""
-    free = fields["free"]
-    held = {b for t in fields["tables"].values() for b in t}
-    fields = dict(fields, free=(len(free), len(free) - len(set(free)), sorted(held & set(free))))
-    return frozen(fields)
-
-
-def _tables(bm: Any, canon: Canon) -> Hashable:
-    return _graded_blocks(blocks_fields(bm, canon))
-
-
-def _blocks_state(ns: dict[str, Any], canon: Canon) -> Hashable:
-    bm = ns.get("bm")
-    return None if bm is None else _tables(bm, canon)
-
-
-def _prefix_state(ns: dict[str, Any], canon: Canon) -> Hashable:
-    bm = ns.get("bm")
-    return None if bm is None else _graded_blocks(prefix_fields(bm, canon))
-
-
-def _block_value(value: Any, canon: Canon) -> Hashable:
-    if isinstance(value, tuple) and len(value) == 3:  # a Slot(block, offset, cow_src)
-        block, offset, src = value
-        return ("slot", canon(block), offset, canon(src))
-    if isinstance(value, list) and all(_chain_link(v) for v in value):
-        return tuple((canon.hashed(h), tuple(tokens)) for h, tokens in value)
-    if isinstance(value, list):
-        return tuple(plain(v) for v in value)
-    return plain(value)
-
-
-def _chain_link(value: Any) -> bool:
-    """A (hash, block tokens) pair of a prefix chain: the hash is the learner's choice."""
-    return isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], tuple)
-
-
-def _scheduler_ns(impl: Any) -> dict[str, Any]:
-    from servelab.kv.blocks import BlockManager
-    from servelab.kv.scheduler import Sequence
-    from servelab.kv.sim import emit_tokens
-
-    return {
-        "Scheduler": impl,
-        "BlockManager": BlockManager,
-        "Sequence": Sequence,
-        "emit_tokens": emit_tokens,
-    }
-
-
-def _scheduler_state(ns: dict[str, Any], canon: Canon) -> Hashable:
-    sched = ns.get("sched")
-    if sched is None:
-        return None
-
-    out = ns.get("out")
-    step: Hashable = None
-    if out is not None:
-        step = (
-            tuple((p.seq.seq_id, p.num_tokens) for p in out.prefills),
-            tuple(d.seq.seq_id for d in out.decodes),
-            tuple(s.seq_id for s in out.preempted),
-            tuple(s.seq_id for s in out.finished),
-        )
-    fields = scheduler_fields(sched, canon)
-    return (step, _graded_blocks(fields) if "tables" in fields else frozen(fields))
-
-
-def _offload_ns(impl: Any) -> dict[str, Any]:
-    from servelab.testing.kv_offload import (
-        crashing_writes,
-        hierarchy_class,
-        payload_for,
-        tier_class_of,
-    )
-
-    ns: dict[str, Any] = {"Tier": tier_class_of(impl), "payload": payload_for}
-    if isinstance(impl, dict):
-        ns["DiskTier"] = impl["DiskTier"]
-        ns["Hierarchy"] = hierarchy_class(impl)
-        ns["crashing_writes"] = crashing_writes
-    return ns
-
-
-def _offload_state(ns: dict[str, Any], canon: Canon) -> Hashable:
-    from servelab.testing.kv_offload import offload_fields
-
-    obj = next((ns[n] for n in ("h", "tier", "disk") if ns.get(n) is not None), None)
-    return None if obj is None else frozen(offload_fields(obj))
-
-
-def _offload_value(value: Any, canon: Canon) -> Hashable:
-    """Payloads as bytes, times to three significant digits (a closed form may differ from
-    the reference's in the last digits), containers element by element."""
-    if isinstance(value, bytes | bytearray):
-        return bytes(value)
-    if isinstance(value, float):
-        return float(f"{value:.3g}")
-    if isinstance(value, list | tuple):
-        return tuple(_offload_value(v, canon) for v in value)
-    return plain(value)
-
-
-def _budget_ns(impl: Any) -> dict[str, Any]:
-    from servelab.kv.blocks import BlockManager
-    from servelab.kv.prefix import PrefixCachingBlockManager
-    from servelab.kv.scheduler import Sequence
-    from servelab.kv.sim import emit_tokens
-
-    return {
-        "TokenBudgetScheduler": impl,
-        "BlockManager": BlockManager,
-        "PrefixCachingBlockManager": PrefixCachingBlockManager,
-        "Sequence": Sequence,
-        "emit_tokens": emit_tokens,
-    }
-
-
-def _budget_state(ns: dict[str, Any], canon: Canon) -> Hashable:
-    sched = ns.get("sched")
-    if sched is None:
-        return None
-    out = ns.get("out")
-    step: Hashable = None
-    if out is not None:
-        step = (
-            tuple(
-                (c.seq.seq_id, c.start, c.num_tokens, c.samples, tuple(canon(s) for s in c.slots))
-                for c in _read_chunks(out)
-            ),
-            tuple(s.seq_id for s in out.preempted),
-            tuple(s.seq_id for s in out.finished),
-        )
-    fields = budget_fields(sched, canon)
-    return (step, _graded_blocks(fields) if "tables" in fields else frozen(fields))
-
-
-def _read_chunks(out: Any) -> list[Any]:
-    return list(getattr(out, "scheduled", ()))
-
-
-_BLOCK_ERRORS = ("OutOfBlocks", "UnknownSequence", "SequenceExists", "InvalidLength")
-
-SPECS: dict[str, TopicReplay] = {
-    "weight-cache": TopicReplay(
-        "cache",
-        _weight_cache_ns,
-        _weight_cache_state,
-        lambda v, c: plain(v),
-        error_detail=lambda exc: "llama" in str(exc),  # a MemoryError names the pinned key
-        separating=WEIGHT_CACHE_SEPARATING,
-    ),
-    "eviction-policy": TopicReplay(
-        "policy",
-        _policy_ns,
-        _policy_state,
-        lambda v, c: plain(v),
-        ("LookupError",),
-        POLICY_SEPARATING,
-    ),
-    "block-manager": TopicReplay(
-        "block manager",
-        _blocks_ns("BlockManager"),
-        _blocks_state,
-        _block_value,
-        _BLOCK_ERRORS,
-        BLOCKS_SEPARATING,
-    ),
-    "prefix-cache": TopicReplay(
-        "prefix cache",
-        _blocks_ns("PrefixBlockManager"),
-        _prefix_state,
-        _block_value,
-        _BLOCK_ERRORS,
-        PREFIX_SEPARATING,
-    ),
-    "scheduler": TopicReplay(
-        "scheduler",
-        _scheduler_ns,
-        _scheduler_state,
-        lambda v, c: plain(v),
-        ("RequestTooLarge",),
-        SCHEDULER_SEPARATING,
-    ),
-    "kv-offload": TopicReplay(
-        "KV offload",
-        _offload_ns,
-        _offload_state,
-        _offload_value,
-        ("ChunkTooLarge", "ChunkInUse", "ChunkNotFound", "ChunkNotPinned", "ChunkNotReferenced"),
-        KV_OFFLOAD_SEPARATING,
-    ),
-    "token-budget": TopicReplay(
-        "scheduler",
-        _budget_ns,
-        _budget_state,
-        lambda v, c: None if type(v).__name__ == "BudgetStep" else plain(v),
-        ("RequestTooLarge", "UnknownSequence"),
-        TOKEN_BUDGET_SEPARATING,
-    ),
-}
-
-SUBJECTS = {
-    "weight-cache": "cache",
-    "eviction-policy": "p",
-    "block-manager": "bm",
-    "prefix-cache": "bm",
-    "scheduler": "sched",
-    "kv-offload": "h",
-    "token-budget": "sched",
-}
-"""The name each topic's programs give the graded object."""
-
-
-class _SubjectPerProgram(Diagnoser):
-    """kv-offload's programs build a tier (``tier``), a disk tier (``disk``) or a hierarchy
-    (``h``): the report names the object the program built, not one fixed name."""
-
-    def localised(self, program: str, impl: Any, step: int | None = None) -> Localisation:
-        first = program.lstrip().split("=", 1)[0].strip()
-        if first.isidentifier() and first != self.skeleton.subject:
-            base = self.skeleton
-            try:
-                self.skeleton = dataclasses.replace(base, subject=first)
-                return super().localised(program, impl, step)
-            finally:
-                self.skeleton = base
-        return super().localised(program, impl, step)
-
-
-HOOKS: dict[str, Diagnoser] = {
-    name: (_SubjectPerProgram if name == "kv-offload" else Diagnoser)(name, spec, SUBJECTS[name])
-    for name, spec in SPECS.items()
-}
+def __getattr__(name: str) -> Any:
+    """``SPECS`` and ``HOOKS``: :func:`specs` and :func:`hooks` as module constants."""
+    if name == "SPECS":
+        return specs()
+    if name == "HOOKS":
+        return hooks()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def for_topic(name: str) -> Callable[[str, Any], str | None] | None:
     """The diagnosis hook of topic ``name``, or None for a topic without a catalogue."""
-    return HOOKS.get(name)
+    return hooks().get(name)
 
 
 def explained(
@@ -539,7 +285,7 @@ def explained(
     whose attached program stands in when a learner's error cut a probe short. Errors inside
     diagnosis propagate: the grader decides what to do with them.
     """
-    hook = HOOKS.get(topic)
+    hook = hooks().get(topic)
     program = code or (program_of(exc) if exc is not None else "")
     if hook is None or not program:
         return Finding()
@@ -585,7 +331,7 @@ def diagnosed(topic: str, code: str, exc: BaseException | None, impl: Any) -> st
     whose attached program stands in when a learner's error cut a probe short. Diagnosis
     never fails a grade of its own accord: any error inside it means no diagnosis.
     """
-    hook = for_topic(topic)
+    hook = hooks().get(topic)
     program = code or (program_of(exc) if exc is not None else "")
     if hook is None or not program:
         return None

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
+from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
 from servelab.testing.core import InvariantViolation
 
 __all__ = ["HINTS", "TOPIC"]
@@ -124,6 +124,8 @@ def _machine(impl: Any) -> Any:
 
 
 TOPIC = Topic(
+    checkpoint="engine",
+    catalogue="run-only",
     name="engine",
     title="your block manager and scheduler serve the model",
     steps=[

@@ -31,14 +31,54 @@ methods written so far.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable
 from typing import Any
 
-from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
-from servelab.grading.diagnose import remember_program
+from servelab.grading.observe import (
+    Canon,
+    frozen,
+    policy_fields,
+    policy_history,
+    policy_skeleton_fields,
+)
+from servelab.grading.policy_probes import (
+    CLASSES,
+    _lfu_counts,
+    _lfu_counts_grow,
+    _lfu_order_by_count,
+    _lfu_order_counts_grow,
+    _lfu_order_ties_fifo,
+    _lfu_pinned_history,
+    _lfu_remove_forgets,
+    _lfu_stale_entries,
+    _lfu_ties_fifo,
+    _lfu_unpin_keeps_place,
+    _nothing_to_evict,
+    _pins_leave_the_candidates,
+    _sieve_basic,
+    _sieve_born_unvisited,
+    _sieve_clears_bits,
+    _sieve_hand_moves_on,
+    _sieve_hand_off_the_end,
+    _sieve_hand_stays,
+    _sieve_hand_stays_on_others,
+    _sieve_hit_sets_bit,
+    _sieve_pin_keeps_history,
+    _sieve_pins_counted,
+    _sieve_remove_forgets,
+    _sieve_remove_under_hand,
+    _sieve_wraps,
+    policy_class,
+    policy_namespace,
+)
+from servelab.grading.readings.eviction_policy import eviction_policy_reading
+from servelab.grading.replay import TopicReplay, plain, program
+from servelab.grading.topic import MachineCheck, Probe, Step, Topic
 from servelab.testing.core import RecordingMachine
 from servelab.testing.policies import (
+    INVARIANTS,
     OPS,
+    SIEVE_FIELDS,
     LFUModel,
     SIEVEModel,
     policies_machine,
@@ -117,377 +157,6 @@ HINTS = {
 }
 
 
-def policy_class(impl: Any, name: str) -> Callable[[], Any]:
-    """The learner's class called ``name`` ("LFU" or "SIEVE") out of whatever was passed."""
-    if isinstance(impl, Mapping):
-        found = impl.get(name)
-    elif isinstance(impl, type):
-        found = impl if getattr(impl, "name", impl.__name__) == name else None
-    else:
-        found = getattr(impl, name, None)
-    if found is None:
-        raise ProbeFailed(
-            f"this step grades a {name} class, and none was given: pass "
-            f'{{"LFU": LFU, "SIEVE": SIEVE}} (or a class whose name = "{name}")'
-        )
-    return found  # type: ignore[no-any-return]
-
-
-class Script:
-    """Calls on one fresh policy, each written down as a line the learner can paste."""
-
-    def __init__(self, impl: Any, name: str) -> None:
-        self.policy = policy_class(impl, name)()
-        self.lines = [f"p = {name}()"]
-
-    def run(self, line: str, call: Callable[[], Any]) -> Any:
-        """Write ``line`` down and run it; a learner's exception keeps the program so far."""
-        self.lines.append(line)
-        try:
-            return call()
-        except Exception as exc:
-            remember_program(exc, self.lines)
-            raise
-
-    def put(self, *keys: str, size: int = 1) -> None:
-        for key in keys:
-            self.run(
-                f"p.update_on_put({key!r}, {size})",
-                lambda key=key: self.policy.update_on_put(key, size),  # type: ignore[misc]
-            )
-
-    def hit(self, *keys: str) -> None:
-        for key in keys:
-            self.run(
-                f"p.update_on_hit({key!r})",
-                lambda key=key: self.policy.update_on_hit(key),  # type: ignore[misc]
-            )
-
-    def pin(self, key: str) -> None:
-        self.run(f"p.update_on_pin({key!r})", lambda: self.policy.update_on_pin(key))
-
-    def unpin(self, key: str) -> None:
-        self.run(f"p.update_on_unpin({key!r})", lambda: self.policy.update_on_unpin(key))
-
-    def fail(self, message: str) -> ProbeFailed:
-        return ProbeFailed(message, self.lines)
-
-    def expect_victim(self, want: str, why: str) -> None:
-        got = self.run("p.pop_victim()", self.policy.pop_victim)
-        if got != want:
-            raise self.fail(f"pop_victim() returned {got!r}, expected {want!r}: {why}")
-        self.lines[-1] += f"  # {want!r}"
-
-    def expect_order(self, want: list[str], why: str) -> None:
-        got = list(self.policy.eviction_order())
-        if got != want:
-            self.lines.append(f"p.eviction_order()  # {got}")
-            raise self.fail(f"eviction_order() is {got}, expected {want}: {why}")
-
-    def expect_len(self, want: int, why: str) -> None:
-        got = len(self.policy)
-        if got != want:
-            self.lines.append(f"len(p)  # {got}")
-            raise self.fail(f"len(p) is {got}, expected {want}: {why}")
-
-    def remove(self, key: str) -> None:
-        self.run(f"p.update_on_remove({key!r})", lambda: self.policy.update_on_remove(key))
-
-    def point_hand(self, key: str | None) -> None:
-        """Set SIEVE's ``hand`` as only the sweep would (it is not written yet)."""
-        self.lines.append(f"p.hand = {key!r}")
-        self.policy.hand = key
-
-    def expect_field(self, field: str, want: Any, why: str) -> None:
-        """Compare one of the skeleton's attributes (``queue``, ``visited`` …) with ``want``."""
-        if not hasattr(self.policy, field):
-            raise self.fail(f"the policy has no attribute {field!r}: keep the skeleton's __init__")
-        got = getattr(self.policy, field)
-        if isinstance(want, (list, dict, set)):
-            got = type(want)(got)  # a deque or an OrderedDict holds the same state
-        if got != want:
-            self.lines.append(f"p.{field}  # {got!r}")
-            raise self.fail(f"p.{field} is {got!r}, expected {want!r}: {why}")
-
-    def expect_no_victim(self) -> None:
-        self.lines.append("p.pop_victim()")
-        try:
-            got = self.policy.pop_victim()
-        except LookupError:
-            return
-        raise self.fail(f"pop_victim() returned {got!r} although every key is pinned")
-
-
-# --------------------------------------------------------------------------- shared probes
-
-
-def _pins_leave_the_candidates(name: str, after_unpin: list[str]) -> Callable[[Any], None]:
-    def run(impl: Any) -> None:
-        s = Script(impl, name)
-        s.put("a", "b", "c")
-        s.hit("b", "c")
-        s.pin("a")  # the natural victim in both policies
-        s.expect_len(2, "a pinned key is not a candidate")
-        s.expect_victim("b", "the pinned key 'a' may not be evicted")
-        s.unpin("a")
-        s.expect_len(2, "after update_on_unpin the key is a candidate again")
-        s.expect_order(after_unpin, "'a' is a candidate again, where its history puts it")
-
-    return run
-
-
-def _nothing_to_evict(name: str) -> Callable[[Any], None]:
-    def run(impl: Any) -> None:
-        s = Script(impl, name)
-        s.put("a", "b")
-        s.pin("a")
-        s.pin("b")
-        s.expect_len(0, "both keys are pinned")
-        s.expect_no_victim()
-
-    return run
-
-
-# --------------------------------------------------------------------------- LFU probes
-# Step 1 reads the order through the given eviction_order() (a sort by count, then tick).
-
-
-def _lfu_order_by_count(impl: Any) -> None:
-    s = Script(impl, "LFU")
-    s.put("a", "b", "c")
-    s.hit("a", "a", "c")
-    s.expect_order(["b", "c", "a"], "'b' was never hit (count 1); 'c' has 2, 'a' has 3")
-
-
-def _lfu_order_counts_grow(impl: Any) -> None:
-    s = Script(impl, "LFU")
-    s.put("a", "b")
-    s.hit(*["b"] * 5)
-    s.hit(*["a"] * 4)
-    s.expect_order(["a", "b"], "'a' has count 5, 'b' has 6: counts keep growing, uncapped")
-
-
-def _lfu_order_ties_fifo(impl: Any) -> None:
-    s = Script(impl, "LFU")
-    s.put("a", "b", "c", "d")
-    s.hit("d", "b")  # b and d reach count 2, d first
-    s.expect_order(
-        ["a", "c", "d", "b"],
-        "a and c (count 1) first, in arrival order; then d, which reached count 2 before b",
-    )
-
-
-def _lfu_remove_forgets(impl: Any) -> None:
-    s = Script(impl, "LFU")
-    s.put("a", "b")
-    s.hit("a", "a")
-    s.remove("a")
-    s.expect_order(["b"], "'a' was removed")
-    s.put("a")
-    s.expect_order(["b", "a"], "'a' was put again: count 1, reached after 'b' reached 1")
-
-
-# Step 2: the victim.
-
-
-def _lfu_counts(impl: Any) -> None:
-    s = Script(impl, "LFU")
-    s.put("a", "b", "c")
-    s.hit("a", "a", "c")
-    s.expect_len(3, "three keys, none pinned")
-    s.expect_victim("b", "'b' was never hit (count 1); 'c' has 2, 'a' has 3")
-    s.expect_victim("c", "'c' has count 2, 'a' has 3")
-    s.expect_len(1, "two of the three keys were evicted")
-
-
-def _lfu_stale_entries(impl: Any) -> None:
-    s = Script(impl, "LFU")
-    s.put("a", "b", "c")
-    s.hit("a")
-    s.remove("c")
-    s.expect_victim("b", "'a' was hit (count 2): its first heap entry (1, …) is stale")
-    s.expect_victim("a", "the last resident key")
-    s.put("c")
-    s.expect_victim("c", "'c' was removed and put again; 'a' was evicted")
-
-
-def _lfu_empty(impl: Any) -> None:
-    s = Script(impl, "LFU")
-    s.put("a")
-    s.expect_victim("a", "the only key")
-    s.expect_len(0, "nothing is resident")
-    s.expect_no_victim()
-
-
-def _lfu_counts_grow(impl: Any) -> None:
-    s = Script(impl, "LFU")
-    s.put("a", "b")
-    s.hit(*["b"] * 5)
-    s.hit(*["a"] * 4)
-    s.expect_victim("a", "'a' has count 5, 'b' has 6: counts keep growing, they are not capped")
-
-
-def _lfu_ties_fifo(impl: Any) -> None:
-    s = Script(impl, "LFU")
-    s.put("a", "b", "c", "d")
-    s.hit("d", "b")  # b and d reach count 2, d first
-    s.expect_victim("a", "count 1, and it arrived before 'c'")
-    s.expect_victim("c", "count 1")
-    s.expect_victim("d", "count 2, reached before 'b' reached it")
-
-
-# Step 3: pins.
-
-
-def _lfu_unpin_keeps_place(impl: Any) -> None:
-    s = Script(impl, "LFU")
-    s.put("a", "b", "c")
-    s.pin("a")
-    s.unpin("a")
-    s.expect_order(
-        ["a", "b", "c"],
-        "a pin and an unpin are not uses: 'a' keeps its place among the keys of count 1",
-    )
-    s.expect_victim("a", "'a' is back where it was, first among the keys of count 1")
-
-
-def _lfu_pinned_history(impl: Any) -> None:
-    s = Script(impl, "LFU")
-    s.put("a", "b", "c")
-    s.pin("a")
-    s.hit("a", "a")  # hits while pinned count
-    s.hit("b")
-    s.unpin("a")
-    s.expect_order(["c", "b", "a"], "'a' has count 3 (two hits while pinned), 'b' 2, 'c' 1")
-
-
-# --------------------------------------------------------------------------- SIEVE probes
-# Steps 4 and 5 come before the sweep: they read the skeleton's attributes.
-
-
-def _sieve_born_unvisited(impl: Any) -> None:
-    s = Script(impl, "SIEVE")
-    s.put("a", "b", "c")
-    s.expect_field("queue", ["a", "b", "c"], "keys in arrival order, the newest last")
-    s.expect_field("visited", {"a": False, "b": False, "c": False}, "no key was hit yet")
-    s.expect_len(3, "three keys, none pinned")
-
-
-def _sieve_hit_sets_bit(impl: Any) -> None:
-    s = Script(impl, "SIEVE")
-    s.put("a", "b", "c")
-    s.hit("a", "a")
-    s.expect_field("queue", ["a", "b", "c"], "a hit moves nothing")
-    s.expect_field("visited", {"a": True, "b": False, "c": False}, "'a' was hit")
-
-
-def _sieve_pins_counted(impl: Any) -> None:
-    s = Script(impl, "SIEVE")
-    s.put("a", "b", "c")
-    s.pin("b")
-    s.expect_field("pinned", {"b"}, "'b' is pinned")
-    s.expect_len(2, "a pinned key is not a candidate")
-    s.unpin("b")
-    s.expect_field("pinned", set(), "'b' was unpinned")
-    s.expect_len(3, "after update_on_unpin the key is a candidate again")
-
-
-def _sieve_pin_keeps_history(impl: Any) -> None:
-    s = Script(impl, "SIEVE")
-    s.put("a", "b", "c")
-    s.hit("b")
-    s.pin("b")
-    s.hit("c")
-    s.pin("c")
-    s.unpin("b")
-    s.unpin("c")
-    s.expect_field("queue", ["a", "b", "c"], "a pin and an unpin move nothing")
-    s.expect_field("visited", {"a": False, "b": True, "c": True}, "pins keep the bits")
-
-
-def _sieve_remove_forgets(impl: Any) -> None:
-    s = Script(impl, "SIEVE")
-    s.put("a", "b", "c")
-    s.hit("b")
-    s.pin("b")
-    s.remove("b")
-    s.expect_field("queue", ["a", "c"], "'b' was removed")
-    s.expect_field("visited", {"a": False, "c": False}, "'b' was removed with its bit")
-    s.expect_field("pinned", set(), "'b' was removed with its pin")
-    s.expect_len(2, "two keys are resident, none pinned")
-
-
-def _sieve_hand_moves_on(impl: Any) -> None:
-    s = Script(impl, "SIEVE")
-    s.put("a", "b", "c", "d")
-    s.point_hand("b")
-    s.remove("b")
-    s.expect_field("hand", "c", "the hand was on 'b': it moves on to the next newer key")
-
-
-def _sieve_hand_off_the_end(impl: Any) -> None:
-    s = Script(impl, "SIEVE")
-    s.put("a", "b", "c")
-    s.point_hand("c")
-    s.remove("c")
-    s.expect_field("hand", None, "'c' was the newest: the next sweep starts at the oldest")
-
-
-def _sieve_hand_stays_on_others(impl: Any) -> None:
-    s = Script(impl, "SIEVE")
-    s.put("a", "b", "c", "d")
-    s.point_hand("c")
-    s.remove("a")
-    s.remove("d")
-    s.expect_field("hand", "c", "neither removed key was under the hand")
-
-
-# Step 6: the sweep.
-
-
-def _sieve_basic(impl: Any) -> None:
-    s = Script(impl, "SIEVE")
-    s.put("a", "b", "c")
-    s.hit("a")
-    s.expect_victim("b", "the hand starts at the oldest key, passes visited 'a', evicts 'b'")
-
-
-def _sieve_clears_bits(impl: Any) -> None:
-    s = Script(impl, "SIEVE")
-    s.put("a", "b")
-    s.hit("a")
-    s.expect_victim("b", "'a' is visited, 'b' is not")
-    s.put("c")
-    s.expect_victim("a", "the hand cleared a's bit on its way past; this sweep evicts it")
-
-
-def _sieve_wraps(impl: Any) -> None:
-    s = Script(impl, "SIEVE")
-    s.put("a", "b", "c")
-    s.hit("a", "b")
-    s.expect_victim("c", "a and b are visited (their bits get cleared), c is not")
-    s.put("d")
-    s.expect_victim("a", "c was the newest, so the hand wraps to the oldest key, 'a'")
-
-
-def _sieve_remove_under_hand(impl: Any) -> None:
-    s = Script(impl, "SIEVE")
-    s.put("a", "b", "c", "d")
-    s.hit("a")
-    s.expect_victim("b", "passes visited 'a' (clearing it), evicts 'b'; the hand rests on 'c'")
-    s.remove("c")
-    s.put("e")
-    s.expect_victim("d", "'c' was removed under the hand, so the hand moved on to 'd'")
-
-
-def _sieve_hand_stays(impl: Any) -> None:
-    s = Script(impl, "SIEVE")
-    s.put("a", "b", "c", "d")
-    s.hit("a")
-    s.expect_victim("b", "passes visited 'a' (clearing it), evicts 'b'")
-    s.expect_victim("c", "the hand continues after 'b': 'c' is next, not 'a'")
-
-
 # --------------------------------------------------------------------------- state machines
 
 
@@ -539,18 +208,144 @@ def _both_machines(impl: Any) -> type[RecordingMachine]:
     )
 
 
-_INVARIANTS = (
-    "len() counts unpinned keys",
-    "eviction_order() matches the model",
-    "pop_victim() returns the model's victim, never a pinned key",
+_INVARIANTS = tuple(
+    INVARIANTS[rule] for rule in ("candidate-count", "order-matches-model", "victim-matches-model")
 )
 _FIELD_INVARIANTS = (
-    "queue holds the resident keys in arrival order",
-    "visited, pinned and hand match the model",
-    "len() counts unpinned keys",
+    INVARIANTS["queue-matches-model"],
+    f"{', '.join(SIEVE_FIELDS[:-1])} and {SIEVE_FIELDS[-1]} match the model",
+    INVARIANTS["candidate-count"],
 )
 
+# ----------------------------------------------------------------- replay and diagnosis
+
+
+def _policy_state(ns: dict[str, Any], canon: Canon) -> Hashable:
+    p = ns.get("p")
+    return None if p is None else frozen(policy_fields(p))
+
+
+def _puts(var: str, *keys: str) -> list[str]:
+    return [f"{var}.update_on_put({k!r}, 1)" for k in keys]
+
+
+SEPARATING = (
+    program(
+        "p = LFU()",
+        *_puts("p", "a", "b", "c", "d"),
+        *["p.update_on_hit('a')"] * 5,
+        *["p.update_on_hit('b')"] * 4,
+        "p.update_on_pin('c')",
+        "p.update_on_hit('c')",
+        "p.update_on_unpin('c')",
+        "p.eviction_order()",
+    ),
+    program(
+        "p = LFU()",
+        *_puts("p", "a", "c"),
+        "p.update_on_hit('a')",
+        "p.update_on_hit('c')",
+        "p.update_on_pin('a')",
+        "p.update_on_unpin('a')",
+        "p.eviction_order()",
+    ),
+    program(
+        "p = LFU()",
+        *_puts("p", "a", "b", "c"),
+        "p.update_on_pin('a')",
+        "p.update_on_unpin('a')",
+        "p.update_on_hit('c')",
+        "p.update_on_hit('b')",
+        "p.eviction_order()",
+        "p.pop_victim()",
+    ),
+    program(  # a key removed and put again while its old heap entry remains
+        "p = LFU()",
+        *_puts("p", "a", "b", "c"),
+        "p.update_on_remove('a')",
+        "p.update_on_put('a', 1)",
+        "p.pop_victim()",
+        "p.eviction_order()",
+    ),
+    program(  # a key's heap entry popped while it is pinned; then it is unpinned
+        "p = LFU()",
+        *_puts("p", "a", "b"),
+        "p.update_on_pin('a')",
+        "p.pop_victim()",
+        "p.update_on_unpin('a')",
+        "p.pop_victim()",
+    ),
+    program(  # a key put while the hand rests mid-queue
+        "p = SIEVE()",
+        *_puts("p", "a", "b", "c", "d"),
+        "p.update_on_hit('a')",
+        "p.pop_victim()",
+        "p.update_on_put('e', 1)",
+        "p.eviction_order()",
+    ),
+    program(  # a full lap: every key visited, the hand past the oldest
+        "p = SIEVE()",
+        *_puts("p", "a", "b", "c", "d"),
+        "p.update_on_hit('a')",
+        "p.pop_victim()",
+        *[f"p.update_on_hit({k!r})" for k in "acd"],
+        "p.pop_victim()",
+        "p.eviction_order()",
+    ),
+    program(  # a pinned key removed, then put again
+        "p = LFU()",
+        *_puts("p", "a", "b"),
+        "p.update_on_pin('a')",
+        "p.update_on_remove('a')",
+        "p.update_on_put('a', 1)",
+        "p.eviction_order()",
+    ),
+    program(
+        "p = SIEVE()",
+        *_puts("p", "a", "b", "c", "d"),
+        "p.update_on_hit('b')",
+        "p.pop_victim()",
+        "p.update_on_put('e', 1)",
+        "p.update_on_hit('c')",
+        "p.update_on_pin('d')",
+        "p.pop_victim()",
+        "p.update_on_unpin('d')",
+        "p.pop_victim()",
+        "p.eviction_order()",
+    ),
+    program(
+        "p = SIEVE()",
+        *_puts("p", "a", "b", "c", "d"),
+        "p.update_on_hit('a')",
+        "p.pop_victim()",
+        "p.update_on_remove('c')",
+        "p.update_on_pin('a')",
+        "p.update_on_hit('a')",
+        "p.update_on_unpin('a')",
+        "p.pop_victim()",
+        "p.eviction_order()",
+    ),
+)
+
+REPLAY = TopicReplay(
+    "policy",
+    policy_namespace,
+    _policy_state,
+    lambda v, c: plain(v),
+    ("LookupError",),
+    SEPARATING,
+    subject="p",
+    classes=CLASSES,
+    fields=policy_skeleton_fields,
+    detail=policy_history,
+    reader=eviction_policy_reading,
+)
+"""How diagnosis replays this topic's programs (:mod:`servelab.grading.diagnose`)."""
+
+
 TOPIC = Topic(
+    replay=REPLAY,
+    checkpoint="eviction_policy",
     name="eviction-policy",
     title="Eviction policies behind one interface",
     steps=[

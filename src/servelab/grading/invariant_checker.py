@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from servelab.grading._learner import learner_frame
-from servelab.grading.core import Probe, ProbeFailed, Step, Topic
+from servelab.grading.topic import Probe, ProbeFailed, Step, Topic
 from servelab.kv.blocks import BlockManager, OutOfBlocks
-from servelab.testing.block_manager import check_invariants as reference_check
+from servelab.testing.block_manager import check_block_manager_invariants as reference_check
 from servelab.testing.core import InvariantViolation
 
 __all__ = ["BAD_STATES", "GOOD_STATES", "TOPIC", "BlockState", "NamedState", "flags"]

@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
+from servelab.grading.kv_offload_replay import REPLAY
 from servelab.grading.replay import remember_program
+from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
 from servelab.kv.offload.cost import (
     LLAMA_8B,
     PREFILL_FLOPS,
@@ -34,7 +35,7 @@ from servelab.kv.offload.cost import (
 from servelab.testing.kv_offload import (
     crashing_writes,
     hierarchy_class,
-    make_machine,
+    kv_offload_machine,
     payload_for,
     tier_class_of,
     tier_fields,
@@ -530,7 +531,7 @@ def _machine(level: int) -> MachineCheck:
     }
     return MachineCheck(
         name="state machine",
-        build=lambda impl: make_machine(impl, level),
+        build=lambda impl: kv_offload_machine(impl, level),
         invariants=names[level],
         hints={
             "miss": HINTS["miss"],
@@ -558,6 +559,8 @@ def _machine(level: int) -> MachineCheck:
 
 
 TOPIC = Topic(
+    replay=REPLAY,
+    checkpoint="kv_offload",
     name="kv-offload",
     title="KV offload tiers: can_evict, allocate-evict-retry, the hierarchy, the cost model",
     steps=(

@@ -13,11 +13,7 @@ from collections.abc import Callable, Hashable, Mapping
 from functools import partial
 from typing import Any
 
-from servelab.testing.kv_offload import offload_fields
-
 __all__ = [
-    "DETAILS",
-    "FIELDS",
     "Canon",
     "blocks_fields",
     "budget_fields",
@@ -171,18 +167,6 @@ def budget_fields(sched: Any, canon: Callable[[Any], Any] = _same) -> dict[str, 
     return out
 
 
-#: Fields a report shows for a topic: what the API shows and what the skeleton keeps.
-FIELDS: dict[str, Callable[..., dict[str, Any]]] = {
-    "weight-cache": weight_cache_fields,
-    "eviction-policy": policy_skeleton_fields,
-    "block-manager": blocks_fields,
-    "prefix-cache": prefix_fields,
-    "scheduler": scheduler_fields,
-    "kv-offload": lambda obj, canon=_same: offload_fields(obj),
-    "token-budget": budget_fields,
-}
-
-
 def frozen(value: Any) -> Hashable:
     """A hashable form of a field value (dicts keep their order, as the learner sees it)."""
     if isinstance(value, Mapping):
@@ -207,8 +191,3 @@ def changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
         if before.get(name) != value
     ]
     return ", ".join(moved) if moved else "nothing changed"
-
-
-#: The skeleton's own fields that a rule fixes but no call shows at once, per topic: a call
-#: that changes them differently from the reference's is where a difference starts.
-DETAILS: dict[str, Callable[[Any], dict[str, Any]]] = {"eviction-policy": policy_history}

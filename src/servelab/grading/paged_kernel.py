@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, find, settings
 from hypothesis.errors import NoSuchExample
 
 from servelab.grading._programs import shrinking_bounded_by_count
-from servelab.grading.core import Probe, ProbeFailed, Step, Topic
+from servelab.grading.topic import Probe, ProbeFailed, Step, Topic
 
 __all__ = ["TOPIC", "compare", "fixed_cases"]
 
@@ -326,6 +326,8 @@ def _no_diagnosis(program: Sequence[str], impl: Any) -> str | None:
 
 
 TOPIC = Topic(
+    checkpoint="paged_kernel",
+    catalogue="kernels",
     name="paged-kernel",
     title="the paged-attention decode kernel in Triton",
     steps=[Step(n, _STEP_TITLES[n], _probes(n)) for n in (1, 2, 3)],

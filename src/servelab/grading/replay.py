@@ -27,6 +27,7 @@ __all__ = [
     "TopicReplay",
     "line_budget",
     "plain",
+    "program",
     "program_of",
     "remember_program",
     "replay",
@@ -117,7 +118,10 @@ _SUPPRESS = re.compile(r"^with suppress\([^)]*\):\s*")
 
 @dataclass(frozen=True)
 class TopicReplay:
-    """How one topic's programs are replayed: the names they use and what a learner sees."""
+    """How one topic's programs are replayed: the names they use and what a learner sees.
+
+    ``subject`` is the name the programs give the graded object (``cache``, ``bm``);
+    ``fields`` reads every observable field of it (:mod:`servelab.grading.observe`)."""
 
     noun: str
     namespace: Callable[[Any], dict[str, Any]]
@@ -129,6 +133,25 @@ class TopicReplay:
     error_detail: Callable[[BaseException], Hashable] = lambda exc: None
     ungraded: tuple[str, ...] = ()
     """Methods whose return value no rule checks: a replay ignores it."""
+    subject: str = ""
+    classes: tuple[str, ...] = ()
+    """The names the programs give the graded classes (``WeightCache``; ``LFU`` and ``SIEVE``):
+    a report writes the learner's own names in their place (:mod:`servelab.grading._script`)."""
+    fields: Callable[..., dict[str, Any]] | None = None
+    detail: Callable[[Any], dict[str, Any]] | None = None
+    """The graded object's own fields that no call shows at once (an LFU's counts), compared
+    after each call localisation spies on (:class:`~servelab.grading.localise.Skeleton`)."""
+    reader: Callable[[Any], str | None] | None = None
+    """Reads the first diverging call as the rule it breaks (:mod:`servelab.grading.readings`);
+    None: the report points at the place only."""
+    subject_per_program: bool = False
+    """The programs build different objects (kv-offload: ``tier``, ``disk`` or ``h``): a report
+    names the object the program's first line builds, not :attr:`subject`."""
+
+
+def program(*lines: str) -> str:
+    """The lines of a program as one text, as a report shows it under "reproduce:"."""
+    return "\n".join(lines)
 
 
 def _error(exc: BaseException, kinds: tuple[str, ...]) -> str:

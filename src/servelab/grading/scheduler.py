@@ -21,11 +21,15 @@ Between steps the grader plays the engine: it appends one dummy token to every s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
-from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
-from servelab.grading.diagnose import remember_program
+from servelab.grading._script import Script, graded_names
+from servelab.grading.block_manager import graded_blocks
+from servelab.grading.observe import Canon, frozen, scheduler_fields
+from servelab.grading.readings.scheduler import scheduler_reading
+from servelab.grading.replay import TopicReplay, plain, program
+from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
 from servelab.kv.blocks import BlockManager
 from servelab.kv.scheduler import RequestTooLarge, Sequence, StepOutput
 from servelab.kv.sim import emit_tokens
@@ -100,43 +104,53 @@ BUILD = (
 )
 
 
-class Script:
-    """Runs a scenario on a fresh scheduler and writes each call down as paste-able code."""
+class _Sequences:
+    """``Sequence`` as the probes' lines use it (``Sequence.dummy``), keeping each one made."""
+
+    def __init__(self) -> None:
+        self.made: dict[int, Sequence] = {}
+
+    def dummy(self, seq_id: int, prompt_len: int, max_new_tokens: int) -> Sequence:
+        seq = Sequence.dummy(seq_id, prompt_len=prompt_len, max_new_tokens=max_new_tokens)
+        self.made[seq_id] = seq
+        return seq
+
+
+class SchedulerScript(Script):
+    """A :class:`Script` on a fresh scheduler over a reference block manager."""
 
     def __init__(self, impl: Any, num_blocks: int, block_size: int, watermark: int) -> None:
-        self.lines = [
-            f"bm = BlockManager(num_blocks={num_blocks}, block_size={block_size})",
-            f"sched = Scheduler(bm, watermark={watermark})",
-        ]
-        self.bm = BlockManager(num_blocks, block_size)
-        self.sched = impl(self.bm, watermark=watermark)
-        self.seqs: dict[int, Sequence] = {}
+        self.sequences = _Sequences()
+        classes = {**REPLAY.namespace(impl), "Sequence": self.sequences}
+        super().__init__(classes, graded_names(REPLAY, impl))
+        self(f"bm = BlockManager(num_blocks={num_blocks}, block_size={block_size})")
+        self(f"sched = Scheduler(bm, watermark={watermark})")
+
+    @property
+    def bm(self) -> Any:
+        return self.ns["bm"]
+
+    @property
+    def sched(self) -> Any:
+        return self.ns["sched"]
+
+    @property
+    def seqs(self) -> dict[int, Sequence]:
+        return self.sequences.made
 
     def add(self, sid: int, prompt_len: int, max_new_tokens: int) -> None:
-        self.lines.append(
+        self(
             f"sched.add(Sequence.dummy({sid}, prompt_len={prompt_len}, "
             f"max_new_tokens={max_new_tokens}))"
         )
-        seq = Sequence.dummy(sid, prompt_len, max_new_tokens)
-        self.seqs[sid] = seq
-        self.run(lambda: self.sched.add(seq))
-
-    def run(self, call: Callable[[], Any]) -> Any:
-        """Run the call just written down; a learner's exception keeps the program so far."""
-        try:
-            return call()
-        except Exception as exc:
-            remember_program(exc, self.lines)
-            raise
 
     def step(self, emit: bool = True) -> StepOutput:
-        self.lines.append("out = sched.step()")
-        out = self.run(self.sched.step)
+        self("out = sched.step()")
+        out = self.ns["out"]
         if not isinstance(out, StepOutput):
             raise self.fail(f"step() returned {out!r}; it must return a StepOutput")
         if emit:
-            self.lines.append("emit_tokens(out)")
-            self.run(lambda: emit_tokens(out))
+            self("emit_tokens(out)")
         return out
 
     def running(self) -> list[int]:
@@ -145,9 +159,11 @@ class Script:
     def waiting(self) -> list[int]:
         return [s.seq_id for s in self.sched.waiting]
 
-    def fail(self, message: str) -> ProbeFailed:
-        state = f"# running {self.running()}, waiting {self.waiting()}, free {self.bm.num_free}"
-        return ProbeFailed(message, [*self.lines, state])
+    def fail(
+        self, message: str, rule: str | None = None, *, hint: str | None = None
+    ) -> ProbeFailed:
+        self.note(f"# running {self.running()}, waiting {self.waiting()}, free {self.bm.num_free}")
+        return super().fail(message, rule, hint=hint)
 
     def expect(self, got: object, want: object, what: str) -> None:
         if got != want:
@@ -162,11 +178,10 @@ def _ids(items: Any) -> list[int]:
 
 
 def _rejects_too_large(impl: Any) -> None:
-    s = Script(impl, num_blocks=8, block_size=4, watermark=2)
+    s = SchedulerScript(impl, num_blocks=8, block_size=4, watermark=2)
     s.add(0, 20, 4)  # 24 tokens: 6 blocks, exactly num_blocks - watermark
-    s.lines.append("sched.add(Sequence.dummy(1, prompt_len=20, max_new_tokens=5))")
     try:
-        s.sched.add(Sequence.dummy(1, 20, 5))
+        s.add(1, 20, 5)
     except RequestTooLarge:
         s.expect(s.waiting(), [0], "after the rejected add, waiting")
         return
@@ -177,7 +192,7 @@ def _rejects_too_large(impl: Any) -> None:
 
 
 def _watermark(impl: Any) -> None:
-    s = Script(impl, num_blocks=8, block_size=4, watermark=2)
+    s = SchedulerScript(impl, num_blocks=8, block_size=4, watermark=2)
     s.add(0, 16, 1)  # 4 blocks -> 4 free
     s.add(1, 8, 1)  # 2 blocks -> exactly 2 free = watermark: admitted
     s.add(2, 4, 1)  # 1 block -> 1 free < watermark: waits
@@ -192,7 +207,7 @@ def _watermark(impl: Any) -> None:
 
 
 def _first_come_first_served(impl: Any) -> None:
-    s = Script(impl, num_blocks=8, block_size=4, watermark=0)
+    s = SchedulerScript(impl, num_blocks=8, block_size=4, watermark=0)
     s.add(0, 20, 1)  # 5 blocks -> 3 free
     s.add(1, 16, 1)  # 4 blocks: does not fit now
     s.add(2, 4, 1)  # 1 block: fits, but may not overtake sequence 1
@@ -202,7 +217,7 @@ def _first_come_first_served(impl: Any) -> None:
 
 
 def _prefill_whole_prompt(impl: Any) -> None:
-    s = Script(impl, num_blocks=8, block_size=4, watermark=1)
+    s = SchedulerScript(impl, num_blocks=8, block_size=4, watermark=1)
     s.add(0, 6, 2)
     out = s.step(emit=False)
     got = [(p.seq.seq_id, p.num_tokens) for p in out.prefills]
@@ -215,7 +230,7 @@ def _prefill_whole_prompt(impl: Any) -> None:
 
 
 def _decode_oldest_first(impl: Any) -> None:
-    s = Script(impl, num_blocks=16, block_size=4, watermark=0)
+    s = SchedulerScript(impl, num_blocks=16, block_size=4, watermark=0)
     for sid, prompt in ((0, 3), (1, 5), (2, 2)):
         s.add(sid, prompt, 4)
     s.step()
@@ -226,7 +241,7 @@ def _decode_oldest_first(impl: Any) -> None:
 
 
 def _frees_finished(impl: Any) -> None:
-    s = Script(impl, num_blocks=8, block_size=4, watermark=0)
+    s = SchedulerScript(impl, num_blocks=8, block_size=4, watermark=0)
     s.add(0, 4, 2)
     s.add(1, 4, 6)
     s.step()  # prefill: 1 generated each
@@ -241,9 +256,9 @@ def _frees_finished(impl: Any) -> None:
 # --- step 3: preemption --------------------------------------------------------------------
 
 
-def _pressure(impl: Any) -> tuple[Script, StepOutput]:
+def _pressure(impl: Any) -> tuple[SchedulerScript, StepOutput]:
     """Two sequences fill a 2-block pool; a third waits. Sequence 0's decode needs a block."""
-    s = Script(impl, num_blocks=2, block_size=2, watermark=0)
+    s = SchedulerScript(impl, num_blocks=2, block_size=2, watermark=0)
     s.add(0, 2, 2)
     s.add(1, 2, 2)
     s.add(2, 1, 1)
@@ -294,7 +309,101 @@ def _machine(
     )
 
 
+# ----------------------------------------------------------------- replay and diagnosis
+
+
+def _scheduler_ns(impl: Any) -> dict[str, Any]:
+    return {
+        "Scheduler": impl,
+        "BlockManager": BlockManager,
+        "Sequence": Sequence,
+        "emit_tokens": emit_tokens,
+    }
+
+
+def _scheduler_state(ns: dict[str, Any], canon: Canon) -> Hashable:
+    sched = ns.get("sched")
+    if sched is None:
+        return None
+
+    out = ns.get("out")
+    step: Hashable = None
+    if out is not None:
+        step = (
+            tuple((p.seq.seq_id, p.num_tokens) for p in out.prefills),
+            tuple(d.seq.seq_id for d in out.decodes),
+            tuple(s.seq_id for s in out.preempted),
+            tuple(s.seq_id for s in out.finished),
+        )
+    fields = scheduler_fields(sched, canon)
+    return (step, graded_blocks(fields) if "tables" in fields else frozen(fields))
+
+
+def _steps(n: int) -> list[str]:
+    return ["out = sched.step()", "emit_tokens(out)"] * n
+
+
+SEPARATING = (
+    program(
+        "bm = BlockManager(num_blocks=4, block_size=2)",
+        "sched = Scheduler(bm, watermark=1)",
+        "sched.add(Sequence.dummy(0, prompt_len=2, max_new_tokens=2))",
+        "sched.add(Sequence.dummy(1, prompt_len=1, max_new_tokens=3))",
+        "sched.add(Sequence.dummy(2, prompt_len=3, max_new_tokens=1))",
+        "sched.add(Sequence.dummy(3, prompt_len=4, max_new_tokens=2))",
+        "sched.add(Sequence.dummy(4, prompt_len=6, max_new_tokens=1))",
+        *_steps(8),
+    ),
+    program(
+        "bm = BlockManager(num_blocks=3, block_size=1)",
+        "sched = Scheduler(bm, watermark=0)",
+        "sched.add(Sequence.dummy(0, prompt_len=1, max_new_tokens=2))",
+        "sched.add(Sequence.dummy(1, prompt_len=1, max_new_tokens=2))",
+        "sched.add(Sequence.dummy(2, prompt_len=1, max_new_tokens=2))",
+        "sched.add(Sequence.dummy(3, prompt_len=5, max_new_tokens=1))",
+        *_steps(6),
+    ),
+    program(  # too large with its tokens to come, small by its prompt alone
+        "bm = BlockManager(num_blocks=4, block_size=2)",
+        "sched = Scheduler(bm, watermark=1)",
+        "sched.add(Sequence.dummy(0, prompt_len=2, max_new_tokens=10))",
+        "sched.add(Sequence.dummy(1, prompt_len=2, max_new_tokens=6))",
+        *_steps(1),
+    ),
+    program(  # ids falling with arrival; a step with two victims
+        "bm = BlockManager(num_blocks=4, block_size=1)",
+        "sched = Scheduler(bm, watermark=0)",
+        *[f"sched.add(Sequence.dummy({i}, prompt_len=1, max_new_tokens=3))" for i in (3, 2, 1, 0)],
+        *_steps(5),
+    ),
+    program(
+        "bm = BlockManager(num_blocks=8, block_size=4)",
+        "sched = Scheduler(bm, watermark=0)",
+        "sched.add(Sequence.dummy(0, prompt_len=20, max_new_tokens=1))",
+        "sched.add(Sequence.dummy(1, prompt_len=16, max_new_tokens=1))",
+        "sched.add(Sequence.dummy(2, prompt_len=4, max_new_tokens=1))",
+        *_steps(3),
+    ),
+)
+
+REPLAY = TopicReplay(
+    "scheduler",
+    _scheduler_ns,
+    _scheduler_state,
+    lambda v, c: plain(v),
+    ("RequestTooLarge",),
+    SEPARATING,
+    subject="sched",
+    classes=("Scheduler",),
+    fields=scheduler_fields,
+    reader=scheduler_reading,
+)
+"""How diagnosis replays this topic's programs (:mod:`servelab.grading.diagnose`)."""
+
+
 TOPIC = Topic(
+    replay=REPLAY,
+    checkpoint="scheduler",
     name="scheduler",
     title="The scheduler step: watermark admission, oldest-first decode, preempt the newest",
     steps=[

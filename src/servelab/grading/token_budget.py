@@ -20,11 +20,14 @@ the grader plays the engine, appending one token to each request whose chunk sam
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
-from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
-from servelab.grading.diagnose import remember_program
+from servelab.grading._script import Script, graded_names
+from servelab.grading.block_manager import graded_blocks
+from servelab.grading.observe import Canon, budget_fields, frozen
+from servelab.grading.replay import TopicReplay, plain, program
+from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
 from servelab.kv.blocks import BlockManager
 from servelab.kv.budget import BudgetStep
 from servelab.kv.prefix import PrefixCachingBlockManager
@@ -103,8 +106,9 @@ PROBE_HINTS: dict[str, str] = {
 }
 
 
-class Script:
-    """Runs a scenario on a fresh scheduler and writes each call down as paste-able code."""
+class BudgetScript(Script):
+    """A :class:`Script` on a fresh scheduler over a reference block manager: every call runs
+    as the line the report shows, the graded class under the learner's own name."""
 
     def __init__(
         self,
@@ -115,58 +119,52 @@ class Script:
         cap: int = 4,
         prefix: bool = False,
     ) -> None:
+        super().__init__(REPLAY.namespace(impl), graded_names(REPLAY, impl))
         manager = "PrefixCachingBlockManager" if prefix else "BlockManager"
-        self.lines = [
-            f"bm = {manager}(num_blocks={num_blocks}, block_size={block_size})",
-            f"sched = {NAME}(bm, max_num_batched_tokens={budget}, max_num_seqs={cap})",
-        ]
-        self.bm: Any = (PrefixCachingBlockManager if prefix else BlockManager)(
-            num_blocks, block_size
-        )
-        self.sched = self.run(
-            lambda: impl(self.bm, max_num_batched_tokens=budget, max_num_seqs=cap)
-        )
+        self(f"bm = {manager}(num_blocks={num_blocks}, block_size={block_size})")
+        self(f"sched = {NAME}(bm, max_num_batched_tokens={budget}, max_num_seqs={cap})")
 
-    def run(self, call: Callable[[], Any]) -> Any:
-        """Run the call just written down; a learner's exception keeps the program so far."""
-        try:
-            return call()
-        except Exception as exc:
-            remember_program(exc, self.lines)
-            raise
+    @property
+    def bm(self) -> Any:
+        return self.ns["bm"]
+
+    @property
+    def sched(self) -> Any:
+        return self.ns["sched"]
+
+    @property
+    def out(self) -> Any:
+        return self.ns["out"]
 
     def add(self, sid: int, prompt: list[int], max_new_tokens: int) -> None:
-        self.lines.append(f"sched.add(Sequence.from_prompt({sid}, {prompt}, {max_new_tokens}))")
-        seq = Sequence.from_prompt(sid, prompt, max_new_tokens)
-        self.run(lambda: self.sched.add(seq))
+        self(f"sched.add(Sequence.from_prompt({sid}, {prompt}, {max_new_tokens}))")
 
     def step(self, emit: bool = True) -> list[tuple[int, int, int, bool]]:
         """One step; its chunks as (seq_id, start, num_tokens, samples)."""
-        self.lines.append("out = sched.step()")
-        out = self.run(self.sched.step)
+        self("out = sched.step()")
+        out = self.out
         if not isinstance(out, BudgetStep):
             raise self.fail(f"step() returned {out!r}; it must return a BudgetStep")
         chunks = [(c.seq.seq_id, c.start, c.num_tokens, c.samples) for c in out.scheduled]
         if emit:
             for seq in out.computed():
-                self.lines.append(f"sched.sequence({seq.seq_id}).append_token(1)")
-                seq.append_token(1)
-        self.out = out
+                self(f"sched.sequence({seq.seq_id}).append_token(1)")
         return chunks
 
     def ids(self, name: str) -> list[int]:
         return [s.seq_id for s in getattr(self.sched, name)]
 
     def computed(self, sid: int) -> int:
-        self.lines.append(f"sched.num_computed_tokens({sid})")
-        return int(self.run(lambda: self.sched.num_computed_tokens(sid)))
+        return int(self(f"sched.num_computed_tokens({sid})"))
 
-    def fail(self, message: str) -> ProbeFailed:
-        state = (
+    def fail(
+        self, message: str, rule: str | None = None, *, hint: str | None = None
+    ) -> ProbeFailed:
+        self.note(
             f"# running {self.ids('running')}, waiting {self.ids('waiting')}, "
             f"free {self.bm.num_free}"
         )
-        return ProbeFailed(message, [*self.lines, state])
+        return super().fail(message, rule, hint=hint)
 
     def expect(self, got: object, want: object, what: str) -> None:
         if got != want:
@@ -179,7 +177,7 @@ CHUNKS = "scheduled chunks as (seq_id, start, num_tokens, samples)"
 
 
 def _running_first(impl: Any) -> None:
-    s = Script(impl, num_blocks=16, block_size=4, budget=10, prefix=True)
+    s = BudgetScript(impl, num_blocks=16, block_size=4, budget=10, prefix=True)
     s.add(0, [1, 2, 3], 4)
     s.add(1, [4, 5, 6, 7], 4)
     s.expect(s.step(), [(0, 0, 3, True), (1, 0, 4, True)], CHUNKS + " in the first step")
@@ -192,7 +190,7 @@ def _running_first(impl: Any) -> None:
 
 
 def _budget_bounds_the_step(impl: Any) -> None:
-    s = Script(impl, num_blocks=16, block_size=4, budget=10, prefix=True)
+    s = BudgetScript(impl, num_blocks=16, block_size=4, budget=10, prefix=True)
     s.add(0, [1] * 6, 2)
     s.add(1, [2] * 4, 2)
     s.add(2, [3], 2)
@@ -205,7 +203,7 @@ def _budget_bounds_the_step(impl: Any) -> None:
 
 
 def _cap(impl: Any) -> None:
-    s = Script(impl, num_blocks=16, block_size=4, budget=10, cap=2, prefix=True)
+    s = BudgetScript(impl, num_blocks=16, block_size=4, budget=10, cap=2, prefix=True)
     for sid in range(3):
         s.add(sid, [sid + 1], 3)
     s.expect(s.step(), [(0, 0, 1, True), (1, 0, 1, True)], CHUNKS + " with max_num_seqs=2")
@@ -213,7 +211,7 @@ def _cap(impl: Any) -> None:
 
 
 def _computed_tokens(impl: Any) -> None:
-    s = Script(impl, num_blocks=16, block_size=4, budget=10, prefix=True)
+    s = BudgetScript(impl, num_blocks=16, block_size=4, budget=10, prefix=True)
     s.add(0, [1, 2, 3], 3)
     s.step()
     s.expect(s.computed(0), 3, "num_computed_tokens(0) after its 3-token prompt ran")
@@ -225,7 +223,7 @@ def _computed_tokens(impl: Any) -> None:
 
 
 def _prompt_in_chunks(impl: Any) -> None:
-    s = Script(impl, num_blocks=16, block_size=4, budget=4, prefix=True)
+    s = BudgetScript(impl, num_blocks=16, block_size=4, budget=4, prefix=True)
     s.add(0, list(range(10)), 2)
     s.expect(s.step(), [(0, 0, 4, False)], CHUNKS + " of a 10-token prompt, budget 4")
     s.expect(s.bm.seq_len(0), 4, "bm.seq_len(0): KV slots for the chunk that ran")
@@ -235,14 +233,14 @@ def _prompt_in_chunks(impl: Any) -> None:
 
 
 def _advance_by_what_ran(impl: Any) -> None:
-    s = Script(impl, num_blocks=16, block_size=4, budget=8, prefix=True)
+    s = BudgetScript(impl, num_blocks=16, block_size=4, budget=8, prefix=True)
     s.add(0, [1, 2, 3], 2)
     s.expect(s.step(), [(0, 0, 3, True)], CHUNKS)
     s.expect(s.computed(0), 3, "num_computed_tokens(0) after 3 tokens ran in a budget of 8")
 
 
 def _decodes_not_starved(impl: Any) -> None:
-    s = Script(impl, num_blocks=16, block_size=4, budget=6, prefix=True)
+    s = BudgetScript(impl, num_blocks=16, block_size=4, budget=6, prefix=True)
     s.add(0, [1, 2], 4)
     s.step()
     s.add(1, list(range(20)), 1)
@@ -254,7 +252,7 @@ def _decodes_not_starved(impl: Any) -> None:
 
 
 def _prefix_hit_free(impl: Any) -> None:
-    s = Script(impl, num_blocks=16, block_size=4, budget=12, prefix=True)
+    s = BudgetScript(impl, num_blocks=16, block_size=4, budget=12, prefix=True)
     s.add(0, list(range(9)), 1)
     s.step()
     s.step()  # request 0 is retired: its two full blocks stay cached
@@ -270,10 +268,10 @@ def _prefix_hit_free(impl: Any) -> None:
 # --- step 3: allocation per step and preemption ---------------------------------------
 
 
-def _pressure(impl: Any) -> Script:
+def _pressure(impl: Any) -> BudgetScript:
     """Three 2-token prompts fill 3 of 4 blocks of 2; in the next step request 0 takes the
     last free block and request 1 finds none."""
-    s = Script(impl, num_blocks=4, block_size=2, budget=8, prefix=True)
+    s = BudgetScript(impl, num_blocks=4, block_size=2, budget=8, prefix=True)
     for sid in range(3):
         s.add(sid, [10 * sid + 1, 10 * sid + 2], 3)
     s.step()
@@ -305,7 +303,7 @@ def _preempted_restarts(impl: Any) -> None:
 
 
 def _recompute_in_chunks(impl: Any) -> None:
-    s = Script(impl, num_blocks=5, block_size=2, budget=3)
+    s = BudgetScript(impl, num_blocks=5, block_size=2, budget=3)
     s.add(0, [1, 2, 3], 6)
     s.add(1, [5, 6, 7], 3)
     for _ in range(5):
@@ -336,9 +334,102 @@ def _machine(
     )
 
 
+def _budget_ns(impl: Any) -> dict[str, Any]:
+    from servelab.kv.sim import emit_tokens
+
+    return {
+        NAME: impl,
+        "BlockManager": BlockManager,
+        "PrefixCachingBlockManager": PrefixCachingBlockManager,
+        "Sequence": Sequence,
+        "emit_tokens": emit_tokens,
+    }
+
+
+def _budget_state(ns: dict[str, Any], canon: Canon) -> Hashable:
+    sched = ns.get("sched")
+    if sched is None:
+        return None
+    out = ns.get("out")
+    step: Hashable = None
+    if out is not None:
+        step = (
+            tuple(
+                (c.seq.seq_id, c.start, c.num_tokens, c.samples, tuple(canon(s) for s in c.slots))
+                for c in getattr(out, "scheduled", ())
+            ),
+            tuple(s.seq_id for s in out.preempted),
+            tuple(s.seq_id for s in out.finished),
+        )
+    fields = budget_fields(sched, canon)
+    return (step, graded_blocks(fields) if "tables" in fields else frozen(fields))
+
+
+def _steps(n: int) -> list[str]:
+    return ["out = sched.step()", "emit_tokens(out)"] * n
+
+
+SEPARATING = (
+    program(  # chunks, a decode beside a long prompt, a prefix hit, the cap
+        "bm = PrefixCachingBlockManager(num_blocks=16, block_size=4)",
+        "sched = TokenBudgetScheduler(bm, max_num_batched_tokens=6, max_num_seqs=3)",
+        "sched.add(Sequence.from_prompt(0, [1, 2, 3, 4, 5], 3))",
+        "sched.add(Sequence.from_prompt(1, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13], 2))",
+        "sched.add(Sequence.from_prompt(2, [1, 2, 3, 4, 9], 2))",
+        "sched.add(Sequence.from_prompt(3, [7], 2))",
+        *_steps(8),
+    ),
+    program(  # memory pressure: who is preempted, where it waits, where it restarts
+        "bm = PrefixCachingBlockManager(num_blocks=4, block_size=2)",
+        "sched = TokenBudgetScheduler(bm, max_num_batched_tokens=8, max_num_seqs=4)",
+        "sched.add(Sequence.from_prompt(0, [1, 2], 3))",
+        "sched.add(Sequence.from_prompt(1, [11, 12], 3))",
+        "sched.add(Sequence.from_prompt(2, [21, 22], 3))",
+        "sched.add(Sequence.from_prompt(3, [31], 1))",
+        *_steps(3),
+        "sched.num_computed_tokens(2)",
+        *_steps(4),
+    ),
+    program(  # a prefix hit beside another admission in the same step
+        "bm = PrefixCachingBlockManager(num_blocks=16, block_size=4)",
+        "sched = TokenBudgetScheduler(bm, max_num_batched_tokens=12, max_num_seqs=4)",
+        "sched.add(Sequence.from_prompt(0, [0, 1, 2, 3, 4, 5, 6, 7, 8], 1))",
+        *_steps(2),
+        "sched.add(Sequence.from_prompt(1, [0, 1, 2, 3, 4, 5, 6, 7, 50, 51], 1))",
+        "sched.add(Sequence.from_prompt(2, [60, 61, 62], 1))",
+        *_steps(1),
+    ),
+    program(  # a victim and a newcomer in the queue: who comes back first
+        "bm = PrefixCachingBlockManager(num_blocks=4, block_size=2)",
+        "sched = TokenBudgetScheduler(bm, max_num_batched_tokens=8, max_num_seqs=4)",
+        "sched.add(Sequence.from_prompt(0, [1, 2], 3))",
+        "sched.add(Sequence.from_prompt(1, [11, 12], 3))",
+        "sched.add(Sequence.from_prompt(2, [21, 22], 3))",
+        *_steps(1),
+        "sched.add(Sequence.from_prompt(3, [31], 1))",
+        *_steps(4),
+    ),
+)
+
+REPLAY = TopicReplay(
+    "scheduler",
+    _budget_ns,
+    _budget_state,
+    lambda v, c: None if type(v).__name__ == "BudgetStep" else plain(v),
+    ("RequestTooLarge", "UnknownSequence"),
+    SEPARATING,
+    subject="sched",
+    classes=(NAME,),
+    fields=budget_fields,
+)
+"""How diagnosis replays this topic's programs (:mod:`servelab.grading.diagnose`)."""
+
+
 _ALL = ["budget", "cap", "running-first", "computed", "slots", "sample", "kv-slots", "model"]
 
 TOPIC = Topic(
+    replay=REPLAY,
+    checkpoint="token_budget",
     name="token-budget",
     title="The token-budget scheduler: running first, chunked prefill, preempt by recompute",
     steps=[

@@ -13,73 +13,64 @@ of each step then searches for everything else against the model in
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from functools import partial
 from typing import Any
 
-from servelab.grading.core import MachineCheck, Probe, ProbeFailed, Step, Topic
-from servelab.grading.diagnose import remember_program
-from servelab.testing.weight_cache import make_machine, snapshot, stats_of, weights_for
+from servelab.grading._script import Script, graded_names
+from servelab.grading.observe import Canon, frozen, weight_cache_fields
+from servelab.grading.readings.weight_cache import weight_cache_reading
+from servelab.grading.replay import TopicReplay, plain, program
+from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
+from servelab.testing.weight_cache import snapshot, stats_of, weight_cache_machine, weights_for
 
 __all__ = ["TOPIC"]
 
 
-class Script:
-    """Runs calls on a fresh cache and writes each one down as code the learner can paste."""
+class CacheScript(Script):
+    """A :class:`Script` on one fresh cache, with the calls the probes make as verbs."""
 
     def __init__(self, impl: Any, capacity: int) -> None:
-        self.lines = [f"cache = WeightCache({capacity})"]
-        self.cache = self.run_first(impl, capacity)
+        super().__init__(REPLAY.namespace(impl), graded_names(REPLAY, impl), HINTS)
+        self(f"cache = WeightCache({capacity})")
 
-    def run_first(self, impl: Any, capacity: int) -> Any:
-        try:
-            return impl(capacity)
-        except Exception as exc:
-            remember_program(exc, self.lines)
-            raise
-
-    def run(self, line: str, call: Callable[[], Any]) -> Any:
-        """Write ``line`` down and run it; a learner's exception keeps the program so far."""
-        self.lines.append(line)
-        try:
-            return call()
-        except Exception as exc:
-            remember_program(exc, self.lines)
-            raise
+    @property
+    def cache(self) -> Any:
+        return self.ns["cache"]
 
     def put(self, key: str, size: int) -> Any:
-        return self.run(
-            f"cache.put({key!r}, {weights_for(key)!r}, {size})",
-            lambda: self.cache.put(key, weights_for(key), size),
-        )
+        return self(f"cache.put({key!r}, {weights_for(key)!r}, {size})")
 
     def get(self, key: str) -> Any:
-        return self.run(f"cache.get({key!r})", lambda: self.cache.get(key))
+        return self(f"cache.get({key!r})")
 
     def pin(self, key: str) -> Any:
-        return self.run(f"cache.pin({key!r})", lambda: self.cache.pin(key))
+        return self(f"cache.pin({key!r})")
 
     def unpin(self, key: str) -> Any:
-        return self.run(f"cache.unpin({key!r})", lambda: self.cache.unpin(key))
+        return self(f"cache.unpin({key!r})")
 
     def keys(self) -> list[Any]:
         return list(self.cache.keys())
 
-    def fail(self, message: str, hint: str | None = None) -> ProbeFailed:
-        return ProbeFailed(message, [*self.lines, f"cache.keys()  # {self.keys()}"], hint)
+    def fail(
+        self, message: str, rule: str | None = None, *, hint: str | None = None
+    ) -> ProbeFailed:
+        self.note(f"cache.keys()  # {self.keys()}")
+        return super().fail(message, rule, hint=hint)
 
     def expect_keys(self, want: list[str], why: str, diagnose: bool = True) -> None:
         got = self.keys()
         if got == want:
             return
-        hint = None  # the probe's own mistake, unless the eviction count is already off
+        rule = None  # the probe's own mistake, unless the eviction count is already off
         if not diagnose:
             pass
         elif len(got) < len(want) and not set(got) - set(want):
-            hint = HINTS["evicted-too-many"]
+            rule = "evicted-too-many"
         elif len(got) > len(want) and not set(want) - set(got):
-            hint = HINTS["evicted-too-few"]
-        raise self.fail(f"{why}: resident keys (LRU first) are {got}, expected {want}", hint)
+            rule = "evicted-too-few"
+        raise self.fail(f"{why}: resident keys (LRU first) are {got}, expected {want}", rule)
 
     def expect_used(self, want: int, why: str) -> None:
         if self.cache.used != want:
@@ -98,7 +89,7 @@ class Script:
                 raise self.fail(
                     f"{code} raised {type(exc).__name__} as it should, but the cache changed "
                     f"first: {before.changed_to(after)}",
-                    HINTS[rule],
+                    rule,
                 ) from exc
             return exc
         except Exception as exc:
@@ -112,7 +103,7 @@ class Script:
 
 
 def _bytes_not_count(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     for k in "abcdef":
         s.put(k, 10)
     s.expect_keys(list("abcdef"), "six 10-byte entries fit a 100-byte budget", diagnose=False)
@@ -120,7 +111,7 @@ def _bytes_not_count(impl: Any) -> None:
 
 
 def _used_follows_sizes(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     s.put("a", 30)
     s.put("b", 50)
     s.expect_used(80, "30 + 50 bytes are resident")
@@ -131,14 +122,14 @@ def _used_follows_sizes(impl: Any) -> None:
 
 
 def _whole_budget_fits(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     s.put("a", 100)
     s.expect_keys(["a"], "an entry exactly the size of the budget fits an empty cache")
     s.expect_used(100, "one 100-byte entry")
 
 
 def _replace_releases(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     s.put("a", 30)
     s.put("a", 50)
     s.expect_used(50, "'a' was replaced, so only its new size counts")
@@ -149,7 +140,7 @@ def _replace_releases(impl: Any) -> None:
 
 
 def _loop_until_fits(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     for k in "abcde":
         s.put(k, 20)
     s.put("big", 70)
@@ -160,7 +151,7 @@ def _loop_until_fits(impl: Any) -> None:
 
 
 def _no_more_than_needed(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     for k in "abcde":
         s.put(k, 20)
     s.put("f", 30)
@@ -168,7 +159,7 @@ def _no_more_than_needed(impl: Any) -> None:
 
 
 def _hit_refreshes(impl: Any) -> None:
-    s = Script(impl, 90)
+    s = CacheScript(impl, 90)
     for k in "abc":
         s.put(k, 30)
     s.get("a")
@@ -177,7 +168,7 @@ def _hit_refreshes(impl: Any) -> None:
 
 
 def _put_refreshes(impl: Any) -> None:
-    s = Script(impl, 90)
+    s = CacheScript(impl, 90)
     for k in "abc":
         s.put(k, 30)
     s.put("a", 30)
@@ -189,7 +180,7 @@ def _put_refreshes(impl: Any) -> None:
 
 
 def _pinned_never_evicted(impl: Any) -> None:
-    s = Script(impl, 80)
+    s = CacheScript(impl, 80)
     s.put("a", 40)
     s.put("b", 40)
     s.pin("a")
@@ -198,7 +189,7 @@ def _pinned_never_evicted(impl: Any) -> None:
 
 
 def _two_replicas(impl: Any) -> None:
-    s = Script(impl, 80)
+    s = CacheScript(impl, 80)
     s.put("a", 40)
     s.put("b", 40)
     s.pin("a")  # replica 1
@@ -211,7 +202,7 @@ def _two_replicas(impl: Any) -> None:
 
 
 def _unpin_releases(impl: Any) -> None:
-    s = Script(impl, 80)
+    s = CacheScript(impl, 80)
     s.put("a", 40)
     s.put("b", 40)
     s.pin("a")
@@ -224,7 +215,7 @@ def _unpin_releases(impl: Any) -> None:
 
 
 def _impossible_put_raises(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     s.put("a", 60)
     s.pin("a")
     for key, size in (("huge", 150), ("big", 50)):
@@ -237,7 +228,7 @@ def _impossible_put_raises(impl: Any) -> None:
 
 
 def _too_large_is_value_error(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     s.put("a", 40)
     code = "cache.put('huge', '<huge weights>', 150)"
     exc = s.expect_raises(
@@ -248,7 +239,7 @@ def _too_large_is_value_error(impl: Any) -> None:
 
 
 def _pinned_out_is_memory_error(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     s.put("llama-8b", 30)
     s.put("qwen-7b", 30)
     s.put("phi-3", 10)
@@ -272,7 +263,7 @@ def _pinned_out_is_memory_error(impl: Any) -> None:
 
 
 def _pinned_key_not_replaced(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     s.put("a", 40)
     s.pin("a")
     code = "cache.put('a', '<a weights>', 20)"
@@ -284,7 +275,7 @@ def _pinned_key_not_replaced(impl: Any) -> None:
         if after != before:
             raise s.fail(
                 f"{code} raised, but the cache changed first: {before.changed_to(after)}",
-                HINTS["changed-on-error"],
+                "changed-on-error",
             ) from None
         if s.cache.pin_count("a") != 1:
             raise s.fail(
@@ -295,7 +286,7 @@ def _pinned_key_not_replaced(impl: Any) -> None:
 
 
 def _decide_before_evicting(impl: Any) -> None:
-    s = Script(impl, 90)
+    s = CacheScript(impl, 90)
     for k in "abc":
         s.put(k, 30)
     s.pin("c")
@@ -308,7 +299,7 @@ def _decide_before_evicting(impl: Any) -> None:
 
 
 def _unmatched_unpin(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     s.put("a", 40)
     s.pin("a")
     s.unpin("a")
@@ -323,13 +314,13 @@ def _unmatched_unpin(impl: Any) -> None:
 
 
 def _pin_absent(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     s.put("a", 40)
     s.expect_raises(LookupError, lambda: s.pin("zz"), "cache.pin('zz')", "'zz' is not resident")
 
 
 def _bad_size(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     s.put("a", 40)
     for size in (0, -10):
         code = f"cache.put('b', '<b weights>', {size})"
@@ -340,7 +331,7 @@ def _bad_size(impl: Any) -> None:
 
 
 def _counts(impl: Any) -> None:
-    s = Script(impl, 100)
+    s = CacheScript(impl, 100)
     s.put("a", 60)
     s.get("a")
     s.get("a")
@@ -427,7 +418,7 @@ def _machine(level: int) -> MachineCheck:
     invariants = [inv for lvl in range(1, level + 1) for inv in names[lvl]]
     return MachineCheck(
         name="state machine",
-        build=lambda impl: make_machine(impl, level),
+        build=lambda impl: weight_cache_machine(impl, level),
         invariants=invariants,
         hints=HINTS,
         max_examples=150,
@@ -435,7 +426,86 @@ def _machine(level: int) -> MachineCheck:
     )
 
 
+# ----------------------------------------------------------------- replay and diagnosis
+
+
+def _weight_cache_ns(impl: Any) -> dict[str, Any]:
+    return {"WeightCache": impl}
+
+
+def _weight_cache_state(ns: dict[str, Any], canon: Canon) -> Hashable:
+    cache = ns.get("cache")
+    return None if cache is None else frozen(weight_cache_fields(cache))
+
+
+SEPARATING = (
+    program(  # LRU evicts the small old entry first, then the large one; not the newest
+        "cache = WeightCache(100)",
+        "cache.put('a', '<a weights>', 10)",
+        "cache.put('b', '<b weights>', 60)",
+        "cache.put('c', '<c weights>', 20)",
+        "cache.put('d', '<d weights>', 30)",
+        "cache.keys()",
+    ),
+    program(  # a hit and an unpin, then one eviction
+        "cache = WeightCache(80)",
+        "cache.put('a', '<a weights>', 40)",
+        "cache.put('b', '<b weights>', 40)",
+        "cache.pin('a')",
+        "cache.pin('a')",
+        "cache.unpin('a')",
+        "cache.get('b')",
+        "cache.put('c', '<c weights>', 40)",
+        "cache.unpin('a')",
+        "cache.get('b')",
+        "cache.put('d', '<d weights>', 40)",
+        "cache.keys()",
+    ),
+    program(  # every rule once: hits, misses, pins, the errors, an entry as large as the budget
+        "cache = WeightCache(100)",
+        *[f"cache.put({k!r}, '<{k} weights>', 10)" for k in "abcde"],
+        "cache.get('a')",
+        "cache.get('zz')",
+        "cache.put('f', '<f weights>', 60)",
+        "cache.pin('llama')",
+        "cache.put('llama', '<llama weights>', 10)",
+        "cache.pin('llama')",
+        "cache.put('big', '<big weights>', 95)",
+        "cache.put('huge', '<huge weights>', 150)",
+        "cache.put('llama', '<llama weights>', 20)",
+        "cache.unpin('llama')",
+        "cache.unpin('llama')",
+        "cache.put('whole', '<whole weights>', 100)",
+        "cache.keys()",
+    ),
+    program(  # equal sizes: only the recency order decides
+        "cache = WeightCache(90)",
+        "cache.put('a', '<a weights>', 30)",
+        "cache.put('b', '<b weights>', 30)",
+        "cache.put('c', '<c weights>', 30)",
+        "cache.put('a', '<a weights>', 30)",
+        "cache.put('d', '<d weights>', 30)",
+        "cache.keys()",
+    ),
+)
+
+REPLAY = TopicReplay(
+    "cache",
+    _weight_cache_ns,
+    _weight_cache_state,
+    lambda v, c: plain(v),
+    error_detail=lambda exc: "llama" in str(exc),  # a MemoryError names the pinned key
+    separating=SEPARATING,
+    subject="cache",
+    classes=("WeightCache",),
+    fields=weight_cache_fields,
+    reader=weight_cache_reading,
+)
+
+
 TOPIC = Topic(
+    replay=REPLAY,
+    checkpoint="weight_cache",
     name="weight-cache",
     title="A weight cache: byte budget, eviction loop, pins, two errors",
     steps=(

@@ -469,8 +469,11 @@ class DecodeAttention:
         """``q [B, Hq, D]`` against one layer's ``[num_blocks, block_size, Hkv, D]`` caches."""
         _check_shapes(q, k_cache, v_cache, self.batch)
         if self.backend == "triton":
-            from servelab.kv.triton_decode import triton_decode
+            from servelab.kv.triton_decode import triton_decode, unavailable
 
+            reason = unavailable(q)
+            if reason is not None:
+                raise InvalidBackend(reason)
             return triton_decode(q, k_cache, v_cache, self.batch, scale=scale)
         if self._decoder is not None:
             return self._decoder(

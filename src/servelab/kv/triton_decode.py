@@ -19,7 +19,29 @@ if TYPE_CHECKING:
 
     from servelab.kv.attention import DecodeBatch
 
-__all__ = ["triton_decode"]
+__all__ = ["triton_decode", "unavailable"]
+
+
+def unavailable(q: torch.Tensor, kernel: Any = None) -> str | None:
+    """Why :func:`triton_decode` cannot run ``q`` here (no triton, or a CPU tensor without
+    Triton's interpreter), or None when it can. The caller raises it as its own error."""
+    try:
+        from servelab.checkpoints import paged_kernel as solution
+    except ImportError:
+        return (
+            "backend 'triton' needs the triton package: `make triton` in the course folder, "
+            "or `pip install triton` (Linux)"
+        )
+    chosen = solution.paged_decode_kernel if kernel is None else kernel
+    import triton.language as tl
+
+    interpreted = type(chosen).__name__ == "InterpretedFunction"
+    if q.device.type != "cuda" and not (interpreted and type(tl.zeros).__name__ != "JITFunction"):
+        return (
+            "backend 'triton' on the CPU needs Triton's interpreter: set TRITON_INTERPRET=1 "
+            "before triton is first imported"
+        )
+    return None
 
 
 def triton_decode(
@@ -32,25 +54,11 @@ def triton_decode(
     kernel: Any = None,
 ) -> torch.Tensor:
     """``q [B, Hq, D]`` against one layer's ``[blocks, block_size, Hkv, D]`` caches with the
-    notebook's Triton kernel (or ``kernel``, a learner's ``paged_decode_kernel``)."""
-    from servelab.kv.attention import InvalidBackend
+    notebook's Triton kernel (or ``kernel``, a learner's ``paged_decode_kernel``); call
+    :func:`unavailable` first."""
+    from servelab.checkpoints import paged_kernel as solution
 
-    try:
-        from servelab.checkpoints import paged_kernel as solution
-    except ImportError as exc:
-        raise InvalidBackend(
-            "backend 'triton' needs the triton package: `make triton` in the course folder, "
-            "or `pip install triton` (Linux)"
-        ) from exc
     chosen = solution.paged_decode_kernel if kernel is None else kernel
-    import triton.language as tl
-
-    interpreted = type(chosen).__name__ == "InterpretedFunction"
-    if q.device.type != "cuda" and not (interpreted and type(tl.zeros).__name__ != "JITFunction"):
-        raise InvalidBackend(
-            "backend 'triton' on the CPU needs Triton's interpreter: set TRITON_INTERPRET=1 "
-            "before triton is first imported"
-        )
     launch: Any = solution.paged_decode  # notebook code: untyped
     out: torch.Tensor = launch(
         q, k_cache, v_cache, batch.tables, batch.lens, scale=scale, kernel=chosen

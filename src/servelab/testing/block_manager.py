@@ -1,6 +1,6 @@
 """The block manager's invariants as code, and a state machine that checks any implementation.
 
-:func:`check_invariants` reads only the inspection API (``block_table``, ``seq_len``,
+:func:`check_block_manager_invariants` reads only the inspection API (``block_table``, ``seq_len``,
 ``refcount``, ``free_list``, ``sequences``, ``num_free``) and checks the rules that hold after
 every operation, whatever the implementation:
 
@@ -10,7 +10,7 @@ every operation, whatever the implementation:
 
 :func:`block_manager_machine` builds a Hypothesis state machine that drives an
 implementation with allocate / append_slot / fork / free_seq (and, optionally, calls that
-must fail) and compares it with :class:`BlockModel`, an executable model of the rules that
+must fail) and compares it with :class:`BlockManagerModel`, an executable model of the rules that
 names blocks abstractly, so it fixes *which* logical blocks must share a physical block but
 not which physical ids an implementation hands out. It also keeps a shadow copy of the
 cache contents: every append writes a fresh token value into the returned slot (after
@@ -35,9 +35,9 @@ __all__ = [
     "INVARIANTS",
     "SUPPRESS_IMPORT",
     "BlockManagerLike",
-    "BlockModel",
+    "BlockManagerModel",
     "block_manager_machine",
-    "check_invariants",
+    "check_block_manager_invariants",
     "error_matches",
     "expect_error",
     "snapshot",
@@ -83,7 +83,7 @@ class BlockManagerLike(Protocol):
     def sequences(self) -> list[int]: ...
 
 
-def check_invariants(bm: BlockManagerLike) -> None:
+def check_block_manager_invariants(bm: BlockManagerLike) -> None:
     """Raise :class:`InvariantViolation` if ``bm`` breaks a rule that always holds."""
     n, size = bm.num_blocks, bm.block_size
     free = bm.free_list()
@@ -201,7 +201,7 @@ def expect_error(
 
 
 @dataclass
-class BlockModel:
+class BlockManagerModel:
     """The rules, executed on abstract block ids (no physical placement, no free order)."""
 
     num_blocks: int
@@ -285,7 +285,7 @@ def block_manager_machine(
         def __init__(self) -> None:
             super().__init__()
             self.bm: Any = None
-            self.model = BlockModel(1, 1)
+            self.model = BlockManagerModel(1, 1)
             self.a2p: dict[int, int] = {}
             self.memory: dict[tuple[int, int], int] = {}
             self.content: dict[int, list[int]] = {}
@@ -376,7 +376,7 @@ def block_manager_machine(
             fill=st.lists(st.integers(min_value=0, max_value=12), max_size=3),
         )
         def create(self, num_blocks: int, block_size: int, fill: list[int]) -> None:
-            self.model = BlockModel(num_blocks, block_size)
+            self.model = BlockManagerModel(num_blocks, block_size)
             self.bm = self.do(
                 f"bm = {name}({num_blocks}, {block_size})",
                 lambda: factory(num_blocks, block_size),
@@ -656,7 +656,7 @@ def block_manager_machine(
         def rules_hold(self) -> None:
             if self.bm is None:
                 return
-            check_invariants(self.bm)
+            check_block_manager_invariants(self.bm)
             size = self.model.block_size
             for seq, values in self.content.items():
                 table = self.bm.block_table(seq)

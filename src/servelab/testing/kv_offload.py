@@ -50,7 +50,7 @@ __all__ = [
     "crashing_writes",
     "hierarchy_class",
     "hierarchy_fields",
-    "make_machine",
+    "kv_offload_machine",
     "offload_fields",
     "payload_for",
     "tier_class_of",
@@ -306,7 +306,7 @@ def _errors(level: int) -> tuple[type[BaseException], ...]:
     return (ValueError, LookupError, RuntimeError, TypeError)
 
 
-def make_machine(impl: Any, level: int) -> type[RecordingMachine]:
+def kv_offload_machine(impl: Any, level: int) -> type[RecordingMachine]:
     """The state machine of ``level`` (1-2: one tier; 3: the hierarchy; 4: the cost model)."""
     if level <= 2:
         return _tier_machine(tier_class_of(impl), level)

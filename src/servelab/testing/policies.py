@@ -32,7 +32,9 @@ from hypothesis.stateful import initialize, invariant, precondition, rule
 from servelab.testing.core import InvariantViolation, RecordingMachine
 
 __all__ = [
+    "INVARIANTS",
     "MODELS",
+    "SIEVE_FIELDS",
     "FIFOModel",
     "GDSFModel",
     "LFUModel",
@@ -46,6 +48,22 @@ __all__ = [
 ]
 
 Key = Hashable
+
+#: Every rule the policy machine checks, by the id an :class:`InvariantViolation` carries
+#: (prefixed with the policy's name, ``"LFU:candidate-count"``, when a machine drives several).
+INVARIANTS: dict[str, str] = {
+    "candidate-count": "len() counts unpinned keys",
+    "order-matches-model": "eviction_order() matches the model",
+    "victim-matches-model": "pop_victim() returns the model's victim, never a pinned key",
+    "pinned-never-victim": "a pinned key is never the victim",
+    "no-victim-when-all-pinned": "pop_victim() raises LookupError when every key is pinned",
+    "queue-matches-model": "queue holds the resident keys in arrival order",
+    "visited-matches-model": "visited holds each resident key's bit, as the model's",
+    "pinned-matches-model": "pinned holds the pinned keys, as the model's",
+    "hand-matches-model": "hand is on the key the model's hand is on",
+}
+#: The SIEVE skeleton's attributes that the ``"fields"`` check compares, after ``queue``.
+SIEVE_FIELDS = ("visited", "pinned", "hand")
 
 
 class PolicyModel:

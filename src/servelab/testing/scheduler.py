@@ -8,8 +8,8 @@ admit first) and ``running`` (oldest first), over the reference
 :class:`SchedulerModel` executes the rules on plain counts (no block ids: without forks, a
 sequence holding ``n`` KV slots holds ``ceil(n / block_size)`` blocks, whichever they are).
 :func:`compare_step` checks one ``step()`` against it and names the rule that broke first, so
-a failure maps to a hint about that rule; :func:`check_invariants` checks the rules that hold
-between steps. :func:`scheduler_machine` drives both from Hypothesis, at three stages that
+a failure maps to a hint about that rule; :func:`check_scheduler_invariants` checks the rules
+that hold between steps. :func:`scheduler_machine` drives both from Hypothesis, at three stages that
 match the notebook: admission only (one step), admission + decode + retirement in a pool that
 never runs out, and the full step with preemption.
 """
@@ -36,7 +36,7 @@ __all__ = [
     "ModelOutput",
     "QueueState",
     "SchedulerModel",
-    "check_invariants",
+    "check_scheduler_invariants",
     "check_step_rules",
     "compare_step",
     "liveness_bound",
@@ -297,10 +297,10 @@ def _slot_of(bm: BlockManager, sid: int) -> tuple[int, int, None]:
     return (bm.block_table(sid)[-1], (n - 1) % bm.block_size, None)
 
 
-def check_invariants(sched: Any, model: SchedulerModel | None = None) -> None:
+def check_scheduler_invariants(sched: Any, model: SchedulerModel | None = None) -> None:
     """Between steps: block-manager invariants, queues, KV slots and (with a model) free count."""
     bm = sched.bm
-    bm_checks.check_invariants(bm)
+    bm_checks.check_block_manager_invariants(bm)
     running = _ids(sched.running)
     waiting = _ids(sched.waiting)
     if len(set(running) | set(waiting)) != len(running) + len(waiting):
@@ -427,7 +427,7 @@ def run_until_idle(sched: Any, max_steps: int | None = None) -> int:
         out = sched.step()
         check_step_rules(sched, before, out)
         emit_tokens(out)
-        check_invariants(sched)
+        check_scheduler_invariants(sched)
         steps += 1
     if sched.bm.num_free != sched.bm.num_blocks:
         raise InvariantViolation(
@@ -599,7 +599,7 @@ def scheduler_machine(
         def step(self, times: int) -> None:
             for i in range(times):
                 if i:
-                    check_invariants(self.sched, self.model)
+                    check_scheduler_invariants(self.sched, self.model)
                 self._one_step()
 
         def _one_step(self) -> None:
@@ -630,7 +630,7 @@ def scheduler_machine(
         @invariant()
         def rules_hold(self) -> None:
             if self.sched is not None:
-                check_invariants(self.sched, self.model)
+                check_scheduler_invariants(self.sched, self.model)
 
     SchedulerMachine.__name__ = f"SchedulerMachine_stage{stage}"
     return SchedulerMachine

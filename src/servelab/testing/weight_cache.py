@@ -24,16 +24,43 @@ from hypothesis.stateful import initialize, invariant, precondition, rule
 from servelab.testing.core import InvariantViolation, RecordingMachine
 
 __all__ = [
+    "INVARIANTS",
     "KEYS",
-    "ModelCache",
     "Snapshot",
-    "check_invariants",
-    "make_machine",
+    "WeightCacheModel",
+    "check_weight_cache_invariants",
     "snapshot",
     "stats_of",
+    "weight_cache_machine",
 ]
 
 KEYS = ("a", "b", "c", "d", "e", "f")
+
+#: Every rule the weight-cache machine checks, by the id its :class:`InvariantViolation`
+#: carries; the grader's hints are keyed by the same ids.
+INVARIANTS: dict[str, str] = {
+    "resident-set": "keys() lists each resident key once",
+    "pinned-evicted": "a pinned entry is never evicted",
+    "evicted-too-few": "the eviction loop runs until the new entry fits",
+    "evicted-too-many": "the eviction loop stops as soon as the new entry fits",
+    "wrong-victim": "the eviction loop removes the least recently used unpinned entry",
+    "within-budget": "used <= capacity",
+    "recency-order": "keys() lists the entries least recently used first",
+    "bytes-accounted": "used == sum of resident sizes",
+    "get-value": "get returns what put stored, and None on a miss",
+    "pin-count": "pin_count counts the pins of each replica",
+    "stats": "hits, misses, evictions and evicted bytes are counted",
+    "changed-on-error": "a put that raises leaves the cache unchanged",
+    "pins-on-error": "a pin or unpin that raises leaves the pin counts unchanged",
+    "unexpected-error": "a call the model says succeeds does not raise",
+    "wrong-error": "a call that must fail raises the documented error",
+    "miss-instead-of-raise": "a put blocked by pins raises MemoryError",
+    "error-names-keys": "the MemoryError names the pinned keys",
+    "replace-pinned": "a pinned entry is not replaced",
+    "pin-missing": "pin of an absent key raises KeyError",
+    "unpin-too-many": "unpin without a matching pin raises",
+    "bad-size": "a size must be a positive number of bytes",
+}
 
 
 def weights_for(key: str) -> str:
@@ -41,7 +68,7 @@ def weights_for(key: str) -> str:
 
 
 @dataclass
-class ModelCache:
+class WeightCacheModel:
     """The rules, as plainly as they can be written."""
 
     capacity: int
@@ -148,7 +175,7 @@ def snapshot(cache: Any, with_pins: bool) -> Snapshot:
     return Snapshot(keys, int(cache.used), pins, stats)
 
 
-def check_invariants(cache: Any, model: ModelCache, level: int) -> None:
+def check_weight_cache_invariants(cache: Any, model: WeightCacheModel, level: int) -> None:
     """Compare the implementation's visible state with the model's; raise InvariantViolation."""
     keys = list(cache.keys())
     used = cache.used
@@ -207,7 +234,7 @@ def check_invariants(cache: Any, model: ModelCache, level: int) -> None:
             raise InvariantViolation("stats", f"stats disagree: {diff}")
 
 
-def make_machine(impl: Any, level: int, capacity: int = 100) -> type[RecordingMachine]:
+def weight_cache_machine(impl: Any, level: int, capacity: int = 100) -> type[RecordingMachine]:
     """A state machine driving ``impl`` (a class or factory) at the given level of the API."""
 
     # mostly entries that leave room for others, sometimes one that needs many evictions (or is
@@ -227,7 +254,7 @@ def make_machine(impl: Any, level: int, capacity: int = 100) -> type[RecordingMa
         # whatever the seed.
         @initialize(fill=st.lists(small, max_size=len(KEYS)))
         def create(self, fill: list[int]) -> None:
-            self.model = ModelCache(capacity)
+            self.model = WeightCacheModel(capacity)
             self.cache = self.do(f"cache = WeightCache({capacity})", lambda: impl(capacity))
             for key, size in zip(KEYS, fill, strict=False):
                 self.put(key, size)
@@ -406,7 +433,7 @@ def make_machine(impl: Any, level: int, capacity: int = 100) -> type[RecordingMa
         @invariant()
         def agrees_with_model(self) -> None:
             if hasattr(self, "cache"):
-                check_invariants(self.cache, self.model, level)
+                check_weight_cache_invariants(self.cache, self.model, level)
 
     WeightCacheMachine.__name__ = f"WeightCacheMachine_level{level}"
     return WeightCacheMachine

@@ -24,41 +24,63 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from servelab.grading.registry import TOPICS, load_topic
+
 __all__ = [
     "CORRECT",
     "KERNELS",
     "RUN_ONLY",
     "Mistake",
+    "catalogued",
     "correct_impl",
     "correct_module",
     "mistakes",
     "topic_dir",
 ]
 
-CORRECT: dict[str, str] = {
-    "weight-cache": "weight_cache",
-    "eviction-policy": "eviction_policy",
-    "block-manager": "block_manager",
-    "prefix-cache": "prefix_cache",
-    "scheduler": "scheduler",
-    "kv-offload": "kv_offload",
-    "token-budget": "token_budget",
-}
-"""The topics with a catalogue, each with its checkpoint module in :mod:`servelab.checkpoints`."""
 
-RUN_ONLY: dict[str, str] = {"engine": "engine"}
-"""Topics whose mistakes show only when the model runs. Their checks name the wrong KV slot
-themselves (:mod:`servelab.kv.ledger`), so they are not replayed for a diagnosis as the
-topics of :data:`CORRECT` are; their catalogues are each a test of the grader all the same."""
+@cache
+def catalogued() -> dict[str, str]:
+    """The topics with a replayed catalogue (those whose module declares a replay), in course
+    order, each with its checkpoint module in :mod:`servelab.checkpoints`."""
+    found = {}
+    for name in TOPICS:
+        topic = load_topic(name)
+        if topic.replay is not None and topic.checkpoint is not None:
+            found[name] = topic.checkpoint
+    return found
 
-KERNELS: dict[str, str] = {"paged-kernel": "paged_kernel"}
-"""Topics whose graded objects are Triton kernels: same catalogue format (``Buggy`` is the
-checkpoint's kernel with one function of its chain replaced), but the grader compares outputs
-on cases instead of replaying programs, so the class-based diagnosis does not apply."""
+
+@cache
+def _unreplayed(kind: str) -> dict[str, str]:
+    """The topics whose catalogue is of ``kind`` (:attr:`~servelab.grading.topic.Topic.catalogue`),
+    in course order, each with its checkpoint module."""
+    found = {}
+    for name in TOPICS:
+        topic = load_topic(name)
+        if topic.catalogue == kind and topic.checkpoint is not None:
+            found[name] = topic.checkpoint
+    return found
+
+
+def __getattr__(name: str) -> Any:
+    """``CORRECT``: :func:`catalogued` as a module constant. ``RUN_ONLY``: the topics whose
+    mistakes show only when the model runs (their checks name the wrong KV slot themselves, so
+    they are not replayed for a diagnosis); ``KERNELS``: the topics whose graded objects are
+    Triton kernels (same catalogue format, ``Buggy`` being the checkpoint's kernel with one
+    function of its chain replaced, but compared on cases instead of replayed). Each of their
+    mistakes is a test of the grader all the same."""
+    if name == "CORRECT":
+        return catalogued()
+    if name == "RUN_ONLY":
+        return _unreplayed("run-only")
+    if name == "KERNELS":
+        return _unreplayed("kernels")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _catalogued() -> dict[str, str]:
-    return {**CORRECT, **RUN_ONLY, **KERNELS}
+    return {**catalogued(), **_unreplayed("run-only"), **_unreplayed("kernels")}
 
 
 @dataclass(frozen=True)

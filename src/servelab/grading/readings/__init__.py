@@ -11,31 +11,21 @@ shown only when that method differs that way, never as a guess from which check 
 A reading describes the observed call and states a rule; it claims no cause ("behaves exactly
 like one that ..." stays the catalogue's, and only when earned). Where no reading fits, the
 report keeps pointing at the place (:func:`servelab.grading.localise.place_hint`).
+
+Each topic's reader lives in this package, one module per topic, and is named by the topic's
+:class:`~servelab.grading.replay.TopicReplay` (``reader``) in its own module.
 """
 
 from servelab.grading.localise import Divergence
-from servelab.grading.readings.block_manager import block_manager_reading
 from servelab.grading.readings.difference import Difference, Reader
-from servelab.grading.readings.eviction_policy import eviction_policy_reading
-from servelab.grading.readings.prefix_cache import prefix_cache_reading
-from servelab.grading.readings.scheduler import scheduler_reading
-from servelab.grading.readings.weight_cache import weight_cache_reading
 
-__all__ = ["READERS", "Difference", "reading"]
-
-READERS: dict[str, Reader] = {
-    "weight-cache": weight_cache_reading,
-    "eviction-policy": eviction_policy_reading,
-    "block-manager": block_manager_reading,
-    "prefix-cache": prefix_cache_reading,
-    "scheduler": scheduler_reading,
-}
+__all__ = ["Difference", "Reader", "reading"]
 
 
-def reading(topic: str, divergence: Divergence | None, program: str = "") -> str | None:
-    """The rule ``divergence`` breaks, in words, or None when no reading of ``topic`` fits;
-    ``program`` is the failing program the divergence was found in."""
-    reader = READERS.get(topic)
+def reading(reader: Reader | None, divergence: Divergence | None, program: str = "") -> str | None:
+    """The rule ``divergence`` breaks, in words, or None when ``reader`` (a topic's, declared in
+    its :class:`~servelab.grading.replay.TopicReplay`; None: the topic has none) finds none that
+    fits; ``program`` is the failing program the divergence was found in."""
     if reader is None or divergence is None:
         return None
     policy, _, method = divergence.method.rpartition(".")

@@ -1,0 +1,118 @@
+"""How diagnosis replays the programs of topic ``kv-offload``: names, state, values, and the
+programs that tell its known mistakes apart (:mod:`servelab.grading.diagnose`).
+
+Apart from :mod:`servelab.grading.kv_offload` only to keep each file short enough to read in
+one sitting; the topic declares :data:`REPLAY` as its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+from servelab.grading.observe import Canon, frozen
+from servelab.grading.replay import TopicReplay, plain, program
+from servelab.testing.kv_offload import (
+    crashing_writes,
+    hierarchy_class,
+    offload_fields,
+    payload_for,
+    tier_class_of,
+)
+
+__all__ = ["REPLAY", "SEPARATING"]
+
+
+def _offload_ns(impl: Any) -> dict[str, Any]:
+    ns: dict[str, Any] = {"Tier": tier_class_of(impl), "payload": payload_for}
+    if isinstance(impl, dict):
+        ns["DiskTier"] = impl["DiskTier"]
+        ns["Hierarchy"] = hierarchy_class(impl)
+        ns["crashing_writes"] = crashing_writes
+    return ns
+
+
+def _offload_state(ns: dict[str, Any], canon: Canon) -> Hashable:
+    obj = next((ns[n] for n in ("h", "tier", "disk") if ns.get(n) is not None), None)
+    return None if obj is None else frozen(offload_fields(obj))
+
+
+def _offload_value(value: Any, canon: Canon) -> Hashable:
+    """Payloads as bytes, times to three significant digits (a closed form may differ from
+    the reference's in the last digits), containers element by element."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value)
+    if isinstance(value, float):
+        return float(f"{value:.3g}")
+    if isinstance(value, list | tuple):
+        return tuple(_offload_value(v, canon) for v in value)
+    return plain(value)
+
+
+def _fields(obj: Any, canon: Any = None) -> dict[str, Any]:
+    return offload_fields(obj)
+
+
+SEPARATING = (
+    program(  # every rule of one tier: FIFO order, counted pins, references, decide first
+        "tier = Tier(100, 'FIFO')",
+        "tier.put('a', payload('a', 30))",
+        "tier.put('b', payload('b', 30))",
+        "tier.put('c', payload('c', 30))",
+        "tier.get('a')",
+        "tier.pin('b')",
+        "tier.pin('b')",
+        "tier.unpin('b')",
+        "tier.ref('c')",
+        "tier.can_evict('a')",
+        "tier.can_evict('b')",
+        "tier.can_evict('c')",
+        "tier.put('d', payload('d', 50))",
+        "tier.put('e', payload('e', 20))",
+        "tier.pin('e')",
+        "tier.put('f', payload('f', 40), wait=2)",
+    ),
+    program(  # the cascade, a lookup past a gap, a retrieve that must keep its pins
+        "h = Hierarchy(60, 120)",
+        "h.store('a', payload('a', 30))",
+        "h.store('b', payload('b', 30))",
+        "h.store('c', payload('c', 30))",
+        "h.where('a')",
+        "found = h.lookup(['b', 'x', 'a'])",
+        "h.release(found)",
+        "found = h.lookup(['b', 'a', 'c'])",
+        "h.retrieve(found)",
+        "found = h.lookup(['a'])",
+        "h.retrieve(found)",
+        "h.held_bytes()",
+    ),
+    program(  # the cost model, each term once
+        "h = Hierarchy(1000, 1000)",
+        "h.recompute_seconds(32768)",
+        "h.load_seconds(4096, 'cpu')",
+        "h.load_seconds(1000, 'disk')",
+        "h.worth_loading(8192, 'disk')",
+    ),
+    program(  # a crash in mid-write
+        "disk = DiskTier(100)",
+        "disk.put('a', payload('a', 20))",
+        "with crashing_writes(): disk.put('b', payload('b', 40))",
+        "disk.keys()",
+    ),
+)
+
+REPLAY = TopicReplay(
+    "KV offload",
+    _offload_ns,
+    _offload_state,
+    _offload_value,
+    ("ChunkTooLarge", "ChunkInUse", "ChunkNotFound", "ChunkNotPinned", "ChunkNotReferenced"),
+    SEPARATING,
+    subject="h",
+    # no classes: the probes write the usual names (Tier, DiskTier, Hierarchy), not through the
+    # one Script (servelab.grading._script), so a report keeps them
+    fields=_fields,
+    subject_per_program=True,
+)
+"""How diagnosis replays this topic's programs: a program builds a tier (``tier``), a disk
+tier (``disk``) or a hierarchy (``h``), and a report names the one it built."""

@@ -1,0 +1,383 @@
+"""The probes of topic ``eviction-policy``: LFU's and SIEVE's known mistakes, each a short
+program run through :class:`~servelab.grading._script.Script` on the learner's own class.
+
+:mod:`servelab.grading.eviction_policy` lists them in its steps, beside the state machines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from servelab.grading._script import Script, own_names
+from servelab.grading.topic import ProbeFailed
+
+CLASSES = ("LFU", "SIEVE")
+"""The names the topic's programs give the two policies."""
+
+
+def policy_class(impl: Any, name: str) -> Callable[[], Any]:
+    """The learner's class called ``name`` ("LFU" or "SIEVE") out of whatever was passed."""
+    if isinstance(impl, Mapping):
+        found = impl.get(name)
+    elif isinstance(impl, type):
+        found = impl if getattr(impl, "name", impl.__name__) == name else None
+    else:
+        found = getattr(impl, name, None)
+    if found is None:
+        raise ProbeFailed(
+            f"this step grades a {name} class, and none was given: pass "
+            f'{{"LFU": LFU, "SIEVE": SIEVE}} (or a class whose name = "{name}")'
+        )
+    return found  # type: ignore[no-any-return]
+
+
+class PolicyScript(Script):
+    """A :class:`Script` on one fresh policy, with the events the probes send as verbs."""
+
+    def __init__(self, impl: Any, name: str) -> None:
+        names = {name: own_names(policy_namespace(impl), CLASSES, "p").get(name, name)}
+        super().__init__({name: policy_class(impl, name)}, names)
+        self(f"p = {name}()")
+
+    @property
+    def policy(self) -> Any:
+        return self.ns["p"]
+
+    def put(self, *keys: str, size: int = 1) -> None:
+        for key in keys:
+            self(f"p.update_on_put({key!r}, {size})")
+
+    def hit(self, *keys: str) -> None:
+        for key in keys:
+            self(f"p.update_on_hit({key!r})")
+
+    def pin(self, key: str) -> None:
+        self(f"p.update_on_pin({key!r})")
+
+    def unpin(self, key: str) -> None:
+        self(f"p.update_on_unpin({key!r})")
+
+    def expect_victim(self, want: str, why: str) -> None:
+        got = self("p.pop_victim()")
+        if got != want:
+            raise self.fail(f"pop_victim() returned {got!r}, expected {want!r}: {why}")
+        self.lines[-1] += f"  # {want!r}"
+
+    def expect_order(self, want: list[str], why: str) -> None:
+        got = list(self.policy.eviction_order())
+        if got != want:
+            self.note(f"p.eviction_order()  # {got}")
+            raise self.fail(f"eviction_order() is {got}, expected {want}: {why}")
+
+    def expect_len(self, want: int, why: str) -> None:
+        got = len(self.policy)
+        if got != want:
+            self.note(f"len(p)  # {got}")
+            raise self.fail(f"len(p) is {got}, expected {want}: {why}")
+
+    def remove(self, key: str) -> None:
+        self(f"p.update_on_remove({key!r})")
+
+    def point_hand(self, key: str | None) -> None:
+        """Set SIEVE's ``hand`` as only the sweep would (it is not written yet)."""
+        self(f"p.hand = {key!r}")
+
+    def expect_field(self, field: str, want: Any, why: str) -> None:
+        """Compare one of the skeleton's attributes (``queue``, ``visited`` …) with ``want``."""
+        if not hasattr(self.policy, field):
+            raise self.fail(f"the policy has no attribute {field!r}: keep the skeleton's __init__")
+        got = getattr(self.policy, field)
+        if isinstance(want, (list, dict, set)):
+            got = type(want)(got)  # a deque or an OrderedDict holds the same state
+        if got != want:
+            self.note(f"p.{field}  # {got!r}")
+            raise self.fail(f"p.{field} is {got!r}, expected {want!r}: {why}")
+
+    def expect_no_victim(self) -> None:
+        try:
+            got = self("p.pop_victim()")
+        except LookupError:
+            return
+        raise self.fail(f"pop_victim() returned {got!r} although every key is pinned")
+
+
+# --------------------------------------------------------------------------- shared probes
+
+
+def _pins_leave_the_candidates(name: str, after_unpin: list[str]) -> Callable[[Any], None]:
+    def run(impl: Any) -> None:
+        s = PolicyScript(impl, name)
+        s.put("a", "b", "c")
+        s.hit("b", "c")
+        s.pin("a")  # the natural victim in both policies
+        s.expect_len(2, "a pinned key is not a candidate")
+        s.expect_victim("b", "the pinned key 'a' may not be evicted")
+        s.unpin("a")
+        s.expect_len(2, "after update_on_unpin the key is a candidate again")
+        s.expect_order(after_unpin, "'a' is a candidate again, where its history puts it")
+
+    return run
+
+
+def _nothing_to_evict(name: str) -> Callable[[Any], None]:
+    def run(impl: Any) -> None:
+        s = PolicyScript(impl, name)
+        s.put("a", "b")
+        s.pin("a")
+        s.pin("b")
+        s.expect_len(0, "both keys are pinned")
+        s.expect_no_victim()
+
+    return run
+
+
+# --------------------------------------------------------------------------- LFU probes
+# Step 1 reads the order through the given eviction_order() (a sort by count, then tick).
+
+
+def _lfu_order_by_count(impl: Any) -> None:
+    s = PolicyScript(impl, "LFU")
+    s.put("a", "b", "c")
+    s.hit("a", "a", "c")
+    s.expect_order(["b", "c", "a"], "'b' was never hit (count 1); 'c' has 2, 'a' has 3")
+
+
+def _lfu_order_counts_grow(impl: Any) -> None:
+    s = PolicyScript(impl, "LFU")
+    s.put("a", "b")
+    s.hit(*["b"] * 5)
+    s.hit(*["a"] * 4)
+    s.expect_order(["a", "b"], "'a' has count 5, 'b' has 6: counts keep growing, uncapped")
+
+
+def _lfu_order_ties_fifo(impl: Any) -> None:
+    s = PolicyScript(impl, "LFU")
+    s.put("a", "b", "c", "d")
+    s.hit("d", "b")  # b and d reach count 2, d first
+    s.expect_order(
+        ["a", "c", "d", "b"],
+        "a and c (count 1) first, in arrival order; then d, which reached count 2 before b",
+    )
+
+
+def _lfu_remove_forgets(impl: Any) -> None:
+    s = PolicyScript(impl, "LFU")
+    s.put("a", "b")
+    s.hit("a", "a")
+    s.remove("a")
+    s.expect_order(["b"], "'a' was removed")
+    s.put("a")
+    s.expect_order(["b", "a"], "'a' was put again: count 1, reached after 'b' reached 1")
+
+
+# Step 2: the victim.
+
+
+def _lfu_counts(impl: Any) -> None:
+    s = PolicyScript(impl, "LFU")
+    s.put("a", "b", "c")
+    s.hit("a", "a", "c")
+    s.expect_len(3, "three keys, none pinned")
+    s.expect_victim("b", "'b' was never hit (count 1); 'c' has 2, 'a' has 3")
+    s.expect_victim("c", "'c' has count 2, 'a' has 3")
+    s.expect_len(1, "two of the three keys were evicted")
+
+
+def _lfu_stale_entries(impl: Any) -> None:
+    s = PolicyScript(impl, "LFU")
+    s.put("a", "b", "c")
+    s.hit("a")
+    s.remove("c")
+    s.expect_victim("b", "'a' was hit (count 2): its first heap entry (1, …) is stale")
+    s.expect_victim("a", "the last resident key")
+    s.put("c")
+    s.expect_victim("c", "'c' was removed and put again; 'a' was evicted")
+
+
+def _lfu_empty(impl: Any) -> None:
+    s = PolicyScript(impl, "LFU")
+    s.put("a")
+    s.expect_victim("a", "the only key")
+    s.expect_len(0, "nothing is resident")
+    s.expect_no_victim()
+
+
+def _lfu_counts_grow(impl: Any) -> None:
+    s = PolicyScript(impl, "LFU")
+    s.put("a", "b")
+    s.hit(*["b"] * 5)
+    s.hit(*["a"] * 4)
+    s.expect_victim("a", "'a' has count 5, 'b' has 6: counts keep growing, they are not capped")
+
+
+def _lfu_ties_fifo(impl: Any) -> None:
+    s = PolicyScript(impl, "LFU")
+    s.put("a", "b", "c", "d")
+    s.hit("d", "b")  # b and d reach count 2, d first
+    s.expect_victim("a", "count 1, and it arrived before 'c'")
+    s.expect_victim("c", "count 1")
+    s.expect_victim("d", "count 2, reached before 'b' reached it")
+
+
+# Step 3: pins.
+
+
+def _lfu_unpin_keeps_place(impl: Any) -> None:
+    s = PolicyScript(impl, "LFU")
+    s.put("a", "b", "c")
+    s.pin("a")
+    s.unpin("a")
+    s.expect_order(
+        ["a", "b", "c"],
+        "a pin and an unpin are not uses: 'a' keeps its place among the keys of count 1",
+    )
+    s.expect_victim("a", "'a' is back where it was, first among the keys of count 1")
+
+
+def _lfu_pinned_history(impl: Any) -> None:
+    s = PolicyScript(impl, "LFU")
+    s.put("a", "b", "c")
+    s.pin("a")
+    s.hit("a", "a")  # hits while pinned count
+    s.hit("b")
+    s.unpin("a")
+    s.expect_order(["c", "b", "a"], "'a' has count 3 (two hits while pinned), 'b' 2, 'c' 1")
+
+
+# --------------------------------------------------------------------------- SIEVE probes
+# Steps 4 and 5 come before the sweep: they read the skeleton's attributes.
+
+
+def _sieve_born_unvisited(impl: Any) -> None:
+    s = PolicyScript(impl, "SIEVE")
+    s.put("a", "b", "c")
+    s.expect_field("queue", ["a", "b", "c"], "keys in arrival order, the newest last")
+    s.expect_field("visited", {"a": False, "b": False, "c": False}, "no key was hit yet")
+    s.expect_len(3, "three keys, none pinned")
+
+
+def _sieve_hit_sets_bit(impl: Any) -> None:
+    s = PolicyScript(impl, "SIEVE")
+    s.put("a", "b", "c")
+    s.hit("a", "a")
+    s.expect_field("queue", ["a", "b", "c"], "a hit moves nothing")
+    s.expect_field("visited", {"a": True, "b": False, "c": False}, "'a' was hit")
+
+
+def _sieve_pins_counted(impl: Any) -> None:
+    s = PolicyScript(impl, "SIEVE")
+    s.put("a", "b", "c")
+    s.pin("b")
+    s.expect_field("pinned", {"b"}, "'b' is pinned")
+    s.expect_len(2, "a pinned key is not a candidate")
+    s.unpin("b")
+    s.expect_field("pinned", set(), "'b' was unpinned")
+    s.expect_len(3, "after update_on_unpin the key is a candidate again")
+
+
+def _sieve_pin_keeps_history(impl: Any) -> None:
+    s = PolicyScript(impl, "SIEVE")
+    s.put("a", "b", "c")
+    s.hit("b")
+    s.pin("b")
+    s.hit("c")
+    s.pin("c")
+    s.unpin("b")
+    s.unpin("c")
+    s.expect_field("queue", ["a", "b", "c"], "a pin and an unpin move nothing")
+    s.expect_field("visited", {"a": False, "b": True, "c": True}, "pins keep the bits")
+
+
+def _sieve_remove_forgets(impl: Any) -> None:
+    s = PolicyScript(impl, "SIEVE")
+    s.put("a", "b", "c")
+    s.hit("b")
+    s.pin("b")
+    s.remove("b")
+    s.expect_field("queue", ["a", "c"], "'b' was removed")
+    s.expect_field("visited", {"a": False, "c": False}, "'b' was removed with its bit")
+    s.expect_field("pinned", set(), "'b' was removed with its pin")
+    s.expect_len(2, "two keys are resident, none pinned")
+
+
+def _sieve_hand_moves_on(impl: Any) -> None:
+    s = PolicyScript(impl, "SIEVE")
+    s.put("a", "b", "c", "d")
+    s.point_hand("b")
+    s.remove("b")
+    s.expect_field("hand", "c", "the hand was on 'b': it moves on to the next newer key")
+
+
+def _sieve_hand_off_the_end(impl: Any) -> None:
+    s = PolicyScript(impl, "SIEVE")
+    s.put("a", "b", "c")
+    s.point_hand("c")
+    s.remove("c")
+    s.expect_field("hand", None, "'c' was the newest: the next sweep starts at the oldest")
+
+
+def _sieve_hand_stays_on_others(impl: Any) -> None:
+    s = PolicyScript(impl, "SIEVE")
+    s.put("a", "b", "c", "d")
+    s.point_hand("c")
+    s.remove("a")
+    s.remove("d")
+    s.expect_field("hand", "c", "neither removed key was under the hand")
+
+
+# Step 6: the sweep.
+
+
+def _sieve_basic(impl: Any) -> None:
+    s = PolicyScript(impl, "SIEVE")
+    s.put("a", "b", "c")
+    s.hit("a")
+    s.expect_victim("b", "the hand starts at the oldest key, passes visited 'a', evicts 'b'")
+
+
+def _sieve_clears_bits(impl: Any) -> None:
+    s = PolicyScript(impl, "SIEVE")
+    s.put("a", "b")
+    s.hit("a")
+    s.expect_victim("b", "'a' is visited, 'b' is not")
+    s.put("c")
+    s.expect_victim("a", "the hand cleared a's bit on its way past; this sweep evicts it")
+
+
+def _sieve_wraps(impl: Any) -> None:
+    s = PolicyScript(impl, "SIEVE")
+    s.put("a", "b", "c")
+    s.hit("a", "b")
+    s.expect_victim("c", "a and b are visited (their bits get cleared), c is not")
+    s.put("d")
+    s.expect_victim("a", "c was the newest, so the hand wraps to the oldest key, 'a'")
+
+
+def _sieve_remove_under_hand(impl: Any) -> None:
+    s = PolicyScript(impl, "SIEVE")
+    s.put("a", "b", "c", "d")
+    s.hit("a")
+    s.expect_victim("b", "passes visited 'a' (clearing it), evicts 'b'; the hand rests on 'c'")
+    s.remove("c")
+    s.put("e")
+    s.expect_victim("d", "'c' was removed under the hand, so the hand moved on to 'd'")
+
+
+def _sieve_hand_stays(impl: Any) -> None:
+    s = PolicyScript(impl, "SIEVE")
+    s.put("a", "b", "c", "d")
+    s.hit("a")
+    s.expect_victim("b", "passes visited 'a' (clearing it), evicts 'b'")
+    s.expect_victim("c", "the hand continues after 'b': 'c' is next, not 'a'")
+
+
+def policy_namespace(impl: Any) -> dict[str, Any]:
+    """``LFU`` and ``SIEVE``: the learner's classes of those names, those that were passed."""
+    ns: dict[str, Any] = {}
+    for name in CLASSES:
+        try:
+            ns[name] = policy_class(impl, name)
+        except Exception:
+            continue
+    return ns
