@@ -257,9 +257,19 @@ def specs() -> dict[str, TopicReplay]:
 
 
 @cache
+def topic_hook(name: str) -> Diagnoser | None:
+    """The diagnosis hook of topic ``name``, or None for a topic without a catalogue. Loads
+    that topic alone: diagnosing a weight cache must not import the capstone's torch."""
+    if name not in TOPICS:
+        return None
+    spec = load_topic(name).replay
+    return Diagnoser(name, spec) if spec is not None else None
+
+
+@cache
 def hooks() -> dict[str, Diagnoser]:
-    """The diagnosis hook of every topic with a catalogue."""
-    return {name: Diagnoser(name, spec) for name, spec in specs().items()}
+    """The diagnosis hook of every topic with a catalogue (loads every topic)."""
+    return {name: found for name in TOPICS if (found := topic_hook(name)) is not None}
 
 
 def __getattr__(name: str) -> Any:
@@ -273,7 +283,7 @@ def __getattr__(name: str) -> Any:
 
 def for_topic(name: str) -> Callable[[str, Any], str | None] | None:
     """The diagnosis hook of topic ``name``, or None for a topic without a catalogue."""
-    return hooks().get(name)
+    return topic_hook(name)
 
 
 def explained(
@@ -285,7 +295,7 @@ def explained(
     whose attached program stands in when a learner's error cut a probe short. Errors inside
     diagnosis propagate: the grader decides what to do with them.
     """
-    hook = hooks().get(topic)
+    hook = topic_hook(topic)
     program = code or (program_of(exc) if exc is not None else "")
     if hook is None or not program:
         return Finding()
@@ -331,7 +341,7 @@ def diagnosed(topic: str, code: str, exc: BaseException | None, impl: Any) -> st
     whose attached program stands in when a learner's error cut a probe short. Diagnosis
     never fails a grade of its own accord: any error inside it means no diagnosis.
     """
-    hook = hooks().get(topic)
+    hook = topic_hook(topic)
     program = code or (program_of(exc) if exc is not None else "")
     if hook is None or not program:
         return None

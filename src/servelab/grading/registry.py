@@ -13,11 +13,12 @@ the topic it grades.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from functools import cache
 
 from servelab.grading.topic import Topic
 
-__all__ = ["TOPICS", "checkpoint_modules", "load_topic", "topics"]
+__all__ = ["TOPICS", "checkpoint_module", "checkpoint_modules", "load_topic", "topics"]
 
 TOPICS: tuple[str, ...] = (
     "weight-cache",
@@ -56,12 +57,26 @@ def load_topic(name: str) -> Topic:
     return topic
 
 
+def checkpoint_module(name: str) -> str | None:
+    """The module of :mod:`servelab.checkpoints` for topic ``name`` (``weight_cache`` for
+    ``weight-cache``), or None where the topic has none.
+
+    Found by name, without importing the topic: asking for a checkpoint must not load every
+    topic's grader (the capstone's imports torch, the kernel's sets ``TRITON_INTERPRET``).
+    Each topic's :attr:`~servelab.grading.topic.Topic.checkpoint` names the same module.
+    """
+    if name not in TOPICS:
+        return None
+    module = name.replace("-", "_")
+    return module if importlib.util.find_spec(f"servelab.checkpoints.{module}") else None
+
+
 def checkpoint_modules() -> dict[str, str]:
     """Each topic with checkpoints, in course order, and its module in
     :mod:`servelab.checkpoints`."""
     found = {}
     for name in TOPICS:
-        module = load_topic(name).checkpoint
+        module = checkpoint_module(name)
         if module is not None:
             found[name] = module
     return found

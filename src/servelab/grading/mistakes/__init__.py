@@ -95,9 +95,20 @@ class Mistake:
     doc: str
 
 
+def _has_catalogue(topic: str) -> bool:
+    """Whether ``topic`` has a catalogue, loading that topic alone (a weight-cache grade
+    must not import the capstone's torch)."""
+    if topic not in TOPICS:
+        return False
+    declared = load_topic(topic)
+    return declared.checkpoint is not None and (
+        declared.replay is not None or declared.catalogue in ("run-only", "kernels")
+    )
+
+
 def _package(topic: str) -> str:
     folder = topic.replace("-", "_")
-    if topic not in _catalogued():
+    if not _has_catalogue(topic):
         known = ", ".join(sorted(_catalogued()))
         raise ValueError(f"no mistake catalogue for topic {topic!r}; known: {known}")
     return f"{__name__}.{folder}"
@@ -111,7 +122,7 @@ def topic_dir(topic: str) -> Path:
 def correct_module(topic: str) -> ModuleType:
     """The checkpoint module of ``topic``: the notebook's solution, step by step."""
     _package(topic)
-    return importlib.import_module(f"servelab.checkpoints.{_catalogued()[topic]}")
+    return importlib.import_module(f"servelab.checkpoints.{load_topic(topic).checkpoint}")
 
 
 def correct_impl(topic: str) -> Any:
