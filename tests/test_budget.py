@@ -20,7 +20,7 @@ from servelab.kv.scheduler import (
     TokenNotAppended,
 )
 from servelab.testing.core import thoroughness
-from servelab.testing.token_budget import budget_machine, drain
+from servelab.testing.token_budget import drain, token_budget_machine
 
 
 def run(sched: TokenBudgetScheduler, steps: int) -> list[list[tuple[int, int, int, bool]]]:
@@ -36,7 +36,7 @@ def run(sched: TokenBudgetScheduler, steps: int) -> list[list[tuple[int, int, in
 
 @pytest.mark.parametrize("prefix_caching", [False, True], ids=["plain", "prefix"])
 def test_scheduler_follows_the_model(prefix_caching: bool) -> None:
-    machine = budget_machine(prefix_caching=prefix_caching)
+    machine = token_budget_machine(prefix_caching=prefix_caching)
     run_state_machine_as_test(
         machine,
         settings=settings(max_examples=40 * thoroughness(), stateful_step_count=40, deadline=None),

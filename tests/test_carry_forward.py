@@ -172,3 +172,20 @@ def test_a_half_written_notebook_file_is_replaced_and_said_to_be_unreadable(
     assert carried.line == (
         "using the checkpoint BlockManager: notebook 03 cannot be read (JSONDecodeError)"
     )
+
+
+def test_the_carried_topics_are_registered_topics_each_with_the_notebook_of_its_checkpoint() -> (
+    None
+):
+    """``CARRIED_TOPICS`` chooses which topics a later notebook builds on; everything else about
+    them comes from the registry: the course order, and the notebook their checkpoint is
+    generated from."""
+    import importlib
+
+    from servelab.grading.registry import TOPICS, checkpoint_module
+
+    carried = carry_forward.CARRIED_TOPICS
+    assert list(carried) == [t for t in TOPICS if t in carried]
+    for topic, notebook in carried.items():
+        module = importlib.import_module(f"servelab.checkpoints.{checkpoint_module(topic)}")
+        assert f"Generated from solutions/{notebook} by" in (module.__doc__ or ""), topic

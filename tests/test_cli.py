@@ -12,6 +12,8 @@ import pytest
 
 import servelab
 from servelab import checkpoints
+from servelab.grading import load_topic
+from servelab.grading.mistakes import catalogued, correct_impl, topic_dir
 
 SERVELAB = Path(sys.executable).parent / "servelab"  # the console script of this environment
 
@@ -215,14 +217,16 @@ def test_a_file_that_raises_while_it_loads_fails_with_its_own_traceback(tmp_path
     assert 'learner.py", line 2' in done.stderr and "_grade_child" not in done.stderr
 
 
-CORRECT_FILES = {  # each topic's correct implementation: its last checkpoint
-    "weight-cache": "checkpoints/weight_cache.py:WeightCache",
-    "eviction-policy": "grading/mistakes/eviction_policy/__init__.py:Correct",
-    "block-manager": "checkpoints/block_manager.py:BlockManager",
-    "scheduler": "checkpoints/scheduler.py:Scheduler",
-    "prefix-cache": "checkpoints/prefix_cache.py:PrefixBlockManager",
-    "token-budget": "checkpoints/token_budget.py:TokenBudgetScheduler",
-}
+def _correct_file(topic: str) -> str:
+    """The topic's correct implementation, its last checkpoint, as ``--impl`` names it: the
+    checkpoint's class, or for a dict of classes the catalogue's ``Correct``."""
+    impl = correct_impl(topic)
+    if isinstance(impl, dict):
+        return f"grading/mistakes/{topic_dir(topic).name}/__init__.py:Correct"
+    return f"checkpoints/{load_topic(topic).checkpoint}.py:{impl.__name__}"
+
+
+CORRECT_FILES = {topic: _correct_file(topic) for topic in catalogued()}
 
 
 @pytest.mark.parametrize("topic", [*CORRECT_FILES, "invariant-checker"])

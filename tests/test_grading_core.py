@@ -30,6 +30,7 @@ from servelab.grading import (
     GradeFailure,
     GradeInterrupted,
     MachineCheck,
+    Probe,
     Step,
     StepNotWritten,
     Topic,
@@ -986,3 +987,13 @@ def test_a_ctrl_c_that_lands_in_a_gc_callback_is_not_lost(main: types.ModuleType
     finally:
         sys.unraisablehook = previous
     assert lost == []
+
+
+def test_a_topic_of_one_step_graded_whole_is_headed_as_that_step() -> None:
+    probe = Probe("adds", "add the two", lambda impl: None)
+    one = Topic("adder", "adder", [Step(1, "add two numbers", (probe,))])
+    two = Topic("adder", "adder", [Step(1, "add", (probe,)), Step(2, "add more", (probe,))])
+    head = grade(one, None, out=io.StringIO()).text.splitlines()[0]
+    assert head == grade(one, None, step=1, out=io.StringIO()).text.splitlines()[0]
+    assert head == "adder · step 1 of 1: add two numbers"
+    assert grade(two, None, out=io.StringIO()).text.splitlines()[0] == "adder · all 2 steps"

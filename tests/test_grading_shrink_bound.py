@@ -1,10 +1,10 @@
 """The grader bounds shrinking by a count of programs, on the Hypothesis installed here.
 
-``servelab.grading.core`` swaps two private names of Hypothesis's engine for the length of a
-state-machine check: the ``time`` module it reads ``perf_counter`` from, and
+``servelab.grading._programs`` swaps two private names of Hypothesis's engine for the length
+of a state-machine check: the ``time`` module it reads ``perf_counter`` from, and
 ``MAX_SHRINKING_SECONDS``. Its clock then counts programs instead of seconds. If a Hypothesis
-release renames either, the swap is skipped without a word and shrinking falls back to five
-minutes of wall time; these tests are what notices.
+release renames either, the swap is skipped with a logged warning and shrinking falls back to
+five minutes of wall time; these tests are what notices.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import time
 import types
 from collections.abc import Iterator
 
+import pytest
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture import engine
@@ -105,3 +106,14 @@ def test_shrinking_runs_at_most_the_bound_and_more_when_it_is_raised() -> None:
     assert small <= shrunk_small <= small + 2
     # a raised bound lets shrinking go on: the small one was what stopped it
     assert large <= shrunk_large <= large + 2
+
+
+def test_a_hypothesis_without_those_names_is_left_alone_and_logged(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.delattr(engine, "MAX_SHRINKING_SECONDS")
+    logged = caplog.at_level("WARNING", logger="servelab.grading._programs")
+    with logged, _shrinking_bounded_by_count(7):
+        assert engine.time is time
+    assert "has no MAX_SHRINKING_SECONDS" in caplog.text
+    assert engine.time is time

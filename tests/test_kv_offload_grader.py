@@ -76,3 +76,28 @@ def test_a_torn_write_defined_in_a_notebook_is_caught() -> None:
     with pytest.raises(GradeFailure) as failure:
         grade(TOPIC, {**correct, "DiskTier": ns["DiskTier"]}, step=3, out=io.StringIO())
     assert "torn" in failure.value.report.text
+
+
+def test_every_rule_the_machines_break_is_in_the_registry() -> None:
+    """The ids the machines raise (an ``InvariantViolation``'s, or the rule handed to the
+    helpers that raise one) are the keys of ``INVARIANTS``, and so is every hint the grader
+    gives a machine's failure: read from the source, so a one-off id cannot slip in."""
+    import ast
+    import inspect
+
+    from servelab.grading import kv_offload as grader
+    from servelab.testing import kv_offload as machines
+
+    raisers = {"InvariantViolation": 0, "_compare": 2, "_close": 3}
+    raised = {f"{method}-refused" for method in ("pin", "unpin", "ref", "unref")}
+    for node in ast.walk(ast.parse(inspect.getsource(machines))):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") in raisers:
+            position = raisers[node.func.id]  # type: ignore[attr-defined]
+            rule = node.args[position] if len(node.args) > position else None
+            if isinstance(rule, ast.Constant) and isinstance(rule.value, str):
+                raised.add(rule.value)
+    assert len(raised) > 15, raised
+    assert raised <= set(machines.INVARIANTS), raised - set(machines.INVARIANTS)
+    for step in grader.TOPIC.steps:
+        assert step.machine is not None
+        assert set(step.machine.hints) <= set(machines.INVARIANTS)

@@ -14,6 +14,7 @@ import servelab
 COURSE_MODULES = [
     "servelab.kv.block_hash",
     "servelab.kv.blocks",
+    "servelab.kv.ledger",
     "servelab.kv.prefix",
     "servelab.kv.scheduler",
     "servelab.weights.cache",

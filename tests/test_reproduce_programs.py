@@ -1,13 +1,13 @@
 """The "reproduce:" program of a report runs as printed, under the learner's own class names.
 
-Every catalogue mistake is graded as a learner's class would be, under a name of its own
-(``MyWeightCache``; for the policies the names of the dict's classes). The report's program
-must construct that class by that name, run as printed in a namespace that holds the class
-under it, and reproduce the failure (one mistake outside the catalogue too, an LFU victim
-taken from the wrong end): replayed on the graded class it behaves differently from
-the correct implementation (it raises, or shows another value or state), and every value it
-prints in a comment (``cache.keys()  # [...]``) is the value that line gives. Together the
-mistakes fail at every step of every topic (checked too).
+Every catalogue mistake, of every topic (none is left out), is graded as a learner's class
+would be, under a name of its own (``MyWeightCache``; for a dict of classes ``MyLFU``,
+``MyTier``, ...). The report's program must construct that class by that name, run as printed
+in a namespace that holds the class under it, and reproduce the failure (one mistake outside
+the catalogue too, an LFU victim taken from the wrong end): replayed on the graded class it
+behaves differently from the correct implementation (it raises, or shows another value or
+state), and every value it prints in a comment (``cache.keys()  # [...]``) is the value that
+line gives. Together the mistakes fail at every step of every topic (checked too).
 """
 
 from __future__ import annotations
@@ -27,6 +27,10 @@ from servelab.grading._script import graded_names
 from servelab.grading.diagnose import SPECS
 from servelab.grading.mistakes import CORRECT, Mistake, correct_impl, mistakes
 from servelab.grading.replay import replay
+from servelab.testing.core import ImplementationHung, hang_guard
+
+#: CPU seconds one printed line may run before it counts as the hang the report names.
+LINE_S = 2.0
 
 
 def _lfu_pops_the_most_used() -> Mistake:
@@ -46,15 +50,7 @@ def _lfu_pops_the_most_used() -> Mistake:
     return Mistake("eviction-policy", "pops_the_most_used", impl, "", "", "")
 
 
-#: Topics whose probes do not run through the one Script (``servelab.grading._script``) yet:
-#: kv-offload's probes write each line beside the call they make (the Script of
-#: ``grading/kv_offload.py``) with the usual names (``Tier``, ``DiskTier``, ``Hierarchy``), and
-#: its hierarchy is built on the dict's tier classes, so its reports keep the usual names. Its
-#: catalogue is still graded below: it must fail at every step.
-NOT_SCRIPTED = frozenset({"kv-offload"})
-
 CATALOGUE = [m for topic in CORRECT for m in mistakes(topic)] + [_lfu_pops_the_most_used()]
-ALL = [m for m in CATALOGUE if m.topic not in NOT_SCRIPTED]
 _BY_NAME = {(m.topic, m.name): m for m in CATALOGUE}
 _STEP = re.compile(r"^  ✗ step (\d+) ")
 
@@ -93,21 +89,22 @@ def _namespace(topic: str, learner: Any) -> Any:
 
 
 def _run_as_printed(program: str, ns: dict[str, Any]) -> None:
-    """Run each line as a learner would paste it, until the graded class raises; a value that
-    a line's comment shows must be the value that line gives."""
+    """Run each line as a learner would paste it, until the graded class raises or hangs; a
+    value that a line's comment shows must be the value that line gives."""
     for line in program.splitlines():
         code, _, shown = line.partition("  # ")
         try:
-            try:
-                compiled = compile(code, "<reproduce>", "eval")
-            except SyntaxError:
-                exec(compile(code, "<reproduce>", "exec"), ns)
-                continue
-            value = eval(compiled, ns)
+            with hang_guard(code, LINE_S):
+                try:
+                    compiled = compile(code, "<reproduce>", "eval")
+                except SyntaxError:
+                    exec(compile(code, "<reproduce>", "exec"), ns)
+                    continue
+                value = eval(compiled, ns)
         except NameError:
             raise  # a name the program uses and does not define: it cannot be pasted
-        except Exception:
-            return  # the graded class raised: the failure is reproduced
+        except (Exception, ImplementationHung):
+            return  # the graded class raised, or never returned: the failure is reproduced
         try:
             expected = ast.literal_eval(shown.strip()) if shown else None
         except (ValueError, SyntaxError):
@@ -117,7 +114,7 @@ def _run_as_printed(program: str, ns: dict[str, Any]) -> None:
             assert got == expected, line
 
 
-@pytest.mark.parametrize("m", ALL, ids=lambda m: f"{m.topic}:{m.name}")
+@pytest.mark.parametrize("m", CATALOGUE, ids=lambda m: f"{m.topic}:{m.name}")
 def test_the_printed_program_reproduces_the_failure_under_the_learners_names(m: Mistake) -> None:
     learner, program, _ = graded(m)
     assert program, "a failing report shows a program"

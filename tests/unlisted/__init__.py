@@ -8,10 +8,12 @@ point at that method, and claim no certainty: it has never seen them.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from dataclasses import dataclass
 from typing import Any
 
-from unlisted import blocks, offload, policies, prefix, scheduler, token_budget, weights
+from servelab.grading.registry import TOPICS
 
 
 @dataclass(frozen=True)
@@ -25,8 +27,12 @@ class Unlisted:
 
 
 def unlisted() -> list[Unlisted]:
+    """Every module of this package's mistakes, in the course order of their topics."""
+    modules = [
+        importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__)
+    ]
     found = []
-    for module in (weights, policies, blocks, scheduler, prefix, offload, token_budget):
+    for module in sorted(modules, key=lambda module: TOPICS.index(module.TOPIC)):
         for name, (step, impl, methods) in module.MISTAKES.items():
             found.append(Unlisted(module.TOPIC, step, name, impl, frozenset(methods)))
     return found

@@ -392,7 +392,7 @@ def _grade(
     final = steps[-1]
     report = Report(topic=the_topic.name, step=step)
     head = f"{the_topic.name} · step {final.number} of {len(the_topic.steps)}: {final.title}"
-    if step is None:
+    if step is None and len(the_topic.steps) > 1:  # one step: graded as that step
         head = f"{the_topic.name} · all {len(the_topic.steps)} steps"
     report.lines.append(head)
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
 from servelab.testing.core import InvariantViolation
+from servelab.testing.engine import INVARIANTS
 
 __all__ = ["HINTS", "TOPIC"]
 
@@ -152,13 +153,7 @@ TOPIC = Topic(
             machine=MachineCheck(
                 "state machine: online requests, forks, shared prefixes, preemption",
                 _machine,
-                invariants=[
-                    "reads see their own KV",
-                    "slots where tables say",
-                    "KV equals dense",
-                    "tokens equal dense",
-                    "no block leaks",
-                ],
+                invariants=list(INVARIANTS.values()),
                 hints=HINTS,
                 max_examples=40,
                 step_count=16,

@@ -18,12 +18,13 @@ busy wait without an end, bytes counted twice); the state machines of
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from servelab.grading._script import Script, graded_names
 from servelab.grading.kv_offload_replay import REPLAY
-from servelab.grading.replay import remember_program
-from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
+from servelab.grading.topic import MachineCheck, Probe, Step, Topic
 from servelab.kv.offload.cost import (
     LLAMA_8B,
     PREFILL_FLOPS,
@@ -33,58 +34,51 @@ from servelab.kv.offload.cost import (
     simulate_prefill,
 )
 from servelab.testing.kv_offload import (
+    INVARIANTS,
     crashing_writes,
-    hierarchy_class,
     kv_offload_machine,
     payload_for,
-    tier_class_of,
     tier_fields,
 )
 
 __all__ = ["TOPIC"]
 
 
-class Script:
-    """Runs calls on a fresh object and writes each one down as code the learner can paste."""
+class OffloadScript(Script):
+    """A :class:`Script` on one fresh tier, disk tier or hierarchy, built by ``first``
+    (``tier = Tier(100, 'LRU')``); ``call`` writes a method call on it as a line and runs it."""
 
-    def __init__(self, first: str, make: Callable[[], Any], subject: str) -> None:
-        self.lines = [first]
-        self.subject = subject
-        self.obj = self.run(first, make, record=False)
+    def __init__(self, impl: Any, first: str) -> None:
+        super().__init__(REPLAY.namespace(impl), graded_names(REPLAY, impl), HINTS)
+        self.subject = first.split("=", 1)[0].strip()
+        self(first)
 
-    def run(self, line: str, call: Callable[[], Any], *, record: bool = True) -> Any:
-        if record:
-            self.lines.append(line)
-        try:
-            return call()
-        except Exception as exc:
-            remember_program(exc, self.lines)
-            raise
+    @property
+    def obj(self) -> Any:
+        return self.ns[self.subject]
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        shown = [_arg(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
-        line = f"{self.subject}.{method}({', '.join(shown)})"
-        return self.run(line, lambda: getattr(self.obj, method)(*_values(args), **kwargs))
+        shown = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+        return self(f"{self.subject}.{method}({', '.join(shown)})")
 
-    def fail(self, message: str, hint: str | None = None) -> ProbeFailed:
-        return ProbeFailed(message, self.lines, hint)
+    def keys(self) -> list[Any]:
+        return list(self(f"{self.subject}.keys()"))
 
-    def expect(self, got: Any, want: Any, what: str, hint: str | None = None) -> None:
+    def expect(self, got: Any, want: Any, what: str, rule: str | None = None) -> None:
+        """``got`` must equal ``want``; ``rule`` names the hint when it is not the probe's own."""
         if got != want:
-            raise self.fail(f"{what} is {got!r}, expected {want!r}", hint)
+            raise self.fail(f"{what} is {got!r}, expected {want!r}", rule)
 
     def expect_raises(
         self, kinds: tuple[type[BaseException], ...], method: str, *args: Any
     ) -> None:
         """The call must raise one of ``kinds`` and change nothing."""
-        tier = self.obj
-        before = tier_fields(tier)
-        shown = ", ".join(_arg(a) for a in args)
-        code = f"{self.subject}.{method}({shown})"
+        before = tier_fields(self.obj)
+        code = f"{self.subject}.{method}({', '.join(repr(a) for a in args)})"
         try:
             self.call(method, *args)
         except kinds:
-            after = tier_fields(tier)
+            after = tier_fields(self.obj)
             if after != before:
                 raise self.fail(
                     f"{code} raised, but the tier changed: {before} -> {after}"
@@ -97,7 +91,7 @@ class Script:
 
 
 class _Payload:
-    """An argument shown as ``payload('a', 30)`` in the program and passed as its bytes."""
+    """An argument written ``payload('a', 30)``: the program builds its bytes by that call."""
 
     def __init__(self, key: str, size: int) -> None:
         self.key, self.size = key, size
@@ -106,30 +100,20 @@ class _Payload:
         return f"payload({self.key!r}, {self.size})"
 
 
-def _arg(a: Any) -> str:
-    return repr(a)
+def _tier(impl: Any, capacity: int, policy: str = "LRU") -> OffloadScript:
+    return OffloadScript(impl, f"tier = Tier({capacity}, {policy!r})")
 
 
-def _values(args: tuple[Any, ...]) -> list[Any]:
-    return [payload_for(a.key, a.size) if isinstance(a, _Payload) else a for a in args]
+def _hierarchy(impl: Any, cpu: int, disk: int) -> OffloadScript:
+    return OffloadScript(impl, f"h = Hierarchy({cpu}, {disk})")
 
 
-def _tier(impl: Any, capacity: int, policy: str = "LRU") -> Script:
-    cls = tier_class_of(impl)
-    return Script(f"tier = Tier({capacity}, {policy!r})", lambda: cls(capacity, policy), "tier")
-
-
-def _hierarchy(impl: Any, cpu: int, disk: int) -> Script:
-    cls = hierarchy_class(impl)
-    return Script(f"h = Hierarchy({cpu}, {disk})", lambda: cls(cpu, disk), "h")
-
-
-def _put(s: Script, key: str, size: int, **kw: Any) -> Any:
+def _put(s: OffloadScript, key: str, size: int, **kw: Any) -> Any:
     return s.call("put", key, _Payload(key, size), **kw)
 
 
-def _keys(s: Script) -> list[Any]:
-    return list(s.obj.keys())
+def _store(s: OffloadScript, key: str, size: int) -> Any:
+    return s.call("store", key, _Payload(key, size))
 
 
 def _victims(result: Any) -> Any:
@@ -196,13 +180,11 @@ def _can_evict_pins_and_refs(impl: Any) -> None:
     _put(s, "a", 10)
     s.expect(s.call("can_evict", "a"), True, "can_evict('a') of a fresh chunk")
     s.call("pin", "a")
-    s.expect(s.call("can_evict", "a"), False, "can_evict('a') while pinned", HINTS["pinned"])
+    s.expect(s.call("can_evict", "a"), False, "can_evict('a') while pinned", "pinned")
     s.call("unpin", "a")
     s.call("ref", "a")
-    s.expect(s.obj.ref_count("a"), 2, "ref_count('a') during one transfer")
-    s.expect(
-        s.call("can_evict", "a"), False, "can_evict('a') while referenced", HINTS["referenced"]
-    )
+    s.expect(s.call("ref_count", "a"), 2, "ref_count('a') during one transfer")
+    s.expect(s.call("can_evict", "a"), False, "can_evict('a') while referenced", "referenced")
     s.call("unref", "a")
     s.expect(s.call("can_evict", "a"), True, "can_evict('a') after the transfer")
 
@@ -214,7 +196,7 @@ def _counted_pins(impl: Any) -> None:
     s.call("pin", "a")
     s.call("unpin", "a")
     s.expect(s.call("can_evict", "a"), False, "can_evict('a') while a second lookup pins it")
-    s.expect(s.obj.pin_count("a"), 1, "pin_count('a')")
+    s.expect(s.call("pin_count", "a"), 1, "pin_count('a')")
 
 
 def _remove_in_use(impl: Any) -> None:
@@ -224,11 +206,11 @@ def _remove_in_use(impl: Any) -> None:
     try:
         s.call("remove", "a")
     except RuntimeError:
-        s.expect(_keys(s), ["a"], "resident keys after the refused remove")
+        s.expect(s.keys(), ["a"], "resident keys after the refused remove")
         return
     except Exception as exc:
         raise s.fail(f"tier.remove('a') raised {type(exc).__name__}, expected ChunkInUse") from exc
-    raise s.fail("tier.remove('a') freed a chunk a transfer still reads", HINTS["referenced"])
+    raise s.fail("tier.remove('a') freed a chunk a transfer still reads", "referenced")
 
 
 def _full_is_a_miss(impl: Any) -> None:
@@ -236,8 +218,8 @@ def _full_is_a_miss(impl: Any) -> None:
     _put(s, "a", 20)
     s.call("pin", "a")
     s.expect(_victims(_put(s, "b", 20)), None, "tier.put('b', ...) with 'a' pinned")
-    s.expect(_keys(s), ["a"], "resident keys")
-    s.expect(s.obj.used, 20, "used")
+    s.expect(s.keys(), ["a"], "resident keys")
+    s.expect(s("tier.used"), 20, "used")
 
 
 def _unpin_never_below_zero(impl: Any) -> None:
@@ -255,7 +237,7 @@ def _bytes_once(impl: Any) -> None:
     _put(s, "a", 30)
     _put(s, "b", 20)
     _put(s, "a", 30)  # already here: a use, not a second copy
-    s.expect(s.obj.used, 50, "used after storing 'a' twice")
+    s.expect(s("tier.used"), 50, "used after storing 'a' twice")
     s.expect(s.call("get", "b"), payload_for("b", 20), "tier.get('b')")
     s.expect(s.call("get", "zz"), None, "tier.get('zz') (a miss)")
 
@@ -266,82 +248,75 @@ def _policy_order(impl: Any) -> None:
         _put(s, "a", 10)
         _put(s, "b", 10)
         s.call("get", "a")
-        s.expect(
-            _keys(s), want, f"{policy} order (next victim first) after get('a')", HINTS["policy"]
-        )
+        s.expect(s.keys(), want, f"{policy} order (next victim first) after get('a')", "policy")
 
 
 # --- step 2: allocate, evict, retry ------------------------------------------------------
 
 
-def _fill(s: Script) -> None:
+def _full(impl: Any) -> OffloadScript:
+    """A tier of 100 bytes holding 'a', 'b' and 'c', 30 bytes each, in that order."""
+    s = _tier(impl, 100)
     for k in "abc":
         _put(s, k, 30)
+    return s
 
 
 def _evict_until_fits(impl: Any) -> None:
-    s = _tier(impl, 100)
-    _fill(s)
-    s.expect(
-        _victims(_put(s, "d", 50)), ["a", "b"], "victims of put('d', 50 bytes)", HINTS["no-more"]
-    )
-    s.expect(_keys(s), ["c", "d"], "resident keys")
+    s = _full(impl)
+    s.expect(_victims(_put(s, "d", 50)), ["a", "b"], "victims of put('d', 50 bytes)", "no-more")
+    s.expect(s.keys(), ["c", "d"], "resident keys")
+
+
+def _skips_held(impl: Any, hold: str, why: str, rule: str) -> None:
+    """'a', the first victim, is held (``hold`` is ``pin`` or ``ref``): the next two go."""
+    s = _full(impl)
+    s.call(hold, "a")
+    s.expect(_victims(_put(s, "d", 50)), ["b", "c"], f"victims with 'a' {why}", rule)
 
 
 def _skips_pinned(impl: Any) -> None:
-    s = _tier(impl, 100)
-    _fill(s)
-    s.call("pin", "a")
-    s.expect(_victims(_put(s, "d", 50)), ["b", "c"], "victims with 'a' pinned", HINTS["pinned"])
+    _skips_held(impl, "pin", "pinned", "pinned")
 
 
 def _skips_referenced(impl: Any) -> None:
-    s = _tier(impl, 100)
-    _fill(s)
-    s.call("ref", "a")
-    got = _victims(_put(s, "d", 50))
-    s.expect(got, ["b", "c"], "victims with 'a' read by a transfer", HINTS["referenced"])
+    _skips_held(impl, "ref", "read by a transfer", "referenced")
 
 
 def _decide_first(impl: Any) -> None:
-    s = _tier(impl, 100)
-    _fill(s)
+    s = _full(impl)
     s.call("pin", "b")
     s.call("pin", "c")
-    s.expect(
-        _victims(_put(s, "d", 80)), None, "put('d', 80 bytes) with 60 bytes pinned", HINTS["miss"]
-    )
-    s.expect(_keys(s), ["a", "b", "c"], "resident keys after the miss", HINTS["decide-first"])
+    s.expect(_victims(_put(s, "d", 80)), None, "put('d', 80 bytes) with 60 bytes pinned", "miss")
+    s.expect(s.keys(), ["a", "b", "c"], "resident keys after the miss", "decide-first")
+
+
+def _all_pinned(impl: Any, *pause: str) -> OffloadScript:
+    """A tier of 60 bytes, full with 'a' and 'b', both pinned, and ``pause`` (lines that set
+    ``tier._sleep``) as the pause of its busy wait."""
+    s = _tier(impl, 60)
+    _put(s, "a", 30)
+    _put(s, "b", 30)
+    s.call("pin", "a")
+    s.call("pin", "b")
+    s.run_all(pause)
+    return s
 
 
 def _bounded_wait(impl: Any) -> None:
-    s = _tier(impl, 60)
-    _put(s, "a", 30)
-    _put(s, "b", 30)
-    s.call("pin", "a")
-    s.call("pin", "b")
-    pauses: list[int] = []
-    s.obj._sleep = lambda: pauses.append(1)
-    s.lines.append("tier._sleep = lambda: None  # the pause, counted by the grader")
+    # a count, not a list of pauses: a wait without an end pauses until the hang guard fires
+    s = _all_pinned(
+        impl, "pauses = {'n': 0}", "tier._sleep = lambda: pauses.update(n=pauses['n'] + 1)"
+    )
     s.expect(_victims(_put(s, "c", 30, wait=3)), None, "put('c', ..., wait=3) with all pinned")
-    s.expect(len(pauses), 3, "pauses before the miss", HINTS["bounded-wait"])
+    s.expect(s("pauses['n']"), 3, "pauses before the miss", "bounded-wait")
 
 
 def _retry_looks_again(impl: Any) -> None:
-    s = _tier(impl, 60)
-    _put(s, "a", 30)
-    _put(s, "b", 30)
-    s.call("pin", "a")
-    s.call("pin", "b")
-
-    def pause() -> None:  # meanwhile, a retrieve completes and unpins 'a'
-        if s.obj.pin_count("a"):
-            s.obj.unpin("a")
-
-    s.obj._sleep = pause
-    s.lines.append("tier._sleep = lambda: tier.unpin('a')  # a retrieve completes meanwhile")
+    # the pause: meanwhile, a retrieve completes and unpins 'a'
+    s = _all_pinned(impl, "tier._sleep = lambda: tier.pin_count('a') and tier.unpin('a')")
     got = _victims(_put(s, "c", 30, wait=2))
-    s.expect(got, ["a"], "victims of put('c', ..., wait=2) once 'a' was unpinned", HINTS["retry"])
+    s.expect(got, ["a"], "victims of put('c', ..., wait=2) once 'a' was unpinned", "retry")
 
 
 def _too_large(impl: Any) -> None:
@@ -356,66 +331,64 @@ def _too_large(impl: Any) -> None:
 def _cascade(impl: Any) -> None:
     s = _hierarchy(impl, 60, 120)
     for k in "abc":
-        s.call("store", k, _Payload(k, 30))
-    s.expect(
-        s.obj.where("a"), ["disk"], "h.where('a') after the CPU tier evicted it", HINTS["cascade"]
-    )
-    s.expect(s.obj.where("c"), ["cpu"], "h.where('c')")
+        _store(s, k, 30)
+    where = s.call("where", "a")
+    s.expect(where, ["disk"], "h.where('a') after the CPU tier evicted it", "cascade")
+    s.expect(s.call("where", "c"), ["cpu"], "h.where('c')")
 
 
 def _longest_prefix(impl: Any) -> None:
     s = _hierarchy(impl, 60, 120)
-    s.call("store", "a", _Payload("a", 30))
-    s.call("store", "b", _Payload("b", 30))
+    _store(s, "a", 30)
+    _store(s, "b", 30)
     found = s.call("lookup", ["a", "x", "b"])
-    s.expect(
-        [k for k, *_ in found], ["a"], "the keys h.lookup(['a', 'x', 'b']) found", HINTS["prefix"]
-    )
-    s.expect(s.obj.tiers[0].pin_count("a"), 1, "h.tiers[0].pin_count('a')", HINTS["prefix"])
-    s.expect(s.obj.tiers[0].pin_count("b"), 0, "h.tiers[0].pin_count('b')", HINTS["prefix"])
+    s.expect([k for k, *_ in found], ["a"], "the keys h.lookup(['a', 'x', 'b']) found", "prefix")
+    s.expect(s("h.tiers[0].pin_count('a')"), 1, "h.tiers[0].pin_count('a')", "prefix")
+    s.expect(s("h.tiers[0].pin_count('b')"), 0, "h.tiers[0].pin_count('b')", "prefix")
 
 
 def _pinned_survives_store(impl: Any) -> None:
     s = _hierarchy(impl, 60, 120)
-    s.call("store", "a", _Payload("a", 30))
-    s.call("store", "b", _Payload("b", 30))
-    s.run("found = h.lookup(['a'])", lambda: s.obj.lookup(["a"]))
-    s.call("store", "c", _Payload("c", 30))
-    s.expect(s.obj.where("a"), ["cpu"], "h.where('a') while a lookup pins it", HINTS["pinned"])
+    _store(s, "a", 30)
+    _store(s, "b", 30)
+    s("found = h.lookup(['a'])")
+    _store(s, "c", 30)
+    s.expect(s.call("where", "a"), ["cpu"], "h.where('a') while a lookup pins it", "pinned")
 
 
 def _pins_across_retrieve(impl: Any) -> None:
     s = _hierarchy(impl, 60, 120)
     for k in "abc":
-        s.call("store", k, _Payload(k, 30))  # 'a' goes down to disk
-    found = s.run("found = h.lookup(['b', 'a', 'c'])", lambda: s.obj.lookup(["b", "a", "c"]))
-    got = s.run("h.retrieve(found)", lambda: s.obj.retrieve(found))
+        _store(s, k, 30)  # 'a' goes down to disk
+    s("found = h.lookup(['b', 'a', 'c'])")
+    got = s("h.retrieve(found)")
     want = [payload_for(k, 30) for k in "bac"]
-    s.expect(list(got or []), want, "h.retrieve(found)", HINTS["promote-pinned"])
-    s.expect(s.obj.where("c"), ["cpu"], "h.where('c')", HINTS["promote-pinned"])
+    s.expect(list(got or []), want, "h.retrieve(found)", "promote-pinned")
+    s.expect(s.call("where", "c"), ["cpu"], "h.where('c')", "promote-pinned")
 
 
 def _held_bytes_once(impl: Any) -> None:
     s = _hierarchy(impl, 60, 120)
     for k in "abc":
-        s.call("store", k, _Payload(k, 30))
-    found = s.run("found = h.lookup(['a'])", lambda: s.obj.lookup(["a"]))
-    s.run("h.retrieve(found)", lambda: s.obj.retrieve(found))  # 'a' promoted, disk copy kept
-    s.expect(s.call("held_bytes"), 90, "h.held_bytes() with 'a' in both tiers", HINTS["held-bytes"])
+        _store(s, k, 30)
+    s("found = h.lookup(['a'])")
+    s("h.retrieve(found)")  # 'a' promoted, its disk copy kept
+    s.expect(s.call("held_bytes"), 90, "h.held_bytes() with 'a' in both tiers", "held-bytes")
 
 
 def _no_torn_write(impl: Any) -> None:
-    disk = hierarchy_class(impl).disk_class
-    s = Script("disk = DiskTier(100)", lambda: disk(100), "disk")
+    s = OffloadScript(impl, "disk = DiskTier(100)")
     _put(s, "a", 20)
     crashed: list[str] = []
 
-    def crash() -> None:
+    @contextmanager
+    def counted_crash() -> Iterator[list[str]]:  # crashing_writes, the files it cut kept
         with crashing_writes() as cut:
-            s.obj.put("b", payload_for("b", 40))
+            yield cut
         crashed.extend(cut)
 
-    s.run("with crashing_writes(): disk.put('b', payload('b', 40))", crash)
+    s.ns["crashing_writes"] = counted_crash
+    s("with crashing_writes(): disk.put('b', payload('b', 40))")
     if not crashed:
         return  # the write does not go through open(): nothing this probe can interrupt
     path = s.obj.path("b")
@@ -423,62 +396,50 @@ def _no_torn_write(impl: Any) -> None:
         raise s.fail(
             f"after the crash {path.name} holds {path.stat().st_size} of 40 bytes: a torn "
             "chunk, which a restart would serve as KV",
-            HINTS["torn"],
+            "torn",
         )
-    s.expect(_keys(s), ["a"], "resident keys after the failed write")
+    s.expect(s.keys(), ["a"], "resident keys after the failed write")
     s.expect(s.call("get", "a"), payload_for("a", 20), "disk.get('a')")
 
 
 # --- step 4: when offload beats recompute ----------------------------------------------------
 
 
-def _cost(impl: Any) -> Script:
+def _cost(impl: Any) -> OffloadScript:
     return _hierarchy(impl, 1000, 1000)
 
 
-def _close(s: Script, code: str, got: Any, want: float, hint: str) -> None:
+def _disk_link(s: OffloadScript, link: Link) -> None:
+    s(f"h.links = {{**h.links, 'disk': {link!r}}}")
+
+
+def _close(s: OffloadScript, code: str, want: float, rule: str) -> None:
+    """``code`` (a line) must give ``want`` seconds, to 2%."""
+    got = s(code)
     if not isinstance(got, (int, float)) or isinstance(got, bool):
         raise s.fail(f"{code} returned {got!r}, not a number of seconds")
     if abs(got - want) > 0.02 * want:
-        raise s.fail(f"{code} is {got:.4g} s; the simulator takes {want:.4g} s", hint)
+        raise s.fail(f"{code} is {got:.4g} s; the simulator takes {want:.4g} s", rule)
 
 
 def _recompute_long(impl: Any) -> None:
     s = _cost(impl)
     for n in (256, 32_768):
-        got = s.call("recompute_seconds", n)
-        hint = HINTS["attention"]
-        _close(
-            s,
-            f"h.recompute_seconds({n})",
-            got,
-            simulate_prefill(LLAMA_8B, 0, n, PREFILL_FLOPS),
-            hint,
-        )
+        want = simulate_prefill(LLAMA_8B, 0, n, PREFILL_FLOPS)
+        _close(s, f"h.recompute_seconds({n})", want, "attention")
 
 
 def _load_bytes(impl: Any) -> None:
     s = _cost(impl)
-    got = s.call("load_seconds", 4096, "cpu")
     want = simulate_load(LLAMA_8B, 4096, s.obj.links["cpu"], 256)
-    _close(s, "h.load_seconds(4096, 'cpu')", got, want, HINTS["kv-bytes"])
+    _close(s, "h.load_seconds(4096, 'cpu')", want, "kv-bytes")
 
 
 def _latency_per_chunk(impl: Any) -> None:
     s = _cost(impl)
     slow = Link("disk", 1e12, 1e-3)  # latency dominates: a request costs 1 ms
-    s.run(
-        f"h.links = {{**h.links, 'disk': {slow!r}}}",
-        lambda: setattr(s.obj, "links", {**s.obj.links, "disk": slow}),
-    )
-    got = s.call("load_seconds", 1000, "disk")
-    _close(
-        s,
-        "h.load_seconds(1000, 'disk')",
-        got,
-        simulate_load(LLAMA_8B, 1000, slow, 256),
-        HINTS["latency"],
-    )
+    _disk_link(s, slow)
+    _close(s, "h.load_seconds(1000, 'disk')", simulate_load(LLAMA_8B, 1000, slow, 256), "latency")
 
 
 def _own_numbers(impl: Any) -> None:
@@ -486,53 +447,37 @@ def _own_numbers(impl: Any) -> None:
     small = ModelShape(
         params=1.0e9, layers=16, d_model=2048, kv_heads=32, head_dim=64, bytes_per_value=4
     )
-    s.run(f"h.model = {small!r}", lambda: setattr(s.obj, "model", small))
-    s.run("h.flops = 100e12", lambda: setattr(s.obj, "flops", 100e12))
-    got = s.call("recompute_seconds", 2048)
-    _close(
-        s,
-        "h.recompute_seconds(2048)",
-        got,
-        simulate_prefill(small, 0, 2048, 100e12),
-        HINTS["own-numbers"],
-    )
-    got = s.call("load_seconds", 2048, "disk")
+    s(f"h.model = {small!r}")
+    s("h.flops = 100e12")
+    want = simulate_prefill(small, 0, 2048, 100e12)
+    _close(s, "h.recompute_seconds(2048)", want, "own-numbers")
     want = simulate_load(small, 2048, s.obj.links["disk"], 256)
-    _close(s, "h.load_seconds(2048, 'disk')", got, want, HINTS["own-numbers"])
+    _close(s, "h.load_seconds(2048, 'disk')", want, "own-numbers")
 
 
 def _worth_loading(impl: Any) -> None:
     s = _cost(impl)
-    s.expect(
-        s.call("worth_loading", 8192, "cpu"),
-        True,
-        "h.worth_loading(8192, 'cpu')",
-        HINTS["worth-loading"],
-    )
-    crawl = Link("disk", 0.2e9, 1e-3)  # a network disk: 200 MB/s
-    s.run(
-        f"h.links = {{**h.links, 'disk': {crawl!r}}}",
-        lambda: setattr(s.obj, "links", {**s.obj.links, "disk": crawl}),
-    )
-    s.expect(
-        s.call("worth_loading", 8192, "disk"),
-        False,
-        "h.worth_loading(8192, 'disk')",
-        HINTS["worth-loading"],
-    )
+    got = s.call("worth_loading", 8192, "cpu")
+    s.expect(got, True, "h.worth_loading(8192, 'cpu')", "worth-loading")
+    _disk_link(s, Link("disk", 0.2e9, 1e-3))  # a network disk: 200 MB/s
+    got = s.call("worth_loading", 8192, "disk")
+    s.expect(got, False, "h.worth_loading(8192, 'disk')", "worth-loading")
+
+
+#: The rules (:data:`~servelab.testing.kv_offload.INVARIANTS`) each level's machine adds.
+LEVEL_INVARIANTS = {
+    1: ("can-evict", "books", "changed-on-error"),
+    2: ("victims", "miss", "bounded-wait", "too-large"),
+    3: ("store", "lookup", "retrieve", "held-bytes"),
+    4: ("recompute", "load", "worth-loading"),
+}
 
 
 def _machine(level: int) -> MachineCheck:
-    names = {
-        1: ["can_evict = not pinned and ref_count == 1", "pins and references counted", "bytes"],
-        2: ["evict in policy order, skip what can_evict refuses", "miss after a bounded wait"],
-        3: ["store cascades down", "lookup pins the longest prefix", "retrieve promotes"],
-        4: ["recompute and load times equal the simulator's (2%)"],
-    }
     return MachineCheck(
         name="state machine",
         build=lambda impl: kv_offload_machine(impl, level),
-        invariants=names[level],
+        invariants=[INVARIANTS[i] for i in LEVEL_INVARIANTS[level]],
         hints={
             "miss": HINTS["miss"],
             "bounded-wait": HINTS["bounded-wait"],

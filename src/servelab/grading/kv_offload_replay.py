@@ -12,6 +12,7 @@ from typing import Any
 
 from servelab.grading.observe import Canon, frozen
 from servelab.grading.replay import TopicReplay, plain, program
+from servelab.kv.offload.cost import Link, ModelShape
 from servelab.testing.kv_offload import (
     crashing_writes,
     hierarchy_class,
@@ -29,6 +30,8 @@ def _offload_ns(impl: Any) -> dict[str, Any]:
         ns["DiskTier"] = impl["DiskTier"]
         ns["Hierarchy"] = hierarchy_class(impl)
         ns["crashing_writes"] = crashing_writes
+        ns["Link"] = Link
+        ns["ModelShape"] = ModelShape
     return ns
 
 
@@ -109,8 +112,7 @@ REPLAY = TopicReplay(
     ("ChunkTooLarge", "ChunkInUse", "ChunkNotFound", "ChunkNotPinned", "ChunkNotReferenced"),
     SEPARATING,
     subject="h",
-    # no classes: the probes write the usual names (Tier, DiskTier, Hierarchy), not through the
-    # one Script (servelab.grading._script), so a report keeps them
+    classes=("Tier", "DiskTier", "Hierarchy"),
     fields=_fields,
     subject_per_program=True,
 )

@@ -30,12 +30,13 @@ from servelab.grading.observe import Canon, prefix_fields
 from servelab.grading.readings.prefix_cache import prefix_cache_reading
 from servelab.grading.replay import TopicReplay, program
 from servelab.grading.topic import MachineCheck, Probe, Step, Topic
+from servelab.testing import prefix_chain
 from servelab.testing.prefix_cache import (
-    PREFIX_INVARIANTS,
+    INVARIANTS,
     check_prefix_cache_invariants,
     prefix_cache_machine,
 )
-from servelab.testing.prefix_chain import CHAIN_INVARIANTS, chain_machine
+from servelab.testing.prefix_chain import chain_machine
 
 __all__ = ["HINTS", "TOPIC"]
 
@@ -613,7 +614,7 @@ TOPIC = Topic(
             MachineCheck(
                 "chain / register / lookup vs the model",
                 _build_chain,
-                list(CHAIN_INVARIANTS.values()),
+                list(prefix_chain.INVARIANTS.values()),
                 HINTS,
                 60,
                 20,
@@ -640,7 +641,7 @@ TOPIC = Topic(
             MachineCheck(
                 "allocate / append / fork vs the model (nothing freed yet)",
                 _build_without_frees,
-                [PREFIX_INVARIANTS[i] for i in STEP2_INVARIANTS],
+                [INVARIANTS[i] for i in STEP2_INVARIANTS],
                 HINTS,
                 60,
                 25,
@@ -666,7 +667,7 @@ TOPIC = Topic(
             MachineCheck(
                 "allocate / append / fork / free vs the model",
                 _build,
-                list(PREFIX_INVARIANTS.values()),
+                list(INVARIANTS.values()),
                 HINTS,
                 80,
                 30,

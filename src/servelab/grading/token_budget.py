@@ -32,7 +32,7 @@ from servelab.kv.blocks import BlockManager
 from servelab.kv.budget import BudgetStep
 from servelab.kv.prefix import PrefixCachingBlockManager
 from servelab.kv.scheduler import Sequence
-from servelab.testing.token_budget import INVARIANTS, budget_machine
+from servelab.testing.token_budget import INVARIANTS, token_budget_machine
 
 __all__ = ["HINTS", "TOPIC"]
 
@@ -326,7 +326,9 @@ def _machine(
 ) -> MachineCheck:
     return MachineCheck(
         name=name,
-        build=lambda impl: budget_machine(impl, prefix_caching=stage > 1, name=NAME, stage=stage),
+        build=lambda impl: token_budget_machine(
+            impl, prefix_caching=stage > 1, name=NAME, stage=stage
+        ),
         invariants=[INVARIANTS[i] for i in invariants],
         hints=HINTS,
         max_examples=examples,

@@ -22,7 +22,13 @@ from servelab.grading.observe import Canon, frozen, weight_cache_fields
 from servelab.grading.readings.weight_cache import weight_cache_reading
 from servelab.grading.replay import TopicReplay, plain, program
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
-from servelab.testing.weight_cache import snapshot, stats_of, weight_cache_machine, weights_for
+from servelab.testing.weight_cache import (
+    INVARIANTS,
+    snapshot,
+    stats_of,
+    weight_cache_machine,
+    weights_for,
+)
 
 __all__ = ["TOPIC"]
 
@@ -403,19 +409,18 @@ HINTS = {
 }
 
 
+#: The rules (:data:`~servelab.testing.weight_cache.INVARIANTS`) each level's machine adds.
+LEVEL_INVARIANTS = {
+    1: ("bytes-accounted", "get-value", "recency-order"),
+    2: ("wrong-victim", "evicted-too-few", "evicted-too-many", "within-budget"),
+    3: ("pinned-evicted", "pin-count"),
+    4: ("wrong-error", "miss-instead-of-raise", "changed-on-error"),
+    5: ("stats",),
+}
+
+
 def _machine(level: int) -> MachineCheck:
-    names = {
-        1: ["used == sum of resident sizes", "get returns what put stored", "recency order"],
-        2: ["eviction loop: oldest first, until it fits, no more", "used <= capacity"],
-        3: ["pinned entries never evicted", "pins counted per replica"],
-        4: [
-            "ValueError when larger than the cache",
-            "MemoryError when blocked by pins",
-            "any error leaves the cache unchanged",
-        ],
-        5: ["hits, misses, evictions, evicted bytes"],
-    }
-    invariants = [inv for lvl in range(1, level + 1) for inv in names[lvl]]
+    invariants = [INVARIANTS[i] for lvl in range(1, level + 1) for i in LEVEL_INVARIANTS[lvl]]
     return MachineCheck(
         name="state machine",
         build=lambda impl: weight_cache_machine(impl, level),

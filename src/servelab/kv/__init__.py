@@ -20,6 +20,7 @@ from servelab.kv.blocks import (
     UnknownSequence,
 )
 from servelab.kv.budget import BudgetStep, Chunk, TokenBudgetScheduler
+from servelab.kv.ledger import KVDivergence
 from servelab.kv.offload import (
     ChunkInUse,
     ChunkNotFound,
@@ -83,6 +84,7 @@ __all__ = [
     "InvalidSequenceId",
     "InvalidTierConfig",
     "KVCacheError",
+    "KVDivergence",
     "Lookup",
     "LookupClosed",
     "NotASequence",

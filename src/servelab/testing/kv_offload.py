@@ -44,9 +44,10 @@ from servelab.kv.offload.cost import (
 from servelab.testing.core import InvariantViolation, RecordingMachine
 
 __all__ = [
+    "INVARIANTS",
     "KEYS",
-    "ModelHierarchy",
-    "ModelTier",
+    "HierarchyModel",
+    "TierModel",
     "crashing_writes",
     "hierarchy_class",
     "hierarchy_fields",
@@ -58,6 +59,30 @@ __all__ = [
 ]
 
 KEYS = ("a", "b", "c", "d", "e", "f")
+
+#: Every rule the machines check, by the id an :class:`InvariantViolation` carries.
+INVARIANTS: dict[str, str] = {
+    "can-evict": "can_evict = not pinned and ref_count == 1",
+    "books": "bytes, keys, pins and references as the model counts them",
+    "get": "get returns the chunk's KV, and None on a miss",
+    "pin-refused": "pin of a chunk that is not resident raises",
+    "unpin-refused": "unpin without a matching pin raises",
+    "ref-refused": "ref of a chunk that is not resident raises",
+    "unref-refused": "unref without a matching ref raises",
+    "remove-refused": "remove of a chunk that is absent, pinned or referenced raises",
+    "changed-on-error": "a call that raises changes nothing",
+    "miss": "a put that cannot make room returns None",
+    "victims": "evict in policy order, skip what can_evict refuses, stop once it fits",
+    "bounded-wait": "a miss pauses exactly `wait` times first",
+    "too-large": "a chunk larger than the tier raises ChunkTooLarge",
+    "store": "store cascades down",
+    "lookup": "lookup pins the longest prefix",
+    "retrieve": "retrieve returns the chunks' KV and promotes them",
+    "held-bytes": "held_bytes counts each chunk once",
+    "recompute": "recompute times equal the simulator's (2%)",
+    "load": "load times equal the simulator's (2%)",
+    "worth-loading": "worth_loading is load_seconds < recompute_seconds",
+}
 
 
 def payload_for(key: str, size: int) -> bytes:
@@ -134,7 +159,7 @@ def crashing_writes() -> Iterator[list[str]]:
 
 
 @dataclass
-class ModelTier:
+class TierModel:
     """One tier's rules."""
 
     capacity: int
@@ -182,10 +207,10 @@ class ModelTier:
 
 
 @dataclass
-class ModelHierarchy:
+class HierarchyModel:
     """The hierarchy's rules over two model tiers."""
 
-    tiers: list[ModelTier]
+    tiers: list[TierModel]
 
     def cascade(self, start: int, chunks: list[str], sizes: dict[str, int]) -> None:
         for tier in self.tiers[start:]:
@@ -298,7 +323,7 @@ def _compare(got: dict[str, Any], want: dict[str, Any], rule: str, what: str) ->
         raise InvariantViolation(rule, f"{what}: " + "; ".join(diff))
 
 
-def _model_tier_fields(m: ModelTier) -> dict[str, Any]:
+def _model_tier_fields(m: TierModel) -> dict[str, Any]:
     return {"keys": list(m.sizes), "used": m.used, "pins": dict(m.pins), "refs": dict(m.refs)}
 
 
@@ -321,7 +346,7 @@ def _tier_machine(cls: Any, level: int, capacity: int = 100) -> type[RecordingMa
     class TierMachine(RecordingMachine):
         @initialize(policy=st.sampled_from(["LRU", "FIFO"]))
         def create(self, policy: str) -> None:
-            self.model = ModelTier(capacity, policy)
+            self.model = TierModel(capacity, policy)
             self.sleeps = 0
             self.tier = self.do(
                 f"tier = Tier({capacity}, {policy!r})", lambda: cls(capacity, policy)
@@ -424,7 +449,7 @@ def _tier_machine(cls: Any, level: int, capacity: int = 100) -> type[RecordingMa
             if up:
                 counts[key] = counts.get(key, 0) + 1
             else:
-                ModelHierarchy.release_one(counts, key)
+                HierarchyModel.release_one(counts, key)
 
         @rule(key=st.sampled_from(KEYS), up=st.booleans())
         def pin(self, key: str, up: bool) -> None:
@@ -479,7 +504,7 @@ def _hierarchy_machine(cls: Any) -> type[RecordingMachine]:
     class HierarchyMachine(RecordingMachine):
         @initialize()
         def create(self) -> None:
-            self.model = ModelHierarchy([ModelTier(cpu), ModelTier(disk)])
+            self.model = HierarchyModel([TierModel(cpu), TierModel(disk)])
             self.h = self.do(f"h = Hierarchy({cpu}, {disk})", lambda: cls(cpu, disk))
             self.open: list[tuple[str, list[Any], list[tuple[str, int]]]] = []
             self.sizes: dict[str, int] = {}

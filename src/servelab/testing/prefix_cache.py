@@ -40,7 +40,7 @@ from servelab.testing.block_manager import (
 from servelab.testing.core import InvariantViolation, RecordingMachine
 
 __all__ = [
-    "PREFIX_INVARIANTS",
+    "INVARIANTS",
     "PrefixCacheModel",
     "PrefixManagerLike",
     "check_prefix_cache_invariants",
@@ -48,7 +48,7 @@ __all__ = [
     "prefix_snapshot",
 ]
 
-PREFIX_INVARIANTS: dict[str, str] = {
+INVARIANTS: dict[str, str] = {
     "free-list": "a block is freed once: on the free list at most once, with refcount 0",
     "refcount-matches-tables": "a used block is held by exactly refcount table entries",
     "table-length": "a table holds ceil(len / block_size) blocks",

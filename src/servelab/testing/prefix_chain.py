@@ -17,11 +17,11 @@ from hypothesis.stateful import initialize, precondition, rule
 from servelab.testing.core import InvariantViolation, RecordingMachine
 from servelab.testing.prefix_cache import STEMS, PrefixCacheModel
 
-__all__ = ["CHAIN_INVARIANTS", "chain_machine"]
+__all__ = ["INVARIANTS", "chain_machine"]
 
 #: The rules of the cache's three inner methods (``_chain``, ``_register``, ``_lookup``), read
 #: through the notebook skeleton's ``map``, ``hash`` and ``tokens``: :func:`chain_machine`.
-CHAIN_INVARIANTS: dict[str, str] = {
+INVARIANTS: dict[str, str] = {
     "chain-shape": "_chain names each full block: (hash, its tokens as a tuple)",
     "chain": "equal whole prefixes get equal hashes, different ones different hashes",
     "register": "_register caches a block under its hash, unless that hash is cached already",

@@ -1,12 +1,12 @@
 """The token-budget scheduler's rules as code: an executable model, per-step checks, a machine.
 
-:class:`BudgetModel` executes the rules of :mod:`servelab.kv.budget` plainly, on its own copy
+:class:`TokenBudgetModel` executes the rules of :mod:`servelab.kv.budget` plainly, on its own copy
 ("twin") of the block manager: the same class, driven with the same calls a correct scheduler
 makes, so its free blocks, prefix hits and block ids are what the implementation's must be.
 :func:`check_step` checks one step's output against rules that need no model (budget, cap,
 running before waiting, slots where the tables put them, ``num_computed_tokens`` advanced by
 exactly what ran); :func:`compare_step` then compares it with the model's step, field by field.
-:func:`budget_machine` drives both from Hypothesis, with small vocabularies so that prompts
+:func:`token_budget_machine` drives both from Hypothesis, with small vocabularies so that prompts
 share prefixes, and drains the queue at the end: every admitted request must finish and every
 block must come back.
 """
@@ -29,12 +29,12 @@ from servelab.testing.core import InvariantViolation, RecordingMachine
 
 __all__ = [
     "INVARIANTS",
-    "BudgetModel",
     "ModelStep",
-    "budget_machine",
+    "TokenBudgetModel",
     "check_step",
     "compare_step",
     "drain",
+    "token_budget_machine",
 ]
 
 INVARIANTS: dict[str, str] = {
@@ -62,7 +62,7 @@ class ModelStep:
     finished: list[int] = field(default_factory=list)
 
 
-class BudgetModel:
+class TokenBudgetModel:
     """The scheduling rules, written as plainly as possible, over a twin block manager."""
 
     def __init__(
@@ -286,7 +286,7 @@ def _token(seq: Sequence) -> int:
     return (seq.seq_id + seq.num_tokens) % 3
 
 
-def budget_machine(
+def token_budget_machine(
     impl: Any = TokenBudgetScheduler,
     *,
     prefix_caching: bool,
@@ -294,7 +294,7 @@ def budget_machine(
     stage: int | None = None,
 ) -> type[RecordingMachine]:
     """A state machine checking ``impl(bm, max_num_batched_tokens=..., max_num_seqs=...,
-    watermark=...)`` against :class:`BudgetModel`, on the plain or the prefix-caching manager.
+    watermark=...)`` against :class:`TokenBudgetModel`, on the plain or the prefix-caching manager.
 
     ``stage`` grades notebook 07's steps, with no watermark: 1 admits prompts whole (a budget
     that holds every request) and 2 in chunks, both in a pool that never runs out; 3 adds
@@ -315,7 +315,7 @@ def budget_machine(
         def __init__(self) -> None:
             super().__init__()
             self.sched: Any = None
-            self.model = BudgetModel(new_manager(1, 1), 1, 1, 0)
+            self.model = TokenBudgetModel(new_manager(1, 1), 1, 1, 0)
             self.seqs: dict[int, Sequence] = {}
             self.next_id = 0
 
@@ -336,7 +336,7 @@ def budget_machine(
                 kwargs["watermark"] = watermark
             args = ", ".join(f"{k}={v}" for k, v in kwargs.items())
             self.sched = self.do(f"sched = {name}(bm, {args})", lambda: impl(bm, **kwargs))
-            self.model = BudgetModel(
+            self.model = TokenBudgetModel(
                 new_manager(num_blocks, block_size),
                 budget,
                 cap,
