@@ -1,8 +1,8 @@
 """The grading engine itself: what a grade cell shows, whatever the learner's code does.
 
-The learner's code here is notebook 01's own cells (``solutions/01_weight_cache.ipynb``, found
-by cell id), run in a module that stands in for the notebook's ``__main__``, plus small edits
-of them that make one mistake each.
+The learner's code here is notebook 01's own cells
+(``solutions/01_weight_cache_solution.ipynb``, found by cell id), run in a module that stands in
+for the notebook's ``__main__``, plus small edits of them that make one mistake each.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def _clear_solution_regions(source: str) -> str:
 
 
 def _cells() -> dict[str, str]:
-    notebook = nbformat.read(ROOT / "solutions" / "01_weight_cache.ipynb", as_version=4)
+    notebook = nbformat.read(ROOT / "solutions" / "01_weight_cache_solution.ipynb", as_version=4)
     return {cell.id: cell.source for cell in notebook.cells}
 
 
