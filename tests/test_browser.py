@@ -91,7 +91,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.skip("browser test skipped: no chromium (see tools/install_chromium.sh)")
     work = tmp_path_factory.mktemp("lab")
     for name in NOTEBOOKS:
-        shutil.copy(ROOT / "solutions" / f"{name}.ipynb", work / f"{name}.ipynb")
+        shutil.copy(ROOT / "solutions" / f"{name}_solution.ipynb", work / f"{name}.ipynb")
     (work / "exercises").mkdir()
     shutil.copy(ROOT / JOURNEY, work / JOURNEY)  # as shipped, for the learner's journey
     settings = work / ".settings" / "@jupyterlab" / "notebook-extension"

@@ -12,6 +12,7 @@ import pytest
 from servelab import carry_forward
 from servelab.carry_forward import UnknownTopic, carry, mine, stand_in
 from servelab.checkpoints import checkpoint
+from servelab.course_files import solution_name
 
 ROOT = Path(__file__).resolve().parent.parent
 NB03 = "03_block_manager.ipynb"
@@ -23,8 +24,9 @@ def _forget() -> None:
 
 
 def _copy(folder: str, name: str, to: Path) -> Path:
+    """The notebook ``name`` of ``folder`` (its solution, for ``solutions``) as ``to / name``."""
     target = to / name
-    shutil.copy(ROOT / folder / name, target)
+    shutil.copy(ROOT / folder / (solution_name(name) if folder == "solutions" else name), target)
     return target
 
 
@@ -51,6 +53,19 @@ def test_a_passing_notebook_gives_its_own_class(
     bm = BlockManager(4, 2)
     bm.allocate(0, 3)
     assert bm.block_table(0) == [0, 1]
+
+
+def test_a_solution_notebook_finds_the_earlier_solution_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``solutions/04_scheduler_solution.ipynb`` builds on ``03_block_manager_solution.ipynb``."""
+    shutil.copy(ROOT / "solutions" / solution_name(NB03), tmp_path / solution_name(NB03))
+    monkeypatch.chdir(tmp_path)
+    BlockManager = mine("block-manager")
+    assert (
+        capsys.readouterr().out == "using your BlockManager from notebook 03 (all 4 steps pass)\n"
+    )
+    assert BlockManager.__module__ == "servelab_notebook_03"
 
 
 def test_a_buggy_notebook_is_replaced_by_the_checkpoint_with_its_failing_step(

@@ -1,8 +1,8 @@
 """The grading engine itself: what a grade cell shows, whatever the learner's code does.
 
-The learner's code here is notebook 01's own cells (``solutions/01_weight_cache.ipynb``, found
-by cell id), run in a module that stands in for the notebook's ``__main__``, plus small edits
-of them that make one mistake each.
+The learner's code here is notebook 01's own cells
+(``solutions/01_weight_cache_solution.ipynb``, found by cell id), run in a module that stands in
+for the notebook's ``__main__``, plus small edits of them that make one mistake each.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def _clear_solution_regions(source: str) -> str:
 
 
 def _cells() -> dict[str, str]:
-    notebook = nbformat.read(ROOT / "solutions" / "01_weight_cache.ipynb", as_version=4)
+    notebook = nbformat.read(ROOT / "solutions" / "01_weight_cache_solution.ipynb", as_version=4)
     return {cell.id: cell.source for cell in notebook.cells}
 
 
@@ -298,6 +298,21 @@ def test_stop_iteration_names_the_method_the_call_and_the_exception(
     assert report.code.splitlines()[-1] == "cache.put('big', '<big weights>', 70)"
     assert "next() found nothing left" in report.hint
     assert "evict in a loop" not in report.hint
+
+
+def test_an_off_by_one_fit_test_is_pointed_at_by_the_failing_check(
+    main: types.ModuleType,
+) -> None:
+    """``>=`` where ``>`` belongs: the StopIteration's hint alone would blame the removals; the
+    hint names the check that failed, whose name says what the call should have done."""
+    run_steps(main, 1)
+    fit = "while self._used + size > self.capacity:"
+    assert fit in CELLS[STEP_CELLS[2]]
+    run_cell(main, CELLS[STEP_CELLS[2]].replace(fit, fit.replace(" > ", " >= ")))
+    report = failure_of(TOPIC, main.EvictingCache, step=2).report
+    assert "      StopIteration" in report.text.splitlines()
+    assert "check its fit test (> or >=)" in report.hint
+    assert "(the check that failed: an entry as large as the budget fits)" in report.hint
 
 
 @pytest.mark.parametrize(

@@ -245,7 +245,7 @@ def test_a_cell_that_times_out_fails_its_grade_and_every_later_one(workspace: Pa
         _saved_pass(_cell('grade("weight-cache", Forgetful, step=1)', "gw")),
     ]
     nbformat.write(_learner(*cells), workspace / "mine" / "01_demo.ipynb")
-    nbformat.write(_learner(*cells), workspace / "reference" / "01_demo.ipynb")
+    nbformat.write(_learner(*cells), workspace / "reference" / "01_demo_solution.ipynb")
     report = workspace / "progress.json"
     protect = ["--protect", str(workspace / "reference"), "--json", str(report)]
     assert cli_main(["progress", str(workspace / "mine"), "--timeout", "15", *protect]) == 1
@@ -260,7 +260,7 @@ def test_protected_grading_restores_a_weakened_grade_cell(workspace: Path) -> No
     """The learner's class has no eviction loop; they lowered the step-2 cell to step 1."""
     reference = _learner(_cell(SETUP, "setup"), _cell('grade("weight-cache", Sized, step=2)', "g2"))
     weakened = _learner(_cell(SETUP, "setup"), _cell('grade("weight-cache", Sized, step=1)', "g2"))
-    nbformat.write(reference, workspace / "reference" / "01_demo.ipynb")
+    nbformat.write(reference, workspace / "reference" / "01_demo_solution.ipynb")
     nbformat.write(weakened, workspace / "mine" / "01_demo.ipynb")
     mine = str(workspace / "mine")
     assert cli_main(["progress", mine, "--timeout", "120"]) == 0  # fooled: step 1 passes

@@ -152,7 +152,7 @@ def test_exercise_keeps_cell_ids_and_text_is_deterministic() -> None:
 def _tree(tmp_path: Path) -> tuple[Path, Path]:
     solutions, exercises = tmp_path / "solutions", tmp_path / "exercises"
     solutions.mkdir()
-    nbformat.write(_solution_notebook(), solutions / "01_demo.ipynb")
+    nbformat.write(_solution_notebook(), solutions / "01_demo_solution.ipynb")
     return solutions, exercises
 
 
@@ -168,9 +168,9 @@ def test_check_reports_missing_then_write_fixes_it(tmp_path: Path) -> None:
 def test_check_notices_an_edited_solution_and_a_stray_exercise(tmp_path: Path) -> None:
     solutions, exercises = _tree(tmp_path)
     nbtool.write(solutions, exercises)
-    edited = nbformat.read(solutions / "01_demo.ipynb", as_version=4)
+    edited = nbformat.read(solutions / "01_demo_solution.ipynb", as_version=4)
     edited.cells[0].source = "# A new title"
-    nbformat.write(edited, solutions / "01_demo.ipynb")
+    nbformat.write(edited, solutions / "01_demo_solution.ipynb")
     (exercises / "02_orphan.ipynb").write_text("{}", encoding="utf-8")
     reasons = {p.path.name: p.reason for p in nbtool.check(solutions, exercises)}
     assert set(reasons) == {"01_demo.ipynb", "02_orphan.ipynb"}
@@ -184,18 +184,18 @@ def test_check_notices_an_edited_solution_and_a_stray_exercise(tmp_path: Path) -
 def test_output_only_changes_in_solution_do_not_make_exercises_stale(tmp_path: Path) -> None:
     solutions, exercises = _tree(tmp_path)
     nbtool.write(solutions, exercises)
-    rerun = nbformat.read(solutions / "01_demo.ipynb", as_version=4)
+    rerun = nbformat.read(solutions / "01_demo_solution.ipynb", as_version=4)
     rerun.cells[1].outputs = []
     rerun.cells[1].execution_count = 99
-    nbformat.write(rerun, solutions / "01_demo.ipynb")
+    nbformat.write(rerun, solutions / "01_demo_solution.ipynb")
     assert nbtool.check(solutions, exercises) == []
 
 
 def test_a_malformed_notebook_writes_nothing(tmp_path: Path) -> None:
     solutions, exercises = _tree(tmp_path)
     broken = new_notebook(cells=[new_code_cell("### BEGIN SOLUTION\nx = 1")])
-    nbformat.write(broken, solutions / "00_broken.ipynb")
-    with pytest.raises(nbtool.SolutionMarkerError, match=r"00_broken\.ipynb, cell 0"):
+    nbformat.write(broken, solutions / "00_broken_solution.ipynb")
+    with pytest.raises(nbtool.SolutionMarkerError, match=r"00_broken_solution\.ipynb, cell 0"):
         nbtool.write(solutions, exercises)
     assert not (exercises / "01_demo.ipynb").exists()
 
@@ -208,7 +208,19 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert nbtool.main(["--write", *dirs]) == 0
     assert nbtool.main(["--check", *dirs]) == 0
     nbformat.write(
-        new_notebook(cells=[new_code_cell("### END SOLUTION")]), solutions / "02_bad.ipynb"
+        new_notebook(cells=[new_code_cell("### END SOLUTION")]), solutions / "02_bad_solution.ipynb"
     )
     assert nbtool.main(["--check", *dirs]) == 2
-    assert "02_bad.ipynb" in capsys.readouterr().err
+    assert "02_bad_solution.ipynb" in capsys.readouterr().err
+
+
+def test_a_solution_not_named_for_its_exercise_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``01_demo.ipynb`` in solutions/ would give the exercise's tab the solution's title."""
+    solutions, exercises = _tree(tmp_path)
+    nbformat.write(_solution_notebook(), solutions / "02_plain.ipynb")
+    dirs = ["--solutions", str(solutions), "--exercises", str(exercises)]
+    assert nbtool.main(["--write", *dirs]) == 2
+    assert "NN_topic_solution.ipynb: '02_plain.ipynb'" in capsys.readouterr().err
+    assert not exercises.exists()

@@ -63,4 +63,5 @@ def test_a_method_not_written_yet_is_said_so_not_raised() -> None:
 
     replay = TierReplay(lambda: Unfinished(60, 120), [("store", "a", 30)], payload_for)
     replay.seek(1)
-    assert replay.log == ["store: a method it calls is not written yet; not your finished class"]
+    assert replay.log == ["store: `Unfinished.store` is not written yet; not your finished class"]
+    assert "`Unfinished.store` is not written yet" in replay.svg()  # on the picture, its caption

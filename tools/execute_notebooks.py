@@ -7,7 +7,7 @@ the repository.
 
 Usage::
 
-    python tools/execute_notebooks.py solutions/01_weight_cache.ipynb notebooks/*.ipynb
+    python tools/execute_notebooks.py solutions/01_weight_cache_solution.ipynb notebooks/*.ipynb
 """
 
 from __future__ import annotations

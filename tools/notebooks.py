@@ -1,8 +1,9 @@
 """Generate the learner's notebooks in ``exercises/`` from the authors' ``solutions/``.
 
-Authors edit only ``solutions/NN_topic.ipynb``. Inside a code cell, the lines between a
-``### BEGIN SOLUTION`` line and a ``### END SOLUTION`` line are the learner's work: in the
-exercise they become ``# YOUR CODE HERE`` and ``raise NotImplementedError()`` at the indentation
+Authors edit only ``solutions/NN_topic_solution.ipynb``, which generates
+``exercises/NN_topic.ipynb`` (see ``servelab.course_files``). Inside a code cell, the lines
+between a ``### BEGIN SOLUTION`` line and a ``### END SOLUTION`` line are the learner's work: in
+the exercise they become ``# YOUR CODE HERE`` and ``raise NotImplementedError()`` at the indentation
 of the ``### BEGIN SOLUTION`` line (the markers nbgrader uses, so either tool reads the files).
 A region in a markdown cell becomes a prompt to answer in the learner's own words. Exercises
 carry no outputs, execution counts or saved widget state, and are written byte-for-byte
@@ -36,6 +37,8 @@ from pathlib import Path
 
 import nbformat
 from nbformat import NotebookNode
+
+from servelab.course_files import exercise_name
 
 BEGIN_MARKER = "### BEGIN SOLUTION"
 END_MARKER = "### END SOLUTION"
@@ -143,19 +146,25 @@ def exercise_text(solution_path: Path) -> str:
 
 
 def _solution_paths(solutions: Path) -> list[Path]:
-    return sorted(p for p in solutions.glob("*.ipynb") if not p.name.startswith("."))
+    """Every solution notebook; one not named ``NN_topic_solution.ipynb`` is an error."""
+    paths = sorted(p for p in solutions.glob("*.ipynb") if not p.name.startswith("."))
+    for path in paths:
+        exercise_name(path.name)
+    return paths
 
 
 def check(solutions: Path = SOLUTIONS_DIR, exercises: Path = EXERCISES_DIR) -> list[SyncProblem]:
     """List every exercise that is missing, stale, or has no solution notebook behind it."""
     problems: list[SyncProblem] = []
-    expected = {p.name: exercise_text(p) for p in _solution_paths(solutions)}
+    sources = {exercise_name(p.name): p for p in _solution_paths(solutions)}
+    expected = {name: exercise_text(path) for name, path in sources.items()}
     for name, text in expected.items():
         target = exercises / name
         if not target.exists():
             problems.append(SyncProblem(target, "missing"))
         elif target.read_text(encoding="utf-8") != text:
-            problems.append(SyncProblem(target, f"differs from what solutions/{name} generates"))
+            source = sources[name].name
+            problems.append(SyncProblem(target, f"differs from what solutions/{source} generates"))
     for stray in sorted(exercises.glob("*.ipynb")):
         if stray.name not in expected:
             problems.append(SyncProblem(stray, "has no notebook in solutions/"))
@@ -168,7 +177,7 @@ def write(solutions: Path = SOLUTIONS_DIR, exercises: Path = EXERCISES_DIR) -> l
     Every solution notebook is converted before anything is written, so a malformed region
     in one notebook leaves ``exercises/`` exactly as it was.
     """
-    texts = {p.name: exercise_text(p) for p in _solution_paths(solutions)}
+    texts = {exercise_name(p.name): exercise_text(p) for p in _solution_paths(solutions)}
     changed: list[Path] = []
     exercises.mkdir(parents=True, exist_ok=True)
     for name, text in texts.items():
@@ -464,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
         if checkpoints is not None:
             problems += check_checkpoints(args.solutions, checkpoints)
         problems += untidy(tidy_folders)
-    except SolutionMarkerError as error:
+    except ValueError as error:  # a malformed region (SolutionMarkerError) or file name
         print(f"error: {error}", file=sys.stderr)
         return 2
     for problem in problems:

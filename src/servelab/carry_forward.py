@@ -26,7 +26,9 @@ How it works, and why this way:
   ``/drive``), so the earlier notebook is looked for beside the current one, then in
   ``exercises/`` below or beside it. Colab opens a notebook from GitHub or Drive with no file
   beside it: there, pass ``path=`` (a Drive path), or the checkpoint stands in, announced.
-  Under nbval, ``solutions/04`` finds ``solutions/03``: the solutions are "the learner's".
+  Solution notebooks find the earlier solution beside them (``solutions/04`` finds
+  ``03_block_manager_solution.ipynb``): under nbval and for a presenter, the solutions are
+  "the learner's".
 * **Which cells.** The file is read as plain JSON (JupyterLite installs no ``nbformat``). Every
   code cell above the topic's last grade cell, and of each only its definitions: imports,
   ``def``, ``class``, assignments to plain names whose value calls nothing and reads only names
@@ -58,6 +60,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
+
+from servelab.course_files import solution_name
 
 __all__ = ["CARRIED_TOPICS", "Carried", "UnknownTopic", "carry", "mine", "stand_in"]
 
@@ -107,7 +111,12 @@ def stand_in(topic: str) -> Any:
 
 
 def _candidates(name: str, here: Path) -> list[Path]:
-    return [here / name, here / "exercises" / name, here.parent / "exercises" / name]
+    return [
+        here / name,
+        here / solution_name(name),
+        here / "exercises" / name,
+        here.parent / "exercises" / name,
+    ]
 
 
 def _grade_call(tree: ast.Module, topic: str) -> tuple[ast.expr, int] | None:

@@ -14,8 +14,9 @@ ran because an earlier cell stopped the notebook, has failed.
 
 **Protected grade cells.** Grading runs in the learner's own kernel, so a learner could edit
 a grade cell (``step=1`` instead of ``step=3``, or delete the call). With ``protect=solutions/``
-every grade cell is first replaced by the cell with the same id in the solution notebook of the
-same name (re-importing ``grade`` from the package), and a grade cell the learner deleted counts
+every grade cell is first replaced by the cell with the same id in the exercise's solution
+notebook (``01_weight_cache.ipynb``'s is ``01_weight_cache_solution.ipynb``; re-importing
+``grade`` from the package), and a grade cell the learner deleted counts
 as failed. This does not stop deliberate cheating inside the kernel (monkeypatching the
 grader); ``servelab grade`` grades classes from files in an isolated process, which stops the
 obvious ways but not code written to cheat on purpose.
@@ -32,6 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
+
+from servelab.course_files import solution_name
 
 __all__ = [
     "NotebookProgress",
@@ -210,9 +213,9 @@ def run_notebook(
     notebook = nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
     missing: list[tuple[str, int]] = []
     if protect is not None:
-        solution_path = protect / path.name
+        solution_path = protect / solution_name(path.name)
         if not solution_path.is_file():
-            raise FileNotFoundError(f"--protect: no {path.name} in {protect}")
+            raise FileNotFoundError(f"--protect: no {solution_path.name} in {protect}")
         solution = nbformat.read(solution_path, as_version=4)  # type: ignore[no-untyped-call]
         missing = protect_grade_cells(notebook, solution)
     for cell in notebook.cells:  # saved outputs are not this run's: only this run counts

@@ -1,6 +1,6 @@
 """Checkpoints of the 'block-manager' course notebook: its solution, step by step.
 
-Generated from solutions/03_block_manager.ipynb by tools/notebooks.py; do not edit.
+Generated from solutions/03_block_manager_solution.ipynb by tools/notebooks.py; do not edit.
 ``servelab.checkpoint('block-manager', step=n)`` returns what the step-n grade cell grades.
 """
 

@@ -1,6 +1,6 @@
 """Checkpoints of the 'engine' course notebook: its solution, step by step.
 
-Generated from solutions/09_serving_your_model.ipynb by tools/notebooks.py; do not edit.
+Generated from solutions/09_serving_your_model_solution.ipynb by tools/notebooks.py; do not edit.
 ``servelab.checkpoint('engine', step=n)`` returns what the step-n grade cell grades.
 """
 

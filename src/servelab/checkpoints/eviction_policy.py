@@ -1,6 +1,6 @@
 """Checkpoints of the 'eviction-policy' course notebook: its solution, step by step.
 
-Generated from solutions/02_eviction_policies.ipynb by tools/notebooks.py; do not edit.
+Generated from solutions/02_eviction_policies_solution.ipynb by tools/notebooks.py; do not edit.
 ``servelab.checkpoint('eviction-policy', step=n)`` returns what the step-n grade cell grades.
 """
 

@@ -1,6 +1,6 @@
 """Checkpoints of the 'kv-offload' course notebook: its solution, step by step.
 
-Generated from solutions/06_kv_offload.ipynb by tools/notebooks.py; do not edit.
+Generated from solutions/06_kv_offload_solution.ipynb by tools/notebooks.py; do not edit.
 ``servelab.checkpoint('kv-offload', step=n)`` returns what the step-n grade cell grades.
 """
 

@@ -1,6 +1,6 @@
 """Checkpoints of the 'paged-kernel' course notebook: its solution, step by step.
 
-Generated from solutions/08_paged_kernel.ipynb by tools/notebooks.py; do not edit.
+Generated from solutions/08_paged_kernel_solution.ipynb by tools/notebooks.py; do not edit.
 ``servelab.checkpoint('paged-kernel', step=n)`` returns what the step-n grade cell grades.
 """
 

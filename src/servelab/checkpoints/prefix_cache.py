@@ -1,6 +1,6 @@
 """Checkpoints of the 'prefix-cache' course notebook: its solution, step by step.
 
-Generated from solutions/05_prefix_caching.ipynb by tools/notebooks.py; do not edit.
+Generated from solutions/05_prefix_caching_solution.ipynb by tools/notebooks.py; do not edit.
 ``servelab.checkpoint('prefix-cache', step=n)`` returns what the step-n grade cell grades.
 """
 

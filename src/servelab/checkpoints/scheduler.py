@@ -1,6 +1,6 @@
 """Checkpoints of the 'scheduler' course notebook: its solution, step by step.
 
-Generated from solutions/04_scheduler.ipynb by tools/notebooks.py; do not edit.
+Generated from solutions/04_scheduler_solution.ipynb by tools/notebooks.py; do not edit.
 ``servelab.checkpoint('scheduler', step=n)`` returns what the step-n grade cell grades.
 """
 

@@ -1,6 +1,6 @@
 """Checkpoints of the 'token-budget' course notebook: its solution, step by step.
 
-Generated from solutions/07_token_budget.ipynb by tools/notebooks.py; do not edit.
+Generated from solutions/07_token_budget_solution.ipynb by tools/notebooks.py; do not edit.
 ``servelab.checkpoint('token-budget', step=n)`` returns what the step-n grade cell grades.
 """
 

@@ -1,6 +1,6 @@
 """Checkpoints of the 'weight-cache' course notebook: its solution, step by step.
 
-Generated from solutions/01_weight_cache.ipynb by tools/notebooks.py; do not edit.
+Generated from solutions/01_weight_cache_solution.ipynb by tools/notebooks.py; do not edit.
 ``servelab.checkpoint('weight-cache', step=n)`` returns what the step-n grade cell grades.
 """
 

@@ -35,8 +35,9 @@ _HYPOTHESIS_HINT = (
 EXCEPTION_HINTS: Mapping[str, str] = {
     "StopIteration": (
         "next() found nothing left: your code asked for one more item than there was (a victim "
-        "when nothing can be evicted?). A loop that repeats until something fits must get "
-        "closer on every pass: check that each removal gives its size back"
+        "when nothing can be evicted?). A loop that repeats until something fits must stop as "
+        "soon as it fits and get closer on every pass: check its fit test (> or >=) and that "
+        "each removal gives its size back"
     ),
     "KeyError": (
         "a lookup of a key that is not there: it was never added, or was already removed from "

@@ -524,7 +524,10 @@ def _probe_failure(
     code = "\n".join(program_in_progress(_traceback_of(exc)) or ())
     if isinstance(exc, ImplementationHung):
         return _Failure(label, exc, HANG_HINT, code)
-    hint = exception_hint(exc) or probe.hint
+    # The exception's hint says what kind of slip it is; the check's name says what the call
+    # was meant to do (an entry as large as the budget fits), which the type alone cannot.
+    explained = exception_hint(exc)
+    hint = f"{explained} (the check that failed: {probe.name})" if explained else probe.hint
     return _diagnosed_failure(topic, label, exc, hint, code, impl, step)
 
 

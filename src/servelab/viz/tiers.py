@@ -201,8 +201,16 @@ class TierReplay:
                 else:
                     self.obj.release(found)
                     text = f"release: unpinned {[f[0] for f in found]}"
-        except NotImplementedError:
-            text = f"{op[0]}: a method it calls is not written yet; not your finished class"
+        except NotImplementedError as error:
+            from servelab.unwritten import not_written_yet
+
+            method = not_written_yet(error)
+            unwritten = (
+                f"`{method}` is not written yet"
+                if method
+                else "a method it calls is not written yet"
+            )
+            text = f"{op[0]}: {unwritten}; not your finished class"
         except Exception as exc:
             text = f"{op[0]} raised {type(exc).__name__}: {exc}"
         self.in_flight = [k for _, k in self._where() - before]
