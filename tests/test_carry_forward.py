@@ -197,10 +197,12 @@ def test_the_carried_topics_are_registered_topics_each_with_the_notebook_of_its_
     generated from."""
     import importlib
 
+    from servelab.course_files import solution_name
     from servelab.grading.registry import TOPICS, checkpoint_module
 
     carried = carry_forward.CARRIED_TOPICS
     assert list(carried) == [t for t in TOPICS if t in carried]
     for topic, notebook in carried.items():
         module = importlib.import_module(f"servelab.checkpoints.{checkpoint_module(topic)}")
-        assert f"Generated from solutions/{notebook} by" in (module.__doc__ or ""), topic
+        generated_from = f"Generated from solutions/{solution_name(notebook)} by"
+        assert generated_from in (module.__doc__ or ""), topic
