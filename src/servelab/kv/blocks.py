@@ -39,6 +39,8 @@ from collections.abc import Iterable, Sequence
 from operator import countOf
 from typing import Any, NamedTuple, TypeGuard
 
+from servelab.native import mypyc_attr
+
 __all__ = [
     "BlockManager",
     "BlockTables",
@@ -61,15 +63,19 @@ __all__ = [
 ]
 
 
+# Compiled (servelab.native), an exception class with two bases is a plain Python class.
+@mypyc_attr(native_class=False)
 class KVCacheError(Exception):
     """Base class of every error raised by the KV-cache package."""
 
 
+@mypyc_attr(native_class=False)
 class OutOfBlocks(KVCacheError, MemoryError):
     """Not enough free blocks for the request. Transient: nothing was changed, so the
     caller may free or preempt a sequence and retry."""
 
 
+@mypyc_attr(native_class=False)
 class UnknownSequence(KVCacheError, KeyError):
     """The sequence id is not live (never allocated, or already freed)."""
 
@@ -77,26 +83,32 @@ class UnknownSequence(KVCacheError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+@mypyc_attr(native_class=False)
 class InvalidSequenceId(KVCacheError, TypeError):
     """A sequence id that is not an int (a str, a float, a bool, None ...)."""
 
 
+@mypyc_attr(native_class=False)
 class SequenceExists(KVCacheError, ValueError):
     """The sequence id is already live; free it first or pick another id."""
 
 
+@mypyc_attr(native_class=False)
 class RepeatedInStep(KVCacheError, ValueError):
     """A decode step that names one sequence twice (a step appends one token to each)."""
 
 
+@mypyc_attr(native_class=False)
 class InvalidLength(KVCacheError, ValueError):
     """A token count or id that is not a non-negative int."""
 
 
+@mypyc_attr(native_class=False)
 class InvalidBlock(KVCacheError, IndexError):
     """A physical block id outside ``range(num_blocks)``."""
 
 
+@mypyc_attr(native_class=False)
 class InvalidConfig(KVCacheError, ValueError):
     """A constructor argument that is not a positive int."""
 
@@ -184,6 +196,8 @@ def pack_token_ids(token_ids: object) -> tuple[list[int], bytes | None]:
         return ids, None
 
 
+# Compiled (servelab.native), Python classes, a learner's among them, may subclass it.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class BlockTables:
     """Block tables with refcounted sharing: the part every paged block manager has.
 
@@ -379,6 +393,7 @@ class BlockTables:
         return seq
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class BlockManager(BlockTables):
     """Hands out fixed-size KV blocks to sequences, with refcounted sharing.
 

@@ -109,6 +109,7 @@ from servelab.kv.blocks import (
     new_slot,
     pack_token_ids,
 )
+from servelab.native import mypyc_attr
 
 __all__ = [
     "HashAlgo",
@@ -125,6 +126,8 @@ __all__ = [
 Key = tuple[int | bytes, BlockIds]  # (parent identity or root key, a block's ids)
 
 
+# Compiled (servelab.native), an exception class with two bases is a plain Python class.
+@mypyc_attr(native_class=False)
 class InvalidExtraKey(KVCacheError, TypeError):
     """An ``extra_key`` that is not None, a str or bytes."""
 
@@ -148,6 +151,11 @@ def _as_int(name: Any) -> int:
     return int.from_bytes(name, "big") if type(name) is bytes else int(name)
 
 
+def _sha256_root(key: bytes) -> bytes:
+    """The root name of a chain of SHA-256 names, as 32 bytes like the names after it."""
+    return root_hash(key).to_bytes(32, "big")
+
+
 def _check_extra_key(extra_key: object) -> bytes:
     if extra_key is None:
         return b""
@@ -158,6 +166,8 @@ def _check_extra_key(extra_key: object) -> bytes:
     raise InvalidExtraKey(f"extra_key must be None, a str or bytes, got {extra_key!r}")
 
 
+# Compiled (servelab.native), Python classes, a learner's among them, may subclass it.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class PrefixCachingBlockManager(BlockTables):
     """A block manager that knows its sequences' token ids and shares equal prefixes.
 
@@ -181,7 +191,7 @@ class PrefixCachingBlockManager(BlockTables):
         self._root_name: Callable[[bytes], Any]
         if hash_algo == "sha256":
             self._name_block = sha256_name
-            self._root_name = lambda key: root_hash(key).to_bytes(32, "big")
+            self._root_name = _sha256_root
         elif hash_algo == "builtin":
             self._name_block = on_ints(builtin_block)
             self._root_name = root_hash

@@ -64,6 +64,7 @@ from servelab.kv.blocks import (
     check_token_ids,
     new_slot,
 )
+from servelab.native import mypyc_attr
 
 __all__ = [
     "Decode",
@@ -88,36 +89,45 @@ __all__ = [
 Preemption = Literal["recompute", "swap"]
 
 
+# Compiled (servelab.native), an exception class with two bases is a plain Python class.
+@mypyc_attr(native_class=False)
 class SchedulerError(KVCacheError):
     """Base class of the scheduler's errors."""
 
 
+@mypyc_attr(native_class=False)
 class InvalidRequest(SchedulerError, ValueError):
     """A sequence that is malformed: empty prompt, ``max_new_tokens < 1``, non-int ids."""
 
 
+@mypyc_attr(native_class=False)
 class RequestTooLarge(InvalidRequest):
     """The request can never run: its longest KV cache needs more blocks than the pool minus
     the watermark. Shorten the prompt or ``max_new_tokens``, or give the pool more blocks."""
 
 
+@mypyc_attr(native_class=False)
 class DuplicateSequence(SchedulerError, ValueError):
     """The sequence id is already queued, running, or held by the block manager."""
 
 
+@mypyc_attr(native_class=False)
 class SequenceFinished(SchedulerError, ValueError):
     """A token was appended to a sequence that has already generated ``max_new_tokens``."""
 
 
+@mypyc_attr(native_class=False)
 class TokenNotAppended(SchedulerError, RuntimeError):
     """``step()`` was called before the engine appended exactly one sampled token to every
     sequence the previous step computed (see :meth:`StepOutput.computed`)."""
 
 
+@mypyc_attr(native_class=False)
 class InvalidSchedulerConfig(SchedulerError, ValueError):
     """A watermark, preemption mode or host pool size that the scheduler cannot work with."""
 
 
+@mypyc_attr(native_class=False)
 class NotASequence(SchedulerError, TypeError):
     """An argument that must be a :class:`Sequence` is something else (None, an id ...)."""
 
@@ -160,6 +170,8 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+# Compiled (servelab.native), a plain Python class: its fields are checked by __post_init__.
+@mypyc_attr(native_class=False)
 @dataclass(eq=False)
 class Sequence:
     """One request being served: its token ids so far and how many new tokens it may generate.
@@ -226,10 +238,11 @@ class Sequence:
         never needs the last sampled token's slot; counting it anyway keeps the rule plain.)"""
         return self.prompt_len + self.max_new_tokens
 
-    def append_token(self, token_id: int) -> None:
+    def append_token(self, token_id: object) -> None:
         """Record one sampled token (the engine calls this after computing the step). The id
-        is checked here, so a scheduler never hands its block manager a bad one."""
-        if (type(token_id) is not int and not _is_int(token_id)) or token_id < 0:
+        is checked here, so a scheduler never hands its block manager a bad one. (Typed
+        ``object``: compiled, an ``int`` argument would turn a bool into an int unchecked.)"""
+        if not isinstance(token_id, int) or isinstance(token_id, bool) or token_id < 0:
             raise InvalidRequest(f"a token id must be a non-negative int, got {token_id!r}")
         if len(self.token_ids) - self.prompt_len >= self.max_new_tokens:  # is_finished
             raise SequenceFinished(
@@ -331,6 +344,8 @@ class HostBlockPool:
         return f"HostBlockPool(num_blocks={self.num_blocks}, free={self.num_free})"
 
 
+# Compiled (servelab.native), Python classes, a learner's among them, may subclass it.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Scheduler:
     """Admit, decode and preempt over a block manager, one :meth:`step` at a time.
 
