@@ -186,23 +186,26 @@ class Sequence:
     max_new_tokens: int
 
     def __post_init__(self) -> None:
-        if not _is_int(self.seq_id):
-            raise InvalidRequest(f"seq_id must be an int, got {self.seq_id!r}")
-        if not isinstance(self.token_ids, list) or not all(_is_int(t) for t in self.token_ids):
+        # The fields are read as objects, through vars(): compiled, reading a field typed
+        # ``int`` that holds a str raises mypyc's plain TypeError before this check names it.
+        fields = vars(self)
+        seq_id, token_ids = fields["seq_id"], fields["token_ids"]
+        prompt_len, max_new_tokens = fields["prompt_len"], fields["max_new_tokens"]
+        if not _is_int(seq_id):
+            raise InvalidRequest(f"seq_id must be an int, got {seq_id!r}")
+        if not isinstance(token_ids, list) or not all(_is_int(t) for t in token_ids):
             raise InvalidRequest("token_ids must be a list of ints")
-        if not _is_int(self.prompt_len) or not 1 <= self.prompt_len <= len(self.token_ids):
+        if not _is_int(prompt_len) or not 1 <= prompt_len <= len(token_ids):
             raise InvalidRequest(
-                f"prompt_len must be an int in [1, {len(self.token_ids)}] (the prompt cannot be "
-                f"empty), got {self.prompt_len!r}"
+                f"prompt_len must be an int in [1, {len(token_ids)}] (the prompt cannot be "
+                f"empty), got {prompt_len!r}"
             )
-        if not _is_int(self.max_new_tokens) or self.max_new_tokens < 1:
+        if not _is_int(max_new_tokens) or max_new_tokens < 1:
+            raise InvalidRequest(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
+        if len(token_ids) - prompt_len > max_new_tokens:
             raise InvalidRequest(
-                f"max_new_tokens must be a positive int, got {self.max_new_tokens!r}"
-            )
-        if self.num_generated > self.max_new_tokens:
-            raise InvalidRequest(
-                f"sequence {self.seq_id} already holds {self.num_generated} generated tokens, "
-                f"more than max_new_tokens={self.max_new_tokens}"
+                f"sequence {seq_id} already holds {len(token_ids) - prompt_len} generated "
+                f"tokens, more than max_new_tokens={max_new_tokens}"
             )
 
     @classmethod
@@ -358,13 +361,17 @@ class Scheduler:
         self,
         bm: KVCacheManager,
         *,
-        watermark: int | None = None,
+        watermark: object = None,
         preemption: Preemption = "recompute",
         num_host_blocks: int = 0,
     ) -> None:
         if watermark is None:
             watermark = default_watermark(bm.num_blocks)
-        if not _is_int(watermark) or not 0 <= watermark < bm.num_blocks:
+        if (
+            not isinstance(watermark, int)
+            or isinstance(watermark, bool)
+            or not 0 <= watermark < bm.num_blocks
+        ):
             raise InvalidSchedulerConfig(
                 f"watermark must be an int block count in [0, {bm.num_blocks}) for a pool of "
                 f"{bm.num_blocks} blocks, got {watermark!r}"
@@ -404,7 +411,7 @@ class Scheduler:
         return self.bm.num_blocks - self.watermark
 
     # ---------------------------------------------------------------- mutations
-    def add(self, seq: Sequence) -> None:
+    def add(self, seq: object) -> None:
         """Queue ``seq`` at the back of ``waiting``.
 
         Raises NotASequence for a non-Sequence, InvalidRequest for a finished one or one
@@ -434,7 +441,7 @@ class Scheduler:
         self.waiting.append(seq)
         self._live[seq.seq_id] = seq
 
-    def fork(self, parent: Sequence, child: Sequence) -> None:
+    def fork(self, parent: object, child: object) -> None:
         """Make ``child`` a running copy of the running ``parent`` that shares all its blocks
         (parallel sampling, beam search). The child joins ``running`` as its newest member;
         copy-on-write happens in the block manager at the first append into a shared block.
@@ -444,11 +451,11 @@ class Scheduler:
         child's tokens differ from the parent's or it has nothing left to generate. Nothing
         changes when it raises.
         """
-        for name, arg in (("parent", parent), ("child", child)):
-            if not isinstance(arg, Sequence):
-                raise NotASequence(
-                    f"fork() takes two Sequences; the {name} is {type(arg).__name__} {arg!r}"
-                )
+        if not isinstance(parent, Sequence) or not isinstance(child, Sequence):
+            name, arg = ("child", child) if isinstance(parent, Sequence) else ("parent", parent)
+            raise NotASequence(
+                f"fork() takes two Sequences; the {name} is {type(arg).__name__} {arg!r}"
+            )
         if self._live.get(parent.seq_id) is not parent or not self._held_by_block_manager(
             parent.seq_id
         ):
