@@ -39,18 +39,9 @@ EXPECTED_TO_FAIL: frozenset[str] = frozenset(
     }
 )
 
-NOT_ATOMIC = (
-    "compiled: an interrupt (Ctrl-C) landing inside a compiled LRU/FIFO update can break an "
-    "invariant of the cache (5 and 1 trials here): the pure policy's one-statement updates "
-    "are atomic for CPython's bytecode, the compiled ones are not"
-)
 NOT_COPYABLE = "compiled: copy.deepcopy of a prefix-caching manager fails (its _Prefix is native)"
 
 EXPECTED_TO_FAIL_OTHERWISE: dict[str, str] = {
-    "tests/test_weight_cache_faults.py::"
-    "test_interrupts_at_random_moments_never_lock_or_corrupt_the_cache[LRU]": NOT_ATOMIC,
-    "tests/test_weight_cache_faults.py::"
-    "test_interrupts_at_random_moments_never_lock_or_corrupt_the_cache[FIFO]": NOT_ATOMIC,
     # the twin of the test is a deepcopy; @mypyc_attr(serializable=True) on _Prefix is the fix
     "tests/test_append_slots.py::test_a_step_is_append_slot_for_each_sequence_in_order[prefix]": (
         NOT_COPYABLE

@@ -138,9 +138,22 @@ _OWNERS: weakref.WeakValueDictionary[int, WeightCache[Any]] = weakref.WeakValueD
 _OWNERS_LOCK = threading.Lock()
 
 
+def _attributes(policy: object) -> dict[str, Any] | None:
+    """The policy's attributes by name, or None if they cannot be listed. A compiled policy
+    (``servelab.native``) has no ``__dict__``: mypyc lists its attributes in
+    ``__mypyc_attrs__``."""
+    state = getattr(policy, "__dict__", None)
+    if state is not None:
+        return dict(state)
+    names = getattr(type(policy), "__mypyc_attrs__", None)
+    if names is None:
+        return None
+    return {name: getattr(policy, name) for name in names if hasattr(policy, name)}
+
+
 def _policy_state(policy: object, keys: Mapping[Any, object]) -> dict[str, Any] | None:
     """A copy of the policy's attributes (keys are shared, not copied), or None if impossible."""
-    state = getattr(policy, "__dict__", None)
+    state = _attributes(policy)
     if state is None:
         return None
     try:
@@ -151,7 +164,11 @@ def _policy_state(policy: object, keys: Mapping[Any, object]) -> dict[str, Any] 
 
 
 def _restore_policy_state(policy: object, state: dict[str, Any]) -> None:
-    attrs = policy.__dict__
+    attrs = getattr(policy, "__dict__", None)
+    if attrs is None:  # compiled: one attribute at a time
+        for name, value in state.items():
+            setattr(policy, name, value)
+        return
     attrs.clear()
     attrs.update(state)
 
