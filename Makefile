@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 LAB_STAMP := $(VENV)/.lab-installed
 TRITON_STAMP := $(VENV)/.triton-installed
 
-.PHONY: lab lab-install torch triton test test-fast lint exercises progress slides lite links demo bench bench-gpu bench-peers clean compiled test-compiled bench-compiled bench-peers-compiled
+.PHONY: lab lab-install torch triton test test-fast lint exercises progress slides lite links demo bench bench-gpu bench-peers clean compiled test-compiled bench-compiled bench-peers-compiled bench-builds
 
 $(STAMP): pyproject.toml tools/install_torch.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -144,6 +144,17 @@ bench-peers: $(PEERS)/.installed
 bench-peers-compiled: $(PEERS)/.installed $(COMPILED)/.built
 	PYTHONPATH=$(CURDIR)/$(COMPILED) $(PEERS_PY) benchmarks/bench_blocks.py
 	PYTHONPATH=$(CURDIR)/$(COMPILED) $(PEERS_PY) benchmarks/bench_scheduler.py
+
+# Both builds against the same peers, back to back: each script runs once per build, with the
+# same seeded traces, repetitions, warm-up and lock; each ratio is against the peer measured in
+# that script's own run (one process cannot import both builds of a module).
+bench-builds: $(PEERS)/.installed $(COMPILED)/.built
+	@for script in bench_blocks bench_scheduler; do for build in "" "$(CURDIR)/$(COMPILED)"; do \
+	  PYTHONPATH="$$build" $(PEERS_PY) benchmarks/$$script.py $(BENCH_ARGS) || exit 1; done; done
+	@for build in "" "$(CURDIR)/$(COMPILED)"; do \
+	  PYTHONPATH="$$build" $(PY) benchmarks/bench_weight_cache.py --no-pins || exit 1; done
+	@for build in "" "$(CURDIR)/$(COMPILED)"; do \
+	  PYTHONPATH="$$build" $(PY) benchmarks/bench_sim.py || exit 1; done
 
 bench-gpu: $(STAMP)
 	$(PY) benchmarks/gpu.py --out benchmarks/gpu-results.json

@@ -62,16 +62,6 @@ def _cuda_available() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if os.environ.get("SERVELAB_EXPECT_BUILD") == "compiled":  # make test-compiled
-        from compiled_divergences import EXPECTED_TO_FAIL, EXPECTED_TO_FAIL_OTHERWISE, REASON
-
-        for item in items:
-            reason = REASON if item.nodeid in EXPECTED_TO_FAIL else None
-            reason = EXPECTED_TO_FAIL_OTHERWISE.get(item.nodeid, reason)
-            if reason is not None:
-                # strict where the divergence is deterministic; interrupts land at random
-                strict = "interrupt" not in reason
-                item.add_marker(pytest.mark.xfail(reason=reason, strict=strict))
     if any(item.get_closest_marker("gpu") for item in items) and not _cuda_available():
         skip = pytest.mark.skip(reason="needs CUDA")
         for item in items:

@@ -36,6 +36,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "servelab.kv.blocks",
     "servelab.kv.prefix",
     "servelab.kv.scheduler",
+    "servelab.weights.cache",
     "servelab.weights.policies.interface",
     "servelab.weights.policies.orders",
     "servelab.weights.policies.queues",

@@ -132,6 +132,8 @@ class InvalidExtraKey(KVCacheError, TypeError):
     """An ``extra_key`` that is not None, a str or bytes."""
 
 
+# Compiled (servelab.native), serializable so that copy.deepcopy of a manager works as in Python.
+@mypyc_attr(serializable=True)
 class _Prefix:
     """An interned prefix identity: what every full block with this whole prefix carries."""
 
