@@ -151,17 +151,22 @@ _OWNERS: weakref.WeakValueDictionary[int, WeightCache[Any]] = weakref.WeakValueD
 _OWNERS_LOCK = threading.Lock()
 
 
+def _compiled_attributes(policy: object) -> list[str]:
+    """The attributes mypyc declares for a compiled policy's class (``servelab.native``): they
+    live in the instance itself, not in a ``__dict__``. Empty for a Python policy."""
+    names = getattr(type(policy), "__mypyc_attrs__", ())
+    return [name for name in names if name != "__dict__"]
+
+
 def _attributes(policy: object) -> dict[str, Any] | None:
-    """The policy's attributes by name, or None if they cannot be listed. A compiled policy
-    (``servelab.native``) has no ``__dict__``: mypyc lists its attributes in
-    ``__mypyc_attrs__``."""
-    state = getattr(policy, "__dict__", None)
-    if state is not None:
-        return dict(state)
-    names = getattr(type(policy), "__mypyc_attrs__", None)
-    if names is None:
-        return None
-    return {name: getattr(policy, name) for name in names if hasattr(policy, name)}
+    """The policy's attributes by name (compiled ones and its ``__dict__``), or None if they
+    cannot be listed."""
+    state = {n: getattr(policy, n) for n in _compiled_attributes(policy) if hasattr(policy, n)}
+    own = getattr(policy, "__dict__", None)
+    if own is None:
+        return state or None
+    state.update(own)
+    return state
 
 
 def _policy_state(policy: object, keys: Mapping[Any, object]) -> dict[str, Any] | None:
@@ -177,13 +182,14 @@ def _policy_state(policy: object, keys: Mapping[Any, object]) -> dict[str, Any] 
 
 
 def _restore_policy_state(policy: object, state: dict[str, Any]) -> None:
-    attrs = getattr(policy, "__dict__", None)
-    if attrs is None:  # compiled: one attribute at a time
-        for name, value in state.items():
-            setattr(policy, name, value)
-        return
-    attrs.clear()
-    attrs.update(state)
+    compiled = _compiled_attributes(policy)
+    for name in compiled:
+        if name in state:
+            setattr(policy, name, state[name])
+    own = getattr(policy, "__dict__", None)
+    if own is not None:
+        own.clear()
+        own.update({name: value for name, value in state.items() if name not in compiled})
 
 
 def _check_bytes(what: str, n: object) -> int:
