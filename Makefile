@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 LAB_STAMP := $(VENV)/.lab-installed
 TRITON_STAMP := $(VENV)/.triton-installed
 
-.PHONY: lab lab-install torch triton test test-fast lint exercises progress slides lite links demo bench bench-gpu bench-peers clean
+.PHONY: lab lab-install torch triton test test-fast lint exercises progress slides lite links demo bench bench-gpu bench-peers clean compiled test-compiled bench-compiled bench-peers-compiled bench-builds
 
 $(STAMP): pyproject.toml tools/install_torch.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -60,6 +60,34 @@ test: $(STAMP)
 	$(PY) tools/notebooks.py --check
 	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-$$( [ -n "$$CI" ] && echo thorough || echo dev )} \
 	  $(PY) -m pytest -q $(XDIST)
+	@if $(HAVE_CC); then $(MAKE) --no-print-directory test-compiled; \
+	  else echo "no C compiler or Python headers: the compiled build is not built or tested"; fi
+
+# The compiled build (see hatch_build.py): the same hot modules compiled by mypyc, as a wheel
+# built with SERVELAB_COMPILE=1 and installed into build/compiled, never beside the sources.
+# It is rebuilt whenever a source changes, and refuses to import if its sources changed since.
+COMPILED := build/compiled
+HAVE_CC  := $(PY) -c "import os, shutil, sys, sysconfig; \
+  cc = (sysconfig.get_config_var('CC') or 'cc').split()[0]; \
+  h = os.path.join(sysconfig.get_paths()['include'], 'Python.h'); \
+  sys.exit(0 if shutil.which(cc) and os.path.exists(h) else 1)"
+$(COMPILED)/.built: $(STAMP) hatch_build.py $(shell find src/servelab -name '*.py')
+	rm -rf $(COMPILED) build/wheels/compiled
+	SERVELAB_COMPILE=1 $(PY) -m pip wheel -q --no-deps --no-build-isolation \
+	  -w build/wheels/compiled .
+	$(PY) -m pip install -q --no-deps --target $(COMPILED) build/wheels/compiled/servelab-*.whl
+	touch $@
+
+compiled: $(COMPILED)/.built
+
+# The reference tests of the compiled modules, run against the compiled build (dev profile).
+COMPILED_TESTS := tests/test_native.py tests/test_blocks.py tests/test_append_slots.py \
+  tests/test_prefix.py tests/test_scheduler.py tests/test_weight_cache.py \
+  tests/test_weight_cache_faults.py tests/test_policies.py tests/test_sim.py tests/test_sim_drift.py
+test-compiled: $(COMPILED)/.built
+	SERVELAB_EXPECT_BUILD=compiled PYTHONPATH=$(CURDIR)/$(COMPILED) \
+	  HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE_COMPILED:-dev} \
+	  $(PY) -m pytest -q $(XDIST) $(COMPILED_TESTS)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q $(XDIST) -m "not notebooks and not slow and not browser"
@@ -95,6 +123,9 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
 
+bench-compiled: $(COMPILED)/.built
+	PYTHONPATH=$(CURDIR)/$(COMPILED) $(PY) benchmarks/run_all.py
+
 # The real peers (nano-vllm, vLLM v1) live in their own environment, never the course's.
 PEERS    := benchmarks/.peers-venv
 PEERS_PY := $(PEERS)/bin/python
@@ -108,6 +139,22 @@ $(PEERS)/.installed: benchmarks/peers-requirements.txt tools/install_torch.sh
 bench-peers: $(PEERS)/.installed
 	$(PEERS_PY) benchmarks/bench_blocks.py
 	$(PEERS_PY) benchmarks/bench_scheduler.py
+
+# The compiled build was made for the course's Python, which the peers' environment shares.
+bench-peers-compiled: $(PEERS)/.installed $(COMPILED)/.built
+	PYTHONPATH=$(CURDIR)/$(COMPILED) $(PEERS_PY) benchmarks/bench_blocks.py
+	PYTHONPATH=$(CURDIR)/$(COMPILED) $(PEERS_PY) benchmarks/bench_scheduler.py
+
+# Both builds against the same peers, back to back: each script runs once per build, with the
+# same seeded traces, repetitions, warm-up and lock; each ratio is against the peer measured in
+# that script's own run (one process cannot import both builds of a module).
+bench-builds: $(PEERS)/.installed $(COMPILED)/.built
+	@for script in bench_blocks bench_scheduler; do for build in "" "$(CURDIR)/$(COMPILED)"; do \
+	  PYTHONPATH="$$build" $(PEERS_PY) benchmarks/$$script.py $(BENCH_ARGS) || exit 1; done; done
+	@for build in "" "$(CURDIR)/$(COMPILED)"; do \
+	  PYTHONPATH="$$build" $(PY) benchmarks/bench_weight_cache.py --no-pins || exit 1; done
+	@for build in "" "$(CURDIR)/$(COMPILED)"; do \
+	  PYTHONPATH="$$build" $(PY) benchmarks/bench_sim.py || exit 1; done
 
 bench-gpu: $(STAMP)
 	$(PY) benchmarks/gpu.py --out benchmarks/gpu-results.json

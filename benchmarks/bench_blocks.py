@@ -74,9 +74,10 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "src"))
+sys.path.append(str(HERE.parent / "src"))  # after PYTHONPATH: make bench-peers-compiled
 
 from servelab.kv.prefix import PrefixCachingBlockManager  # noqa: E402
+from servelab.native import describe  # noqa: E402
 
 PEERS_PYTHON = HERE / ".peers-venv" / "bin" / "python"
 SIZES = (1_024, 16_384, 131_072)
@@ -645,7 +646,8 @@ def main() -> None:
         f"block size {BLOCK}; decode batches of at most {MAX_RUNNING}; per pool: pool/64 "
         f"system prompts held live, the pool filled and evicting before the clock starts; "
         f"best of {reps}, CPU time, GC off while timed; "
-        f"{platform.python_implementation()} {platform.python_version()} on {platform.machine()}"
+        f"{platform.python_implementation()} {platform.python_version()} on {platform.machine()}; "
+        f"servelab {describe()}"
     )
     if why_not:
         print(f"peers not measured ({why_not}); run `make bench-peers`")

@@ -45,7 +45,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "src"))
+sys.path.append(str(HERE.parent / "src"))  # after PYTHONPATH: make bench-peers-compiled
 sys.path.insert(0, str(HERE))
 
 from bench_blocks import PEERS_PYTHON, load_nanovllm  # noqa: E402
@@ -54,6 +54,7 @@ from servelab.kv.blocks import BlockManager, OutOfBlocks  # noqa: E402
 from servelab.kv.prefix import PrefixCachingBlockManager  # noqa: E402
 from servelab.kv.scheduler import KVCacheManager, Scheduler, Sequence  # noqa: E402
 from servelab.kv.sim import emit_tokens  # noqa: E402
+from servelab.native import describe  # noqa: E402
 
 BLOCK = 16
 PROMPT = 20
@@ -197,7 +198,10 @@ def main() -> None:
     }
     if why_not is None and not args.no_peers:
         rows["peer: nano-vllm Scheduler"] = nano_vllm
-    print(f"# {platform.processor() or platform.machine()}, Python {platform.python_version()}")
+    print(
+        f"# {platform.processor() or platform.machine()}, Python {platform.python_version()}, "
+        f"servelab {describe()}"
+    )
     if why_not and not args.no_peers:
         print(f"# nano-vllm not measured ({why_not}); run `make bench-peers`")
     print(f"{'decode tokens/s':38s}" + "".join(f"{n:>12,d}" for n in SIZES) + f"{'flat':>7}")

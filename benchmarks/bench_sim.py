@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from servelab.native import describe
 from servelab.weights.policies import POLICIES
 from servelab.weights.sim import (
     GB,
@@ -118,6 +119,7 @@ def main() -> None:
 
     print(f"\n{n:,} requests over {len(models)} models (1-140 GB), a {capacity // GB} GB node")
     print("speed = requests/s ÷ libcachesim LRU's C loop (process_trace), the anchor")
+    print(f"servelab {describe()}")
     header = f"{'replay':<34} {'requests/s':>12} {'speed':>7} {'object miss':>12} {'byte miss':>10}"
     print(header)
     print("-" * len(header))

@@ -29,6 +29,7 @@ import time
 
 import cachetools
 
+from servelab.native import describe
 from servelab.weights.cache import WeightCache
 from servelab.weights.policies import POLICIES
 
@@ -104,6 +105,7 @@ def compare_with_cachetools(n_ops: int, repeat: int) -> None:
     print(f"\nops/s, one op = get (+ put on a miss); {n_ops:,} ops, best of {repeat}")
     print("peer = cachetools.LRUCache(getsizeof=...) with each call under a threading.Lock;")
     print("ratio = our ops/s / the peer's (target >= 1.0 for LRU; < 1.0: the peer is faster).")
+    print(f"servelab {describe()}")
     header = (
         f"{'trace':<11} {'hit %':>6} {'bare':>10} {'peer':>10} {'policy':>7} {'ours':>10} "
         f"{'ratio':>6}"

@@ -485,3 +485,36 @@ def test_interrupts_at_random_moments_never_lock_or_corrupt_the_cache(policy: st
         f"invariant; pins left: {pinned_left} by pinned(), {plain_left} by pin()/unpin()"
     )
     assert (locked, broken) == (0, 0)
+
+
+def test_a_failed_replacement_restores_a_policy_subclass_whole() -> None:
+    """A replacing put whose admission raises puts the policy back as it was: the attributes
+    the subclass adds and the ones it inherits (compiled, those live outside ``__dict__``)."""
+
+    class Counting(LRU[str]):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fail = False
+            self.puts = 0
+
+        def put_hook(self) -> Any:
+            return self.update_on_put
+
+        def update_on_put(self, key: str, size: int) -> None:
+            self.puts += 1
+            if self.fail:
+                raise PolicyFailure("admission failed")
+            super().update_on_put(key, size)
+
+    policy = Counting()
+    cache: WeightCache[str] = WeightCache(100, policy)
+    for key in "abcd":
+        cache.put(key, key, 20)
+    cache.get("a")
+    before = full_state(cache)
+    policy.fail = True
+    with pytest.raises(PolicyFailure):
+        cache.put("b", "b2", 50)  # replaces b: the policy forgets it, then admission raises
+    policy.fail = False
+    assert full_state(cache) == before
+    assert cache.eviction_order() == ["b", "c", "d", "a"] and policy.puts == 4

@@ -34,6 +34,7 @@ from servelab.kv import (
     TokenNotAppended,
     UnknownSequence,
 )
+from servelab.native import compiled
 from servelab.units import GB, MB, TB, format_bytes
 from servelab.weights import (
     LRU,
@@ -100,6 +101,7 @@ __all__ = [
     "WeightCacheError",
     "__version__",
     "checkpoint",
+    "compiled",
     "format_bytes",
     "grade",
     "mine",

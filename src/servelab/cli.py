@@ -161,8 +161,17 @@ def _demo(argv: list[str]) -> int:
     return code
 
 
+def _version() -> str:
+    """The version and which build runs: pure Python or compiled (servelab.native)."""
+    from servelab import __version__
+    from servelab.native import describe
+
+    return f"servelab {__version__} ({describe()})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="servelab", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
 
     g = sub.add_parser("grade", help="grade an implementation from a file")

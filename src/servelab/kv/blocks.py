@@ -39,6 +39,8 @@ from collections.abc import Iterable, Sequence
 from operator import countOf
 from typing import Any, NamedTuple, TypeGuard
 
+from servelab.native import mypyc_attr
+
 __all__ = [
     "BlockManager",
     "BlockTables",
@@ -61,15 +63,19 @@ __all__ = [
 ]
 
 
+# Compiled (servelab.native), an exception class with two bases is a plain Python class.
+@mypyc_attr(native_class=False)
 class KVCacheError(Exception):
     """Base class of every error raised by the KV-cache package."""
 
 
+@mypyc_attr(native_class=False)
 class OutOfBlocks(KVCacheError, MemoryError):
     """Not enough free blocks for the request. Transient: nothing was changed, so the
     caller may free or preempt a sequence and retry."""
 
 
+@mypyc_attr(native_class=False)
 class UnknownSequence(KVCacheError, KeyError):
     """The sequence id is not live (never allocated, or already freed)."""
 
@@ -77,26 +83,32 @@ class UnknownSequence(KVCacheError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+@mypyc_attr(native_class=False)
 class InvalidSequenceId(KVCacheError, TypeError):
     """A sequence id that is not an int (a str, a float, a bool, None ...)."""
 
 
+@mypyc_attr(native_class=False)
 class SequenceExists(KVCacheError, ValueError):
     """The sequence id is already live; free it first or pick another id."""
 
 
+@mypyc_attr(native_class=False)
 class RepeatedInStep(KVCacheError, ValueError):
     """A decode step that names one sequence twice (a step appends one token to each)."""
 
 
+@mypyc_attr(native_class=False)
 class InvalidLength(KVCacheError, ValueError):
     """A token count or id that is not a non-negative int."""
 
 
+@mypyc_attr(native_class=False)
 class InvalidBlock(KVCacheError, IndexError):
     """A physical block id outside ``range(num_blocks)``."""
 
 
+@mypyc_attr(native_class=False)
 class InvalidConfig(KVCacheError, ValueError):
     """A constructor argument that is not a positive int."""
 
@@ -132,7 +144,11 @@ def _check_positive(name: str, value: object) -> int:
 
 
 def check_seq_id(seq: object) -> int:
-    """``seq`` if it is an int (not a bool), else InvalidSequenceId."""
+    """``seq`` if it is an int (not a bool), else InvalidSequenceId.
+
+    The public methods type the ids they check as ``object``: compiled (``servelab.native``),
+    an ``int`` argument is checked by mypyc before the method runs, and a str would get a
+    plain TypeError, a bool would pass as an int, instead of this typed error."""
     if type(seq) is not int and (not isinstance(seq, int) or isinstance(seq, bool)):
         raise InvalidSequenceId(
             f"sequence ids are ints, got {type(seq).__name__} {seq!r}; "
@@ -184,6 +200,8 @@ def pack_token_ids(token_ids: object) -> tuple[list[int], bytes | None]:
         return ids, None
 
 
+# Compiled (servelab.native), Python classes, a learner's among them, may subclass it.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class BlockTables:
     """Block tables with refcounted sharing: the part every paged block manager has.
 
@@ -193,10 +211,10 @@ class BlockTables:
     (``seq_len``, ``_copy_seq``, ``_forget``).
     """
 
-    def __init__(self, num_blocks: int, block_size: int) -> None:
+    def __init__(self, num_blocks: object, block_size: object) -> None:
         self.num_blocks: int = _check_positive("num_blocks", num_blocks)
         self.block_size: int = _check_positive("block_size", block_size)
-        self._ref: list[int] = [0] * num_blocks
+        self._ref: list[int] = [0] * self.num_blocks
         self._tables: dict[int, list[int]] = {}
 
     # ------------------------------------------------------ what a subclass provides
@@ -205,7 +223,7 @@ class BlockTables:
         """Blocks that can be allocated right now."""
         raise NotImplementedError
 
-    def seq_len(self, seq: int) -> int:
+    def seq_len(self, seq: object) -> int:
         """Tokens of ``seq`` that have a slot."""
         raise NotImplementedError
 
@@ -227,15 +245,15 @@ class BlockTables:
         """Drop what ``seq`` carries besides its table."""
 
     # ------------------------------------------------------------------ queries
-    def blocks_needed(self, n_tokens: int) -> int:
+    def blocks_needed(self, n_tokens: object) -> int:
         """Blocks that ``n_tokens`` tokens occupy: ``ceil(n_tokens / block_size)``."""
-        self._check_length(n_tokens)
-        return -(-n_tokens // self.block_size)
+        return -(-self._check_length(n_tokens) // self.block_size)
 
     # ---------------------------------------------------------------- mutations
-    def fork(self, parent: int, child: int) -> None:
+    def fork(self, parent: object, child: object) -> None:
         """Make ``child`` a new sequence that shares every block of ``parent``."""
-        table = self._table_of(parent)
+        parent = self._live_id(parent)
+        table = self._tables[parent]
         child = check_seq_id(child)
         if child in self._tables:
             raise SequenceExists(f"fork target {child} is already allocated; pick a new id")
@@ -244,12 +262,12 @@ class BlockTables:
         self._tables[child] = list(table)
         self._copy_seq(parent, child)
 
-    def free_seq(self, seq: int) -> None:
+    def free_seq(self, seq: object) -> None:
         """Drop ``seq`` and release its blocks, tail first; a block is free again when its
         refcount reaches zero. Freeing an unknown (or already freed) id raises
         UnknownSequence."""
-        table = self._table_of(seq)
-        del self._tables[seq]
+        seq = self._live_id(seq)
+        table = self._tables.pop(seq)
         self._forget(seq)
         self._release_all(reversed(table))  # tail first, as prefix caching wants it
 
@@ -337,11 +355,11 @@ class BlockTables:
             )
 
     # --------------------------------------------------------------- inspection
-    def block_table(self, seq: int) -> list[int]:
+    def block_table(self, seq: object) -> list[int]:
         """A copy of ``seq``'s block table (logical index -> physical block)."""
         return list(self._table_of(seq))
 
-    def refcount(self, block: int) -> int:
+    def refcount(self, block: object) -> int:
         """How many block tables hold ``block`` (0 when it is free)."""
         return self._ref[self._check_block(block)]
 
@@ -350,9 +368,10 @@ class BlockTables:
         return list(self._tables)
 
     # ----------------------------------------------------------------- helpers
-    def _check_length(self, n_tokens: object) -> None:
+    def _check_length(self, n_tokens: object) -> int:
         if not isinstance(n_tokens, int) or isinstance(n_tokens, bool) or n_tokens < 0:
             raise InvalidLength(f"a token count must be a non-negative int, got {n_tokens!r}")
+        return n_tokens
 
     def _check_block(self, block: object) -> int:
         if (
@@ -363,7 +382,7 @@ class BlockTables:
             raise InvalidBlock(f"block must be an int in [0, {self.num_blocks}), got {block!r}")
         return block
 
-    def _table_of(self, seq: int) -> list[int]:
+    def _table_of(self, seq: object) -> list[int]:
         table = self._tables.get(seq) if type(seq) is int else None
         if table is None:
             table = self._tables[self._live_id(seq)]
@@ -379,6 +398,7 @@ class BlockTables:
         return seq
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class BlockManager(BlockTables):
     """Hands out fixed-size KV blocks to sequences, with refcounted sharing.
 
@@ -387,9 +407,9 @@ class BlockManager(BlockTables):
     lists blocks in the order they will be handed out.
     """
 
-    def __init__(self, num_blocks: int, block_size: int) -> None:
+    def __init__(self, num_blocks: object, block_size: object) -> None:
         super().__init__(num_blocks, block_size)
-        self._free: deque[int] = deque(range(num_blocks))
+        self._free: deque[int] = deque(range(self.num_blocks))
         self._lens: dict[int, int] = {}
 
     # ------------------------------------------------------------------ queries
@@ -398,12 +418,12 @@ class BlockManager(BlockTables):
         """Blocks that can be allocated right now."""
         return len(self._free)
 
-    def can_allocate(self, n_tokens: int) -> bool:
+    def can_allocate(self, n_tokens: object) -> bool:
         """Whether ``allocate(seq, n_tokens)`` would succeed for a new sequence id."""
         return self.blocks_needed(n_tokens) <= self.num_free
 
     # ---------------------------------------------------------------- mutations
-    def allocate(self, seq: int, tokens: int | Sequence[int]) -> int:
+    def allocate(self, seq: object, tokens: int | Sequence[int]) -> int:
         """Give a new sequence the blocks for its first tokens, all or nothing.
 
         ``tokens`` is the token count, or the token ids (checked, then only counted: the
@@ -431,7 +451,7 @@ class BlockManager(BlockTables):
         self._lens[seq] = n_tokens
         return 0
 
-    def append_slot(self, seq: int, token_id: int | None = None) -> Slot:
+    def append_slot(self, seq: object, token_id: object = None) -> Slot:
         """Reserve the slot of one new token of ``seq`` and return where it goes.
 
         A block is allocated only when the last block is full (or there is none). When
@@ -439,18 +459,18 @@ class BlockManager(BlockTables):
         *before* the shared one is released, so OutOfBlocks leaves everything unchanged.
         ``token_id``, if given, is checked and otherwise ignored.
         """
-        table = self._tables.get(seq) if type(seq) is int else None
+        sid = seq if type(seq) is int else self._live_id(seq)
+        table = self._tables.get(sid)
         if table is None:
-            seq = self._live_id(seq)
-            table = self._tables[seq]
+            table = self._tables[self._live_id(sid)]
         if token_id is not None:
             check_token_id(token_id)
-        n = self._lens[seq]
+        n = self._lens[sid]
         offset = n % self.block_size
         cow_src = None
         if offset == 0 or self._ref[table[-1]] > 1:
-            cow_src = self._grow_or_copy(seq, table, n)
-        self._lens[seq] = n + 1
+            cow_src = self._grow_or_copy(sid, table, n)
+        self._lens[sid] = n + 1
         return new_slot(Slot, (table[-1], offset, cow_src))
 
     def append_slots(
@@ -485,7 +505,7 @@ class BlockManager(BlockTables):
         return StepSlots(slots, copies)
 
     # --------------------------------------------------------------- inspection
-    def seq_len(self, seq: int) -> int:
+    def seq_len(self, seq: object) -> int:
         """Tokens of ``seq`` that have a slot."""
         n = self._lens.get(seq) if type(seq) is int else None
         return n if n is not None else self._lens[self._live_id(seq)]

@@ -109,6 +109,7 @@ from servelab.kv.blocks import (
     new_slot,
     pack_token_ids,
 )
+from servelab.native import mypyc_attr
 
 __all__ = [
     "HashAlgo",
@@ -125,10 +126,14 @@ __all__ = [
 Key = tuple[int | bytes, BlockIds]  # (parent identity or root key, a block's ids)
 
 
+# Compiled (servelab.native), an exception class with two bases is a plain Python class.
+@mypyc_attr(native_class=False)
 class InvalidExtraKey(KVCacheError, TypeError):
     """An ``extra_key`` that is not None, a str or bytes."""
 
 
+# Compiled (servelab.native), serializable so that copy.deepcopy of a manager works as in Python.
+@mypyc_attr(serializable=True)
 class _Prefix:
     """An interned prefix identity: what every full block with this whole prefix carries."""
 
@@ -148,6 +153,11 @@ def _as_int(name: Any) -> int:
     return int.from_bytes(name, "big") if type(name) is bytes else int(name)
 
 
+def _sha256_root(key: bytes) -> bytes:
+    """The root name of a chain of SHA-256 names, as 32 bytes like the names after it."""
+    return root_hash(key).to_bytes(32, "big")
+
+
 def _check_extra_key(extra_key: object) -> bytes:
     if extra_key is None:
         return b""
@@ -158,6 +168,8 @@ def _check_extra_key(extra_key: object) -> bytes:
     raise InvalidExtraKey(f"extra_key must be None, a str or bytes, got {extra_key!r}")
 
 
+# Compiled (servelab.native), Python classes, a learner's among them, may subclass it.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class PrefixCachingBlockManager(BlockTables):
     """A block manager that knows its sequences' token ids and shares equal prefixes.
 
@@ -172,7 +184,7 @@ class PrefixCachingBlockManager(BlockTables):
     """
 
     def __init__(
-        self, num_blocks: int, block_size: int, *, hash_algo: HashAlgo | HashFn = "sha256"
+        self, num_blocks: object, block_size: object, *, hash_algo: HashAlgo | HashFn = "sha256"
     ) -> None:
         super().__init__(num_blocks, block_size)
         # Names are kept in their native form: SHA-256 digests as 32 bytes (their int is made
@@ -181,7 +193,7 @@ class PrefixCachingBlockManager(BlockTables):
         self._root_name: Callable[[bytes], Any]
         if hash_algo == "sha256":
             self._name_block = sha256_name
-            self._root_name = lambda key: root_hash(key).to_bytes(32, "big")
+            self._root_name = _sha256_root
         elif hash_algo == "builtin":
             self._name_block = on_ints(builtin_block)
             self._root_name = root_hash
@@ -196,11 +208,11 @@ class PrefixCachingBlockManager(BlockTables):
         # A callable may raise or return a bad name: each call then names its new blocks
         # before it changes anything. The built-in hashes cannot fail and skip that pass.
         self._names_first = callable(hash_algo)
-        self._pack = struct.Struct(f"={block_size}Q").pack  # a block's ids, as its key
-        self._free: deque[int] = deque(range(num_blocks))  # unhashed, ready to use
+        self._pack = struct.Struct(f"={self.block_size}Q").pack  # a block's ids, as its key
+        self._free: deque[int] = deque(range(self.num_blocks))  # unhashed, ready to use
         self._evictable: OrderedDict[int, None] = OrderedDict()  # hashed, refcount 0; LRU first
-        self._hash: list[Any] = [None] * num_blocks  # the name a block holds, if any
-        self._prefix: list[_Prefix | None] = [None] * num_blocks  # every full block's identity
+        self._hash: list[Any] = [None] * self.num_blocks  # the name a block holds, if any
+        self._prefix: list[_Prefix | None] = [None] * self.num_blocks  # every full block's identity
         self._idents: dict[Key, _Prefix] = {}  # interned: (parent ident or root key, ids)
         self._next_ident = 1
         self._cached: dict[Any, int] = {}  # name -> the block holding it
@@ -246,7 +258,7 @@ class PrefixCachingBlockManager(BlockTables):
         )
 
     # ---------------------------------------------------------------- mutations
-    def allocate(self, seq: int, token_ids: Sequence[int], *, extra_key: object = None) -> int:
+    def allocate(self, seq: object, token_ids: Sequence[int], *, extra_key: object = None) -> int:
         """Give ``seq`` blocks for its prompt, reusing cached ones; return the cached tokens.
 
         All or nothing: OutOfBlocks (changing nothing) if the blocks that are not cached
@@ -324,29 +336,28 @@ class PrefixCachingBlockManager(BlockTables):
         self._seqs[seq] = (tokens, table, key)
         return n_hits * size
 
-    def append_slot(self, seq: int, token_id: int) -> Slot:
+    def append_slot(self, seq: object, token_id: object) -> Slot:
         """Reserve the slot of ``token_id`` at the end of ``seq`` (copy-on-write as needed).
 
         When the token fills its block, the block is named and enters the cache.
         """
-        state = self._seqs.get(seq) if type(seq) is int else None
+        sid = seq if type(seq) is int else self._live_id(seq)
+        state = self._seqs.get(sid)
         if state is None:
-            seq = self._live_id(seq)
-            state = self._seqs[seq]
-        if type(token_id) is not int or token_id < 0:
-            token_id = check_token_id(token_id)
+            state = self._seqs[self._live_id(sid)]
+        token = token_id if type(token_id) is int and token_id >= 0 else check_token_id(token_id)
         tokens, table, key = state
         size = self.block_size
         offset = len(tokens) % size
         if offset and self._ref[table[-1]] == 1:  # the common case: our own partial tail
             if offset == size - 1:  # it fills: name it, enter it in the cache
-                name = self._tail_name(tokens, table, key, token_id) if self._names_first else None
-                tokens.append(token_id)
-                self._register_tail(seq, table, tokens, name)
+                name = self._tail_name(tokens, table, key, token) if self._names_first else None
+                tokens.append(token)
+                self._register_tail(sid, table, tokens, name)
             else:
-                tokens.append(token_id)
+                tokens.append(token)
             return new_slot(Slot, (table[-1], offset, None))
-        return self._append_new_block(seq, tokens, table, token_id, offset)
+        return self._append_new_block(sid, tokens, table, token, offset)
 
     def append_slots(self, seqs: Sequence[int], token_ids: Sequence[int]) -> StepSlots:
         """One decode step: a slot for ``token_ids[i]`` at the end of ``seqs[i]``, for each
@@ -438,24 +449,23 @@ class PrefixCachingBlockManager(BlockTables):
         return new_slot(Slot, (block, 0, None))
 
     # --------------------------------------------------------------- inspection
-    def seq_len(self, seq: int) -> int:
+    def seq_len(self, seq: object) -> int:
         """Tokens of ``seq`` that have a slot."""
         state = self._seqs.get(seq) if type(seq) is int else None
         if state is None:
             state = self._seqs[self._live_id(seq)]
         return len(state[0])
 
-    def token_ids(self, seq: int) -> list[int]:
+    def token_ids(self, seq: object) -> list[int]:
         """A copy of ``seq``'s token ids."""
-        self._table_of(seq)
-        return list(self._seqs[seq][0])
+        return list(self._seqs[self._live_id(seq)][0])
 
-    def block_hash(self, block: int) -> int | None:
+    def block_hash(self, block: object) -> int | None:
         """The cache key ``block`` is registered under, or None."""
         name = self._hash[self._check_block(block)]
         return None if name is None else _as_int(name)
 
-    def block_tokens(self, block: int) -> list[int] | None:
+    def block_tokens(self, block: object) -> list[int] | None:
         """The token ids a registered ``block`` holds, or None."""
         prefix = self._prefix[self._check_block(block)]
         if prefix is None or prefix.block != block:

@@ -64,6 +64,7 @@ from servelab.kv.blocks import (
     check_token_ids,
     new_slot,
 )
+from servelab.native import mypyc_attr
 
 __all__ = [
     "Decode",
@@ -88,36 +89,45 @@ __all__ = [
 Preemption = Literal["recompute", "swap"]
 
 
+# Compiled (servelab.native), an exception class with two bases is a plain Python class.
+@mypyc_attr(native_class=False)
 class SchedulerError(KVCacheError):
     """Base class of the scheduler's errors."""
 
 
+@mypyc_attr(native_class=False)
 class InvalidRequest(SchedulerError, ValueError):
     """A sequence that is malformed: empty prompt, ``max_new_tokens < 1``, non-int ids."""
 
 
+@mypyc_attr(native_class=False)
 class RequestTooLarge(InvalidRequest):
     """The request can never run: its longest KV cache needs more blocks than the pool minus
     the watermark. Shorten the prompt or ``max_new_tokens``, or give the pool more blocks."""
 
 
+@mypyc_attr(native_class=False)
 class DuplicateSequence(SchedulerError, ValueError):
     """The sequence id is already queued, running, or held by the block manager."""
 
 
+@mypyc_attr(native_class=False)
 class SequenceFinished(SchedulerError, ValueError):
     """A token was appended to a sequence that has already generated ``max_new_tokens``."""
 
 
+@mypyc_attr(native_class=False)
 class TokenNotAppended(SchedulerError, RuntimeError):
     """``step()`` was called before the engine appended exactly one sampled token to every
     sequence the previous step computed (see :meth:`StepOutput.computed`)."""
 
 
+@mypyc_attr(native_class=False)
 class InvalidSchedulerConfig(SchedulerError, ValueError):
     """A watermark, preemption mode or host pool size that the scheduler cannot work with."""
 
 
+@mypyc_attr(native_class=False)
 class NotASequence(SchedulerError, TypeError):
     """An argument that must be a :class:`Sequence` is something else (None, an id ...)."""
 
@@ -160,6 +170,8 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+# Compiled (servelab.native), a plain Python class: its fields are checked by __post_init__.
+@mypyc_attr(native_class=False)
 @dataclass(eq=False)
 class Sequence:
     """One request being served: its token ids so far and how many new tokens it may generate.
@@ -174,23 +186,26 @@ class Sequence:
     max_new_tokens: int
 
     def __post_init__(self) -> None:
-        if not _is_int(self.seq_id):
-            raise InvalidRequest(f"seq_id must be an int, got {self.seq_id!r}")
-        if not isinstance(self.token_ids, list) or not all(_is_int(t) for t in self.token_ids):
+        # The fields are read as objects, through vars(): compiled, reading a field typed
+        # ``int`` that holds a str raises mypyc's plain TypeError before this check names it.
+        fields = vars(self)
+        seq_id, token_ids = fields["seq_id"], fields["token_ids"]
+        prompt_len, max_new_tokens = fields["prompt_len"], fields["max_new_tokens"]
+        if not _is_int(seq_id):
+            raise InvalidRequest(f"seq_id must be an int, got {seq_id!r}")
+        if not isinstance(token_ids, list) or not all(_is_int(t) for t in token_ids):
             raise InvalidRequest("token_ids must be a list of ints")
-        if not _is_int(self.prompt_len) or not 1 <= self.prompt_len <= len(self.token_ids):
+        if not _is_int(prompt_len) or not 1 <= prompt_len <= len(token_ids):
             raise InvalidRequest(
-                f"prompt_len must be an int in [1, {len(self.token_ids)}] (the prompt cannot be "
-                f"empty), got {self.prompt_len!r}"
+                f"prompt_len must be an int in [1, {len(token_ids)}] (the prompt cannot be "
+                f"empty), got {prompt_len!r}"
             )
-        if not _is_int(self.max_new_tokens) or self.max_new_tokens < 1:
+        if not _is_int(max_new_tokens) or max_new_tokens < 1:
+            raise InvalidRequest(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
+        if len(token_ids) - prompt_len > max_new_tokens:
             raise InvalidRequest(
-                f"max_new_tokens must be a positive int, got {self.max_new_tokens!r}"
-            )
-        if self.num_generated > self.max_new_tokens:
-            raise InvalidRequest(
-                f"sequence {self.seq_id} already holds {self.num_generated} generated tokens, "
-                f"more than max_new_tokens={self.max_new_tokens}"
+                f"sequence {seq_id} already holds {len(token_ids) - prompt_len} generated "
+                f"tokens, more than max_new_tokens={max_new_tokens}"
             )
 
     @classmethod
@@ -226,10 +241,11 @@ class Sequence:
         never needs the last sampled token's slot; counting it anyway keeps the rule plain.)"""
         return self.prompt_len + self.max_new_tokens
 
-    def append_token(self, token_id: int) -> None:
+    def append_token(self, token_id: object) -> None:
         """Record one sampled token (the engine calls this after computing the step). The id
-        is checked here, so a scheduler never hands its block manager a bad one."""
-        if (type(token_id) is not int and not _is_int(token_id)) or token_id < 0:
+        is checked here, so a scheduler never hands its block manager a bad one. (Typed
+        ``object``: compiled, an ``int`` argument would turn a bool into an int unchecked.)"""
+        if not isinstance(token_id, int) or isinstance(token_id, bool) or token_id < 0:
             raise InvalidRequest(f"a token id must be a non-negative int, got {token_id!r}")
         if len(self.token_ids) - self.prompt_len >= self.max_new_tokens:  # is_finished
             raise SequenceFinished(
@@ -331,6 +347,8 @@ class HostBlockPool:
         return f"HostBlockPool(num_blocks={self.num_blocks}, free={self.num_free})"
 
 
+# Compiled (servelab.native), Python classes, a learner's among them, may subclass it.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Scheduler:
     """Admit, decode and preempt over a block manager, one :meth:`step` at a time.
 
@@ -343,13 +361,17 @@ class Scheduler:
         self,
         bm: KVCacheManager,
         *,
-        watermark: int | None = None,
+        watermark: object = None,
         preemption: Preemption = "recompute",
         num_host_blocks: int = 0,
     ) -> None:
         if watermark is None:
             watermark = default_watermark(bm.num_blocks)
-        if not _is_int(watermark) or not 0 <= watermark < bm.num_blocks:
+        if (
+            not isinstance(watermark, int)
+            or isinstance(watermark, bool)
+            or not 0 <= watermark < bm.num_blocks
+        ):
             raise InvalidSchedulerConfig(
                 f"watermark must be an int block count in [0, {bm.num_blocks}) for a pool of "
                 f"{bm.num_blocks} blocks, got {watermark!r}"
@@ -389,7 +411,7 @@ class Scheduler:
         return self.bm.num_blocks - self.watermark
 
     # ---------------------------------------------------------------- mutations
-    def add(self, seq: Sequence) -> None:
+    def add(self, seq: object) -> None:
         """Queue ``seq`` at the back of ``waiting``.
 
         Raises NotASequence for a non-Sequence, InvalidRequest for a finished one or one
@@ -419,7 +441,7 @@ class Scheduler:
         self.waiting.append(seq)
         self._live[seq.seq_id] = seq
 
-    def fork(self, parent: Sequence, child: Sequence) -> None:
+    def fork(self, parent: object, child: object) -> None:
         """Make ``child`` a running copy of the running ``parent`` that shares all its blocks
         (parallel sampling, beam search). The child joins ``running`` as its newest member;
         copy-on-write happens in the block manager at the first append into a shared block.
@@ -429,11 +451,11 @@ class Scheduler:
         child's tokens differ from the parent's or it has nothing left to generate. Nothing
         changes when it raises.
         """
-        for name, arg in (("parent", parent), ("child", child)):
-            if not isinstance(arg, Sequence):
-                raise NotASequence(
-                    f"fork() takes two Sequences; the {name} is {type(arg).__name__} {arg!r}"
-                )
+        if not isinstance(parent, Sequence) or not isinstance(child, Sequence):
+            name, arg = ("child", child) if isinstance(parent, Sequence) else ("parent", parent)
+            raise NotASequence(
+                f"fork() takes two Sequences; the {name} is {type(arg).__name__} {arg!r}"
+            )
         if self._live.get(parent.seq_id) is not parent or not self._held_by_block_manager(
             parent.seq_id
         ):

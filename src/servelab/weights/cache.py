@@ -41,8 +41,9 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
-from typing import Any, Generic, NoReturn, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar, cast
 
+from servelab.native import mypyc_attr
 from servelab.units import format_bytes
 from servelab.weights.policies import LRU, EvictionPolicy
 
@@ -64,22 +65,29 @@ __all__ = [
 ]
 
 
+# Compiled (servelab.native), exception classes are plain Python classes: those with two bases
+# must be, and their base with them.
+@mypyc_attr(native_class=False)
 class WeightCacheError(Exception):
     """Base of every error the weight cache raises."""
 
 
+@mypyc_attr(native_class=False)
 class EntryTooLarge(WeightCacheError, ValueError):
     """Permanent: the entry is larger than the whole cache, so no eviction can admit it."""
 
 
+@mypyc_attr(native_class=False)
 class PinnedCapacityExceeded(WeightCacheError, MemoryError):
     """Transient: the entry would fit in the budget, but too much of it is pinned right now."""
 
 
+@mypyc_attr(native_class=False)
 class EntryPinned(WeightCacheError, RuntimeError):
     """The key is pinned by a replica, so its bytes cannot be replaced under it."""
 
 
+@mypyc_attr(native_class=False)
 class NotResident(WeightCacheError, KeyError):
     """The key is not in the cache (``pin`` needs a resident entry)."""
 
@@ -87,22 +95,27 @@ class NotResident(WeightCacheError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+@mypyc_attr(native_class=False)
 class NotPinned(WeightCacheError, ValueError):
     """``unpin`` was called more times than ``pin`` for this key."""
 
 
+@mypyc_attr(native_class=False)
 class InvalidSize(WeightCacheError, ValueError):
     """A size or capacity that is not a positive whole number of bytes."""
 
 
+@mypyc_attr(native_class=False)
 class InvalidPolicy(WeightCacheError, TypeError):
     """The ``policy`` argument is not an eviction policy (it lacks the policy's methods)."""
 
 
+@mypyc_attr(native_class=False)
 class PolicyInUse(WeightCacheError, ValueError):
     """The policy already holds keys, or already decides for another cache."""
 
 
+@mypyc_attr(native_class=False)
 class PolicyInconsistent(WeightCacheError, RuntimeError):
     """The policy contradicted the cache: no victim although unpinned entries remain, or a
     victim that is pinned, absent or named twice. The cache is left unchanged."""
@@ -138,9 +151,27 @@ _OWNERS: weakref.WeakValueDictionary[int, WeightCache[Any]] = weakref.WeakValueD
 _OWNERS_LOCK = threading.Lock()
 
 
+def _compiled_attributes(policy: object) -> list[str]:
+    """The attributes mypyc declares for a compiled policy's class (``servelab.native``): they
+    live in the instance itself, not in a ``__dict__``. Empty for a Python policy."""
+    names = getattr(type(policy), "__mypyc_attrs__", ())
+    return [name for name in names if name != "__dict__"]
+
+
+def _attributes(policy: object) -> dict[str, Any] | None:
+    """The policy's attributes by name (compiled ones and its ``__dict__``), or None if they
+    cannot be listed."""
+    state = {n: getattr(policy, n) for n in _compiled_attributes(policy) if hasattr(policy, n)}
+    own = getattr(policy, "__dict__", None)
+    if own is None:
+        return state or None
+    state.update(own)
+    return state
+
+
 def _policy_state(policy: object, keys: Mapping[Any, object]) -> dict[str, Any] | None:
     """A copy of the policy's attributes (keys are shared, not copied), or None if impossible."""
-    state = getattr(policy, "__dict__", None)
+    state = _attributes(policy)
     if state is None:
         return None
     try:
@@ -151,9 +182,14 @@ def _policy_state(policy: object, keys: Mapping[Any, object]) -> dict[str, Any] 
 
 
 def _restore_policy_state(policy: object, state: dict[str, Any]) -> None:
-    attrs = policy.__dict__
-    attrs.clear()
-    attrs.update(state)
+    compiled = _compiled_attributes(policy)
+    for name in compiled:
+        if name in state:
+            setattr(policy, name, state[name])
+    own = getattr(policy, "__dict__", None)
+    if own is not None:
+        own.clear()
+        own.update({name: value for name, value in state.items() if name not in compiled})
 
 
 def _check_bytes(what: str, n: object) -> int:
@@ -175,12 +211,13 @@ class _Pinned(Generic[K]):
         self.held = 0  # pins taken through this handle: changed by the cache with the pin count
 
     def __enter__(self) -> Any:
+        ticket = None
         try:
             ticket = _Ticket(self)
             return self._cache._pin(self._key, ticket)[0]
         except BaseException:  # an interrupt after the pin was taken: give it back
-            # ``ticket`` is unbound when the interrupt came before it existed: nothing taken
-            if "ticket" in locals() and ticket.done:
+            # ``ticket`` is None when the interrupt came before it existed: nothing taken
+            if ticket is not None and ticket.done:
                 self._cache._unpin(self._key, _Ticket(self))
             raise
 
@@ -190,11 +227,12 @@ class _Pinned(Generic[K]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        ticket = None
         try:
             ticket = _Ticket(self)
             self._cache._unpin(self._key, ticket)
         except BaseException:  # an interrupt on the way to the release: release, then pass it on
-            if not ("ticket" in locals() and ticket.done):
+            if ticket is None or not ticket.done:
                 self._cache._unpin(self._key, _Ticket(self))
             raise
 
@@ -210,6 +248,9 @@ class _Ticket:
         self.done = False
 
 
+# Compiled (servelab.native), a plain Python class: the one-owner rule keeps a weak reference
+# to each cache (_OWNERS), and mypyc's native instances cannot be weakly referenced.
+@mypyc_attr(native_class=False)
 class WeightCache(Generic[K]):
     """Size-aware cache of model weights with reference-counted pinning.
 
@@ -217,7 +258,9 @@ class WeightCache(Generic[K]):
     (LRU by default); it must be fresh and belongs to this cache alone.
     """
 
-    def __init__(self, capacity_bytes: int, policy: EvictionPolicy[K] | None = None) -> None:
+    def __init__(self, capacity_bytes: object, policy: object = None) -> None:
+        # Both typed object and checked here: compiled (servelab.native), a typed argument is
+        # checked by mypyc first, with a plain TypeError instead of these typed errors.
         self.capacity: int = _check_bytes("capacity_bytes", capacity_bytes)
         if policy is None:
             policy = LRU()
@@ -227,6 +270,7 @@ class WeightCache(Generic[K]):
                 f"policy must be an EvictionPolicy; a {type(policy).__name__!r} has no "
                 f"{', '.join(missing)}"
             )
+        policy = cast("EvictionPolicy[K]", policy)
         if len(policy):
             raise PolicyInUse(
                 f"the eviction policy must start empty, but {policy!r} already holds "
@@ -282,7 +326,7 @@ class WeightCache(Generic[K]):
             self._hits += 1
             return value
 
-    def put(self, key: K, value: Any, size: int) -> list[K]:
+    def put(self, key: K, value: Any, size: object) -> list[K]:
         """Admit ``key`` at ``size`` bytes, evicting until it fits; returns the evicted keys.
 
         Raises :class:`EntryTooLarge`, :class:`PinnedCapacityExceeded`, :class:`EntryPinned`
@@ -290,7 +334,7 @@ class WeightCache(Generic[K]):
         cache is unchanged.
         """
         if type(size) is not int or size <= 0:
-            _check_bytes("size", size)
+            size = _check_bytes("size", size)
         with self._lock:
             if key in self._sizes:
                 return self._put_checked(key, value, size)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any, Literal, Protocol
 
+from servelab.native import mypyc_attr
 from servelab.weights.policies import EvictionPolicy
 
 __all__ = [
@@ -201,6 +202,8 @@ class Node(Protocol):
     def resident_bytes(self) -> int: ...
 
 
+# Compiled (servelab.native), Python classes, a learner's among them, may subclass it.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class PolicyNode:
     """A node with a byte budget whose victims are chosen by any :class:`EvictionPolicy`.
 
@@ -523,7 +526,7 @@ def drifting_zipf_trace(
     n_requests: int,
     *,
     alpha: float = 0.9,
-    phases: int = 6,
+    phases: object = 6,  # checked below; compiled, an int argument would take a bool
     seed: int = 0,
 ) -> list[Model]:
     """A Zipf(``alpha``) trace whose popularity ranking is reshuffled ``phases`` times.

@@ -12,6 +12,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
+from servelab.native import mypyc_attr
+
 K = TypeVar("K", bound=Hashable)
 
 
@@ -19,6 +21,8 @@ class NoVictim(LookupError):
     """Every resident entry is pinned: there is nothing the policy may evict."""
 
 
+# Compiled (servelab.native), Python classes, a learner's among them, may subclass it.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class EvictionPolicy(ABC, Generic[K]):
     """Orders the *evictable* (unpinned) resident keys; the cache reports every event to it."""
 
@@ -114,6 +118,7 @@ class EvictionPolicy(ABC, Generic[K]):
         return f"{type(self).__name__}()"
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class _Ticking(EvictionPolicy[K]):
     """Shared clock: every event gets a unique, increasing tick (the policies' notion of time).
 

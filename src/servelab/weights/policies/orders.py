@@ -6,9 +6,12 @@ import heapq
 from collections import OrderedDict
 from typing import Generic
 
+from servelab.native import mypyc_attr
 from servelab.weights.policies.interface import K, NoVictim
 
 
+# Compiled (servelab.native), Python classes, a learner's among them, may subclass it.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class TickOrder(Generic[K]):
     """Candidates ordered by an integer tick, smallest first, with O(1) removal.
 
@@ -89,6 +92,7 @@ class TickOrder(Generic[K]):
         return sorted(self._tick, key=self._tick.__getitem__)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class RankOrder(Generic[K]):
     """Candidates ordered by a rank tuple, smallest first: a heap with lazy invalidation.
 

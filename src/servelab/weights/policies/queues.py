@@ -7,6 +7,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
+from servelab.native import mypyc_attr
 from servelab.weights.policies.interface import EvictionPolicy, K, NoVictim, _Ticking
 
 
@@ -20,6 +21,8 @@ class _Returned:
         self.number = number
 
 
+# Compiled (servelab.native), Python classes, a learner's among them, may subclass it.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class _ParkingQueue(EvictionPolicy[K]):
     """One queue of every resident key, oldest first, where the front is the next victim.
 
@@ -166,6 +169,7 @@ class _ParkingQueue(EvictionPolicy[K]):
         return len(self._recent) + len(self._parked) - len(self._pinned)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LRU(_ParkingQueue[K]):
     """Least recently used: ``get`` and ``put`` refresh a key; the stalest candidate goes first.
 
@@ -191,6 +195,7 @@ class LRU(_ParkingQueue[K]):
                 del self._returned[key]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class FIFO(_ParkingQueue[K]):
     """First in, first out: hits change nothing; the oldest arrival among candidates goes first.
 

@@ -6,10 +6,13 @@ import heapq
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
+from servelab.native import mypyc_attr
 from servelab.weights.policies.interface import K, NoVictim, _Ticking
 from servelab.weights.policies.orders import RankOrder
 
 
+# Compiled (servelab.native), Python classes, a learner's among them, may subclass it.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class _Ranked(_Ticking[K]):
     """A policy whose victim is the candidate of smallest rank; pins just leave the heap."""
 
@@ -67,6 +70,7 @@ class _Ranked(_Ticking[K]):
         return len(self._candidates)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class MRU(_Ranked[K]):
     """Most recently used goes first: right for a sweep that never comes back to a model."""
 
@@ -85,6 +89,7 @@ class MRU(_Ranked[K]):
         self._rerank(key, (-self._now(),))
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LFU(_Ranked[K]):
     """Least frequently used; ties leave first in, first out.
 
@@ -142,6 +147,7 @@ def unit_cost(size: int) -> float:
     return 1.0
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class GDSF(_Ranked[K]):
     """Greedy-Dual-Size-Frequency: priority = L + count × cost(size) / size; lowest goes first.
 

@@ -7,10 +7,13 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from servelab.native import mypyc_attr
 from servelab.weights.policies.interface import K, NoVictim, _Ticking
 from servelab.weights.policies.orders import TickOrder
 
 
+# Compiled (servelab.native), Python classes, a learner's among them, may subclass it.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class S3FIFO(_Ticking[K]):
     """S3-FIFO (SOSP'23): a small FIFO for newcomers, a main FIFO, and a ghost list of ids.
 
@@ -135,7 +138,8 @@ class S3FIFO(_Ticking[K]):
     def restore_victims(self, victims: Sequence[tuple[K, int]]) -> None:
         undo = self._undo
         while undo:
-            for step in reversed(undo[-1]):
+            steps = undo[-1]
+            for step in steps[::-1]:  # not reversed(): mypyc (2.4) fails on it here
                 self._undo_step(step)
             undo.pop()
 

@@ -6,9 +6,12 @@ import bisect
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
+from servelab.native import mypyc_attr
 from servelab.weights.policies.interface import K, NoVictim, _Ticking
 
 
+# Compiled (servelab.native), Python classes, a learner's among them, may subclass it.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SIEVE(_Ticking[K]):
     """SIEVE (NSDI'24): a FIFO queue, a visited bit per key, and a hand that sweeps it.
 
