@@ -37,6 +37,7 @@ from typing import Any
 
 from servelab.grading._script import graded_names, renamed
 from servelab.grading.localise import (
+    Divergence,
     Localisation,
     Skeleton,
     changed_methods,
@@ -106,6 +107,8 @@ class Finding:
     rule: str | None = None
     """The rule the first diverging call breaks (:mod:`servelab.grading.readings`): shown in
     place of the check's own hint, which was written for whatever that check targets."""
+    divergence: Divergence | None = None
+    """The first diverging call, for the report's picture of both states after it."""
 
 
 class Diagnoser:
@@ -215,7 +218,7 @@ class Diagnoser:
             and self._alike_on_variants(program, impl, strict[0].impl)
         ):
             hint = f"your {self.spec.noun} behaves exactly like one that {strict[0].like}"
-            return Finding(hint, where, True, place.methods)
+            return Finding(hint, where, True, place.methods, divergence=place.divergence)
         if methods:
             found = [m for m in found if at_place(m)]
         rule = reading(self.spec.reader, place.divergence, program) if read else None
@@ -229,10 +232,10 @@ class Diagnoser:
             )
             if start is not None:
                 hint = f"{start}. The {hint[len('the ') :]}"
-            return Finding(hint, where, False, place.methods, start, rule)
+            return Finding(hint, where, False, place.methods, start, rule, place.divergence)
         if start is not None:
-            return Finding(None, where, False, place.methods, start, rule)
-        return Finding(None, where, False, place.methods, place_hint(place))
+            return Finding(None, where, False, place.methods, start, rule, place.divergence)
+        return Finding(None, where, False, place.methods, place_hint(place), None, place.divergence)
 
     def __call__(
         self, program: str, impl: Any, catalogue: Sequence[Mistake] | None = None
