@@ -635,7 +635,7 @@ def _final_machine(cls: Any) -> type[RecordingMachine]:
     class FinalMachine(hierarchy, cost):  # type: ignore[valid-type, misc]
         @initialize()
         def create(self) -> None:
-            hierarchy.create(self)
+            hierarchy.create(self)  # type: ignore[attr-defined]
             self.shape, self.flops = LLAMA_8B, PREFILL_FLOPS
             self.links = {"cpu": HOST_LINK, "disk": NVME_LINK}
 
