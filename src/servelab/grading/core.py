@@ -529,7 +529,7 @@ def _run_checks(
     if isinstance(exc, InvariantViolation):
         hint = check.hints.get(exc.invariant, check.generic_hint)
     elif isinstance(exc, ImplementationHung):
-        return _Failure(label, exc, HANG_HINT, code)
+        return _hang_failure(topic, label, exc, code, impl, final.number)
     elif _hypothesis_flaky(exc):
         hint = check.generic_hint
     else:
@@ -545,6 +545,15 @@ def _diagnosed_failure(
     return _Failure(label, exc, shown, code, where, divergence)
 
 
+def _hang_failure(
+    topic: Topic, label: str, exc: BaseException, code: str, impl: Any, step: int
+) -> _Failure:
+    """A call that never returned: that is the hint (the evidence is the hang itself), with
+    where the difference starts when localisation finds it."""
+    _, where, divergence = _diagnosed(topic, code, impl, None, step, HANG_HINT)
+    return _Failure(label, exc, HANG_HINT, code, where, divergence)
+
+
 def _probe_failure(
     probe: Probe, label: str, exc: BaseException, impl: Any, topic: Topic, step: int
 ) -> _Failure:
@@ -553,7 +562,7 @@ def _probe_failure(
         return _diagnosed_failure(topic, label, exc, hint, exc.code, impl, step)
     code = "\n".join(program_in_progress(_traceback_of(exc)) or ())
     if isinstance(exc, ImplementationHung):
-        return _Failure(label, exc, HANG_HINT, code)
+        return _hang_failure(topic, label, exc, code, impl, step)
     hint = exception_hint(exc) or probe.hint
     return _diagnosed_failure(topic, label, exc, hint, code, impl, step)
 

@@ -221,10 +221,12 @@ class Diagnoser:
             return Finding(hint, where, True, place.methods, divergence=place.divergence)
         if methods:
             found = [m for m in found if at_place(m)]
-        rule = reading(self.spec.reader, place.divergence, program) if read else None
+        hidden_in = place.methods[0] if len(place.methods) == 1 else None
+        rule = reading(self.spec.reader, place.divergence, program, hidden_in) if read else None
         start = None
-        if rule is not None and place.divergence is not None:
-            start = f"start at your `{place.divergence.method}`: {rule}"
+        if rule is not None and (place.divergence is not None or hidden_in is not None):
+            method = place.divergence.method if place.divergence is not None else hidden_in
+            start = f"start at your `{method}`: {rule}"
         if len(found) == 1:
             hint = (
                 f"the same symptom comes from a {self.spec.noun} that {found[0].like}: does "

@@ -9,6 +9,14 @@ from servelab.grading.readings.difference import Difference
 def prefix_cache_reading(d: Difference) -> str | None:
     """The rule a prefix-caching block manager's first diverging call breaks."""
     m, differ = d.method, d.differ
+    if d.hidden:
+        if m == "free_seq":
+            return (
+                "yours leaves every field as the reference's, up to which block is which: it "
+                "releases the blocks in another order. A sequence frees its blocks tail first "
+                "(the last block first), so a prompt's beginning stays cached longest"
+            )
+        return None
     if m == "allocate" and d.i_raised and d.they_raised and differ:
         return (
             "a failed allocate changes nothing: check that the request fits before claiming "
