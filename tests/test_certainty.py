@@ -81,6 +81,7 @@ FROM_EVIDENCE = {
     ("prefix-cache", "free_head_first"),
     ("scheduler", "never_retire"),
     ("scheduler", "retire_after_decode"),
+    ("scheduler", "victim_highest_id"),
 }
 NAMED = [m for m in ALL if (m.topic, m.name) in FROM_EVIDENCE]
 

@@ -39,6 +39,15 @@ def _scheduler_decode(d: Difference) -> str | None:
             f"yours preempted sequence {victim}; the victim is the newest running sequence "
             f"(running[-1], {gone_theirs[0]} here), not the one whose append failed"
         )
+    waiting_mine, waiting_theirs = _ids(d.mine.get("waiting")), _ids(d.theirs.get("waiting"))
+    if len(gone_mine) > 1 and set(gone_mine) == set(gone_theirs) and waiting_mine != waiting_theirs:
+        victims = [s for s in waiting_mine if s in gone_mine]
+        if victims == sorted(victims) and [s for s in before if s in gone_mine] != victims:
+            return (
+                f"yours left the victims waiting in the order of their ids ({victims}), as if "
+                "it took the highest id first; the victim is always the newest running "
+                "sequence, the last of running, whatever its id"
+            )
     return None
 
 
