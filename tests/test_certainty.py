@@ -79,6 +79,8 @@ FROM_EVIDENCE = {
     ("eviction-policy", "lfu_unpin_no_push"),
     ("eviction-policy", "sieve_remove_resets_hand"),
     ("prefix-cache", "free_head_first"),
+    ("prefix-cache", "claimed_hits_not_counted"),
+    ("prefix-cache", "evictable_hit_kept"),
     ("scheduler", "never_retire"),
     ("scheduler", "retire_after_decode"),
     ("scheduler", "victim_highest_id"),
