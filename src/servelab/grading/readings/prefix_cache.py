@@ -34,9 +34,9 @@ def prefix_cache_reading(d: Difference) -> str | None:
         )
     if m == "_room" and not d.same_outcome:
         mine, theirs = d.returned("mine"), d.returned("theirs")
-        hits = list(d.args[0]) if d.args and isinstance(d.args[0], list | tuple) else []
+        asked = list(d.args[0]) if d.args and isinstance(d.args[0], list | tuple) else []
         evictable = call(d.subject, "evictable") or []
-        claimed = [b for b in hits if b in evictable]
+        claimed = [b for b in asked if b in evictable]
         numbers = (mine or "").isdigit() and (theirs or "").isdigit()
         if claimed and numbers and int(mine or 0) > int(theirs or 0):
             return (
@@ -45,8 +45,8 @@ def prefix_cache_reading(d: Difference) -> str | None:
                 "longer free, so subtract them from num_free"
             )
     if m == "_claim" and "reclaim order" in differ:
-        mine, theirs = d.mine.get("reclaim order", []), d.theirs.get("reclaim order", [])
-        if isinstance(mine, list) and isinstance(theirs, list) and len(mine) > len(theirs):
+        kept, taken = d.mine.get("reclaim order", []), d.theirs.get("reclaim order", [])
+        if isinstance(kept, list) and isinstance(taken, list) and len(kept) > len(taken):
             return (
                 "yours took the hit but left its block on the evictable list: a hit on an "
                 "evictable block takes it off that list, since it is held again"
