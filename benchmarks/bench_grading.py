@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from servelab import checkpoint
 from servelab.grading import GradeFailure, Step, Topic, grade, load_topic, topics
 from servelab.grading.mistakes import correct_impl
 from servelab.kv.blocks import BlockManager
@@ -56,11 +57,15 @@ REFERENCES: dict[str, Any] = {
     "invariant-checker": check_block_manager_invariants,
     # the notebook's classes: the package's tiers speak another API (PutResult, Wait)
     "kv-offload": correct_impl("kv-offload"),
-    # the notebook's scheduler on the reference block managers, as its grade cells run it
-    "token-budget": correct_impl("token-budget"),
+    # the notebook's class of each step (its steps change the scheduler's API): see STEPWISE
+    "token-budget": None,
     # notebook 08's Triton kernel (the interpreter without a GPU): imported when benchmarked
     "paged-kernel": lambda: correct_impl("paged-kernel"),
 }
+
+
+STEPWISE = {"token-budget"}
+"""Topics graded at each step with that step's checkpoint, as the notebook's grade cells are."""
 
 
 def machine_alone(topic: str) -> Topic:
@@ -113,7 +118,8 @@ def bench_topic(topic: str, quick: bool) -> list[str]:
         reference = reference()
     numbers = [s.number for s in load_topic(topic).steps]
     for number in numbers[-1:] if quick else numbers:
-        seconds, passed = timed_grade(topic, reference, number)
+        graded = checkpoint(topic, number) if topic in STEPWISE else reference
+        seconds, passed = timed_grade(topic, graded, number)
         note = "" if passed else "(did not pass!)"
         lines.append(row(f"reference step {number}", seconds, PASSING_BUDGET_S, note))
     buggy = buggy_implementations(topic)

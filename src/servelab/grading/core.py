@@ -61,7 +61,7 @@ from servelab.grading._learner import (
 )
 from servelab.grading._programs import run_programs, shrinking_bounded_by_count
 from servelab.grading._script import graded_names, renamed
-from servelab.grading.diagnose import explained, with_place
+from servelab.grading.diagnose import explained, located, with_place
 from servelab.grading.difference_picture import render_difference
 from servelab.grading.registry import load_topic, topics
 from servelab.grading.topic import (
@@ -549,9 +549,18 @@ def _hang_failure(
     topic: Topic, label: str, exc: BaseException, code: str, impl: Any, step: int
 ) -> _Failure:
     """A call that never returned: that is the hint (the evidence is the hang itself), with
-    where the difference starts when localisation finds it."""
-    _, where, divergence = _diagnosed(topic, code, impl, None, step, HANG_HINT)
-    return _Failure(label, exc, HANG_HINT, code, where, divergence)
+    where the difference starts when localisation finds it (never at the cost of the hint)."""
+    if topic.diagnose is not None or not code:
+        return _Failure(label, exc, HANG_HINT, code)
+    try:
+        with hang_guard("diagnose", DIAGNOSE_TIMEOUT_S), redirect_stdout(io.StringIO()):
+            finding = located(topic.name, code, impl, step)
+    except (Exception, ImplementationHung) as error:
+        _log.warning("localising a %s hang failed: %r", topic.name, error)
+        if os.environ.get("SERVELAB_DEBUG") == "1":
+            raise
+        return _Failure(label, exc, HANG_HINT, code)
+    return _Failure(label, exc, HANG_HINT, code, finding.where, finding.divergence)
 
 
 def _probe_failure(

@@ -297,6 +297,17 @@ def explained(
     return hook.explain(program, impl, step, read=not _slip(exc))
 
 
+def located(topic: str, code: str, impl: Any, step: int | None = None) -> Finding:
+    """Where the difference starts, and nothing more: for a call that never returned, whose
+    hint is the hang itself, and whose every replay runs to the end of its line budget (so the
+    catalogue's replays and their variants would cost seconds for nothing shown)."""
+    hook = hooks().get(topic)
+    if hook is None or not code:
+        return Finding()
+    place = hook.localised(code, impl, step)
+    return Finding(None, where_lines(place), False, place.methods, divergence=place.divergence)
+
+
 #: Errors that say the code itself slipped (a typo, a call with the wrong arguments, a
 #: ``next()`` past the end): their own hint says more than the rule of the method found.
 SLIPS = frozenset(
