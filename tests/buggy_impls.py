@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from servelab.grading import GradeFailure, Report, Topic, core, grade
-from servelab.grading.diagnose import diagnosed, program_of
+from servelab.grading.diagnose import Finding, diagnosed, program_of, with_place
 from servelab.grading.mistakes import Mistake, correct_impl, correct_module, mistakes, topic_dir
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "diagnosed_hint",
     "failing_report",
     "mistakes",
+    "shown_hint",
     "topic_dir",
 ]
 
@@ -62,6 +63,15 @@ def failing_report(topic: str | Topic, impl: Any, step: int | None = None) -> tu
         else:
             raise AssertionError(f"{impl!r} passed")
     return report, report.code or (program_of(seen[-1]) if seen else "")
+
+
+def shown_hint(finding: Finding, undiagnosed: Report) -> str:
+    """The hint the grader shows for ``finding``, given the report of the same grade without
+    diagnosis: a call that never returned keeps the hang's own hint (the hang is the evidence);
+    any other failure shows what diagnosis earned (:func:`with_place`)."""
+    if undiagnosed.hint == core.HANG_HINT:
+        return undiagnosed.hint
+    return with_place(finding, undiagnosed.hint)
 
 
 def diagnosed_hint(topic: str, impl: Any, step: int | None = None) -> tuple[Report, str]:

@@ -117,6 +117,8 @@ def test_a_hang_is_reported_within_seconds() -> None:
     with pytest.raises(GradeFailure) as failure:
         grade(TOPIC, bug.impl, step=4, out=io.StringIO())
     assert "never returned" in failure.value.report.hint
+    # the hang is the hint; where the difference starts is shown beside it
+    assert "where: the difference starts in your `_check_can_admit`" in failure.value.report.text
 
 
 def test_unknown_topic_and_step_are_clear_errors() -> None:

@@ -10,6 +10,7 @@ from buggy_impls import failing_report
 from servelab import checkpoint
 from servelab.grading.diagnose import HOOKS, variants, where_lines
 from servelab.grading.localise import changed_methods, graft, skeleton_methods
+from servelab.grading.mistakes import correct_impl
 from servelab.grading.replay import line_budget
 from unlisted import Unlisted, unlisted
 
@@ -48,6 +49,29 @@ def test_an_unlisted_mistake_fails_is_localised_and_gets_no_certainty(u: Unliste
     if u.name in READS:
         said, unsaid = READS[u.name]
         assert said in report.hint and unsaid not in report.hint, report.hint
+
+
+def _on_the_last_checkpoint(u: Unlisted) -> bool:
+    final = correct_impl(u.topic)
+    mine = u.impl if isinstance(u.impl, dict) else {"": u.impl}
+    theirs = final if isinstance(final, dict) else {"": final}
+    return mine.keys() == theirs.keys() and all(issubclass(mine[k], theirs[k]) for k in mine)
+
+
+FINISHED = [u for u in UNLISTED if _on_the_last_checkpoint(u)]
+
+
+@pytest.mark.parametrize("u", FINISHED, ids=[f"{u.topic}/{u.name}" for u in FINISHED])
+def test_a_held_out_mistake_fails_the_grade_of_all_steps_where_its_step_found_it(
+    u: Unlisted,
+) -> None:
+    # the step that introduces a mistake catches it; so must the grade of every step at once
+    # (kv-offload's final machine once checked the cost model alone, and a release that
+    # unpinned in the wrong tier passed it), and the report points at the same method
+    report, program = failing_report(u.topic, u.impl)
+    finding = HOOKS[u.topic].explain(program, u.impl)
+    assert set(finding.methods) & u.methods, (finding.methods, report.text)
+    assert not finding.certain
 
 
 def test_the_reads_name_held_out_mistakes() -> None:

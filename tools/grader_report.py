@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from servelab.grading import GradeFailure, Step, Topic, grade, load_topic
-from servelab.grading.diagnose import HOOKS, with_place
+from servelab.grading.diagnose import HOOKS
 from servelab.grading.localise import changed_methods
 from servelab.grading.mistakes import CORRECT, Mistake, correct_impl, mistakes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from buggy_impls import failing_report
+from buggy_impls import failing_report, shown_hint
 
 
 @dataclass
@@ -67,7 +67,7 @@ def evaluate(m: Mistake) -> Outcome:
     finding = hook.explain(program, m.impl, None, others)
     changed = changed_methods(m.impl, correct_impl(m.topic))
     key = m.hint.lower()
-    said = with_place(finding, report.hint)
+    said = shown_hint(finding, report)
     return Outcome(
         m,
         True,

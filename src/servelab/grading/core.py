@@ -37,6 +37,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import sys
 import tempfile
 import warnings
 from collections.abc import Sequence
@@ -44,7 +45,7 @@ from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import hypothesis.configuration
 from hypothesis import HealthCheck, Phase, Verbosity, settings
@@ -60,7 +61,8 @@ from servelab.grading._learner import (
 )
 from servelab.grading._programs import run_programs, shrinking_bounded_by_count
 from servelab.grading._script import graded_names, renamed
-from servelab.grading.diagnose import explained, with_place
+from servelab.grading.diagnose import explained, located, with_place
+from servelab.grading.difference_picture import render_difference
 from servelab.grading.registry import load_topic, topics
 from servelab.grading.topic import (
     Diagnose,
@@ -102,6 +104,9 @@ HANG_HINT = (
 )
 _HOME_MOVED: list[bool] = []
 _log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from servelab.grading.localise import Divergence
 
 
 class GradeFailure(AssertionError):
@@ -154,6 +159,9 @@ class Report:
     #: "passed", "failed", or "not written" (a method of the graded steps is still a stub).
     verdict: str = "passed"
     printed: bool = field(default=False, compare=False, repr=False)
+    #: HTML drawing of the first diverging call (:mod:`servelab.grading.difference_picture`):
+    #: the learner's state beside the reference's; shown under the report in a notebook.
+    picture: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def text(self) -> str:
@@ -298,6 +306,7 @@ class _Failure:
     hint: str
     code: str
     where: tuple[str, ...] = ()
+    divergence: Divergence | None = None
 
 
 def _hypothesis_flaky(exc: BaseException) -> bool:
@@ -318,31 +327,49 @@ def _diagnosed(
     exc: BaseException | None,
     step: int | None,
     hint: str,
-) -> tuple[str, tuple[str, ...]]:
-    """The hint to show and the lines that show where the difference starts. The topic's own
+) -> tuple[str, tuple[str, ...], Divergence | None]:
+    """The hint to show, the lines that show where the difference starts and the first
+    diverging call (to draw). The topic's own
     ``diagnose`` hook when it has one, else localisation and the catalogue of known mistakes
     (:mod:`servelab.grading.diagnose`). A failure inside diagnosis never hides the check's
     hint: it is logged, and re-raised when the environment sets ``SERVELAB_DEBUG=1``."""
     if exc is not None and not isinstance(exc, Exception):
-        return hint, ()  # SystemExit, KeyboardInterrupt: replaying them would only raise again
+        # SystemExit, KeyboardInterrupt: replaying them would only raise again
+        return hint, (), None
     try:
         with hang_guard("diagnose", DIAGNOSE_TIMEOUT_S), redirect_stdout(io.StringIO()):
             if topic.diagnose is not None:
                 found = topic.diagnose(code.splitlines(), impl) if code else None
-                return (found if isinstance(found, str) and found else hint), ()
+                return (found if isinstance(found, str) and found else hint), (), None
             finding = explained(topic.name, code, exc, impl, step)
-            return with_place(finding, hint), finding.where
+            return with_place(finding, hint), finding.where, finding.divergence
     except (Exception, ImplementationHung) as error:
         _log.warning("diagnosis of a failed %s check failed: %r", topic.name, error)
         if os.environ.get("SERVELAB_DEBUG") == "1":
             raise
-        return hint, ()
+        return hint, (), None
 
 
 def _finish(report: Report, out: TextIO | None, quiet: bool) -> None:
     if not quiet:
         print(report.text, file=out)
         report.printed = True
+        if report.picture is not None and out is None and _in_notebook():
+            _display_html(report.picture)
+
+
+def _in_notebook() -> bool:
+    """A Jupyter kernel runs this grade (a terminal shows the report's words alone)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def _display_html(html: str) -> None:
+    """Show ``html`` as a notebook output of its own: HTML only, no text for a terminal."""
+    from IPython.display import display
+
+    display({"text/html": html}, raw=True)  # type: ignore[no-untyped-call]
 
 
 def grade(
@@ -452,6 +479,9 @@ def _grade(
         report.lines.extend(f"      {line}" for line in failure.where[1:])
     report.lines.append(f"    hint: {failure.hint}")
     report.lines.append("FAILED")
+    d = failure.divergence
+    if d is not None:
+        report.picture = render_difference(d.call, d.mine, d.theirs, d.method)
     _finish(report, out, quiet)
     raise GradeFailure(report)
 
@@ -499,7 +529,7 @@ def _run_checks(
     if isinstance(exc, InvariantViolation):
         hint = check.hints.get(exc.invariant, check.generic_hint)
     elif isinstance(exc, ImplementationHung):
-        return _Failure(label, exc, HANG_HINT, code)
+        return _hang_failure(topic, label, exc, code, impl, final.number)
     elif _hypothesis_flaky(exc):
         hint = check.generic_hint
     else:
@@ -511,8 +541,26 @@ def _diagnosed_failure(
     topic: Topic, label: str, exc: BaseException, hint: str, code: str, impl: Any, step: int
 ) -> _Failure:
     """A failure with diagnosis's hint when it earned one, and where the difference starts."""
-    shown, where = _diagnosed(topic, code, impl, exc, step, hint)
-    return _Failure(label, exc, shown, code, where)
+    shown, where, divergence = _diagnosed(topic, code, impl, exc, step, hint)
+    return _Failure(label, exc, shown, code, where, divergence)
+
+
+def _hang_failure(
+    topic: Topic, label: str, exc: BaseException, code: str, impl: Any, step: int
+) -> _Failure:
+    """A call that never returned: that is the hint (the evidence is the hang itself), with
+    where the difference starts when localisation finds it (never at the cost of the hint)."""
+    if topic.diagnose is not None or not code:
+        return _Failure(label, exc, HANG_HINT, code)
+    try:
+        with hang_guard("diagnose", DIAGNOSE_TIMEOUT_S), redirect_stdout(io.StringIO()):
+            finding = located(topic.name, code, impl, step)
+    except (Exception, ImplementationHung) as error:
+        _log.warning("localising a %s hang failed: %r", topic.name, error)
+        if os.environ.get("SERVELAB_DEBUG") == "1":
+            raise
+        return _Failure(label, exc, HANG_HINT, code)
+    return _Failure(label, exc, HANG_HINT, code, finding.where, finding.divergence)
 
 
 def _probe_failure(
@@ -523,7 +571,7 @@ def _probe_failure(
         return _diagnosed_failure(topic, label, exc, hint, exc.code, impl, step)
     code = "\n".join(program_in_progress(_traceback_of(exc)) or ())
     if isinstance(exc, ImplementationHung):
-        return _Failure(label, exc, HANG_HINT, code)
+        return _hang_failure(topic, label, exc, code, impl, step)
     # The exception's hint says what kind of slip it is; the check's name says what the call
     # was meant to do (an entry as large as the budget fits), which the type alone cannot.
     explained = exception_hint(exc)

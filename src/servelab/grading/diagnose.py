@@ -37,6 +37,7 @@ from typing import Any
 
 from servelab.grading._script import graded_names, renamed
 from servelab.grading.localise import (
+    Divergence,
     Localisation,
     Skeleton,
     changed_methods,
@@ -106,6 +107,8 @@ class Finding:
     rule: str | None = None
     """The rule the first diverging call breaks (:mod:`servelab.grading.readings`): shown in
     place of the check's own hint, which was written for whatever that check targets."""
+    divergence: Divergence | None = None
+    """The first diverging call, for the report's picture of both states after it."""
 
 
 class Diagnoser:
@@ -215,13 +218,15 @@ class Diagnoser:
             and self._alike_on_variants(program, impl, strict[0].impl)
         ):
             hint = f"your {self.spec.noun} behaves exactly like one that {strict[0].like}"
-            return Finding(hint, where, True, place.methods)
+            return Finding(hint, where, True, place.methods, divergence=place.divergence)
         if methods:
             found = [m for m in found if at_place(m)]
-        rule = reading(self.spec.reader, place.divergence, program) if read else None
+        hidden_in = place.methods[0] if len(place.methods) == 1 else None
+        rule = reading(self.spec.reader, place.divergence, program, hidden_in) if read else None
         start = None
-        if rule is not None and place.divergence is not None:
-            start = f"start at your `{place.divergence.method}`: {rule}"
+        if rule is not None and (place.divergence is not None or hidden_in is not None):
+            method = place.divergence.method if place.divergence is not None else hidden_in
+            start = f"start at your `{method}`: {rule}"
         if len(found) == 1:
             hint = (
                 f"the same symptom comes from a {self.spec.noun} that {found[0].like}: does "
@@ -229,10 +234,10 @@ class Diagnoser:
             )
             if start is not None:
                 hint = f"{start}. The {hint[len('the ') :]}"
-            return Finding(hint, where, False, place.methods, start, rule)
+            return Finding(hint, where, False, place.methods, start, rule, place.divergence)
         if start is not None:
-            return Finding(None, where, False, place.methods, start, rule)
-        return Finding(None, where, False, place.methods, place_hint(place))
+            return Finding(None, where, False, place.methods, start, rule, place.divergence)
+        return Finding(None, where, False, place.methods, place_hint(place), None, place.divergence)
 
     def __call__(
         self, program: str, impl: Any, catalogue: Sequence[Mistake] | None = None
@@ -300,6 +305,17 @@ def explained(
     if hook is None or not program:
         return Finding()
     return hook.explain(program, impl, step, read=not _slip(exc))
+
+
+def located(topic: str, code: str, impl: Any, step: int | None = None) -> Finding:
+    """Where the difference starts, and nothing more: for a call that never returned, whose
+    hint is the hang itself, and whose every replay runs to the end of its line budget (so the
+    catalogue's replays and their variants would cost seconds for nothing shown)."""
+    hook = topic_hook(topic)
+    if hook is None or not code:
+        return Finding()
+    place = hook.localised(code, impl, step)
+    return Finding(None, where_lines(place), False, place.methods, divergence=place.divergence)
 
 
 #: Errors that say the code itself slipped (a typo, a call with the wrong arguments, a

@@ -337,7 +337,7 @@ def kv_offload_machine(impl: Any, level: int) -> type[RecordingMachine]:
         return _tier_machine(tier_class_of(impl), level)
     if level == 3:
         return _hierarchy_machine(hierarchy_class(impl))
-    return _cost_machine(hierarchy_class(impl))
+    return _final_machine(hierarchy_class(impl))
 
 
 def _tier_machine(cls: Any, level: int, capacity: int = 100) -> type[RecordingMachine]:
@@ -534,6 +534,18 @@ def _hierarchy_machine(cls: Any) -> type[RecordingMachine]:
                 )
             self.open.append((name, got, want))
 
+        @precondition(lambda self: bool(self.model.tiers[1].sizes))
+        @rule(data=st.data())
+        def release_from_disk(self, data: st.DataObject) -> None:
+            # A release must unpin each chunk in the tier its lookup pinned it in: a chunk
+            # found on disk shows whether it does, and random programs seldom look one up
+            # and release it before the next store moves it.
+            key = data.draw(st.sampled_from(sorted(self.model.tiers[1].sizes)), label="key")
+            self.lookup([key])
+            name, got, want = self.open.pop()
+            self.do(f"h.release({name})", lambda: self.h.release(got))
+            self.model.release(want)
+
         @precondition(lambda self: bool(self.open))
         @rule(data=st.data(), retrieve=st.booleans())
         def finish(self, data: st.DataObject, retrieve: bool) -> None:
@@ -598,14 +610,14 @@ def _cost_machine(cls: Any) -> type[RecordingMachine]:
         @initialize()
         def create(self) -> None:
             self.h = self.do("h = Hierarchy(1000, 1000)", lambda: cls(1000, 1000))
-            self.model, self.flops = LLAMA_8B, PREFILL_FLOPS
+            self.shape, self.flops = LLAMA_8B, PREFILL_FLOPS
             self.links = {"cpu": HOST_LINK, "disk": NVME_LINK}
 
         @rule(model=models, flops=st.sampled_from([100e12, 400e12, 900e12]))
         def set_model(self, model: ModelShape, flops: float) -> None:
             self.do(f"h.model = {model!r}", lambda: setattr(self.h, "model", model))
             self.do(f"h.flops = {flops!r}", lambda: setattr(self.h, "flops", flops))
-            self.model, self.flops = model, flops
+            self.shape, self.flops = model, flops
 
         @rule(link=links)
         def set_link(self, link: Link) -> None:
@@ -617,16 +629,16 @@ def _cost_machine(cls: Any) -> type[RecordingMachine]:
         def recompute(self, n: int) -> None:
             code = f"h.recompute_seconds({n})"
             got = self.do(code, lambda: self.h.recompute_seconds(n))
-            want = simulate_prefill(self.model, 0, n, self.flops)
+            want = simulate_prefill(self.shape, 0, n, self.flops)
             _close(code, got, want, "recompute")
 
         @rule(n=tokens, tier=st.sampled_from(["cpu", "disk"]))
         def load(self, n: int, tier: str) -> None:
             code = f"h.load_seconds({n}, {tier!r})"
             got = self.do(code, lambda: self.h.load_seconds(n, tier))
-            want = simulate_load(self.model, n, self.links[tier], 256)
+            want = simulate_load(self.shape, n, self.links[tier], 256)
             _close(code, got, want, "load")
-            recompute = simulate_prefill(self.model, 0, n, self.flops)
+            recompute = simulate_prefill(self.shape, 0, n, self.flops)
             if abs(want - recompute) > 0.05 * recompute:  # a clear case either way
                 code = f"h.worth_loading({n}, {tier!r})"
                 verdict = self.do(code, lambda: self.h.worth_loading(n, tier))
@@ -638,6 +650,21 @@ def _cost_machine(cls: Any) -> type[RecordingMachine]:
                     )
 
     return CostMachine
+
+
+def _final_machine(cls: Any) -> type[RecordingMachine]:
+    """The last step's machine: the cost model's rules on the hierarchy of step 3, which it
+    keeps checking, so a mistake that step's machine catches never passes the final grade."""
+    hierarchy, cost = _hierarchy_machine(cls), _cost_machine(cls)
+
+    class FinalMachine(hierarchy, cost):  # type: ignore[valid-type, misc]
+        @initialize()
+        def create(self) -> None:
+            hierarchy.create(self)  # type: ignore[attr-defined]
+            self.shape, self.flops = LLAMA_8B, PREFILL_FLOPS
+            self.links = {"cpu": HOST_LINK, "disk": NVME_LINK}
+
+    return FinalMachine
 
 
 def _close(code: str, got: Any, want: float, rule: str) -> None:

@@ -532,6 +532,27 @@ def policies_machine(
 
         @precondition(
             lambda self: (
+                {"put", "pin", "unpin", "pop"} <= ops
+                and len(self.model.keys) < len(KEYS)
+                and bool(self.model.candidates())
+            )
+        )
+        @rule(data=st.data())
+        def unpin_keeps_place(self, data: st.DataObject) -> None:
+            # An unpin is not a use: the key keeps its place among equal counts. That shows
+            # only when the next victim ties with another key, which random programs reach on
+            # some seeds only: a new key (count 1) ties with any victim of count 1; pin and
+            # unpin that victim, then evict.
+            key = data.draw(st.sampled_from([k for k in KEYS if k not in self.model.size]))
+            self._put(key, 1)
+            victim = self.model.clone().victim()
+            if victim is not None and victim != key:
+                self._pin(victim)
+                self._unpin(victim)
+            self._pop_victim()
+
+        @precondition(
+            lambda self: (
                 {"hit", "pop"} <= ops
                 and hasattr(self.model, "hand")
                 and len(self.model.candidates()) > 2

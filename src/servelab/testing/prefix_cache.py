@@ -525,6 +525,25 @@ def prefix_cache_machine(
                 self._free(filler)
             self._allocate(self._free_ids()[0], [*m.tokens[twin], 0])
 
+        @precondition(lambda self: frees and errors and bool(self.model.tables))
+        @rule(data=st.data())
+        def rehit_in_a_full_pool(self, data: st.DataObject) -> None:
+            # A room check must not count as free the evictable blocks its own hits take.
+            # That shows only when the pool is short by exactly those blocks, which random
+            # programs reach on some seeds only: free a sequence (its cached blocks become
+            # evictable), then ask for its cached prefix plus one new block more than the
+            # blocks left once the hits are taken off the free count.
+            seq = data.draw(st.sampled_from(self._live()), label="seq")
+            m, size = self.model, self.size
+            stem = m.tokens[seq][: m.full_blocks(m.tokens[seq]) * size]
+            if not stem:
+                return
+            self._free(seq)
+            hits = m.lookup([*stem, 9])
+            claimed = sum(1 for b in hits if b in m.evictable)
+            room = m.num_free - claimed
+            self._allocate(self._free_ids()[0], [*stem, *[9] * ((room + 1) * size)])
+
         @precondition(lambda self: fork and bool(self.model.tables))
         @rule(data=st.data())
         def fork_seq(self, data: st.DataObject) -> None:

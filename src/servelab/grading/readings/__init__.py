@@ -22,12 +22,28 @@ from servelab.grading.readings.difference import Difference, Reader
 __all__ = ["Difference", "Reader", "reading"]
 
 
-def reading(reader: Reader | None, divergence: Divergence | None, program: str = "") -> str | None:
+def reading(
+    reader: Reader | None,
+    divergence: Divergence | None,
+    program: str = "",
+    hidden_in: str | None = None,
+) -> str | None:
     """The rule ``divergence`` breaks, in words, or None when ``reader`` (a topic's, declared in
     its :class:`~servelab.grading.replay.TopicReplay`; None: the topic has none) finds none that
-    fits; ``program`` is the failing program the divergence was found in."""
-    if reader is None or divergence is None:
+    fits; ``program`` is the failing program the divergence was found in. Without a
+    divergence, ``hidden_in`` names the one method whose graft fixes the program though no
+    call of it differs where a learner sees (:attr:`Difference.hidden`)."""
+    if reader is None:
         return None
+    if divergence is None:
+        if hidden_in is None:
+            return None
+        policy, _, method = hidden_in.rpartition(".")
+        hidden = Difference(method, policy, (), {}, {}, {}, "", "", None, program, True)
+        try:
+            return reader(hidden)
+        except Exception:
+            return None
     policy, _, method = divergence.method.rpartition(".")
     d = Difference(
         method,

@@ -55,6 +55,8 @@ def _cow_reading(d: Difference) -> str | None:
 
 def block_manager_reading(d: Difference) -> str | None:
     """The rule a block manager's first diverging call breaks."""
+    if d.hidden:
+        return None
     m, differ = d.method, d.differ
     failed = d.i_raised and d.they_raised
     if failed and differ:

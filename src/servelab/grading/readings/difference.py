@@ -29,6 +29,10 @@ class Difference:
     subject: Any
     program: str = ""
     """The failing program, for a fact about what came before the call (a key pinned once)."""
+    hidden: bool = False
+    """The method's graft fixes the program, yet no call of it shows a difference in any field
+    a learner sees: what differs is what it keeps inside for later (a heap, an order of
+    release). No call, no fields: a reader states that method's rule about it, or nothing."""
 
     def probe(self, method: str, *args: Any) -> tuple[str, Any]:
         """Your ``method`` called on a fresh copy of the object as it was before the call:
@@ -68,6 +72,11 @@ class Difference:
     def error(self, side: str) -> str:
         outcome = self.my_outcome if side == "mine" else self.their_outcome
         return outcome[len("raised ") :] if outcome.startswith("raised ") else ""
+
+    def changed(self, side: str) -> bool:
+        """Whether a side's call changed any field at all."""
+        after = self.mine if side == "mine" else self.theirs
+        return dict(after) != dict(self.before)
 
     def grew(self, name: str) -> bool:
         """Whether yours left field ``name`` (a number) above the reference's."""

@@ -57,6 +57,14 @@ def _sieve_victim(d: Difference) -> str | None:
 def eviction_policy_reading(d: Difference) -> str | None:
     """The rule an LFU or SIEVE policy's first diverging call breaks."""
     m, who = d.method, d.policy
+    if d.hidden:
+        if m == "update_on_unpin" and who == "LFU":
+            return (
+                "yours leaves every field a call shows as the reference's does, yet it differs "
+                "in what it keeps for pop_victim: update_on_unpin makes the key a candidate "
+                "again, so push it back onto the heap with its count and the time it reached it"
+            )
+        return None
     if m == "__len__" and not d.same_outcome:
         return (
             f"yours returned {d.returned('mine')}: {who}'s len() counts the candidates only, "
@@ -116,8 +124,9 @@ def eviction_policy_reading(d: Difference) -> str | None:
     moved = d.differ & {"eviction order", "hand"}
     if m == "update_on_remove" and who == "SIEVE" and under and moved:
         return (
-            "when the key under the hand is removed, the hand moves on to the next newer key "
-            "(not the next older key, nor back to the oldest), exactly as after an eviction"
+            "when the cache removes the key under the hand, the hand moves on to the next "
+            "newer key (not the next older key, nor back to the oldest), exactly as after an "
+            "eviction"
         )
     if m == "update_on_remove" and d.differ:
         return (
@@ -128,8 +137,9 @@ def eviction_policy_reading(d: Difference) -> str | None:
         key = d.args[0] if d.args else None
         if key in _names(shown_order(d.mine)):
             return (
-                f"yours ignores the pin: {key!r} is still in the eviction order; a pinned key "
-                "is not a candidate until update_on_unpin"
+                f"yours ignores the pin: {key!r} is still in the eviction order after "
+                f"update_on_pin({key!r}), as if candidates ignore pins; a pinned key is not a "
+                "candidate until update_on_unpin"
             )
         return f"a pinned key is not a candidate: update_on_pin takes it out of {who}'s order"
     if m == "update_on_put" and who == "SIEVE" and "visited" in d.differ:

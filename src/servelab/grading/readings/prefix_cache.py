@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from servelab.grading.readings.block_manager import block_manager_reading
-from servelab.grading.readings.difference import Difference
+from servelab.grading.readings.difference import Difference, call
 
 
 def prefix_cache_reading(d: Difference) -> str | None:
     """The rule a prefix-caching block manager's first diverging call breaks."""
     m, differ = d.method, d.differ
+    if d.hidden:
+        if m == "free_seq":
+            return (
+                "yours leaves every field as the reference's, up to which block is which: it "
+                "releases the blocks in another order. A sequence frees its blocks tail first "
+                "(the last block first), so a prompt's beginning stays cached longest"
+            )
+        return None
     if m == "allocate" and d.i_raised and d.they_raised and differ:
         return (
             "a failed allocate changes nothing: check that the request fits before claiming "
@@ -24,6 +32,25 @@ def prefix_cache_reading(d: Difference) -> str | None:
             "a cached block freed by its last holder goes on the evictable LRU (still hashed, "
             "reclaimable), not the plain free list"
         )
+    if m == "_room" and not d.same_outcome:
+        mine, theirs = d.returned("mine"), d.returned("theirs")
+        asked = list(d.args[0]) if d.args and isinstance(d.args[0], list | tuple) else []
+        evictable = call(d.subject, "evictable") or []
+        claimed = [b for b in asked if b in evictable]
+        numbers = (mine or "").isdigit() and (theirs or "").isdigit()
+        if claimed and numbers and int(mine or 0) > int(theirs or 0):
+            return (
+                f"yours counted {mine} blocks of room where {theirs} are left: this "
+                f"request's own hits on evictable blocks ({claimed}) are claimed by it, no "
+                "longer free, so subtract them from num_free"
+            )
+    if m == "_claim" and "reclaim order" in differ:
+        kept, taken = d.mine.get("reclaim order", []), d.theirs.get("reclaim order", [])
+        if isinstance(kept, list) and isinstance(taken, list) and len(kept) > len(taken):
+            return (
+                "yours took the hit but left its block on the evictable list: a hit on an "
+                "evictable block takes it off that list, since it is held again"
+            )
     if m == "allocate" and "reclaim order" in differ and "tables" not in differ:
         return (
             "a hit on an evictable block takes it off the evictable list: it is held again, "

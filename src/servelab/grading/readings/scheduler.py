@@ -39,6 +39,15 @@ def _scheduler_decode(d: Difference) -> str | None:
             f"yours preempted sequence {victim}; the victim is the newest running sequence "
             f"(running[-1], {gone_theirs[0]} here), not the one whose append failed"
         )
+    waiting_mine, waiting_theirs = _ids(d.mine.get("waiting")), _ids(d.theirs.get("waiting"))
+    if len(gone_mine) > 1 and set(gone_mine) == set(gone_theirs) and waiting_mine != waiting_theirs:
+        victims = [s for s in waiting_mine if s in gone_mine]
+        if victims == sorted(victims) and [s for s in before if s in gone_mine] != victims:
+            return (
+                f"yours left the victims waiting in the order of their ids ({victims}), as if "
+                "it took the highest id first; the victim is always the newest running "
+                "sequence, the last of running, whatever its id"
+            )
     return None
 
 
@@ -60,8 +69,25 @@ def _count_off(d: Difference) -> str | None:
     )
 
 
+def _decoded_after_finishing(d: Difference) -> list[Any]:
+    """The sequences finished before the step that your step decodes all the same (read by
+    running your step again on a copy of the scheduler as it was before the call)."""
+    finished = [
+        s.seq_id for s in getattr(d.subject, "running", ()) if getattr(s, "is_finished", False)
+    ]
+    if not finished:
+        return []
+    kind, out = d.probe("step")
+    if kind != "returned":
+        return []
+    decoded = [getattr(getattr(x, "seq", None), "seq_id", None) for x in out.decodes]
+    return [i for i in finished if i in decoded]
+
+
 def scheduler_reading(d: Difference) -> str | None:
     """The rule a scheduler's first diverging call breaks."""
+    if d.hidden:
+        return None
     m, differ = d.method, d.differ
     if m == "add" and d.they_raised and not d.i_raised:
         return (
@@ -87,7 +113,14 @@ def scheduler_reading(d: Difference) -> str | None:
                 "token emitted), at the start of the next step"
             )
         if len(mine) == len(before):
-            return "retire frees every finished sequence (bm.free_seq) and drops it from running"
+            rule = "retire frees every finished sequence (bm.free_seq) and drops it from running"
+            if not d.changed("mine"):
+                left = [s for s in before if s not in theirs]
+                return (
+                    f"yours changed nothing: finished sequence(s) {left} stay running, and a "
+                    f"scheduler that never retires decodes them forever; {rule}"
+                )
+            return rule
         if len(mine) > len(theirs):
             left = [s for s in mine if s not in theirs]
             return (
@@ -110,6 +143,13 @@ def scheduler_reading(d: Difference) -> str | None:
             "a preempted sequence goes to the front of waiting; with several victims in a "
             "step, the older victim stands first"
         )
+    if m == "step" and not differ:
+        again = _decoded_after_finishing(d)
+        if again:
+            return (
+                f"yours decoded finished sequence(s) {again} once more and then retired them: "
+                "retire at the start of step(), before decoding, not after decoding"
+            )
     if m == "step" and "lengths" in differ:
         return (
             "yours decoded the sequences it just admitted: admit after decoding, not before "

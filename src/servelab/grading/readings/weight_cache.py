@@ -97,12 +97,17 @@ def _weight_cache_counters(d: Difference) -> str | None:
         return "a put counts no hit and no miss (not even a failed one): only get counts them"
     key = d.args[0] if d.args else None
     if key not in d.before.get("resident", ()):
-        return f"a get of an absent key ({key!r}) counts one miss and no hit"
+        rule = f"a get of an absent key ({key!r}) counts one miss and no hit"
+        if d.mine.get("misses") == 0 and d.theirs.get("misses") == 1:
+            return f"yours left misses at 0: so far it never counts misses; {rule}"
+        return rule
     return f"a get of a resident key ({key!r}) counts one hit and no miss"
 
 
 def weight_cache_reading(d: Difference) -> str | None:
     """The rule a weight cache's first diverging call breaks."""
+    if d.hidden:
+        return None
     m, differ = d.method, d.differ
     if d.i_raised and d.they_raised and d.error("mine") == d.error("theirs") and differ:
         return failed_call(d)
