@@ -65,8 +65,6 @@ __all__ = [
 ]
 
 
-# Compiled (servelab.native), exception classes are plain Python classes: those with two bases
-# must be, and their base with them.
 @mypyc_attr(native_class=False)
 class WeightCacheError(Exception):
     """Base of every error the weight cache raises."""
@@ -152,15 +150,13 @@ _OWNERS_LOCK = threading.Lock()
 
 
 def _compiled_attributes(policy: object) -> list[str]:
-    """The attributes mypyc declares for a compiled policy's class (``servelab.native``): they
-    live in the instance itself, not in a ``__dict__``. Empty for a Python policy."""
+    """A compiled policy's attributes, kept in the instance, not a ``__dict__`` (else empty)."""
     names = getattr(type(policy), "__mypyc_attrs__", ())
     return [name for name in names if name != "__dict__"]
 
 
 def _attributes(policy: object) -> dict[str, Any] | None:
-    """The policy's attributes by name (compiled ones and its ``__dict__``), or None if they
-    cannot be listed."""
+    """The policy's attributes (compiled ones and ``__dict__``), or None if unlistable."""
     state = {n: getattr(policy, n) for n in _compiled_attributes(policy) if hasattr(policy, n)}
     own = getattr(policy, "__dict__", None)
     if own is None:
