@@ -168,10 +168,8 @@ def _preempt(d: Difference) -> str | None:
 def _starved(d: Difference) -> str | None:
     """A step that gives a newcomer's prompt the tokens a running request should have had."""
     running = _ids(d.before.get("running"))
-    before, mine, theirs = (
-        x.get("num_computed_tokens") for x in (d.before, d.mine, d.theirs)
-    )
-    if not all(isinstance(x, dict) for x in (before, mine, theirs)):
+    mine, theirs = d.mine.get("num_computed_tokens"), d.theirs.get("num_computed_tokens")
+    if not isinstance(mine, dict) or not isinstance(theirs, dict):
         return None
     short = [s for s in running if mine.get(s, 0) < theirs.get(s, 0)]
     more = [s for s in mine if s not in running and mine[s] > theirs.get(s, 0)]
