@@ -37,10 +37,10 @@ def _put(d: Difference) -> str | None:
             "they make room; a miss changes nothing"
         )
     if d.returned("mine") == "None" and d.returned("theirs") not in (None, "None"):
+        room = f"once {gone_theirs} is evicted" if gone_theirs else "without evicting anything"
         return (
-            f"yours missed a chunk{f' of {size} bytes' if size else ''} that fits once "
-            f"{gone_theirs or 'nothing'} is evicted: a put misses only when even every "
-            "evictable chunk would not make room"
+            f"yours missed a chunk{f' of {size} bytes' if size else ''} that fits {room}: a "
+            "put misses only when even every evictable chunk would not make room"
         )
     if len(gone_mine) > len(gone_theirs) and set(gone_theirs) <= set(gone_mine):
         return (
