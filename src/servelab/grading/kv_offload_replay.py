@@ -11,6 +11,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from servelab.grading.observe import Canon, frozen
+from servelab.grading.readings.kv_offload import kv_offload_reading
 from servelab.grading.replay import TopicReplay, plain, program
 from servelab.kv.offload.cost import Link, ModelShape
 from servelab.testing.kv_offload import (
@@ -115,6 +116,7 @@ REPLAY = TopicReplay(
     classes=("Tier", "DiskTier", "Hierarchy"),
     fields=_fields,
     subject_per_program=True,
+    reader=kv_offload_reading,
 )
 """How diagnosis replays this topic's programs: a program builds a tier (``tier``), a disk
 tier (``disk``) or a hierarchy (``h``), and a report names the one it built."""

@@ -26,6 +26,7 @@ from typing import Any
 from servelab.grading._script import Script, graded_names
 from servelab.grading.block_manager import graded_blocks
 from servelab.grading.observe import Canon, budget_fields, frozen
+from servelab.grading.readings.token_budget import token_budget_reading
 from servelab.grading.replay import TopicReplay, plain, program
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
 from servelab.kv.blocks import BlockManager
@@ -423,6 +424,7 @@ REPLAY = TopicReplay(
     subject="sched",
     classes=(NAME,),
     fields=budget_fields,
+    reader=token_budget_reading,
 )
 """How diagnosis replays this topic's programs (:mod:`servelab.grading.diagnose`)."""
 

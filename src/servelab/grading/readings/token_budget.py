@@ -1,0 +1,216 @@
+"""Readings of a token-budget scheduler's first diverging call: the chunks, the budget, the
+victims.
+
+What a step schedules lives partly in the ``BudgetStep`` it fills, which the state comparison
+does not see: a reading runs your method again on a copy, with a fresh step, and checks each
+chunk against the rules every step of the notebook keeps (a chunk samples exactly when it
+reaches the end of the request; the budget left is the budget less the tokens that ran).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from servelab.grading.readings.difference import Difference
+from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
+from servelab.kv.budget import BudgetStep
+
+
+def _ids(queue: Any) -> list[Any]:
+    return [entry[0] for entry in queue] if isinstance(queue, list) else []
+
+
+def _again(d: Difference) -> tuple[list[Any], Any, Any] | None:
+    """Your call run again on a copy of the scheduler as it was, with a fresh step: the chunks
+    it scheduled, what it returned, and the copy after it; None when it cannot run."""
+    if len(d.args) != 2 or not isinstance(d.args[1], int):
+        return None
+    try:
+        obj = copy.deepcopy(d.subject)
+        out = BudgetStep()
+        with line_budget(LINES_PER_CALL):
+            returned = getattr(obj, d.method)(out, d.args[1])
+    except (Exception, OutOfLines):
+        return None
+    return list(out.scheduled), returned, obj
+
+
+def _sampling(chunks: list[Any]) -> str | None:
+    for c in chunks:
+        end = c.start + c.num_tokens
+        if bool(c.samples) != (end == c.seq.num_tokens):
+            return (
+                f"yours scheduled tokens {c.start}..{end - 1} of request {c.seq.seq_id} (of "
+                f"{c.seq.num_tokens}) with samples={c.samples}: a chunk samples exactly when it "
+                "reaches the end of the request's tokens (start + num_tokens == seq.num_tokens), "
+                "a prompt's last chunk as well as a decode"
+            )
+    return None
+
+
+def _budget_returned(d: Difference, chunks: list[Any], returned: Any) -> str | None:
+    budget = d.args[1]
+    spent = sum(c.num_tokens for c in chunks)
+    if not isinstance(returned, int) or returned == budget - spent:
+        return None
+    if d.returned("theirs") != str(budget - spent):
+        return None
+    said = f"yours returned {returned} from a budget of {budget} after scheduling {spent} tokens"
+    if spent and returned == budget - 2 * spent:
+        return (
+            f"{said}: it took them from the budget twice; return the budget less the tokens "
+            "scheduled, each taken once"
+        )
+    return f"{said}: return the budget left, {budget} less the tokens scheduled ({budget - spent})"
+
+
+def _computed(d: Difference, chunks: list[Any], obj: Any) -> str | None:
+    """num_computed_tokens after a chunk: its end, start + num_tokens."""
+    left = d.args[1]
+    done = getattr(obj, "computed", None)
+    if not isinstance(done, dict):
+        return None
+    for c in chunks:
+        sid, end = c.seq.seq_id, c.start + c.num_tokens
+        mine = done.get(sid)
+        if mine is not None and mine != end:
+            said = (
+                f"yours set request {sid}'s num_computed_tokens to {mine} after its chunk of "
+                f"{c.num_tokens} tokens from {c.start}"
+            )
+            if mine == c.start + left:
+                return (
+                    f"{said}: it advanced by the budget left ({left}), not by the tokens that "
+                    f"ran; it becomes start + num_tokens ({end})"
+                )
+            return f"{said}: it becomes the chunk's end, start + num_tokens ({end})"
+        left -= c.num_tokens
+    return None
+
+
+def _chunk_sizes(d: Difference, chunks: list[Any]) -> str | None:
+    """A chunk shorter than the tokens the request needs and the budget allows."""
+    honest = charged = d.args[1]
+    for c in chunks:
+        need = c.seq.num_tokens - c.start
+        if c.num_tokens < min(need, honest):
+            said = (
+                f"yours gave request {c.seq.seq_id} {c.num_tokens} tokens with {honest} of the "
+                f"budget left and {need} to run"
+            )
+            if c.num_tokens == min(need, charged) and charged < honest:
+                return (
+                    f"{said}: as if an earlier prefix hit's cached tokens were charged to the "
+                    "budget; cached tokens cost nothing, only the tokens that run (num_tokens) "
+                    "come off the budget"
+                )
+            return f"{said}: a chunk takes min(tokens still to run, budget left)"
+        honest -= c.num_tokens
+        charged -= c.num_tokens + c.num_cached
+    return None
+
+
+def _admitted_blocks(d: Difference, chunks: list[Any]) -> str | None:
+    """An admitted request holds blocks for its tokens up to its chunk's end."""
+    lengths = d.mine.get("lengths")
+    if not isinstance(lengths, dict):
+        return None
+    for c in chunks:
+        sid, end = c.seq.seq_id, c.start + c.num_tokens
+        got = lengths.get(sid)
+        if got is None or got == end:
+            continue
+        if got == c.seq.num_tokens:
+            return (
+                f"yours allocated blocks for request {sid}'s whole prompt ({got} tokens) at a "
+                f"chunk that ends at token {end}: allocate token_ids[:hit + n], up to the "
+                "chunk's end; later chunks extend it"
+            )
+        return (
+            f"yours left request {sid} holding {got} tokens' blocks where its chunk ends at "
+            f"{end}: allocate token_ids[:hit + n], up to the chunk's end"
+        )
+    return None
+
+
+def _victim(d: Difference) -> str | None:
+    before = _ids(d.before.get("running"))
+    waiting = _ids(d.before.get("waiting"))
+    mine = [s for s in _ids(d.mine.get("waiting")) if s not in waiting]
+    theirs = [s for s in _ids(d.theirs.get("waiting")) if s not in waiting]
+    if not mine or not theirs or mine == theirs or not before:
+        return None
+    return (
+        f"yours preempted request {mine[0]}; the victim is the latest running request, the "
+        f"last of running ({theirs[0]} here): running.pop(), retried until the request fits"
+    )
+
+
+def _preempt(d: Difference) -> str | None:
+    victim = getattr(d.args[0], "seq_id", None) if d.args else None
+    computed = d.mine.get("num_computed_tokens")
+    if isinstance(computed, dict) and computed.get(victim, 0) != 0:
+        return (
+            f"yours left request {victim}'s num_computed_tokens at {computed[victim]}: a "
+            "preempted request starts over, so reset it to 0 (its blocks are freed; its "
+            "prompt and generated tokens all run again)"
+        )
+    mine, theirs = _ids(d.mine.get("waiting")), _ids(d.theirs.get("waiting"))
+    if theirs[:1] == [victim] and mine[:1] != [victim] and sorted(mine) == sorted(theirs):
+        return (
+            f"yours queued request {victim} at {mine}: a preempted request goes to the front "
+            "of waiting (appendleft), ahead of every request that came after it"
+        )
+    return None
+
+
+def _starved(d: Difference) -> str | None:
+    """A step that gives a newcomer's prompt the tokens a running request should have had."""
+    running = _ids(d.before.get("running"))
+    mine, theirs = d.mine.get("num_computed_tokens"), d.theirs.get("num_computed_tokens")
+    if not isinstance(mine, dict) or not isinstance(theirs, dict):
+        return None
+    short = [s for s in running if mine.get(s, 0) < theirs.get(s, 0)]
+    more = [s for s in mine if s not in running and mine[s] > theirs.get(s, 0)]
+    if not short or not more:
+        return None
+    return (
+        f"yours gave waiting request {more[0]} tokens that running request {short[0]} needed: "
+        "schedule the running requests first and admit with the budget they leave, or a long "
+        "prefill can starve the decodes"
+    )
+
+
+def token_budget_reading(d: Difference) -> str | None:
+    """The rule a token-budget scheduler's first diverging call breaks."""
+    if d.hidden:
+        return None
+    m, differ = d.method, d.differ
+    if m == "step":
+        return _starved(d)
+    if m == "preempt":
+        return _preempt(d)
+    if m not in ("admit", "schedule_running"):
+        return None
+    if m == "admit":
+        running, cap = d.mine.get("running"), getattr(d.subject, "max_num_seqs", None)
+        if isinstance(running, list) and isinstance(cap, int) and len(running) > cap:
+            return (
+                f"yours left {len(running)} requests running with max_num_seqs = {cap}: admit "
+                "only while len(running) < max_num_seqs"
+            )
+    if m == "schedule_running" and "waiting" in differ:
+        found = _victim(d)
+        if found is not None:
+            return found
+    ran = _again(d)
+    if ran is None:
+        return None
+    chunks, returned, obj = ran
+    found = _computed(d, chunks, obj)
+    if found is None and m == "admit":
+        found = _chunk_sizes(d, chunks) or _admitted_blocks(d, chunks)
+    if found is None and m == "schedule_running":
+        found = _budget_returned(d, chunks, returned)
+    return found or _sampling(chunks)
