@@ -10,7 +10,9 @@ shown only when that method differs that way, never as a guess from which check 
 
 A reading describes the observed call and states a rule; it claims no cause ("behaves exactly
 like one that ..." stays the catalogue's, and only when earned). Where no reading fits, the
-report keeps pointing at the place (:func:`servelab.grading.localise.place_hint`).
+report says what kind of difference the call shows, where it has one
+(:mod:`servelab.grading.readings.kinds`: off by one, a unit's factor, an order, an entry missing),
+and otherwise keeps pointing at the place (:func:`servelab.grading.localise.place_hint`).
 
 Each topic's reader lives in this package, one module per topic, and is named by the topic's
 :class:`~servelab.grading.replay.TopicReplay` (``reader``) in its own module.
@@ -18,6 +20,7 @@ Each topic's reader lives in this package, one module per topic, and is named by
 
 from servelab.grading.localise import Divergence
 from servelab.grading.readings.difference import Difference, Reader
+from servelab.grading.readings.kinds import kind_reading
 
 __all__ = ["Difference", "Reader", "reading"]
 
@@ -58,6 +61,6 @@ def reading(
         program,
     )
     try:
-        return reader(d)
+        return reader(d) or kind_reading(d)
     except Exception:  # a learner's object read in an unexpected shape: no reading
         return None
