@@ -4,6 +4,7 @@ evicted, how pins count, what a release undoes, what the node holds, what a load
 from __future__ import annotations
 
 import ast
+import math
 from typing import Any
 
 from servelab.grading.readings.difference import Difference, failed_call
@@ -200,18 +201,38 @@ def _load_seconds(d: Difference) -> str | None:
         if slip:
             return (
                 f"the latency part agrees, but yours spends {mine - chunks * latency:.4g} s "
-                f"moving the bytes where the reference spends {transfer:.4g} s: {slip}"
+                f"moving the bytes where the reference spends {transfer:.4g} s: {slip} The "
+                "bytes are tokens · KV bytes per token, 2 (K and V) · layers · kv_heads · "
+                "head_dim · bytes_per_value, over the link's bandwidth in bytes per second"
             )
     return None
 
 
 def _recompute_seconds(d: Difference) -> str | None:
+    """A prefill's time is two terms over the FLOP rate: 2 · params · tokens for the weights,
+    2 · layers · d_model · tokens² for attention; which one yours left out, or a unit's factor."""
     mine, theirs = _shown(d.returned("mine")), _shown(d.returned("theirs"))
     if not isinstance(mine, int | float) or not isinstance(theirs, int | float):
         return None
     slip = factor_words(mine, theirs)
     if slip:
         return f"yours returned {mine:.4g} seconds, the reference {theirs:.4g}: {slip}"
+    m, flops = getattr(d.subject, "model", None), getattr(d.subject, "flops", None)
+    tokens = d.args[0] if d.args else None
+    try:
+        weights = 2 * m.params * tokens / flops  # type: ignore[union-attr, operator]
+        attention = 2 * m.layers * m.d_model * tokens * tokens / flops  # type: ignore[union-attr, operator]
+    except Exception:
+        return None
+    for term, name, formula in (
+        (weights, "attention", "2 · layers · d_model · tokens²"),
+        (attention, "weights", "2 · params · tokens"),
+    ):
+        if math.isclose(mine, term, rel_tol=1e-9):
+            return (
+                f"yours returned {mine:.4g} s, exactly the reference's without its {name} "
+                f"term ({formula}, over flops): a prefill pays both"
+            )
     return None
 
 
