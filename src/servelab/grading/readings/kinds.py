@@ -184,6 +184,15 @@ def _scalar(name: str, d: Difference) -> str | None:
     if _number(mine) is None or _number(theirs) is None:
         return None
     kind = number_words(mine, theirs)
+    if (
+        isinstance(before, int)
+        and mine != theirs != before
+        and mine - before == 2 * (theirs - before)
+    ):
+        return (
+            f"yours moved `{name}` from {before} to {mine}, the reference to {theirs}: counted "
+            "twice (in your method and again in the one it calls)?"
+        )
     if mine == before:
         said = f"yours left `{name}` at {_shown(mine)}; the reference changes it to "
         said += _shown(theirs)
