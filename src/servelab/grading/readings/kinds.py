@@ -180,15 +180,15 @@ def _collection(name: str, d: Difference) -> str | None:
 
 
 def _scalar(name: str, d: Difference) -> str | None:
-    before, mine, theirs = d.before.get(name), d.mine.get(name), d.theirs.get(name)
+    before: Any = d.before.get(name)
+    mine, theirs = d.mine.get(name), d.theirs.get(name)
     if _number(mine) is None or _number(theirs) is None:
         return None
     kind = number_words(mine, theirs)
-    if (
-        isinstance(before, int)
-        and mine != theirs != before
-        and mine - before == 2 * (theirs - before)
-    ):
+    step_mine, step_theirs = (
+        (mine - before, theirs - before) if _number(before) is not None else (0, 0)
+    )
+    if step_theirs and step_mine != step_theirs and step_mine == 2 * step_theirs:
         return (
             f"yours moved `{name}` from {before} to {mine}, the reference to {theirs}: counted "
             "twice (in your method and again in the one it calls)?"

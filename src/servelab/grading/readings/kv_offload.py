@@ -217,11 +217,12 @@ def _recompute_seconds(d: Difference) -> str | None:
     slip = factor_words(mine, theirs)
     if slip:
         return f"yours returned {mine:.4g} seconds, the reference {theirs:.4g}: {slip}"
-    m, flops = getattr(d.subject, "model", None), getattr(d.subject, "flops", None)
-    tokens = d.args[0] if d.args else None
+    m: Any = getattr(d.subject, "model", None)
+    flops: Any = getattr(d.subject, "flops", None)
+    tokens: Any = d.args[0] if d.args else None
     try:
-        weights = 2 * m.params * tokens / flops  # type: ignore[union-attr, operator]
-        attention = 2 * m.layers * m.d_model * tokens * tokens / flops  # type: ignore[union-attr, operator]
+        weights = 2 * m.params * tokens / flops
+        attention = 2 * m.layers * m.d_model * tokens * tokens / flops
     except Exception:
         return None
     for term, name, formula in (
