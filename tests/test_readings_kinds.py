@@ -109,3 +109,18 @@ def test_a_result_a_units_factor_apart_and_a_result_that_is_only_different() -> 
 def test_a_call_whose_fields_and_results_agree_has_no_kind() -> None:
     same = {"keys": ["a"], "used": 3}
     assert _diff(same, same, same, ("returned 1", "returned 1")) is None
+
+
+def test_a_count_moved_the_other_way_and_a_pin_counted_twice_from_absent() -> None:
+    said = _diff({"used": 10}, {"used": 5}, {"used": 15})
+    assert said is not None and "the other way" in said
+    twice = _diff({"pins": {}}, {"pins": {"a": 2}}, {"pins": {"a": 1}})
+    assert twice is not None and "from 0 to 2" in twice and "counted twice" in twice
+
+
+def test_the_same_changes_with_another_answer_say_the_work_is_right() -> None:
+    same = {"keys": ["a"]}
+    said = _diff(same, same, same, ("returned False", "returned True"))
+    assert said is not None and "returned False, not True" in said
+    moved = _diff(same, {"keys": []}, same, ("returned False", "returned True"))
+    assert moved is None or "the work is right" not in moved

@@ -59,7 +59,7 @@ def number_words(mine: Any, theirs: Any) -> str | None:
         return None
     if isinstance(mine, int) and isinstance(theirs, int) and abs(mine - theirs) == 1:
         more = "one more" if mine > theirs else "one less"
-        return f"{more} than the reference's: off by one (< vs <=, a floor vs a ceiling)?"
+        return f"{more} than the reference's: off by one?"
     return factor_words(a, b)
 
 
@@ -110,25 +110,42 @@ def _order(name: str, mine: list[Any], theirs: list[Any]) -> str | None:
     )
 
 
+def _value(label: str, before: Any, mine: Any, theirs: Any) -> str:
+    """One value yours left other than the reference: not updated, updated where the
+    reference leaves it, moved twice as far or the other way, off by one, a unit's factor."""
+    if mine == before:
+        return f"yours left {label} at {_shown(mine)}; the reference changes it to {_shown(theirs)}"
+    if theirs == before:
+        return (
+            f"yours changed {label} to {_shown(mine)}; the reference leaves it at {_shown(before)}"
+        )
+    said = f"yours left {label} at {_shown(mine)}, the reference at {_shown(theirs)}"
+    if _number(before) is not None and _number(mine) is not None and _number(theirs) is not None:
+        step_mine, step_theirs = mine - before, theirs - before
+        if step_mine == 2 * step_theirs:
+            return (
+                f"yours moved {label} from {_shown(before)} to {_shown(mine)}, the reference to "
+                f"{_shown(theirs)}: counted twice (in your method and again in one it calls)?"
+            )
+        if step_mine == -step_theirs:
+            return (
+                f"yours moved {label} from {_shown(before)} to {_shown(mine)}, the reference to "
+                f"{_shown(theirs)}: the other way (+ where - belongs)?"
+            )
+    kind = number_words(mine, theirs)
+    return f"{said}: {kind}" if kind else said
+
+
 def _dict_values(name: str, d: Difference) -> str | None:
-    """A dict field whose keys agree and one value differs: a count off, or a unit's factor."""
+    """A dict field whose keys agree and one value differs (a count: absent is 0)."""
     mine, theirs, before = d.mine.get(name), d.theirs.get(name), d.before.get(name)
     if not isinstance(mine, dict) or not isinstance(theirs, dict) or set(mine) != set(theirs):
         return None
     for key in mine:
         if mine[key] != theirs[key]:
-            was = before.get(key) if isinstance(before, dict) else None
-            kind = number_words(mine[key], theirs[key])
-            if was is not None and mine[key] == was and theirs[key] != was:
-                return (
-                    f"yours left `{name}` of {_shown(key)} at {_shown(was)}; the reference "
-                    f"changes it to {_shown(theirs[key])}"
-                )
-            said = (
-                f"yours left `{name}` of {_shown(key)} at {_shown(mine[key])}, the reference "
-                f"at {_shown(theirs[key])}"
-            )
-            return f"{said}: {kind}" if kind else said
+            absent = 0 if _number(mine[key]) is not None else None
+            was = before.get(key, absent) if isinstance(before, dict) else absent
+            return _value(f"`{name}` of {_shown(key)}", was, mine[key], theirs[key])
     return None
 
 
@@ -180,28 +197,10 @@ def _collection(name: str, d: Difference) -> str | None:
 
 
 def _scalar(name: str, d: Difference) -> str | None:
-    before: Any = d.before.get(name)
     mine, theirs = d.mine.get(name), d.theirs.get(name)
     if _number(mine) is None or _number(theirs) is None:
         return None
-    kind = number_words(mine, theirs)
-    step_mine, step_theirs = (
-        (mine - before, theirs - before) if _number(before) is not None else (0, 0)
-    )
-    if step_theirs and step_mine != step_theirs and step_mine == 2 * step_theirs:
-        return (
-            f"yours moved `{name}` from {before} to {mine}, the reference to {theirs}: counted "
-            "twice (in your method and again in the one it calls)?"
-        )
-    if mine == before:
-        said = f"yours left `{name}` at {_shown(mine)}; the reference changes it to "
-        said += _shown(theirs)
-    elif theirs == before:
-        said = f"yours changed `{name}` to {_shown(mine)}; the reference leaves it at "
-        said += _shown(before)
-    else:
-        said = f"yours left `{name}` at {_shown(mine)}, the reference at {_shown(theirs)}"
-    return f"{said}: {kind}" if kind else said
+    return _value(f"`{name}`", d.before.get(name), mine, theirs)
 
 
 def _wrong_field(d: Difference) -> str | None:
@@ -222,7 +221,12 @@ def _returned(d: Difference) -> str | None:
     try:
         a, b = ast.literal_eval(mine or ""), ast.literal_eval(theirs or "")
     except (ValueError, SyntaxError):
-        return None
+        a = b = None
+    if isinstance(a, bool) and isinstance(b, bool) and not d.differ:
+        return (
+            f"yours changed the same as the reference but returned {a}, not {b}: the work is "
+            "right and the answer it reports is not"
+        )
     kind = number_words(a, b)
     if kind:
         return f"yours returned {_shown(a)}, the reference {_shown(b)}: {kind}"
