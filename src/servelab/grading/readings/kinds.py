@@ -28,7 +28,7 @@ FACTORS: tuple[tuple[float, str, str], ...] = (
     (1e3, "1000", "seconds vs milliseconds, or bytes vs KB"),
     (1024, "1024", "bytes vs KiB"),
     (8, "8", "bits vs bytes"),
-    (2, "2", "a factor of two left out or counted twice"),
+    (2, "2", "a factor of 2 missing or doubled"),
 )
 
 
