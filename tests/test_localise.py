@@ -47,6 +47,11 @@ READS = {
     "preempt reports the victim finished": ("in out.finished", "front of waiting"),
     "preempt does not report its victim": ("did not put request", "written for"),
     "preempt keeps the victim's blocks": ("bm.free_seq", "written for"),
+    "allocate answers blocks, not tokens": ("block_size (4)", "exactly like"),
+    "a claimed hit keeps its refcount": ("`refcounts` of", "exactly like"),
+    "append_slot keeps the length": ("`lengths` of", "exactly like"),
+    "discard keeps the bytes": ("yours left `used` at", "off by one"),
+    "store answers whether nothing was evicted": ("the work is right", "exactly like"),
 }
 
 

@@ -124,3 +124,14 @@ def test_the_same_changes_with_another_answer_say_the_work_is_right() -> None:
     assert said is not None and "returned False, not True" in said
     moved = _diff(same, {"keys": []}, same, ("returned False", "returned True"))
     assert moved is None or "the work is right" not in moved
+
+
+def test_a_result_block_size_times_off_is_blocks_for_tokens() -> None:
+    class Manager:
+        block_size = 4
+
+    same = {"tables": {}}
+    d = Difference("allocate", "", (), same, same, same, "returned 2", "returned 8", Manager())
+    said = kind_reading(d)
+    assert said is not None and "block_size (4)" in said and "tokens where blocks" in said
+    assert number_words(2, 8) is None  # without a block size, 4x is no kind

@@ -121,6 +121,25 @@ class ChunksRoundedDown(Final["Hierarchy"]):
         return (tokens // self.chunk_tokens) * link.latency_s + tokens * kv_bytes / link.bandwidth
 
 
+class DiscardKeepsBytes(Evicting):
+    """Forgets the chunk but not its bytes: `used` keeps counting what left."""
+
+    def _discard(self, key):
+        self._sizes.pop(key)
+        self._drop(key)
+
+
+class StoreAnswersNoEviction(Final["Hierarchy"]):
+    """Answers whether the CPU tier stored without evicting, not whether it stored."""
+
+    def store(self, key, payload):
+        evicted = self.tiers[0].put(key, payload)
+        if evicted is None:
+            return False
+        self._cascade(1, evicted)
+        return not evicted
+
+
 MISTAKES = {
     "a chunk that exactly fits is a miss": (1, FitNeedsSpare, {"put"}),
     "unref lowers the count before refusing": (1, UnrefCountsFirst, {"unref"}),
@@ -134,6 +153,12 @@ MISTAKES = {
         4,
         {**Final, "Hierarchy": BandwidthInBits},
         {"Hierarchy.load_seconds"},
+    ),
+    "discard keeps the bytes": (2, DiscardKeepsBytes, {"_discard"}),
+    "store answers whether nothing was evicted": (
+        3,
+        {**Final, "Hierarchy": StoreAnswersNoEviction},
+        {"Hierarchy.store"},
     ),
     "release removes the chunk": (
         3,

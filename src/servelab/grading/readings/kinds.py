@@ -52,11 +52,19 @@ def factor_words(mine: float, theirs: float) -> str | None:
     return None
 
 
-def number_words(mine: Any, theirs: Any) -> str | None:
-    """How two numbers differ when the difference has a kind: off by one, or a unit's factor."""
+def number_words(mine: Any, theirs: Any, block_size: Any = None) -> str | None:
+    """How two numbers differ when the difference has a kind: off by one, a unit's factor, or
+    ``block_size`` (blocks counted where tokens belong, or the other way round)."""
     a, b = _number(mine), _number(theirs)
     if a is None or b is None or a == b:
         return None
+    sized = isinstance(block_size, int) and block_size > 1
+    if sized and a and b and (a * block_size == b or b * block_size == a):
+        way = "1/" if a < b else ""
+        return (
+            f"{way}block_size ({block_size}) times the reference's: a count of blocks "
+            "where tokens belong, or of tokens where blocks belong?"
+        )
     if isinstance(mine, int) and isinstance(theirs, int) and abs(mine - theirs) == 1:
         more = "one more" if mine > theirs else "one less"
         return f"{more} than the reference's: off by one?"
@@ -214,6 +222,12 @@ def _wrong_field(d: Difference) -> str | None:
     return None
 
 
+def _block_size(subject: Any) -> Any:
+    """The block size of a block manager, or of the one a scheduler holds (``bm``)."""
+    size = getattr(subject, "block_size", None)
+    return size if size is not None else getattr(getattr(subject, "bm", None), "block_size", None)
+
+
 def _returned(d: Difference) -> str | None:
     if d.i_raised or d.they_raised or d.same_outcome:
         return None
@@ -227,7 +241,7 @@ def _returned(d: Difference) -> str | None:
             f"yours changed the same as the reference but returned {a}, not {b}: the work is "
             "right and the answer it reports is not"
         )
-    kind = number_words(a, b)
+    kind = number_words(a, b, _block_size(d.subject))
     if kind:
         return f"yours returned {_shown(a)}, the reference {_shown(b)}: {kind}"
     if isinstance(a, list) and isinstance(b, list):
