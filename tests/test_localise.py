@@ -39,6 +39,8 @@ READS = {
     # chunk, a pin left or a chunk dropped by a release, a victim missing from the output
     "release removes the chunk": ("the chunks stay cached", "written for"),
     "release skips disk hits": ("pin(s) on", "written for"),
+    "release of the first chunk only": ("left 1 pin(s) on 'c'", "written for"),
+    "release drops every pin": ("took 2 pin(s) off 'b'", "written for"),
     "load time in milliseconds": ("1000 times the reference's", "K and V"),
     "KV bytes in GB over bytes per second": ("1/1e9", "latency per"),
     "chunk requests rounded down": ("1 link latency", "written for"),

@@ -140,6 +140,23 @@ class StoreAnswersNoEviction(Final["Hierarchy"]):
         return not evicted
 
 
+class ReleaseFirstOnly(Final["Hierarchy"]):
+    """Releases the first chunk the lookup found, as if a lookup found one chunk."""
+
+    def release(self, found):
+        for key, i in found[:1]:
+            self.tiers[i].unpin(key)
+
+
+class ReleaseEveryPin(Final["Hierarchy"]):
+    """Unpins each found chunk until no pin is left, another lookup's pins included."""
+
+    def release(self, found):
+        for key, i in found:
+            while self.tiers[i].pin_count(key):
+                self.tiers[i].unpin(key)
+
+
 MISTAKES = {
     "a chunk that exactly fits is a miss": (1, FitNeedsSpare, {"put"}),
     "unref lowers the count before refusing": (1, UnrefCountsFirst, {"unref"}),
@@ -160,6 +177,12 @@ MISTAKES = {
         {**Final, "Hierarchy": StoreAnswersNoEviction},
         {"Hierarchy.store"},
     ),
+    "release of the first chunk only": (
+        3,
+        {**Final, "Hierarchy": ReleaseFirstOnly},
+        {"Hierarchy.release"},
+    ),
+    "release drops every pin": (3, {**Final, "Hierarchy": ReleaseEveryPin}, {"Hierarchy.release"}),
     "release removes the chunk": (
         3,
         {**Final, "Hierarchy": ReleaseEvictsToo},

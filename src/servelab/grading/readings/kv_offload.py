@@ -126,6 +126,17 @@ def _release(d: Difference) -> str | None:
     """A hierarchy's release drops each found chunk's pin once, in the tier it was found in,
     and changes nothing else."""
     found = d.args[0] if d.args and isinstance(d.args[0], list) else []
+    if d.i_raised and not d.they_raised:
+        error = d.error("mine")
+        asked = (
+            f"{error}, which removing a chunk still pinned raises: does yours remove chunks? "
+            if error == "ChunkInUse"
+            else f"{error} where the reference returns: "
+        )
+        return (
+            f"yours raised {asked}release drops the lookup's pins and nothing more; the chunks "
+            "stay cached for the next lookup"
+        )
     refs = [t for t in _tiers(d) if f"{t}.refs" in d.differ]
     if refs:
         return (
@@ -152,9 +163,9 @@ def _release(d: Difference) -> str | None:
                 )
             if a < b:
                 return (
-                    f"yours took {had.get(key, 0) - a} pin(s) off {key!r} in the {tier} tier "
-                    f"where the lookup holds {had.get(key, 0) - b}: release unpins each found "
-                    "chunk once, so another lookup's pin stays"
+                    f"yours took {had.get(key, 0) - a} pin(s) off {key!r} in the {tier} tier, "
+                    f"the reference {had.get(key, 0) - b}: release unpins each found chunk "
+                    "once, so another lookup's pin stays"
                 )
     return None
 
