@@ -35,6 +35,25 @@ READS = {
     "SIEVE removal keeps the pin": ("pin all go with it", "under the hand"),
     "retire skips the next sequence": ("left finished sequence", "written for"),
     "admit puts a waiting sequence back last": ("first come, first served", "written for"),
+    # the kind of difference, where no catalogue mistake fits: a unit's factor, a latency per
+    # chunk, a pin left or a chunk dropped by a release, a victim missing from the output
+    "release removes the chunk": ("the chunks stay cached", "written for"),
+    "release skips disk hits": ("pin(s) on", "written for"),
+    "release of the first chunk only": ("left 1 pin(s) on 'c'", "written for"),
+    "release drops every pin": ("took 2 pin(s) off 'b'", "written for"),
+    "load time in milliseconds": ("1000 times the reference's", "K and V"),
+    "KV bytes in GB over bytes per second": ("1/1e9", "latency per"),
+    "chunk requests rounded down": ("1 link latency", "written for"),
+    "bandwidth read as bits": ("8 times", "written for"),
+    "preempt leaves out.preempted empty": ("did not put sequence", "front of waiting"),
+    "preempt reports the victim finished": ("in out.finished", "front of waiting"),
+    "preempt does not report its victim": ("did not put request", "written for"),
+    "preempt keeps the victim's blocks": ("bm.free_seq", "written for"),
+    "allocate answers blocks, not tokens": ("block_size (4)", "exactly like"),
+    "a claimed hit keeps its refcount": ("`refcounts` of", "exactly like"),
+    "append_slot keeps the length": ("`lengths` of", "exactly like"),
+    "discard keeps the bytes": ("yours left `used` at", "off by one"),
+    "store answers whether nothing was evicted": ("the work is right", "exactly like"),
 }
 
 

@@ -56,9 +56,27 @@ class CopyWithoutSource(Forking):
         return Slot(slot.block, slot.offset, None)
 
 
+class AppendKeepsLength(Final):
+    """Hands out the slot but never records the token: the length stays where it was."""
+
+    def append_slot(self, seq):
+        self._known(seq)
+        table, n = self.tables[seq], self.lens[seq]
+        offset, cow_src = n % self.block_size, None
+        if offset == 0:
+            table.append(self._alloc())
+        elif self.ref[table[-1]] > 1:
+            new = self._alloc()
+            cow_src = table[-1]
+            self._release(cow_src)
+            table[-1] = new
+        return Slot(table[-1], offset, cow_src)
+
+
 MISTAKES = {
     "refcounts raised before the fork check": (4, ForkCountsBeforeCheck, {"fork"}),
     "one block too many": (4, OneBlockTooMany, {"allocate"}),
     "fork length plus one": (3, ForkLengthPlusOne, {"fork"}),
     "copy-on-write without its source": (3, CopyWithoutSource, {"append_slot"}),
+    "append_slot keeps the length": (4, AppendKeepsLength, {"append_slot"}),
 }

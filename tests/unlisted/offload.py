@@ -74,6 +74,89 @@ class BandwidthInBits(Final["Hierarchy"]):
         return chunks * link.latency_s + 8 * tokens * kv_bytes / link.bandwidth
 
 
+class ReleaseEvictsToo(Final["Hierarchy"]):
+    """Unpins each found chunk and then removes it, as if a released chunk were done with."""
+
+    def release(self, found):
+        for key, i in found:
+            self.tiers[i].unpin(key)
+            self.tiers[i].remove(key)
+
+
+class ReleaseTopTierOnly(Final["Hierarchy"]):
+    """Unpins only what the lookup found in the CPU tier: a disk hit stays pinned for good."""
+
+    def release(self, found):
+        for key, i in found:
+            if i == 0:
+                self.tiers[i].unpin(key)
+
+
+class LoadInMilliseconds(Final["Hierarchy"]):
+    """Returns the load time in milliseconds, the unit its author printed it in."""
+
+    def load_seconds(self, tokens, tier):
+        m, link = self.model, self.links[tier]
+        kv_bytes = 2 * m.layers * m.kv_heads * m.head_dim * m.bytes_per_value
+        chunks = -(-tokens // self.chunk_tokens)
+        return 1000 * (chunks * link.latency_s + tokens * kv_bytes / link.bandwidth)
+
+
+class BandwidthInGigabytes(Final["Hierarchy"]):
+    """Converts the KV bytes to GB but divides by a bandwidth in bytes per second."""
+
+    def load_seconds(self, tokens, tier):
+        m, link = self.model, self.links[tier]
+        kv_gb = 2 * m.layers * m.kv_heads * m.head_dim * m.bytes_per_value / 1e9
+        chunks = -(-tokens // self.chunk_tokens)
+        return chunks * link.latency_s + tokens * kv_gb / link.bandwidth
+
+
+class ChunksRoundedDown(Final["Hierarchy"]):
+    """Counts chunk requests as tokens // chunk_tokens: a partial last chunk pays no latency."""
+
+    def load_seconds(self, tokens, tier):
+        m, link = self.model, self.links[tier]
+        kv_bytes = 2 * m.layers * m.kv_heads * m.head_dim * m.bytes_per_value
+        return (tokens // self.chunk_tokens) * link.latency_s + tokens * kv_bytes / link.bandwidth
+
+
+class DiscardKeepsBytes(Evicting):
+    """Forgets the chunk but not its bytes: `used` keeps counting what left."""
+
+    def _discard(self, key):
+        self._sizes.pop(key)
+        self._drop(key)
+
+
+class StoreAnswersNoEviction(Final["Hierarchy"]):
+    """Answers whether the CPU tier stored without evicting, not whether it stored."""
+
+    def store(self, key, payload):
+        evicted = self.tiers[0].put(key, payload)
+        if evicted is None:
+            return False
+        self._cascade(1, evicted)
+        return not evicted
+
+
+class ReleaseFirstOnly(Final["Hierarchy"]):
+    """Releases the first chunk the lookup found, as if a lookup found one chunk."""
+
+    def release(self, found):
+        for key, i in found[:1]:
+            self.tiers[i].unpin(key)
+
+
+class ReleaseEveryPin(Final["Hierarchy"]):
+    """Unpins each found chunk until no pin is left, another lookup's pins included."""
+
+    def release(self, found):
+        for key, i in found:
+            while self.tiers[i].pin_count(key):
+                self.tiers[i].unpin(key)
+
+
 MISTAKES = {
     "a chunk that exactly fits is a miss": (1, FitNeedsSpare, {"put"}),
     "unref lowers the count before refusing": (1, UnrefCountsFirst, {"unref"}),
@@ -86,6 +169,43 @@ MISTAKES = {
     "bandwidth read as bits": (
         4,
         {**Final, "Hierarchy": BandwidthInBits},
+        {"Hierarchy.load_seconds"},
+    ),
+    "discard keeps the bytes": (2, DiscardKeepsBytes, {"_discard"}),
+    "store answers whether nothing was evicted": (
+        3,
+        {**Final, "Hierarchy": StoreAnswersNoEviction},
+        {"Hierarchy.store"},
+    ),
+    "release of the first chunk only": (
+        3,
+        {**Final, "Hierarchy": ReleaseFirstOnly},
+        {"Hierarchy.release"},
+    ),
+    "release drops every pin": (3, {**Final, "Hierarchy": ReleaseEveryPin}, {"Hierarchy.release"}),
+    "release removes the chunk": (
+        3,
+        {**Final, "Hierarchy": ReleaseEvictsToo},
+        {"Hierarchy.release"},
+    ),
+    "release skips disk hits": (
+        3,
+        {**Final, "Hierarchy": ReleaseTopTierOnly},
+        {"Hierarchy.release"},
+    ),
+    "load time in milliseconds": (
+        4,
+        {**Final, "Hierarchy": LoadInMilliseconds},
+        {"Hierarchy.load_seconds"},
+    ),
+    "KV bytes in GB over bytes per second": (
+        4,
+        {**Final, "Hierarchy": BandwidthInGigabytes},
+        {"Hierarchy.load_seconds"},
+    ),
+    "chunk requests rounded down": (
+        4,
+        {**Final, "Hierarchy": ChunksRoundedDown},
         {"Hierarchy.load_seconds"},
     ),
 }

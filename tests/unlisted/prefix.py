@@ -55,8 +55,25 @@ class HitsClaimedBeforeCheck(Final):
         return len(hits) * self.block_size
 
 
+class AllocateAnswersBlocks(Final):
+    """Answers how many blocks were cached, where allocate reports cached tokens."""
+
+    def allocate(self, seq, token_ids):
+        return super().allocate(seq, token_ids) // self.block_size
+
+
+class ClaimForgetsTheReference(Final):
+    """Takes a cached block off the reclaim order but never counts the new holder."""
+
+    def _claim(self, block):
+        if self.ref[block] == 0:
+            del self.evictable_lru[block]
+
+
 MISTAKES = {
     "hash registered without its tokens": (3, RegisterForgetsTokens, {"_register"}),
     "freed block first in the reclaim order": (3, FreedToTheFront, {"_release"}),
     "hits claimed before the fit check": (3, HitsClaimedBeforeCheck, {"allocate"}),
+    "allocate answers blocks, not tokens": (3, AllocateAnswersBlocks, {"allocate"}),
+    "a claimed hit keeps its refcount": (3, ClaimForgetsTheReference, {"_claim"}),
 }

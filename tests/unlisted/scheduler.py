@@ -45,8 +45,27 @@ class AdmitRequeuesAtBack(Final):
             out.prefills.append(Prefill(seq, n))
 
 
+class PreemptReportsNothing(Final):
+    """Frees the victim and puts it first in waiting, but leaves it out of the step's output."""
+
+    def preempt(self, victim, out):
+        self.bm.free_seq(victim.seq_id)
+        self.waiting.appendleft(victim)
+
+
+class PreemptReportedFinished(Final):
+    """Reports the victim among the step's finished sequences, the list its author knew."""
+
+    def preempt(self, victim, out):
+        self.bm.free_seq(victim.seq_id)
+        self.waiting.appendleft(victim)
+        out.finished.append(victim)
+
+
 MISTAKES = {
     "fit counts one block too many": (1, FitRoundsUp, {"fits"}),
     "retire skips the next sequence": (3, RetireSkipsNext, {"retire"}),
     "admit puts a waiting sequence back last": (3, AdmitRequeuesAtBack, {"admit"}),
+    "preempt leaves out.preempted empty": (3, PreemptReportsNothing, {"preempt"}),
+    "preempt reports the victim finished": (3, PreemptReportedFinished, {"preempt"}),
 }

@@ -67,9 +67,19 @@ class NeedsFromGenerated(Final):
         return budget
 
 
+class PreemptKeepsTable(Final):
+    """Resets and requeues the victim but never frees its blocks: free_seq left for retire."""
+
+    def preempt(self, victim, out):
+        self.computed[victim.seq_id] = 0
+        self.waiting.appendleft(victim)
+        out.preempted.append(victim)
+
+
 MISTAKES = {
     "admit allocates from token 0, not up to the chunk's end": (2, AllocatesFromZero, {"admit"}),
     "preempt does not report its victim": (3, PreemptUnlisted, {"preempt"}),
+    "preempt keeps the victim's blocks": (3, PreemptKeepsTable, {"preempt"}),
     "a recomputed request gets one token a step": (
         3,
         NeedsFromGenerated,

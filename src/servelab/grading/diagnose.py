@@ -47,7 +47,7 @@ from servelab.grading.localise import (
 )
 from servelab.grading.mistakes import Mistake, correct_impl, mistakes
 from servelab.grading.observe import Canon
-from servelab.grading.readings import reading
+from servelab.grading.readings import kind, reading
 from servelab.grading.registry import TOPICS, load_topic
 from servelab.grading.replay import (
     Observation,
@@ -237,7 +237,18 @@ class Diagnoser:
             return Finding(hint, where, False, place.methods, start, rule, place.divergence)
         if start is not None:
             return Finding(None, where, False, place.methods, start, rule, place.divergence)
-        return Finding(None, where, False, place.methods, place_hint(place), None, place.divergence)
+        return Finding(
+            None, where, False, place.methods, self._place(place), None, place.divergence
+        )
+
+    @staticmethod
+    def _place(place: Localisation) -> str | None:
+        """Where to start, with the kind of difference the first diverging call shows."""
+        start = place_hint(place)
+        seen = kind(place.divergence)
+        if start is None or seen is None or place.divergence is None:
+            return start
+        return f"start at your `{place.divergence.method}`: {seen}"
 
     def __call__(
         self, program: str, impl: Any, catalogue: Sequence[Mistake] | None = None
@@ -346,7 +357,8 @@ def with_place(finding: Finding, check_hint: str) -> str:
     if finding.rule and finding.place:
         return finding.place
     if finding.place:
-        return f"{finding.place}. This check was written for: {check_hint}"
+        stop = "" if finding.place.endswith("?") else "."
+        return f"{finding.place}{stop} This check was written for: {check_hint}"
     return check_hint
 
 

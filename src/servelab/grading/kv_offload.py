@@ -156,6 +156,8 @@ HINTS = {
         "a crash during the disk write leaves the chunk file torn: write a temporary file in "
         "the same directory, flush and fsync it, then os.replace it over the chunk's name"
     ),
+    "release": "release drops each of its lookup's pins once, in the tier the lookup found the "
+    "chunk in, and nothing more: another lookup's pin on the same chunk stays",
     "held-bytes": "held_bytes counts each chunk once: a chunk promoted into the CPU tier "
     "keeps its disk copy, and counting both is counting its bytes twice",
     "attention": "recompute is 2 FLOPs per parameter per token plus attention over every "
@@ -367,6 +369,23 @@ def _pins_across_retrieve(impl: Any) -> None:
     s.expect(s.call("where", "c"), ["cpu"], "h.where('c')", "promote-pinned")
 
 
+def _release_each_once(impl: Any) -> None:
+    s = _hierarchy(impl, 60, 120)
+    for k in "abc":
+        _store(s, k, 30)  # 'a' goes down to disk
+    s("first = h.lookup(['b', 'c'])")
+    s("second = h.lookup(['b'])")
+    s("h.release(first)")
+    pins = "[h.tiers[0].pin_count('b'), h.tiers[0].pin_count('c')]"
+    s.expect(s(pins), [1, 0], f"{pins} after h.release(first)", "release")
+    s("h.release(second)")
+    s.expect(s(pins), [0, 0], f"{pins} after h.release(second)", "release")
+    s("third = h.lookup(['a'])")
+    s("h.release(third)")
+    s.expect(s("h.tiers[1].pin_count('a')"), 0, "h.tiers[1].pin_count('a')", "release")
+    s.expect(s.call("where", "a"), ["disk"], "h.where('a') after its release", "release")
+
+
 def _held_bytes_once(impl: Any) -> None:
     s = _hierarchy(impl, 60, 120)
     for k in "abc":
@@ -562,6 +581,7 @@ TOPIC = Topic(
                     HINTS["promote-pinned"],
                     _pins_across_retrieve,
                 ),
+                Probe("a release drops its own pins", HINTS["release"], _release_each_once),
                 Probe("a crash never leaves a torn chunk", HINTS["torn"], _no_torn_write),
                 Probe("held bytes count each chunk once", HINTS["held-bytes"], _held_bytes_once),
             ),

@@ -276,10 +276,37 @@ def _show(value: Any) -> str:
     seq_id = getattr(value, "seq_id", None)
     if seq_id is not None and hasattr(value, "num_tokens"):
         return f"<sequence {seq_id}>"
-    if hasattr(value, "prefills") and hasattr(value, "decodes"):
+    if _is_step_output(value):
         return "out"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_step_output(value: Any) -> bool:
+    """A scheduler step's output, which a method fills in (``out.preempted.append(...)``)."""
+    return hasattr(value, "preempted") and (
+        hasattr(value, "decodes") or hasattr(value, "scheduled")
+    )
+
+
+def _entry(item: Any) -> Any:
+    """A step output's entry as a report shows it: the sequence id (of a decode or chunk too)."""
+    seq_id = getattr(item, "seq_id", None)
+    if seq_id is None:
+        seq_id = getattr(getattr(item, "seq", None), "seq_id", None)
+    return seq_id if seq_id is not None else _show(item)
+
+
+def _out_fields(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """What a call's step output holds (``out.preempted [1]``): a method's effect on it is part
+    of what it does, as much as its effect on the scheduler."""
+    found: dict[str, Any] = {}
+    for value in [*args, *kwargs.values()]:
+        if _is_step_output(value):
+            for name, entries in vars(value).items():
+                if isinstance(entries, list):
+                    found[f"out.{name}"] = [_entry(e) for e in entries]
+    return found
 
 
 def _outcome(kind: str, value: Any) -> str:
@@ -325,7 +352,7 @@ class _Spy:
     ) -> Any:
         clock = ACTIVE_BUDGETS[0] if ACTIVE_BUDGETS else Lines(0)
         when = clock.spent - self.aside
-        before = self._fields(obj)
+        before = {**self._fields(obj), **_out_fields(args, kwargs)}
         try:
             clone, cargs, ckwargs = copy.deepcopy((obj, args, kwargs))
             clone.__class__ = self.hybrid
@@ -343,7 +370,7 @@ class _Spy:
             theirs: tuple[str, Any] = ("returned", getattr(clone, name)(*cargs, **ckwargs))
         except Exception as exc:
             theirs = ("raised", exc)
-        their_fields = self._fields(clone)
+        their_fields = {**self._fields(clone), **_out_fields(cargs, ckwargs)}
         their_args = _plain_args(cargs, ckwargs)
         self.aside += clock.spent - started
         try:
@@ -351,7 +378,7 @@ class _Spy:
             error: BaseException | None = None
         except Exception as exc:
             mine, error = ("raised", exc), exc
-        my_fields = self._fields(obj)
+        my_fields = {**self._fields(obj), **_out_fields(args, kwargs)}
         same_state = _key(self.skeleton, obj) == _key(self.skeleton, clone)
         if same_state and self.skeleton.detail is not None:
             mine_detail = _detail(self.skeleton, obj)
@@ -531,6 +558,11 @@ def _present(outcome: str) -> str:
     return outcome
 
 
+def _worth_showing(before: Mapping[str, Any]) -> dict[str, Any]:
+    """The state before a call, less a step output's lists that are still empty."""
+    return {k: v for k, v in before.items() if v or not k.startswith("out.")}
+
+
 def where_lines(place: Localisation) -> tuple[str, ...]:
     """The report's lines for a localisation: the first after "where:", the rest under it."""
     if place.note:
@@ -550,7 +582,7 @@ def where_lines(place: Localisation) -> tuple[str, ...]:
         head += " (and needs " + " and ".join(f"`{m}`" for m in also) + " too)"
     return (
         head,
-        f"called as {d.call}, on: {shown(d.before)}",
+        f"called as {d.call}, on: {shown(_worth_showing(d.before))}",
         f"yours {d.mine[0]}; {changes(d.before, d.mine[1])}",
         f"the reference {_present(d.theirs[0])}; {changes(d.before, d.theirs[1])}",
     )

@@ -10,7 +10,9 @@ shown only when that method differs that way, never as a guess from which check 
 
 A reading describes the observed call and states a rule; it claims no cause ("behaves exactly
 like one that ..." stays the catalogue's, and only when earned). Where no reading fits, the
-report keeps pointing at the place (:func:`servelab.grading.localise.place_hint`).
+report keeps pointing at the place (:func:`servelab.grading.localise.place_hint`), with the
+kind of difference the call shows where it has one (:func:`kind`: off by one, a unit's factor,
+an order, an entry missing or put elsewhere).
 
 Each topic's reader lives in this package, one module per topic, and is named by the topic's
 :class:`~servelab.grading.replay.TopicReplay` (``reader``) in its own module.
@@ -18,8 +20,25 @@ Each topic's reader lives in this package, one module per topic, and is named by
 
 from servelab.grading.localise import Divergence
 from servelab.grading.readings.difference import Difference, Reader
+from servelab.grading.readings.kinds import kind_reading
 
-__all__ = ["Difference", "Reader", "reading"]
+__all__ = ["Difference", "Reader", "kind", "reading"]
+
+
+def _difference(divergence: Divergence, program: str) -> Difference:
+    policy, _, method = divergence.method.rpartition(".")
+    return Difference(
+        method,
+        policy,
+        divergence.args,
+        divergence.before,
+        divergence.mine[1],
+        divergence.theirs[1],
+        divergence.mine[0],
+        divergence.theirs[0],
+        divergence.subject,
+        program,
+    )
 
 
 def reading(
@@ -44,20 +63,20 @@ def reading(
             return reader(hidden)
         except Exception:
             return None
-    policy, _, method = divergence.method.rpartition(".")
-    d = Difference(
-        method,
-        policy,
-        divergence.args,
-        divergence.before,
-        divergence.mine[1],
-        divergence.theirs[1],
-        divergence.mine[0],
-        divergence.theirs[0],
-        divergence.subject,
-        program,
-    )
+    d = _difference(divergence, program)
     try:
         return reader(d)
     except Exception:  # a learner's object read in an unexpected shape: no reading
+        return None
+
+
+def kind(divergence: Divergence | None) -> str | None:
+    """What kind of difference ``divergence`` shows (off by one, a unit's factor, an entry
+    missing, ...), whatever the topic, or None. Unlike a reading it states no rule of the
+    method: the report keeps the check's own hint beside it."""
+    if divergence is None:
+        return None
+    try:
+        return kind_reading(_difference(divergence, ""))
+    except Exception:  # a learner's object read in an unexpected shape: no kind
         return None

@@ -1,12 +1,14 @@
 """Readings of a KV tier's or hierarchy's first diverging call: what a put evicts, what may be
-evicted, how pins count, what the node holds."""
+evicted, how pins count, what a release undoes, what the node holds, what a load costs."""
 
 from __future__ import annotations
 
 import ast
+import math
 from typing import Any
 
 from servelab.grading.readings.difference import Difference, failed_call
+from servelab.grading.readings.kinds import factor_words
 
 
 def _field(state: Any, name: str) -> Any:
@@ -116,7 +118,140 @@ def _held_bytes(d: Difference) -> str | None:
     )
 
 
+def _tiers(d: Difference) -> list[str]:
+    return [k[: -len(".keys")] for k in d.before if k.endswith(".keys")]
+
+
+def _release(d: Difference) -> str | None:
+    """A hierarchy's release drops each found chunk's pin once, in the tier it was found in,
+    and changes nothing else."""
+    found = d.args[0] if d.args and isinstance(d.args[0], list) else []
+    if d.i_raised and not d.they_raised:
+        error = d.error("mine")
+        asked = (
+            f"{error}, which removing a chunk still pinned raises: does yours remove chunks? "
+            if error == "ChunkInUse"
+            else f"{error} where the reference returns: "
+        )
+        return (
+            f"yours raised {asked}release drops the lookup's pins and nothing more; the chunks "
+            "stay cached for the next lookup"
+        )
+    refs = [t for t in _tiers(d) if f"{t}.refs" in d.differ]
+    if refs:
+        return (
+            f"yours changed the transfer references of the {refs[0]} tier: release drops the "
+            "lookup's pins (unpin), not references (those are a transfer's, ref/unref)"
+        )
+    for tier in _tiers(d):
+        had = d.before.get(f"{tier}.pins") or {}
+        mine, theirs = d.mine.get(f"{tier}.pins") or {}, d.theirs.get(f"{tier}.pins") or {}
+        kept = d.mine.get(f"{tier}.keys") or []
+        gone = [k for k in d.before.get(f"{tier}.keys") or [] if k not in kept]
+        if gone:
+            return (
+                f"yours removed {gone} from the {tier} tier: release drops the lookup's pins "
+                "and nothing more; the chunks stay cached for the next lookup"
+            )
+        for key in sorted(set(had) | set(mine) | set(theirs), key=repr):
+            a, b = mine.get(key, 0), theirs.get(key, 0)
+            if a > b:
+                return (
+                    f"yours left {a} pin(s) on {key!r} in the {tier} tier, the reference {b}: "
+                    "release unpins each (key, tier) the lookup returned once, in the tier it "
+                    f"names ({found})"
+                )
+            if a < b:
+                return (
+                    f"yours took {had.get(key, 0) - a} pin(s) off {key!r} in the {tier} tier, "
+                    f"the reference {had.get(key, 0) - b}: release unpins each found chunk "
+                    "once, so another lookup's pin stays"
+                )
+    return None
+
+
+def _link(d: Difference) -> tuple[float, int, float] | None:
+    """For ``load_seconds(tokens, tier)``: the link's latency, the chunks the load requests,
+    and the reference's seconds."""
+    if len(d.args) < 2 or not isinstance(d.args[0], int):
+        return None
+    link = getattr(d.subject, "links", {}).get(d.args[1])
+    per = getattr(d.subject, "chunk_tokens", None)
+    theirs = _shown(d.returned("theirs"))
+    latency = getattr(link, "latency_s", None)
+    if not isinstance(per, int) or per < 1 or not isinstance(latency, int | float):
+        return None
+    if not isinstance(theirs, int | float):
+        return None
+    return float(latency), -(-d.args[0] // per), float(theirs)
+
+
+def _load_seconds(d: Difference) -> str | None:
+    mine = _shown(d.returned("mine"))
+    link = _link(d)
+    if link is None or not isinstance(mine, int | float) or isinstance(mine, bool):
+        return None
+    latency, chunks, theirs = link
+    total = factor_words(mine, theirs)
+    if total:
+        return f"yours returned {mine:.4g} seconds, the reference {theirs:.4g}: {total}"
+    transfer = theirs - chunks * latency
+    if latency > 0:
+        extra = (mine - theirs) / latency
+        if abs(extra - round(extra)) < 1e-6 and round(extra) != 0:
+            k = round(extra)
+            pays = "no chunk request" if k == -chunks else f"{chunks + k} chunk request(s)"
+            return (
+                f"yours returned {mine:.4g} s, the reference {theirs:.4g} s: the difference is "
+                f"{abs(k)} link latency(ies) ({latency:g} s each), as if {pays} paid one "
+                f"where the {chunks} chunk request(s) of {d.args[0]} tokens do: a load pays "
+                "one latency per chunk, ceil(tokens / chunk_tokens)"
+            )
+    if transfer > 0:
+        slip = factor_words(mine - chunks * latency, transfer)
+        if slip:
+            return (
+                f"the latency part agrees, but yours spends {mine - chunks * latency:.4g} s "
+                f"moving the bytes where the reference spends {transfer:.4g} s: {slip} The "
+                "bytes are tokens · KV bytes per token, 2 (K and V) · layers · kv_heads · "
+                "head_dim · bytes_per_value, over the link's bandwidth in bytes per second"
+            )
+    return None
+
+
+def _recompute_seconds(d: Difference) -> str | None:
+    """A prefill's time is two terms over the FLOP rate: 2 · params · tokens for the weights,
+    2 · layers · d_model · tokens² for attention; which one yours left out, or a unit's factor."""
+    mine, theirs = _shown(d.returned("mine")), _shown(d.returned("theirs"))
+    if not isinstance(mine, int | float) or not isinstance(theirs, int | float):
+        return None
+    slip = factor_words(mine, theirs)
+    if slip:
+        return f"yours returned {mine:.4g} seconds, the reference {theirs:.4g}: {slip}"
+    m: Any = getattr(d.subject, "model", None)
+    flops: Any = getattr(d.subject, "flops", None)
+    tokens: Any = d.args[0] if d.args else None
+    try:
+        weights = 2 * m.params * tokens / flops
+        attention = 2 * m.layers * m.d_model * tokens * tokens / flops
+    except Exception:
+        return None
+    for term, name, formula in (
+        (weights, "attention", "2 · layers · d_model · tokens²"),
+        (attention, "weights", "2 · params · tokens"),
+    ):
+        if math.isclose(mine, term, rel_tol=1e-9):
+            return (
+                f"yours returned {mine:.4g} s, exactly the reference's without its {name} "
+                f"term ({formula}, over flops): a prefill pays both"
+            )
+    return None
+
+
 _READERS = {
+    "release": _release,
+    "load_seconds": _load_seconds,
+    "recompute_seconds": _recompute_seconds,
     "put": _put,
     "_choose_victims": _victims,
     "can_evict": _can_evict,

@@ -84,6 +84,27 @@ def _decoded_after_finishing(d: Difference) -> list[Any]:
     return [i for i in finished if i in decoded]
 
 
+def victim_in_output(d: Difference, noun: str) -> str | None:
+    """A victim left out of the step's ``preempted`` list (or put in another list, or twice)."""
+    victim = getattr(d.args[0], "seq_id", None) if d.args else None
+    mine, theirs = d.mine.get("out.preempted") or [], d.theirs.get("out.preempted") or []
+    elsewhere = [
+        n[len("out.") :]
+        for n in d.differ
+        if n.startswith("out.") and n != "out.preempted" and victim in (d.mine.get(n) or [])
+    ]
+    if elsewhere:
+        where = f"put {noun} {victim} in out.{elsewhere[0]}"
+    elif mine.count(victim) > theirs.count(victim):
+        where = f"put {noun} {victim} in out.preempted {mine.count(victim)} times"
+    else:
+        where = f"did not put {noun} {victim} in out.preempted"
+    return (
+        f"yours {where}: each victim goes into out.preempted once, so the step's output says "
+        f"which {noun}s lost their blocks and will run again"
+    )
+
+
 def scheduler_reading(d: Difference) -> str | None:
     """The rule a scheduler's first diverging call breaks."""
     if d.hidden:
@@ -136,6 +157,8 @@ def scheduler_reading(d: Difference) -> str | None:
             )
     if m == "decode":
         return _scheduler_decode(d)
+    if m == "preempt" and "out.preempted" in differ:
+        return victim_in_output(d, "sequence")
     if m == "preempt" and differ & {"tables", "refcounts", "free"}:
         return "a preempted sequence must give back its blocks (bm.free_seq) before it waits"
     if m == "preempt" and "waiting" in differ:

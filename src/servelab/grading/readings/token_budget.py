@@ -13,6 +13,7 @@ import copy
 from typing import Any
 
 from servelab.grading.readings.difference import Difference
+from servelab.grading.readings.scheduler import victim_in_output
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 from servelab.kv.budget import BudgetStep
 
@@ -149,6 +150,14 @@ def _victim(d: Difference) -> str | None:
 
 def _preempt(d: Difference) -> str | None:
     victim = getattr(d.args[0], "seq_id", None) if d.args else None
+    if "out.preempted" in d.differ:
+        return victim_in_output(d, "request")
+    tables = d.mine.get("tables")
+    if isinstance(tables, dict) and victim in tables and "tables" in d.differ:
+        return (
+            f"yours left request {victim}'s blocks in its table ({tables[victim]}): a "
+            "preempted request gives back its blocks (bm.free_seq) before it waits"
+        )
     computed = d.mine.get("num_computed_tokens")
     if isinstance(computed, dict) and computed.get(victim, 0) != 0:
         return (

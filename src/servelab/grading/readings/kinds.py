@@ -1,0 +1,287 @@
+"""The kinds of difference every topic shares, read from the first diverging call alone.
+
+A topic's reader knows its methods' rules; when none of its readings fits, the difference still
+has a kind a learner can act on: a number off by one or by a unit's factor (1000, 1024, 1e9, 8),
+the same entries in another order (and which end moved), an entry missing from or left in a
+collection, an entry put in one collection where the reference puts it in another, a field
+changed where the reference changes a different one, or left as it was. These readings state
+what the call shows, and ask about a cause; they never claim one.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Callable
+from typing import Any
+
+from servelab.grading.readings.difference import Difference, failed_call
+
+__all__ = ["factor_words", "kind_reading", "number_words"]
+
+#: Factors that a unit slip leaves between two numbers, and the slips that leave them.
+FACTORS: tuple[tuple[float, str, str], ...] = (
+    (1e9, "1e9", "bytes vs GB, or FLOPs vs GFLOPs"),
+    (1024**3, "1024^3", "bytes vs GiB"),
+    (1e6, "1e6", "bytes vs MB, or seconds vs microseconds"),
+    (1024**2, "1024^2", "bytes vs MiB"),
+    (1e3, "1000", "seconds vs milliseconds, or bytes vs KB"),
+    (1024, "1024", "bytes vs KiB"),
+    (8, "8", "bits vs bytes"),
+    (2, "2", "a factor of 2 missing or doubled"),
+)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def factor_words(mine: float, theirs: float) -> str | None:
+    """``mine`` as a unit's factor of ``theirs`` ("1000 times the reference's: seconds vs
+    milliseconds ...?"), or None when the ratio is none of :data:`FACTORS`."""
+    if mine == 0 or theirs == 0 or mine == theirs:
+        return None
+    ratio = mine / theirs
+    for factor, name, slips in FACTORS:
+        if math.isclose(ratio, factor, rel_tol=1e-6):
+            return f"{name} times the reference's: a unit slip ({slips})?"
+        if math.isclose(ratio, 1 / factor, rel_tol=1e-6):
+            return f"1/{name} of the reference's: a unit slip ({slips})?"
+    return None
+
+
+def number_words(mine: Any, theirs: Any, block_size: Any = None) -> str | None:
+    """How two numbers differ when the difference has a kind: off by one, a unit's factor, or
+    ``block_size`` (blocks counted where tokens belong, or the other way round)."""
+    a, b = _number(mine), _number(theirs)
+    if a is None or b is None or a == b:
+        return None
+    sized = isinstance(block_size, int) and block_size > 1
+    if sized and a and b and (a * block_size == b or b * block_size == a):
+        way = "1/" if a < b else ""
+        return (
+            f"{way}block_size ({block_size}) times the reference's: a count of blocks "
+            "where tokens belong, or of tokens where blocks belong?"
+        )
+    if isinstance(mine, int) and isinstance(theirs, int) and abs(mine - theirs) == 1:
+        more = "one more" if mine > theirs else "one less"
+        return f"{more} than the reference's: off by one?"
+    return factor_words(a, b)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _entries(value: Any) -> list[Any] | None:
+    """A collection field's entries (a dict's keys), or None for a field that is no collection."""
+    if isinstance(value, list | tuple):
+        return list(value)
+    if isinstance(value, dict):
+        return list(value)
+    return None
+
+
+def _multiset_minus(a: list[Any], b: list[Any]) -> list[Any]:
+    """The entries of ``a`` that ``b`` lacks, counting repeats."""
+    rest, out = list(b), []
+    for x in a:
+        if x in rest:
+            rest.remove(x)
+        else:
+            out.append(x)
+    return out
+
+
+def _order(name: str, mine: list[Any], theirs: list[Any]) -> str | None:
+    """Same entries, another order: which entry went to which end."""
+    if len(mine) < 2 or mine == theirs or sorted(map(repr, mine)) != sorted(map(repr, theirs)):
+        return None
+    if mine[-1] == theirs[0] and mine[:-1] == theirs[1:]:
+        return (
+            f"yours put {_shown(theirs[0])} at the back of `{name}`; the reference puts it at "
+            "the front"
+        )
+    if mine[0] == theirs[-1] and mine[1:] == theirs[:-1]:
+        return (
+            f"yours put {_shown(mine[0])} at the front of `{name}`; the reference puts it at "
+            "the back"
+        )
+    if mine == theirs[::-1]:
+        return f"yours left `{name}` in the reverse of the reference's order"
+    return (
+        f"yours left the same entries in `{name}` in another order ({_shown(mine)}, not "
+        f"{_shown(theirs)})"
+    )
+
+
+def _value(label: str, before: Any, mine: Any, theirs: Any) -> str:
+    """One value yours left other than the reference: not updated, updated where the
+    reference leaves it, moved twice as far or the other way, off by one, a unit's factor."""
+    if mine == before:
+        return f"yours left {label} at {_shown(mine)}; the reference changes it to {_shown(theirs)}"
+    if theirs == before:
+        return (
+            f"yours changed {label} to {_shown(mine)}; the reference leaves it at {_shown(before)}"
+        )
+    said = f"yours left {label} at {_shown(mine)}, the reference at {_shown(theirs)}"
+    if _number(before) is not None and _number(mine) is not None and _number(theirs) is not None:
+        step_mine, step_theirs = mine - before, theirs - before
+        if step_mine == 2 * step_theirs:
+            return (
+                f"yours moved {label} from {_shown(before)} to {_shown(mine)}, the reference to "
+                f"{_shown(theirs)}: counted twice (in your method and again in one it calls)?"
+            )
+        if step_mine == -step_theirs:
+            return (
+                f"yours moved {label} from {_shown(before)} to {_shown(mine)}, the reference to "
+                f"{_shown(theirs)}: the other way (+ where - belongs)?"
+            )
+    kind = number_words(mine, theirs)
+    return f"{said}: {kind}" if kind else said
+
+
+def _dict_values(name: str, d: Difference) -> str | None:
+    """A dict field whose keys agree and one value differs (a count: absent is 0)."""
+    mine, theirs, before = d.mine.get(name), d.theirs.get(name), d.before.get(name)
+    if not isinstance(mine, dict) or not isinstance(theirs, dict) or set(mine) != set(theirs):
+        return None
+    for key in mine:
+        if mine[key] != theirs[key]:
+            absent = 0 if _number(mine[key]) is not None else None
+            was = before.get(key, absent) if isinstance(before, dict) else absent
+            return _value(f"`{name}` of {_shown(key)}", was, mine[key], theirs[key])
+    return None
+
+
+def _moved(d: Difference, names: list[str]) -> str | None:
+    """An entry yours put in one list where the reference puts it in another (``finished``
+    for ``preempted``); lists only, as a dict's keys and a list's entries name different
+    things (a sequence id, a block id)."""
+    for name in names:
+        mine, theirs = d.mine.get(name), d.theirs.get(name)
+        if not isinstance(mine, list) or not isinstance(theirs, list):
+            continue
+        for x in _multiset_minus(mine, theirs):
+            for other in names:
+                om, ot = d.mine.get(other), d.theirs.get(other)
+                if other == name or not isinstance(om, list) or not isinstance(ot, list):
+                    continue
+                if x in _multiset_minus(ot, om):
+                    return (
+                        f"yours put {_shown(x)} in `{name}` where the reference puts it in "
+                        f"`{other}`"
+                    )
+    return None
+
+
+def _collection(name: str, d: Difference) -> str | None:
+    """One collection field: another order, an entry missing, an entry left or added."""
+    before = _entries(d.before.get(name)) or []
+    mine, theirs = _entries(d.mine.get(name)), _entries(d.theirs.get(name))
+    if mine is None or theirs is None:
+        return None
+    if isinstance(d.mine.get(name), list):
+        found = _order(name, mine, theirs)
+        if found:
+            return found
+    extra, missing = _multiset_minus(mine, theirs), _multiset_minus(theirs, mine)
+    if extra:
+        x = extra[0]
+        if mine.count(x) > 1 and x in theirs:
+            return f"yours has {_shown(x)} in `{name}` {mine.count(x)} times; the reference once"
+        if x in before:
+            return f"yours left {_shown(x)} in `{name}`; the reference removes it"
+        return f"yours added {_shown(x)} to `{name}`; the reference does not"
+    if missing:
+        x = missing[0]
+        if x in before:
+            return f"yours removed {_shown(x)} from `{name}`; the reference keeps it"
+        return f"yours did not add {_shown(x)} to `{name}`; the reference does"
+    return _dict_values(name, d)
+
+
+def _scalar(name: str, d: Difference) -> str | None:
+    mine, theirs = d.mine.get(name), d.theirs.get(name)
+    if _number(mine) is None or _number(theirs) is None:
+        return None
+    return _value(f"`{name}`", d.before.get(name), mine, theirs)
+
+
+def _wrong_field(d: Difference) -> str | None:
+    mine = {n for n in d.mine if d.mine.get(n) != d.before.get(n)}
+    theirs = {n for n in d.theirs if d.theirs.get(n) != d.before.get(n)}
+    if mine and theirs and not mine & theirs and len(mine) == 1 and len(theirs) == 1:
+        return (
+            f"yours changed `{next(iter(mine))}` where the reference changes "
+            f"`{next(iter(theirs))}`: the wrong field?"
+        )
+    return None
+
+
+def _block_size(subject: Any) -> Any:
+    """The block size of a block manager, or of the one a scheduler holds (``bm``)."""
+    size = getattr(subject, "block_size", None)
+    return size if size is not None else getattr(getattr(subject, "bm", None), "block_size", None)
+
+
+def _returned(d: Difference) -> str | None:
+    if d.i_raised or d.they_raised or d.same_outcome:
+        return None
+    mine, theirs = d.returned("mine"), d.returned("theirs")
+    try:
+        a, b = ast.literal_eval(mine or ""), ast.literal_eval(theirs or "")
+    except (ValueError, SyntaxError):
+        a = b = None
+    if isinstance(a, bool) and isinstance(b, bool) and not d.differ:
+        return (
+            f"yours changed the same as the reference but returned {a}, not {b}: the work is "
+            "right and the answer it reports is not"
+        )
+    kind = number_words(a, b, _block_size(d.subject))
+    if kind:
+        return f"yours returned {_shown(a)}, the reference {_shown(b)}: {kind}"
+    if isinstance(a, list) and isinstance(b, list):
+        order = _order("the result", a, b)
+        if order:
+            return order.replace("`the result`", "the result")
+        extra, missing = _multiset_minus(a, b), _multiset_minus(b, a)
+        if missing and not extra:
+            return (
+                f"yours returned {_shown(a)}, without {_shown(missing[0])}: the reference "
+                f"returns {_shown(b)}"
+            )
+        if extra and not missing:
+            return f"yours returned {_shown(a)}, with {_shown(extra[0])} the reference leaves out"
+    return None
+
+
+def _derived(name: str, differ: frozenset[str]) -> bool:
+    """A field that follows from another one that differs too (``num_free`` from ``free``)."""
+    return (name == "num_free" and "free" in differ) or name == "held_bytes"
+
+
+Reading = Callable[[Difference], "str | None"]
+
+
+def kind_reading(d: Difference) -> str | None:
+    """What kind of difference the first diverging call shows, in a line, or None."""
+    if d.hidden:
+        return None
+    found = failed_call(d) or _returned(d)
+    if found:
+        return found
+    differ = d.differ
+    names = [n for n in d.mine if n in differ and not _derived(n, differ)]
+    names += [n for n in d.theirs if n in differ and n not in names and not _derived(n, differ)]
+    found = _moved(d, names)
+    if found:
+        return found
+    facts = [f for f in (_collection(n, d) or _scalar(n, d) for n in names) if f]
+    if not facts:
+        return _wrong_field(d)
+    wrong = _wrong_field(d)
+    return wrong if wrong else "; ".join(facts[:2])

@@ -1,0 +1,137 @@
+"""The kind of a first diverging call, read from what it shows and nothing more.
+
+A unit's factor is named only when the two numbers are exactly that factor apart; an entry
+moved to the other end, left behind, missing or put in another list only when the fields show
+it; and a call that shows none of these kinds gets no reading at all.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from servelab.grading.readings import Difference
+from servelab.grading.readings.kinds import factor_words, kind_reading, number_words
+
+
+def _diff(before: Any, mine: Any, theirs: Any, outcomes: tuple[str, str] = ("", "")) -> Any:
+    d = Difference("m", "", (), before, mine, theirs, outcomes[0], outcomes[1], None)
+    return kind_reading(d)
+
+
+@pytest.mark.parametrize(
+    ("mine", "theirs", "said"),
+    [
+        (10.0, 0.01, "1000 times"),
+        (0.01, 10.0, "1/1000"),
+        (2.5e-9, 2.5, "1/1e9"),
+        (8 * 3.0, 3.0, "bits vs bytes"),
+        (4096, 4, "1024 times"),
+    ],
+)
+def test_a_units_factor_is_named_with_the_slips_that_leave_it(
+    mine: float, theirs: float, said: str
+) -> None:
+    words = factor_words(mine, theirs)
+    assert words is not None and said in words and words.endswith("?")
+
+
+def test_numbers_not_a_units_factor_apart_get_no_factor() -> None:
+    assert factor_words(3.0, 1.0) is None
+    assert factor_words(1000.5, 1.0) is None
+    assert factor_words(0.0, 1.0) is None
+    assert number_words(5, 5) is None
+    assert number_words(True, 0) is None  # a bool is no count
+
+
+def test_an_integer_one_away_is_off_by_one_and_a_float_one_away_is_not() -> None:
+    assert "one more" in (number_words(5, 4) or "")
+    assert "one less" in (number_words(3, 4) or "")
+    assert number_words(5.0, 4.0) is None
+
+
+def test_an_entry_put_at_the_back_where_the_reference_puts_it_at_the_front() -> None:
+    before = {"waiting": [2]}
+    said = _diff(before, {"waiting": [2, 1]}, {"waiting": [1, 2]})
+    assert said == "yours put 1 at the back of `waiting`; the reference puts it at the front"
+    said = _diff(before, {"waiting": [1, 2, 3]}, {"waiting": [2, 3, 1]})
+    assert said is not None and "at the front of `waiting`" in said
+
+
+def test_an_entry_left_in_removed_from_or_added_to_a_collection() -> None:
+    before = {"pins": {"a": 1}, "keys": ["a", "b"]}
+    left = _diff(before, before, {"pins": {}, "keys": ["a", "b"]})
+    assert left == "yours left 'a' in `pins`; the reference removes it"
+    removed = _diff(before, {"pins": {"a": 1}, "keys": ["b"]}, before)
+    assert removed == "yours removed 'a' from `keys`; the reference keeps it"
+    added = _diff(before, {"pins": {"a": 1}, "keys": ["a", "b", "c"]}, before)
+    assert added == "yours added 'c' to `keys`; the reference does not"
+
+
+def test_an_entry_in_one_list_where_the_reference_puts_it_in_another() -> None:
+    before = {"out.finished": [], "out.preempted": []}
+    said = _diff(
+        before,
+        {"out.finished": [1], "out.preempted": []},
+        {"out.finished": [], "out.preempted": [1]},
+    )
+    assert said == "yours put 1 in `out.finished` where the reference puts it in `out.preempted`"
+
+
+def test_a_dict_key_and_a_list_entry_that_look_alike_are_not_a_move() -> None:
+    # sequence 2's table and block 2 on the free list are different things
+    before = {"tables": {2: [2]}, "free": []}
+    said = _diff(before, before, {"tables": {}, "free": [2]})
+    assert said is not None and "where the reference puts it" not in said
+
+
+def test_a_counter_moved_twice_as_far_is_asked_about_as_counted_twice() -> None:
+    said = _diff({"evictions": 3}, {"evictions": 5}, {"evictions": 4})
+    assert said is not None and "counted twice" in said and said.endswith("?")
+    once = _diff({"used": 10}, {"used": 10}, {"used": 40})
+    assert once == "yours left `used` at 10; the reference changes it to 40"
+
+
+def test_the_wrong_field_is_a_question() -> None:
+    before = {"pins": {"a": 1}, "refs": {}}
+    said = _diff(before, {"pins": {"a": 1}, "refs": {"a": 1}}, {"pins": {}, "refs": {}})
+    assert said == "yours changed `refs` where the reference changes `pins`: the wrong field?"
+
+
+def test_a_result_a_units_factor_apart_and_a_result_that_is_only_different() -> None:
+    same = {"used": 1}
+    said = _diff(same, same, same, ("returned 4000", "returned 4"))
+    assert said is not None and "1000 times" in said
+    assert _diff(same, same, same, ("returned 7", "returned 4")) is None
+
+
+def test_a_call_whose_fields_and_results_agree_has_no_kind() -> None:
+    same = {"keys": ["a"], "used": 3}
+    assert _diff(same, same, same, ("returned 1", "returned 1")) is None
+
+
+def test_a_count_moved_the_other_way_and_a_pin_counted_twice_from_absent() -> None:
+    said = _diff({"used": 10}, {"used": 5}, {"used": 15})
+    assert said is not None and "the other way" in said
+    twice = _diff({"pins": {}}, {"pins": {"a": 2}}, {"pins": {"a": 1}})
+    assert twice is not None and "from 0 to 2" in twice and "counted twice" in twice
+
+
+def test_the_same_changes_with_another_answer_say_the_work_is_right() -> None:
+    same = {"keys": ["a"]}
+    said = _diff(same, same, same, ("returned False", "returned True"))
+    assert said is not None and "returned False, not True" in said
+    moved = _diff(same, {"keys": []}, same, ("returned False", "returned True"))
+    assert moved is None or "the work is right" not in moved
+
+
+def test_a_result_block_size_times_off_is_blocks_for_tokens() -> None:
+    class Manager:
+        block_size = 4
+
+    same = {"tables": {}}
+    d = Difference("allocate", "", (), same, same, same, "returned 2", "returned 8", Manager())
+    said = kind_reading(d)
+    assert said is not None and "block_size (4)" in said and "tokens where blocks" in said
+    assert number_words(2, 8) is None  # without a block size, 4x is no kind
