@@ -651,6 +651,19 @@ def block_manager_machine(
                     "a length cannot be negative",
                 )
 
+        @precondition(lambda self: errors)
+        @rule(n_tokens=st.sampled_from([2.5, 3.0, 0.5]))
+        def allocate_length_not_int(self, n_tokens: float) -> None:
+            # "a token count that is not a non-negative int raises InvalidLength": a float, even
+            # a whole one, is not a count, and a check of the sign alone lets it through
+            seq = next(s for s in range(7) if s not in self.model.tables)
+            self._expect_error(
+                f"bm.allocate({seq}, {n_tokens!r})",
+                lambda: self.bm.allocate(seq, n_tokens),
+                "InvalidLength",
+                "a token count must be an int",
+            )
+
         # ----------------------------------------------------------- invariants
         @invariant()
         def rules_hold(self) -> None:
