@@ -498,7 +498,25 @@ def _tier_machine(cls: Any, level: int, capacity: int = 100) -> type[RecordingMa
                 "error-type", f"{code} returned normally; expected {' or '.join(names)} ({why})"
             )
 
-        @rule(data=st.data(), kind=st.sampled_from(["pin", "ref"]), release=st.booleans())
+        @rule(data=st.data(), which=st.integers(0, 2))
+        def stated_contract(self, data: st.DataObject, which: int) -> None:
+            # One rule for what the notebook states of each call and no other rule draws: the
+            # counts returned, each refusal's error class, and a chunk exactly the size of the
+            # free bytes (it fits); one rule, so the other rules keep their share of a program
+            if which == 0:
+                kind = data.draw(st.sampled_from(["pin", "ref"]), label="kind")
+                self.count_returned(data, kind, data.draw(st.booleans(), label="release"))
+            elif which == 1:
+                methods = ["pin", "ref", "unpin", "unref", "unpin", "unref", "remove", "put"]
+                self.refused_with_its_error(data, data.draw(st.sampled_from(methods), "method"))
+            else:
+                m = self.model
+                room = capacity - m.used
+                absent = [k for k in KEYS if k not in m.sizes]
+                if room > 0 and absent:
+                    key = data.draw(st.sampled_from(absent), label="key")
+                    self.put(key, room, 0)
+
         def count_returned(self, data: st.DataObject, kind: str, release: bool) -> None:
             # "Each returns the new count (ref/unref return ref_count)": a pin or ref of a
             # resident chunk, then (sometimes) its release, each compared with the model
@@ -521,16 +539,13 @@ def _tier_machine(cls: Any, level: int, capacity: int = 100) -> type[RecordingMa
                         "count-returned", f"{code} returned {got!r}; expected {want}, {what} now"
                     )
 
-        @rule(
-            data=st.data(),
-            method=st.sampled_from(["pin", "ref", "unpin", "unref", "remove", "put"]),
-        )
         def refused_with_its_error(self, data: st.DataObject, method: str) -> None:
             # The notebook names each refusal's class: ChunkNotFound for an absent chunk,
             # ChunkNotPinned / ChunkNotReferenced below zero, ChunkInUse for a held chunk's
             # remove, ChunkTooLarge for a chunk larger than the tier
             m = self.model
-            resident = bool(m.sizes) and data.draw(st.booleans(), label="resident")
+            # mostly a resident chunk: its refusals depend on its counts
+            resident = bool(m.sizes) and data.draw(st.integers(0, 3), label="resident") > 0
             pool = sorted(m.sizes) if resident else [k for k in KEYS if k not in m.sizes]
             if not pool:
                 return
