@@ -25,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -527,7 +528,7 @@ def _tier_machine(cls: Any, level: int, capacity: int = 100) -> type[RecordingMa
             counts = m.pins if kind == "pin" else m.refs
             for method in (kind, f"un{kind}") if release else (kind,):
                 code = f"tier.{method}({key!r})"
-                got = self.do(code, lambda method=method: getattr(self.tier, method)(key))
+                got = self.do(code, partial(getattr(self.tier, method), key))
                 if method == kind:
                     counts[key] = counts.get(key, 0) + 1
                 else:
