@@ -485,7 +485,7 @@ def _worth_loading(impl: Any) -> None:
 
 #: The rules (:data:`~servelab.testing.kv_offload.INVARIANTS`) each level's machine adds.
 LEVEL_INVARIANTS = {
-    1: ("can-evict", "books", "changed-on-error"),
+    1: ("can-evict", "books", "changed-on-error", "count-returned", "error-type"),
     2: ("victims", "miss", "bounded-wait", "too-large"),
     3: ("store", "lookup", "retrieve", "held-bytes"),
     # the last step keeps step 3's rules, so a mistake step 3 catches never passes the final grade
@@ -517,6 +517,11 @@ def _machine(level: int) -> MachineCheck:
             "recompute": HINTS["attention"],
             "load": HINTS["kv-bytes"],
             "worth-loading": HINTS["worth-loading"],
+            "count-returned": "pin/unpin return the pin count after the call, ref/unref the "
+            "ref_count after it (1 for the tier's own reference, plus the transfers)",
+            "error-type": "raise the notebook's error: ChunkNotFound for an absent chunk, "
+            "ChunkNotPinned / ChunkNotReferenced for a release below zero, ChunkInUse for a "
+            "remove of a held chunk, ChunkTooLarge for a chunk larger than the tier",
         },
         max_examples={1: 120, 2: 120, 3: 80, 4: 60}[level],
         step_count=25,

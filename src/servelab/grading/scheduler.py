@@ -38,6 +38,10 @@ from servelab.testing.scheduler import INVARIANTS, scheduler_machine
 __all__ = ["HINTS", "TOPIC"]
 
 HINTS: dict[str, str] = {
+    "fits-answer": (
+        "fits(n_tokens) answers bm.num_free - bm.blocks_needed(n_tokens) >= watermark, for any "
+        "n_tokens (0 included), and changes nothing"
+    ),
     "too-large": (
         "add() must raise RequestTooLarge when blocks_needed(prompt_len + max_new_tokens) > "
         "num_blocks - watermark: such a request could be preempted at a length it can never be "
@@ -421,7 +425,15 @@ TOPIC = Topic(
             machine=_machine(
                 1,
                 "state machine: add, then one step",
-                ["too-large", "fcfs", "watermark", "prefill-length", "kv-slots", "no-leak"],
+                [
+                    "too-large",
+                    "fcfs",
+                    "watermark",
+                    "prefill-length",
+                    "kv-slots",
+                    "no-leak",
+                    "fits-answer",
+                ],
                 examples=120,
                 steps=12,
             ),

@@ -406,6 +406,14 @@ HINTS = {
     "get-value": "get returns the stored value on a hit and None on a miss",
     "stats": "count a hit or a miss on every get, and every eviction with its bytes",
     "exception": "your cache raised where the model expected success; see the message above",
+    "unpin-error-type": "unpin() of a key that is not pinned raises ValueError (not KeyError), "
+    "and changes nothing",
+    "pin-error-type": "pin() of a key that is not resident raises KeyError, and changes nothing",
+    "size-not-int": "a size that is not an int (2.5, 10.0) raises ValueError: check the type, "
+    "not only the sign",
+    "error-order": "_check_can_admit checks in the notebook's order: a bad size (ValueError), "
+    "then larger than the cache (EntryTooLarge), then the key pinned (EntryPinned), then the "
+    "pinned bytes (PinnedCapacityExceeded)",
 }
 
 
@@ -414,7 +422,15 @@ LEVEL_INVARIANTS = {
     1: ("bytes-accounted", "get-value", "recency-order"),
     2: ("wrong-victim", "evicted-too-few", "evicted-too-many", "within-budget"),
     3: ("pinned-evicted", "pin-count"),
-    4: ("wrong-error", "miss-instead-of-raise", "changed-on-error"),
+    4: (
+        "wrong-error",
+        "miss-instead-of-raise",
+        "changed-on-error",
+        "unpin-error-type",
+        "pin-error-type",
+        "size-not-int",
+        "error-order",
+    ),
     5: ("stats",),
 }
 

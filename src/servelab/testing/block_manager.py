@@ -602,7 +602,15 @@ def block_manager_machine(
         @rule(
             data=st.data(),
             op=st.sampled_from(
-                ["append_slot", "free_seq", "fork", "allocate-live", "fork-live", "negative"]
+                [
+                    "append_slot",
+                    "free_seq",
+                    "fork",
+                    "allocate-live",
+                    "fork-live",
+                    "negative",
+                    "not-int",
+                ]
             ),
         )
         def bad_call(self, data: st.DataObject, op: str) -> None:
@@ -641,6 +649,17 @@ def block_manager_machine(
                     lambda: self.bm.fork(parent, child),
                     "SequenceExists",
                     f"sequence {child} is already live",
+                )
+            elif op == "not-int":
+                # "a token count that is not a non-negative int": a float, even a whole one,
+                # is not a count, and a check of the sign alone lets it through
+                seq = dead[0]
+                n_tokens = data.draw(st.sampled_from([2.5, 3.0, 0.5]), label="n_tokens")
+                self._expect_error(
+                    f"bm.allocate({seq}, {n_tokens!r})",
+                    lambda: self.bm.allocate(seq, n_tokens),
+                    "InvalidLength",
+                    "a token count must be an int",
                 )
             else:
                 seq = dead[0]

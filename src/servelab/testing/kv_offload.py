@@ -25,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,8 @@ INVARIANTS: dict[str, str] = {
     "victims": "evict in policy order, skip what can_evict refuses, stop once it fits",
     "bounded-wait": "a miss pauses exactly `wait` times first",
     "too-large": "a chunk larger than the tier raises ChunkTooLarge",
+    "count-returned": "pin and unpin return the pin count, ref and unref the ref_count",
+    "error-type": "each refused call raises the notebook's own error class",
     "store": "store cascades down",
     "lookup": "lookup pins the longest prefix",
     "retrieve": "retrieve returns the chunks' KV and promotes them",
@@ -477,6 +480,100 @@ def _tier_machine(cls: Any, level: int, capacity: int = 100) -> type[RecordingMa
             raise InvariantViolation(
                 "remove-refused", f"{code} returned normally, but {key!r} {why}"
             )
+
+        def _refused_as(self, code: str, call: Any, names: tuple[str, ...], why: str) -> None:
+            """``call`` must raise one of the error classes ``names`` and change nothing."""
+            before = tier_fields(self.tier)
+            try:
+                self.do(code, call)
+            except Exception as exc:
+                if not any(c.__name__ in names for c in type(exc).__mro__):
+                    raise InvariantViolation(
+                        "error-type",
+                        f"{code} raised {type(exc).__name__}; expected {' or '.join(names)} "
+                        f"({why})",
+                    ) from exc
+                self._unchanged(before, code)
+                return
+            raise InvariantViolation(
+                "error-type", f"{code} returned normally; expected {' or '.join(names)} ({why})"
+            )
+
+        @rule(data=st.data(), which=st.integers(0, 2))
+        def stated_contract(self, data: st.DataObject, which: int) -> None:
+            # One rule for what the notebook states of each call and no other rule draws: the
+            # counts returned, each refusal's error class, and a chunk exactly the size of the
+            # free bytes (it fits); one rule, so the other rules keep their share of a program
+            if which == 0:
+                kind = data.draw(st.sampled_from(["pin", "ref"]), label="kind")
+                self.count_returned(data, kind, data.draw(st.booleans(), label="release"))
+            elif which == 1:
+                methods = ["pin", "ref", "unpin", "unref", "unpin", "unref", "remove", "put"]
+                self.refused_with_its_error(data, data.draw(st.sampled_from(methods), "method"))
+            else:
+                m = self.model
+                room = capacity - m.used
+                absent = [k for k in KEYS if k not in m.sizes]
+                if room > 0 and absent:
+                    key = data.draw(st.sampled_from(absent), label="key")
+                    self.put(key, room, 0)
+
+        def count_returned(self, data: st.DataObject, kind: str, release: bool) -> None:
+            # "Each returns the new count (ref/unref return ref_count)": a pin or ref of a
+            # resident chunk, then (sometimes) its release, each compared with the model
+            m = self.model
+            if not m.sizes:
+                return
+            key = data.draw(st.sampled_from(sorted(m.sizes)), label="key")
+            counts = m.pins if kind == "pin" else m.refs
+            for method in (kind, f"un{kind}") if release else (kind,):
+                code = f"tier.{method}({key!r})"
+                got = self.do(code, partial(getattr(self.tier, method), key))
+                if method == kind:
+                    counts[key] = counts.get(key, 0) + 1
+                else:
+                    HierarchyModel.release_one(counts, key)
+                want = counts.get(key, 0) + (1 if kind == "ref" else 0)
+                if got != want:
+                    what = "the pin count" if kind == "pin" else "ref_count (1 + transfers)"
+                    raise InvariantViolation(
+                        "count-returned", f"{code} returned {got!r}; expected {want}, {what} now"
+                    )
+
+        def refused_with_its_error(self, data: st.DataObject, method: str) -> None:
+            # The notebook names each refusal's class: ChunkNotFound for an absent chunk,
+            # ChunkNotPinned / ChunkNotReferenced below zero, ChunkInUse for a held chunk's
+            # remove, ChunkTooLarge for a chunk larger than the tier
+            m = self.model
+            # mostly a resident chunk: its refusals depend on its counts
+            resident = bool(m.sizes) and data.draw(st.integers(0, 3), label="resident") > 0
+            pool = sorted(m.sizes) if resident else [k for k in KEYS if k not in m.sizes]
+            if not pool:
+                return
+            key = data.draw(st.sampled_from(pool), label="key")
+            code = f"tier.{method}({key!r})"
+            call = lambda: getattr(self.tier, method)(key)  # noqa: E731
+            below = {"unpin": "ChunkNotPinned", "unref": "ChunkNotReferenced"}
+            if method == "put":
+                size = capacity + 1
+                code = f"tier.put({key!r}, payload({key!r}, {size}))"
+                payload = payload_for(key, size)
+                self._refused_as(
+                    code,
+                    lambda: self.tier.put(key, payload),
+                    ("ChunkTooLarge",),
+                    "larger than the whole tier",
+                )
+            elif key not in m.sizes:
+                # an absent chunk has no hold either: its release may say so instead
+                names = ("ChunkNotFound", below[method]) if method in below else ("ChunkNotFound",)
+                self._refused_as(code, call, names, f"{key!r} is not resident")
+            elif method in below:
+                counts = m.pins if method == "unpin" else m.refs
+                if not counts.get(key):
+                    self._refused_as(code, call, (below[method],), f"{key!r} has none to release")
+            elif method == "remove" and not m.can_evict(key):
+                self._refused_as(code, call, ("ChunkInUse",), f"{key!r} is pinned or referenced")
 
         @invariant()
         def agrees_with_model(self) -> None:

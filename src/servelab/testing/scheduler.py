@@ -47,6 +47,8 @@ __all__ = [
 # Stable ids of the rules, in the order the notebook teaches them.
 INVARIANTS: dict[str, str] = {
     "too-large": "add() raises RequestTooLarge exactly for requests that can never fit",
+    "fits-answer": "fits(n) is true exactly when allocating n tokens leaves `watermark` blocks "
+    "free, and changes nothing",
     "fcfs": "admission is first come, first served and stops only at a request that won't fit",
     "watermark": "admission leaves at least `watermark` free blocks",
     "prefill-length": "a prefill covers every token the sequence has (prompt + generated)",
@@ -626,6 +628,37 @@ def scheduler_machine(
             self.record("emit_tokens(out)")
             emit_tokens(out)
             self.model.emit(want)
+
+        @precondition(lambda self: callable(getattr(self.sched, "fits", None)))
+        @rule(data=st.data())
+        def ask_fits(self, data: st.DataObject) -> None:
+            # fits(n) is part of the step-1 contract, not only admit's helper: compare its
+            # answer, at the edge of the watermark most of the time, and for zero tokens
+            m = self.model
+            edge = max(0, (m.num_free - m.watermark) * m.block_size)
+            n_tokens = data.draw(
+                st.one_of(
+                    st.integers(max(0, edge - 1), edge + 1),
+                    st.integers(0, (m.num_blocks + 1) * m.block_size),
+                ),
+                "n_tokens",
+            )
+            before = (_ids(self.sched.waiting), _ids(self.sched.running), self.sched.bm.num_free)
+            code = f"sched.fits({n_tokens})"
+            got = self.do(code, lambda: self.sched.fits(n_tokens))
+            want = m.num_free - m.blocks(n_tokens) >= m.watermark
+            if got != want:
+                raise InvariantViolation(
+                    "fits-answer",
+                    f"`{code}` returned {got!r}, expected {want}: {n_tokens} tokens take "
+                    f"{m.blocks(n_tokens)} of the {m.num_free} free blocks, leaving "
+                    f"{m.num_free - m.blocks(n_tokens)} (watermark {m.watermark})",
+                )
+            after = (_ids(self.sched.waiting), _ids(self.sched.running), self.sched.bm.num_free)
+            if after != before:
+                raise InvariantViolation(
+                    "fits-answer", f"`{code}` changed the scheduler: fits only answers"
+                )
 
         @invariant()
         def rules_hold(self) -> None:

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from servelab.testing.core import InvariantViolation, RecordingMachine
+from servelab.weights import EntryPinned, EntryTooLarge
 
 __all__ = [
     "INVARIANTS",
@@ -48,6 +49,11 @@ INVARIANTS: dict[str, str] = {
     "recency-order": "keys() lists the entries least recently used first",
     "bytes-accounted": "used == sum of resident sizes",
     "get-value": "get returns what put stored, and None on a miss",
+    "unpin-error-type": "unpin of a resident key that is not pinned raises ValueError",
+    "pin-error-type": "pin of an absent key raises KeyError, not another LookupError",
+    "size-not-int": "a size that is not an int raises ValueError",
+    "error-order": "a put with two faults raises the error checked first: size, too large, "
+    "pinned key, pinned bytes",
     "pin-count": "pin_count counts the pins of each replica",
     "stats": "hits, misses, evictions and evicted bytes are counted",
     "changed-on-error": "a put that raises leaves the cache unchanged",
@@ -246,6 +252,7 @@ def weight_cache_machine(impl: Any, level: int, capacity: int = 100) -> type[Rec
         st.integers(min_value=1, max_value=capacity),
         st.integers(min_value=capacity * 3 // 4, max_value=capacity),
         st.integers(min_value=capacity + 1, max_value=2 * capacity),
+        st.just(capacity),  # exactly the budget: it fits (size > capacity is too large)
     )
 
     class WeightCacheMachine(RecordingMachine):
@@ -300,7 +307,7 @@ def weight_cache_machine(impl: Any, level: int, capacity: int = 100) -> type[Rec
                     )
                     raise InvariantViolation(
                         "wrong-error",
-                        f"{code} raised {type(exc).__name__}; expected a {want.__name__} ({why})",
+                        f"{code} raised {type(exc).__name__}; expected {want.__name__} ({why})",
                     ) from exc
                 self._expect_unchanged(before, code)
                 if outcome == "pinned-out":
@@ -428,6 +435,106 @@ def weight_cache_machine(impl: Any, level: int, capacity: int = 100) -> type[Rec
                 return
             raise InvariantViolation(
                 "bad-size", f"{code} returned normally; a size must be a positive byte count"
+            )
+
+        def _raises_unchanged(
+            self, code: str, call: Any, want: type[BaseException], rule_id: str, why: str
+        ) -> None:
+            """``call`` must raise ``want`` (and nothing else) and leave the cache as it was."""
+            before = snapshot(self.cache, True)
+            try:
+                self.do(code, call)
+            except Exception as exc:
+                if not isinstance(exc, want):
+                    raise InvariantViolation(
+                        rule_id,
+                        f"{code} raised {type(exc).__name__}; expected {want.__name__} ({why})",
+                    ) from exc
+                self._expect_unchanged(before, code)
+                return
+            raise InvariantViolation(
+                rule_id, f"{code} returned normally; expected {want.__name__} ({why})"
+            )
+
+        @precondition(lambda self: level >= 4)
+        @rule(data=st.data(), which=st.integers(0, 3))
+        def documented_error(self, data: st.DataObject, which: int) -> None:
+            # One rule for the four checks of the notebook's error contract, so that they do
+            # not crowd out the puts and gets every other rule depends on
+            if which == 0:
+                self.unpin_unpinned_is_value_error(data.draw(st.sampled_from(KEYS), "key"))
+            elif which == 1:
+                self.pin_absent_is_key_error(data.draw(st.sampled_from([*KEYS, "zz"]), "key"))
+            elif which == 2:
+                key = data.draw(st.sampled_from(KEYS), "key")
+                self.put_size_not_int(key, data.draw(st.sampled_from([2.5, 10.0, 0.5]), "size"))
+            elif any(self.model.pins.values()):
+                self.put_pinned_key_order_of_checks(data)
+
+        def unpin_unpinned_is_value_error(self, key: str) -> None:
+            if self.model.pins.get(key) or key not in self.model.order:
+                return
+            self._raises_unchanged(
+                f"cache.unpin({key!r})",
+                lambda: self.cache.unpin(key),
+                ValueError,
+                "unpin-error-type",
+                f"{key!r} is resident but not pinned",
+            )
+
+        def pin_absent_is_key_error(self, key: str) -> None:
+            if key in self.model.order:
+                return
+            self._raises_unchanged(
+                f"cache.pin({key!r})",
+                lambda: self.cache.pin(key),
+                KeyError,
+                "pin-error-type",
+                f"{key!r} is not resident",
+            )
+
+        def put_size_not_int(self, key: str, size: float) -> None:
+            if self.model.pins.get(key):
+                return  # a pinned key: the order of the checks, below
+            self._raises_unchanged(
+                f"cache.put({key!r}, {weights_for(key)!r}, {size!r})",
+                lambda: self.cache.put(key, weights_for(key), size),
+                ValueError,
+                "size-not-int",
+                "a size must be a positive int number of bytes",
+            )
+
+        def put_pinned_key_order_of_checks(self, data: st.DataObject) -> None:
+            # A put of a pinned key with a second fault: the checks run in the notebook's
+            # order (size, larger than the cache, pinned key, pinned bytes), so the first wins.
+            pinned = sorted(k for k, n in self.model.pins.items() if n)
+            key = data.draw(st.sampled_from(pinned), label="key")
+            pinned_bytes = self.model.used - self.model.unpinned_bytes()
+            kind = data.draw(
+                st.sampled_from(["bad", "float", "large", "pinned-out", "pinned-out"]), "kind"
+            )
+            code_of = f"cache.put({key!r}, {weights_for(key)!r}, {{}})"
+            want: type[BaseException]
+            if kind == "bad":
+                size: Any = data.draw(st.sampled_from([0, -1]), label="size")
+                want, why = ValueError, "the size is checked first: it is not positive"
+            elif kind == "float":
+                size = 2.5
+                want, why = ValueError, "the size is checked first: it is not an int"
+            elif kind == "large":
+                size = capacity + data.draw(st.integers(1, capacity), label="excess")
+                want, why = EntryTooLarge, "larger than the whole cache is checked before pins"
+            elif pinned_bytes > 0:
+                size = capacity - pinned_bytes + 1
+                want, why = EntryPinned, "the key itself is pinned: checked before pinned bytes"
+            else:
+                return
+            self._raises_unchanged(
+                code_of.format(repr(size)),
+                lambda: self.cache.put(key, weights_for(key), size),
+                want,
+                "error-order",
+                why,
             )
 
         @invariant()

@@ -1,0 +1,49 @@
+"""Weight-cache slips against rules the notebook states outright: the exception types of
+`unpin` and `put`, and the order in which `_check_can_admit` tries its errors."""
+
+from servelab import checkpoint
+from servelab.weights import EntryPinned, EntryTooLarge, PinnedCapacityExceeded
+
+TOPIC = "weight-cache"
+Checked = checkpoint(TOPIC, 4)
+
+
+class UnpinRaisesKeyError(Checked):
+    """An unmatched unpin raises KeyError, as a dictionary lookup would, not ValueError."""
+
+    def unpin(self, key):
+        if not self._pins.get(key):
+            raise KeyError(key)
+        return super().unpin(key)
+
+
+class SizeSignOnly(Checked):
+    """Checks the sign of the size but not its type: 2.5 bytes is admitted."""
+
+    def _check_can_admit(self, key, size):
+        if size <= 0:
+            raise ValueError(f"size must be positive, got {size!r}")
+        super()._check_can_admit(key, int(size) or 1)
+
+
+class PinnedBytesBeforeKey(Checked):
+    """Tries the pinned bytes before the pinned key: a pinned key that would not fit beside
+    the pins reads PinnedCapacityExceeded, where EntryPinned comes first."""
+
+    def _check_can_admit(self, key, size):
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise ValueError(f"size must be a positive int, got {size!r}")
+        if size > self.capacity:
+            raise EntryTooLarge(f"{key!r} is larger than the whole cache")
+        pinned = [k for k in self._entries if self._pins.get(k)]
+        if size > self.capacity - sum(self._entries[k][0] for k in pinned):
+            raise PinnedCapacityExceeded(f"cannot admit {key!r}: pinned by {pinned}")
+        if self._pins.get(key):
+            raise EntryPinned(f"{key!r} is pinned")
+
+
+MISTAKES = {
+    "unmatched unpin raises KeyError": (4, UnpinRaisesKeyError, {"unpin"}),
+    "a size checked for its sign only": (4, SizeSignOnly, {"_check_can_admit"}),
+    "the pinned bytes checked before the key": (4, PinnedBytesBeforeKey, {"_check_can_admit"}),
+}
