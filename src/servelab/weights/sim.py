@@ -222,6 +222,9 @@ class PolicyNode:
         self.evictions = 0
         self._sizes: dict[str, int] = {}
         self._used = 0
+        # Emptied before each eviction, as the cache does: it holds only that eviction's pops
+        # (a node never takes them back), so it never grows with the length of the trace.
+        self._undo = policy.undo_log()
 
     def __contains__(self, key: object) -> bool:
         return key in self._sizes
@@ -243,6 +246,8 @@ class PolicyNode:
                 f"{key!r} needs {size} B but the node holds {self.capacity} B; "
                 "raise the capacity or do not route this model here"
             )
+        if self._undo is not None:
+            self._undo.clear()
         pop_victim = self.policy.pop_victim
         while self._used + size > self.capacity:
             victim = pop_victim()
