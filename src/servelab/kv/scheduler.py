@@ -483,28 +483,34 @@ class Scheduler:
         ``hash_algo`` callable fails) ends the step: a request it was admitting stays at the
         head of ``waiting``, but the decode slots already reserved in this step stay reserved.
         """
-        self._check_tokens_appended()
+        any_finished = self._check_tokens_appended()
         out = StepOutput()
-        self._retire(out)
+        if any_finished:
+            self._retire(out)
         self._decode(out)
         self._admit(out)
         return out
 
     # ----------------------------------------------------------------- the step
-    def _check_tokens_appended(self) -> None:
+    def _check_tokens_appended(self) -> bool:
+        """Raise TokenNotAppended unless every running sequence holds one token more than
+        its KV slots; return whether any running sequence has finished (one pass for both)."""
         seq_len = self.bm.seq_len
+        any_finished = False
         for seq in self.running:
+            tokens = seq.token_ids
             have = seq_len(seq.seq_id)
-            if have != len(seq.token_ids) - 1:  # num_tokens - 1, without a property call
+            if have != len(tokens) - 1:  # num_tokens - 1, without a property call
                 raise TokenNotAppended(
                     f"sequence {seq.seq_id} has {seq.num_tokens} tokens and {have} KV slots; "
                     "after a step, append exactly one sampled token to every sequence in "
                     "StepOutput.computed() before calling step() again"
                 )
+            if len(tokens) - seq.prompt_len >= seq.max_new_tokens:  # is_finished, inline
+                any_finished = True
+        return any_finished
 
     def _retire(self, out: StepOutput) -> None:
-        if not any(seq.is_finished for seq in self.running):
-            return
         still_running = []
         for seq in self.running:
             if seq.is_finished:
