@@ -170,9 +170,8 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-# Compiled (servelab.native), a plain Python class: its fields are checked by __post_init__.
-@mypyc_attr(native_class=False)
-@dataclass(eq=False)
+# Compiled (servelab.native), a native class: the step reads its fields as C slots, not by
+# name. Equality is identity: two requests with the same tokens are still two requests.
 class Sequence:
     """One request being served: its token ids so far and how many new tokens it may generate.
 
@@ -185,28 +184,39 @@ class Sequence:
     prompt_len: int
     max_new_tokens: int
 
-    def __post_init__(self) -> None:
-        # The fields are read as objects, through vars(): compiled, reading a field typed
-        # ``int`` that holds a str raises mypyc's plain TypeError before this check names it.
-        fields = vars(self)
-        seq_id, token_ids = fields["seq_id"], fields["token_ids"]
-        prompt_len, max_new_tokens = fields["prompt_len"], fields["max_new_tokens"]
-        if not _is_int(seq_id):
+    def __init__(
+        self, seq_id: object, token_ids: object, prompt_len: object, max_new_tokens: object
+    ) -> None:
+        # The arguments are typed ``object`` and narrowed by the checks: compiled, an ``int``
+        # parameter that gets a str raises mypyc's plain TypeError before a check names it.
+        if not isinstance(seq_id, int) or isinstance(seq_id, bool):
             raise InvalidRequest(f"seq_id must be an int, got {seq_id!r}")
         if not isinstance(token_ids, list) or not all(_is_int(t) for t in token_ids):
             raise InvalidRequest("token_ids must be a list of ints")
-        if not _is_int(prompt_len) or not 1 <= prompt_len <= len(token_ids):
+        if (
+            not isinstance(prompt_len, int)
+            or isinstance(prompt_len, bool)
+            or not 1 <= prompt_len <= len(token_ids)
+        ):
             raise InvalidRequest(
                 f"prompt_len must be an int in [1, {len(token_ids)}] (the prompt cannot be "
                 f"empty), got {prompt_len!r}"
             )
-        if not _is_int(max_new_tokens) or max_new_tokens < 1:
+        if (
+            not isinstance(max_new_tokens, int)
+            or isinstance(max_new_tokens, bool)
+            or max_new_tokens < 1
+        ):
             raise InvalidRequest(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
         if len(token_ids) - prompt_len > max_new_tokens:
             raise InvalidRequest(
                 f"sequence {seq_id} already holds {len(token_ids) - prompt_len} generated "
                 f"tokens, more than max_new_tokens={max_new_tokens}"
             )
+        self.seq_id = seq_id
+        self.token_ids = token_ids
+        self.prompt_len = prompt_len
+        self.max_new_tokens = max_new_tokens
 
     @classmethod
     def from_prompt(cls, seq_id: int, prompt: Iterable[int], max_new_tokens: int) -> Sequence:
@@ -252,6 +262,11 @@ class Sequence:
                 f"sequence {self.seq_id} has already generated its {self.max_new_tokens} tokens"
             )
         self.token_ids.append(token_id)
+
+    def __reduce__(self) -> tuple[type[Sequence], tuple[int, list[int], int, int]]:
+        # How copy and pickle rebuild it (through __init__, so a copy is checked too):
+        # compiled, a native class has no __dict__ for them to copy.
+        return (type(self), (self.seq_id, self.token_ids, self.prompt_len, self.max_new_tokens))
 
     def __repr__(self) -> str:
         return (
