@@ -248,14 +248,14 @@ class PolicyNode:
             )
         if self._undo is not None:
             self._undo.clear()
-        pop_victim = self.policy.pop_victim
+        policy = self.policy  # its methods called on it, not hoisted: compiled, a direct C call
         while self._used + size > self.capacity:
-            victim = pop_victim()
+            victim = policy.pop_victim()
             self._used -= sizes.pop(victim)
             self.evictions += 1
         sizes[key] = size
         self._used += size
-        self.policy.update_on_put(key, size)
+        policy.update_on_put(key, size)
         return False
 
 
@@ -326,6 +326,7 @@ def replay(
     hits = bytes_requested = bytes_missed = 0
     peak = node.resident_bytes
     access = node.access
+    model: Model  # compiled, a typed name reads ``name`` and ``size`` as C slots, not by name
     for model in _progress(trace, progress, node.name):
         size = model.size
         bytes_requested += size
