@@ -320,7 +320,8 @@ class StepOutput:
 
     def computed(self) -> list[Sequence]:
         """The sequences that sample a token in this step: prefills, then decodes."""
-        return [p.seq for p in self.prefills] + [d.seq for d in self.decodes]
+        # ``[0]`` is ``.seq``: an index, faster in both builds than a named field's lookup
+        return [p[0] for p in self.prefills] + [d[0] for d in self.decodes]
 
 
 def default_watermark(num_blocks: int) -> int:
@@ -549,12 +550,14 @@ class Scheduler:
             return
         size = bm.block_size
         copied_from = {dst: src for src, dst in step.copies}.get
-        # ``new_slot`` builds both named tuples without their Python-level ``__new__``; a
-        # list comprehension, as a generator into ``extend`` costs a frame switch per item.
+        # ``make`` (``new_slot``) builds both named tuples without their Python-level
+        # ``__new__``; a list comprehension, as a generator into ``extend`` costs a frame
+        # switch per item. Module names are read once, into locals, not once per sequence.
+        make, decode, slot_type = new_slot, Decode, Slot
         out.decodes += [
-            new_slot(
-                Decode,
-                (seq, new_slot(Slot, (slot // size, slot % size, copied_from(slot // size)))),
+            make(
+                decode,
+                (seq, make(slot_type, (slot // size, slot % size, copied_from(slot // size)))),
             )
             for seq, slot in zip(running, step.slots, strict=True)
         ]
