@@ -146,3 +146,15 @@ def test_progress_bar_is_optional_and_changes_nothing() -> None:
     quiet = replay(TRACE[:300], PolicyNode(200 * GB, LRU()), progress=False)
     shown = replay(TRACE[:300], PolicyNode(200 * GB, LRU()), progress=True)
     assert (quiet.hits, quiet.bytes_missed) == (shown.hits, shown.bytes_missed)
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_a_node_keeps_only_the_last_evictions_undo_log(name: str) -> None:
+    # A node never takes victims back, so it empties the log before each eviction, as the
+    # cache does: a replay's memory does not grow with the length of its trace.
+    policy = POLICIES[name]()
+    node = PolicyNode(200 * GB, policy)
+    result = replay(TRACE, node, progress=False)
+    log = policy.undo_log()
+    assert result.evictions > 100
+    assert log is None or len(log) <= len(MODELS)

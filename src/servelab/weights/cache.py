@@ -144,8 +144,21 @@ _POLICY_METHODS = (
     "eviction_order",
     "__len__",
 )  # hit_hook, put_hook, undo_log and restore_victims default to EvictionPolicy's
+
+
+@mypyc_attr(native_class=False)  # compiled, a plain Python class: weakly referenced
+class _Owner:
+    """A cache's claim on its policy: the cache alone holds it, so it goes with the cache."""
+
+    __slots__ = ("__weakref__", "policy")
+
+    def __init__(self, policy: object) -> None:
+        self.policy = policy
+
+
 # Which cache each policy decides for (by id; an entry goes when its cache is collected).
-_OWNERS: weakref.WeakValueDictionary[int, WeightCache[Any]] = weakref.WeakValueDictionary()
+# The claim, not the cache, is weakly referenced: compiled, a native cache cannot be.
+_OWNERS: weakref.WeakValueDictionary[int, _Owner] = weakref.WeakValueDictionary()
 _OWNERS_LOCK = threading.Lock()
 
 
@@ -244,9 +257,9 @@ class _Ticket:
         self.done = False
 
 
-# Compiled (servelab.native), a plain Python class: the one-owner rule keeps a weak reference
-# to each cache (_OWNERS), and mypyc's native instances cannot be weakly referenced.
-@mypyc_attr(native_class=False)
+# Compiled (servelab.native), a native class: its methods read its fields as C slots. Python
+# classes, a learner's among them, may subclass it.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class WeightCache(Generic[K]):
     """Size-aware cache of model weights with reference-counted pinning.
 
@@ -280,7 +293,8 @@ class WeightCache(Generic[K]):
                     f"cache's keys, so give each cache its own instance"
                 )
             self.policy: EvictionPolicy[K] = policy
-            _OWNERS[id(policy)] = self
+            self._owner = _Owner(policy)
+            _OWNERS[id(policy)] = self._owner
         # Three plain dicts instead of an entry object: a hit is one dict lookup.
         self._values: dict[K, Any] = {}
         self._sizes: dict[K, int] = {}

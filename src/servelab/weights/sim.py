@@ -222,6 +222,9 @@ class PolicyNode:
         self.evictions = 0
         self._sizes: dict[str, int] = {}
         self._used = 0
+        # Emptied before each eviction, as the cache does: it holds only that eviction's pops
+        # (a node never takes them back), so it never grows with the length of the trace.
+        self._undo = policy.undo_log()
 
     def __contains__(self, key: object) -> bool:
         return key in self._sizes
@@ -243,14 +246,16 @@ class PolicyNode:
                 f"{key!r} needs {size} B but the node holds {self.capacity} B; "
                 "raise the capacity or do not route this model here"
             )
-        pop_victim = self.policy.pop_victim
+        if self._undo is not None:
+            self._undo.clear()
+        policy = self.policy  # its methods called on it, not hoisted: compiled, a direct C call
         while self._used + size > self.capacity:
-            victim = pop_victim()
+            victim = policy.pop_victim()
             self._used -= sizes.pop(victim)
             self.evictions += 1
         sizes[key] = size
         self._used += size
-        self.policy.update_on_put(key, size)
+        policy.update_on_put(key, size)
         return False
 
 
@@ -321,6 +326,7 @@ def replay(
     hits = bytes_requested = bytes_missed = 0
     peak = node.resident_bytes
     access = node.access
+    model: Model  # compiled, a typed name reads ``name`` and ``size`` as C slots, not by name
     for model in _progress(trace, progress, node.name):
         size = model.size
         bytes_requested += size

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import bisect
+from bisect import bisect_left, insort
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
@@ -86,14 +86,14 @@ class SIEVE(_Ticking[K]):
         if tick in self._dead:
             self._dead.remove(tick)
         else:
-            bisect.insort(self._queue, tick)
+            insort(self._queue, tick)
         self._at[tick] = key
 
     def pop_victim(self) -> K:
         queue, visited, at = self._queue, self._visited, self._at
         if not at:
             raise NoVictim("no evictable entry")
-        i = bisect.bisect_left(queue, self._hand)
+        i = bisect_left(queue, self._hand)
         n = len(queue)
         cleared: list[K] = []
         while True:
@@ -142,7 +142,7 @@ class SIEVE(_Ticking[K]):
         while queue:
             if hand > max(queue[-1], newest_pinned):
                 hand = 0
-            i = bisect.bisect_left(queue, hand)
+            i = bisect_left(queue, hand)
             while True:
                 if i == len(queue):
                     i = 0
