@@ -569,6 +569,30 @@ def policies_machine(
                 self._hit(key)
             self._pop_victim()
 
+        @precondition(
+            lambda self: (
+                {"hit", "pin", "unpin", "pop"} <= ops
+                and hasattr(self.model, "hand")
+                and len(self.model.candidates()) > 2
+            )
+        )
+        @rule()
+        def sweep_past_pinned_visited(self) -> None:
+            # A pinned key is skipped by the sweep with its visited bit untouched: the bit
+            # still counts once the key is unpinned. It shows only when the hand passes a
+            # pinned, visited key and later comes back to it: visit and pin the next victim,
+            # evict, unpin it, visit every other key, evict again.
+            key = self.model.clone().victim()
+            assert key is not None
+            self._hit(key)
+            self._pin(key)
+            self._pop_victim()
+            self._unpin(key)
+            for other in self.model.candidates():
+                if other != key:
+                    self._hit(other)
+            self._pop_victim()
+
         @precondition(lambda self: "hand" in ops and bool(self.model.keys))
         @rule(data=st.data())
         def point_hand(self, data: st.DataObject) -> None:
