@@ -68,6 +68,7 @@ __all__ = [
     "program_of",
     "remember_program",
     "replay",
+    "hint_is_about",
     "where_lines",
     "with_place",
 ]
@@ -340,14 +341,33 @@ def _slip(exc: BaseException | None) -> bool:
 
 def with_place(finding: Finding, check_hint: str) -> str:
     """The hint a report shows: the one diagnosis earned; else where to start, then the
-    check's own hint as what the check was written for (a cause it often has, not a claim)."""
+    check's own hint as what the check was written for, but only when that hint is about the
+    method where the difference starts (a hint written for another rule would send the
+    learner to code that is right: the place and the difference then stand alone)."""
     if finding.hint:
         return finding.hint
     if finding.rule and finding.place:
         return finding.place
     if finding.place:
-        return f"{finding.place}. This check was written for: {check_hint}"
+        if hint_is_about(check_hint, finding.methods):
+            return f"{finding.place}. This check was written for: {check_hint}"
+        return finding.place
     return check_hint
+
+
+def hint_is_about(hint: str, methods: Sequence[str]) -> bool:
+    """Whether ``hint`` names one of ``methods`` as code: ``pin()``, `` `admit` ``, ``.fits``,
+    or a name with an underscore (``pop_victim``, ``_release``). A plain word (``add``,
+    ``step``) written as prose does not count: "admit only while ..." names a rule, not the
+    method."""
+    for method in methods:
+        name = re.escape(method.rsplit(".", 1)[-1])
+        code = rf"(`{name}`|\b{name}\(|\.{name}\b)"
+        if "_" in method.rsplit(".", 1)[-1]:
+            code += rf"|(?<![\w.]){name}\b"
+        if re.search(code, hint):
+            return True
+    return False
 
 
 def diagnosed(topic: str, code: str, exc: BaseException | None, impl: Any) -> str | None:

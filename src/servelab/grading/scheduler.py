@@ -193,16 +193,33 @@ def _rejects_too_large(impl: Any) -> None:
 
 def _watermark(impl: Any) -> None:
     s = SchedulerScript(impl, num_blocks=8, block_size=4, watermark=2)
-    s.add(0, 16, 1)  # 4 blocks -> 4 free
-    s.add(1, 8, 1)  # 2 blocks -> exactly 2 free = watermark: admitted
-    s.add(2, 4, 1)  # 1 block -> 1 free < watermark: waits
+    # (id, prompt, blocks, free after it): 1 leaves room above the watermark, 2 leaves exactly
+    # the watermark free (both admitted), 3 would leave 1 (waits)
+    plan = [(0, 16, 4, 4), (1, 4, 1, 3), (2, 4, 1, 2), (3, 4, 1, 1)]
+    for sid, prompt, _, _ in plan:
+        s.add(sid, prompt, 1)
     out = s.step(emit=False)
-    s.expect(
-        _ids(out.prefills),
-        [0, 1],
-        "admitted (sequence 1 leaves exactly the watermark free, sequence 2 would leave 1)",
-    )
-    s.expect(s.waiting(), [2], "waiting")
+    admitted = _ids(out.prefills)
+    want = [0, 1, 2]
+    if admitted != want:
+        left = next((p for p in plan[:3] if p[0] not in admitted), None)
+        if left is not None:
+            sid, _, blocks, after = left
+            left_free = (
+                "exactly the watermark (2) free"
+                if after == 2
+                else f"{after} free, above the watermark 2"
+            )
+            raise s.fail(
+                f"admitted is {admitted}, expected {want}: sequence {sid} needs {blocks} block "
+                f"and leaves {left_free}, so it fits, yet was left waiting (admission goes on "
+                "while the next waiting request fits)"
+            )
+        raise s.fail(
+            f"admitted is {admitted}, expected {want}: sequence 3 would leave 1 block free, "
+            "below the watermark 2"
+        )
+    s.expect(s.waiting(), [3], "waiting")
     s.expect(s.bm.num_free, 2, "free blocks after admission")
 
 
