@@ -65,10 +65,10 @@ __all__ = [
     "diagnosed",
     "explained",
     "for_topic",
+    "hint_is_about",
     "program_of",
     "remember_program",
     "replay",
-    "hint_is_about",
     "where_lines",
     "with_place",
 ]

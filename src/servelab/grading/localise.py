@@ -28,8 +28,14 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from servelab.grading.observe import changes, shown
-from servelab.grading.replay import ACTIVE_BUDGETS, Lines, OutOfLines, line_budget
+from servelab.grading.observe import Unreadable, changes, shown
+from servelab.grading.replay import (
+    ACTIVE_BUDGETS,
+    OBSERVING,
+    Lines,
+    OutOfLines,
+    line_budget,
+)
 
 __all__ = [
     "Divergence",
@@ -88,6 +94,9 @@ class Divergence:
     subject: Any = field(default=None, compare=False, repr=False)
     """A copy of the learner's object just before the call (None when it cannot be copied),
     for a reading of the difference that needs more than the fields (sizes, a capacity)."""
+    their_before: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    """The same state read through the reference's methods: what its change is measured from
+    (a field read by a method of the learner's, such as ``len``, may read differently)."""
 
 
 @dataclass(frozen=True)
@@ -282,6 +291,58 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+class _Text(str):
+    """A value already written for a report: shown as it is, without quotes."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _view(value: Any) -> Any:
+    """A value as a report shows it: a sequence by its id, a named tuple (a ``Chunk``) by its
+    fields, containers element by element."""
+    seq_id = getattr(value, "seq_id", None)
+    if seq_id is not None and hasattr(value, "num_tokens"):
+        return _Text(f"<sequence {seq_id}>")
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        inner = ", ".join(f"{f}={_view(v)!r}" for f, v in zip(value._fields, value, strict=True))
+        return _Text(f"{type(value).__name__}({inner})")
+    if isinstance(value, list | tuple):
+        return type(value)(_view(v) for v in value)
+    if isinstance(value, Mapping):
+        return {k: _view(v) for k, v in value.items()}
+    return value
+
+
+def _parameters(original: Callable[..., Any], count: int) -> list[str]:
+    """The names of a method's first ``count`` parameters after ``self`` (``out``)."""
+    try:
+        names = list(inspect.signature(original).parameters)[1:]
+    except (TypeError, ValueError):
+        names = []
+    return [names[i] if i < len(names) else f"argument {i + 1}" for i in range(count)]
+
+
+def _arg_fields(args: Sequence[Any], names: Sequence[str]) -> dict[str, Any]:
+    """What a call can change in its arguments: each attribute of an object argument (a step's
+    ``out``), as ``out.scheduled``."""
+    found: dict[str, Any] = {}
+    for name, arg in zip(names, args, strict=False):
+        attrs = getattr(arg, "__dict__", None)
+        if not isinstance(attrs, dict) or getattr(arg, "seq_id", None) is not None:
+            continue
+        for attr, value in attrs.items():
+            if not attr.startswith("_"):
+                found[f"{name}.{attr}"] = _view(value)
+    return found
+
+
+def _with_args(fields: dict[str, Any], args: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+    return {**fields, **{k: args.get(k) for k in keys}}
+
+
 def _outcome(kind: str, value: Any) -> str:
     if kind == "raised":
         return f"raised {type(value).__name__}"
@@ -306,7 +367,7 @@ class _Spy:
     def __call__(
         self, obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any], original: Callable[..., Any]
     ) -> Any:
-        if self.depth or self.found is not None:
+        if self.depth or self.found is not None or OBSERVING[0]:
             return original(obj, *args, **kwargs)
         self.depth += 1
         try:
@@ -339,6 +400,7 @@ class _Spy:
         self.aside += clock.spent - copying
         name = _split(self.method)[1]
         started = clock.spent
+        their_before = self._fields(clone)
         try:
             theirs: tuple[str, Any] = ("returned", getattr(clone, name)(*cargs, **ckwargs))
         except Exception as exc:
@@ -364,7 +426,22 @@ class _Spy:
         if mine[0] == "raised" and theirs[0] == "raised":
             same_outcome = _builtin(mine[1]) == _builtin(theirs[1])
         if not (same_outcome and same_state and _plain_args(args, kwargs) == their_args):
-            shown = ", ".join([*map(_show, args), *(f"{k}={_show(v)}" for k, v in kwargs.items())])
+            names = _parameters(original, len(args))
+            shown = ", ".join(
+                [
+                    *(
+                        n if _arg_fields([a], [n]) else _show(a)
+                        for a, n in zip(args, names, strict=True)
+                    ),
+                    *(f"{k}={_show(v)}" for k, v in kwargs.items()),
+                ]
+            )
+            views = [_arg_fields(a, names) for a in (pristine_args, args, cargs)]
+            keys = [k for k in views[0] if not views[0][k] == views[1].get(k) == views[2].get(k)]
+            before = _with_args(before, views[0], keys)
+            my_fields = _with_args(my_fields, views[1], keys)
+            their_fields = _with_args(their_fields, views[2], keys)
+            their_before = _with_args(their_before, views[0], keys)
             self.found = Divergence(
                 self.method,
                 f"{self.skeleton.subject}.{name}({shown})",
@@ -374,6 +451,7 @@ class _Spy:
                 when,
                 tuple(pristine_args),
                 pristine,
+                their_before,
             )
         if error is not None:
             raise error
@@ -384,7 +462,7 @@ def _key(skeleton: Skeleton, obj: Any) -> Hashable:
     try:
         return skeleton.key(obj)
     except Exception as exc:
-        return ("unreadable", type(exc).__name__)
+        return Unreadable(exc)
 
 
 def _detail(skeleton: Skeleton, obj: Any) -> dict[str, Any]:
@@ -552,5 +630,6 @@ def where_lines(place: Localisation) -> tuple[str, ...]:
         head,
         f"called as {d.call}, on: {shown(d.before)}",
         f"yours {d.mine[0]}; {changes(d.before, d.mine[1])}",
-        f"the reference {_present(d.theirs[0])}; {changes(d.before, d.theirs[1])}",
+        f"the reference {_present(d.theirs[0])}; "
+        f"{changes(d.before if d.their_before is None else d.their_before, d.theirs[1])}",
     )

@@ -15,6 +15,7 @@ from typing import Any
 
 __all__ = [
     "Canon",
+    "Unreadable",
     "blocks_fields",
     "budget_fields",
     "changes",
@@ -51,11 +52,23 @@ def _same(block: Any) -> Any:
     return block
 
 
+class Unreadable(tuple[str, str]):
+    """A field whose reading raised: equal for equal errors, shown in words."""
+
+    __slots__ = ()
+
+    def __new__(cls, error: BaseException) -> Unreadable:
+        return super().__new__(cls, ("unreadable", type(error).__name__))
+
+    def __repr__(self) -> str:
+        return f"(reading it raised {self[1]})"
+
+
 def _read(fn: Callable[[], Any]) -> Any:
     try:
         return fn()
     except Exception as exc:
-        return ("unreadable", type(exc).__name__)
+        return Unreadable(exc)
 
 
 def weight_cache_fields(cache: Any, canon: Callable[[Any], Any] = _same) -> dict[str, Any]:
