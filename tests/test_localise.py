@@ -35,6 +35,9 @@ READS = {
     "SIEVE removal keeps the pin": ("pin all go with it", "under the hand"),
     "retire skips the next sequence": ("left finished sequence", "written for"),
     "admit puts a waiting sequence back last": ("first come, first served", "written for"),
+    "admit stops after one admission": ("start at your `admit`", "written for"),
+    "unpin returns the count it found": ("unpin() the pins left", "exactly like"),
+    "alloc takes from the right end": ("takes the block at its left end", "exactly like"),
 }
 
 
