@@ -35,7 +35,7 @@ READS = {
     "SIEVE removal keeps the pin": ("pin all go with it", "under the hand"),
     "retire skips the next sequence": ("left finished sequence", "written for"),
     "admit puts a waiting sequence back last": ("first come, first served", "written for"),
-    "admit stops after one admission": ("start at your `admit`", "written for"),
+    "admit stops after one admission": ("taking the head of waiting while it fits", ">="),
     "unpin returns the count it found": ("unpin() the pins left", "exactly like"),
     "alloc takes from the right end": ("takes the block at its left end", "exactly like"),
 }

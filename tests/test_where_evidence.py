@@ -123,4 +123,6 @@ def test_the_watermark_check_names_the_request_that_fitted_and_waited() -> None:
     report = failed.value.report
     assert "sequence 1 needs 1 block and leaves 3 free, above the watermark 2" in report.text
     assert "yet was left waiting" in report.text
-    assert "written for" not in report.hint  # the watermark comparison's hint is not this rule
+    assert "start at your `admit`" in report.hint
+    # the hint is the loop's, not the watermark comparison's (which this code gets right)
+    assert "a loop" in report.hint and ">= watermark" not in report.hint

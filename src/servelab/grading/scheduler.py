@@ -44,11 +44,16 @@ HINTS: dict[str, str] = {
         "readmitted at"
     ),
     "watermark": (
-        "admit only while bm.num_free - blocks_needed(n) >= watermark: the watermark keeps "
-        "free blocks for the next decode step"
+        "`admit` takes a request only while `fits(n)`: bm.num_free - blocks_needed(n) >= "
+        "watermark, n the tokens it allocates; the watermark keeps free blocks for the next "
+        "decode step"
+    ),
+    "admit-loop": (
+        "`admit` goes on taking the head of waiting while it fits (a loop), and stops only at "
+        "the first request that does not"
     ),
     "fcfs": (
-        "admission is first come, first served: stop (break) at the first waiting sequence "
+        "`admit` is first come, first served: stop (break) at the first waiting sequence "
         "that does not fit; nobody behind it may overtake"
     ),
     "prefill-length": (
@@ -212,8 +217,8 @@ def _watermark(impl: Any) -> None:
             )
             raise s.fail(
                 f"admitted is {admitted}, expected {want}: sequence {sid} needs {blocks} block "
-                f"and leaves {left_free}, so it fits, yet was left waiting (admission goes on "
-                "while the next waiting request fits)"
+                f"and leaves {left_free}, so it fits, yet was left waiting",
+                hint=None if after == 2 else HINTS["admit-loop"],
             )
         raise s.fail(
             f"admitted is {admitted}, expected {want}: sequence 3 would leave 1 block free, "

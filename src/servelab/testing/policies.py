@@ -450,6 +450,17 @@ def policies_machine(
             self.do(f"{var}.update_on_hit({key!r})", lambda: self.policy.update_on_hit(key))
             self.model.hit(key)
 
+        @precondition(
+            lambda self: "hit" in ops and bool(self.model.keys) and not hasattr(self.model, "hand")
+        )
+        @rule(data=st.data(), times=st.integers(min_value=2, max_value=5))
+        def hit_often(self, data: st.DataObject, times: int) -> None:
+            # A count only shows its size when a key is hit several times: a counter that
+            # saturates, or one hit that is counted twice, changes the order after a few.
+            key = data.draw(st.sampled_from(self._resident()))
+            for _ in range(times):
+                self._hit(key)
+
         @precondition(lambda self: "remove" in ops and bool(self.model.keys))
         @rule(data=st.data())
         def remove(self, data: st.DataObject) -> None:
