@@ -453,7 +453,7 @@ TOPIC = Topic(
                     **{f"LFU:{k}": v for k, v in _LFU_HINTS.items()},
                     **{f"SIEVE:{k}": v for k, v in _SIEVE_HINTS.items()},
                 },
-                max_examples=140,
+                max_examples=160,
                 step_count=30,
             ),
         ),

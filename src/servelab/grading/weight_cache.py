@@ -387,7 +387,7 @@ HINTS = {
         "MemoryError (transient)"
     ),
     "miss-instead-of-raise": (
-        "a put that cannot be admitted must raise, not return: a silent miss hides a "
+        "a `put` that cannot be admitted must raise, not return: a silent miss hides a "
         "configuration error or a transient pin problem"
     ),
     "changed-on-error": (
