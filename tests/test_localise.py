@@ -37,7 +37,7 @@ READS = {
     "admit puts a waiting sequence back last": ("first come, first served", "written for"),
     "admit stops after one admission": ("taking the head of waiting while it fits", ">="),
     "unpin returns the count it found": ("unpin() the pins left", "exactly like"),
-    "alloc takes from the right end": ("takes the block at its left end", "exactly like"),
+    "alloc takes from the right end": ("`_alloc` takes the block at its left end", "_release"),
 }
 
 

@@ -126,3 +126,17 @@ def test_the_watermark_check_names_the_request_that_fitted_and_waited() -> None:
     assert "start at your `admit`" in report.hint
     # the hint is the loop's, not the watermark comparison's (which this code gets right)
     assert "a loop" in report.hint and ">= watermark" not in report.hint
+
+
+def test_the_free_list_is_a_queue() -> None:
+    from servelab.testing.block_manager import check_free_order
+    from servelab.testing.core import InvariantViolation
+
+    check_free_order(None, [3, 1])
+    check_free_order([0, 1, 2], [2, 5, 4])  # two taken from the left, two freed at the right
+    with pytest.raises(InvariantViolation) as taken:
+        check_free_order([0, 1, 2], [0, 1])  # the right end taken
+    assert taken.value.invariant == "free-order-take"
+    with pytest.raises(InvariantViolation) as freed:
+        check_free_order([1, 2], [0, 1, 2])  # a freed block put at the left end
+    assert freed.value.invariant == "free-order-return"

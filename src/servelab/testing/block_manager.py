@@ -51,7 +51,8 @@ INVARIANTS: dict[str, str] = {
     "table-length": "a table holds ceil(len / block_size) blocks",
     "table-distinct": "a table lists each block once",
     "free-count": "num_free equals the blocks the model says are unused",
-    "free-order": "blocks are taken from the left of the free list, freed ones join its right",
+    "free-order-take": "a block is taken from the left end of the free list",
+    "free-order-return": "a freed block joins the right end of the free list",
     "boundary-allocation": "a block is allocated only when a length crosses a boundary",
     "fork-shares": "a fork shares every block of its parent",
     "cow-full-block": "full blocks are never copied",
@@ -150,14 +151,14 @@ def check_free_order(before: list[int] | None, after: list[int]) -> None:
     if kept != before[taken:]:
         gone = [b for b in before if b not in now]
         raise InvariantViolation(
-            "free-order",
+            "free-order-take",
             f"the free list went from {before} to {after}: blocks {gone} were taken, but a "
             f"block is taken from the left end of the free list, so {before[:taken]} should "
             "have gone",
         )
     if after[: len(kept)] != kept:
         raise InvariantViolation(
-            "free-order",
+            "free-order-return",
             f"the free list went from {before} to {after}: a freed block joins the right end "
             f"of the free list, after the blocks already free ({kept})",
         )
