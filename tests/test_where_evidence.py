@@ -30,7 +30,8 @@ def test_a_field_that_raised_is_said_in_words() -> None:
 @pytest.mark.parametrize(
     ("hint", "methods", "about"),
     [
-        ("admit only while bm.num_free - blocks_needed(n) >= watermark", ("admit",), False),
+        ("only while bm.num_free - blocks_needed(n) >= watermark, admit", ("admit",), False),
+        ("retire finished sequences at the start of step()", ("retire",), True),
         ("fits() counts ceil(n / block_size) blocks", ("fits",), True),
         ("call `admit` once per step", ("Scheduler.admit",), True),
         ("_release puts the block at the right end", ("_release",), True),
@@ -46,7 +47,7 @@ def test_a_hint_is_about_a_method_only_when_it_names_it_as_code(
 
 def test_a_check_hint_written_for_another_rule_is_left_out() -> None:
     finding = Finding(place=PLACE, methods=("admit",))
-    other = "admit only while bm.num_free - blocks_needed(n) >= watermark"
+    other = "the watermark keeps bm.num_free - blocks_needed(n) >= watermark; admit stops"
     assert with_place(finding, other) == PLACE
     own = "admit() takes waiting requests while they fit"
     assert with_place(finding, own) == f"{PLACE}. This check was written for: {own}"

@@ -357,12 +357,12 @@ def with_place(finding: Finding, check_hint: str) -> str:
 
 def hint_is_about(hint: str, methods: Sequence[str]) -> bool:
     """Whether ``hint`` names one of ``methods`` as code: ``pin()``, `` `admit` ``, ``.fits``,
-    or a name with an underscore (``pop_victim``, ``_release``). A plain word (``add``,
-    ``step``) written as prose does not count: "admit only while ..." names a rule, not the
-    method."""
+    a name with an underscore (``pop_victim``, ``_release``), or a plain word that opens the
+    hint as its subject ("retire finished sequences ..."). A plain word (``add``, ``get``)
+    elsewhere in the prose does not count: "a get of an absent key" names no method."""
     for method in methods:
         name = re.escape(method.rsplit(".", 1)[-1])
-        code = rf"(`{name}`|\b{name}\(|\.{name}\b)"
+        code = rf"(`{name}`|\b{name}\(|\.{name}\b|^{name}\b)"
         if "_" in method.rsplit(".", 1)[-1]:
             code += rf"|(?<![\w.]){name}\b"
         if re.search(code, hint):
