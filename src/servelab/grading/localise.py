@@ -21,6 +21,7 @@ the same failure gets the same answer on any machine.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 import itertools
 import types
@@ -594,7 +595,9 @@ def place_hint(place: Localisation) -> str | None:
     d = place.divergence
     if d is None:
         return None
-    if d.mine[1] == d.theirs[1]:
+    their_before = d.before if d.their_before is None else d.their_before
+    unchanged = d.mine[1] == d.before and d.theirs[1] == their_before
+    if d.mine[1] == d.theirs[1] or unchanged:
         what = "its result differs from the reference's"
     else:
         what = "it changes the state differently from the reference's"
@@ -607,6 +610,10 @@ def _present(outcome: str) -> str:
         if outcome.startswith(past):
             return now + outcome[len(past) :]
     return outcome
+
+
+def _without(fields: dict[str, Any], keys: set[str]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if k not in keys}
 
 
 def where_lines(place: Localisation) -> tuple[str, ...]:
@@ -622,6 +629,18 @@ def where_lines(place: Localisation) -> tuple[str, ...]:
             f"the difference is in your {names}: with the reference's in its place, this "
             "program behaves as expected",
         )
+    unread = {
+        k
+        for k, v in d.before.items()
+        if isinstance(v, Unreadable) and d.mine[1].get(k) == v == d.theirs[1].get(k)
+    }  # a field this step cannot read yet (a method still to write) says nothing
+    d = dataclasses.replace(
+        d,
+        before=_without(d.before, unread),
+        mine=(d.mine[0], _without(d.mine[1], unread)),
+        theirs=(d.theirs[0], _without(d.theirs[1], unread)),
+        their_before=None if d.their_before is None else _without(d.their_before, unread),
+    )
     also = [m for m in place.methods if m != d.method]
     head = f"the difference starts in your `{d.method}`"
     if also:
