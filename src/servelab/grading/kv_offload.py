@@ -134,13 +134,13 @@ HINTS = {
     "unpin leaves it pinned",
     "never-below-zero": "an unpin (or unref) without a matching pin must raise and leave the "
     "count at 0",
-    "miss": "a put that cannot make room is a miss: return None and change nothing",
-    "policy": "LRU refreshes a chunk on every hit (move it to the end); FIFO never does",
-    "no-more": "evict in policy order only until the chunk fits, and no more",
-    "decide-first": "decide whether eviction can make room before evicting anything: a miss "
-    "must evict nothing",
-    "bounded-wait": "the busy wait retries at most `wait` times, pausing with _sleep() before "
-    "each retry, and then returns None (a miss)",
+    "miss": "a `put` that cannot make room is a miss: return None and change nothing",
+    "policy": ("LRU refreshes a chunk on every hit (`get` moves it to the end); FIFO never does"),
+    "no-more": "`put` evicts in policy order only until the chunk fits, and no more",
+    "decide-first": "`put` decides whether eviction can make room before evicting anything: "
+    "a miss must evict nothing",
+    "bounded-wait": "the busy wait of `put` retries at most `wait` times, pausing with _sleep() "
+    "before each retry, and then returns None (a miss)",
     "retry": "each retry must look for room again: a chunk unpinned during the pause can be "
     "evicted now",
     "too-large": "a chunk larger than the whole tier raises ChunkTooLarge (a ValueError): no "
@@ -529,7 +529,7 @@ TOPIC = Topic(
                 ),
                 Probe(
                     "a chunk takes its bytes once",
-                    "a key already stored is a use, not a second copy",
+                    "a `put` of a key already stored is a use, not a second copy",
                     _bytes_once,
                 ),
                 Probe("LRU refreshes, FIFO does not", HINTS["policy"], _policy_order),
