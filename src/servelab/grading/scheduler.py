@@ -57,7 +57,8 @@ HINTS: dict[str, str] = {
         "that does not fit; nobody behind it may overtake"
     ),
     "prefill-length": (
-        "a prefill covers every token the sequence has: allocate and prefill seq.num_tokens tokens"
+        "a prefill covers every token the sequence has: `admit` allocates and prefills "
+        "seq.num_tokens tokens"
     ),
     "finished-freed": (
         "retire finished sequences at the start of step(): bm.free_seq(seq.seq_id) for every "
@@ -77,11 +78,12 @@ HINTS: dict[str, str] = {
         "running), with slot = bm.append_slot(seq.seq_id)"
     ),
     "victim-newest": (
-        "on OutOfBlocks, preempt the newest running sequence (running.pop()), not the one "
-        "whose append_slot failed, and retry; preempt only when a decode finds no free block"
+        "on OutOfBlocks, `decode` preempts the newest running sequence (running.pop()), not "
+        "the one whose append_slot failed, and retry; preempt only when a decode finds no free "
+        "block"
     ),
     "requeue-front": (
-        "re-queue a preempted sequence at the front of waiting (waiting.appendleft), so it is "
+        "`preempt` re-queues a sequence at the front of waiting (waiting.appendleft), so it is "
         "the first to come back"
     ),
     "requeue-length": (
