@@ -141,3 +141,22 @@ def test_the_free_list_is_a_queue() -> None:
     with pytest.raises(InvariantViolation) as freed:
         check_free_order([1, 2], [0, 1, 2])  # a freed block put at the left end
     assert freed.value.invariant == "free-order-return"
+
+
+def test_a_hint_about_the_only_field_that_differs_is_shown() -> None:
+    from servelab.grading.diagnose import hint_names_the_change
+    from servelab.grading.localise import Divergence
+
+    def call(
+        mine: dict[str, object], theirs: dict[str, object], out: str = "returned 2"
+    ) -> Divergence:
+        return Divergence(
+            "allocate", "bm.allocate(1, [1])", {}, (out, mine), ("returned 2", theirs), 0
+        )
+
+    hint = "a hit must raise the block's refcount like a fork does"
+    assert hint_names_the_change(hint, call({"refcounts": {0: 1}}, {"refcounts": {0: 2}}))
+    # another field differs too, or the results differ: the hint may be about something else
+    both = call({"refcounts": {0: 1}, "tables": {}}, {"refcounts": {0: 2}, "tables": {1: [0]}})
+    assert not hint_names_the_change(hint, both)
+    assert not hint_names_the_change(hint, call({}, {}, "returned 8"))

@@ -66,6 +66,7 @@ __all__ = [
     "explained",
     "for_topic",
     "hint_is_about",
+    "hint_names_the_change",
     "program_of",
     "remember_program",
     "replay",
@@ -349,10 +350,30 @@ def with_place(finding: Finding, check_hint: str) -> str:
     if finding.rule and finding.place:
         return finding.place
     if finding.place:
-        if hint_is_about(check_hint, finding.methods):
+        if hint_is_about(check_hint, finding.methods) or hint_names_the_change(
+            check_hint, finding.divergence
+        ):
             return f"{finding.place}. This check was written for: {check_hint}"
         return finding.place
     return check_hint
+
+
+def hint_names_the_change(hint: str, divergence: Divergence | None) -> bool:
+    """Whether the first diverging call returned the same as the reference's and differs only
+    in fields that ``hint`` names ("refcount" for ``refcounts``): the hint is then about what
+    broke, whatever method it names."""
+    if divergence is None or divergence.mine[0] != divergence.theirs[0]:
+        return False
+    mine, theirs = divergence.mine[1], divergence.theirs[1]
+    differing = [k for k in {*mine, *theirs} if mine.get(k) != theirs.get(k)]
+    if not differing:
+        return False
+    for name in differing:
+        stem = name.rsplit(".", 1)[-1].replace("_", " ")
+        stem = stem[:-1] if stem.endswith("s") and len(stem) > 4 else stem
+        if not re.search(rf"(?<![\w]){re.escape(stem)}", hint.replace("_", " "), re.IGNORECASE):
+            return False
+    return True
 
 
 def hint_is_about(hint: str, methods: Sequence[str]) -> bool:

@@ -158,12 +158,13 @@ HINTS = {
     ),
     "held-bytes": "held_bytes counts each chunk once: a chunk promoted into the CPU tier "
     "keeps its disk copy, and counting both is counting its bytes twice",
-    "attention": "recompute is 2 FLOPs per parameter per token plus attention over every "
-    "earlier position (4 · layers · d_model · i at position i): the attention term "
-    "dominates long prompts",
-    "kv-bytes": "KV bytes per token = 2 (K and V) · layers · kv_heads · head_dim · bytes_per_value",
-    "latency": "a load pays the link's latency once per chunk request (chunk_tokens tokens), "
-    "not per token and not once in all",
+    "attention": "recompute_seconds: recompute is 2 FLOPs per parameter per token plus "
+    "attention over every earlier position (4 · layers · d_model · i at position i): the "
+    "attention term dominates long prompts",
+    "kv-bytes": "load_seconds: KV bytes per token = 2 (K and V) · layers · kv_heads · head_dim "
+    "· bytes_per_value",
+    "latency": "load_seconds: a load pays the link's latency once per chunk request "
+    "(chunk_tokens tokens), not per token and not once in all",
     "own-numbers": "use the hierarchy's own model, flops, links and chunk_tokens: a grader "
     "(or a deployment) sets them",
     "worth-loading": "worth_loading is load_seconds < recompute_seconds for those tokens",

@@ -422,7 +422,8 @@ HINTS: dict[str, str] = {
     "— never both",
     "refcount-matches-tables": "a hit must raise the block's refcount like a fork does",
     "table-length": "a table holds ceil(len / block_size) blocks, cached or new",
-    "cache-map": "a stale map entry outlived an eviction: when a cached block is reclaimed, "
+    "cache-map": "a stale map entry outlived an eviction: when a cached block is reclaimed "
+    "(`_forget`), "
     "delete its entry from the hash map and clear the block's hash",
     "evictable": "`_release`: a cached block freed by its last holder goes on the evictable "
     "LRU (and only then); free_list() lists plain free blocks first",

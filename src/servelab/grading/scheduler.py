@@ -88,7 +88,7 @@ HINTS: dict[str, str] = {
     ),
     "requeue-length": (
         "a preempted sequence keeps its tokens: re-queued length = prompt + generated, so "
-        "re-prefill seq.num_tokens tokens, not seq.prompt_len"
+        "`admit` re-prefills seq.num_tokens tokens, not seq.prompt_len"
     ),
     "kv-slots": (
         "a preempted sequence must give back its blocks (bm.free_seq) before it waits; a "

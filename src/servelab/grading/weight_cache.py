@@ -600,7 +600,7 @@ TOPIC = Topic(
             (
                 Probe(
                     "a put that cannot succeed raises",
-                    "returning a miss instead of raising: a put that cannot be admitted must "
+                    "returning a miss instead of raising: a `put` that cannot be admitted must "
                     "raise, or callers retry forever",
                     _impossible_put_raises,
                 ),
