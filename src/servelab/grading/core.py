@@ -342,7 +342,8 @@ def _diagnosed(
                 found = topic.diagnose(code.splitlines(), impl) if code else None
                 return (found if isinstance(found, str) and found else hint), (), None
             finding = explained(topic.name, code, exc, impl, step)
-            return with_place(finding, hint), finding.where, finding.divergence
+            ruled = exc is None or isinstance(exc, InvariantViolation | ProbeFailed)
+            return with_place(finding, hint, ruled), finding.where, finding.divergence
     except (Exception, ImplementationHung) as error:
         _log.warning("diagnosis of a failed %s check failed: %r", topic.name, error)
         if os.environ.get("SERVELAB_DEBUG") == "1":

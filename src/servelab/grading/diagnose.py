@@ -340,18 +340,22 @@ def _slip(exc: BaseException | None) -> bool:
     return exc is not None and any(c.__name__ in SLIPS for c in type(exc).__mro__)
 
 
-def with_place(finding: Finding, check_hint: str) -> str:
+def with_place(finding: Finding, check_hint: str, gate: bool = True) -> str:
     """The hint a report shows: the one diagnosis earned; else where to start, then the
     check's own hint as what the check was written for, but only when that hint is about the
     method where the difference starts (a hint written for another rule would send the
-    learner to code that is right: the place and the difference then stand alone)."""
+    learner to code that is right: the place and the difference then stand alone). With
+    ``gate`` off (a hint about the learner's own exception, which is the evidence itself) the
+    check's hint always follows the place."""
     if finding.hint:
         return finding.hint
     if finding.rule and finding.place:
         return finding.place
     if finding.place:
-        if hint_is_about(check_hint, finding.methods) or hint_names_the_change(
-            check_hint, finding.divergence
+        if (
+            not gate
+            or hint_is_about(check_hint, finding.methods)
+            or hint_names_the_change(check_hint, finding.divergence)
         ):
             return f"{finding.place}. This check was written for: {check_hint}"
         return finding.place
