@@ -54,6 +54,9 @@ READS = {
     "append_slot keeps the length": ("`lengths` of", "exactly like"),
     "discard keeps the bytes": ("yours left `used` at", "off by one"),
     "store answers whether nothing was evicted": ("the work is right", "exactly like"),
+    "admit stops after one admission": ("taking the head of waiting while it fits", ">="),
+    "unpin returns the count it found": ("unpin() the pins left", "exactly like"),
+    "alloc takes from the right end": ("`_alloc` takes the block at its left end", "_release"),
 }
 
 

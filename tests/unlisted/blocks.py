@@ -1,7 +1,7 @@
 """Block-manager slips, each on the notebook's own classes."""
 
 from servelab import checkpoint
-from servelab.kv.blocks import Slot
+from servelab.kv.blocks import OutOfBlocks, Slot
 
 TOPIC = "block-manager"
 Forking = checkpoint(TOPIC, 3)
@@ -73,10 +73,22 @@ class AppendKeepsLength(Final):
         return Slot(table[-1], offset, cow_src)
 
 
+class AllocFromTheRight(Final):
+    """_alloc pops the right end of the free list: the block freed last is handed out first."""
+
+    def _alloc(self):
+        if not self.free:
+            raise OutOfBlocks("no free block")
+        block = self.free.pop()
+        self.ref[block] = 1
+        return block
+
+
 MISTAKES = {
     "refcounts raised before the fork check": (4, ForkCountsBeforeCheck, {"fork"}),
     "one block too many": (4, OneBlockTooMany, {"allocate"}),
     "fork length plus one": (3, ForkLengthPlusOne, {"fork"}),
     "copy-on-write without its source": (3, CopyWithoutSource, {"append_slot"}),
     "append_slot keeps the length": (4, AppendKeepsLength, {"append_slot"}),
+    "alloc takes from the right end": (4, AllocFromTheRight, {"_alloc"}),
 }

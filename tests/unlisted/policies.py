@@ -55,6 +55,27 @@ class SIEVEPinnedHitsForgotten(SIEVE):
             self.visited[key] = True
 
 
+class SIEVESweepForgetsPinnedBits(SIEVE):
+    """The sweep clears the bit of every key it passes, pinned ones too: a pinned key loses
+    the hit it took before the pin."""
+
+    def pop_victim(self):
+        if len(self) == 0:
+            raise NoVictim("every resident key is pinned")
+        i = 0 if self.hand is None else self.queue.index(self.hand)
+        while True:
+            if i == len(self.queue):
+                i = 0
+            key = self.queue[i]
+            if key in self.pinned or self.visited[key]:
+                self.visited[key] = False
+                i += 1
+            else:
+                self.hand = key
+                self.update_on_remove(key)
+                return key
+
+
 MISTAKES = {
     "LFU victim keeps its count": (
         4,
@@ -75,5 +96,10 @@ MISTAKES = {
         4,
         {"LFU": LFU, "SIEVE": SIEVEPinnedHitsForgotten},
         {"SIEVE.update_on_hit"},
+    ),
+    "SIEVE sweep clears pinned keys' bits": (
+        4,
+        {"LFU": LFU, "SIEVE": SIEVESweepForgetsPinnedBits},
+        {"SIEVE.pop_victim"},
     ),
 }

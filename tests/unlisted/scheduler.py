@@ -1,7 +1,7 @@
 """Scheduler slips, each on the notebook's own classes."""
 
 from servelab import checkpoint
-from servelab.kv.scheduler import Prefill
+from servelab.kv.scheduler import Prefill, RequestTooLarge
 
 TOPIC = "scheduler"
 Admitting = checkpoint(TOPIC, 1)
@@ -62,10 +62,39 @@ class PreemptReportedFinished(Final):
         out.finished.append(victim)
 
 
+class AddFitsBesideRunning(Admitting):
+    """add() refuses a request that does not fit beside the running ones: a request that fits
+    the pool is refused once admissions have started."""
+
+    def add(self, seq):
+        held = sum(self.blocks_needed(s.num_tokens) for s in self.running)
+        need = self.blocks_needed(seq.prompt_len + seq.max_new_tokens)
+        if held + need > self.bm.num_blocks - self.watermark:
+            raise RequestTooLarge(f"sequence {seq.seq_id} does not fit")
+        self.waiting.append(seq)
+
+
+class AdmitUntilOneAdmitted(Admitting):
+    """The admission loop also stops once this step has admitted a request: one per step."""
+
+    def admit(self, out):
+        while self.waiting and not out.prefills:
+            seq = self.waiting[0]
+            n = seq.num_tokens
+            if not self.fits(n):
+                break
+            self.waiting.popleft()
+            self.bm.allocate(seq.seq_id, n)
+            self.running.append(seq)
+            out.prefills.append(Prefill(seq, n))
+
+
 MISTAKES = {
     "fit counts one block too many": (1, FitRoundsUp, {"fits"}),
     "retire skips the next sequence": (3, RetireSkipsNext, {"retire"}),
     "admit puts a waiting sequence back last": (3, AdmitRequeuesAtBack, {"admit"}),
     "preempt leaves out.preempted empty": (3, PreemptReportsNothing, {"preempt"}),
     "preempt reports the victim finished": (3, PreemptReportedFinished, {"preempt"}),
+    "add fits beside the running requests": (1, AddFitsBesideRunning, {"add"}),
+    "admit stops after one admission": (1, AdmitUntilOneAdmitted, {"admit"}),
 }

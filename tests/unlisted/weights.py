@@ -73,10 +73,23 @@ class EvictedBytesOfNewest(Final):
         Checked._evict(self, key)
 
 
+class UnpinReturnsOldCount(Pinning):
+    """unpin() returns the count it found, not the pins left: the last unpin returns 1."""
+
+    def unpin(self, key):
+        count = self._pins[key]
+        if count > 1:
+            self._pins[key] = count - 1
+        else:
+            del self._pins[key]
+        return count
+
+
 MISTAKES = {
     "replace keeps the old size": (2, ReplaceKeepsOldSize, {"put"}),
     "victim scan skips the oldest": (3, VictimSkipsOldest, {"_next_victim"}),
     "pin recorded before the check": (4, PinThenCheck, {"pin"}),
     "a hit counted on every get": (5, HitOnEveryGet, {"get"}),
     "evicted bytes of the newest entry": (5, EvictedBytesOfNewest, {"_evict"}),
+    "unpin returns the count it found": (3, UnpinReturnsOldCount, {"unpin"}),
 }

@@ -295,6 +295,10 @@ HINTS: dict[str, str] = {
     "block twice",
     "table-length": "a table holds ceil(len / block_size) blocks: allocate on a boundary "
     "crossing, not before and not after",
+    "free-order-take": "the free list is a queue: `_alloc` takes the block at its left end "
+    "(popleft), the block that has been free longest",
+    "free-order-return": "the free list is a queue: `_release` puts a block whose refcount "
+    "reaches 0 at its right end (append), behind the blocks already free",
     "free-count": "num_free drifted from the model: a block was taken that was not needed "
     "(e.g. copying a full block) or one was never returned",
     "boundary-allocation": "append_slot allocates only when len % block_size == 0; otherwise "
@@ -327,7 +331,14 @@ HINTS: dict[str, str] = {
 
 
 STEP_INVARIANTS: dict[int, list[str]] = {
-    1: ["free-list", "refcount-matches-tables", "table-length", "free-count"],
+    1: [
+        "free-list",
+        "refcount-matches-tables",
+        "table-length",
+        "free-count",
+        "free-order-take",
+        "free-order-return",
+    ],
     2: ["boundary-allocation", "write-isolation"],
     3: ["fork-shares", "cow-full-block", "cow-sole-owner", "cow-missing"],
     4: ["expected-error", "all-or-nothing", "cow-release-before-allocate", "exception-safety"],

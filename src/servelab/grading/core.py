@@ -342,7 +342,14 @@ def _diagnosed(
                 found = topic.diagnose(code.splitlines(), impl) if code else None
                 return (found if isinstance(found, str) and found else hint), (), None
             finding = explained(topic.name, code, exc, impl, step)
-            return with_place(finding, hint), finding.where, finding.divergence
+            # a rule's hint is shown only where it fits; one about the learner's exception
+            # describes the evidence itself
+            ruled = (
+                exc is None
+                or isinstance(exc, InvariantViolation | ProbeFailed)
+                or not exception_hint(exc)
+            )
+            return with_place(finding, hint, ruled), finding.where, finding.divergence
     except (Exception, ImplementationHung) as error:
         _log.warning("diagnosis of a failed %s check failed: %r", topic.name, error)
         if os.environ.get("SERVELAB_DEBUG") == "1":

@@ -93,8 +93,9 @@ HINTS = {
         "update_on_hit (hits on pinned keys count too)."
     ),
     "tie": (
-        "LFU tie-break: among keys with the same count, the one that reached that count first "
-        "leaves first (first in, first out) — not the newest, and not an arbitrary one."
+        "LFU tie-break (`eviction_order`, `pop_victim`): among keys with the same count, the "
+        "one that reached that count first leaves first (first in, first out) — not the "
+        "newest, and not an arbitrary one."
     ),
     "pins": (
         "candidates ignore pins: update_on_pin must take the key out of the candidates (or "
@@ -105,20 +106,20 @@ HINTS = {
         "(NoVictim) rather than return a pinned key or None."
     ),
     "visited": (
-        "SIEVE's hand must clear the visited bit of each visited key it passes; a key keeps its "
-        "bit only until the hand reaches it, or hits would protect it forever."
+        "SIEVE's hand (`pop_victim`) must clear the visited bit of each visited key it passes; "
+        "a key keeps its bit only until the hand reaches it, or hits would protect it forever."
     ),
     "wrap": (
-        "SIEVE's hand must wrap: past the newest key it continues at the oldest one (and after "
-        "evicting the newest key, the next sweep starts at the oldest)."
+        "SIEVE's hand (`pop_victim`) must wrap: past the newest key it continues at the oldest "
+        "one (and after evicting the newest key, the next sweep starts at the oldest)."
     ),
     "hand": (
-        "SIEVE's hand stays where it stopped: the next sweep starts just after the last victim, "
-        "not back at the oldest key (that is FIFO with a second chance)."
+        "SIEVE's hand (`pop_victim`) stays where it stopped: the next sweep starts just after "
+        "the last victim, not back at the oldest key (that is FIFO with a second chance)."
     ),
     "capped": (
-        "an LFU count is not capped: every hit adds 1, however many came before (a count "
-        "that saturates makes the hottest keys tie with lukewarm ones)"
+        "an LFU count is not capped: every update_on_hit adds 1, however many came before (a "
+        "count that saturates makes the hottest keys tie with lukewarm ones)"
     ),
     "unpin-place": (
         "update_on_unpin is not a use: the key returns with its count and the time it reached "
@@ -453,7 +454,7 @@ TOPIC = Topic(
                     **{f"LFU:{k}": v for k, v in _LFU_HINTS.items()},
                     **{f"SIEVE:{k}": v for k, v in _SIEVE_HINTS.items()},
                 },
-                max_examples=140,
+                max_examples=160,
                 step_count=30,
             ),
         ),

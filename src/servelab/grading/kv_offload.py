@@ -134,13 +134,13 @@ HINTS = {
     "unpin leaves it pinned",
     "never-below-zero": "an unpin (or unref) without a matching pin must raise and leave the "
     "count at 0",
-    "miss": "a put that cannot make room is a miss: return None and change nothing",
-    "policy": "LRU refreshes a chunk on every hit (move it to the end); FIFO never does",
-    "no-more": "evict in policy order only until the chunk fits, and no more",
-    "decide-first": "decide whether eviction can make room before evicting anything: a miss "
-    "must evict nothing",
-    "bounded-wait": "the busy wait retries at most `wait` times, pausing with _sleep() before "
-    "each retry, and then returns None (a miss)",
+    "miss": "a `put` that cannot make room is a miss: return None and change nothing",
+    "policy": ("LRU refreshes a chunk on every hit (`get` moves it to the end); FIFO never does"),
+    "no-more": "`put` evicts in policy order only until the chunk fits, and no more",
+    "decide-first": "`put` decides whether eviction can make room before evicting anything: "
+    "a miss must evict nothing",
+    "bounded-wait": "the busy wait of `put` retries at most `wait` times, pausing with _sleep() "
+    "before each retry, and then returns None (a miss)",
     "retry": "each retry must look for room again: a chunk unpinned during the pause can be "
     "evicted now",
     "too-large": "a chunk larger than the whole tier raises ChunkTooLarge (a ValueError): no "
@@ -160,12 +160,13 @@ HINTS = {
     "chunk in, and nothing more: another lookup's pin on the same chunk stays",
     "held-bytes": "held_bytes counts each chunk once: a chunk promoted into the CPU tier "
     "keeps its disk copy, and counting both is counting its bytes twice",
-    "attention": "recompute is 2 FLOPs per parameter per token plus attention over every "
-    "earlier position (4 · layers · d_model · i at position i): the attention term "
-    "dominates long prompts",
-    "kv-bytes": "KV bytes per token = 2 (K and V) · layers · kv_heads · head_dim · bytes_per_value",
-    "latency": "a load pays the link's latency once per chunk request (chunk_tokens tokens), "
-    "not per token and not once in all",
+    "attention": "recompute_seconds: recompute is 2 FLOPs per parameter per token plus "
+    "attention over every earlier position (4 · layers · d_model · i at position i): the "
+    "attention term dominates long prompts",
+    "kv-bytes": "load_seconds: KV bytes per token = 2 (K and V) · layers · kv_heads · head_dim "
+    "· bytes_per_value",
+    "latency": "load_seconds: a load pays the link's latency once per chunk request "
+    "(chunk_tokens tokens), not per token and not once in all",
     "own-numbers": "use the hierarchy's own model, flops, links and chunk_tokens: a grader "
     "(or a deployment) sets them",
     "worth-loading": "worth_loading is load_seconds < recompute_seconds for those tokens",
@@ -553,7 +554,7 @@ TOPIC = Topic(
                 ),
                 Probe(
                     "a chunk takes its bytes once",
-                    "a key already stored is a use, not a second copy",
+                    "a `put` of a key already stored is a use, not a second copy",
                     _bytes_once,
                 ),
                 Probe("LRU refreshes, FIFO does not", HINTS["policy"], _policy_order),

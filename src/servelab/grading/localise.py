@@ -21,6 +21,7 @@ the same failure gets the same answer on any machine.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 import itertools
 import types
@@ -28,8 +29,14 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from servelab.grading.observe import changes, shown
-from servelab.grading.replay import ACTIVE_BUDGETS, Lines, OutOfLines, line_budget
+from servelab.grading.observe import Unreadable, changes, shown
+from servelab.grading.replay import (
+    ACTIVE_BUDGETS,
+    OBSERVING,
+    Lines,
+    OutOfLines,
+    line_budget,
+)
 
 __all__ = [
     "Divergence",
@@ -88,6 +95,9 @@ class Divergence:
     subject: Any = field(default=None, compare=False, repr=False)
     """A copy of the learner's object just before the call (None when it cannot be copied),
     for a reading of the difference that needs more than the fields (sizes, a capacity)."""
+    their_before: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    """The same state read through the reference's methods: what its change is measured from
+    (a field read by a method of the learner's, such as ``len``, may read differently)."""
 
 
 @dataclass(frozen=True)
@@ -309,6 +319,58 @@ def _out_fields(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, A
     return found
 
 
+class _Text(str):
+    """A value already written for a report: shown as it is, without quotes."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _view(value: Any) -> Any:
+    """A value as a report shows it: a sequence by its id, a named tuple (a ``Chunk``) by its
+    fields, containers element by element."""
+    seq_id = getattr(value, "seq_id", None)
+    if seq_id is not None and hasattr(value, "num_tokens"):
+        return _Text(f"<sequence {seq_id}>")
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        inner = ", ".join(f"{f}={_view(v)!r}" for f, v in zip(value._fields, value, strict=True))
+        return _Text(f"{type(value).__name__}({inner})")
+    if isinstance(value, list | tuple):
+        return type(value)(_view(v) for v in value)
+    if isinstance(value, Mapping):
+        return {k: _view(v) for k, v in value.items()}
+    return value
+
+
+def _parameters(original: Callable[..., Any], count: int) -> list[str]:
+    """The names of a method's first ``count`` parameters after ``self`` (``out``)."""
+    try:
+        names = list(inspect.signature(original).parameters)[1:]
+    except (TypeError, ValueError):
+        names = []
+    return [names[i] if i < len(names) else f"argument {i + 1}" for i in range(count)]
+
+
+def _arg_fields(args: Sequence[Any], names: Sequence[str]) -> dict[str, Any]:
+    """What a call can change in its arguments: each attribute of an object argument (a step's
+    ``out``), as ``out.scheduled``."""
+    found: dict[str, Any] = {}
+    for name, arg in zip(names, args, strict=False):
+        attrs = getattr(arg, "__dict__", None)
+        if not isinstance(attrs, dict) or getattr(arg, "seq_id", None) is not None:
+            continue
+        for attr, value in attrs.items():
+            if not attr.startswith("_"):
+                found[f"{name}.{attr}"] = _view(value)
+    return found
+
+
+def _with_args(fields: dict[str, Any], args: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+    return {**fields, **{k: args.get(k) for k in keys}}
+
+
 def _outcome(kind: str, value: Any) -> str:
     if kind == "raised":
         return f"raised {type(value).__name__}"
@@ -333,7 +395,7 @@ class _Spy:
     def __call__(
         self, obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any], original: Callable[..., Any]
     ) -> Any:
-        if self.depth or self.found is not None:
+        if self.depth or self.found is not None or OBSERVING[0]:
             return original(obj, *args, **kwargs)
         self.depth += 1
         try:
@@ -366,6 +428,7 @@ class _Spy:
         self.aside += clock.spent - copying
         name = _split(self.method)[1]
         started = clock.spent
+        their_before = self._fields(clone)
         try:
             theirs: tuple[str, Any] = ("returned", getattr(clone, name)(*cargs, **ckwargs))
         except Exception as exc:
@@ -391,7 +454,29 @@ class _Spy:
         if mine[0] == "raised" and theirs[0] == "raised":
             same_outcome = _builtin(mine[1]) == _builtin(theirs[1])
         if not (same_outcome and same_state and _plain_args(args, kwargs) == their_args):
-            shown = ", ".join([*map(_show, args), *(f"{k}={_show(v)}" for k, v in kwargs.items())])
+            names = _parameters(original, len(args))
+            shown = ", ".join(
+                [
+                    *(
+                        n if _arg_fields([a], [n]) else _show(a)
+                        for a, n in zip(args, names, strict=True)
+                    ),
+                    *(f"{k}={_show(v)}" for k, v in kwargs.items()),
+                ]
+            )
+            views = [_arg_fields(a, names) for a in (pristine_args, args, cargs)]
+            # an output list read as ids (``out.preempted [1]``) stays so where the ids differ;
+            # where they agree and the entries do not (a chunk's slots), the entries are shown
+            keys = [
+                k
+                for k in views[0]
+                if not views[0][k] == views[1].get(k) == views[2].get(k)
+                and (k not in before or before[k] == my_fields.get(k) == their_fields.get(k))
+            ]
+            before = _with_args(before, views[0], keys)
+            my_fields = _with_args(my_fields, views[1], keys)
+            their_fields = _with_args(their_fields, views[2], keys)
+            their_before = _with_args(their_before, views[0], keys)
             self.found = Divergence(
                 self.method,
                 f"{self.skeleton.subject}.{name}({shown})",
@@ -401,6 +486,7 @@ class _Spy:
                 when,
                 tuple(pristine_args),
                 pristine,
+                their_before,
             )
         if error is not None:
             raise error
@@ -411,7 +497,7 @@ def _key(skeleton: Skeleton, obj: Any) -> Hashable:
     try:
         return skeleton.key(obj)
     except Exception as exc:
-        return ("unreadable", type(exc).__name__)
+        return Unreadable(exc)
 
 
 def _detail(skeleton: Skeleton, obj: Any) -> dict[str, Any]:
@@ -543,7 +629,9 @@ def place_hint(place: Localisation) -> str | None:
     d = place.divergence
     if d is None:
         return None
-    if d.mine[1] == d.theirs[1]:
+    their_before = d.before if d.their_before is None else d.their_before
+    unchanged = d.mine[1] == d.before and d.theirs[1] == their_before
+    if d.mine[1] == d.theirs[1] or unchanged:
         what = "its result differs from the reference's"
     else:
         what = "it changes the state differently from the reference's"
@@ -563,6 +651,10 @@ def _worth_showing(before: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in before.items() if v or not k.startswith("out.")}
 
 
+def _without(fields: dict[str, Any], keys: set[str]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if k not in keys}
+
+
 def where_lines(place: Localisation) -> tuple[str, ...]:
     """The report's lines for a localisation: the first after "where:", the rest under it."""
     if place.note:
@@ -576,6 +668,18 @@ def where_lines(place: Localisation) -> tuple[str, ...]:
             f"the difference is in your {names}: with the reference's in its place, this "
             "program behaves as expected",
         )
+    unread = {
+        k
+        for k, v in d.before.items()
+        if isinstance(v, Unreadable) and d.mine[1].get(k) == v == d.theirs[1].get(k)
+    }  # a field this step cannot read yet (a method still to write) says nothing
+    d = dataclasses.replace(
+        d,
+        before=_without(d.before, unread),
+        mine=(d.mine[0], _without(d.mine[1], unread)),
+        theirs=(d.theirs[0], _without(d.theirs[1], unread)),
+        their_before=None if d.their_before is None else _without(d.their_before, unread),
+    )
     also = [m for m in place.methods if m != d.method]
     head = f"the difference starts in your `{d.method}`"
     if also:
@@ -584,5 +688,6 @@ def where_lines(place: Localisation) -> tuple[str, ...]:
         head,
         f"called as {d.call}, on: {shown(_worth_showing(d.before))}",
         f"yours {d.mine[0]}; {changes(d.before, d.mine[1])}",
-        f"the reference {_present(d.theirs[0])}; {changes(d.before, d.theirs[1])}",
+        f"the reference {_present(d.theirs[0])}; "
+        f"{changes(d.before if d.their_before is None else d.their_before, d.theirs[1])}",
     )

@@ -15,6 +15,7 @@ from typing import Any
 
 __all__ = [
     "Canon",
+    "Unreadable",
     "blocks_fields",
     "budget_fields",
     "changes",
@@ -51,11 +52,23 @@ def _same(block: Any) -> Any:
     return block
 
 
+class Unreadable(tuple[str, str]):
+    """A field whose reading raised: equal for equal errors, shown in words."""
+
+    __slots__ = ()
+
+    def __new__(cls, error: BaseException) -> Unreadable:
+        return super().__new__(cls, ("unreadable", type(error).__name__))
+
+    def __repr__(self) -> str:
+        return f"(reading it raised {self[1]})"
+
+
 def _read(fn: Callable[[], Any]) -> Any:
     try:
         return fn()
     except Exception as exc:
-        return ("unreadable", type(exc).__name__)
+        return Unreadable(exc)
 
 
 def weight_cache_fields(cache: Any, canon: Callable[[Any], Any] = _same) -> dict[str, Any]:
@@ -86,8 +99,9 @@ def policy_fields(policy: Any, canon: Callable[[Any], Any] = _same) -> dict[str,
 
 def policy_history(policy: Any, canon: Callable[[Any], Any] = _same) -> dict[str, Any]:
     """What the skeleton keeps and no call shows until later: an LFU's counts (``count``), a
-    SIEVE's visited keys and hand. A hit that forgets to count changes no order at once, so a
-    report that left these out would show "nothing changed" where the count did."""
+    SIEVE's visited keys and hand, either's pinned keys. A hit that forgets to count changes
+    no order at once, so a report that left these out would show "nothing changed" where the
+    count did."""
     out: dict[str, Any] = {}
     count = getattr(policy, "count", None)
     if isinstance(count, dict):
@@ -95,6 +109,9 @@ def policy_history(policy: Any, canon: Callable[[Any], Any] = _same) -> dict[str
     visited = getattr(policy, "visited", None)
     if isinstance(visited, dict):
         out["visited"] = sorted((k for k, v in visited.items() if v), key=repr)
+    pinned = getattr(policy, "pinned", None)
+    if isinstance(pinned, set | frozenset):
+        out["pinned"] = sorted(pinned, key=repr)
     if "hand" in getattr(policy, "__dict__", {}):
         out["hand"] = policy.hand
     return out

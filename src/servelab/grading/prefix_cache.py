@@ -422,23 +422,24 @@ HINTS: dict[str, str] = {
     "— never both",
     "refcount-matches-tables": "a hit must raise the block's refcount like a fork does",
     "table-length": "a table holds ceil(len / block_size) blocks, cached or new",
-    "cache-map": "a stale map entry outlived an eviction: when a cached block is reclaimed, "
+    "cache-map": "a stale map entry outlived an eviction: when a cached block is reclaimed "
+    "(`_forget`), "
     "delete its entry from the hash map and clear the block's hash",
-    "evictable": "a cached block freed by its last holder goes on the evictable LRU (and only "
-    "then); free_list() lists plain free blocks first",
+    "evictable": "`_release`: a cached block freed by its last holder goes on the evictable "
+    "LRU (and only then); free_list() lists plain free blocks first",
     "stale-hash": "a reclaimed block kept its stale hash: clear the block's hash and its map "
     "entry when an evictable block is reused, and check the stored tokens on every hit",
     "wrong-data": "a hit served a block whose contents differ from the prompt: a stale hash "
     "or map entry survived reuse — verify the stored tokens on every hit",
     "hit-count": "a hit is a block whose whole prefix is cached: chain each block's hash over "
     "the previous block's hash, compare the stored tokens, and stop at the first miss",
-    "hit-cap": "cap hits at (len - 1) // block_size blocks: the last prompt token is always "
-    "computed, its logits start decoding",
+    "hit-cap": "`_lookup` caps hits at (len - 1) // block_size blocks: the last prompt token "
+    "is always computed, its logits start decoding",
     "chain": "a block's hash must chain over the previous block's hash, so one cached block "
     "never answers for the same tokens at another place in another prefix",
-    "decode-fill": "when decoding fills a block, cache it as a prompt block is: hash it on the "
-    "chain and register it, so a later prompt with the same tokens hits it",
-    "first-miss": "the lookup stops at the first miss: a block after a missing one follows a "
+    "decode-fill": "when decoding fills a block (`append_slot`), cache it as a prompt block "
+    "is: hash it on the chain and register it, so a later prompt with the same tokens hits it",
+    "first-miss": "`_lookup` stops at the first miss: a block after a missing one follows a "
     "prefix that is not cached",
     "freed-again": "a block freed, hit and freed again is the most recently freed: it goes to "
     "the back of the reclaim order (last time freed, not first time)",

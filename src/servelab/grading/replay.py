@@ -17,7 +17,7 @@ from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass
 from typing import Any
 
-from servelab.grading.observe import Canon
+from servelab.grading.observe import Canon, Unreadable
 from servelab.testing.core import ImplementationHung, hang_guard
 
 __all__ = [
@@ -165,11 +165,19 @@ def _error(exc: BaseException, kinds: tuple[str, ...]) -> str:
     return type(exc).__name__  # pragma: no cover - every exception derives from a builtin
 
 
+#: Above 0 while the replay reads the state between lines: those reads are the grader's, not
+#: calls of the program (:mod:`servelab.grading.localise` does not compare them).
+OBSERVING = [0]
+
+
 def _safe(fn: Callable[[], Hashable]) -> Hashable:
+    OBSERVING[0] += 1
     try:
         return fn()
     except Exception as exc:
-        return ("unreadable", type(exc).__name__)
+        return Unreadable(exc)
+    finally:
+        OBSERVING[0] -= 1
 
 
 def plain(value: Any, canon: Canon | None = None) -> Hashable:

@@ -48,15 +48,21 @@ HINTS: dict[str, str] = {
         "readmitted at"
     ),
     "watermark": (
-        "admit only while bm.num_free - blocks_needed(n) >= watermark: the watermark keeps "
-        "free blocks for the next decode step"
+        "`admit` takes a request only while `fits(n)`: bm.num_free - blocks_needed(n) >= "
+        "watermark, n the tokens it allocates; the watermark keeps free blocks for the next "
+        "decode step"
+    ),
+    "admit-loop": (
+        "`admit` goes on taking the head of waiting while it fits (a loop), and stops only at "
+        "the first request that does not"
     ),
     "fcfs": (
-        "admission is first come, first served: stop (break) at the first waiting sequence "
+        "`admit` is first come, first served: stop (break) at the first waiting sequence "
         "that does not fit; nobody behind it may overtake"
     ),
     "prefill-length": (
-        "a prefill covers every token the sequence has: allocate and prefill seq.num_tokens tokens"
+        "a prefill covers every token the sequence has: `admit` allocates and prefills "
+        "seq.num_tokens tokens"
     ),
     "finished-freed": (
         "retire finished sequences at the start of step(): bm.free_seq(seq.seq_id) for every "
@@ -76,16 +82,17 @@ HINTS: dict[str, str] = {
         "running), with slot = bm.append_slot(seq.seq_id)"
     ),
     "victim-newest": (
-        "on OutOfBlocks, preempt the newest running sequence (running.pop()), not the one "
-        "whose append_slot failed, and retry; preempt only when a decode finds no free block"
+        "on OutOfBlocks, `decode` preempts the newest running sequence (running.pop()), not "
+        "the one whose append_slot failed, and retry; preempt only when a decode finds no free "
+        "block"
     ),
     "requeue-front": (
-        "re-queue a preempted sequence at the front of waiting (waiting.appendleft), so it is "
+        "`preempt` re-queues a sequence at the front of waiting (waiting.appendleft), so it is "
         "the first to come back"
     ),
     "requeue-length": (
         "a preempted sequence keeps its tokens: re-queued length = prompt + generated, so "
-        "re-prefill seq.num_tokens tokens, not seq.prompt_len"
+        "`admit` re-prefills seq.num_tokens tokens, not seq.prompt_len"
     ),
     "kv-slots": (
         "a preempted sequence must give back its blocks (bm.free_seq) before it waits; a "
@@ -197,16 +204,33 @@ def _rejects_too_large(impl: Any) -> None:
 
 def _watermark(impl: Any) -> None:
     s = SchedulerScript(impl, num_blocks=8, block_size=4, watermark=2)
-    s.add(0, 16, 1)  # 4 blocks -> 4 free
-    s.add(1, 8, 1)  # 2 blocks -> exactly 2 free = watermark: admitted
-    s.add(2, 4, 1)  # 1 block -> 1 free < watermark: waits
+    # (id, prompt, blocks, free after it): 1 leaves room above the watermark, 2 leaves exactly
+    # the watermark free (both admitted), 3 would leave 1 (waits)
+    plan = [(0, 16, 4, 4), (1, 4, 1, 3), (2, 4, 1, 2), (3, 4, 1, 1)]
+    for sid, prompt, _, _ in plan:
+        s.add(sid, prompt, 1)
     out = s.step(emit=False)
-    s.expect(
-        _ids(out.prefills),
-        [0, 1],
-        "admitted (sequence 1 leaves exactly the watermark free, sequence 2 would leave 1)",
-    )
-    s.expect(s.waiting(), [2], "waiting")
+    admitted = _ids(out.prefills)
+    want = [0, 1, 2]
+    if admitted != want:
+        left = next((p for p in plan[:3] if p[0] not in admitted), None)
+        if left is not None:
+            sid, _, blocks, after = left
+            left_free = (
+                "exactly the watermark (2) free"
+                if after == 2
+                else f"{after} free, above the watermark 2"
+            )
+            raise s.fail(
+                f"admitted is {admitted}, expected {want}: sequence {sid} needs {blocks} block "
+                f"and leaves {left_free}, so it fits, yet was left waiting",
+                hint=None if after == 2 else HINTS["admit-loop"],
+            )
+        raise s.fail(
+            f"admitted is {admitted}, expected {want}: sequence 3 would leave 1 block free, "
+            "below the watermark 2"
+        )
+    s.expect(s.waiting(), [3], "waiting")
     s.expect(s.bm.num_free, 2, "free blocks after admission")
 
 

@@ -44,9 +44,9 @@ HINTS: dict[str, str] = {
         "a step computes at most max_num_batched_tokens tokens: take each chunk's num_tokens "
         "from the budget once (not twice), and a prefix hit not at all (it is not computed)"
     ),
-    "cap": "admit only while len(running) < max_num_seqs",
+    "cap": "`admit` only while len(running) < max_num_seqs",
     "running-first": (
-        "schedule the running requests first, in running order, then admit waiting ones into "
+        "schedule_running first, in running order, then `admit` waiting ones into "
         "what is left of the budget: a long prompt must not starve the decodes"
     ),
     "computed": (
@@ -77,19 +77,20 @@ HINTS: dict[str, str] = {
 
 PROBE_HINTS: dict[str, str] = {
     "one-token": (
-        "a running request that has all its tokens computed but the last needs one token: "
-        "n = seq.num_tokens - num_computed_tokens, cut to the budget left"
+        "schedule_running: a running request that has all its tokens computed but the last "
+        "needs one token: n = seq.num_tokens - num_computed_tokens, cut to the budget left"
     ),
     "chunk": (
-        "a waiting request takes what is left of the budget: n = min(seq.num_tokens - hit, "
-        "budget), and the rest of its prompt runs in later steps as a running request"
+        "`admit`: a waiting request takes what is left of the budget: n = "
+        "min(seq.num_tokens - hit, budget), and the rest of its prompt runs in later steps as "
+        "a running request"
     ),
     "prefix": (
         "a prefix hit counts as computed and never against the budget: start at hit = "
         "self.cached_tokens(seq) and subtract only n"
     ),
     "front": (
-        "put a preempted request back at the front of waiting (waiting.appendleft): it came "
+        "`preempt` puts a request back at the front of waiting (waiting.appendleft): it came "
         "before every request still waiting"
     ),
     "recompute": (
@@ -101,8 +102,8 @@ PROBE_HINTS: dict[str, str] = {
         "(running.pop()), retry, and stop the running phase when the victim is the request itself"
     ),
     "reset": (
-        "a preempted request is recomputed: reset its num_computed_tokens to 0, free its blocks "
-        "and put it back at the front of waiting"
+        "`preempt`: a preempted request is recomputed: reset its num_computed_tokens to 0, free "
+        "its blocks and put it back at the front of waiting"
     ),
 }
 

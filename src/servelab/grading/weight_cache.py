@@ -377,13 +377,17 @@ HINTS = {
         "the old size when a key is replaced"
     ),
     "pin-count": "pins are counts (two replicas can pin one model), not a set",
+    "pin-returns-count": (
+        "pin() returns the count after adding this pin (the first pin returns 1), unpin() the "
+        "pins left after removing one"
+    ),
     "unexpected-error": "this put fits after evicting unpinned entries, so it must not raise",
     "wrong-error": (
         "larger than the whole cache is a ValueError (permanent); blocked by pins is a "
         "MemoryError (transient)"
     ),
     "miss-instead-of-raise": (
-        "a put that cannot be admitted must raise, not return: a silent miss hides a "
+        "a `put` that cannot be admitted must raise, not return: a silent miss hides a "
         "configuration error or a transient pin problem"
     ),
     "changed-on-error": (
@@ -421,7 +425,7 @@ HINTS = {
 LEVEL_INVARIANTS = {
     1: ("bytes-accounted", "get-value", "recency-order"),
     2: ("wrong-victim", "evicted-too-few", "evicted-too-many", "within-budget"),
-    3: ("pinned-evicted", "pin-count"),
+    3: ("pinned-evicted", "pin-count", "pin-returns-count"),
     4: (
         "wrong-error",
         "miss-instead-of-raise",
@@ -612,7 +616,7 @@ TOPIC = Topic(
             (
                 Probe(
                     "a put that cannot succeed raises",
-                    "returning a miss instead of raising: a put that cannot be admitted must "
+                    "returning a miss instead of raising: a `put` that cannot be admitted must "
                     "raise, or callers retry forever",
                     _impossible_put_raises,
                 ),

@@ -38,6 +38,7 @@ __all__ = [
     "BlockManagerModel",
     "block_manager_machine",
     "check_block_manager_invariants",
+    "check_free_order",
     "error_matches",
     "expect_error",
     "snapshot",
@@ -50,6 +51,8 @@ INVARIANTS: dict[str, str] = {
     "table-length": "a table holds ceil(len / block_size) blocks",
     "table-distinct": "a table lists each block once",
     "free-count": "num_free equals the blocks the model says are unused",
+    "free-order-take": "a block is taken from the left end of the free list",
+    "free-order-return": "a freed block joins the right end of the free list",
     "boundary-allocation": "a block is allocated only when a length crosses a boundary",
     "fork-shares": "a fork shares every block of its parent",
     "cow-full-block": "full blocks are never copied",
@@ -134,6 +137,31 @@ def check_block_manager_invariants(bm: BlockManagerLike) -> None:
             raise InvariantViolation(
                 "free-list", f"block {b} is on the free list while a table still holds it"
             )
+
+
+def check_free_order(before: list[int] | None, after: list[int]) -> None:
+    """The free list is a queue: blocks are taken from its left end and freed blocks join its
+    right end. So the blocks of ``before`` still free are a run at its right end, they open
+    ``after`` in the same order, and every block freed since follows them."""
+    if before is None:
+        return
+    now = set(after)
+    kept = [b for b in before if b in now]
+    taken = len(before) - len(kept)
+    if kept != before[taken:]:
+        gone = [b for b in before if b not in now]
+        raise InvariantViolation(
+            "free-order-take",
+            f"the free list went from {before} to {after}: blocks {gone} were taken, but a "
+            f"block is taken from the left end of the free list, so {before[:taken]} should "
+            "have gone",
+        )
+    if after[: len(kept)] != kept:
+        raise InvariantViolation(
+            "free-order-return",
+            f"the free list went from {before} to {after}: a freed block joins the right end "
+            f"of the free list, after the blocks already free ({kept})",
+        )
 
 
 def snapshot(bm: BlockManagerLike) -> tuple[Any, ...]:
@@ -676,6 +704,9 @@ def block_manager_machine(
             if self.bm is None:
                 return
             check_block_manager_invariants(self.bm)
+            free = list(self.bm.free_list())
+            check_free_order(getattr(self, "free_before", None), free)
+            self.free_before = free
             size = self.model.block_size
             for seq, values in self.content.items():
                 table = self.bm.block_table(seq)

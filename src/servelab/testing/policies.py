@@ -450,6 +450,17 @@ def policies_machine(
             self.do(f"{var}.update_on_hit({key!r})", lambda: self.policy.update_on_hit(key))
             self.model.hit(key)
 
+        @precondition(
+            lambda self: "hit" in ops and bool(self.model.keys) and not hasattr(self.model, "hand")
+        )
+        @rule(data=st.data(), times=st.integers(min_value=2, max_value=5))
+        def hit_often(self, data: st.DataObject, times: int) -> None:
+            # A count only shows its size when a key is hit several times: a counter that
+            # saturates, or one hit that is counted twice, changes the order after a few.
+            key = data.draw(st.sampled_from(self._resident()))
+            for _ in range(times):
+                self._hit(key)
+
         @precondition(lambda self: "remove" in ops and bool(self.model.keys))
         @rule(data=st.data())
         def remove(self, data: st.DataObject) -> None:
@@ -567,6 +578,30 @@ def policies_machine(
             self._pop_victim()
             for key in self.model.candidates():
                 self._hit(key)
+            self._pop_victim()
+
+        @precondition(
+            lambda self: (
+                {"hit", "pin", "unpin", "pop"} <= ops
+                and hasattr(self.model, "hand")
+                and len(self.model.candidates()) > 2
+            )
+        )
+        @rule()
+        def sweep_past_pinned_visited(self) -> None:
+            # A pinned key is skipped by the sweep with its visited bit untouched: the bit
+            # still counts once the key is unpinned. It shows only when the hand passes a
+            # pinned, visited key and later comes back to it: visit and pin the next victim,
+            # evict, unpin it, visit every other key, evict again.
+            key = self.model.clone().victim()
+            assert key is not None
+            self._hit(key)
+            self._pin(key)
+            self._pop_victim()
+            self._unpin(key)
+            for other in self.model.candidates():
+                if other != key:
+                    self._hit(other)
             self._pop_victim()
 
         @precondition(lambda self: "hand" in ops and bool(self.model.keys))

@@ -64,6 +64,7 @@ INVARIANTS: dict[str, str] = {
     "error-names-keys": "the MemoryError names the pinned keys",
     "replace-pinned": "a pinned entry is not replaced",
     "pin-missing": "pin of an absent key raises KeyError",
+    "pin-returns-count": "pin returns the pin count after the pin, unpin the pins left",
     "unpin-too-many": "unpin without a matching pin raises",
     "bad-size": "a size must be a positive number of bytes",
 }
@@ -364,16 +365,26 @@ def weight_cache_machine(impl: Any, level: int, capacity: int = 100) -> type[Rec
         @rule(data=st.data())
         def pin(self, data: st.DataObject) -> None:
             key = data.draw(st.sampled_from(sorted(self.model.order)), label="key")
-            self.do(f"cache.pin({key!r})", lambda: self.cache.pin(key))
+            code = f"cache.pin({key!r})"
+            got = self.do(code, lambda: self.cache.pin(key))
             self.model.pins[key] = self.model.pins.get(key, 0) + 1
+            self._returns_count(code, got, self.model.pins[key], "the pin count after the pin")
 
         @precondition(lambda self: level >= 3 and any(self.model.pins.values()))
         @rule(data=st.data())
         def unpin(self, data: st.DataObject) -> None:
             pinned = sorted(k for k, n in self.model.pins.items() if n)
             key = data.draw(st.sampled_from(pinned), label="key")
-            self.do(f"cache.unpin({key!r})", lambda: self.cache.unpin(key))
+            code = f"cache.unpin({key!r})"
+            got = self.do(code, lambda: self.cache.unpin(key))
             self.model.pins[key] -= 1
+            self._returns_count(code, got, self.model.pins[key], "the pins left")
+
+        def _returns_count(self, code: str, got: Any, want: int, what: str) -> None:
+            if got != want:
+                raise InvariantViolation(
+                    "pin-returns-count", f"{code} returned {got!r}, expected {want} ({what})"
+                )
 
         @precondition(
             lambda self: (
