@@ -50,7 +50,7 @@ CASES: list[tuple[str, str, dict[str, tuple[set[str], set[str]]]]] = [
     (
         "eviction-policy",
         "lfu_ignores_pins",
-        {"len": ({""}, {""}), "eviction order": ({"0"}, set())},
+        {"len": ({""}, {""}), "eviction order": ({"0"}, set()), "pinned": (set(), {"0"})},
     ),
     (
         "block-manager",

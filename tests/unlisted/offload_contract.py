@@ -46,6 +46,6 @@ class UnrefLetsKeyErrorOut(Pinned):
 
 MISTAKES = {
     "ref returns the transfers only": (1, RefReturnsTransfers, {"ref"}),
-    "unpin returns the count it found": (1, UnpinReturnsOldCount, {"unpin"}),
+    "a tier's unpin returns the count it found": (1, UnpinReturnsOldCount, {"unpin"}),
     "unref lets the dict's KeyError out": (1, UnrefLetsKeyErrorOut, {"unref"}),
 }

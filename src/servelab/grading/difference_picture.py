@@ -72,8 +72,10 @@ def _cell(value: Any, marked: set[str], field: str) -> str:
             f'<span class="sl-entry{mark}" data-field="{escape(field)}" data-entry="">'
             f"{escape(repr(value))}</span>"
         )
-    if not entries:
-        return "<i>empty</i>"
+    if not entries:  # drawn as an entry too, so the field is there on both sides
+        return (
+            f'<span class="sl-entry" data-field="{escape(field)}" data-entry=""><i>empty</i></span>'
+        )
     parts = []
     for label, entry in entries:
         mark = " sl-differs" if label in marked else ""

@@ -428,7 +428,7 @@ class _Spy:
         self.aside += clock.spent - copying
         name = _split(self.method)[1]
         started = clock.spent
-        their_before = self._fields(clone)
+        their_before = {**self._fields(clone), **_out_fields(cargs, ckwargs)}
         try:
             theirs: tuple[str, Any] = ("returned", getattr(clone, name)(*cargs, **ckwargs))
         except Exception as exc:
@@ -471,7 +471,7 @@ class _Spy:
                 k
                 for k in views[0]
                 if not views[0][k] == views[1].get(k) == views[2].get(k)
-                and (k not in before or before[k] == my_fields.get(k) == their_fields.get(k))
+                and (k not in before or my_fields.get(k) == their_fields.get(k))
             ]
             before = _with_args(before, views[0], keys)
             my_fields = _with_args(my_fields, views[1], keys)
