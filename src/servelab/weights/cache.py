@@ -2,34 +2,25 @@
 
 Two things separate it from a textbook LRU, and they decide the design:
 
-* **Bytes, not a count.** A 7B model is ~14 GB and a 70B one ~140 GB, so "four entries" means
-  anything from 56 GB to 560 GB. The budget is bytes, and admitting one large model may take
-  several evictions, so eviction is a loop that runs until the new entry fits.
-* **Entries in use.** A replica serving from a model holds its files mapped. Deleting a mapped
-  file does not crash the replica at once (on Linux the pages of an unlinked file stay readable
-  while mapped); what breaks is quieter: the drive frees no space until the last mapping goes,
-  so the budget counts bytes the disk does not have and the next load fails, and a file
-  truncated or rewritten in place feeds the replica changed weights or kills it with ``SIGBUS``.
-  Replicas pin what they serve; pinned entries are never victims. Pins are counted, because two
-  replicas can serve one model.
+* **Bytes, not a count.** A 7B model is ~14 GB and a 70B one ~140 GB. The budget is bytes, and
+  admitting one large model may take several evictions: eviction loops until the entry fits.
+* **Entries in use.** A replica serving from a model holds its files mapped. Deleting one frees
+  no disk space until the last mapping goes (so the budget counts bytes the disk lacks), and a
+  file rewritten in place feeds the replica changed weights or kills it with ``SIGBUS``.
+  Replicas pin what they serve, counted (two replicas can serve one model); pinned entries are
+  never victims.
 
-Two failures raise, and neither is ever reported as a miss: :class:`EntryTooLarge` (a
-``ValueError``: no eviction can ever admit it; a configuration error) and
-:class:`PinnedCapacityExceeded` (a ``MemoryError``: it would fit, but too much is pinned right
-now; wait for a replica to drain or place it elsewhere). Admission is decided *before* anything
-is evicted, so every error leaves the cache exactly as it was.
-
-Replacing a pinned key raises :class:`EntryPinned`: swapping the bytes a replica is reading is
-the same bug as evicting them. Replacing an unpinned key releases its old size first.
-
-If the eviction policy raises (its own error, or a policy that names no victim although
-unpinned bytes exist, reported as :class:`PolicyInconsistent`), the cache is likewise unchanged:
-victims are chosen before anything is removed, and the policy takes back the ones it handed out
-(:meth:`~servelab.weights.policies.EvictionPolicy.restore_victims`).
+Two failures raise, never reported as a miss: :class:`EntryTooLarge` (a ``ValueError``: no
+eviction can ever admit it) and :class:`PinnedCapacityExceeded` (a ``MemoryError``: too much is
+pinned right now). Replacing a pinned key raises :class:`EntryPinned`; replacing an unpinned
+one releases its old size first. Admission is decided before anything is evicted, and victims
+are chosen before anything is removed (a policy that raises, or names no victim while unpinned
+bytes exist, :class:`PolicyInconsistent`, takes its victims back through
+:meth:`~servelab.weights.policies.EvictionPolicy.restore_victims`): every error leaves the cache
+exactly as it was.
 
 All public methods take one ``threading.Lock``, with ``with``, since a replica pins and unpins
-from its own thread. A ``with`` block releases the lock whatever exception ends it, Ctrl-C
-included; see :meth:`WeightCache.pinned` for what holds when an interrupt lands mid-update.
+from its own thread; see :meth:`WeightCache.pinned` for what holds when Ctrl-C lands mid-update.
 """
 
 from __future__ import annotations
@@ -143,7 +134,7 @@ _POLICY_METHODS = (
     "pop_victim",
     "eviction_order",
     "__len__",
-)  # hit_hook, put_hook, undo_log and restore_victims default to EvictionPolicy's
+)  # the hooks, undo_log and restore_victims default to EvictionPolicy's
 
 
 @mypyc_attr(native_class=False)  # compiled, a plain Python class: weakly referenced
@@ -156,8 +147,7 @@ class _Owner:
         self.policy = policy
 
 
-# Which cache each policy decides for (by id; an entry goes when its cache is collected).
-# The claim, not the cache, is weakly referenced: compiled, a native cache cannot be.
+# Each policy's claim by id, weakly held: it goes with its cache (a native cache has no weakref).
 _OWNERS: weakref.WeakValueDictionary[int, _Owner] = weakref.WeakValueDictionary()
 _OWNERS_LOCK = threading.Lock()
 
@@ -247,8 +237,7 @@ class _Pinned(Generic[K]):
 
 
 class _Ticket:
-    """One pin or release through a handle; ``done`` flips under the cache's lock together with
-    the pin count, so the caller knows whether an interrupt came before or after it."""
+    """One pin or release through a handle; ``done`` flips with the pin count, under the lock."""
 
     __slots__ = ("done", "handle")
 
@@ -257,8 +246,7 @@ class _Ticket:
         self.done = False
 
 
-# Compiled (servelab.native), a native class: its methods read its fields as C slots. Python
-# classes, a learner's among them, may subclass it.
+# Compiled, a native class (fields as C slots) that Python classes may subclass.
 @mypyc_attr(allow_interpreted_subclasses=True)
 class WeightCache(Generic[K]):
     """Size-aware cache of model weights with reference-counted pinning.
@@ -268,8 +256,7 @@ class WeightCache(Generic[K]):
     """
 
     def __init__(self, capacity_bytes: object, policy: object = None) -> None:
-        # Both typed object and checked here: compiled (servelab.native), a typed argument is
-        # checked by mypyc first, with a plain TypeError instead of these typed errors.
+        # Typed object and checked here: compiled, mypyc would raise a plain TypeError first.
         self.capacity: int = _check_bytes("capacity_bytes", capacity_bytes)
         if policy is None:
             policy = LRU()
@@ -481,9 +468,8 @@ class WeightCache(Generic[K]):
     def _put_checked(self, key: K, value: Any, size: int) -> list[K]:
         """The rare path of put(): admission fails, or the key replaces an unpinned entry."""
         self._check_admission(key, size)  # raises before anything changes
-        # Replacing: release the old size first (not an eviction). The policy forgets the old
-        # key before the new one is admitted, which no undo log covers, so its state is saved
-        # and put back if anything below raises.
+        # Replacing: release the old size first (not an eviction). No undo log covers the policy
+        # forgetting the old key, so its state is saved and put back if anything below raises.
         old_size = self._sizes[key]
         saved = _policy_state(self.policy, self._sizes)
         victims: list[K] = []
