@@ -56,6 +56,7 @@ READS = {
     "store answers whether nothing was evicted": ("the work is right", "exactly like"),
     "admit stops after one admission": ("taking the head of waiting while it fits", ">="),
     "unpin returns the count it found": ("unpin() the pins left", "exactly like"),
+    "LFU len counts stale heap entries": ("stale copies", "pinned key is not"),
     "alloc takes from the right end": ("`_alloc` takes the block at its left end", "_release"),
 }
 
