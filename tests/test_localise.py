@@ -57,6 +57,9 @@ READS = {
     "admit stops after one admission": ("taking the head of waiting while it fits", ">="),
     "unpin returns the count it found": ("unpin() the pins left", "exactly like"),
     "LFU len counts stale heap entries": ("stale copies", "pinned key is not"),
+    "lookup capped a block short": ("one block short", "chained on the previous"),
+    "room counts held hits": ("another sequence holds", "1/block_size"),
+    "partial block kept reclaimable": ("not cached", "not the plain free list"),
     "alloc takes from the right end": ("`_alloc` takes the block at its left end", "_release"),
 }
 
