@@ -60,6 +60,7 @@ READS = {
     "lookup capped a block short": ("one block short", "chained on the previous"),
     "room counts held hits": ("another sequence holds", "1/block_size"),
     "partial block kept reclaimable": ("not cached", "not the plain free list"),
+    "SIEVE sweep clears pinned keys' bits": ("cleared the visited bit of pinned", "stays where"),
     "alloc takes from the right end": ("`_alloc` takes the block at its left end", "_release"),
 }
 

@@ -72,6 +72,14 @@ def _len(d: Difference) -> str:
     )
 
 
+def _lost_pinned_bits(d: Difference) -> list[str]:
+    """Pinned keys visited before the call that only the reference keeps visited after it."""
+    pinned = list(d.before.get("pinned", []))
+    before, mine = d.before.get("visited", []), d.mine.get("visited", [])
+    theirs = d.theirs.get("visited", before)
+    return [k for k in pinned if k in before and k in theirs and k not in mine]
+
+
 def eviction_policy_reading(d: Difference) -> str | None:
     """The rule an LFU or SIEVE policy's first diverging call breaks."""
     m, who = d.method, d.policy
@@ -103,6 +111,13 @@ def eviction_policy_reading(d: Difference) -> str | None:
             return (
                 f"yours returned the right victim, {victim}, but kept it: pop_victim removes "
                 "the victim, which leaves the candidates and is forgotten"
+            )
+        lost = _lost_pinned_bits(d)
+        if who == "SIEVE" and lost:
+            return (
+                f"yours evicted the right key, {victim}, but cleared the visited bit of pinned "
+                f"{', '.join(map(repr, lost))}: the hand passes a pinned key without touching "
+                "its bit, so it keeps the hit it took before the pin"
             )
         if who == "SIEVE":
             return (
