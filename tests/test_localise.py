@@ -61,6 +61,9 @@ READS = {
     "room counts held hits": ("another sequence holds", "1/block_size"),
     "partial block kept reclaimable": ("not cached", "not the plain free list"),
     "SIEVE sweep clears pinned keys' bits": ("cleared the visited bit of pinned", "stays where"),
+    "retries count the first try": ("wait + 1 tries", "written for"),
+    "lookup pins each tier holding": ("first tier that holds it", "written for"),
+    "retrieve unrefs promoted chunks only": ("leaves no reference", "written for"),
     "alloc takes from the right end": ("`_alloc` takes the block at its left end", "_release"),
 }
 
