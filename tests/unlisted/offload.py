@@ -210,7 +210,7 @@ class RetrieveUnrefsPromotedOnly(Final["Hierarchy"]):
             self.tiers[i].ref(key)
             payloads.append(self.tiers[i].get(key))
         top = self.tiers[0]
-        for (key, i), payload in zip(found, payloads):
+        for (key, i), payload in zip(found, payloads, strict=True):
             if i > 0 and key not in top and len(payload) <= top.capacity:
                 evicted = top.put(key, payload)
                 if evicted:
