@@ -64,6 +64,8 @@ READS = {
     "retries count the first try": ("wait + 1 tries", "written for"),
     "lookup pins each tier holding": ("first tier that holds it", "written for"),
     "retrieve unrefs promoted chunks only": ("leaves no reference", "written for"),
+    "replacement evicts while the old entry counts": ("release the old entry", "budget"),
+    "evicted size read after removing": ("before removing it", "count every eviction"),
     "alloc takes from the right end": ("`_alloc` takes the block at its left end", "_release"),
 }
 
