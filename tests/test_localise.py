@@ -66,6 +66,8 @@ READS = {
     "retrieve unrefs promoted chunks only": ("leaves no reference", "written for"),
     "replacement evicts while the old entry counts": ("release the old entry", "budget"),
     "evicted size read after removing": ("before removing it", "count every eviction"),
+    "a request needing exactly the budget waits": ("exactly the budget left fits", "in `running`"),
+    "slots counted from position 0": ("those of positions from 0", "written for"),
     "alloc takes from the right end": ("`_alloc` takes the block at its left end", "_release"),
 }
 
