@@ -50,7 +50,7 @@ def prefix_cache_reading(d: Difference) -> str | None:
         held = [b for b in asked if b not in evictable]
         if held and numbers and int(theirs or 0) - int(mine or 0) == len(held):
             return (
-                f"yours counted {mine} blocks of room where {theirs} are left: a hit on a block "
+                f"yours counted {mine} block(s) of room where {theirs} are left: a hit on a block "
                 f"another sequence holds ({held}) takes no free block, so subtract from "
                 "num_free only the hits on evictable blocks"
             )
