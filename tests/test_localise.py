@@ -56,6 +56,18 @@ READS = {
     "store answers whether nothing was evicted": ("the work is right", "exactly like"),
     "admit stops after one admission": ("taking the head of waiting while it fits", ">="),
     "unpin returns the count it found": ("unpin() the pins left", "exactly like"),
+    "LFU len counts stale heap entries": ("stale copies", "pinned key is not"),
+    "lookup capped a block short": ("one block short", "chained on the previous"),
+    "room counts held hits": ("another sequence holds", "1/block_size"),
+    "partial block kept reclaimable": ("not cached", "not the plain free list"),
+    "SIEVE sweep clears pinned keys' bits": ("cleared the visited bit of pinned", "stays where"),
+    "retries count the first try": ("wait + 1 tries", "written for"),
+    "lookup pins each tier holding": ("first tier that holds it", "written for"),
+    "retrieve unrefs promoted chunks only": ("leaves no reference", "written for"),
+    "replacement evicts while the old entry counts": ("release the old entry", "budget"),
+    "evicted size read after removing": ("before removing it", "count every eviction"),
+    "a request needing exactly the budget waits": ("exactly the budget left fits", "in `running`"),
+    "slots counted from position 0": ("those of positions from 0", "written for"),
     "alloc takes from the right end": ("`_alloc` takes the block at its left end", "_release"),
 }
 

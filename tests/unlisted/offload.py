@@ -157,6 +157,71 @@ class ReleaseEveryPin(Final["Hierarchy"]):
                 self.tiers[i].unpin(key)
 
 
+class RetriesCountTheFirstTry(Evicting):
+    """Counts the first try among the `wait` retries: wait=0 makes no try, every put misses."""
+
+    def put(self, key, payload, wait=0):
+        size = self._payload_size(payload)
+        if size > self.capacity:
+            raise ChunkTooLarge(f"{key!r} takes {size} B, more than the whole tier")
+        if key in self._sizes:
+            self.get(key)
+            return []
+        victims = None
+        for attempt in range(1, wait + 1):
+            if attempt > 1:
+                self._sleep()
+            victims = self._choose_victims(size)
+            if victims is not None:
+                break
+        if victims is None:
+            return None
+        evicted = [(v, self._read(v)) for v in victims]
+        copy = self._write(key, payload)
+        for v in victims:
+            self._discard(v)
+        self._data[key] = copy
+        self._sizes[key] = size
+        self._used += size
+        return evicted
+
+
+class LookupPinsEachTierHolding(Final["Hierarchy"]):
+    """Pins a found chunk in every tier that holds a copy, not only where it is read."""
+
+    def lookup(self, keys):
+        found = []
+        for key in keys:
+            holding = [i for i, t in enumerate(self.tiers) if key in t]
+            if not holding:
+                break
+            for i in holding:
+                self.tiers[i].pin(key)
+            found.append((key, holding[0]))
+        return found
+
+
+class RetrieveUnrefsPromotedOnly(Final["Hierarchy"]):
+    """Unrefs only the chunks it promoted: a chunk read from the top tier stays referenced."""
+
+    def retrieve(self, found):
+        payloads = []
+        for key, i in found:
+            self.tiers[i].ref(key)
+            payloads.append(self.tiers[i].get(key))
+        top = self.tiers[0]
+        for (key, i), payload in zip(found, payloads, strict=True):
+            if i > 0 and key not in top and len(payload) <= top.capacity:
+                evicted = top.put(key, payload)
+                if evicted:
+                    self._cascade(1, evicted)
+        for key, i in found:
+            if i > 0:
+                self.tiers[i].unref(key)
+            self.tiers[i].unpin(key)
+        return payloads
+
+
 MISTAKES = {
     "a chunk that exactly fits is a miss": (1, FitNeedsSpare, {"put"}),
     "unref lowers the count before refusing": (1, UnrefCountsFirst, {"unref"}),
@@ -207,5 +272,16 @@ MISTAKES = {
         4,
         {**Final, "Hierarchy": ChunksRoundedDown},
         {"Hierarchy.load_seconds"},
+    ),
+    "retries count the first try": (2, RetriesCountTheFirstTry, {"put"}),
+    "lookup pins each tier holding": (
+        3,
+        {**Final, "Hierarchy": LookupPinsEachTierHolding},
+        {"Hierarchy.lookup"},
+    ),
+    "retrieve unrefs promoted chunks only": (
+        3,
+        {**Final, "Hierarchy": RetrieveUnrefsPromotedOnly},
+        {"Hierarchy.retrieve"},
     ),
 }

@@ -76,6 +76,13 @@ class SIEVESweepForgetsPinnedBits(SIEVE):
                 return key
 
 
+class LFULenOfUnpinnedHeapEntries(LFU):
+    """len() counts the heap's entries of unpinned keys: stale entries left by hits count too."""
+
+    def __len__(self):
+        return sum(1 for _, _, key in self.heap if key not in self.pinned)
+
+
 MISTAKES = {
     "LFU victim keeps its count": (
         4,
@@ -101,5 +108,10 @@ MISTAKES = {
         4,
         {"LFU": LFU, "SIEVE": SIEVESweepForgetsPinnedBits},
         {"SIEVE.pop_victim"},
+    ),
+    "LFU len counts stale heap entries": (
+        4,
+        {"LFU": LFULenOfUnpinnedHeapEntries, "SIEVE": SIEVE},
+        {"LFU.__len__"},
     ),
 }

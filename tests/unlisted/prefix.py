@@ -70,10 +70,42 @@ class ClaimForgetsTheReference(Final):
             del self.evictable_lru[block]
 
 
+class LookupCapsOnWholeBlocks(Final):
+    """Caps the lookup at the prompt's whole blocks less one, whatever the prompt's length."""
+
+    def _lookup(self, tokens):
+        hits = []
+        for h, block_tokens in self._chain(tokens)[: len(tokens) // self.block_size - 1]:
+            block = self.map.get(h)
+            if block is None or self.tokens[block] != block_tokens:
+                break
+            hits.append(block)
+        return hits
+
+
+class RoomCountsHeldHits(Final):
+    """Subtracts every hit from the room, held ones too, as if each took a free block."""
+
+    def _room(self, hits):
+        return self.num_free - len(hits)
+
+
+class PartialBlockKeptReclaimable(Final):
+    """Puts every freed block on the reclaim order, an unhashed partial block too."""
+
+    def _release(self, block):
+        self.ref[block] -= 1
+        if self.ref[block] == 0:
+            self.evictable_lru[block] = None
+
+
 MISTAKES = {
     "hash registered without its tokens": (3, RegisterForgetsTokens, {"_register"}),
     "freed block first in the reclaim order": (3, FreedToTheFront, {"_release"}),
     "hits claimed before the fit check": (3, HitsClaimedBeforeCheck, {"allocate"}),
     "allocate answers blocks, not tokens": (3, AllocateAnswersBlocks, {"allocate"}),
     "a claimed hit keeps its refcount": (3, ClaimForgetsTheReference, {"_claim"}),
+    "lookup capped a block short": (3, LookupCapsOnWholeBlocks, {"_lookup"}),
+    "room counts held hits": (3, RoomCountsHeldHits, {"_room"}),
+    "partial block kept reclaimable": (3, PartialBlockKeptReclaimable, {"_release"}),
 }

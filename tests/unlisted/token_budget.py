@@ -76,6 +76,41 @@ class PreemptKeepsTable(Final):
         out.preempted.append(victim)
 
 
+class ExactBudgetForgotten(Chunked):
+    """Splits the cases need < budget and need > budget and forgets need == budget: a request
+    that needs exactly the budget left waits for the next step."""
+
+    def admit(self, out, budget):
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[0]
+            hit = self.cached_tokens(seq)
+            need = seq.num_tokens - hit
+            if need < budget:
+                n = need
+            elif need > budget:
+                n = budget
+            else:
+                break
+            try:
+                self.bm.allocate(seq.seq_id, seq.token_ids[: hit + n])
+            except OutOfBlocks:
+                break
+            self.waiting.popleft()
+            self.running.append(seq)
+            samples = hit + n == seq.num_tokens
+            out.scheduled.append(Chunk(seq, hit, n, self.slots(seq, hit, n), samples, hit))
+            self.computed[seq.seq_id] = hit + n
+            budget -= n
+
+
+class SlotsOfTheChunkCount(Chunked):
+    """Takes the slots of positions 0 .. n - 1: right without a hit, wrong after one."""
+
+    def slots(self, seq, start, n):
+        size, table = self.bm.block_size, self.bm.block_table(seq.seq_id)
+        return [table[p // size] * size + p % size for p in range(n)]
+
+
 MISTAKES = {
     "admit allocates from token 0, not up to the chunk's end": (2, AllocatesFromZero, {"admit"}),
     "preempt does not report its victim": (3, PreemptUnlisted, {"preempt"}),
@@ -85,4 +120,6 @@ MISTAKES = {
         NeedsFromGenerated,
         {"schedule_running"},
     ),
+    "a request needing exactly the budget waits": (2, ExactBudgetForgotten, {"admit"}),
+    "slots counted from position 0": (2, SlotsOfTheChunkCount, {"slots", "admit"}),
 }

@@ -85,6 +85,29 @@ class UnpinReturnsOldCount(Pinning):
         return count
 
 
+class ReplaceEvictsWhileOldCounts(Evicting):
+    """A replacement runs the eviction loop first and drops the old entry only afterwards, so
+    the old bytes still count while it evicts (and the old entry may be evicted itself)."""
+
+    def put(self, key, value, size):
+        while self._used + size > self.capacity and self._entries:
+            self._evict(self._next_victim())
+        if key in self._entries:
+            old_size, _ = self._entries.pop(key)
+            self._used -= old_size
+        self._entries[key] = (size, value)
+        self._used += size
+
+
+class EvictReadsAfterRemoving(Final):
+    """Removes the victim first and only then reads its size for `evicted_bytes`."""
+
+    def _evict(self, key):
+        self.evictions += 1
+        Checked._evict(self, key)
+        self.evicted_bytes += self.size_of(key)
+
+
 MISTAKES = {
     "replace keeps the old size": (2, ReplaceKeepsOldSize, {"put"}),
     "victim scan skips the oldest": (3, VictimSkipsOldest, {"_next_victim"}),
@@ -92,4 +115,6 @@ MISTAKES = {
     "a hit counted on every get": (5, HitOnEveryGet, {"get"}),
     "evicted bytes of the newest entry": (5, EvictedBytesOfNewest, {"_evict"}),
     "unpin returns the count it found": (3, UnpinReturnsOldCount, {"unpin"}),
+    "replacement evicts while the old entry counts": (2, ReplaceEvictsWhileOldCounts, {"put"}),
+    "evicted size read after removing": (5, EvictReadsAfterRemoving, {"_evict"}),
 }

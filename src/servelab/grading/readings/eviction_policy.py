@@ -54,6 +54,32 @@ def _sieve_victim(d: Difference) -> str | None:
     )
 
 
+def _len(d: Difference) -> str:
+    """len() counts candidates: one per resident key that is not pinned."""
+    owner = f"{d.policy}'s len()" if d.policy else "len()"
+    mine = d.returned("mine")
+    counts = d.before.get("counts")
+    resident = len(counts) if isinstance(counts, dict) else None
+    if mine is not None and mine.isdigit() and resident is not None and int(mine) > resident:
+        return (
+            f"yours returned {mine}, more than the {resident} keys resident: {owner} counts "
+            "candidates, one per key; does yours count the entries of a structure that keeps "
+            "stale copies (a heap keeps the old entry of a key after each hit or pin)?"
+        )
+    return (
+        f"yours returned {mine}: {owner} counts the candidates only, and a pinned key is not "
+        "one until update_on_unpin"
+    )
+
+
+def _lost_pinned_bits(d: Difference) -> list[str]:
+    """Pinned keys visited before the call that only the reference keeps visited after it."""
+    pinned = list(d.before.get("pinned", []))
+    before, mine = d.before.get("visited", []), d.mine.get("visited", [])
+    theirs = d.theirs.get("visited", before)
+    return [k for k in pinned if k in before and k in theirs and k not in mine]
+
+
 def eviction_policy_reading(d: Difference) -> str | None:
     """The rule an LFU or SIEVE policy's first diverging call breaks."""
     m, who = d.method, d.policy
@@ -66,10 +92,7 @@ def eviction_policy_reading(d: Difference) -> str | None:
             )
         return None
     if m == "__len__" and not d.same_outcome:
-        return (
-            f"yours returned {d.returned('mine')}: {who}'s len() counts the candidates only, "
-            "and a pinned key is not one until update_on_unpin"
-        )
+        return _len(d)
     if m == "eviction_order" and who == "LFU" and not d.same_outcome:
         return _lfu_order(d)
     if m == "pop_victim" and who == "LFU" and not d.same_outcome:
@@ -88,6 +111,13 @@ def eviction_policy_reading(d: Difference) -> str | None:
             return (
                 f"yours returned the right victim, {victim}, but kept it: pop_victim removes "
                 "the victim, which leaves the candidates and is forgotten"
+            )
+        lost = _lost_pinned_bits(d)
+        if who == "SIEVE" and lost:
+            return (
+                f"yours evicted the right key, {victim}, but cleared the visited bit of pinned "
+                f"{', '.join(map(repr, lost))}: the hand passes a pinned key without touching "
+                "its bit, so it keeps the hit it took before the pin"
             )
         if who == "SIEVE":
             return (

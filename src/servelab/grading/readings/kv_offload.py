@@ -40,6 +40,13 @@ def _put(d: Difference) -> str | None:
         )
     if d.returned("mine") == "None" and d.returned("theirs") not in (None, "None"):
         room = f"once {gone_theirs} is evicted" if gone_theirs else "without evicting anything"
+        wait = d.args[2] if len(d.args) > 2 else 0
+        if not gone_theirs and not d.changed("mine") and wait == 0:
+            return (
+                f"yours missed a chunk{f' of {size} bytes' if size else ''} that fits "
+                f"{room}, with wait={wait}: a put always makes a first try, and wait counts the "
+                "retries after it (wait + 1 tries in all); does your loop try only wait times?"
+            )
         return (
             f"yours missed a chunk{f' of {size} bytes' if size else ''} that fits {room}: a "
             "put misses only when even every evictable chunk would not make room"
@@ -248,7 +255,47 @@ def _recompute_seconds(d: Difference) -> str | None:
     return None
 
 
+def _extra_pins(d: Difference) -> list[tuple[str, Any]]:
+    """(tier, key) pairs yours left pinned more than the reference did."""
+    extra = []
+    for tier in _tiers(d):
+        mine, theirs = d.mine.get(f"{tier}.pins") or {}, d.theirs.get(f"{tier}.pins") or {}
+        extra += [(tier, k) for k in sorted(mine, key=repr) if mine[k] > theirs.get(k, 0)]
+    return extra
+
+
+def _lookup(d: Difference) -> str | None:
+    """A lookup pins each found chunk once, in the first (fastest) tier that holds it."""
+    if not d.same_outcome:
+        return None
+    extra = _extra_pins(d)
+    if not extra:
+        return None
+    tier, key = extra[0]
+    return (
+        f"yours also pinned {key!r} in the {tier} tier: a lookup pins each chunk once, in the "
+        f"first tier that holds it, the one it returns ({d.returned('theirs')}); a copy in a "
+        "slower tier is not read, so it stays unpinned"
+    )
+
+
+def _retrieve(d: Difference) -> str | None:
+    """A retrieve refs each copy for its transfer and unrefs it once read: none stays."""
+    for tier in _tiers(d):
+        mine, theirs = d.mine.get(f"{tier}.refs") or {}, d.theirs.get(f"{tier}.refs") or {}
+        kept = [k for k in sorted(mine, key=repr) if mine[k] > theirs.get(k, 0)]
+        if kept:
+            return (
+                f"yours left {mine[kept[0]]} transfer reference(s) on {kept[0]!r} in the {tier} "
+                "tier after retrieve returned: each transfer refs the copy it reads and unrefs "
+                "it when the copy is done, so retrieve leaves no reference behind"
+            )
+    return None
+
+
 _READERS = {
+    "lookup": _lookup,
+    "retrieve": _retrieve,
     "release": _release,
     "load_seconds": _load_seconds,
     "recompute_seconds": _recompute_seconds,

@@ -28,6 +28,15 @@ def prefix_cache_reading(d: Difference) -> str | None:
             "full prompt block is"
         )
     if m == "_release" and "reclaim order" in differ:
+        block = d.args[0] if d.args else None
+        mine_order = d.mine.get("reclaim order", [])
+        hashed = d.before.get("hashed", [])
+        if isinstance(mine_order, list) and block in mine_order and block not in hashed:
+            return (
+                f"yours put block {block} on the evictable list though it is not cached (hashed "
+                f"{hashed}): only a cached block waits there to be reclaimed; a block never "
+                "cached (a partial last block) goes back to the plain free list"
+            )
         return (
             "a cached block freed by its last holder goes on the evictable LRU (still hashed, "
             "reclaimable), not the plain free list"
@@ -38,6 +47,13 @@ def prefix_cache_reading(d: Difference) -> str | None:
         evictable = call(d.subject, "evictable") or []
         claimed = [b for b in asked if b in evictable]
         numbers = (mine or "").isdigit() and (theirs or "").isdigit()
+        held = [b for b in asked if b not in evictable]
+        if held and numbers and int(theirs or 0) - int(mine or 0) == len(held):
+            return (
+                f"yours counted {mine} block(s) of room where {theirs} are left: a hit on a block "
+                f"another sequence holds ({held}) takes no free block, so subtract from "
+                "num_free only the hits on evictable blocks"
+            )
         if claimed and numbers and int(mine or 0) > int(theirs or 0):
             return (
                 f"yours counted {mine} blocks of room where {theirs} are left: this "
@@ -71,6 +87,13 @@ def prefix_cache_reading(d: Difference) -> str | None:
                 f"yours found hits the reference does not ({mine}, not {theirs}): a hit is a "
                 "full block whose chained hash maps to a block verified to hold the same "
                 "tokens; the lookup stops at the first miss; a reused block's stale hash is gone"
+            )
+        if theirs.startswith(mine.rstrip("]")) and hits + 1 == theirs.count(",") + 1 and size:
+            cap = (len(tokens) - 1) // size
+            return (
+                f"yours stopped one block short ({mine}, not {theirs}): a lookup of "
+                f"{len(tokens)} tokens may match up to (n - 1) // block_size = {cap} full "
+                "blocks (only the last token must be computed); is your cap one block short?"
             )
         return (
             f"yours missed hits the reference finds ({mine}, not {theirs}): hash each full "

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from servelab.grading.readings.difference import Difference
+from servelab.grading.readings.difference import Difference, call
 from servelab.grading.readings.scheduler import victim_in_output
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 from servelab.kv.budget import BudgetStep
@@ -191,6 +191,88 @@ def _starved(d: Difference) -> str | None:
     )
 
 
+def _slots_of(table: list[Any], size: int, first: int, n: int) -> list[Any] | None:
+    """The flat slots of positions first .. first + n - 1, or None past the table's end."""
+    if n < 1 or (first + n - 1) // size >= len(table):
+        return None
+    return [table[p // size] * size + p % size for p in range(first, first + n)]
+
+
+def _slots_said(said: str, mine: list[Any], table: list[Any], size: int, c: Any) -> str | None:
+    """``c`` a (start, num_tokens) pair: the reading of slots ``mine`` given to those positions."""
+    start, n = c
+    right = _slots_of(table, size, start, n)
+    if right is None or mine == right:
+        return None
+    if start and mine == _slots_of(table, size, 0, n):
+        return (
+            f"{said} {mine}, those of positions from 0: a chunk writes its own positions, "
+            f"start .. start + num_tokens - 1, so its slots are {right} here"
+        )
+    return (
+        f"{said} {mine} where its table puts its positions at {right}: a position p's slot "
+        "is table[p // block_size] * block_size + p % block_size"
+    )
+
+
+def _block_size(d: Difference) -> int:
+    size = getattr(getattr(d.subject, "bm", None), "block_size", 0)
+    return size if isinstance(size, int) else 0
+
+
+def _slots(d: Difference, chunks: list[Any]) -> str | None:
+    """A chunk's slots are those of its own positions, from its start."""
+    tables, size = d.mine.get("tables"), _block_size(d)
+    if not isinstance(tables, dict) or size < 1:
+        return None
+    for c in chunks:
+        table = tables.get(c.seq.seq_id)
+        if isinstance(table, list):
+            said = f"yours gave request {c.seq.seq_id}'s chunk at {c.start} the slots"
+            found = _slots_said(said, list(c.slots), table, size, (c.start, c.num_tokens))
+            if found is not None:
+                return found
+    return None
+
+
+def _slots_call(d: Difference) -> str | None:
+    """``slots(seq, start, n)`` gives the slots of positions start .. start + n - 1."""
+    mine, size = d.probe("slots", *d.args), _block_size(d)
+    if len(d.args) != 3 or mine[0] != "returned" or not isinstance(mine[1], list) or size < 1:
+        return None
+    seq, start, n = d.args
+    table = call(getattr(d.subject, "bm", None), "block_table", getattr(seq, "seq_id", None))
+    if not isinstance(table, list):
+        return None
+    return _slots_said(
+        f"yours gave positions {start} .. {start + n - 1} the slots",
+        mine[1],
+        table,
+        size,
+        (start, n),
+    )
+
+
+def _exact_fit_left_waiting(d: Difference) -> str | None:
+    """A request whose tokens to run equal the budget left is admitted."""
+    waiting = getattr(d.subject, "waiting", None)
+    if not waiting or len(d.args) != 2 or d.mine.get("waiting") != d.before.get("waiting"):
+        return None
+    if d.theirs.get("waiting") == d.before.get("waiting"):
+        return None
+    head = waiting[0]
+    hit = call(d.subject, "cached_tokens", head)
+    need = head.num_tokens - (hit if isinstance(hit, int) else 0)
+    if need != d.args[1]:
+        return None
+    return (
+        f"yours left request {head.seq_id} waiting with {need} tokens to run and exactly "
+        f"{need} of the budget left: a request that needs exactly the budget left fits (admit "
+        "while budget > 0, a chunk of min(tokens to run, budget)); does yours ask for room to "
+        "spare (< where <= belongs)?"
+    )
+
+
 def token_budget_reading(d: Difference) -> str | None:
     """The rule a token-budget scheduler's first diverging call breaks."""
     if d.hidden:
@@ -200,6 +282,8 @@ def token_budget_reading(d: Difference) -> str | None:
         return _starved(d)
     if m == "preempt":
         return _preempt(d)
+    if m == "slots" and not d.same_outcome:
+        return _slots_call(d)
     if m not in ("admit", "schedule_running"):
         return None
     if m == "admit":
@@ -209,6 +293,10 @@ def token_budget_reading(d: Difference) -> str | None:
                 f"yours left {len(running)} requests running with max_num_seqs = {cap}: admit "
                 "only while len(running) < max_num_seqs"
             )
+    if m == "admit":
+        exact = _exact_fit_left_waiting(d)
+        if exact is not None:
+            return exact
     if m == "schedule_running" and "waiting" in differ:
         found = _victim(d)
         if found is not None:
@@ -219,7 +307,7 @@ def token_budget_reading(d: Difference) -> str | None:
     chunks, returned, obj = ran
     found = _computed(d, chunks, obj)
     if found is None and m == "admit":
-        found = _chunk_sizes(d, chunks) or _admitted_blocks(d, chunks)
+        found = _chunk_sizes(d, chunks) or _admitted_blocks(d, chunks) or _slots(d, chunks)
     if found is None and m == "schedule_running":
         found = _budget_returned(d, chunks, returned)
     return found or _sampling(chunks)

@@ -125,6 +125,14 @@ def weight_cache_reading(d: Difference) -> str | None:
             "an unpin of a key with no pin left raises and changes nothing: a pin count never "
             "goes below zero"
         )
+    victim = d.args[0] if d.args else None
+    removed = victim in d.before.get("resident", ()) and victim not in d.mine.get("resident", ())
+    if m == "_evict" and d.error("mine").startswith("KeyError") and not d.they_raised and removed:
+        return (
+            f"yours raised KeyError after it removed {victim!r}: a value read after the entry "
+            "is gone fails; read what the eviction needs (the victim's size, for `used` and "
+            "`evicted_bytes`) before removing it"
+        )
     if (
         m in ("_evict", "put")
         and differ & {"evictions", "evicted_bytes"}
@@ -161,6 +169,21 @@ def weight_cache_reading(d: Difference) -> str | None:
                     f"yours evicted though {size} bytes fit in the {capacity - used} free: the "
                     "budget counts bytes, not entries; evict only while used + size > capacity"
                 )
+        key = d.args[0] if d.args else None
+        old = call(d.subject, "size_of", key) if key in d.before.get("resident", ()) else None
+        if (
+            len(mine) < len(theirs)
+            and isinstance(old, int)
+            and isinstance(capacity, int)
+            and isinstance(used, int)
+            and isinstance(size, int)
+            and used - old + size <= capacity < used + size
+        ):
+            return (
+                f"yours evicted to replace {key!r} though {size} bytes fit once its old "
+                f"{old} are released ({used} - {old} + {size} <= {capacity}): release the old "
+                "entry before the eviction loop; does yours still count it while evicting?"
+            )
         if len(mine) < len(theirs):
             return "yours evicted more than needed: stop evicting as soon as the new entry fits"
         if isinstance(d.mine.get("used"), int) and d.grew("used"):
