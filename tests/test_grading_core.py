@@ -728,8 +728,11 @@ def test_hypothesis_control_exceptions_from_learner_code_fail_the_grade(
     assert "agree with the model" not in report.text
     assert any(line.startswith(f"      {name}") for line in lines), report.text
     assert "      raised in your put(), line 8" in lines
-    assert "      while running: cache.put('a', '<a weights>', 1)" in lines
-    assert report.code.splitlines()[-1] == "cache.put('a', '<a weights>', 1)"
+    running = [line for line in lines if line.startswith("      while running: ")]
+    assert len(running) == 1 and running[0].startswith(
+        "      while running: cache.put('a', '<a weights>', "
+    ), report.text
+    assert report.code.splitlines()[-1] == running[0].removeprefix("      while running: ")
 
 
 @pytest.mark.parametrize(
@@ -806,7 +809,9 @@ def test_an_exception_whose_str_recurses_or_loops_gives_a_report() -> None:
     lines = done.stdout.splitlines()
     assert "      Recursing (str() raised RecursionError)" in lines, done.stdout + done.stderr
     assert lines.count("      Looping (str() did not finish)") == 2
-    assert "      while running: cache.put('a', '<a weights>', 1)" in lines  # the machine's
+    # the machine's failing call (its size is whatever the shrunk program drew)
+    call = "      while running: cache.put('a', '<a weights>', "
+    assert any(line.startswith(call) for line in lines), done.stdout
     assert done.stdout.count("FAILED") == 3
 
 
