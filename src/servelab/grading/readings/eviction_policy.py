@@ -119,11 +119,12 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 f"{', '.join(map(repr, lost))}: the hand passes a pinned key without touching "
                 "its bit, so it keeps the hit it took before the pin"
             )
-        if who == "SIEVE":
+        if who == "SIEVE":  # name what differs: the queue itself may be the same
+            left = " and ".join(f"`{name}`" for name in sorted(d.differ))
             return (
-                f"yours evicted the right key, {victim}, but left the queue differently: the "
-                "hand clears the visited bit of each key it passes, and stays where it "
-                "stopped, just after the victim, for the next sweep"
+                f"yours evicted the right key, {victim}, but left {left} unlike the "
+                "reference's: the hand clears the visited bit of each key it passes, and stays "
+                "where it stopped, just after the victim, for the next sweep"
             )
     if m == "update_on_unpin" and "eviction order" in d.differ:
         kept = "its count and the time it reached it" if who == "LFU" else "its visited bit"
