@@ -15,21 +15,13 @@ data; an evicted block left in the map; a block freed twice).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from typing import Any
 
 from servelab.grading._script import Script
 from servelab.grading.about import About, Hint
-from servelab.grading.block_manager import (
-    BLOCK_ERRORS,
-    block_value,
-    blocks_ns,
-    check_rules,
-    graded_blocks,
-)
-from servelab.grading.observe import Canon, prefix_fields
-from servelab.grading.readings.prefix_cache import prefix_cache_reading
-from servelab.grading.replay import TopicReplay, program
+from servelab.grading.block_manager import check_rules
+from servelab.grading.prefix_cache_replay import REPLAY
 from servelab.grading.topic import MachineCheck, Probe, Step, Topic
 from servelab.testing import prefix_chain
 from servelab.testing.prefix_cache import (
@@ -542,87 +534,6 @@ STEP2_INVARIANTS = [
     "hit-count",
     "hit-cap",
 ]
-
-# ----------------------------------------------------------------- replay and diagnosis
-
-
-def _prefix_state(ns: dict[str, Any], canon: Canon) -> Hashable:
-    bm = ns.get("bm")
-    return None if bm is None else graded_blocks(prefix_fields(bm, canon))
-
-
-SEPARATING = (
-    program(
-        "bm = PrefixBlockManager(8, 2)",
-        "bm.allocate(0, [1, 1, 5])",
-        "bm.allocate(1, [1, 1, 1, 1, 5])",
-        "bm.allocate(2, [1, 1, 1, 1])",
-        "bm.free_seq(0)",
-        "bm.free_seq(1)",
-        "bm.free_seq(2)",
-        "bm.allocate(3, [1, 1, 1, 1, 5])",
-        "bm.free_seq(3)",
-        "bm.allocate(4, [7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7])",
-        "bm.num_cached_tokens([1, 1, 1, 1, 5])",
-        "bm.num_cached_tokens([1, 1, 2, 2, 5])",
-    ),
-    program(  # a private copy of a cached block, then the cached one evicted
-        "bm = PrefixBlockManager(5, 2)",
-        "bm.allocate(0, [1, 2, 3])",
-        "bm.allocate(1, [1, 2])",
-        "bm.append_slot(1, 3)",
-        "bm.append_slot(1, 4)",
-        "bm.free_seq(0)",
-        "bm.allocate(2, [7, 7, 7, 7, 7])",
-        "bm.num_cached_tokens([1, 2, 3, 4, 5])",
-    ),
-    program(  # reclaim order: least recently freed first, and a hit refreshes it
-        "bm = PrefixBlockManager(4, 1)",
-        "bm.allocate(0, [1, 2])",
-        "bm.free_seq(0)",
-        "bm.allocate(1, [5, 6])",
-        "bm.free_seq(1)",
-        "bm.allocate(2, [1, 9])",
-        "bm.free_seq(2)",
-        "bm.allocate(3, [7, 7, 7])",
-        "bm.num_cached_tokens([1, 1])",
-        "bm.evictable()",
-    ),
-    program(
-        "bm = PrefixBlockManager(4, 2)",
-        "bm.allocate(0, [1, 2, 3, 4, 5])",
-        "bm.free_seq(0)",
-        "bm.allocate(1, [1, 2, 9])",
-        "bm.allocate(2, [6, 6, 6])",
-        "bm.append_slot(2, 6)",
-        "bm.num_cached_tokens([1, 2, 3, 4, 5])",
-        "bm.allocate(3, [3, 4, 3])",
-    ),
-    program(  # a hash that collides, then the same block evicted: trusting vs keeping a hash
-        "bm = PrefixBlockManager(5, 2)",
-        "bm.allocate(0, [1, 2, 3])",
-        "bm.free_seq(0)",
-        "bm.tokens[0] = (0, 0)",
-        "bm.num_cached_tokens([1, 2, 3])",
-        "bm.allocate(1, [7, 7, 7, 7, 7, 7, 7, 7, 7])",
-        "bm.num_cached_tokens([1, 2, 3])",
-    ),
-)
-
-REPLAY = TopicReplay(
-    "prefix cache",
-    blocks_ns("PrefixBlockManager"),
-    _prefix_state,
-    block_value,
-    BLOCK_ERRORS,
-    SEPARATING,
-    subject="bm",
-    classes=("PrefixBlockManager",),
-    fields=prefix_fields,
-    reader=prefix_cache_reading,
-)
-"""How diagnosis replays this topic's programs (:mod:`servelab.grading.diagnose`)."""
-
 
 TOPIC = Topic(
     replay=REPLAY,

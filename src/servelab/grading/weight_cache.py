@@ -13,16 +13,14 @@ of each step then searches for everything else against the model in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 from servelab.grading._script import Script, graded_names
 from servelab.grading.about import About, Hint
-from servelab.grading.observe import Canon, frozen, weight_cache_fields
-from servelab.grading.readings.weight_cache import weight_cache_reading
-from servelab.grading.replay import TopicReplay, plain, program
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
+from servelab.grading.weight_cache_replay import REPLAY
 from servelab.testing.weight_cache import (
     INVARIANTS,
     snapshot,
@@ -497,83 +495,6 @@ def _machine(level: int) -> MachineCheck:
         max_examples=150,
         step_count=30,
     )
-
-
-# ----------------------------------------------------------------- replay and diagnosis
-
-
-def _weight_cache_ns(impl: Any) -> dict[str, Any]:
-    return {"WeightCache": impl}
-
-
-def _weight_cache_state(ns: dict[str, Any], canon: Canon) -> Hashable:
-    cache = ns.get("cache")
-    return None if cache is None else frozen(weight_cache_fields(cache))
-
-
-SEPARATING = (
-    program(  # LRU evicts the small old entry first, then the large one; not the newest
-        "cache = WeightCache(100)",
-        "cache.put('a', '<a weights>', 10)",
-        "cache.put('b', '<b weights>', 60)",
-        "cache.put('c', '<c weights>', 20)",
-        "cache.put('d', '<d weights>', 30)",
-        "cache.keys()",
-    ),
-    program(  # a hit and an unpin, then one eviction
-        "cache = WeightCache(80)",
-        "cache.put('a', '<a weights>', 40)",
-        "cache.put('b', '<b weights>', 40)",
-        "cache.pin('a')",
-        "cache.pin('a')",
-        "cache.unpin('a')",
-        "cache.get('b')",
-        "cache.put('c', '<c weights>', 40)",
-        "cache.unpin('a')",
-        "cache.get('b')",
-        "cache.put('d', '<d weights>', 40)",
-        "cache.keys()",
-    ),
-    program(  # every rule once: hits, misses, pins, the errors, an entry as large as the budget
-        "cache = WeightCache(100)",
-        *[f"cache.put({k!r}, '<{k} weights>', 10)" for k in "abcde"],
-        "cache.get('a')",
-        "cache.get('zz')",
-        "cache.put('f', '<f weights>', 60)",
-        "cache.pin('llama')",
-        "cache.put('llama', '<llama weights>', 10)",
-        "cache.pin('llama')",
-        "cache.put('big', '<big weights>', 95)",
-        "cache.put('huge', '<huge weights>', 150)",
-        "cache.put('llama', '<llama weights>', 20)",
-        "cache.unpin('llama')",
-        "cache.unpin('llama')",
-        "cache.put('whole', '<whole weights>', 100)",
-        "cache.keys()",
-    ),
-    program(  # equal sizes: only the recency order decides
-        "cache = WeightCache(90)",
-        "cache.put('a', '<a weights>', 30)",
-        "cache.put('b', '<b weights>', 30)",
-        "cache.put('c', '<c weights>', 30)",
-        "cache.put('a', '<a weights>', 30)",
-        "cache.put('d', '<d weights>', 30)",
-        "cache.keys()",
-    ),
-)
-
-REPLAY = TopicReplay(
-    "cache",
-    _weight_cache_ns,
-    _weight_cache_state,
-    lambda v, c: plain(v),
-    error_detail=lambda exc: "llama" in str(exc),  # a MemoryError names the pinned key
-    separating=SEPARATING,
-    subject="cache",
-    classes=("WeightCache",),
-    fields=weight_cache_fields,
-    reader=weight_cache_reading,
-)
 
 
 TOPIC = Topic(
