@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from servelab.grading.localise import Divergence
 
 __all__ = ["About", "Hint", "either"]
 
@@ -30,27 +33,33 @@ class About:
 
     def __post_init__(self) -> None:
         for name, values in (("methods", self.methods), ("fields", self.fields)):
-            if isinstance(values, str) or not all(isinstance(v, str) and v for v in values):
+            if not isinstance(values, tuple) or not all(isinstance(v, str) and v for v in values):
                 raise TypeError(f"About.{name} must be a tuple of names, got {values!r}")
 
     def names_method(self, found: str) -> bool:
         """Whether ``found`` (a method as localisation names it, maybe ``"LFU.pop_victim"``)
         is one of this hint's methods, by its full name or by its own name."""
         bare = found.rpartition(".")[2]
-        return any(m == found or m == bare for m in self.methods)
+        return any(m in (found, bare) for m in self.methods)
 
-    def fits(self, methods: Iterable[str], divergence: Any) -> bool:
+    def names_field(self, found: str) -> bool:
+        """Whether ``found`` (a field as a report names it: ``"pins"``, ``"cpu.pins"`` for one
+        tier of a hierarchy, ``"out.preempted"``) is one of this hint's fields, by its full
+        name or by its last part."""
+        return any(f in (found, found.rpartition(".")[2]) for f in self.fields)
+
+    def fits(self, methods: Iterable[str], divergence: Divergence | None) -> bool:
         """Whether the hint is about what the evidence shows: one of the ``methods`` found is
         among its methods, or the first diverging call returned the same as the reference's
         and every field that differs after it is one of its fields."""
         if any(self.names_method(m) for m in methods):
             return True
-        if divergence is None or divergence.mine[0] != divergence.theirs[0] or not self.fields:
+        if divergence is None or divergence.mine[0] != divergence.theirs[0]:
             return False
         mine: Mapping[str, Any] = divergence.mine[1]
         theirs: Mapping[str, Any] = divergence.theirs[1]
-        differing = {k for k in {*mine, *theirs} if mine.get(k) != theirs.get(k)}
-        return bool(differing) and differing <= set(self.fields)
+        differing = [k for k in {*mine, *theirs} if mine.get(k) != theirs.get(k)]
+        return bool(differing) and all(self.names_field(k) for k in differing)
 
     def __or__(self, other: About) -> About:
         """Both hints' methods and fields (a hint that offers two explanations)."""

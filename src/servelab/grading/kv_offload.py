@@ -635,7 +635,10 @@ TOPIC = Topic(
                 ),
                 Probe(
                     "a chunk takes its bytes once",
-                    "a `put` of a key already stored is a use, not a second copy",
+                    Hint(
+                        "a `put` of a key already stored is a use, not a second copy",
+                        About(("put",), ("keys", "used")),
+                    ),
                     _bytes_once,
                 ),
                 Probe("LRU refreshes, FIFO does not", HINTS["policy"], _policy_order),

@@ -75,7 +75,7 @@ HINTS: dict[str, Hint] = {
         "retire finished sequences at the start of step(): bm.free_seq(seq.seq_id) for every "
         "running sequence with seq.is_finished, drop it from running and list it in "
         "out.finished",
-        About(("retire",), ("running", "out.finished", "free", "num_free")),
+        About(("retire", "step"), ("running", "out.finished", "free", "num_free")),
     ),
     "retire-early": Hint(
         "a sequence is finished only once it has generated max_new_tokens tokens "

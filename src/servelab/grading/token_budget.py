@@ -62,7 +62,7 @@ HINTS: dict[str, Hint] = {
     "slots": Hint(
         "allocate blocks for the chunk's tokens only (allocate token_ids[:hit + n] at "
         "admission, append_slot per token after), not for the whole prompt at the first chunk",
-        About(("admit", "schedule_running"), ("tables", "lengths", "free", "num_free")),
+        About(("slots", "admit", "schedule_running"), ("tables", "lengths", "free", "num_free")),
     ),
     "sample": Hint(
         "a chunk samples exactly when it reaches the end of the request's tokens "
