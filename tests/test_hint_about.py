@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
+from buggy_impls import failing_report, shown_hint
 from servelab.checkpoints import checkpoint
 from servelab.grading.about import About, Hint, either
-from servelab.grading.diagnose import Finding, with_place
+from servelab.grading.diagnose import HOOKS, Finding, with_place
 from servelab.grading.localise import Divergence, skeleton_methods
-from servelab.grading.mistakes import correct_impl
+from servelab.grading.mistakes import correct_impl, mistakes
 from servelab.grading.registry import TOPICS, load_topic
 from servelab.grading.topic import Topic
 
@@ -209,11 +210,6 @@ def _left_out(topic: str, name: str, read: bool) -> tuple[Finding, Any]:
     """The finding for catalogue mistake ``name`` with it left out of the catalogue (read:
     with the reading of the first diverging call, as the grader shows it; without, so the
     check's hint is all that can follow the place), and the undiagnosed report."""
-    from buggy_impls import failing_report
-
-    from servelab.grading.diagnose import HOOKS
-    from servelab.grading.mistakes import mistakes
-
     mistake = next(m for m in mistakes(topic) if m.name == name)
     undiagnosed = dataclasses.replace(load_topic(topic), diagnose=lambda program, impl: None)
     report, program = failing_report(undiagnosed, mistake.impl)
@@ -229,8 +225,6 @@ def _module_hints(topic: str) -> dict[str, Hint]:
 
 @pytest.mark.parametrize("topic", sorted(NOT_ABOUT))
 def test_a_check_hint_about_another_method_is_not_shown(topic: str) -> None:
-    from buggy_impls import shown_hint
-
     name, other = NOT_ABOUT[topic]
     for read in (False, True):
         finding, report = _left_out(topic, name, read)
@@ -247,8 +241,6 @@ def test_a_check_hint_about_another_method_is_not_shown(topic: str) -> None:
 
 @pytest.mark.parametrize("topic", sorted(ABOUT))
 def test_a_check_hint_about_the_method_found_is_shown(topic: str) -> None:
-    from buggy_impls import shown_hint
-
     finding, report = _left_out(topic, ABOUT[topic], read=False)
     hint = report.hint
     assert isinstance(hint, Hint)
