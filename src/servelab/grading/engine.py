@@ -73,7 +73,7 @@ HINTS: dict[str, Hint] = {
         About(("execute",)),
     ),
     "tokens": Hint(
-        "a sampled token differs from dense generation: a sequence was fed the wrong tokens "
+        "a sampled token differs from dense generation: was a sequence fed the wrong tokens? "
         "(a recompute must prefill prompt + generated, seq.num_tokens)",
         About(("execute",)),
     ),

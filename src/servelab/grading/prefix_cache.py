@@ -429,7 +429,7 @@ HINTS: dict[str, Hint] = {
         About(("_release", "_alloc"), ("free", "reclaim order")),
     ),
     "refcount-matches-tables": Hint(
-        "a hit must raise the block's refcount like a fork does",
+        "a block's refcount counts the tables holding it: a hit must raise it like a fork does",
         About(("allocate", "_claim"), ("refcounts",)),
     ),
     "table-length": Hint(
