@@ -430,7 +430,7 @@ HINTS: dict[str, Hint] = {
     ),
     "refcount-matches-tables": Hint(
         "a block's refcount counts the tables holding it: a hit must raise it like a fork does",
-        About(("allocate", "_claim"), ("refcounts",)),
+        About(("_claim",), ("refcounts",)),
     ),
     "table-length": Hint(
         "a table holds ceil(len / block_size) blocks, cached or new",
