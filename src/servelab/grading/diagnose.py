@@ -36,6 +36,7 @@ from functools import cache
 from typing import Any
 
 from servelab.grading._script import graded_names, renamed
+from servelab.grading.about import Hint
 from servelab.grading.localise import (
     Divergence,
     Localisation,
@@ -65,8 +66,6 @@ __all__ = [
     "diagnosed",
     "explained",
     "for_topic",
-    "hint_is_about",
-    "hint_names_the_change",
     "program_of",
     "remember_program",
     "replay",
@@ -353,58 +352,24 @@ def _slip(exc: BaseException | None) -> bool:
 
 def with_place(finding: Finding, check_hint: str, gate: bool = True) -> str:
     """The hint a report shows: the one diagnosis earned; else where to start, then the
-    check's own hint as what the check was written for, but only when that hint is about the
-    method where the difference starts (a hint written for another rule would send the
-    learner to code that is right: the place and the difference then stand alone). With
-    ``gate`` off (a hint about the learner's own exception, which is the evidence itself) the
-    check's hint always follows the place."""
+    check's own hint as what the check was written for, but only when that hint's declared
+    :class:`~servelab.grading.about.About` fits the evidence: the method found is one of its
+    methods, or the first diverging call returned the same as the reference's and differs
+    only in its fields. A hint written for another rule would send the learner to code that
+    is right: the place and the difference then stand alone, and so they do after a hint that
+    declares nothing. With ``gate`` off (a hint about the learner's own exception, which is
+    the evidence itself) the check's hint always follows the place."""
     if finding.hint:
         return finding.hint
     if finding.rule and finding.place:
         return finding.place
     if finding.place:
         stop = "" if finding.place.endswith("?") else "."
-        if (
-            not gate
-            or hint_is_about(check_hint, finding.methods)
-            or hint_names_the_change(check_hint, finding.divergence)
-        ):
+        about = check_hint.about if isinstance(check_hint, Hint) else None
+        if not gate or (about is not None and about.fits(finding.methods, finding.divergence)):
             return f"{finding.place}{stop} This check was written for: {check_hint}"
         return finding.place
     return check_hint
-
-
-def hint_names_the_change(hint: str, divergence: Divergence | None) -> bool:
-    """Whether the first diverging call returned the same as the reference's and differs only
-    in fields that ``hint`` names ("refcount" for ``refcounts``): the hint is then about what
-    broke, whatever method it names."""
-    if divergence is None or divergence.mine[0] != divergence.theirs[0]:
-        return False
-    mine, theirs = divergence.mine[1], divergence.theirs[1]
-    differing = [k for k in {*mine, *theirs} if mine.get(k) != theirs.get(k)]
-    if not differing:
-        return False
-    for name in differing:
-        stem = name.rsplit(".", 1)[-1].replace("_", " ")
-        stem = stem[:-1] if stem.endswith("s") and len(stem) > 4 else stem
-        if not re.search(rf"(?<![\w]){re.escape(stem)}", hint.replace("_", " "), re.IGNORECASE):
-            return False
-    return True
-
-
-def hint_is_about(hint: str, methods: Sequence[str]) -> bool:
-    """Whether ``hint`` names one of ``methods`` as code: ``pin()``, `` `admit` ``, ``.fits``,
-    a name with an underscore (``pop_victim``, ``_release``), or a plain word that opens the
-    hint as its subject ("retire finished sequences ..."). A plain word (``add``, ``get``)
-    elsewhere in the prose does not count: "a get of an absent key" names no method."""
-    for method in methods:
-        name = re.escape(method.rsplit(".", 1)[-1])
-        code = rf"(`{name}`|\b{name}\(|\.{name}\b|^{name}\b)"
-        if "_" in method.rsplit(".", 1)[-1]:
-            code += rf"|(?<![\w.]){name}\b"
-        if re.search(code, hint):
-            return True
-    return False
 
 
 def diagnosed(topic: str, code: str, exc: BaseException | None, impl: Any) -> str | None:

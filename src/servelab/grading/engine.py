@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from servelab.grading.about import About, Hint
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
 from servelab.testing.core import InvariantViolation
 from servelab.testing.engine import INVARIANTS
@@ -31,44 +32,55 @@ try:  # imported with the topic, so a probe's time limit never pays for it
 except ImportError:  # `servelab topics` still lists the topic; grading it needs torch
     pass
 
-HINTS: dict[str, str] = {
-    "read-unwritten": (
+HINTS: dict[str, Hint] = {
+    "read-unwritten": Hint(
         "a sequence read a slot before any KV was written there. Either a copy-on-write copy "
         "was not made before the decodes (copy every (cow_src, block) first), or a block was "
         "read before this step wrote it (a prefill that hits a block must run after the "
-        "decode that fills it: decodes before prefills; only full blocks are cached)"
+        "decode that fills it: decodes before prefills; only full blocks are cached)",
+        About(("execute", "append_slot")),
     ),
-    "read-foreign": (
+    "read-foreign": Hint(
         "a sequence read a slot holding other tokens' KV. Look at the block tables named "
         "above: a shared block written by one of its holders (copy-on-write missing), a copy "
-        "from the wrong source block, or a cached block handed out under a stale hash"
+        "from the wrong source block, or a cached block handed out under a stale hash",
+        About(("append_slot", "allocate", "execute")),
     ),
-    "slot-mapping": (
+    "slot-mapping": Hint(
         "append_slot must return the slot where the block table puts the new token: block "
         "table[(n - 1) // block_size], offset (n - 1) % block_size, after any new block is "
-        "appended"
+        "appended",
+        About(("append_slot",)),
     ),
-    "double-write": (
+    "double-write": Hint(
         "two sequences wrote one slot: the first append into a shared partial block must copy "
-        "it (copy-on-write) and write the copy"
+        "it (copy-on-write) and write the copy",
+        About(("append_slot",)),
     ),
-    "kv-overwritten": (
+    "kv-overwritten": Hint(
         "a slot changed after its KV was written: copy-on-write copies must run before the "
-        "decodes write into the copies (copy first in execute)"
+        "decodes write into the copies (copy first in execute)",
+        About(("execute",)),
     ),
-    "kv-values": (
+    "kv-values": Hint(
         "the KV in the pool differs from a dense run although every write went where the "
-        "tables say: check that execute passes each prefill's num_cached as its start"
+        "tables say: check that execute passes each prefill's num_cached as its start",
+        About(("execute",)),
     ),
-    "length": (
+    "length": Hint(
         "a computed sequence needs a KV slot for every one of its tokens: a prefill covers "
-        "seq.num_tokens (prompt + generated after a preemption), a decode one more"
+        "seq.num_tokens (prompt + generated after a preemption), a decode one more",
+        About(("execute",)),
     ),
-    "tokens": (
-        "a sampled token differs from dense generation: a sequence was fed the wrong tokens "
-        "(a recompute must prefill prompt + generated, seq.num_tokens)"
+    "tokens": Hint(
+        "a sampled token differs from dense generation: was a sequence fed the wrong tokens? "
+        "(a recompute must prefill prompt + generated, seq.num_tokens)",
+        About(("execute",)),
     ),
-    "no-leak": "blocks went missing: free every block of finished and preempted sequences",
+    "no-leak": Hint(
+        "blocks went missing: free every block of finished and preempted sequences",
+        About(("free_seq", "step")),
+    ),
 }
 
 

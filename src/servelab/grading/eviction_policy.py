@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from servelab.grading.about import About, Hint, either
 from servelab.grading.observe import (
     Canon,
     frozen,
@@ -88,72 +89,91 @@ from servelab.testing.policies import (
 __all__ = ["TOPIC", "policy_class"]
 
 HINTS = {
-    "counts": (
+    "counts": Hint(
         "LFU evicts the key with the smallest count: 1 on update_on_put, +1 on every "
-        "update_on_hit (hits on pinned keys count too)."
+        "update_on_hit (hits on pinned keys count too).",
+        About(("LFU.update_on_put", "LFU.update_on_hit"), ("counts", "eviction order")),
     ),
-    "tie": (
+    "tie": Hint(
         "LFU tie-break (`eviction_order`, `pop_victim`): among keys with the same count, the "
         "one that reached that count first leaves first (first in, first out) — not the "
-        "newest, and not an arbitrary one."
+        "newest, and not an arbitrary one.",
+        About(("LFU.eviction_order", "LFU.pop_victim"), ("eviction order",)),
     ),
-    "pins": (
+    "pins": Hint(
         "candidates ignore pins: update_on_pin must take the key out of the candidates (or "
-        "pop_victim must skip it) until update_on_unpin, and len() counts candidates only."
+        "pop_victim must skip it) until update_on_unpin, and len() counts candidates only.",
+        About(("update_on_pin", "update_on_unpin", "pop_victim", "__len__"), ("len", "pinned")),
     ),
-    "no-victim": (
+    "no-victim": Hint(
         "when every key is pinned there is no victim: pop_victim must raise LookupError "
-        "(NoVictim) rather than return a pinned key or None."
+        "(NoVictim) rather than return a pinned key or None.",
+        About(("pop_victim",)),
     ),
-    "visited": (
+    "visited": Hint(
         "SIEVE's hand (`pop_victim`) must clear the visited bit of each visited key it passes; "
-        "a key keeps its bit only until the hand reaches it, or hits would protect it forever."
+        "a key keeps its bit only until the hand reaches it, or hits would protect it forever.",
+        About(("SIEVE.pop_victim",), ("visited",)),
     ),
-    "wrap": (
+    "wrap": Hint(
         "SIEVE's hand (`pop_victim`) must wrap: past the newest key it continues at the oldest "
-        "one (and after evicting the newest key, the next sweep starts at the oldest)."
+        "one (and after evicting the newest key, the next sweep starts at the oldest).",
+        About(("SIEVE.pop_victim",), ("hand",)),
     ),
-    "hand": (
+    "hand": Hint(
         "SIEVE's hand (`pop_victim`) stays where it stopped: the next sweep starts just after "
-        "the last victim, not back at the oldest key (that is FIFO with a second chance)."
+        "the last victim, not back at the oldest key (that is FIFO with a second chance).",
+        About(("SIEVE.pop_victim",), ("hand",)),
     ),
-    "capped": (
+    "capped": Hint(
         "an LFU count is not capped: every update_on_hit adds 1, however many came before (a "
-        "count that saturates makes the hottest keys tie with lukewarm ones)"
+        "count that saturates makes the hottest keys tie with lukewarm ones)",
+        About(("LFU.update_on_hit",), ("counts",)),
     ),
-    "unpin-place": (
+    "unpin-place": Hint(
         "update_on_unpin is not a use: the key returns with its count and the time it reached "
-        "it, so among equal counts it keeps its place (do not refresh its tick on unpin)"
+        "it, so among equal counts it keeps its place (do not refresh its tick on unpin)",
+        About(("LFU.update_on_unpin",), ("eviction order",)),
     ),
-    "history": (
+    "history": Hint(
         "a pinned key keeps its history: on update_on_unpin it returns where its history "
-        "(count, arrival, visited bit) puts it, not at the back, and hits while pinned count."
+        "(count, arrival, visited bit) puts it, not at the back, and hits while pinned count.",
+        About(("update_on_pin", "update_on_unpin", "update_on_hit"), ("eviction order",)),
     ),
-    "remove": (
+    "remove": Hint(
         "when the cache removes the key under SIEVE's hand (update_on_remove), the hand moves "
-        "on to the next newer key, exactly as after an eviction — it does not restart."
+        "on to the next newer key, exactly as after an eviction — it does not restart.",
+        About(("SIEVE.update_on_remove",), ("hand",)),
     ),
-    "forget": (
+    "forget": Hint(
         "update_on_remove forgets the key everywhere: LFU's count and tick, or SIEVE's place in "
-        "queue, its visited bit and its pin; a key put again starts afresh"
+        "queue, its visited bit and its pin; a key put again starts afresh",
+        About(("update_on_remove",), ("counts", "visited", "pinned", "eviction order")),
     ),
-    "stale": (
+    "stale": Hint(
         "pop_victim must skip stale heap entries: an entry is current only while it equals the "
         "key's (count, reached) now and the key is still resident; every hit leaves an older "
-        "entry behind"
+        "entry behind",
+        About(("LFU.pop_victim", "LFU.eviction_order")),
     ),
-    "len": "len() counts the candidates: resident keys that are not pinned",
-    "born": (
+    "len": Hint(
+        "len() counts the candidates: resident keys that are not pinned",
+        About(("__len__",), ("len",)),
+    ),
+    "born": Hint(
         "update_on_put appends the key at the newest end of queue with its visited bit clear: "
-        "new entries are born unvisited and earn the bit with a hit"
+        "new entries are born unvisited and earn the bit with a hit",
+        About(("SIEVE.update_on_put",), ("visited", "eviction order")),
     ),
-    "hit-bit": (
+    "hit-bit": Hint(
         "SIEVE sets the visited bit on a hit (visited[key] = True) and moves nothing: queue "
-        "stays in arrival order"
+        "stays in arrival order",
+        About(("SIEVE.update_on_hit",), ("visited", "eviction order")),
     ),
-    "hand-elsewhere": (
+    "hand-elsewhere": Hint(
         "update_on_remove moves SIEVE's hand only when the hand is on the removed key; "
-        "removing any other key leaves the hand where it is"
+        "removing any other key leaves the hand where it is",
+        About(("SIEVE.update_on_remove",), ("hand",)),
     ),
 }
 
@@ -182,9 +202,9 @@ _MACHINE_HINTS = {
 }
 
 
-def _machine_hints(*order_hints: str) -> dict[str, str]:
+def _machine_hints(*order_hints: Hint) -> dict[str, Hint]:
     """Pins and empty-victim breaks have their own hint; a wrong order gets the step's."""
-    wrong_order = " Or: ".join(order_hints)
+    wrong_order = either(*order_hints)
     return {
         **_MACHINE_HINTS,
         "victim-matches-model": wrong_order,
@@ -363,7 +383,7 @@ TOPIC = Topic(
                 "LFU's order against the model (put, hit, remove)",
                 _machine("LFU", LFUModel, _NO_PINS, frozenset({"order"})),
                 (_INVARIANTS[1],),
-                hints={"order-matches-model": f"{HINTS['counts']} Or: {HINTS['tie']}"},
+                hints={"order-matches-model": either(HINTS["counts"], HINTS["tie"])},
                 max_examples=40,
                 step_count=25,
             ),
@@ -420,11 +440,11 @@ TOPIC = Topic(
                 hints={
                     "queue-matches-model": HINTS["forget"],
                     "visited-matches-model": HINTS["forget"],
-                    "pinned-matches-model": f"{HINTS['forget']} Or: {HINTS['pins']}",
-                    "hand-matches-model": (
-                        f"{HINTS['remove']} Or: {HINTS['wrap']} Or: {HINTS['hand-elsewhere']}"
+                    "pinned-matches-model": either(HINTS["forget"], HINTS["pins"]),
+                    "hand-matches-model": either(
+                        HINTS["remove"], HINTS["wrap"], HINTS["hand-elsewhere"]
                     ),
-                    "candidate-count": f"{HINTS['forget']} Or: {HINTS['pins']}",
+                    "candidate-count": either(HINTS["forget"], HINTS["pins"]),
                 },
                 max_examples=50,
                 step_count=25,

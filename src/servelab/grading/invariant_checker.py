@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from servelab.grading._learner import learner_frame
+from servelab.grading.about import About, Hint
 from servelab.grading.topic import Probe, ProbeFailed, Step, Topic
 from servelab.kv.blocks import BlockManager, OutOfBlocks
 from servelab.testing.block_manager import check_block_manager_invariants as reference_check
@@ -34,6 +35,8 @@ from servelab.testing.core import InvariantViolation
 __all__ = ["BAD_STATES", "GOOD_STATES", "TOPIC", "BlockState", "NamedState", "flags"]
 
 IMPORT_LINE = "from servelab.grading.invariant_checker import BlockState"
+#: What every hint of this topic is about: the learner's one graded function.
+CHECKER = About(("check_invariants",))
 
 
 class BlockState:
@@ -345,7 +348,7 @@ def _good_probe(case: NamedState) -> Probe:
                 [IMPORT_LINE, _state_line(case.state), "check_invariants(bm)  # must pass"],
             )
 
-    return Probe(case.name + " passes", case.hint, run)
+    return Probe(case.name + " passes", Hint(case.hint, CHECKER), run)
 
 
 def _bad_probe(case: NamedState) -> Probe:
@@ -357,7 +360,7 @@ def _bad_probe(case: NamedState) -> Probe:
                 [IMPORT_LINE, _state_line(case.state), "check_invariants(bm)  # must raise"],
             )
 
-    return Probe(case.name + " is flagged", case.hint, run)
+    return Probe(case.name + " is flagged", Hint(case.hint, CHECKER), run)
 
 
 # ------------------------------------------------------------------- random states (step 3)
@@ -543,9 +546,12 @@ TOPIC = Topic(
             (
                 Probe(
                     "random programs and random corruptions",
-                    "check every rule for every block and every sequence, not only the cases "
-                    "you have seen: the free list (once, refcount 0), refcount = holders, "
-                    "table length = ceil(len / block_size)",
+                    Hint(
+                        "check every rule for every block and every sequence, not only the "
+                        "cases you have seen: the free list (once, refcount 0), refcount = "
+                        "holders, table length = ceil(len / block_size)",
+                        CHECKER,
+                    ),
                     _random_probe,
                 ),
             ),

@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, find, settings
 from hypothesis.errors import NoSuchExample
 
 from servelab.grading._programs import shrinking_bounded_by_count
+from servelab.grading.about import About, Hint
 from servelab.grading.topic import Probe, ProbeFailed, Step, Topic
 
 __all__ = ["TOPIC", "compare", "fixed_cases"]
@@ -48,19 +49,22 @@ _STEP_TITLES = {
 }
 
 _GENERIC = {
-    1: (
+    1: Hint(
         "compare the address your load_block reads for that position with "
         "table[j] * stride_block + offset * stride_slot + head * stride_head + dim, and its "
-        "mask: positions at or past seq_len load 0"
+        "mask: positions at or past seq_len load 0",
+        About(("load_block",)),
     ),
-    2: (
+    2: Hint(
         "follow the online softmax block by block for that sequence: the running max, the "
         "rescaling of the sum and the accumulator when the max grows, and the positions "
-        "past seq_len"
+        "past seq_len",
+        About(("attend",)),
     ),
-    3: (
+    3: Hint(
         "check what the kernel hands to attend for that program: the query's row, the "
-        "sequence's table row and length, and which kv head serves that query head"
+        "sequence's table row and length, and which kv head serves that query head",
+        About(("paged_decode_kernel",)),
     ),
 }
 
@@ -223,12 +227,16 @@ def _report(step: int, fn: Any, case: Any, label: str) -> ProbeFailed:
             )
     known = _known_mistake(step, fn, case)
     if known is not None:
-        hint = (
+        hint = Hint(
             f"on this case and the step's fixed cases your {name} gives exactly the numbers "
-            f"of one that {known.like}"
+            f"of one that {known.like}",
+            About((name,)),
         )
     else:
-        hint = f"the values first differ in your {name} (step {step}): " + _GENERIC[step]
+        hint = Hint(
+            f"the values first differ in your {name} (step {step}): " + _GENERIC[step],
+            About((name,)),
+        )
     code = [
         "from servelab.grading.paged_kernel import compare",
         "from servelab.testing.paged_kernel import Case",

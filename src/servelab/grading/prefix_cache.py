@@ -15,20 +15,13 @@ data; an evicted block left in the map; a block freed twice).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from typing import Any
 
 from servelab.grading._script import Script
-from servelab.grading.block_manager import (
-    BLOCK_ERRORS,
-    block_value,
-    blocks_ns,
-    check_rules,
-    graded_blocks,
-)
-from servelab.grading.observe import Canon, prefix_fields
-from servelab.grading.readings.prefix_cache import prefix_cache_reading
-from servelab.grading.replay import TopicReplay, program
+from servelab.grading.about import About, Hint
+from servelab.grading.block_manager import check_rules
+from servelab.grading.prefix_cache_replay import REPLAY
 from servelab.grading.topic import MachineCheck, Probe, Step, Topic
 from servelab.testing import prefix_chain
 from servelab.testing.prefix_cache import (
@@ -407,47 +400,109 @@ def _freed_once(impl: Any) -> None:
     _invariants(s)
 
 
-HINTS: dict[str, str] = {
-    "chain-shape": "_chain names each full block only (len(tokens) // block_size of them), as "
-    "the pair (h, block_tokens) with block_tokens a tuple of that block's tokens",
-    "register": "_register(block, h, block_tokens) sets map[h] = block, hash[block] = h and "
-    "tokens[block] = block_tokens",
-    "duplicate": "_register leaves a block private when its hash is already cached: map keeps "
-    "the first block, and the second gets no hash (else freeing one would remove the other's "
-    "entry)",
-    "verify": "a hit must be verified: map[h] is a hit only if that block's stored tokens equal "
-    "the block's tokens (a hash can collide)",
-    "free-list": "a block was freed twice (it sits twice in free_list()): a block whose "
-    "refcount reaches 0 goes to the evictable list if it holds a hash, else to the free list "
-    "— never both",
-    "refcount-matches-tables": "a hit must raise the block's refcount like a fork does",
-    "table-length": "a table holds ceil(len / block_size) blocks, cached or new",
-    "cache-map": "a stale map entry outlived an eviction: when a cached block is reclaimed "
-    "(`_forget`), "
-    "delete its entry from the hash map and clear the block's hash",
-    "evictable": "`_release`: a cached block freed by its last holder goes on the evictable "
-    "LRU (and only then); free_list() lists plain free blocks first",
-    "stale-hash": "a reclaimed block kept its stale hash: clear the block's hash and its map "
-    "entry when an evictable block is reused, and check the stored tokens on every hit",
-    "wrong-data": "a hit served a block whose contents differ from the prompt: a stale hash "
-    "or map entry survived reuse — verify the stored tokens on every hit",
-    "hit-count": "a hit is a block whose whole prefix is cached: chain each block's hash over "
-    "the previous block's hash, compare the stored tokens, and stop at the first miss",
-    "hit-cap": "`_lookup` caps hits at (len - 1) // block_size blocks: the last prompt token "
-    "is always computed, its logits start decoding",
-    "chain": "a block's hash must chain over the previous block's hash, so one cached block "
-    "never answers for the same tokens at another place in another prefix",
-    "decode-fill": "when decoding fills a block (`append_slot`), cache it as a prompt block "
-    "is: hash it on the chain and register it, so a later prompt with the same tokens hits it",
-    "first-miss": "`_lookup` stops at the first miss: a block after a missing one follows a "
-    "prefix that is not cached",
-    "freed-again": "a block freed, hit and freed again is the most recently freed: it goes to "
-    "the back of the reclaim order (last time freed, not first time)",
-    "lru-eviction": "reclaim cached blocks only when no plain free block is left, and the "
-    "least recently freed first",
-    "expected-error": "raise the documented error: OutOfBlocks, UnknownSequence or SequenceExists",
-    "exception-safety": "check that the request fits before claiming hits or taking blocks",
-    "exception": "a call raised an unexpected error; the repro above shows which",
+HINTS: dict[str, Hint] = {
+    "chain-shape": Hint(
+        "_chain names each full block only (len(tokens) // block_size of them), as "
+        "the pair (h, block_tokens) with block_tokens a tuple of that block's tokens",
+        About(("_chain",)),
+    ),
+    "register": Hint(
+        "_register(block, h, block_tokens) sets map[h] = block, hash[block] = h and "
+        "tokens[block] = block_tokens",
+        About(("_register",), ("hashed", "cached")),
+    ),
+    "duplicate": Hint(
+        "_register leaves a block private when its hash is already cached: map keeps "
+        "the first block, and the second gets no hash (else freeing one would remove the other's "
+        "entry)",
+        About(("_register",), ("hashed", "cached")),
+    ),
+    "verify": Hint(
+        "a hit must be verified: map[h] is a hit only if that block's stored tokens equal "
+        "the block's tokens (a hash can collide)",
+        About(("_lookup",)),
+    ),
+    "free-list": Hint(
+        "a block is on the free list twice, or free and held at once: a block whose "
+        "refcount reaches 0 goes to the evictable list if it holds a hash, else to the free "
+        "list — never both",
+        About(("_release", "_alloc"), ("free", "reclaim order")),
+    ),
+    "refcount-matches-tables": Hint(
+        "a block's refcount counts the tables holding it: a hit must raise it like a fork does",
+        About(("_claim",), ("refcounts",)),
+    ),
+    "table-length": Hint(
+        "a table holds ceil(len / block_size) blocks, cached or new",
+        About(("allocate", "append_slot"), ("tables", "lengths")),
+    ),
+    "cache-map": Hint(
+        "the hash map disagrees with the blocks' hashes: when a cached block is reclaimed "
+        "(`_forget`), delete its entry from the hash map and clear the block's hash",
+        About(("_forget", "_alloc"), ("cached", "hashed")),
+    ),
+    "evictable": Hint(
+        "`_release`: a cached block freed by its last holder goes on the evictable "
+        "LRU (and only then); free_list() lists plain free blocks first",
+        About(("_release",), ("reclaim order", "free")),
+    ),
+    "stale-hash": Hint(
+        "did a reclaimed block keep its stale hash? Clear the block's hash and its map entry "
+        "when an evictable block is reused, and check the stored tokens on every hit",
+        About(("_forget", "_alloc", "_lookup"), ("hashed", "cached")),
+    ),
+    "wrong-data": Hint(
+        "a hit served a block whose contents differ from the prompt: did a stale hash or map "
+        "entry survive reuse? Verify the stored tokens on every hit",
+        About(("_lookup", "_forget")),
+    ),
+    "hit-count": Hint(
+        "a hit is a block whose whole prefix is cached: chain each block's hash over "
+        "the previous block's hash, compare the stored tokens, and stop at the first miss",
+        About(("_chain", "_lookup")),
+    ),
+    "hit-cap": Hint(
+        "`_lookup` caps hits at (len - 1) // block_size blocks: the last prompt token "
+        "is always computed, its logits start decoding",
+        About(("_lookup",)),
+    ),
+    "chain": Hint(
+        "a block's hash must chain over the previous block's hash, so one cached block "
+        "never answers for the same tokens at another place in another prefix",
+        About(("_chain",)),
+    ),
+    "decode-fill": Hint(
+        "when decoding fills a block (`append_slot`), cache it as a prompt block "
+        "is: hash it on the chain and register it, so a later prompt with the same tokens hits it",
+        About(("append_slot",), ("hashed", "cached")),
+    ),
+    "first-miss": Hint(
+        "`_lookup` stops at the first miss: a block after a missing one follows a "
+        "prefix that is not cached",
+        About(("_lookup",)),
+    ),
+    "freed-again": Hint(
+        "a block freed, hit and freed again is the most recently freed: it goes to "
+        "the back of the reclaim order (last time freed, not first time)",
+        About(("_release", "_claim"), ("reclaim order",)),
+    ),
+    "lru-eviction": Hint(
+        "reclaim cached blocks only when no plain free block is left, and the "
+        "least recently freed first",
+        About(("_alloc",), ("reclaim order", "free")),
+    ),
+    "expected-error": Hint(
+        "raise the documented error: OutOfBlocks, UnknownSequence or SequenceExists",
+        About(("allocate", "append_slot", "free_seq", "fork", "_room")),
+    ),
+    "exception-safety": Hint(
+        "check that the request fits before claiming hits or taking blocks",
+        About(("allocate", "_room")),
+    ),
+    "exception": Hint(
+        "a call raised an unexpected error; the repro above shows which",
+        About(),
+    ),
 }
 
 
@@ -479,87 +534,6 @@ STEP2_INVARIANTS = [
     "hit-count",
     "hit-cap",
 ]
-
-# ----------------------------------------------------------------- replay and diagnosis
-
-
-def _prefix_state(ns: dict[str, Any], canon: Canon) -> Hashable:
-    bm = ns.get("bm")
-    return None if bm is None else graded_blocks(prefix_fields(bm, canon))
-
-
-SEPARATING = (
-    program(
-        "bm = PrefixBlockManager(8, 2)",
-        "bm.allocate(0, [1, 1, 5])",
-        "bm.allocate(1, [1, 1, 1, 1, 5])",
-        "bm.allocate(2, [1, 1, 1, 1])",
-        "bm.free_seq(0)",
-        "bm.free_seq(1)",
-        "bm.free_seq(2)",
-        "bm.allocate(3, [1, 1, 1, 1, 5])",
-        "bm.free_seq(3)",
-        "bm.allocate(4, [7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7])",
-        "bm.num_cached_tokens([1, 1, 1, 1, 5])",
-        "bm.num_cached_tokens([1, 1, 2, 2, 5])",
-    ),
-    program(  # a private copy of a cached block, then the cached one evicted
-        "bm = PrefixBlockManager(5, 2)",
-        "bm.allocate(0, [1, 2, 3])",
-        "bm.allocate(1, [1, 2])",
-        "bm.append_slot(1, 3)",
-        "bm.append_slot(1, 4)",
-        "bm.free_seq(0)",
-        "bm.allocate(2, [7, 7, 7, 7, 7])",
-        "bm.num_cached_tokens([1, 2, 3, 4, 5])",
-    ),
-    program(  # reclaim order: least recently freed first, and a hit refreshes it
-        "bm = PrefixBlockManager(4, 1)",
-        "bm.allocate(0, [1, 2])",
-        "bm.free_seq(0)",
-        "bm.allocate(1, [5, 6])",
-        "bm.free_seq(1)",
-        "bm.allocate(2, [1, 9])",
-        "bm.free_seq(2)",
-        "bm.allocate(3, [7, 7, 7])",
-        "bm.num_cached_tokens([1, 1])",
-        "bm.evictable()",
-    ),
-    program(
-        "bm = PrefixBlockManager(4, 2)",
-        "bm.allocate(0, [1, 2, 3, 4, 5])",
-        "bm.free_seq(0)",
-        "bm.allocate(1, [1, 2, 9])",
-        "bm.allocate(2, [6, 6, 6])",
-        "bm.append_slot(2, 6)",
-        "bm.num_cached_tokens([1, 2, 3, 4, 5])",
-        "bm.allocate(3, [3, 4, 3])",
-    ),
-    program(  # a hash that collides, then the same block evicted: trusting vs keeping a hash
-        "bm = PrefixBlockManager(5, 2)",
-        "bm.allocate(0, [1, 2, 3])",
-        "bm.free_seq(0)",
-        "bm.tokens[0] = (0, 0)",
-        "bm.num_cached_tokens([1, 2, 3])",
-        "bm.allocate(1, [7, 7, 7, 7, 7, 7, 7, 7, 7])",
-        "bm.num_cached_tokens([1, 2, 3])",
-    ),
-)
-
-REPLAY = TopicReplay(
-    "prefix cache",
-    blocks_ns("PrefixBlockManager"),
-    _prefix_state,
-    block_value,
-    BLOCK_ERRORS,
-    SEPARATING,
-    subject="bm",
-    classes=("PrefixBlockManager",),
-    fields=prefix_fields,
-    reader=prefix_cache_reading,
-)
-"""How diagnosis replays this topic's programs (:mod:`servelab.grading.diagnose`)."""
-
 
 TOPIC = Topic(
     replay=REPLAY,

@@ -25,6 +25,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from servelab.grading._script import Script, graded_names
+from servelab.grading.about import About, Hint
 from servelab.grading.block_manager import graded_blocks
 from servelab.grading.observe import Canon, frozen, scheduler_fields
 from servelab.grading.readings.scheduler import scheduler_reading
@@ -37,75 +38,105 @@ from servelab.testing.scheduler import INVARIANTS, scheduler_machine
 
 __all__ = ["HINTS", "TOPIC"]
 
-HINTS: dict[str, str] = {
-    "fits-answer": (
+HINTS: dict[str, Hint] = {
+    "fits-answer": Hint(
         "fits(n_tokens) answers bm.num_free - bm.blocks_needed(n_tokens) >= watermark, for any "
-        "n_tokens (0 included), and changes nothing"
+        "n_tokens (0 included), and changes nothing",
+        About(("fits",)),
     ),
-    "too-large": (
+    "too-large": Hint(
         "add() must raise RequestTooLarge when blocks_needed(prompt_len + max_new_tokens) > "
         "num_blocks - watermark: such a request could be preempted at a length it can never be "
-        "readmitted at"
+        "readmitted at",
+        About(("add",)),
     ),
-    "watermark": (
+    "watermark": Hint(
         "`admit` takes a request only while `fits(n)`: bm.num_free - blocks_needed(n) >= "
         "watermark, n the tokens it allocates; the watermark keeps free blocks for the next "
-        "decode step"
+        "decode step",
+        About(("admit", "fits")),
     ),
-    "admit-loop": (
+    "admit-loop": Hint(
         "`admit` goes on taking the head of waiting while it fits (a loop), and stops only at "
-        "the first request that does not"
+        "the first request that does not",
+        About(("admit",)),
     ),
-    "fcfs": (
+    "fcfs": Hint(
         "`admit` is first come, first served: stop (break) at the first waiting sequence "
-        "that does not fit; nobody behind it may overtake"
+        "that does not fit; nobody behind it may overtake",
+        About(("admit",)),
     ),
-    "prefill-length": (
+    "prefill-length": Hint(
         "a prefill covers every token the sequence has: `admit` allocates and prefills "
-        "seq.num_tokens tokens"
+        "seq.num_tokens tokens",
+        About(("admit",), ("tables", "lengths", "out.prefills")),
     ),
-    "finished-freed": (
+    "finished-freed": Hint(
         "retire finished sequences at the start of step(): bm.free_seq(seq.seq_id) for every "
         "running sequence with seq.is_finished, drop it from running and list it in "
-        "out.finished"
+        "out.finished",
+        About(("retire", "step"), ("running", "out.finished", "free", "num_free")),
     ),
-    "retire-early": (
+    "retire-early": Hint(
         "a sequence is finished only once it has generated max_new_tokens tokens "
-        "(seq.is_finished): retiring it a step early drops its last token"
+        "(seq.is_finished): retiring it a step early drops its last token",
+        About(("retire",)),
     ),
-    "decode-then-admit": (
+    "decode-then-admit": Hint(
         "decode the running sequences before admitting: a sequence admitted in this step is "
-        "prefilled, and admitting before decoding takes the blocks the decodes need"
+        "prefilled, and admitting before decoding takes the blocks the decodes need",
+        About(("step", "decode", "admit")),
     ),
-    "decode-order": (
+    "decode-order": Hint(
         "decode every running sequence exactly once per step, oldest first (the order of "
-        "running), with slot = bm.append_slot(seq.seq_id)"
+        "running), with slot = bm.append_slot(seq.seq_id)",
+        About(("decode",), ("out.decodes",)),
     ),
-    "victim-newest": (
+    "victim-newest": Hint(
         "on OutOfBlocks, `decode` preempts the newest running sequence (running.pop()), not "
         "the one whose append_slot failed, and retry; preempt only when a decode finds no free "
-        "block"
+        "block",
+        About(("decode", "preempt"), ("running", "out.preempted")),
     ),
-    "requeue-front": (
+    "requeue-front": Hint(
         "`preempt` re-queues a sequence at the front of waiting (waiting.appendleft), so it is "
-        "the first to come back"
+        "the first to come back",
+        About(("preempt",), ("waiting",)),
     ),
-    "requeue-length": (
+    "requeue-length": Hint(
         "a preempted sequence keeps its tokens: re-queued length = prompt + generated, so "
-        "`admit` re-prefills seq.num_tokens tokens, not seq.prompt_len"
+        "`admit` re-prefills seq.num_tokens tokens, not seq.prompt_len",
+        About(("preempt", "admit")),
     ),
-    "kv-slots": (
+    "kv-slots": Hint(
         "a preempted sequence must give back its blocks (bm.free_seq) before it waits; a "
-        "running one holds KV for all its tokens but the newest"
+        "running one holds KV for all its tokens but the newest",
+        About(("preempt", "decode")),
     ),
-    "no-leak": "blocks went missing: free every block of finished and preempted sequences",
-    "liveness": (
+    "no-leak": Hint(
+        "blocks went missing: free every block of finished and preempted sequences",
+        About(("retire", "preempt"), ("free", "num_free")),
+    ),
+    "liveness": Hint(
         "a sequence never finished: the oldest unfinished sequence must get a token in every "
-        "step (decode oldest first, preempt the newest, admit first come, first served)"
+        "step (decode oldest first, preempt the newest, admit first come, first served)",
+        About(("decode", "preempt", "admit")),
     ),
-    "free-list": "the block manager's free list broke: only call its public methods",
-    "refcount-matches-tables": "the block manager's refcounts broke: only call its public methods",
-    "table-length": "the block manager's tables broke: only call its public methods",
+    "free-list": Hint(
+        "the block manager's free list broke: does your scheduler change it other than "
+        "through its public methods?",
+        About(),
+    ),
+    "refcount-matches-tables": Hint(
+        "the block manager's refcounts broke: does your scheduler change them other "
+        "than through its public methods?",
+        About(),
+    ),
+    "table-length": Hint(
+        "the block manager's tables broke: does your scheduler change them other than "
+        "through its public methods?",
+        About(),
+    ),
 }
 
 BUILD = (

@@ -24,6 +24,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from servelab.grading._script import Script, graded_names
+from servelab.grading.about import About, Hint
 from servelab.grading.block_manager import graded_blocks
 from servelab.grading.observe import Canon, budget_fields, frozen
 from servelab.grading.readings.token_budget import token_budget_reading
@@ -39,71 +40,92 @@ __all__ = ["HINTS", "TOPIC"]
 
 NAME = "TokenBudgetScheduler"
 
-HINTS: dict[str, str] = {
-    "budget": (
+HINTS: dict[str, Hint] = {
+    "budget": Hint(
         "a step computes at most max_num_batched_tokens tokens: take each chunk's num_tokens "
-        "from the budget once (not twice), and a prefix hit not at all (it is not computed)"
+        "from the budget once (not twice), and a prefix hit not at all (it is not computed)",
+        About(("schedule_running", "admit"), ("out.scheduled",)),
     ),
-    "cap": "`admit` only while len(running) < max_num_seqs",
-    "running-first": (
+    "cap": Hint(
+        "`admit` only while len(running) < max_num_seqs",
+        About(("admit",)),
+    ),
+    "running-first": Hint(
         "schedule_running first, in running order, then `admit` waiting ones into "
-        "what is left of the budget: a long prompt must not starve the decodes"
+        "what is left of the budget: a long prompt must not starve the decodes",
+        About(("schedule_running", "admit")),
     ),
-    "computed": (
-        "num_computed_tokens advances by the tokens that ran (start + n), never by the budget"
+    "computed": Hint(
+        "num_computed_tokens advances by the tokens that ran (start + n), never by the budget",
+        About(("schedule_running", "admit"), ("num_computed_tokens",)),
     ),
-    "slots": (
+    "slots": Hint(
         "allocate blocks for the chunk's tokens only (allocate token_ids[:hit + n] at "
-        "admission, append_slot per token after), not for the whole prompt at the first chunk"
+        "admission, append_slot per token after), not for the whole prompt at the first chunk",
+        About(("slots", "admit", "schedule_running"), ("tables", "lengths", "free", "num_free")),
     ),
-    "sample": (
+    "sample": Hint(
         "a chunk samples exactly when it reaches the end of the request's tokens "
-        "(start + n == seq.num_tokens): the last chunk of a prompt samples its first token"
+        "(start + n == seq.num_tokens): the last chunk of a prompt samples its first token",
+        About(("schedule_running", "admit")),
     ),
-    "kv-slots": (
+    "kv-slots": Hint(
         "a running request holds KV for its num_computed_tokens tokens; a preempted one gives "
-        "its blocks back (bm.free_seq) and its num_computed_tokens is reset to 0"
+        "its blocks back (bm.free_seq) and its num_computed_tokens is reset to 0",
+        About(("preempt",), ("num_computed_tokens", "free", "num_free")),
     ),
-    "model": (
+    "model": Hint(
         "the step differs from the rules: running first (each request the tokens it needs, cut "
-        "to the budget), then waiting ones first come first served; preempt the latest running"
+        "to the budget), then waiting ones first come first served; preempt the latest running",
+        About(),
     ),
-    "no-leak": "blocks went missing: free every block of finished and preempted requests",
-    "liveness": (
+    "no-leak": Hint(
+        "blocks went missing: free every block of finished and preempted requests",
+        About(("preempt",), ("free", "num_free")),
+    ),
+    "liveness": Hint(
         "a request never finished: the oldest running request must get tokens in every step "
-        "(running first, preempt the latest, admit first come, first served)"
+        "(running first, preempt the latest, admit first come, first served)",
+        About(("schedule_running", "preempt", "admit")),
     ),
 }
 
-PROBE_HINTS: dict[str, str] = {
-    "one-token": (
+PROBE_HINTS: dict[str, Hint] = {
+    "one-token": Hint(
         "schedule_running: a running request that has all its tokens computed but the last "
-        "needs one token: n = seq.num_tokens - num_computed_tokens, cut to the budget left"
+        "needs one token: n = seq.num_tokens - num_computed_tokens, cut to the budget left",
+        About(("schedule_running",)),
     ),
-    "chunk": (
+    "chunk": Hint(
         "`admit`: a waiting request takes what is left of the budget: n = "
         "min(seq.num_tokens - hit, budget), and the rest of its prompt runs in later steps as "
-        "a running request"
+        "a running request",
+        About(("admit",)),
     ),
-    "prefix": (
+    "prefix": Hint(
         "a prefix hit counts as computed and never against the budget: start at hit = "
-        "self.cached_tokens(seq) and subtract only n"
+        "self.cached_tokens(seq) and subtract only n",
+        About(("admit",), ("num_computed_tokens",)),
     ),
-    "front": (
+    "front": Hint(
         "`preempt` puts a request back at the front of waiting (waiting.appendleft): it came "
-        "before every request still waiting"
+        "before every request still waiting",
+        About(("preempt",), ("waiting",)),
     ),
-    "recompute": (
+    "recompute": Hint(
         "a running request needs seq.num_tokens - num_computed_tokens tokens, whatever it "
-        "generated before: a recomputed request's prompt and generated tokens all run again"
+        "generated before: a recomputed request's prompt and generated tokens all run again",
+        About(("schedule_running",)),
     ),
-    "victim-latest": (
+    "victim-latest": Hint(
         "when a request's new blocks do not fit, preempt the latest running request "
-        "(running.pop()), retry, and stop the running phase when the victim is the request itself"
+        "(running.pop()), retry, and stop the running phase when the victim is the request itself",
+        About(("schedule_running", "preempt"), ("running", "out.preempted")),
     ),
-    "reset": (
+    "reset": Hint(
         "`preempt`: a preempted request is recomputed: reset its num_computed_tokens to 0, free "
-        "its blocks and put it back at the front of waiting"
+        "its blocks and put it back at the front of waiting",
+        About(("preempt",), ("num_computed_tokens", "waiting")),
     ),
 }
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from servelab.grading.about import About, Hint
 from servelab.grading.replay import TopicReplay
 from servelab.testing.core import RecordingMachine
 
@@ -74,9 +75,10 @@ class MachineCheck:
     max_examples: int = 150
     step_count: int = 30
     shrink_programs: int = SHRINK_PROGRAMS
-    generic_hint: str = (
+    generic_hint: str = Hint(
         "compare the calls above with the rules of this step; the model's expectation is "
-        "in the message"
+        "in the message",
+        About(),
     )
 
 

@@ -13,15 +13,14 @@ of each step then searches for everything else against the model in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 from servelab.grading._script import Script, graded_names
-from servelab.grading.observe import Canon, frozen, weight_cache_fields
-from servelab.grading.readings.weight_cache import weight_cache_reading
-from servelab.grading.replay import TopicReplay, plain, program
+from servelab.grading.about import About, Hint
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
+from servelab.grading.weight_cache_replay import REPLAY
 from servelab.testing.weight_cache import (
     INVARIANTS,
     snapshot,
@@ -357,67 +356,114 @@ def _counts(impl: Any) -> None:
 
 
 HINTS = {
-    "evicted-too-few": (
+    "evicted-too-few": Hint(
         "evict in a loop until the new entry fits: one large model can need the space of "
-        "several small ones (evicting exactly one is not enough)"
+        "several small ones (evicting exactly one is not enough)",
+        About(("put",), ("resident", "used")),
     ),
-    "evicted-too-many": (
-        "stop evicting as soon as used + size <= capacity; and the budget is bytes, not a count"
+    "evicted-too-many": Hint(
+        "stop evicting as soon as used + size <= capacity; and the budget is bytes, not a count",
+        About(("put",), ("resident", "used", "evictions", "evicted_bytes")),
     ),
-    "within-budget": "the budget is bytes: used + size must stay <= capacity after every put",
-    "pinned-evicted": "pinned entries are never victims: skip them when choosing what to evict",
-    "wrong-victim": (
-        "the victim is the least recently used unpinned entry: get and put both refresh a key"
+    "within-budget": Hint(
+        "the budget is bytes: used + size must stay <= capacity after every put",
+        About(("put",), ("used",)),
     ),
-    "recency-order": (
-        "keys() lists least recently used first: move a key to the end on get and on put"
+    "pinned-evicted": Hint(
+        "pinned entries are never victims: skip them when choosing what to evict",
+        About(("_next_victim",)),
     ),
-    "bytes-accounted": (
+    "wrong-victim": Hint(
+        "the victim is the least recently used unpinned entry: get and put both refresh a key",
+        About(("_next_victim", "get", "put")),
+    ),
+    "recency-order": Hint(
+        "keys() lists least recently used first: move a key to the end on get and on put",
+        About(("get", "put"), ("resident",)),
+    ),
+    "bytes-accounted": Hint(
         "used must equal the sum of resident sizes: subtract each victim's size, and release "
-        "the old size when a key is replaced"
+        "the old size when a key is replaced",
+        About(("_evict", "put"), ("used",)),
     ),
-    "pin-count": "pins are counts (two replicas can pin one model), not a set",
-    "pin-returns-count": (
+    "pin-count": Hint(
+        "pins are counts (two replicas can pin one model), not a set",
+        About(("pin", "unpin"), ("pins",)),
+    ),
+    "pin-returns-count": Hint(
         "pin() returns the count after adding this pin (the first pin returns 1), unpin() the "
-        "pins left after removing one"
+        "pins left after removing one",
+        About(("pin", "unpin")),
     ),
-    "unexpected-error": "this put fits after evicting unpinned entries, so it must not raise",
-    "wrong-error": (
+    "unexpected-error": Hint(
+        "this put fits after evicting unpinned entries, so it must not raise",
+        About(("put", "_check_can_admit")),
+    ),
+    "wrong-error": Hint(
         "larger than the whole cache is a ValueError (permanent); blocked by pins is a "
-        "MemoryError (transient)"
+        "MemoryError (transient)",
+        About(("_check_can_admit",)),
     ),
-    "miss-instead-of-raise": (
+    "miss-instead-of-raise": Hint(
         "a `put` that cannot be admitted must raise, not return: a silent miss hides a "
-        "configuration error or a transient pin problem"
+        "configuration error or a transient pin problem",
+        About(("put", "_check_can_admit")),
     ),
-    "changed-on-error": (
+    "changed-on-error": Hint(
         "decide whether the entry can be admitted before evicting anything, so a raised error "
-        "leaves the cache unchanged"
+        "leaves the cache unchanged",
+        About(("put", "_check_can_admit")),
     ),
-    "pins-on-error": (
+    "pins-on-error": Hint(
         "check before changing anything: a pin or unpin that raises must leave every pin "
-        "count as it was"
+        "count as it was",
+        About(("pin", "unpin"), ("pins",)),
     ),
-    "pin-missing": "pin() of a key that is not resident must raise KeyError",
-    "replace-pinned": (
-        "put() must not replace a pinned key: raise (EntryPinned) and leave the cache as it was; "
-        "replace a pinned key only after its replicas unpin it"
+    "pin-missing": Hint("pin() of a key that is not resident must raise KeyError", About(("pin",))),
+    "replace-pinned": Hint(
+        "put() must not replace a pinned key: raise (EntryPinned) and leave the cache as it "
+        "was; replace a pinned key only after its replicas unpin it",
+        About(("put", "_check_can_admit")),
     ),
-    "error-names-keys": "the MemoryError must name the pinned keys: the operator has to look "
-    "at those",
-    "unpin-too-many": "unpin() without a matching pin() must raise and leave the count at 0",
-    "bad-size": "a size must be a positive number of bytes: raise ValueError otherwise",
-    "get-value": "get returns the stored value on a hit and None on a miss",
-    "stats": "count a hit or a miss on every get, and every eviction with its bytes",
-    "exception": "your cache raised where the model expected success; see the message above",
-    "unpin-error-type": "unpin() of a key that is not pinned raises ValueError (not KeyError), "
-    "and changes nothing",
-    "pin-error-type": "pin() of a key that is not resident raises KeyError, and changes nothing",
-    "size-not-int": "a size that is not an int (2.5, 10.0) raises ValueError: check the type, "
-    "not only the sign",
-    "error-order": "_check_can_admit checks in the notebook's order: a bad size (ValueError), "
-    "then larger than the cache (EntryTooLarge), then the key pinned (EntryPinned), then the "
-    "pinned bytes (PinnedCapacityExceeded)",
+    "error-names-keys": Hint(
+        "the MemoryError must name the pinned keys: the operator has to look at those",
+        About(("_check_can_admit",)),
+    ),
+    "unpin-too-many": Hint(
+        "unpin() without a matching pin() must raise and leave the count at 0",
+        About(("unpin",), ("pins",)),
+    ),
+    "bad-size": Hint(
+        "a size must be a positive number of bytes: raise ValueError otherwise",
+        About(("put", "_check_can_admit")),
+    ),
+    "get-value": Hint("get returns the stored value on a hit and None on a miss", About(("get",))),
+    "stats": Hint(
+        "count a hit or a miss on every get, and every eviction with its bytes",
+        About(("get", "_evict"), ("hits", "misses", "evictions", "evicted_bytes")),
+    ),
+    "exception": Hint(
+        "your cache raised where the model expected success; see the message above", About()
+    ),
+    "unpin-error-type": Hint(
+        "unpin() of a key that is not pinned raises ValueError (not KeyError), and changes nothing",
+        About(("unpin",)),
+    ),
+    "pin-error-type": Hint(
+        "pin() of a key that is not resident raises KeyError, and changes nothing",
+        About(("pin",)),
+    ),
+    "size-not-int": Hint(
+        "a size that is not an int (2.5, 10.0) raises ValueError: check the type, not only "
+        "the sign",
+        About(("put", "_check_can_admit")),
+    ),
+    "error-order": Hint(
+        "_check_can_admit checks in the notebook's order: a bad size (ValueError), then "
+        "larger than the cache (EntryTooLarge), then the key pinned (EntryPinned), then the "
+        "pinned bytes (PinnedCapacityExceeded)",
+        About(("_check_can_admit",)),
+    ),
 }
 
 
@@ -451,83 +497,6 @@ def _machine(level: int) -> MachineCheck:
     )
 
 
-# ----------------------------------------------------------------- replay and diagnosis
-
-
-def _weight_cache_ns(impl: Any) -> dict[str, Any]:
-    return {"WeightCache": impl}
-
-
-def _weight_cache_state(ns: dict[str, Any], canon: Canon) -> Hashable:
-    cache = ns.get("cache")
-    return None if cache is None else frozen(weight_cache_fields(cache))
-
-
-SEPARATING = (
-    program(  # LRU evicts the small old entry first, then the large one; not the newest
-        "cache = WeightCache(100)",
-        "cache.put('a', '<a weights>', 10)",
-        "cache.put('b', '<b weights>', 60)",
-        "cache.put('c', '<c weights>', 20)",
-        "cache.put('d', '<d weights>', 30)",
-        "cache.keys()",
-    ),
-    program(  # a hit and an unpin, then one eviction
-        "cache = WeightCache(80)",
-        "cache.put('a', '<a weights>', 40)",
-        "cache.put('b', '<b weights>', 40)",
-        "cache.pin('a')",
-        "cache.pin('a')",
-        "cache.unpin('a')",
-        "cache.get('b')",
-        "cache.put('c', '<c weights>', 40)",
-        "cache.unpin('a')",
-        "cache.get('b')",
-        "cache.put('d', '<d weights>', 40)",
-        "cache.keys()",
-    ),
-    program(  # every rule once: hits, misses, pins, the errors, an entry as large as the budget
-        "cache = WeightCache(100)",
-        *[f"cache.put({k!r}, '<{k} weights>', 10)" for k in "abcde"],
-        "cache.get('a')",
-        "cache.get('zz')",
-        "cache.put('f', '<f weights>', 60)",
-        "cache.pin('llama')",
-        "cache.put('llama', '<llama weights>', 10)",
-        "cache.pin('llama')",
-        "cache.put('big', '<big weights>', 95)",
-        "cache.put('huge', '<huge weights>', 150)",
-        "cache.put('llama', '<llama weights>', 20)",
-        "cache.unpin('llama')",
-        "cache.unpin('llama')",
-        "cache.put('whole', '<whole weights>', 100)",
-        "cache.keys()",
-    ),
-    program(  # equal sizes: only the recency order decides
-        "cache = WeightCache(90)",
-        "cache.put('a', '<a weights>', 30)",
-        "cache.put('b', '<b weights>', 30)",
-        "cache.put('c', '<c weights>', 30)",
-        "cache.put('a', '<a weights>', 30)",
-        "cache.put('d', '<d weights>', 30)",
-        "cache.keys()",
-    ),
-)
-
-REPLAY = TopicReplay(
-    "cache",
-    _weight_cache_ns,
-    _weight_cache_state,
-    lambda v, c: plain(v),
-    error_detail=lambda exc: "llama" in str(exc),  # a MemoryError names the pinned key
-    separating=SEPARATING,
-    subject="cache",
-    classes=("WeightCache",),
-    fields=weight_cache_fields,
-    reader=weight_cache_reading,
-)
-
-
 TOPIC = Topic(
     replay=REPLAY,
     checkpoint="weight_cache",
@@ -540,21 +509,29 @@ TOPIC = Topic(
             (
                 Probe(
                     "the budget counts bytes, not entries",
-                    "the budget is bytes, not a count of entries: four entries can be 56 GB "
-                    "or 560 GB (a count-based budget)",
+                    Hint(
+                        "the budget is bytes, not a count of entries: four entries can be "
+                        "56 GB or 560 GB",
+                        About(("put",), ("resident", "used")),
+                    ),
                     _bytes_not_count,
                 ),
                 Probe("used follows the sizes", HINTS["bytes-accounted"], _used_follows_sizes),
                 Probe(
                     "an entry as large as the budget fits",
-                    "an entry exactly the size of the budget fits: it is too large only when "
-                    "size > capacity (not >=)",
+                    Hint(
+                        "an entry exactly the size of the budget fits: it is too large only "
+                        "when size > capacity (not >=)",
+                        About(("put", "_check_can_admit")),
+                    ),
                     _whole_budget_fits,
                 ),
                 Probe(
                     "replacing a key releases its old size",
-                    "when a key is put again, release its old size first (replace without "
-                    "releasing the old size)",
+                    Hint(
+                        "when a key is put again, release its old size first",
+                        About(("put",), ("used",)),
+                    ),
                     _replace_releases,
                 ),
             ),
@@ -576,12 +553,18 @@ TOPIC = Topic(
                 ),
                 Probe(
                     "a hit refreshes recency",
-                    "get must move the key to the most recently used end",
+                    Hint(
+                        "get must move the key to the most recently used end",
+                        About(("get",), ("resident",)),
+                    ),
                     _hit_refreshes,
                 ),
                 Probe(
                     "a put refreshes recency",
-                    "putting an existing key again is a use: move it to the most recent end",
+                    Hint(
+                        "putting an existing key again is a use: move it to the most recent end",
+                        About(("put",), ("resident",)),
+                    ),
                     _put_refreshes,
                 ),
             ),
@@ -593,18 +576,27 @@ TOPIC = Topic(
             (
                 Probe(
                     "pinned entries are never evicted",
-                    "no pinning: skip pinned entries when choosing a victim",
+                    Hint(
+                        "pinned entries are never victims: skip them when choosing what to evict",
+                        About(("_next_victim",)),
+                    ),
                     _pinned_never_evicted,
                 ),
                 Probe(
                     "two replicas pin one model",
-                    "set-based pins: the first replica's unpin released a model the second "
-                    "still serves from; count the pins",
+                    Hint(
+                        "pins are counts, not a set: one replica's unpin must leave the model "
+                        "pinned for the other",
+                        About(("pin", "unpin"), ("pins",)),
+                    ),
                     _two_replicas,
                 ),
                 Probe(
                     "the last unpin makes an entry evictable again",
-                    "an entry whose pin count is back to zero must be evictable again",
+                    Hint(
+                        "an entry whose pin count is back to zero must be evictable again",
+                        About(("unpin", "_next_victim"), ("pins",)),
+                    ),
                     _unpin_releases,
                 ),
             ),
@@ -616,20 +608,29 @@ TOPIC = Topic(
             (
                 Probe(
                     "a put that cannot succeed raises",
-                    "returning a miss instead of raising: a `put` that cannot be admitted must "
-                    "raise, or callers retry forever",
+                    Hint(
+                        "a `put` that cannot be admitted must raise, not return a miss, or "
+                        "callers retry forever",
+                        About(("put", "_check_can_admit")),
+                    ),
                     _impossible_put_raises,
                 ),
                 Probe(
                     "larger than the whole cache is a ValueError",
-                    "larger than the whole cache is permanent: raise a ValueError, not a "
-                    "MemoryError",
+                    Hint(
+                        "larger than the whole cache is permanent: raise a ValueError, not a "
+                        "MemoryError",
+                        About(("_check_can_admit",)),
+                    ),
                     _too_large_is_value_error,
                 ),
                 Probe(
                     "blocked by pins is a MemoryError naming the pinned keys",
-                    "would fit but too much is pinned is transient: raise a MemoryError that "
-                    "names the pinned keys",
+                    Hint(
+                        "would fit but too much is pinned is transient: raise a MemoryError "
+                        "that names the pinned keys",
+                        About(("_check_can_admit",)),
+                    ),
                     _pinned_out_is_memory_error,
                 ),
                 Probe(
@@ -639,14 +640,20 @@ TOPIC = Topic(
                 ),
                 Probe(
                     "nothing is evicted before raising",
-                    "evicting some entries and then raising: decide admission (free + unpinned "
-                    "bytes >= size) before evicting anything",
+                    Hint(
+                        "decide admission (free + unpinned bytes >= size) before evicting "
+                        "anything, so a put that raises has evicted nothing",
+                        About(("put", "_check_can_admit")),
+                    ),
                     _decide_before_evicting,
                 ),
                 Probe(
                     "an unmatched unpin raises",
-                    "an unpin without a matching pin must raise and keep the count at 0 "
-                    "(a double unpin drives the count negative)",
+                    Hint(
+                        "an unpin without a matching pin must raise and keep the count at 0 "
+                        "(a double unpin would drive it negative)",
+                        About(("unpin",), ("pins",)),
+                    ),
                     _unmatched_unpin,
                 ),
                 Probe("pin of an absent key raises KeyError", HINTS["pin-missing"], _pin_absent),

@@ -1,0 +1,95 @@
+"""What a check's hint is about: the skeleton methods and observable fields it speaks of.
+
+A check's hint describes the mistake the check was written for. Once diagnosis has found the
+method where the learner's code starts to differ, that hint helps only if it is about the same
+thing; otherwise it sends the learner to code that is right. So every hint declares, next to
+its text, the methods it is about and the fields whose change it explains, and the report
+shows it after the place only when the evidence agrees (:func:`About.fits`). Declared, not
+guessed from the hint's wording: a hint that happens to name a method in passing is not about
+it, and one that says "the count" is about ``counts`` all the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from servelab.grading.localise import Divergence
+
+__all__ = ["About", "Hint", "either"]
+
+
+@dataclass(frozen=True)
+class About:
+    """The skeleton methods a hint is about (``"unpin"``, or ``"SIEVE.pop_victim"`` for one
+    class of a topic with several) and the observable fields whose change it explains
+    (``"pins"``, ``"out.preempted"``). Both empty: a hint about no one place (never shown
+    after a place, which says more)."""
+
+    methods: tuple[str, ...] = ()
+    fields: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name, values in (("methods", self.methods), ("fields", self.fields)):
+            if not isinstance(values, tuple) or not all(isinstance(v, str) and v for v in values):
+                raise TypeError(f"About.{name} must be a tuple of names, got {values!r}")
+
+    def names_method(self, found: str) -> bool:
+        """Whether ``found`` (a method as localisation names it, maybe ``"LFU.pop_victim"``)
+        is one of this hint's methods, by its full name or by its own name."""
+        bare = found.rpartition(".")[2]
+        return any(m in (found, bare) for m in self.methods)
+
+    def names_field(self, found: str) -> bool:
+        """Whether ``found`` (a field as a report names it: ``"pins"``, ``"cpu.pins"`` for one
+        tier of a hierarchy, ``"out.preempted"``) is one of this hint's fields, by its full
+        name or by its last part."""
+        return any(f in (found, found.rpartition(".")[2]) for f in self.fields)
+
+    def fits(self, methods: Iterable[str], divergence: Divergence | None) -> bool:
+        """Whether the hint is about what the evidence shows: one of the ``methods`` found is
+        among its methods, or the first diverging call returned the same as the reference's
+        and every field that differs after it is one of its fields."""
+        if any(self.names_method(m) for m in methods):
+            return True
+        if divergence is None or divergence.mine[0] != divergence.theirs[0]:
+            return False
+        mine: Mapping[str, Any] = divergence.mine[1]
+        theirs: Mapping[str, Any] = divergence.theirs[1]
+        differing = [k for k in {*mine, *theirs} if mine.get(k) != theirs.get(k)]
+        return bool(differing) and all(self.names_field(k) for k in differing)
+
+    def __or__(self, other: About) -> About:
+        """Both hints' methods and fields (a hint that offers two explanations)."""
+        return About(
+            tuple(dict.fromkeys((*self.methods, *other.methods))),
+            tuple(dict.fromkeys((*self.fields, *other.fields))),
+        )
+
+
+class Hint(str):
+    """A check's hint: its text (it is a ``str``, shown as it is) and what it is about."""
+
+    about: About
+
+    def __new__(cls, text: str, about: About) -> Hint:
+        if not isinstance(about, About):
+            raise TypeError(f"a hint declares what it is about as an About, got {about!r}")
+        hint = super().__new__(cls, text)
+        hint.about = about
+        return hint
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Hint, (str(self), self.about))
+
+
+def either(*hints: Hint) -> Hint:
+    """Several hints offered as alternatives ("... Or: ..."), about everything each is about."""
+    if not hints:
+        raise ValueError("either() needs at least one hint")
+    about = hints[0].about
+    for hint in hints[1:]:
+        about = about | hint.about
+    return Hint(" Or: ".join(hints), about)

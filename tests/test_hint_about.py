@@ -1,0 +1,248 @@
+"""Every check's hint declares what it is about, and the report follows that declaration.
+
+A check's hint is shown after the place diagnosis found only when its declared
+:class:`~servelab.grading.about.About` fits the evidence: the method found is one of its
+methods, or the first diverging call returned the same as the reference's and differs only in
+its fields. These tests walk every topic's hints (each declares an about, naming only methods
+of the topic's skeleton and fields the topic observes) and check the rule on reports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from buggy_impls import failing_report, shown_hint
+from servelab.checkpoints import checkpoint
+from servelab.grading.about import About, Hint, either
+from servelab.grading.diagnose import HOOKS, Finding, with_place
+from servelab.grading.localise import Divergence, skeleton_methods
+from servelab.grading.mistakes import correct_impl, mistakes
+from servelab.grading.registry import TOPICS, load_topic
+from servelab.grading.topic import Topic
+
+PLACE = "start at your `unpin`: on the call under where:, it changes the state differently"
+WRITTEN_FOR = "This check was written for:"
+
+
+def _hints(topic: Topic) -> Iterator[tuple[str, object]]:
+    """Every hint a check of ``topic`` can show: its probes', its machines' (one per broken
+    rule, and the fallback) and the hints a probe names by rule (the module's ``HINTS``)."""
+    for step in topic.steps:
+        for probe in step.probes:
+            yield f"step {step.number} probe {probe.name!r}", probe.hint
+        if step.machine is not None:
+            for rule, hint in step.machine.hints.items():
+                yield f"step {step.number} machine rule {rule!r}", hint
+            yield f"step {step.number} machine fallback", step.machine.generic_hint
+    module = __import__(f"servelab.grading.{topic.name.replace('-', '_')}", fromlist=["_"])
+    for table in ("HINTS", "PROBE_HINTS"):
+        for key, hint in getattr(module, table, {}).items():
+            yield f"{table}[{key!r}]", hint
+
+
+def _declared(name: str) -> list[tuple[str, Hint]]:
+    found = []
+    for where, hint in _hints(load_topic(name)):
+        assert isinstance(hint, Hint), f"{name} {where}: a hint without an about: {hint!r}"
+        found.append((where, hint))
+    return found
+
+
+@pytest.mark.parametrize("name", TOPICS)
+def test_every_hint_declares_what_it_is_about(name: str) -> None:
+    hints = _declared(name)
+    assert hints
+    # a hint about no one place is allowed, but it is the exception
+    assert sum(bool(h.about.methods or h.about.fields) for _, h in hints) > len(hints) / 2
+
+
+def _methods(name: str) -> set[str]:
+    """The methods a hint of topic ``name`` may name: its skeleton's (the learner's and the
+    ready-made ones), qualified by class where the topic has several, and bare."""
+    topic = load_topic(name)
+    if name == "invariant-checker":
+        return {"check_invariants"}  # the graded object is one function
+    if name == "paged-kernel":
+        return {"load_block", "attend", "paged_decode_kernel"}  # one jitted function a step
+    if name == "engine":
+        module = __import__("servelab.checkpoints.engine", fromlist=["_"])
+        classes = [module.ServingEngine, module.BlockManager, module.Scheduler]
+        return {n for c in classes for n in dir(c) if callable(getattr(c, n, None))}
+    reference = checkpoint(name, topic.steps[-1].number)
+    qualified = {*skeleton_methods(reference), *skeleton_methods(reference, True)}
+    return qualified | {m.rpartition(".")[2] for m in qualified}
+
+
+def _observed(name: str) -> set[str]:
+    """The fields topic ``name`` observes, as a report names them, read from the objects its
+    separating programs build on the correct implementation (and every ``out`` argument's
+    fields), each by its full name and by its last part."""
+    spec = load_topic(name).replay
+    assert spec is not None and spec.fields is not None
+    seen: set[str] = set()
+    impl = correct_impl(name)
+    for program in spec.separating:
+        ns = spec.namespace(impl)
+        for line in program.splitlines():
+            with contextlib.suppress(Exception):
+                exec(line.strip().removeprefix("with suppress(Exception): "), ns)
+        for value in ns.values():
+            if isinstance(value, type) or callable(value):
+                continue
+            if dataclasses.is_dataclass(value):
+                seen.update(f"out.{f.name}" for f in dataclasses.fields(value))
+                continue
+            with contextlib.suppress(Exception):
+                seen.update(spec.fields(value))
+    return seen | {f.rpartition(".")[2] for f in seen}
+
+
+@pytest.mark.parametrize("name", TOPICS)
+def test_a_hint_names_only_the_skeleton_s_methods_and_the_observed_fields(name: str) -> None:
+    methods = _methods(name)
+    replayed = load_topic(name).replay is not None
+    fields = _observed(name) if replayed else set()
+    for where, hint in _declared(name):
+        unknown = set(hint.about.methods) - methods
+        assert not unknown, f"{name} {where}: no such method in the skeleton: {unknown}"
+        if replayed:
+            unseen = set(hint.about.fields) - fields
+            assert not unseen, f"{name} {where}: not a field the topic observes: {unseen}"
+        else:
+            assert not hint.about.fields, f"{name} {where}: this topic observes no fields"
+
+
+def test_an_about_is_a_tuple_of_names_and_a_hint_needs_one() -> None:
+    with pytest.raises(TypeError, match="tuple of names"):
+        About("unpin")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="tuple of names"):
+        About(("unpin", ""))
+    with pytest.raises(TypeError, match="About"):
+        Hint("count the pins", ("pins",))  # type: ignore[arg-type]
+    both = either(Hint("a", About(("pin",), ("pins",))), Hint("b", About(("unpin",))))
+    assert both == "a Or: b"
+    assert both.about == About(("pin", "unpin"), ("pins",))
+
+
+def _call(mine: dict[str, Any], theirs: dict[str, Any], returned: str = "returned 1") -> Divergence:
+    before = {"resident": ["a"], "pins": {"a": 1}, "used": 10}
+    return Divergence(
+        "unpin", "cache.unpin('a')", before, (returned, mine), ("returned 1", theirs), 0
+    )
+
+
+def test_a_hint_about_the_method_found_follows_the_place() -> None:
+    finding = Finding(place=PLACE, methods=("unpin",))
+    own = Hint("unpin() without a matching pin() must raise", About(("unpin",)))
+    assert with_place(finding, own) == f"{PLACE}. {WRITTEN_FOR} {own}"
+    # its prose names no method: the declaration decides, not the wording
+    quiet = Hint("pins are counts, not a set", About(("pin", "unpin")))
+    assert with_place(finding, quiet) == f"{PLACE}. {WRITTEN_FOR} {quiet}"
+    # a method of one class of a topic with several, named by its own name
+    policy = Finding(place=PLACE, methods=("SIEVE.pop_victim",))
+    assert WRITTEN_FOR in with_place(policy, Hint("the hand", About(("pop_victim",))))
+    assert WRITTEN_FOR in with_place(policy, Hint("the hand", About(("SIEVE.pop_victim",))))
+    assert with_place(policy, Hint("the tie", About(("LFU.pop_victim",)))) == PLACE
+
+
+def test_a_hint_about_another_method_is_left_out_whatever_its_prose_names() -> None:
+    finding = Finding(place=PLACE, methods=("unpin",))
+    # its prose names `unpin()` in passing, but the hint is about the eviction loop
+    other = Hint("a victim is evicted in put, never on unpin()", About(("put",)))
+    assert with_place(finding, other) == PLACE
+    assert with_place(finding, Hint("compare the calls", About())) == PLACE
+    # nothing localised: the check's hint stands alone, whatever it is about
+    assert with_place(Finding(), other) == other
+    # a hint about the learner's own exception is the evidence itself: always shown
+    assert with_place(finding, "a KeyError", gate=False) == f"{PLACE}. {WRITTEN_FOR} a KeyError"
+    assert with_place(finding, "undeclared text") == PLACE
+
+
+def test_a_hint_about_the_only_fields_that_differ_follows_the_place() -> None:
+    pins = Hint("pins are counts", About(("pin",), ("pins",)))
+    only_pins = _call({"pins": {}}, {"pins": {"a": 2}})
+    finding = Finding(place=PLACE, methods=("unpin",), divergence=only_pins)
+    assert WRITTEN_FOR in with_place(finding, pins)
+    # another field differs too, or the results differ: the hint may be about something else
+    both = _call({"pins": {}, "used": 0}, {"pins": {"a": 2}, "used": 10})
+    assert with_place(dataclasses.replace(finding, divergence=both), pins) == PLACE
+    results = _call({"pins": {}}, {"pins": {"a": 2}}, "raised ValueError")
+    assert with_place(dataclasses.replace(finding, divergence=results), pins) == PLACE
+    # a tier's field is named by its tier (cpu.pins): the hint's "pins" covers it
+    tiered = _call({"cpu.pins": {}}, {"cpu.pins": {"a": 1}})
+    assert WRITTEN_FOR in with_place(dataclasses.replace(finding, divergence=tiered), pins)
+
+
+# ----------------------------------------------------------------- on the catalogue's reports
+
+#: Per topic, a catalogue mistake whose report (with that mistake left out of the catalogue,
+#: as for a mistake nobody listed) finds a method its failing check's hint is not about, and
+#: the hint of the check that failed; or, where every check that fails in the topic is about
+#: the method found, the hint of another rule (named).
+NOT_ABOUT = {
+    "weight-cache": ("evict_newest", None),
+    "eviction-policy": ("sieve_no_wrap", None),
+    "block-manager": ("freed_twice", "cow-release-before-allocate"),
+    "scheduler": ("admit_before_decode", None),
+    "prefix-cache": ("release_cached_to_free", None),
+    "kv-offload": ("fifo_refreshes", "decide-first"),
+    "token-budget": ("last_chunk_no_sample", None),
+}
+
+#: Per topic, a catalogue mistake whose failing check's hint is about the method found.
+ABOUT = {
+    "weight-cache": "miss_instead_of_raise",
+    "eviction-policy": "lfu_hit_no_count",
+    "block-manager": "freed_twice",
+    "scheduler": "skip_ahead",
+    "prefix-cache": "chain_partial_block",
+    "kv-offload": "fifo_refreshes",
+    "token-budget": "ignores_cap",
+}
+
+
+def _left_out(topic: str, name: str, read: bool) -> tuple[Finding, Any]:
+    """The finding for catalogue mistake ``name`` with it left out of the catalogue (read:
+    with the reading of the first diverging call, as the grader shows it; without, so the
+    check's hint is all that can follow the place), and the undiagnosed report."""
+    mistake = next(m for m in mistakes(topic) if m.name == name)
+    undiagnosed = dataclasses.replace(load_topic(topic), diagnose=lambda program, impl: None)
+    report, program = failing_report(undiagnosed, mistake.impl)
+    others = [m for m in mistakes(topic) if m.name != name]
+    return HOOKS[topic].explain(program, mistake.impl, None, others, read=read), report
+
+
+def _module_hints(topic: str) -> dict[str, Hint]:
+    module = __import__(f"servelab.grading.{topic.replace('-', '_')}", fromlist=["_"])
+    hints: dict[str, Hint] = module.HINTS
+    return hints
+
+
+@pytest.mark.parametrize("topic", sorted(NOT_ABOUT))
+def test_a_check_hint_about_another_method_is_not_shown(topic: str) -> None:
+    name, other = NOT_ABOUT[topic]
+    for read in (False, True):
+        finding, report = _left_out(topic, name, read)
+        if other is not None:
+            report = dataclasses.replace(report, hint=_module_hints(topic)[other])
+        hint = report.hint
+        assert isinstance(hint, Hint)
+        assert finding.methods and not any(hint.about.names_method(m) for m in finding.methods)
+        said = shown_hint(finding, report)
+        assert WRITTEN_FOR not in said and str(hint) not in said, (read, said)
+        if not read:
+            assert finding.place is not None and said.startswith(finding.place), said
+
+
+@pytest.mark.parametrize("topic", sorted(ABOUT))
+def test_a_check_hint_about_the_method_found_is_shown(topic: str) -> None:
+    finding, report = _left_out(topic, ABOUT[topic], read=False)
+    hint = report.hint
+    assert isinstance(hint, Hint)
+    assert any(hint.about.names_method(m) for m in finding.methods), (finding.methods, hint)
+    assert shown_hint(finding, report) == f"{finding.place}. {WRITTEN_FOR} {hint}"
