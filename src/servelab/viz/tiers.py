@@ -13,13 +13,13 @@ the learner's own class and draws each state; its widget falls back to the final
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from html import escape
 from typing import Any
 
-from servelab.viz.picture import Picture, scoped_ids, with_static_picture
+from servelab.viz.picture import Picture, mark_outline, scoped_ids, with_static_picture
 
-__all__ = ["TierReplay", "render_tiers", "show_tiers"]
+__all__ = ["TierReplay", "render_tiers", "show_tiers", "tier_states"]
 
 COLOURS = {
     "resident": "#9ecae1",
@@ -64,6 +64,12 @@ def _tier_state(tier: Any, in_flight: set[Any]) -> dict[str, Any]:
     }
 
 
+def tier_states(obj: Any) -> list[dict[str, Any]]:
+    """Each tier of ``obj`` (a hierarchy, or one tier) as the picture draws it: its name,
+    capacity, used bytes and chunks as (key, size, state), next victim first."""
+    return [_tier_state(t, set()) for t in getattr(obj, "tiers", [obj])]
+
+
 def render_tiers(
     obj: Any,
     *,
@@ -72,8 +78,12 @@ def render_tiers(
     title: str | None = None,
     caption: str | None = None,
     width: int = 640,
+    marked: Collection[tuple[str, Hashable]] = (),
 ) -> str:
-    """SVG of ``obj``'s tiers (a hierarchy, or one tier) beside a GPU column holding ``gpu``."""
+    """SVG of ``obj``'s tiers (a hierarchy, or one tier) beside a GPU column holding ``gpu``.
+
+    ``marked`` chunks, as (tier name, key), get the class ``sl-differs`` and a dashed red
+    outline (a grade's picture marks where this state differs from the reference's)."""
     tiers = list(getattr(obj, "tiers", [obj]))
     flying = set(in_flight)
     states = [_tier_state(t, flying) for t in tiers]
@@ -83,9 +93,10 @@ def render_tiers(
     columns += states
     col_w = (width - 40) // len(columns)
     top, height = 48 if title else 28, 220
+    total = top + height + 64
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{top + height + 64}" '
-        'font-family="sans-serif" font-size="11">'
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{total}" '
+        f'viewBox="0 0 {width} {total}" font-family="sans-serif" font-size="11">'
     ]
     if title:
         parts.append(
@@ -103,10 +114,15 @@ def render_tiers(
         for n, (key, size, state) in enumerate(col["chunks"]):
             h = 18.0 if i == 0 else max(3.0, height * size / col["capacity"])
             fill = COLOURS[state]
+            differs = (col["name"], key) in marked
             parts.append(
-                f'<rect x="{x + 2}" y="{y:.1f}" width="{w - 4}" height="{h - 1:.1f}" '
+                f'<rect class="chunk{" sl-differs" if differs else ""}" '
+                f'data-tier="{escape(col["name"])}" data-key="{escape(str(key))}" '
+                f'x="{x + 2}" y="{y:.1f}" width="{w - 4}" height="{h - 1:.1f}" '
                 f'fill="{fill}" stroke="#333"><title>{escape(str(key))}: {state}</title></rect>'
             )
+            if differs:
+                parts.append(mark_outline(x, y - 1, w, h + 1))
             text = str(key) if i == 0 else f"{n + 1}. {key} ({size} B)"
             if h >= 11:
                 parts.append(
