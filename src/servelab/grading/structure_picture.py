@@ -136,18 +136,21 @@ def _weights(mine: Any, theirs: Any, fields: frozenset[str]) -> tuple[_Drawing, 
         marks[0].update(left)
         marks[1].update(right)
     shown = {"resident"}
-    pins_drawn = all(set(_pinned(obj)) <= set(k) for obj, k in ((mine, keys[0]), (theirs, keys[1])))
-    if pins_drawn:
+    sides = ((mine, keys[0]), (theirs, keys[1]))
+    if all(n > 0 and key in k for obj, k in sides for key, n in _pins(obj)):
+        # each count shows on its entry as "pinned ×n"
         shown.add("pins")
     svgs = [render_cache(s, width=420, marked=marks[i]) for i, s in enumerate((a, b))]
     return _Drawing((svgs[0],), frozenset(shown)), _Drawing((svgs[1],), frozenset(shown))
 
 
-def _pinned(cache: Any) -> list[Any]:
-    """Every key with a pin count, resident or not (the report's ``pins`` field)."""
+def _pins(cache: Any) -> list[tuple[Any, int]]:
+    """Every non-zero pin count, resident or not (the report's ``pins`` field)."""
+    keys = list(cache.keys())
     pins = getattr(cache, "_pins", None)
-    extra = [k for k, n in pins.items() if n] if isinstance(pins, dict) else []
-    return [*(k for k in cache.keys() if cache.pin_count(k)), *extra]
+    extra = [k for k in pins if k not in keys] if isinstance(pins, dict) else []
+    counts = [(k, cache.pin_count(k)) for k in [*keys, *extra]]
+    return [(k, n) for k, n in counts if n]
 
 
 class _Order:
@@ -229,7 +232,10 @@ def _tiers(mine: Any, theirs: Any, fields: frozenset[str]) -> tuple[_Drawing, _D
         marks[0].update((name, k) for k in left | facts[0])
         marks[1].update((name, k) for k in right | facts[1])
     shown = frozenset({"keys"} if len(names) == 1 else {f"{n}.keys" for n in names})
-    svgs = [render_tiers(obj, width=420, marked=marks[i]) for i, obj in enumerate((mine, theirs))]
+    svgs = [
+        render_tiers(obj, gpu=None, width=420, marked=marks[i])
+        for i, obj in enumerate((mine, theirs))
+    ]
     return _Drawing((svgs[0],), shown), _Drawing((svgs[1],), shown)
 
 
@@ -278,12 +284,17 @@ def structure_picture(topic: str, d: Divergence) -> str | None:
         return None
     names = list(d.mine[1]) + [n for n in d.theirs[1] if n not in d.mine[1]]
     rest = [n for n in names if n not in left.fields]
+    if any("sl-differs" in svg for svg in (*left.svgs, *right.svgs)):
+        key = "dashed red outline: differs from the other side"
+    else:
+        key = "the two drawings agree: the difference is in the table"
     return (
         f'{STYLE}<div class="sl-difference" data-drawn="{topic}">{heading(d.call, d.method)}'
-        '<div class="sl-sides" style="display:flex;gap:12px;align-items:flex-start">'
+        '<div class="sl-sides" style="display:flex;gap:12px;align-items:flex-start;'
+        'margin-top:6px">'
         + _side("yours", "yours", left.svgs)
         + _side("the reference", "reference", right.svgs)
-        + "</div><div>dashed red outline: differs from the other side</div>"
+        + f"</div><div>{key}</div>"
         + difference_table(d.mine, d.theirs, rest)
         + "</div>"
     )
