@@ -7,9 +7,12 @@ from __future__ import annotations
 import dataclasses
 import io
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
+from nbclient import NotebookClient
+from nbformat.v4 import new_code_cell, new_notebook
 
 from servelab.grading import GradeFailure, core, grade
 from servelab.grading import structure_picture as sp
@@ -17,6 +20,7 @@ from servelab.grading.difference_picture import render_difference
 from servelab.grading.localise import Divergence
 from servelab.grading.mistakes import mistakes
 
+ROOT = Path(__file__).resolve().parent.parent
 _TAG = re.compile(r'<(?:g|rect) class="([a-z]+)(?: pinned)?( sl-differs)?"([^>]*)>')
 _ATTR = re.compile(r'([\w-]+)="([^"]*)"')
 
@@ -231,3 +235,37 @@ def test_renderers_mark_only_what_they_are_given() -> None:
     assert _marked(render_blocks(snap, marked={0}, marked_seqs={0})) == {"block 0", "seq 0"}
     assert _marked(render_queues([(0, 3)], [(1, 2)], marked={1})) == {"queued 1"}
     assert _marked(render_queues([], [])) == set()
+
+
+GRADE_CELL = """
+from servelab.grading import grade
+from servelab.grading.mistakes import mistakes
+
+BlockManager = next(m.impl for m in mistakes("block-manager")
+                    if m.name == "allocate_zero_takes_block")
+grade("block-manager", BlockManager, step=1)
+"""
+
+
+def test_a_grade_cell_in_a_jupyter_kernel_shows_the_drawn_picture(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The path a learner takes: a grade cell run by a real kernel prints the report, then
+    shows the picture as an HTML output of its own, then raises."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "src"))
+    monkeypatch.setenv("HYPOTHESIS_STORAGE_DIRECTORY", str(tmp_path / "hypothesis"))
+    notebook = new_notebook(cells=[new_code_cell(GRADE_CELL)])
+    NotebookClient(
+        notebook, timeout=120, allow_errors=True, resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    outputs = notebook.cells[0].outputs
+    kinds = [o.output_type for o in outputs]
+    assert kinds == ["stream", "display_data", "error"], kinds
+    assert outputs[0].text.rstrip().endswith("FAILED")
+    shown = outputs[1].data
+    assert set(shown) == {"text/html"}, "HTML only: a terminal or nbval sees the words alone"
+    html = shown["text/html"]
+    assert 'data-drawn="block-manager"' in html and "<svg" in html
+    mine, theirs, _ = _split(html)
+    assert (_marked(mine), _marked(theirs)) == ({"block 3", "seq 2"}, {"block 3", "seq 2"})
+    assert outputs[2].ename == "GradeFailure"
