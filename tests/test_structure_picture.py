@@ -4,6 +4,7 @@ a topic without a renderer, or a state that cannot be read, gets the table of fi
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import io
 import re
@@ -46,12 +47,19 @@ def _marked(side: str) -> set[str]:
     }
 
 
+def _svgs(cell: str) -> str:
+    """The SVG documents of one side, drawn as ``<img>`` data URLs, as text."""
+    images = re.findall(r'<img [^>]*src="data:image/svg\+xml;base64,([^"]+)"', cell)
+    assert images, "each side is drawn"
+    return "".join(base64.b64decode(i).decode("utf-8") for i in images)
+
+
 def _split(html: str) -> tuple[str, str, str]:
-    """(yours, the reference, the table under them)."""
+    """(yours, the reference: their SVG text; the table under them)."""
     before, table = html.split('<table class="sl-diff">')
     yours, reference = before.split('data-side="reference"')
-    assert 'data-side="yours"' in yours
-    return yours, reference, table
+    assert 'data-side="yours"' in yours and "<svg" not in before, "drawings as images"
+    return _svgs(yours.split('data-side="yours"')[1]), _svgs(reference), table
 
 
 def _failing(topic: str, name: str, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Divergence, str]:
@@ -265,7 +273,7 @@ def test_a_grade_cell_in_a_jupyter_kernel_shows_the_drawn_picture(
     shown = outputs[1].data
     assert set(shown) == {"text/html"}, "HTML only: a terminal or nbval sees the words alone"
     html = shown["text/html"]
-    assert 'data-drawn="block-manager"' in html and "<svg" in html
+    assert 'data-drawn="block-manager"' in html and "data:image/svg+xml;base64," in html
     mine, theirs, _ = _split(html)
     assert (_marked(mine), _marked(theirs)) == ({"block 3", "seq 2"}, {"block 3", "seq 2"})
     assert outputs[2].ename == "GradeFailure"

@@ -35,6 +35,7 @@ from servelab.testing.core import ImplementationHung, hang_guard
 from servelab.viz.blocks import BlockSnapshot, render_blocks
 from servelab.viz.blocks import snapshot as block_snapshot
 from servelab.viz.eviction import render_eviction_order
+from servelab.viz.picture import img_tag
 from servelab.viz.queues import render_queues
 from servelab.viz.tiers import render_tiers, tier_states
 from servelab.viz.weights import render_cache
@@ -257,15 +258,16 @@ DRAWN_TOPICS = frozenset(_DRAWERS)
 # ----------------------------------------------------------------------------- the page
 
 
-def _side(title: str, side: str, svgs: Sequence[str]) -> str:
-    fitted = "".join(
-        svg.replace("<svg ", '<svg style="max-width:100%;height:auto;display:block" ', 1)
-        for svg in svgs
+def _side(side: str, svgs: Sequence[str]) -> str:
+    """One side's drawings as ``<img>`` data URLs: a notebook saved and opened again (untrusted)
+    drops inline SVG and styles but keeps these, and the marks are drawn in the SVG itself."""
+    images = "".join(
+        img_tag(svg, alt=f"{side}: drawing {n + 1}").replace(
+            "<img ", '<img style="max-width:100%;height:auto;display:block;margin-bottom:6px" ', 1
+        )
+        for n, svg in enumerate(svgs)
     )
-    return (
-        f'<div class="sl-side" data-side="{side}" style="flex:1 1 0;min-width:0">'
-        f"<div><b>{title}</b></div>{fitted}</div>"
-    )
+    return f'<td data-side="{side}" style="width:50%;vertical-align:top">{images}</td>'
 
 
 def structure_picture(topic: str, d: Divergence) -> str | None:
@@ -290,11 +292,11 @@ def structure_picture(topic: str, d: Divergence) -> str | None:
         key = "the two drawings agree: the difference is in the table"
     return (
         f'{STYLE}<div class="sl-difference" data-drawn="{topic}">{heading(d.call, d.method)}'
-        '<div class="sl-sides" style="display:flex;gap:12px;align-items:flex-start;'
-        'margin-top:6px">'
-        + _side("yours", "yours", left.svgs)
-        + _side("the reference", "reference", right.svgs)
-        + f"</div><div>{key}</div>"
+        '<table class="sl-sides" style="width:100%;table-layout:fixed">'
+        "<tr><th>yours</th><th>the reference</th></tr><tr>"
+        + _side("yours", left.svgs)
+        + _side("reference", right.svgs)
+        + f"</tr></table><div>{key}</div>"
         + difference_table(d.mine, d.theirs, rest)
         + "</div>"
     )
