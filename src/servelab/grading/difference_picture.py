@@ -64,12 +64,22 @@ def differing_entries(mine: Any, theirs: Any) -> tuple[set[str], set[str]]:
     )
 
 
+# The mark again as an inline style: a saved notebook opened untrusted drops the <style> above
+# but keeps these, so the differing entries stay marked there too.
+_MARKED = ' style="background:#fdd;border:1px solid #c00;font-weight:bold"'
+
+
+def _mark(differs: bool) -> tuple[str, str]:
+    """The class suffix and the inline style of an entry that differs (or neither)."""
+    return (" sl-differs", _MARKED) if differs else ("", "")
+
+
 def _cell(value: Any, marked: set[str], field: str) -> str:
     entries = _entries(value)
     if entries is None:
-        mark = " sl-differs" if "" in marked else ""
+        mark, style = _mark("" in marked)
         return (
-            f'<span class="sl-entry{mark}" data-field="{escape(field)}" data-entry="">'
+            f'<span class="sl-entry{mark}" data-field="{escape(field)}" data-entry=""{style}>'
             f"{escape(repr(value))}</span>"
         )
     if not entries:  # drawn as an entry too, so the field is there on both sides
@@ -78,11 +88,11 @@ def _cell(value: Any, marked: set[str], field: str) -> str:
         )
     parts = []
     for label, entry in entries:
-        mark = " sl-differs" if label in marked else ""
+        mark, style = _mark(label in marked)
         shown = f"{label}: {entry!r}" if isinstance(value, Mapping) else repr(entry)
         parts.append(
             f'<span class="sl-entry{mark}" data-field="{escape(field)}" '
-            f'data-entry="{escape(label)}">{escape(shown)}</span>'
+            f'data-entry="{escape(label)}"{style}>{escape(shown)}</span>'
         )
     return "".join(parts)
 
@@ -136,5 +146,8 @@ def difference_table(
 
 
 def _cell_text(text: str, marked: set[str]) -> str:
-    mark = " sl-differs" if marked else ""
-    return f'<span class="sl-entry{mark}" data-field="outcome" data-entry="">{escape(text)}</span>'
+    mark, style = _mark(bool(marked))
+    return (
+        f'<span class="sl-entry{mark}" data-field="outcome" data-entry=""{style}>'
+        f"{escape(text)}</span>"
+    )

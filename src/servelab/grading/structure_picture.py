@@ -293,7 +293,8 @@ def structure_picture(topic: str, d: Divergence) -> str | None:
     return (
         f'{STYLE}<div class="sl-difference" data-drawn="{topic}">{heading(d.call, d.method)}'
         '<table class="sl-sides" style="width:100%;table-layout:fixed">'
-        "<tr><th>yours</th><th>the reference</th></tr><tr>"
+        '<tr><th style="text-align:left">yours</th>'
+        '<th style="text-align:left">the reference</th></tr><tr>'
         + _side("yours", left.svgs)
         + _side("reference", right.svgs)
         + f"</tr></table><div>{key}</div>"
