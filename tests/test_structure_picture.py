@@ -92,7 +92,7 @@ STRUCTURE = {
     "kv-offload": ['class="tiers"', 'class="chunk'],
 }
 
-_BLOCKS = {"tables", "lengths", "refcounts", "free", "reclaim order"}
+_BLOCKS = {"tables", "lengths", "refcounts", "free"}
 # The fields each renderer can show in full; any other field is a row of the table.
 DRAWABLE = {
     "weight-cache": {"resident", "pins"},
@@ -194,6 +194,15 @@ def test_a_topic_without_a_renderer_gets_the_table(monkeypatch: pytest.MonkeyPat
     assert "paged-kernel" not in sp.DRAWN_TOPICS
     assert sp.structure_picture("paged-kernel", d) is None
     assert sp.picture("paged-kernel", d) == render_difference(d.call, d.mine, d.theirs, d.method)
+
+
+def test_a_policy_whose_order_cannot_be_read_gets_the_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # every key pinned: a SIEVE's eviction_order() raises NoVictim, so there is no row to draw
+    html, d, _ = _failing("eviction-policy", "sieve_len_counts_pinned", monkeypatch)
+    assert "data-drawn" not in html
+    assert html == render_difference(d.call, d.mine, d.theirs, d.method)
 
 
 class _Unreadable:

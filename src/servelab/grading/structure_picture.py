@@ -46,7 +46,9 @@ __all__ = ["DRAWN_TOPICS", "picture", "structure_picture"]
 _log = logging.getLogger(__name__)
 
 READ_TIMEOUT_S = 2.0
-_BLOCK_FIELDS = ("tables", "lengths", "refcounts", "free", "reclaim order")
+# What the block grid shows in full. A cached block shows its free-list place, not its place
+# in the reclaim order, so that order stays a row of the table (its blocks are still marked).
+_BLOCK_FIELDS = ("tables", "lengths", "refcounts", "free")
 
 
 @dataclass(frozen=True)
