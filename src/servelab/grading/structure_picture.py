@@ -291,7 +291,7 @@ def structure_picture(topic: str, d: Divergence) -> str | None:
     if any("sl-differs" in svg for svg in (*left.svgs, *right.svgs)):
         key = "dashed red outline: differs from the other side"
     else:
-        key = "the two drawings agree: the difference is in the table"
+        key = "the two drawings agree; the table below compares the rest"
     return (
         f'{STYLE}<div class="sl-difference" data-drawn="{topic}">{heading(d.call, d.method)}'
         '<table class="sl-sides" style="width:100%;table-layout:fixed">'
