@@ -111,6 +111,8 @@ CASES: list[tuple[str, str, set[str], set[str]]] = [
     ("weight-cache", "count_based", set(), {"key a"}),
     # put('big', 70): yours evicted one entry and kept b, c, d over budget
     ("weight-cache", "evict_exactly_one", {"key b", "key c", "key d"}, set()),
+    # _check_can_admit('c', 40) raised where it must not: the two caches are the same
+    ("weight-cache", "admit_check_free_space_only", set(), set()),
     # unpin('a') of an unpinned key: yours drove its count to -1
     ("weight-cache", "negative_unpin", {"key a"}, {"key a"}),
     # pin('a'): yours left 'a' a candidate, the reference holds it pinned
@@ -161,7 +163,11 @@ def test_the_call_is_drawn_by_the_topics_renderer_with_exactly_the_differences_m
         for mark in STRUCTURE[topic]:
             assert mark in side, f"{mark} missing from one side"
     assert (_marked(mine), _marked(theirs)) == (yours, reference)
-    assert 'class="mark"' in mine + theirs, "a mark is visible without the page's CSS"
+    if yours or reference:
+        assert 'class="mark"' in mine + theirs, "a mark is visible without the page's CSS"
+        assert "dashed red outline: differs from the other side" in html
+    else:
+        assert "the two drawings agree" in html and 'class="mark"' not in mine + theirs
     # every field is in the picture: drawn, or a row of the table under the drawings
     rows = set(re.findall(r"<tr><th>([^<]+)</th>", table))
     assert "outcome" in rows
