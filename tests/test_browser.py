@@ -726,3 +726,86 @@ def test_a_learners_first_steps_in_exercise_01(browser: Any, lab: str) -> None:
         page.screenshot(path=str(ARTIFACTS / "journey-01_weight_cache.png"), full_page=True)
         page.close()
         _shut_down_kernels(lab)
+
+
+PICTURE_CELL = """from servelab.grading import grade
+from servelab.grading.mistakes import mistakes
+BlockManager = next(
+    m.impl for m in mistakes("block-manager") if m.name == "allocate_zero_takes_block"
+)
+grade("block-manager", BlockManager, step=1)"""
+
+
+def _pictures_shown(output: Any) -> list[int]:
+    """The natural width of each drawing in an output area (0: an image that did not load)."""
+    images = output.locator('img[src^="data:image/svg+xml"]')
+    return [int(images.nth(i).evaluate("i => i.naturalWidth")) for i in range(images.count())]
+
+
+def _untrusted_notebook(picture: str) -> dict[str, Any]:
+    """A saved notebook holding the picture as an output its kernel did not just write."""
+    cell = {
+        "cell_type": "code",
+        "execution_count": 1,
+        "id": "picture",
+        "metadata": {"trusted": False},
+        "outputs": [
+            {"output_type": "display_data", "data": {"text/html": picture}, "metadata": {}}
+        ],
+        "source": PICTURE_CELL,
+    }
+    kernel = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    return {"cells": [cell], "metadata": {"kernelspec": kernel}, "nbformat": 4, "nbformat_minor": 5}
+
+
+def test_a_failing_grade_draws_the_call_beside_the_reference(browser: Any, lab: str) -> None:
+    """A failing grade cell shows the call drawn, yours beside the reference's, live in the
+    kernel's session and in a saved notebook opened untrusted (whose sanitizer drops inline
+    SVG and styles)."""
+    import io
+
+    from servelab.grading import GradeFailure, grade
+    from servelab.grading.mistakes import mistakes
+
+    page = _open(browser, lab, "03_block_manager")
+    log = _PageLog(page)
+    try:
+        page.get_by_text("| Idle").first.wait_for(timeout=120_000)
+        output = _paste_new_cell(page, log, 0, PICTURE_CELL)
+        text = output.inner_text()
+        assert "FAILED" in text and "the difference starts in your" in text, log.report(text)
+        widths = _pictures_shown(output)
+        assert len(widths) == 2 and all(widths), log.report(f"drawings {widths}")
+    finally:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "picture-live.png"), full_page=True)
+        page.close()
+        _shut_down_kernels(lab)
+
+    impl = next(m.impl for m in mistakes("block-manager") if m.name == "allocate_zero_takes_block")
+    with pytest.raises(GradeFailure) as failure:
+        grade("block-manager", impl, step=1, out=io.StringIO())
+    assert failure.value.report.picture is not None
+    body = {"type": "notebook", "content": _untrusted_notebook(failure.value.report.picture)}
+    request = urllib.request.Request(
+        f"{lab}/api/contents/picture_untrusted.ipynb?token={TOKEN}",
+        data=json.dumps(body).encode(),
+        method="PUT",
+        headers={"Content-Type": "application/json"},
+    )
+    urllib.request.urlopen(request).close()
+    page = _open(browser, lab, "picture_untrusted")
+    try:
+        output = page.locator(".jp-OutputArea").first
+        widths = _pictures_shown(output)
+        assert len(widths) == 2 and all(widths), f"drawings {widths}"
+        # the table's marks are inline styles, so they survive the sanitizer: num_free 4 | 5
+        marked = output.locator("td span").evaluate_all(
+            "spans => spans.filter(s => getComputedStyle(s).backgroundColor"
+            " === 'rgb(255, 221, 221)').map(s => s.textContent)"
+        )
+        assert marked == ["4", "5"], marked
+    finally:
+        page.screenshot(path=str(ARTIFACTS / "picture-untrusted.png"), full_page=True)
+        page.close()
+        _shut_down_kernels(lab)

@@ -1,5 +1,8 @@
 """In a notebook the failing call is also drawn: the learner's structure beside the reference's,
-exactly the differing entries marked; a terminal gets the report's words alone."""
+exactly the differing entries marked; a terminal gets the report's words alone.
+
+These are the generic table's tests (the picture where no renderer draws the topic's
+structure); ``test_structure_picture.py`` tests the renderers' pictures."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from typing import Any
 import pytest
 
 from servelab.grading import GradeFailure, core, grade
+from servelab.grading import structure_picture as sp
 from servelab.grading.difference_picture import differing_entries, render_difference
 from servelab.grading.mistakes import mistakes
 
@@ -33,6 +37,7 @@ def _columns(html: str) -> list[dict[str, set[str]]]:
 def _drawn(topic: str, name: str, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
     shown: list[str] = []
     monkeypatch.setattr(core, "_in_notebook", lambda: True)
+    monkeypatch.setattr(sp, "structure_picture", lambda topic, d: None)  # the table alone
     monkeypatch.setattr(core, "_display_html", shown.append)
     impl = next(m.impl for m in mistakes(topic) if m.name == name)
     printed = io.StringIO()

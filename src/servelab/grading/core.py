@@ -62,8 +62,8 @@ from servelab.grading._learner import (
 from servelab.grading._programs import run_programs, shrinking_bounded_by_count
 from servelab.grading._script import graded_names, renamed
 from servelab.grading.diagnose import explained, located, with_place
-from servelab.grading.difference_picture import render_difference
 from servelab.grading.registry import load_topic, topics
+from servelab.grading.structure_picture import picture
 from servelab.grading.topic import (
     Diagnose,
     MachineCheck,
@@ -159,7 +159,7 @@ class Report:
     #: "passed", "failed", or "not written" (a method of the graded steps is still a stub).
     verdict: str = "passed"
     printed: bool = field(default=False, compare=False, repr=False)
-    #: HTML drawing of the first diverging call (:mod:`servelab.grading.difference_picture`):
+    #: HTML drawing of the first diverging call (:mod:`servelab.grading.structure_picture`):
     #: the learner's state beside the reference's; shown under the report in a notebook.
     picture: str | None = field(default=None, compare=False, repr=False)
 
@@ -488,7 +488,7 @@ def _grade(
     report.lines.append("FAILED")
     d = failure.divergence
     if d is not None:
-        report.picture = render_difference(d.call, d.mine, d.theirs, d.method)
+        report.picture = picture(the_topic.name, d)
     _finish(report, out, quiet)
     raise GradeFailure(report)
 

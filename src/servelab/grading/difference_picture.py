@@ -14,9 +14,9 @@ from difflib import SequenceMatcher
 from html import escape
 from typing import Any
 
-__all__ = ["differing_entries", "render_difference"]
+__all__ = ["STYLE", "difference_table", "differing_entries", "heading", "render_difference"]
 
-_STYLE = (
+STYLE = (
     "<style>"
     ".sl-diff{border-collapse:collapse;font-family:monospace;font-size:12px;margin:4px 0}"
     ".sl-diff th,.sl-diff td{border:1px solid #ccc;padding:2px 6px;text-align:left;"
@@ -64,12 +64,22 @@ def differing_entries(mine: Any, theirs: Any) -> tuple[set[str], set[str]]:
     )
 
 
+# The mark again as an inline style: a saved notebook opened untrusted drops the <style> above
+# but keeps these, so the differing entries stay marked there too.
+_MARKED = ' style="background:#fdd;border:1px solid #c00;font-weight:bold"'
+
+
+def _mark(differs: bool) -> tuple[str, str]:
+    """The class suffix and the inline style of an entry that differs (or neither)."""
+    return (" sl-differs", _MARKED) if differs else ("", "")
+
+
 def _cell(value: Any, marked: set[str], field: str) -> str:
     entries = _entries(value)
     if entries is None:
-        mark = " sl-differs" if "" in marked else ""
+        mark, style = _mark("" in marked)
         return (
-            f'<span class="sl-entry{mark}" data-field="{escape(field)}" data-entry="">'
+            f'<span class="sl-entry{mark}" data-field="{escape(field)}" data-entry=""{style}>'
             f"{escape(repr(value))}</span>"
         )
     if not entries:  # drawn as an entry too, so the field is there on both sides
@@ -78,11 +88,11 @@ def _cell(value: Any, marked: set[str], field: str) -> str:
         )
     parts = []
     for label, entry in entries:
-        mark = " sl-differs" if label in marked else ""
+        mark, style = _mark(label in marked)
         shown = f"{label}: {entry!r}" if isinstance(value, Mapping) else repr(entry)
         parts.append(
             f'<span class="sl-entry{mark}" data-field="{escape(field)}" '
-            f'data-entry="{escape(label)}">{escape(shown)}</span>'
+            f'data-entry="{escape(label)}"{style}>{escape(shown)}</span>'
         )
     return "".join(parts)
 
@@ -95,14 +105,32 @@ def render_difference(
 ) -> str:
     """HTML: the call, then a row per field (and one for the outcome) with the learner's value
     beside the reference's, the differing entries marked."""
-    rows = []
+    names = list(mine[1]) + [n for n in theirs[1] if n not in mine[1]]
+    return (
+        f'{STYLE}<div class="sl-difference">{heading(call, method)}'
+        + difference_table(mine, theirs, names)
+        + "</div>"
+    )
+
+
+def heading(call: str, method: str) -> str:
+    """The picture's first line: the method and the call it draws."""
+    return (
+        f"<div>the difference starts in your <code>{escape(method)}</code>: after "
+        f"<code>{escape(call)}</code></div>"
+    )
+
+
+def difference_table(
+    mine: tuple[str, Mapping[str, Any]], theirs: tuple[str, Mapping[str, Any]], names: list[str]
+) -> str:
+    """The outcome and the ``names`` fields, the learner's beside the reference's, marked."""
     outcome_marks = {""} if mine[0] != theirs[0] else set()
-    rows.append(
+    rows = [
         "<tr><th>outcome</th>"
         f"<td>{_cell_text(mine[0], outcome_marks)}</td>"
         f"<td>{_cell_text(theirs[0], outcome_marks)}</td></tr>"
-    )
-    names = list(mine[1]) + [n for n in theirs[1] if n not in mine[1]]
+    ]
     for name in names:
         left, right = mine[1].get(name), theirs[1].get(name)
         lmarks, rmarks = differing_entries(left, right)
@@ -111,14 +139,15 @@ def render_difference(
             f"<td>{_cell(right, rmarks, name)}</td></tr>"
         )
     return (
-        f'{_STYLE}<div class="sl-difference"><div>the difference starts in your '
-        f"<code>{escape(method)}</code>: after <code>{escape(call)}</code></div>"
         '<table class="sl-diff"><tr><th></th><th>yours</th><th>the reference</th></tr>'
         + "".join(rows)
-        + "</table></div>"
+        + "</table>"
     )
 
 
 def _cell_text(text: str, marked: set[str]) -> str:
-    mark = " sl-differs" if marked else ""
-    return f'<span class="sl-entry{mark}" data-field="outcome" data-entry="">{escape(text)}</span>'
+    mark, style = _mark(bool(marked))
+    return (
+        f'<span class="sl-entry{mark}" data-field="outcome" data-entry=""{style}>'
+        f"{escape(text)}</span>"
+    )

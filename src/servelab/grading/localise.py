@@ -98,6 +98,8 @@ class Divergence:
     their_before: dict[str, Any] | None = field(default=None, compare=False, repr=False)
     """The same state read through the reference's methods: what its change is measured from
     (a field read by a method of the learner's, such as ``len``, may read differently)."""
+    after: tuple[Any, Any] | None = field(default=None, compare=False, repr=False)
+    """The learner's object and the reference's just after the call (for the picture)."""
 
 
 @dataclass(frozen=True)
@@ -477,6 +479,10 @@ class _Spy:
             my_fields = _with_args(my_fields, views[1], keys)
             their_fields = _with_args(their_fields, views[2], keys)
             their_before = _with_args(their_before, views[0], keys)
+            try:
+                after: tuple[Any, Any] | None = (copy.deepcopy(obj), clone)
+            except Exception:  # the picture then draws the fields alone
+                after = None
             self.found = Divergence(
                 self.method,
                 f"{self.skeleton.subject}.{name}({shown})",
@@ -487,6 +493,7 @@ class _Spy:
                 tuple(pristine_args),
                 pristine,
                 their_before,
+                after,
             )
         if error is not None:
             raise error

@@ -18,12 +18,12 @@ operations to the learner's own manager one click at a time and redraws after ea
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from servelab.viz.picture import Picture, scoped_ids, with_static_picture
+from servelab.viz.picture import Picture, mark_outline, scoped_ids, with_static_picture
 
 __all__ = [
     "BlockSnapshot",
@@ -104,9 +104,18 @@ def _fill(state: BlockSnapshot) -> list[int]:
 
 
 def render_blocks(
-    state: BlockSnapshot | Any, *, per_row: int = 12, cell: int = 58, title: str | None = None
+    state: BlockSnapshot | Any,
+    *,
+    per_row: int = 12,
+    cell: int = 58,
+    title: str | None = None,
+    marked: Collection[int] = (),
+    marked_seqs: Collection[Hashable] = (),
 ) -> str:
     """SVG of the block grid and the block tables. ``state`` is a snapshot or a manager.
+
+    ``marked`` blocks and ``marked_seqs`` table rows get the class ``sl-differs`` and a dashed
+    red outline: a grade's picture marks where this state differs from the reference's.
 
     Text is 12 px so the picture reads at 100 % zoom. Each table entry is joined to its block
     by a line in the sequence's colour that ends at the sequence's own point along the block's
@@ -166,12 +175,16 @@ def render_blocks(
         else:
             fill_color, kind = FREE, "free"
         stroke, width_px = (SHARED, 2.5) if ref > 1 else ("#888", 1)
+        differs = b in marked
         out.append(
-            f'<g class="block" data-block="{b}" data-refcount="{ref}" data-kind="{kind}" '
+            f'<g class="block{" sl-differs" if differs else ""}" data-block="{b}" '
+            f'data-refcount="{ref}" data-kind="{kind}" '
             f'data-holders="{" ".join(map(str, owners))}">'
             f'<rect x="{x}" y="{y}" width="{cell}" height="{cell}" rx="3" fill="{fill_color}" '
             f'stroke="{stroke}" stroke-width="{width_px}"/>'
         )
+        if differs:
+            out.append(mark_outline(x - 3, y - 3, cell + 6, cell + 6))
         slot_w = (cell - 6) / size
         for j in range(size):
             shade = "#333" if j < fill[b] else "#ffffff"
@@ -181,6 +194,8 @@ def render_blocks(
             )
         out.append(f'<text x="{x + 3}" y="{y + 13}" font-weight="bold">{b}</text>')
         label = f"rc {ref}" if owners else (f"#{free_pos[b]}" if b in free_pos else "")
+        if ref and not owners:  # a count that no table explains: shown, not hidden
+            label = f"{label} rc {ref}".strip()
         if b in evictable:
             label = f"cached #{free_pos.get(b, '?')}"
         out.append(f'<text x="{x + 3}" y="{y + 27}">{escape(label)}</text>')
@@ -213,10 +228,16 @@ def render_blocks(
         y = tables_top + r * (row_h + 6)
         # this sequence's own landing point along every block's bottom edge
         land = (r + 1) / (len(order) + 1) - 0.5
+        differs = seq in marked_seqs
         out.append(
-            f'<g class="table" data-seq="{seq}" data-len="{snap.lens[seq]}">'
+            f'<g class="table{" sl-differs" if differs else ""}" data-seq="{seq}" '
+            f'data-len="{snap.lens[seq]}">'
             f'<text x="{pad}" y="{y + 16}">seq {seq} ({snap.lens[seq]} tok)</text>'
         )
+        if differs:
+            out.append(
+                mark_outline(pad - 4, y - 3, 109 + len(snap.tables[seq]) * (row_h + 4), row_h + 6)
+            )
         for i, b in enumerate(snap.tables[seq]):
             x = pad + 105 + i * (row_h + 4)
             out.append(

@@ -12,7 +12,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from html import escape
 from typing import Any
 
-from servelab.viz.picture import Picture, scoped_ids
+from servelab.viz.picture import Picture, mark_outline, scoped_ids
 
 __all__ = ["render_eviction_order", "show_eviction_order"]
 
@@ -26,11 +26,14 @@ def render_eviction_order(
     notes: Mapping[Hashable, str] | None = None,
     pinned: Iterable[Hashable] = (),
     highlight: Iterable[Hashable] = (),
+    marked: Iterable[Hashable] = (),
 ) -> str:
     """An SVG of ``policy.eviction_order()``: box 1 is the next victim.
 
     ``notes`` adds a short line under a key's name; ``pinned`` keys are drawn hatched after the
-    candidates (they are not in the order); ``highlight`` keys get a thick outline.
+    candidates (they are not in the order); ``highlight`` keys get a thick outline; ``marked``
+    keys the class ``sl-differs`` and a dashed red outline (where a grade's picture finds this
+    state differs from the reference's).
     """
     order_fn = getattr(policy, "eviction_order", None)
     if not callable(order_fn):
@@ -38,7 +41,7 @@ def render_eviction_order(
     order = list(order_fn())
     notes = dict(notes or {})
     held = [k for k in pinned if k not in order]
-    marked = set(highlight)
+    thick, differing = set(highlight), set(marked)
     n = len(order) + len(held)
     name = getattr(policy, "name", type(policy).__name__)
     head = title if title is not None else f"{name}: next victims, left to right"
@@ -61,13 +64,18 @@ def render_eviction_order(
         x = _MARGIN + i * (_BOX_W + _GAP)
         is_pinned = i >= len(order)
         fill = "url(#pinned-hatch-order)" if is_pinned else ("#fcbba1" if i == 0 else "#deebf7")
-        stroke = "3" if key in marked else "1"
+        stroke = "3" if key in thick else "1"
         label = "pinned" if is_pinned else str(i + 1)
+        kind = ("pinned" if is_pinned else "candidate") + (
+            " sl-differs" if key in differing else ""
+        )
         parts.append(
-            f'<rect class="{"pinned" if is_pinned else "candidate"}" data-key="{escape(str(key))}" '
+            f'<rect class="{kind}" data-key="{escape(str(key))}" '
             f'x="{x}" y="{y}" width="{_BOX_W}" height="{_BOX_H}" rx="4" fill="{fill}" '
             f'stroke="#252525" stroke-width="{stroke}"/>'
         )
+        if key in differing:
+            parts.append(mark_outline(x - 3, y - 3, _BOX_W + 6, _BOX_H + 6))
         parts.append(
             f'<text x="{x + _BOX_W / 2}" y="{y + 15}" text-anchor="middle" '
             f'fill="#252525">{escape(str(key))}</text>'

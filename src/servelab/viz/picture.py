@@ -22,7 +22,11 @@ from collections.abc import Callable
 from html import escape
 from typing import Any
 
-__all__ = ["Picture", "img_tag", "scoped_ids", "with_static_picture"]
+__all__ = ["MARK", "Picture", "img_tag", "mark_outline", "scoped_ids", "with_static_picture"]
+
+#: The colour of the outline around an entry that differs from the other side's (a grade's
+#: picture of the failing call draws the learner's state beside the reference's).
+MARK = "#c00"
 
 _ID = re.compile(r'\bid="([A-Za-z][\w-]*)"')
 
@@ -45,6 +49,15 @@ def scoped_ids(svg: str) -> str:
             .replace(f'href="#{name}"', f'href="#{scoped}"')
         )
     return svg
+
+
+def mark_outline(x: float, y: float, width: float, height: float) -> str:
+    """A dashed red outline around an entry marked as differing: visible without any CSS,
+    so the mark survives a sanitizer that drops the page's styles."""
+    return (
+        f'<rect class="mark" x="{x:g}" y="{y:g}" width="{width:g}" height="{height:g}" rx="4" '
+        f'fill="none" stroke="{MARK}" stroke-width="2" stroke-dasharray="5 3"/>'
+    )
 
 
 def img_tag(svg: str, *, alt: str = "") -> str:

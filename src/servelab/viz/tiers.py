@@ -13,13 +13,13 @@ the learner's own class and draws each state; its widget falls back to the final
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from html import escape
 from typing import Any
 
-from servelab.viz.picture import Picture, scoped_ids, with_static_picture
+from servelab.viz.picture import Picture, mark_outline, scoped_ids, with_static_picture
 
-__all__ = ["TierReplay", "render_tiers", "show_tiers"]
+__all__ = ["TierReplay", "render_tiers", "show_tiers", "tier_states"]
 
 COLOURS = {
     "resident": "#9ecae1",
@@ -64,28 +64,43 @@ def _tier_state(tier: Any, in_flight: set[Any]) -> dict[str, Any]:
     }
 
 
+def tier_states(obj: Any) -> list[dict[str, Any]]:
+    """Each tier of ``obj`` (a hierarchy, or one tier) as the picture draws it: its name,
+    capacity, used bytes and chunks as (key, size, state), next victim first."""
+    return [_tier_state(t, set()) for t in getattr(obj, "tiers", [obj])]
+
+
 def render_tiers(
     obj: Any,
     *,
-    gpu: Sequence[Any] = (),
+    gpu: Sequence[Any] | None = (),
     in_flight: Sequence[Any] = (),
     title: str | None = None,
     caption: str | None = None,
     width: int = 640,
+    marked: Collection[tuple[str, Hashable]] = (),
 ) -> str:
-    """SVG of ``obj``'s tiers (a hierarchy, or one tier) beside a GPU column holding ``gpu``."""
+    """SVG of ``obj``'s tiers (a hierarchy, or one tier) beside a GPU column holding ``gpu``
+    (no GPU column when ``gpu`` is None).
+
+    ``marked`` chunks, as (tier name, key), get the class ``sl-differs`` and a dashed red
+    outline (a grade's picture marks where this state differs from the reference's)."""
     tiers = list(getattr(obj, "tiers", [obj]))
     flying = set(in_flight)
     states = [_tier_state(t, flying) for t in tiers]
-    columns: list[dict[str, Any]] = [
-        {"name": "GPU", "capacity": 0, "used": 0, "chunks": [(k, 0, "in flight") for k in gpu]}
-    ]
+    columns: list[dict[str, Any]] = []
+    if gpu is not None:
+        chunks = [(k, 0, "in flight") for k in gpu]
+        columns.append({"name": "GPU", "capacity": 0, "used": 0, "chunks": chunks})
+    first = len(columns)  # the first tier's column
     columns += states
-    col_w = (width - 40) // len(columns)
+    col_w = (width - 40) // max(1, len(columns))
     top, height = 48 if title else 28, 220
+    per_line = max(1, (width - 20) // 130)  # legend entries on one line
+    total = top + height + 64 + 16 * ((len(COLOURS) - 1) // per_line)
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{top + height + 64}" '
-        'font-family="sans-serif" font-size="11">'
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{total}" '
+        f'viewBox="0 0 {width} {total}" font-family="sans-serif" font-size="11" class="tiers">'
     ]
     if title:
         parts.append(
@@ -97,17 +112,22 @@ def render_tiers(
         parts.append(
             f'<rect x="{x}" y="{top}" width="{w}" height="{height}" fill="#f7f7f7" stroke="#444"/>'
         )
-        label = col["name"] if i == 0 else f"{col['name']}: {col['used']} of {col['capacity']} B"
+        label = col["name"] if i < first else f"{col['name']}: {col['used']} of {col['capacity']} B"
         parts.append(f'<text x="{x}" y="{top - 6}">{escape(label)}</text>')
         y = float(top)
         for n, (key, size, state) in enumerate(col["chunks"]):
-            h = 18.0 if i == 0 else max(3.0, height * size / col["capacity"])
+            h = 18.0 if i < first else max(3.0, height * size / col["capacity"])
             fill = COLOURS[state]
+            differs = (col["name"], key) in marked
             parts.append(
-                f'<rect x="{x + 2}" y="{y:.1f}" width="{w - 4}" height="{h - 1:.1f}" '
+                f'<rect class="chunk{" sl-differs" if differs else ""}" '
+                f'data-tier="{escape(col["name"])}" data-key="{escape(str(key))}" '
+                f'x="{x + 2}" y="{y:.1f}" width="{w - 4}" height="{h - 1:.1f}" '
                 f'fill="{fill}" stroke="#333"><title>{escape(str(key))}: {state}</title></rect>'
             )
-            text = str(key) if i == 0 else f"{n + 1}. {key} ({size} B)"
+            if differs:
+                parts.append(mark_outline(x, y - 1, w, h + 1))
+            text = str(key) if i < first else f"{n + 1}. {key} ({size} B)"
             if h >= 11:
                 parts.append(
                     f'<text x="{x + 6}" y="{y + min(h - 3, 13):.1f}">{escape(text)}</text>'
@@ -115,11 +135,12 @@ def render_tiers(
             y += h
     legend_y = top + height + 20
     for j, (state, fill) in enumerate(COLOURS.items()):
-        lx = 20 + j * 130
-        parts.append(f'<rect x="{lx}" y="{legend_y - 10}" width="12" height="12" fill="{fill}"/>')
-        parts.append(f'<text x="{lx + 16}" y="{legend_y}">{state}</text>')
+        lx, ly = 20 + (j % per_line) * 130, legend_y + 16 * (j // per_line)
+        parts.append(f'<rect x="{lx}" y="{ly - 10}" width="12" height="12" fill="{fill}"/>')
+        parts.append(f'<text x="{lx + 16}" y="{ly}">{state}</text>')
     if caption:
-        parts.append(f'<text x="20" y="{legend_y + 22}">{escape(caption)}</text>')
+        caption_y = legend_y + 22 + 16 * ((len(COLOURS) - 1) // per_line)
+        parts.append(f'<text x="20" y="{caption_y}">{escape(caption)}</text>')
     parts.append("</svg>")
     return scoped_ids("".join(parts))
 

@@ -20,13 +20,13 @@ the learner's own class and redraws after each one, so the eviction loop can be 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from servelab.units import format_bytes
-from servelab.viz.picture import Picture, scoped_ids, with_static_picture
+from servelab.viz.picture import Picture, mark_outline, scoped_ids, with_static_picture
 
 __all__ = [
     "CacheLike",
@@ -257,6 +257,7 @@ def render_cache(
     touched: Hashable | None = None,
     counters: Mapping[str, int] | None = None,
     warnings: Sequence[str] = (),
+    marked: Collection[Hashable] = (),
 ) -> str:
     """Draw a cache (or a snapshot dict) as an SVG document, returned as text.
 
@@ -270,6 +271,8 @@ def render_cache(
     ``{"hits": 3, "misses": 1}``) are printed beside the summary. Each of ``warnings`` is
     drawn as a warning line, like the state's own problems (a replay names a method that is
     not written yet this way, so a half-built cache never passes for a finished one).
+    ``marked`` entries get the class ``sl-differs`` and a dashed red outline (a grade's
+    picture marks where this state differs from the reference's).
     """
     if isinstance(width, bool) or not isinstance(width, int) or width < 200:
         raise ValueError(f"width must be an int of at least 200 pixels, got {width!r}")
@@ -308,7 +311,7 @@ def render_cache(
     for entry in entries:
         key, size, pins = entry["key"], entry["size"], entry["pins"]
         w = size * scale
-        cls = "entry pinned" if pins > 0 else "entry"
+        cls = ("entry pinned" if pins > 0 else "entry") + (" sl-differs" if key in marked else "")
         fill = "url(#pinned-hatch)" if pins > 0 else _COLOURS["entry"]
         stroke = _COLOURS["pinned-stroke"] if pins > 0 else _COLOURS["entry-stroke"]
         tooltip = f"{key}: {format_bytes(size)}" + (f", pinned \u00d7{pins}" if pins else "")
@@ -331,6 +334,8 @@ def render_cache(
                 f'y="{top + 13 * n:.2f}" text-anchor="middle" fill="{_COLOURS["text"]}">'
                 f"{escape(line)}</text>"
             )
+        if key in marked:
+            parts.append(mark_outline(x + 1, _BAR_Y - 20, max(w - 2, 1), _BAR_HEIGHT + 24))
         if touched is not None and key == touched:
             parts.append(
                 f'<rect class="touched" data-key="{_attr(key)}" x="{x + 1.5:.2f}" '
