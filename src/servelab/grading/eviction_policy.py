@@ -102,8 +102,9 @@ HINTS = {
         "pop_victim must skip it) until update_on_unpin, and len() counts candidates only."
     ),
     "no-victim": (
-        "when every key is pinned there is no victim: pop_victim must raise LookupError "
-        "(NoVictim) rather than return a pinned key or None."
+        "when every key is pinned (or none is left) there is no victim: pop_victim must raise "
+        "the notebook's NoVictim, not return a pinned key or None, nor let an IndexError or a "
+        "KeyError out of its heap or dict."
     ),
     "visited": (
         "SIEVE's hand (`pop_victim`) must clear the visited bit of each visited key it passes; "
@@ -333,7 +334,7 @@ REPLAY = TopicReplay(
     policy_namespace,
     _policy_state,
     lambda v, c: plain(v),
-    ("LookupError",),
+    ("NoVictim", "LookupError"),
     SEPARATING,
     subject="p",
     classes=CLASSES,
