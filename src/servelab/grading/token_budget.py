@@ -76,6 +76,10 @@ HINTS: dict[str, str] = {
 }
 
 PROBE_HINTS: dict[str, str] = {
+    "spent": (
+        "schedule_running: stop the loop once the budget is spent (while budget is left): a "
+        "running request past that point waits for the next step; it gets no chunk of 0 tokens"
+    ),
     "one-token": (
         "schedule_running: a running request that has all its tokens computed but the last "
         "needs one token: n = seq.num_tokens - num_computed_tokens, cut to the budget left"
@@ -202,6 +206,23 @@ def _budget_bounds_the_step(impl: Any) -> None:
         CHUNKS + " (6 + 4 tokens spend the budget of 10: request 2 waits)",
     )
     s.expect(s.ids("waiting"), [2], "waiting")
+
+
+def _spent_budget_ends_the_step(impl: Any) -> None:
+    s = BudgetScript(impl, num_blocks=16, block_size=4, budget=3)
+    s.add(0, [1], 4)
+    s.add(1, [2], 4)
+    s.step(emit=False)
+    s.note("# the engine accepts three tokens of request 0 at once (a speculative decode)")
+    for _ in range(3):
+        s("sched.sequence(0).append_token(1)")
+    s("sched.sequence(1).append_token(1)")
+    s.expect(
+        s.step(emit=False),
+        [(0, 1, 3, True)],
+        CHUNKS + " (request 0's 3 tokens spend the budget of 3: the step ends there, and "
+        "request 1 gets no chunk, not one of 0 tokens)",
+    )
 
 
 def _cap(impl: Any) -> None:
@@ -444,6 +465,11 @@ TOPIC = Topic(
             probes=[
                 _probe("running requests go first, one token each", "one-token", _running_first),
                 _probe("the budget bounds the step", "budget", _budget_bounds_the_step),
+                _probe(
+                    "a spent budget ends the step: no chunk of 0 tokens",
+                    "spent",
+                    _spent_budget_ends_the_step,
+                ),
                 _probe("at most max_num_seqs requests run", "cap", _cap),
                 _probe("num_computed_tokens counts what ran", "computed", _computed_tokens),
             ],
