@@ -2,8 +2,61 @@
 
 from __future__ import annotations
 
+import ast
+from typing import Any
+
 from servelab.grading.readings.block_manager import block_manager_reading
 from servelab.grading.readings.difference import Difference, call
+
+
+def _hits(shown: str | None) -> list[Any] | None:
+    try:
+        value = ast.literal_eval(shown or "")
+    except (ValueError, SyntaxError):
+        return None
+    return list(value) if isinstance(value, list | tuple) else None
+
+
+def _lookup_found_it(d: Difference) -> str | None:
+    """A lookup that stopped at a block the learner's own ``_chain`` and ``map`` find, holding
+    the same tokens: the hashing is right, the miss is in how ``_lookup`` checks what it found."""
+    mine, theirs = _hits(d.returned("mine")), _hits(d.returned("theirs"))
+    tokens = d.args[0] if d.args else None
+    if mine is None or theirs is None or not isinstance(tokens, list | tuple):
+        return None
+    i = len(mine)
+    if mine != theirs[:i] or i >= len(theirs):
+        return None
+    outcome, chain = d.probe("_chain", list(tokens))
+    table, stored_all = getattr(d.subject, "map", None), getattr(d.subject, "tokens", None)
+    if outcome != "returned" or not isinstance(chain, list) or i >= len(chain):
+        return None
+    if not isinstance(table, dict) or not isinstance(stored_all, dict | list):
+        return None
+    h, block_tokens = chain[i]
+    block = table.get(h)
+    if block != theirs[i]:
+        return None
+    stored = stored_all[block]
+    if list(stored) != list(block_tokens):
+        return None
+    said = (
+        f"your own `_chain` and `map` find block {block} for block {i} of the prompt, and it "
+        f"holds the same tokens {list(stored)}, yet your `_lookup` stopped there: the hashing is "
+        "right; the miss is in how `_lookup` checks the block it found"
+    )
+    if stored != block_tokens:
+        return (
+            f"{said}: the stored tokens are a {type(stored).__name__}, the chain's a "
+            f"{type(block_tokens).__name__}, and in Python {stored!r} != {block_tokens!r}: "
+            "compare them as one type"
+        )
+    if isinstance(stored, tuple):
+        return (
+            f"{said}. They are stored as a tuple, {stored!r}, and a tuple never equals a list "
+            f"({stored!r} != {list(stored)!r}): does yours compare them with a list?"
+        )
+    return said
 
 
 def prefix_cache_reading(d: Difference) -> str | None:
@@ -22,7 +75,7 @@ def prefix_cache_reading(d: Difference) -> str | None:
             "a failed allocate changes nothing: check that the request fits before claiming "
             "hits or taking blocks (an evictable hit is claimed, no longer free)"
         )
-    if m == "append_slot" and differ & {"hashed", "cached"}:
+    if m == "append_slot" and differ & {"hashed", "cached"} and d.same_outcome:
         return (
             "when decoding fills a block, cache it: hash it on the chain and register it, as a "
             "full prompt block is"
@@ -95,6 +148,9 @@ def prefix_cache_reading(d: Difference) -> str | None:
                 f"{len(tokens)} tokens may match up to (n - 1) // block_size = {cap} full "
                 "blocks (only the last token must be computed); is your cap one block short?"
             )
+        found = _lookup_found_it(d)
+        if found:
+            return found
         return (
             f"yours missed hits the reference finds ({mine}, not {theirs}): hash each full "
             "block chained on the previous block's hash, and look every block up in turn"
