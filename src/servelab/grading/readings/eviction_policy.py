@@ -80,6 +80,27 @@ def _lost_pinned_bits(d: Difference) -> list[str]:
     return [k for k in pinned if k in before and k in theirs and k not in mine]
 
 
+def _sweep_past_hand(d: Difference) -> str | None:
+    """Queue, bits and hand as the reference leaves them, yet the next victim yours would
+    choose (your eviction order's first) is not the unvisited key under the hand."""
+    if d.differ != {"eviction order"}:
+        return None
+    hand = d.mine.get("hand")
+    mine, theirs = _names(shown_order(d.mine)), _names(shown_order(d.theirs))
+    visited = d.mine.get("visited", [])
+    if not mine or not theirs or hand is None or theirs[0] != hand or mine[0] == hand:
+        return None
+    if not isinstance(visited, list) or hand in visited:
+        return None
+    return (
+        f"yours evicted the right key and left every field but the eviction order as the "
+        f"reference does, the hand on {hand!r}, yet your next sweep would evict {mine[0]!r}, not "
+        f"{hand!r}, the "
+        "unvisited key under the hand: a sweep starts at the hand itself (the key under it is "
+        "the next candidate), not one past it"
+    )
+
+
 def eviction_policy_reading(d: Difference) -> str | None:
     """The rule an LFU or SIEVE policy's first diverging call breaks."""
     m, who = d.method, d.policy
@@ -89,6 +110,14 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 "yours leaves every field a call shows as the reference's does, yet it differs "
                 "in what it keeps for pop_victim: update_on_unpin makes the key a candidate "
                 "again, so push it back onto the heap with its count and the time it reached it"
+            )
+        if m == "eviction_order":
+            return (
+                "yours leaves every field a call shows as the reference's does, yet with the "
+                "reference's eviction_order in its place the program behaves: eviction_order "
+                "only reads, so it must leave the policy as it was. It trials pop_victim on a "
+                "deep copy (copy.deepcopy(self)): is yours popping from the policy itself, or "
+                "from a shallow copy (copy.copy) that shares its queue and visited bits?"
             )
         return None
     if m == "__len__" and not d.same_outcome:
@@ -119,6 +148,9 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 f"{', '.join(map(repr, lost))}: the hand passes a pinned key without touching "
                 "its bit, so it keeps the hit it took before the pin"
             )
+        past = _sweep_past_hand(d) if who == "SIEVE" else None
+        if past:
+            return past
         if who == "SIEVE":  # name what differs: the queue itself may be the same
             left = " and ".join(f"`{name}`" for name in sorted(d.differ))
             return (

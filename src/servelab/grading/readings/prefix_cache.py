@@ -59,6 +59,29 @@ def _lookup_found_it(d: Difference) -> str | None:
     return said
 
 
+def _chain_by_parent(d: Difference) -> str | None:
+    """Each block of yours carries the hash its parent's chain ends in: proven when hashing
+    (your hash, the block's tokens) gives the reference's hash of that block, every block."""
+    mine, theirs = _hits(d.returned("mine")), _hits(d.returned("theirs"))
+    if not mine or not theirs or len(mine) != len(theirs):
+        return None
+    try:
+        named = all(
+            hash((m[0], tuple(t[1]))) == t[0] and tuple(m[1]) == tuple(t[1])
+            for m, t in zip(mine, theirs, strict=True)
+        )
+    except (TypeError, IndexError):
+        return None
+    if not named:
+        return None
+    return (
+        f"yours named each block by the hash before it (block 0 by {mine[0][0]!r}, where the "
+        "chain starts): hash((parent, block_tokens)) of a block is its own name, so compute it "
+        "first and put that in the chain; a name that leaves out the block's own tokens is "
+        "shared by every block with the same prefix before it"
+    )
+
+
 def prefix_cache_reading(d: Difference) -> str | None:
     """The rule a prefix-caching block manager's first diverging call breaks."""
     m, differ = d.method, d.differ
@@ -70,6 +93,10 @@ def prefix_cache_reading(d: Difference) -> str | None:
                 "(the last block first), so a prompt's beginning stays cached longest"
             )
         return None
+    if m == "_chain" and not d.same_outcome:
+        found = _chain_by_parent(d)
+        if found:
+            return found
     if m == "allocate" and d.i_raised and d.they_raised and differ:
         return (
             "a failed allocate changes nothing: check that the request fits before claiming "
