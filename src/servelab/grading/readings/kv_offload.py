@@ -279,8 +279,36 @@ def _lookup(d: Difference) -> str | None:
     )
 
 
+def _lost(d: Difference) -> str | None:
+    """A chunk the node held before the call, in no tier of yours after it, where the
+    reference moved it down a tier: a victim of the faster tier dropped, not written down."""
+    tiers = _tiers(d)
+    if len(tiers) < 2:
+        return None
+
+    def held(state: Any) -> list[Any]:
+        return [k for t in tiers for k in (state.get(f"{t}.keys") or [])]
+
+    before, mine = held(d.before), held(d.mine)
+    for key in before:
+        if key in mine:
+            continue
+        below = [t for t in tiers[1:] if key in (d.theirs.get(f"{t}.keys") or [])]
+        if below and key in (d.before.get(f"{tiers[0]}.keys") or []):
+            return (
+                f"yours lost {key!r}: it left the {tiers[0]} tier in this call (evicted to make "
+                f"room) and is in no tier now, where the reference writes it down to the "
+                f"{below[0]} tier. A chunk the {tiers[0]} tier evicts goes down a tier, "
+                f"whichever call made the room (a promotion on {d.method} too)"
+            )
+    return None
+
+
 def _retrieve(d: Difference) -> str | None:
     """A retrieve refs each copy for its transfer and unrefs it once read: none stays."""
+    lost = _lost(d)
+    if lost:
+        return lost
     for tier in _tiers(d):
         mine, theirs = d.mine.get(f"{tier}.refs") or {}, d.theirs.get(f"{tier}.refs") or {}
         kept = [k for k in sorted(mine, key=repr) if mine[k] > theirs.get(k, 0)]
