@@ -120,6 +120,23 @@ def weight_cache_reading(d: Difference) -> str | None:
         return "a get of an absent key returns None (and counts a miss); it does not raise"
     if m == "pin" and d.they_raised and not d.i_raised:
         return f"a pin of an absent key raises {d.error('theirs')} (a KeyError) and records nothing"
+    key = d.args[0] if d.args else None
+    resident = key in d.before.get("resident", ())
+    if m in ("pin", "unpin") and d.i_raised and not d.they_raised and resident:
+        pins = d.before.get("pins", {})
+        unpinned = isinstance(pins, dict) and key not in pins
+        rule = (
+            "a pin of a resident key records one more pin; only an absent key is refused"
+            if m == "pin"
+            else "an unpin of a key with a pin left takes one pin away"
+        )
+        said = f"yours raised {d.error('mine')} for {key!r}, which is resident: {rule}"
+        if m == "pin" and unpinned:
+            said += (
+                f". It has no pin yet (pins {pins!r}): does yours look for it among the pinned "
+                "keys instead of the resident ones?"
+            )
+        return said
     if m == "unpin" and d.they_raised and not d.i_raised:
         return (
             "an unpin of a key with no pin left raises and changes nothing: a pin count never "
