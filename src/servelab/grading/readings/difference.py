@@ -46,6 +46,19 @@ class Difference:
         except OutOfLines:
             return ("failed", None)
 
+    def after(self, *args: Any) -> Any:
+        """A copy of the object as yours leaves it after the call (with ``args``, or the
+        call's own), to read what it keeps that no field shows; None when it cannot run."""
+        try:
+            obj = copy.deepcopy(self.subject)
+            with line_budget(LINES_PER_CALL):
+                getattr(obj, self.method)(*(args or self.args))
+        except Exception:
+            return None
+        except OutOfLines:
+            return None
+        return obj
+
     @property
     def differ(self) -> frozenset[str]:
         """The fields whose value after the call differs between yours and the reference."""

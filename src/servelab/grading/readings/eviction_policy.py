@@ -111,6 +111,16 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 "in what it keeps for pop_victim: update_on_unpin makes the key a candidate "
                 "again, so push it back onto the heap with its count and the time it reached it"
             )
+        if m in ("update_on_hit", "update_on_put") and who == "LFU":
+            count = "its count after the hit" if m == "update_on_hit" else "count 1"
+            return (
+                f"yours leaves every field a call shows (the counts) as the reference's does, "
+                f"yet with the reference's {m} in its place the program behaves: what differs "
+                f"is the heap entry it pushes for pop_victim. Push the key's current entry, "
+                f"({count}, the time it reached it, key), after updating count and reached: "
+                "an entry that no longer matches them is stale and pop_victim skips it. Does "
+                "yours push before it updates them?"
+            )
         if m == "eviction_order":
             return (
                 "yours leaves every field a call shows as the reference's does, yet with the "

@@ -299,16 +299,13 @@ def _lost(d: Difference) -> str | None:
                 f"yours lost {key!r}: it left the {tiers[0]} tier in this call (evicted to make "
                 f"room) and is in no tier now, where the reference writes it down to the "
                 f"{below[0]} tier. A chunk the {tiers[0]} tier evicts goes down a tier, "
-                f"whichever call made the room (a promotion on {d.method} too)"
+                f"whichever call made the room ({d.method} too)"
             )
     return None
 
 
 def _retrieve(d: Difference) -> str | None:
     """A retrieve refs each copy for its transfer and unrefs it once read: none stays."""
-    lost = _lost(d)
-    if lost:
-        return lost
     for tier in _tiers(d):
         mine, theirs = d.mine.get(f"{tier}.refs") or {}, d.theirs.get(f"{tier}.refs") or {}
         kept = [k for k in sorted(mine, key=repr) if mine[k] > theirs.get(k, 0)]
@@ -342,5 +339,8 @@ def kv_offload_reading(d: Difference) -> str | None:
     found = failed_call(d)
     if found is not None:
         return found
+    lost = _lost(d) if d.policy == "Hierarchy" else None
+    if lost:
+        return lost
     read = _READERS.get(d.method)
     return read(d) if read is not None else None

@@ -92,6 +92,13 @@ def prefix_cache_reading(d: Difference) -> str | None:
                 "releases the blocks in another order. A sequence frees its blocks tail first "
                 "(the last block first), so a prompt's beginning stays cached longest"
             )
+        if m == "_register":
+            return (
+                "yours leaves every field a call shows as the reference's does, yet with the "
+                "reference's _register in its place the program behaves: what differs is what "
+                "it keeps for a lookup. Record all three: map[h] = block, hash[block] = h and "
+                "tokens[block] = block_tokens, the tokens a hit is verified against"
+            )
         return None
     if m == "_chain" and not d.same_outcome:
         found = _chain_by_parent(d)

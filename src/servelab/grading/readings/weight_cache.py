@@ -104,9 +104,43 @@ def _weight_cache_counters(d: Difference) -> str | None:
     return f"a get of a resident key ({key!r}) counts one hit and no miss"
 
 
+def _kept_old_size(d: Difference) -> str | None:
+    """A replacement whose entry keeps the size it had (read back with ``size_of`` on a copy
+    after your call): proven, whatever else the call shows."""
+    key = d.args[0] if d.args else None
+    size = d.args[2] if len(d.args) > 2 else None
+    if key not in d.before.get("resident", ()) or not isinstance(size, int) or d.i_raised:
+        return None
+    old = call(d.subject, "size_of", key)
+    after = d.after()
+    now = call(after, "size_of", key) if after is not None else None
+    if not isinstance(old, int) or now != old or old == size:
+        return None
+    said = (
+        f"yours kept the old size of {key!r}: after put({key!r}, ..., {size}) its size_of is "
+        f"still {old}. A replacement records the new size, since a later eviction or "
+        "replacement frees the size recorded"
+    )
+    capacity, used = getattr(d.subject, "capacity", None), d.mine.get("used")
+    if isinstance(capacity, int) and isinstance(used, int) and used > capacity:
+        said += (
+            f"; and it must make room like a new entry: yours left used at {used}, above the "
+            f"capacity {capacity}"
+        )
+    return said
+
+
 def weight_cache_reading(d: Difference) -> str | None:
     """The rule a weight cache's first diverging call breaks."""
     if d.hidden:
+        if d.method == "put":
+            return (
+                "yours leaves every field a call shows as the reference's does, yet with the "
+                "reference's put in its place the program behaves: what differs is what put "
+                "keeps for later. It records the size it is given, a replacement's new size "
+                "too, and a later eviction frees the size recorded: does a replacement of "
+                "yours keep the old size?"
+            )
         return None
     m, differ = d.method, d.differ
     if d.i_raised and d.they_raised and d.error("mine") == d.error("theirs") and differ:
@@ -163,6 +197,9 @@ def weight_cache_reading(d: Difference) -> str | None:
         return "count every eviction in `evictions` and the victim's size in `evicted_bytes`"
     if m == "_evict" and "used" in differ:
         return "evicting an entry must subtract its size from `used`"
+    kept = _kept_old_size(d) if m == "put" else None
+    if kept:
+        return kept
     if m == "put" and "resident" in differ:
         mine, theirs = d.mine.get("resident", []), d.theirs.get("resident", [])
         if set(mine) == set(theirs):
