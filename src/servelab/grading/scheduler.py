@@ -201,7 +201,7 @@ def _rejects_too_large(impl: Any) -> None:
                     "a refused add() changes nothing: it checks the request's size before it "
                     "queues it, so a RequestTooLarge leaves waiting as it was"
                 ),
-            )
+            ) from None
         return
     raise s.fail(
         "a request of 20 + 5 = 25 tokens needs 7 blocks of 4, but a pool of 8 with watermark 2 "

@@ -30,7 +30,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from servelab.testing.core import InvariantViolation, RecordingMachine
-from servelab.weights.policies.interface import NoVictim
 from servelab.testing.policy_models import (
     MODELS,
     FIFOModel,
@@ -42,6 +41,7 @@ from servelab.testing.policy_models import (
     S3FIFOModel,
     SIEVEModel,
 )
+from servelab.weights.policies.interface import NoVictim
 
 __all__ = [
     "INVARIANTS",

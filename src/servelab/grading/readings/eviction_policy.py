@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from servelab.grading.readings.difference import Difference
+from servelab.grading.readings.difference import Difference, other_error
 
 
 def _names(shown: str | None) -> list[str]:
@@ -130,6 +130,9 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 "from a shallow copy (copy.copy) that shares its queue and visited bits?"
             )
         return None
+    other = other_error(d)
+    if other:
+        return other
     if m == "__len__" and not d.same_outcome:
         return _len(d)
     if m == "eviction_order" and who == "LFU" and not d.same_outcome:
