@@ -222,6 +222,14 @@ class RetrieveUnrefsPromotedOnly(Final["Hierarchy"]):
         return payloads
 
 
+class StoreKeepsVictimsInMemory(Final["Hierarchy"]):
+    """store answers whether the CPU tier took the chunk, but never writes its victims down
+    to disk: they are lost."""
+
+    def store(self, key, payload):
+        return self.tiers[0].put(key, payload) is not None
+
+
 MISTAKES = {
     "a chunk that exactly fits is a miss": (1, FitNeedsSpare, {"put"}),
     "unref lowers the count before refusing": (1, UnrefCountsFirst, {"unref"}),
@@ -283,5 +291,10 @@ MISTAKES = {
         3,
         {**Final, "Hierarchy": RetrieveUnrefsPromotedOnly},
         {"Hierarchy.retrieve"},
+    ),
+    "store drops the CPU tier's victims": (
+        3,
+        {**Final, "Hierarchy": StoreKeepsVictimsInMemory},
+        {"Hierarchy.store"},
     ),
 }

@@ -295,6 +295,8 @@ HINTS: dict[str, str] = {
     "block twice",
     "table-length": "a table holds ceil(len / block_size) blocks: allocate on a boundary "
     "crossing, not before and not after",
+    "length": "a sequence's length counts its tokens: allocate sets it, and append_slot raises "
+    "it by one on every call, whichever branch it takes (a new block, a copy, in place)",
     "free-order-take": "the free list is a queue: `_alloc` takes the block at its left end "
     "(popleft), the block that has been free longest",
     "free-order-return": "the free list is a queue: `_release` puts a block whose refcount "
@@ -335,6 +337,7 @@ STEP_INVARIANTS: dict[int, list[str]] = {
         "free-list",
         "refcount-matches-tables",
         "table-length",
+        "length",
         "free-count",
         "free-order-take",
         "free-order-return",

@@ -71,7 +71,7 @@ def _slot_reading(d: Difference) -> str | None:
     if mine.groups() == theirs.groups():
         got = d.mine.get("lengths", {}).get(seq)
         if got == length and d.theirs.get("lengths", {}).get(seq) == length + 1:
-            new = " (the call that takes a new block too)" if _blocks_taken(d, d.mine) else ""
+            new = " (a call that takes a block too)" if _blocks_taken(d, d.mine) else ""
             return (
                 f"yours gave the token its slot but left the length of sequence {seq} at "
                 f"{length}: every append_slot counts its token, length + 1, on every branch{new}"
