@@ -298,7 +298,7 @@ def _lost(d: Difference) -> str | None:
             return (
                 f"yours lost {key!r}: it left the {tiers[0]} tier in this call (evicted to make "
                 f"room) and is in no tier now, where the reference writes it down to the "
-                f"{below[0]} tier. A chunk the {tiers[0]} tier evicts goes down a tier, "
+                f"{below[0]} tier. A chunk the {tiers[0]} tier evicts cascades down a tier, "
                 f"whichever call made the room ({d.method} too)"
             )
     return None
