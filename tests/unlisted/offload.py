@@ -222,12 +222,16 @@ class RetrieveUnrefsPromotedOnly(Final["Hierarchy"]):
         return payloads
 
 
-class StoreKeepsVictimsInMemory(Final["Hierarchy"]):
-    """store answers whether the CPU tier took the chunk, but never writes its victims down
-    to disk: they are lost."""
+class StoreCascadesOneVictim(Final["Hierarchy"]):
+    """store writes only the first of the CPU tier's victims down to disk: when one put evicts
+    several chunks, the others are lost."""
 
     def store(self, key, payload):
-        return self.tiers[0].put(key, payload) is not None
+        evicted = self.tiers[0].put(key, payload)
+        if evicted is None:
+            return False
+        self._cascade(1, evicted[:1])
+        return True
 
 
 MISTAKES = {
@@ -292,9 +296,9 @@ MISTAKES = {
         {**Final, "Hierarchy": RetrieveUnrefsPromotedOnly},
         {"Hierarchy.retrieve"},
     ),
-    "store drops the CPU tier's victims": (
+    "store writes one victim down": (
         3,
-        {**Final, "Hierarchy": StoreKeepsVictimsInMemory},
+        {**Final, "Hierarchy": StoreCascadesOneVictim},
         {"Hierarchy.store"},
     ),
 }

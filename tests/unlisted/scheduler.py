@@ -109,6 +109,18 @@ class DecodeOverASlice(Final):
                 break
 
 
+class AddTakesBackTheHead(Admitting):
+    """add() queues the request, then on refusal takes back the head of waiting (popleft)
+    instead of the request it just queued."""
+
+    def add(self, seq):
+        self.waiting.append(seq)
+        need = self.blocks_needed(seq.prompt_len + seq.max_new_tokens)
+        if need > self.bm.num_blocks - self.watermark:
+            self.waiting.popleft()
+            raise RequestTooLarge(f"sequence {seq.seq_id} needs up to {need} blocks")
+
+
 MISTAKES = {
     "fit counts one block too many": (1, FitRoundsUp, {"fits"}),
     "retire skips the next sequence": (3, RetireSkipsNext, {"retire"}),
@@ -118,4 +130,5 @@ MISTAKES = {
     "add fits beside the running requests": (1, AddFitsBesideRunning, {"add"}),
     "admit stops after one admission": (1, AdmitUntilOneAdmitted, {"admit"}),
     "decode walks a slice of running": (3, DecodeOverASlice, {"decode"}),
+    "a refused add takes back the head": (1, AddTakesBackTheHead, {"add"}),
 }
