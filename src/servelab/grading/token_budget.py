@@ -209,19 +209,16 @@ def _budget_bounds_the_step(impl: Any) -> None:
 
 
 def _spent_budget_ends_the_step(impl: Any) -> None:
-    s = BudgetScript(impl, num_blocks=16, block_size=4, budget=3)
-    s.add(0, [1], 4)
-    s.add(1, [2], 4)
-    s.step(emit=False)
-    s.note("# the engine accepts three tokens of request 0 at once (a speculative decode)")
-    for _ in range(3):
-        s("sched.sequence(0).append_token(1)")
-    s("sched.sequence(1).append_token(1)")
+    s = BudgetScript(impl, num_blocks=16, block_size=4, budget=4)
+    for sid in range(3):
+        s.add(sid, [sid + 1], 4)
+    s.step()
+    s("sched.max_num_batched_tokens = 2  # a smaller budget from now on")
     s.expect(
         s.step(emit=False),
-        [(0, 1, 3, True)],
-        CHUNKS + " (request 0's 3 tokens spend the budget of 3: the step ends there, and "
-        "request 1 gets no chunk, not one of 0 tokens)",
+        [(0, 1, 1, True), (1, 1, 1, True)],
+        CHUNKS + " (requests 0 and 1 spend the budget of 2: the step ends there, and "
+        "request 2 gets no chunk, not one of 0 tokens)",
     )
 
 
