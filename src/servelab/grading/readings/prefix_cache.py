@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ast
+import copy
 from typing import Any
 
 from servelab.grading.readings.block_manager import block_manager_reading
 from servelab.grading.readings.difference import Difference, call
+from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 
 def _hits(shown: str | None) -> list[Any] | None:
@@ -43,7 +45,7 @@ def _lookup_found_it(d: Difference) -> str | None:
     said = (
         f"your own `_chain` and `map` find block {block} for block {i} of the prompt, and it "
         f"holds the same tokens {list(stored)}, yet your `_lookup` stopped there: the hashing is "
-        "right; the miss is in how `_lookup` checks the block it found"
+        "right; the miss is in `_lookup` itself"
     )
     if stored != block_tokens:
         return (
@@ -51,12 +53,29 @@ def _lookup_found_it(d: Difference) -> str | None:
             f"{type(block_tokens).__name__}, and in Python {stored!r} != {block_tokens!r}: "
             "compare them as one type"
         )
-    if isinstance(stored, tuple):
+    kind = list if isinstance(stored, tuple) else tuple
+    if _finds_with(d, kind, tokens) > i:
         return (
-            f"{said}. They are stored as a tuple, {stored!r}, and a tuple never equals a list "
-            f"({stored!r} != {list(stored)!r}): does yours compare them with a list?"
+            f"{said}: it finds the block once the stored tokens are a {kind.__name__}, so it "
+            f"compares the stored {type(stored).__name__} with a {kind.__name__}, and "
+            f"{stored!r} != {kind(stored)!r} in Python: compare them as one type"
         )
     return said
+
+
+def _finds_with(d: Difference, kind: type, tokens: Any) -> int:
+    """How many hits your ``_lookup`` finds on a copy whose stored tokens are of ``kind``."""
+    try:
+        obj = copy.deepcopy(d.subject)
+        stored = obj.tokens
+        items = stored.items() if isinstance(stored, dict) else enumerate(stored)
+        for block, value in list(items):
+            if isinstance(value, list | tuple):
+                stored[block] = kind(value)
+        with line_budget(LINES_PER_CALL):
+            return len(obj._lookup(list(tokens)))
+    except (Exception, OutOfLines):
+        return 0
 
 
 def _chain_by_parent(d: Difference) -> str | None:
