@@ -70,7 +70,7 @@ READS = {
     "preempt keeps the victim's blocks": ("bm.free_seq", "written for"),
     "allocate answers blocks, not tokens": ("block_size (4)", "exactly like"),
     "a claimed hit keeps its refcount": ("`refcounts` of", "exactly like"),
-    "append_slot keeps the length": ("`lengths` of", "exactly like"),
+    "append_slot keeps the length": ("left the length of sequence 0 at 3", "exactly like"),
     "discard keeps the bytes": ("yours left `used` at", "off by one"),
     "store answers whether nothing was evicted": ("the work is right", "exactly like"),
     "admit stops after one admission": ("taking the head of waiting while it fits", ">="),
