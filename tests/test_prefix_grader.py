@@ -160,7 +160,7 @@ STEP_ONE_BUGS = [
     (UnchainedHash, "a block's hash covers its whole prefix", "chain"),
     (RegisterForgetsTokens, "register caches a block under its hash", "tokens[block]"),
     (RegisterOverwrites, "an equal block already cached stays private", "already cached"),
-    (LookupNothing, "a lookup finds the cached prefix", "yours missed hits the reference finds"),
+    (LookupNothing, "a lookup finds the cached prefix", "the miss is in `_lookup` itself"),
     (LookupNoCap, "the last prompt token is always computed", "last prompt token"),
     (LookupPastMiss, "a lookup stops at the first miss", "first miss"),
     (LookupTrustsHash, "a hit is checked against the stored tokens", "verified"),

@@ -84,6 +84,37 @@ class AllocFromTheRight(Final):
         return block
 
 
+class SlotFromTheNewLength(Final):
+    """Raises the length first and takes the slot from the new length: every token's slot is
+    one position further on."""
+
+    def append_slot(self, seq):
+        self._known(seq)
+        table = self.tables[seq]
+        self.lens[seq] += 1
+        n = self.lens[seq]
+        offset = n % self.block_size
+        if offset == 0 or not table:
+            table.append(self._alloc())
+        return Slot(table[-1], offset, None)
+
+
+class CopyForgetsTheLength(Final):
+    """The copy-on-write branch returns before counting the token."""
+
+    def append_slot(self, seq):
+        self._known(seq)
+        table, n = self.tables[seq], self.lens[seq]
+        offset = n % self.block_size
+        if offset and self.ref[table[-1]] > 1:
+            new = self._alloc()
+            source = table[-1]
+            self._release(source)
+            table[-1] = new
+            return Slot(new, offset, source)
+        return super().append_slot(seq)
+
+
 MISTAKES = {
     "refcounts raised before the fork check": (4, ForkCountsBeforeCheck, {"fork"}),
     "one block too many": (4, OneBlockTooMany, {"allocate"}),
@@ -91,4 +122,6 @@ MISTAKES = {
     "copy-on-write without its source": (3, CopyWithoutSource, {"append_slot"}),
     "append_slot keeps the length": (4, AppendKeepsLength, {"append_slot"}),
     "alloc takes from the right end": (4, AllocFromTheRight, {"_alloc"}),
+    "slot from the raised length": (4, SlotFromTheNewLength, {"append_slot"}),
+    "copy-on-write forgets the length": (4, CopyForgetsTheLength, {"append_slot"}),
 }

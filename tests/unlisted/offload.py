@@ -222,6 +222,18 @@ class RetrieveUnrefsPromotedOnly(Final["Hierarchy"]):
         return payloads
 
 
+class StoreCascadesOneVictim(Final["Hierarchy"]):
+    """store writes only the first of the CPU tier's victims down to disk: when one put evicts
+    several chunks, the others are lost."""
+
+    def store(self, key, payload):
+        evicted = self.tiers[0].put(key, payload)
+        if evicted is None:
+            return False
+        self._cascade(1, evicted[:1])
+        return True
+
+
 MISTAKES = {
     "a chunk that exactly fits is a miss": (1, FitNeedsSpare, {"put"}),
     "unref lowers the count before refusing": (1, UnrefCountsFirst, {"unref"}),
@@ -283,5 +295,10 @@ MISTAKES = {
         3,
         {**Final, "Hierarchy": RetrieveUnrefsPromotedOnly},
         {"Hierarchy.retrieve"},
+    ),
+    "store writes one victim down": (
+        3,
+        {**Final, "Hierarchy": StoreCascadesOneVictim},
+        {"Hierarchy.store"},
     ),
 }

@@ -1,5 +1,6 @@
 """Eviction-policy slips, each on the notebook's own LFU and SIEVE classes."""
 
+import copy
 import heapq
 
 from servelab import checkpoint
@@ -83,6 +84,67 @@ class LFULenOfUnpinnedHeapEntries(LFU):
         return sum(1 for _, _, key in self.heap if key not in self.pinned)
 
 
+class SIEVEPopRaisesLookupError(SIEVE):
+    """With every key pinned, raises a plain LookupError of its own, not the notebook's
+    NoVictim."""
+
+    def pop_victim(self):
+        if not any(key not in self.pinned for key in self.queue):
+            raise LookupError("nothing to evict")
+        return super().pop_victim()
+
+
+class SIEVESweepRotated(SIEVE):
+    """Rotates the queue to start just after the hand: the key under the hand, the next
+    candidate, is looked at last."""
+
+    def pop_victim(self):
+        if len(self) == 0:
+            raise NoVictim("every resident key is pinned")
+        start = 0 if self.hand is None else (self.queue.index(self.hand) + 1) % len(self.queue)
+        while True:
+            for key in self.queue[start:] + self.queue[:start]:
+                if key in self.pinned:
+                    continue
+                if self.visited[key]:
+                    self.visited[key] = False
+                    continue
+                self.hand = key
+                self.update_on_remove(key)
+                return key
+
+
+class SIEVEOrderSharesBits(SIEVE):
+    """eviction_order copies the queue for its trial but shares the visited bits: asking for
+    the order clears the real policy's bits."""
+
+    def eviction_order(self):
+        trial = copy.copy(self)
+        trial.queue = list(self.queue)
+        trial.pinned = set(self.pinned)
+        trial.visited = {k: v for k, v in self.visited.items()}
+        order = []
+        for _ in range(len(trial)):
+            key = trial.pop_victim()
+            self.visited[key] = trial.visited.get(key, False) and self.visited[key]
+            order.append(key)
+        for key in self.queue:
+            if key not in trial.visited:
+                self.visited[key] = False
+        return order
+
+
+class LFUPutPushesCountZero(LFU):
+    """Pushes a new key's heap entry with count 0 while its count is 1: the entry is stale at
+    once, and the key is never evicted until a hit pushes a current one."""
+
+    def update_on_put(self, key, size):
+        self.clock += 1
+        heapq.heappush(self.heap, (0, self.clock, key))
+        self.count[key] = 1
+        self.reached[key] = self.clock
+
+
 MISTAKES = {
     "LFU victim keeps its count": (
         4,
@@ -113,5 +175,25 @@ MISTAKES = {
         4,
         {"LFU": LFULenOfUnpinnedHeapEntries, "SIEVE": SIEVE},
         {"LFU.__len__"},
+    ),
+    "SIEVE pop raises its own LookupError": (
+        4,
+        {"LFU": LFU, "SIEVE": SIEVEPopRaisesLookupError},
+        {"SIEVE.pop_victim"},
+    ),
+    "SIEVE sweep rotated past the hand": (
+        4,
+        {"LFU": LFU, "SIEVE": SIEVESweepRotated},
+        {"SIEVE.pop_victim"},
+    ),
+    "SIEVE order trial clears the real bits": (
+        4,
+        {"LFU": LFU, "SIEVE": SIEVEOrderSharesBits},
+        {"SIEVE.eviction_order"},
+    ),
+    "LFU put pushes count 0": (
+        4,
+        {"LFU": LFUPutPushesCountZero, "SIEVE": SIEVE},
+        {"LFU.update_on_put"},
     ),
 }

@@ -99,6 +99,33 @@ class PartialBlockKeptReclaimable(Final):
             self.evictable_lru[block] = None
 
 
+class LookupComparesSlices(Final):
+    """Verifies a hit against a slice of the prompt (a list) while the stored tokens are a
+    tuple: no hit ever verifies."""
+
+    def _lookup(self, tokens):
+        hits, size = [], self.block_size
+        for i, (h, _) in enumerate(self._chain(tokens)[: (len(tokens) - 1) // size]):
+            block = self.map.get(h)
+            if block is None or self.tokens[block] != tokens[i * size : (i + 1) * size]:
+                break
+            hits.append(block)
+        return hits
+
+
+class ChainNamesShifted(Final):
+    """Computes every prefix's hash first, then names block i by hash i - 1 (ROOT for the
+    first): an index slip that names each block by its parent."""
+
+    def _chain(self, tokens):
+        size = self.block_size
+        blocks = [tuple(tokens[i * size : (i + 1) * size]) for i in range(len(tokens) // size)]
+        names = [0]
+        for block_tokens in blocks:
+            names.append(hash((names[-1], block_tokens)))
+        return [(names[i], block_tokens) for i, block_tokens in enumerate(blocks)]
+
+
 MISTAKES = {
     "hash registered without its tokens": (3, RegisterForgetsTokens, {"_register"}),
     "freed block first in the reclaim order": (3, FreedToTheFront, {"_release"}),
@@ -108,4 +135,6 @@ MISTAKES = {
     "lookup capped a block short": (3, LookupCapsOnWholeBlocks, {"_lookup"}),
     "room counts held hits": (3, RoomCountsHeldHits, {"_room"}),
     "partial block kept reclaimable": (3, PartialBlockKeptReclaimable, {"_release"}),
+    "lookup verifies against a slice": (3, LookupComparesSlices, {"_lookup"}),
+    "chain names shifted by one": (3, ChainNamesShifted, {"_chain"}),
 }

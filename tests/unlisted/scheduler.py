@@ -1,7 +1,8 @@
 """Scheduler slips, each on the notebook's own classes."""
 
 from servelab import checkpoint
-from servelab.kv.scheduler import Prefill, RequestTooLarge
+from servelab.kv.blocks import OutOfBlocks
+from servelab.kv.scheduler import Decode, Prefill, RequestTooLarge
 
 TOPIC = "scheduler"
 Admitting = checkpoint(TOPIC, 1)
@@ -89,6 +90,37 @@ class AdmitUntilOneAdmitted(Admitting):
             out.prefills.append(Prefill(seq, n))
 
 
+class DecodeOverASlice(Final):
+    """Decodes `self.running[:]`, a copy: a sequence preempted earlier in the loop is still
+    decoded after its blocks are gone."""
+
+    def decode(self, out):
+        for seq in self.running[:]:
+            while True:
+                try:
+                    slot = self.bm.append_slot(seq.seq_id)
+                except OutOfBlocks:
+                    victim = self.running.pop()
+                    self.preempt(victim, out)
+                    if victim is seq:
+                        break
+                    continue
+                out.decodes.append(Decode(seq, slot))
+                break
+
+
+class AddTakesBackTheHead(Admitting):
+    """add() queues the request, then on refusal takes back the head of waiting (popleft)
+    instead of the request it just queued."""
+
+    def add(self, seq):
+        self.waiting.append(seq)
+        need = self.blocks_needed(seq.prompt_len + seq.max_new_tokens)
+        if need > self.bm.num_blocks - self.watermark:
+            self.waiting.popleft()
+            raise RequestTooLarge(f"sequence {seq.seq_id} needs up to {need} blocks")
+
+
 MISTAKES = {
     "fit counts one block too many": (1, FitRoundsUp, {"fits"}),
     "retire skips the next sequence": (3, RetireSkipsNext, {"retire"}),
@@ -97,4 +129,6 @@ MISTAKES = {
     "preempt reports the victim finished": (3, PreemptReportedFinished, {"preempt"}),
     "add fits beside the running requests": (1, AddFitsBesideRunning, {"add"}),
     "admit stops after one admission": (1, AdmitUntilOneAdmitted, {"admit"}),
+    "decode walks a slice of running": (3, DecodeOverASlice, {"decode"}),
+    "a refused add takes back the head": (1, AddTakesBackTheHead, {"add"}),
 }

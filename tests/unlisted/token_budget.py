@@ -111,6 +111,23 @@ class SlotsOfTheChunkCount(Chunked):
         return [table[p // size] * size + p % size for p in range(n)]
 
 
+class SpentBudgetBelowZero(checkpoint(TOPIC, 1)):
+    """Stops only when the budget goes below zero, which it never does: once it is spent,
+    each further running request gets a chunk of 0 tokens."""
+
+    def schedule_running(self, out, budget):
+        for seq in self.running:
+            if budget < 0:
+                break
+            start = self.computed[seq.seq_id]
+            n = min(seq.num_tokens - start, budget)
+            slots = self.extend(seq, start, n)
+            out.scheduled.append(Chunk(seq, start, n, slots, start + n == seq.num_tokens))
+            self.computed[seq.seq_id] = start + n
+            budget -= n
+        return budget
+
+
 MISTAKES = {
     "admit allocates from token 0, not up to the chunk's end": (2, AllocatesFromZero, {"admit"}),
     "preempt does not report its victim": (3, PreemptUnlisted, {"preempt"}),
@@ -122,4 +139,5 @@ MISTAKES = {
     ),
     "a request needing exactly the budget waits": (2, ExactBudgetForgotten, {"admit"}),
     "slots counted from position 0": (2, SlotsOfTheChunkCount, {"slots", "admit"}),
+    "the budget checked for below zero": (1, SpentBudgetBelowZero, {"schedule_running"}),
 }

@@ -108,6 +108,27 @@ class EvictReadsAfterRemoving(Final):
         self.evicted_bytes += self.size_of(key)
 
 
+class PinOnlyCandidates(Checked):
+    """Looks for the key among the unpinned ones (`eviction_order()`): a second pin of a
+    resident key raises KeyError."""
+
+    def pin(self, key):
+        if key not in self.eviction_order():
+            raise KeyError(f"cannot pin {key!r}: it is not in the cache")
+        return super(Checked, self).pin(key)
+
+
+class ReplaceRestoresOldSize(Final):
+    """Replaces through `super().put` (so `used` is right), then writes the entry back with the
+    size it had: a later eviction frees the old size."""
+
+    def put(self, key, value, size):
+        old = self._entries[key][0] if key in self._entries else None
+        super().put(key, value, size)
+        if old is not None:
+            self._entries[key] = (old, value)
+
+
 MISTAKES = {
     "replace keeps the old size": (2, ReplaceKeepsOldSize, {"put"}),
     "victim scan skips the oldest": (3, VictimSkipsOldest, {"_next_victim"}),
@@ -117,4 +138,6 @@ MISTAKES = {
     "unpin returns the count it found": (3, UnpinReturnsOldCount, {"unpin"}),
     "replacement evicts while the old entry counts": (2, ReplaceEvictsWhileOldCounts, {"put"}),
     "evicted size read after removing": (5, EvictReadsAfterRemoving, {"_evict"}),
+    "a second pin of a resident key refused": (4, PinOnlyCandidates, {"pin"}),
+    "replacement restores the old size": (5, ReplaceRestoresOldSize, {"put"}),
 }

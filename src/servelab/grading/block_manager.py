@@ -307,6 +307,11 @@ HINTS: dict[str, Hint] = {
         "crossing, not before and not after",
         About(("allocate", "append_slot"), ("tables", "lengths")),
     ),
+    "length": Hint(
+        "a sequence's length counts its tokens: allocate sets it, and append_slot raises "
+        "it by one on every call, whichever branch it takes (a new block, a copy, in place)",
+        About(("allocate", "append_slot"), ("lengths",)),
+    ),
     "free-order-take": Hint(
         "the free list is a queue: `_alloc` takes the block at its left end "
         "(popleft), the block that has been free longest",
@@ -396,6 +401,7 @@ STEP_INVARIANTS: dict[int, list[str]] = {
         "free-list",
         "refcount-matches-tables",
         "table-length",
+        "length",
         "free-count",
         "free-order-take",
         "free-order-return",

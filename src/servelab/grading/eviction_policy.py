@@ -106,8 +106,9 @@ HINTS = {
         About(("update_on_pin", "update_on_unpin", "pop_victim", "__len__"), ("len", "pinned")),
     ),
     "no-victim": Hint(
-        "when every key is pinned there is no victim: pop_victim must raise LookupError "
-        "(NoVictim) rather than return a pinned key or None.",
+        "when every key is pinned (or none is left) there is no victim: pop_victim must raise "
+        "the notebook's NoVictim, not return a pinned key or None, nor let an IndexError or a "
+        "KeyError out of its heap or dict.",
         About(("pop_victim",)),
     ),
     "visited": Hint(
@@ -353,7 +354,7 @@ REPLAY = TopicReplay(
     policy_namespace,
     _policy_state,
     lambda v, c: plain(v),
-    ("LookupError",),
+    ("NoVictim", "LookupError"),
     SEPARATING,
     subject="p",
     classes=CLASSES,

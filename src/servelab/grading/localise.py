@@ -1,13 +1,11 @@
 """Localisation by method graft: find the method where a learner's class starts to differ.
 
-A notebook's skeleton fixes each step's method names and fields, and
-``servelab.checkpoint(topic, step)`` is a correct class with the same names. When a check
-fails, its program is replayed on hybrids: the learner's class with one (then two) of those
-methods taken from the checkpoint. The smallest set whose replacement makes the program agree
-with the checkpoint is where the mistake lives, whatever the mistake is. Then, in a replay on
-the learner's own class, every call into that method is repeated on a copy of the object by
-the checkpoint's method: the first call whose result or state change differs, from the same
-starting state and arguments, is the one to show.
+A notebook's skeleton fixes each step's method names and fields, and ``servelab.checkpoint(topic,
+step)`` is a correct class with the same names. A failing check's program is replayed on
+hybrids: the learner's class with one (then two) of those methods taken from the checkpoint;
+the smallest set whose replacement makes the program agree is where the mistake lives. Then
+every call into that method, in a replay on the learner's class, is repeated on a copy by the
+checkpoint's method: the first whose result or state change differs is the one to show.
 
 The checkpoints are chains of step classes whose methods call zero-argument ``super()``, and a
 function keeps the ``__class__`` cell of the class it was written in. So a graft copies the
@@ -454,7 +452,7 @@ class _Spy:
             else (not self.graded_return or _plain(mine[1]) == _plain(theirs[1]))
         )
         if mine[0] == "raised" and theirs[0] == "raised":
-            same_outcome = _builtin(mine[1]) == _builtin(theirs[1])
+            same_outcome = _same_error(mine[1], theirs[1])
         if not (same_outcome and same_state and _plain_args(args, kwargs) == their_args):
             names = _parameters(original, len(args))
             shown = ", ".join(
@@ -512,6 +510,15 @@ def _detail(skeleton: Skeleton, obj: Any) -> dict[str, Any]:
         return skeleton.detail(obj) if skeleton.detail is not None else {}
     except Exception:
         return {}
+
+
+def _same_error(mine: Any, theirs: Any) -> bool:
+    """Same name, or same builtin base and neither is it: an IndexError is no NoVictim."""
+    a, b = type(mine), type(theirs)
+    same_base = _builtin(mine) == _builtin(theirs)
+    return a.__name__ == b.__name__ or (
+        same_base and (a.__module__ == "builtins") == (b.__module__ == "builtins")
+    )
 
 
 def _builtin(exc: Any) -> str:

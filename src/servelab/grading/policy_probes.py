@@ -11,6 +11,7 @@ from typing import Any
 
 from servelab.grading._script import Script, own_names
 from servelab.grading.topic import ProbeFailed
+from servelab.weights.policies.interface import NoVictim
 
 CLASSES = ("LFU", "SIEVE")
 """The names the topic's programs give the two policies."""
@@ -94,12 +95,21 @@ class PolicyScript(Script):
             self.note(f"p.{field}  # {got!r}")
             raise self.fail(f"p.{field} is {got!r}, expected {want!r}: {why}")
 
-    def expect_no_victim(self) -> None:
+    def expect_no_victim(self, why: str = "every key is pinned") -> None:
+        """``pop_victim`` raises the notebook's ``NoVictim``: a caller (the weight cache) tells
+        "nothing to evict" from a bug by that class, so another ``LookupError`` (an
+        ``IndexError`` from an empty heap, a ``KeyError``) is not the same answer."""
         try:
             got = self("p.pop_victim()")
-        except LookupError:
+        except NoVictim:
             return
-        raise self.fail(f"pop_victim() returned {got!r} although every key is pinned")
+        except LookupError as exc:
+            self.lines[-1] += f"  # raised {type(exc).__name__}"
+            raise self.fail(
+                f"pop_victim() raised {type(exc).__name__}; expected NoVictim ({why}): raise "
+                "the notebook's NoVictim yourself when no candidate is left"
+            ) from None
+        raise self.fail(f"pop_victim() returned {got!r} although {why}")
 
 
 # --------------------------------------------------------------------------- shared probes
@@ -200,7 +210,7 @@ def _lfu_empty(impl: Any) -> None:
     s.put("a")
     s.expect_victim("a", "the only key")
     s.expect_len(0, "nothing is resident")
-    s.expect_no_victim()
+    s.expect_no_victim("nothing is resident")
 
 
 def _lfu_counts_grow(impl: Any) -> None:

@@ -91,6 +91,11 @@ HINTS: dict[str, Hint] = {
 }
 
 PROBE_HINTS: dict[str, Hint] = {
+    "spent": Hint(
+        "schedule_running: stop the loop once the budget is spent (while budget is left): a "
+        "running request past that point waits for the next step; it gets no chunk of 0 tokens",
+        About(("schedule_running",)),
+    ),
     "one-token": Hint(
         "schedule_running: a running request that has all its tokens computed but the last "
         "needs one token: n = seq.num_tokens - num_computed_tokens, cut to the budget left",
@@ -224,6 +229,20 @@ def _budget_bounds_the_step(impl: Any) -> None:
         CHUNKS + " (6 + 4 tokens spend the budget of 10: request 2 waits)",
     )
     s.expect(s.ids("waiting"), [2], "waiting")
+
+
+def _spent_budget_ends_the_step(impl: Any) -> None:
+    s = BudgetScript(impl, num_blocks=16, block_size=4, budget=4)
+    for sid in range(3):
+        s.add(sid, [sid + 1], 4)
+    s.step()
+    s("sched.max_num_batched_tokens = 2  # a smaller budget from now on")
+    s.expect(
+        s.step(emit=False),
+        [(0, 1, 1, True), (1, 1, 1, True)],
+        CHUNKS + " (requests 0 and 1 spend the budget of 2: the step ends there, and "
+        "request 2 gets no chunk, not one of 0 tokens)",
+    )
 
 
 def _cap(impl: Any) -> None:
@@ -466,6 +485,11 @@ TOPIC = Topic(
             probes=[
                 _probe("running requests go first, one token each", "one-token", _running_first),
                 _probe("the budget bounds the step", "budget", _budget_bounds_the_step),
+                _probe(
+                    "a spent budget ends the step: no chunk of 0 tokens",
+                    "spent",
+                    _spent_budget_ends_the_step,
+                ),
                 _probe("at most max_num_seqs requests run", "cap", _cap),
                 _probe("num_computed_tokens counts what ran", "computed", _computed_tokens),
             ],

@@ -49,6 +49,7 @@ INVARIANTS: dict[str, str] = {
     "free-list": "a free block is on the free list exactly once, with refcount 0",
     "refcount-matches-tables": "a used block is held by exactly refcount table entries",
     "table-length": "a table holds ceil(len / block_size) blocks",
+    "length": "seq_len counts every token allocated or appended",
     "table-distinct": "a table lists each block once",
     "free-count": "num_free equals the blocks the model says are unused",
     "free-order-take": "a block is taken from the left end of the free list",
@@ -270,6 +271,12 @@ def block_manager_machine(
             for seq in self.model.tables:
                 table = self.bm.block_table(seq)
                 want = self.model.tables[seq]
+                if self.bm.seq_len(seq) != self.model.lens[seq]:
+                    raise InvariantViolation(
+                        "length",
+                        f"after `{what}`, seq_len({seq}) is {self.bm.seq_len(seq)}; it has "
+                        f"{self.model.lens[seq]} tokens",
+                    )
                 if len(table) != len(want):
                     raise InvariantViolation(
                         "table-length",

@@ -41,6 +41,7 @@ from servelab.testing.policy_models import (
     S3FIFOModel,
     SIEVEModel,
 )
+from servelab.weights.policies.interface import NoVictim
 
 __all__ = [
     "INVARIANTS",
@@ -67,7 +68,7 @@ INVARIANTS: dict[str, str] = {
     "order-matches-model": "eviction_order() matches the model",
     "victim-matches-model": "pop_victim() returns the model's victim, never a pinned key",
     "pinned-never-victim": "a pinned key is never the victim",
-    "no-victim-when-all-pinned": "pop_victim() raises LookupError when every key is pinned",
+    "no-victim-when-all-pinned": "pop_victim() raises NoVictim when every key is pinned",
     "queue-matches-model": "queue holds the resident keys in arrival order",
     "visited-matches-model": "visited holds each resident key's bit, as the model's",
     "pinned-matches-model": "pinned holds the pinned keys, as the model's",
@@ -349,12 +350,18 @@ def policies_machine(
             if expected is None:
                 try:
                     got = self.do(f"{var}.pop_victim()", self.policy.pop_victim)
-                except LookupError:
+                except NoVictim:
                     return
+                except LookupError as exc:  # an IndexError from an empty heap is no answer
+                    raise self._broke(
+                        "no-victim-when-all-pinned",
+                        f"every resident key is pinned (or none is resident): pop_victim() "
+                        f"raised {type(exc).__name__}, expected NoVictim",
+                    ) from None
                 raise self._broke(
                     "no-victim-when-all-pinned",
                     f"every resident key is pinned (or none is resident), yet pop_victim() "
-                    f"returned {got!r} instead of raising LookupError",
+                    f"returned {got!r} instead of raising NoVictim",
                 )
             got = self.do(f"{var}.pop_victim()", self.policy.pop_victim)
             if got in self.model.pinned:

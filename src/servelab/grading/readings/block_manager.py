@@ -53,6 +53,54 @@ def _cow_reading(d: Difference) -> str | None:
     return None
 
 
+_SLOT = re.compile(r"block=(\d+), offset=(\d+)")
+
+
+def _slot_reading(d: Difference) -> str | None:
+    """append_slot's token lands at position len (the length before the call): yours put it
+    at another position of its own table (one further on, or in the block before the new one),
+    or gave the right slot and did not count the token."""
+    seq = d.args[0] if d.args else None
+    size = getattr(d.subject, "block_size", 0)
+    length = d.before.get("lengths", {}).get(seq)
+    if not isinstance(length, int) or not isinstance(size, int) or size < 1:
+        return None
+    mine, theirs = _SLOT.search(d.returned("mine") or ""), _SLOT.search(d.returned("theirs") or "")
+    if mine is None or theirs is None:
+        return None
+    if mine.groups() == theirs.groups():
+        got = d.mine.get("lengths", {}).get(seq)
+        if got == length and d.theirs.get("lengths", {}).get(seq) == length + 1:
+            new = " (a call that takes a block too)" if _blocks_taken(d, d.mine) else ""
+            return (
+                f"yours gave the token its slot but left the length of sequence {seq} at "
+                f"{length}: every append_slot counts its token, length + 1, on every branch{new}"
+            )
+        return None
+    table = d.mine.get("tables", {}).get(seq)
+    block, offset = int(mine.group(1)), int(mine.group(2))
+    if not isinstance(table, list) or block not in table:
+        return None
+    at = table.index(block) * size + offset
+    where = f"block {theirs.group(1)}, offset {theirs.group(2)}"
+    if at == length + 1:
+        return (
+            f"yours gave the token the slot of position {at} (block {block}, offset {offset}); "
+            f"the token's position is {length}, the length before the call ({where}): is the "
+            "token counted (the length raised, or the token stored) before its slot is worked "
+            "out? The slot, and whether a block boundary is crossed, come from the length "
+            "before the token"
+        )
+    if length % size == 0 and at == length - size:
+        return (
+            f"yours gave the token offset {offset} of block {block}, the full block before the "
+            f"new one: position {length} starts a block, so on the boundary the token goes to "
+            f"offset 0 of the block just appended ({where}): read the last block after "
+            "appending it"
+        )
+    return None
+
+
 def block_manager_reading(d: Difference) -> str | None:
     """The rule a block manager's first diverging call breaks."""
     if d.hidden:
@@ -85,6 +133,9 @@ def block_manager_reading(d: Difference) -> str | None:
         return "a sequence of zero tokens holds no block: ceil(0 / block_size) is 0"
     if m == "allocate" and "tables" in differ:
         return "a table holds ceil(len / block_size) blocks, in ints -(-n // block_size)"
+    slot = _slot_reading(d) if m == "append_slot" else None
+    if slot:
+        return slot
     if m == "append_slot" and _blocks_taken(d, d.mine) > _blocks_taken(d, d.theirs) == 0:
         return (
             "append_slot takes a new block only on the boundary (when len % block_size == 0); "

@@ -9,7 +9,7 @@ from typing import Any
 
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
-__all__ = ["Difference", "Reader", "call", "failed_call"]
+__all__ = ["Difference", "Reader", "call", "failed_call", "other_error"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,19 @@ class Difference:
             return ("raised", type(exc).__name__)
         except OutOfLines:
             return ("failed", None)
+
+    def after(self, *args: Any) -> Any:
+        """A copy of the object as yours leaves it after the call (with ``args``, or the
+        call's own), to read what it keeps that no field shows; None when it cannot run."""
+        try:
+            obj = copy.deepcopy(self.subject)
+            with line_budget(LINES_PER_CALL):
+                getattr(obj, self.method)(*(args or self.args))
+        except Exception:
+            return None
+        except OutOfLines:
+            return None
+        return obj
 
     @property
     def differ(self) -> frozenset[str]:
@@ -107,4 +120,17 @@ def failed_call(d: Difference) -> str | None:
     return (
         f"yours raised {d.error('mine')} but changed {fields} first: a call that raises "
         "changes nothing, so check everything before you record anything"
+    )
+
+
+def other_error(d: Difference) -> str | None:
+    """Both raised, nothing else differs, and the errors are of other classes: the case is
+    seen, and the error a caller catches is not the one raised (an ``IndexError`` from an
+    empty heap where the notebook's ``NoVictim`` belongs)."""
+    mine, theirs = d.error("mine"), d.error("theirs")
+    if not (d.i_raised and d.they_raised) or d.differ or not mine or not theirs or mine == theirs:
+        return None
+    return (
+        f"yours raised {mine} where the reference raises {theirs}: test for this case "
+        f"yourself and raise {theirs}, before the line that raises {mine}"
     )

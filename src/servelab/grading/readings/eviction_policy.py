@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from servelab.grading.readings.difference import Difference
+from servelab.grading.readings.difference import Difference, other_error
 
 
 def _names(shown: str | None) -> list[str]:
@@ -80,6 +80,50 @@ def _lost_pinned_bits(d: Difference) -> list[str]:
     return [k for k in pinned if k in before and k in theirs and k not in mine]
 
 
+def _first_candidate(p: Any, start: int) -> Any:
+    """The first key a sweep from queue index ``start`` would evict (unpinned, unvisited)."""
+    queue, visited, pinned = list(p.queue), dict(p.visited), set(p.pinned)
+    for key in queue[start:] + queue[:start]:
+        if key not in pinned and not visited.get(key):
+            return key
+    return None
+
+
+def _sweep_start(d: Difference, hand: Any, chosen: str) -> str:
+    """Where yours seems to start its sweep, asked: one past the hand, or at the oldest key."""
+    after = d.after()
+    try:
+        i = list(after.queue).index(hand)
+        past, oldest = _first_candidate(after, i + 1), _first_candidate(after, 0)
+    except Exception:
+        return ""
+    if repr(past) == repr(chosen) and repr(oldest) != repr(chosen):
+        return ": does yours start one past it?"
+    if repr(oldest) == repr(chosen) and repr(past) != repr(chosen):
+        return ": does yours start again at the oldest key?"
+    return ""
+
+
+def _sweep_past_hand(d: Difference) -> str | None:
+    """Queue, bits and hand as the reference leaves them, yet the next victim yours would
+    choose (your eviction order's first) is not the unvisited key under the hand."""
+    if d.differ != {"eviction order"}:
+        return None
+    hand = d.mine.get("hand")
+    mine, theirs = _names(shown_order(d.mine)), _names(shown_order(d.theirs))
+    visited = d.mine.get("visited", [])
+    if not mine or not theirs or hand is None or theirs[0] != hand or mine[0] == hand:
+        return None
+    if not isinstance(visited, list) or hand in visited:
+        return None
+    return (
+        f"yours evicted the right key and left every field but the eviction order as the "
+        f"reference does, the hand on {hand!r}, yet your next sweep would evict {mine[0]!r}, not "
+        f"{hand!r}, the unvisited key under the hand: a sweep starts at the hand, where it stopped "
+        f"last time (the key under it is the next candidate){_sweep_start(d, hand, mine[0])}"
+    )
+
+
 def eviction_policy_reading(d: Difference) -> str | None:
     """The rule an LFU or SIEVE policy's first diverging call breaks."""
     m, who = d.method, d.policy
@@ -90,7 +134,28 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 "in what it keeps for pop_victim: update_on_unpin makes the key a candidate "
                 "again, so push it back onto the heap with its count and the time it reached it"
             )
+        if m in ("update_on_hit", "update_on_put") and who == "LFU":
+            count = "its count after the hit" if m == "update_on_hit" else "count 1"
+            return (
+                f"yours leaves every field a call shows (the counts) as the reference's does, "
+                f"yet with the reference's {m} in its place the program behaves: what differs "
+                f"is the heap entry it pushes for pop_victim. Push the key's current entry, "
+                f"({count}, the time it reached it, key), after updating count and reached: "
+                "an entry that no longer matches them is stale and pop_victim skips it. Does "
+                "yours push before it updates them?"
+            )
+        if m == "eviction_order":
+            return (
+                "yours leaves every field a call shows as the reference's does, yet with the "
+                "reference's eviction_order in its place the program behaves: eviction_order "
+                "only reads, so it must leave the policy as it was. It trials pop_victim on a "
+                "deep copy (copy.deepcopy(self)): is yours popping from the policy itself, or "
+                "from a shallow copy (copy.copy) that shares its queue and visited bits?"
+            )
         return None
+    other = other_error(d)
+    if other:
+        return other
     if m == "__len__" and not d.same_outcome:
         return _len(d)
     if m == "eviction_order" and who == "LFU" and not d.same_outcome:
@@ -119,6 +184,9 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 f"{', '.join(map(repr, lost))}: the hand passes a pinned key without touching "
                 "its bit, so it keeps the hit it took before the pin"
             )
+        past = _sweep_past_hand(d) if who == "SIEVE" else None
+        if past:
+            return past
         if who == "SIEVE":  # name what differs: the queue itself may be the same
             left = " and ".join(f"`{name}`" for name in sorted(d.differ))
             return (

@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from servelab.grading.readings.difference import Difference, failed_call
+from servelab.grading.readings.difference import Difference, failed_call, other_error
 
 __all__ = ["factor_words", "kind_reading", "number_words"]
 
@@ -271,7 +271,7 @@ def kind_reading(d: Difference) -> str | None:
     """What kind of difference the first diverging call shows, in a line, or None."""
     if d.hidden:
         return None
-    found = failed_call(d) or _returned(d)
+    found = failed_call(d) or other_error(d) or _returned(d)
     if found:
         return found
     differ = d.differ

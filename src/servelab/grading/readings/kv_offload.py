@@ -279,6 +279,31 @@ def _lookup(d: Difference) -> str | None:
     )
 
 
+def _lost(d: Difference) -> str | None:
+    """A chunk the node held before the call, in no tier of yours after it, where the
+    reference moved it down a tier: a victim of the faster tier dropped, not written down."""
+    tiers = _tiers(d)
+    if len(tiers) < 2:
+        return None
+
+    def held(state: Any) -> list[Any]:
+        return [k for t in tiers for k in (state.get(f"{t}.keys") or [])]
+
+    before, mine = held(d.before), held(d.mine)
+    for key in before:
+        if key in mine:
+            continue
+        below = [t for t in tiers[1:] if key in (d.theirs.get(f"{t}.keys") or [])]
+        if below and key in (d.before.get(f"{tiers[0]}.keys") or []):
+            return (
+                f"yours lost {key!r}: it left the {tiers[0]} tier in this call (evicted to make "
+                f"room) and is in no tier now, where the reference writes it down to the "
+                f"{below[0]} tier. A chunk the {tiers[0]} tier evicts cascades down a tier, "
+                f"whichever call made the room ({d.method} too)"
+            )
+    return None
+
+
 def _retrieve(d: Difference) -> str | None:
     """A retrieve refs each copy for its transfer and unrefs it once read: none stays."""
     for tier in _tiers(d):
@@ -314,5 +339,8 @@ def kv_offload_reading(d: Difference) -> str | None:
     found = failed_call(d)
     if found is not None:
         return found
+    lost = _lost(d) if d.policy == "Hierarchy" else None
+    if lost:
+        return lost
     read = _READERS.get(d.method)
     return read(d) if read is not None else None

@@ -2,8 +2,103 @@
 
 from __future__ import annotations
 
+import ast
+import copy
+from typing import Any
+
 from servelab.grading.readings.block_manager import block_manager_reading
 from servelab.grading.readings.difference import Difference, call
+from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
+
+
+def _hits(shown: str | None) -> list[Any] | None:
+    try:
+        value = ast.literal_eval(shown or "")
+    except (ValueError, SyntaxError):
+        return None
+    return list(value) if isinstance(value, list | tuple) else None
+
+
+def _lookup_found_it(d: Difference) -> str | None:
+    """A lookup that stopped at a block the learner's own ``_chain`` and ``map`` find, holding
+    the same tokens: the hashing is right, the miss is in how ``_lookup`` checks what it found."""
+    mine, theirs = _hits(d.returned("mine")), _hits(d.returned("theirs"))
+    tokens = d.args[0] if d.args else None
+    if mine is None or theirs is None or not isinstance(tokens, list | tuple):
+        return None
+    i = len(mine)
+    if mine != theirs[:i] or i >= len(theirs):
+        return None
+    outcome, chain = d.probe("_chain", list(tokens))
+    table, stored_all = getattr(d.subject, "map", None), getattr(d.subject, "tokens", None)
+    if outcome != "returned" or not isinstance(chain, list) or i >= len(chain):
+        return None
+    if not isinstance(table, dict) or not isinstance(stored_all, dict | list):
+        return None
+    h, block_tokens = chain[i]
+    block = table.get(h)
+    if block != theirs[i]:
+        return None
+    stored = stored_all[block]
+    if list(stored) != list(block_tokens):
+        return None
+    said = (
+        f"your own `_chain` and `map` find block {block} for block {i} of the prompt, and it "
+        f"holds the same tokens {list(stored)}, yet your `_lookup` stopped there: the hashing is "
+        "right; the miss is in `_lookup` itself"
+    )
+    if stored != block_tokens:
+        return (
+            f"{said}: the stored tokens are a {type(stored).__name__}, the chain's a "
+            f"{type(block_tokens).__name__}, and in Python {stored!r} != {block_tokens!r}: "
+            "compare them as one type"
+        )
+    kind = list if isinstance(stored, tuple) else tuple
+    if _finds_with(d, kind, tokens) > i:
+        return (
+            f"{said}: it finds the block once the stored tokens are a {kind.__name__}, so it "
+            f"compares the stored {type(stored).__name__} with a {kind.__name__}, and "
+            f"{stored!r} != {kind(stored)!r} in Python: compare them as one type"
+        )
+    return said
+
+
+def _finds_with(d: Difference, kind: type, tokens: Any) -> int:
+    """How many hits your ``_lookup`` finds on a copy whose stored tokens are of ``kind``."""
+    try:
+        obj = copy.deepcopy(d.subject)
+        stored = obj.tokens
+        items = stored.items() if isinstance(stored, dict) else enumerate(stored)
+        for block, value in list(items):
+            if isinstance(value, list | tuple):
+                stored[block] = kind(value)
+        with line_budget(LINES_PER_CALL):
+            return len(obj._lookup(list(tokens)))
+    except (Exception, OutOfLines):
+        return 0
+
+
+def _chain_by_parent(d: Difference) -> str | None:
+    """Each block of yours carries the hash its parent's chain ends in: proven when hashing
+    (your hash, the block's tokens) gives the reference's hash of that block, every block."""
+    mine, theirs = _hits(d.returned("mine")), _hits(d.returned("theirs"))
+    if not mine or not theirs or len(mine) != len(theirs):
+        return None
+    try:
+        named = all(
+            hash((m[0], tuple(t[1]))) == t[0] and tuple(m[1]) == tuple(t[1])
+            for m, t in zip(mine, theirs, strict=True)
+        )
+    except (TypeError, IndexError):
+        return None
+    if not named:
+        return None
+    return (
+        f"yours named each block by the hash before it (block 0 by {mine[0][0]!r}, where the "
+        "chain starts): hash((parent, block_tokens)) of a block is its own name, so compute it "
+        "first and put that in the chain; a name that leaves out the block's own tokens is "
+        "shared by every block with the same prefix before it"
+    )
 
 
 def prefix_cache_reading(d: Difference) -> str | None:
@@ -16,13 +111,24 @@ def prefix_cache_reading(d: Difference) -> str | None:
                 "releases the blocks in another order. A sequence frees its blocks tail first "
                 "(the last block first), so a prompt's beginning stays cached longest"
             )
+        if m == "_register":
+            return (
+                "yours leaves every field a call shows as the reference's does, yet with the "
+                "reference's _register in its place the program behaves: what differs is what "
+                "it keeps for a lookup. Record all three: map[h] = block, hash[block] = h and "
+                "tokens[block] = block_tokens, the tokens a hit is verified against"
+            )
         return None
+    if m == "_chain" and not d.same_outcome:
+        found = _chain_by_parent(d)
+        if found:
+            return found
     if m == "allocate" and d.i_raised and d.they_raised and differ:
         return (
             "a failed allocate changes nothing: check that the request fits before claiming "
             "hits or taking blocks (an evictable hit is claimed, no longer free)"
         )
-    if m == "append_slot" and differ & {"hashed", "cached"}:
+    if m == "append_slot" and differ & {"hashed", "cached"} and d.same_outcome:
         return (
             "when decoding fills a block, cache it: hash it on the chain and register it, as a "
             "full prompt block is"
@@ -95,6 +201,9 @@ def prefix_cache_reading(d: Difference) -> str | None:
                 f"{len(tokens)} tokens may match up to (n - 1) // block_size = {cap} full "
                 "blocks (only the last token must be computed); is your cap one block short?"
             )
+        found = _lookup_found_it(d)
+        if found:
+            return found
         return (
             f"yours missed hits the reference finds ({mine}, not {theirs}): hash each full "
             "block chained on the previous block's hash, and look every block up in turn"

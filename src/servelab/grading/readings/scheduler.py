@@ -155,6 +155,17 @@ def scheduler_reading(d: Difference) -> str | None:
                 f"yours reordered waiting ({mine_w}, not {theirs_w}): admission takes waiting "
                 "in order and leaves the rest in their order (first come, first served)"
             )
+    if m == "decode" and d.i_raised and not d.they_raised and not differ:
+        before = _ids(d.before.get("running"))
+        gone = [x for x in before if x not in _ids(d.mine.get("running"))]
+        if gone:
+            return (
+                f"yours preempted sequence(s) {gone} in this call, as the reference does, "
+                f"then raised {d.error('mine')}: does your loop still visit a sequence it has "
+                "preempted, whose blocks are gone? A loop over a copy of running "
+                "(list(self.running)) does; walk running itself, so a victim taken out of it "
+                "is not decoded"
+            )
     if m == "decode":
         return _scheduler_decode(d)
     if m == "preempt" and "out.preempted" in differ:

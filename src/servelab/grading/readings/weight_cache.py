@@ -104,9 +104,43 @@ def _weight_cache_counters(d: Difference) -> str | None:
     return f"a get of a resident key ({key!r}) counts one hit and no miss"
 
 
+def _kept_old_size(d: Difference) -> str | None:
+    """A replacement whose entry keeps the size it had (read back with ``size_of`` on a copy
+    after your call): proven, whatever else the call shows."""
+    key = d.args[0] if d.args else None
+    size = d.args[2] if len(d.args) > 2 else None
+    if key not in d.before.get("resident", ()) or not isinstance(size, int) or d.i_raised:
+        return None
+    old = call(d.subject, "size_of", key)
+    after = d.after()
+    now = call(after, "size_of", key) if after is not None else None
+    if not isinstance(old, int) or now != old or old == size:
+        return None
+    said = (
+        f"yours kept the old size of {key!r}: after put({key!r}, ..., {size}) its size_of is "
+        f"still {old}. A replacement records the new size, since a later eviction or "
+        "replacement frees the size recorded"
+    )
+    capacity, used = getattr(d.subject, "capacity", None), d.mine.get("used")
+    if isinstance(capacity, int) and isinstance(used, int) and used > capacity:
+        said += (
+            f"; and it must make room like a new entry: yours left used at {used}, above the "
+            f"capacity {capacity}"
+        )
+    return said
+
+
 def weight_cache_reading(d: Difference) -> str | None:
     """The rule a weight cache's first diverging call breaks."""
     if d.hidden:
+        if d.method == "put":
+            return (
+                "yours leaves every field a call shows as the reference's does, yet with the "
+                "reference's put in its place the program behaves: what differs is what put "
+                "keeps for later. It records the size it is given, a replacement's new size "
+                "too, and a later eviction frees the size recorded: does a replacement of "
+                "yours keep the old size?"
+            )
         return None
     m, differ = d.method, d.differ
     if d.i_raised and d.they_raised and d.error("mine") == d.error("theirs") and differ:
@@ -120,6 +154,23 @@ def weight_cache_reading(d: Difference) -> str | None:
         return "a get of an absent key returns None (and counts a miss); it does not raise"
     if m == "pin" and d.they_raised and not d.i_raised:
         return f"a pin of an absent key raises {d.error('theirs')} (a KeyError) and records nothing"
+    key = d.args[0] if d.args else None
+    resident = key in d.before.get("resident", ())
+    if m in ("pin", "unpin") and d.i_raised and not d.they_raised and resident:
+        pins = d.before.get("pins", {})
+        unpinned = isinstance(pins, dict) and key not in pins
+        rule = (
+            "a pin of a resident key records one more pin; only an absent key is refused"
+            if m == "pin"
+            else "an unpin of a key with a pin left takes one pin away"
+        )
+        said = f"yours raised {d.error('mine')} for {key!r}, which is resident: {rule}"
+        if m == "pin" and unpinned:
+            said += (
+                f". It has no pin yet (pins {pins!r}): does yours look for it among the pinned "
+                "keys instead of the resident ones?"
+            )
+        return said
     if m == "unpin" and d.they_raised and not d.i_raised:
         return (
             "an unpin of a key with no pin left raises and changes nothing: a pin count never "
@@ -146,6 +197,9 @@ def weight_cache_reading(d: Difference) -> str | None:
         return "count every eviction in `evictions` and the victim's size in `evicted_bytes`"
     if m == "_evict" and "used" in differ:
         return "evicting an entry must subtract its size from `used`"
+    kept = _kept_old_size(d) if m == "put" else None
+    if kept:
+        return kept
     if m == "put" and "resident" in differ:
         mine, theirs = d.mine.get("resident", []), d.theirs.get("resident", [])
         if set(mine) == set(theirs):

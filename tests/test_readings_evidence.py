@@ -1,0 +1,203 @@
+"""Contracts and readings that speak from evidence, each seen failing a slip of
+``tests/unlisted/`` (what the report must say there is in ``tests/test_localise.py``) and
+silent on the notebook's checkpoint, where nothing differs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from servelab import checkpoint
+from servelab.grading.localise import _same_error
+from servelab.grading.policy_probes import _lfu_empty, _nothing_to_evict
+from servelab.grading.readings import Difference, reading
+from servelab.grading.readings.block_manager import block_manager_reading
+from servelab.grading.readings.difference import other_error
+from servelab.grading.readings.eviction_policy import eviction_policy_reading
+from servelab.grading.readings.kv_offload import kv_offload_reading
+from servelab.grading.readings.prefix_cache import prefix_cache_reading
+from servelab.grading.readings.scheduler import scheduler_reading
+from servelab.grading.readings.weight_cache import weight_cache_reading
+from servelab.grading.token_budget import _spent_budget_ends_the_step
+from servelab.grading.topic import ProbeFailed
+from servelab.testing.core import InvariantViolation
+from servelab.testing.policies import policy_machine
+from servelab.testing.policy_models import SIEVEModel
+from servelab.weights.policies import NoVictim
+from unlisted.policies import SIEVEPopRaisesLookupError
+from unlisted.token_budget import SpentBudgetBelowZero
+
+POLICIES = checkpoint("eviction-policy", 4)
+
+
+def _d(
+    method: str,
+    args: tuple[Any, ...],
+    before: dict[str, Any],
+    mine: tuple[str, dict[str, Any]],
+    theirs: tuple[str, dict[str, Any]],
+    subject: Any = None,
+    policy: str = "",
+) -> Difference:
+    return Difference(method, policy, args, before, mine[1], theirs[1], mine[0], theirs[0], subject)
+
+
+# --- the error a caller catches ---------------------------------------------------------
+
+
+def test_an_error_of_a_builtin_class_is_not_the_reference_s_own_class() -> None:
+    assert not _same_error(IndexError(), NoVictim())
+    assert not _same_error(LookupError(), NoVictim())
+
+    class NoVictim2(LookupError):  # a learner's own class, named as they like
+        pass
+
+    assert _same_error(NoVictim2(), NoVictim())  # the same base, neither the builtin itself
+    assert _same_error(KeyError(), KeyError())
+    assert not _same_error(ValueError(), NoVictim())
+
+
+def test_another_error_is_read_only_when_both_raised_different_classes_and_nothing_else() -> None:
+    raised = _d("pop_victim", (), {}, ("raised IndexError", {}), ("raised NoVictim", {}))
+    assert "raises NoVictim" in (other_error(raised) or "")
+    same = _d("pop_victim", (), {}, ("raised NoVictim", {}), ("raised NoVictim", {}))
+    assert other_error(same) is None
+    changed = _d(
+        "pop", (), {"n": 1}, ("raised IndexError", {"n": 2}), ("raised NoVictim", {"n": 1})
+    )
+    assert other_error(changed) is None  # a call that raised and changed: failed_call's reading
+
+
+def test_no_victim_must_be_the_notebook_s_novictim() -> None:
+    with pytest.raises(ProbeFailed, match="raised LookupError; expected NoVictim"):
+        _nothing_to_evict("SIEVE")(POLICIES | {"SIEVE": SIEVEPopRaisesLookupError})
+    _nothing_to_evict("SIEVE")(POLICIES)
+    _nothing_to_evict("LFU")(POLICIES)
+    _lfu_empty(POLICIES)
+
+
+def test_the_policy_machine_refuses_another_lookup_error() -> None:
+    def run(cls: Any) -> None:
+        machine = policy_machine(cls, SIEVEModel, constructor="SIEVE()")
+        run_state_machine_as_test(
+            machine, settings=settings(max_examples=60, deadline=None, database=None)
+        )
+
+    with pytest.raises(InvariantViolation, match="expected NoVictim"):
+        run(SIEVEPopRaisesLookupError)
+    run(POLICIES["SIEVE"])
+
+
+# --- the budget spent -------------------------------------------------------------------
+
+
+def test_a_spent_budget_ends_the_step() -> None:
+    with pytest.raises(ProbeFailed, match="not one of 0 tokens"):
+        _spent_budget_ends_the_step(SpentBudgetBelowZero)
+    _spent_budget_ends_the_step(checkpoint("token-budget", 1))
+
+
+# --- readings silent where nothing differs ------------------------------------------------
+
+
+def test_a_slot_reading_needs_a_slot_at_another_position() -> None:
+    bm = checkpoint("block-manager", 4)(8, 4)
+    bm.allocate(0, 3)
+    slot = "returned Slot(block=0, offset=3, cow_src=None)"
+    after = {"lengths": {0: 4}, "tables": {0: [0]}, "num_free": 7}
+    right = _d(
+        "append_slot", (0,), {"lengths": {0: 3}, "num_free": 7}, (slot, after), (slot, after)
+    )
+    assert block_manager_reading(right) is None
+    further = "returned Slot(block=1, offset=0, cow_src=None)"
+    mine = {"lengths": {0: 4}, "tables": {0: [0, 1]}, "num_free": 6}
+    wrong = _d(
+        "append_slot", (0,), {"lengths": {0: 3}, "num_free": 7}, (further, mine), (slot, after), bm
+    )
+    assert "position 4" in (block_manager_reading(wrong) or "")
+
+
+def test_a_lookup_that_misses_for_want_of_a_hash_is_not_read_as_a_comparison() -> None:
+    bm = checkpoint("prefix-cache", 3)(8, 2)
+    d = _d("_lookup", ([1, 2, 3, 4, 5],), {}, ("returned []", {}), ("returned [0, 1]", {}), bm)
+    said = prefix_cache_reading(d) or ""
+    assert "the hashing is right" not in said and "hash each full block" in said
+
+
+def test_a_chain_is_read_as_named_by_its_parent_only_when_hashing_proves_it() -> None:
+    bm = checkpoint("prefix-cache", 3)(8, 1)
+    theirs = f"returned {bm._chain([1, 2])!r}"
+    other = "returned [(5, (1,)), (6, (2,))]"
+    d = _d("_chain", ([1, 2],), {}, (other, {}), (theirs, {}), bm)
+    assert "the hash before it" not in (prefix_cache_reading(d) or "")
+    parent = [(0, (1,)), (bm._chain([1])[0][0], (2,))]
+    d = _d("_chain", ([1, 2],), {}, (f"returned {parent!r}", {}), (theirs, {}), bm)
+    assert "the hash before it" in (prefix_cache_reading(d) or "")
+
+
+def test_a_sweep_reading_needs_yours_to_skip_the_unvisited_key_under_the_hand() -> None:
+    fields = {"len": 3, "visited": [], "pinned": [], "hand": "c"}
+    mine = {**fields, "eviction order": ["c", "d", "a"]}
+    theirs = {**fields, "eviction order": ["c", "d", "a"]}
+    same = _d("pop_victim", (), fields, ("returned 'b'", mine), ("returned 'b'", theirs))
+    assert "under the hand" not in (eviction_policy_reading(same) or "")
+    skipped = {**fields, "eviction order": ["d", "a", "c"]}
+    d = _d("pop_victim", (), fields, ("returned 'b'", skipped), ("returned 'b'", theirs))
+    d = Difference(**{**d.__dict__, "policy": "SIEVE"})
+    assert "under the hand" in (eviction_policy_reading(d) or "")
+
+
+def test_the_checkpoint_s_replacement_keeps_no_old_size() -> None:
+    cache = checkpoint("weight-cache", 5)(100)
+    cache.put("a", "<a>", 1)
+    before = {"resident": ["a"], "used": 1}
+    same = ("returned None", {"resident": ["a"], "used": 50})
+    d = _d("put", ("a", "<a>", 50), before, same, same, cache)
+    assert "old size" not in (weight_cache_reading(d) or "")
+
+
+def test_hidden_readings_speak_only_of_the_method_the_graft_found() -> None:
+    hidden = {
+        ("LFU.update_on_hit", eviction_policy_reading): "heap entry it pushes",
+        ("SIEVE.eviction_order", eviction_policy_reading): "deep copy",
+        ("put", weight_cache_reading): "keep the old size?",
+        ("_register", prefix_cache_reading): "tokens[block] = block_tokens",
+    }
+    for (method, reader), said in hidden.items():
+        assert said in (reading(reader, None, hidden_in=method) or "")
+    assert reading(eviction_policy_reading, None, hidden_in="SIEVE.update_on_hit") is None
+    assert reading(weight_cache_reading, None, hidden_in="get") is None
+
+
+def test_a_pin_of_a_resident_key_that_raises_is_read_only_when_the_reference_did_not() -> None:
+    before = {"resident": ["a"], "pins": {}}
+    both = _d("pin", ("a",), before, ("raised KeyError", before), ("raised KeyError", before))
+    assert "which is resident" not in (weight_cache_reading(both) or "")
+    pinned = ("returned 1", {"resident": ["a"], "pins": {"a": 1}})
+    mine = _d("pin", ("a",), before, ("raised KeyError", before), pinned)
+    assert "which is resident" in (weight_cache_reading(mine) or "")
+
+
+def test_a_decode_that_raised_is_read_as_visiting_its_victim_only_after_a_preemption() -> None:
+    before = {"running": [(0, 3), (1, 3)]}
+    kept = {"running": [(0, 3), (1, 3)]}
+    raised = ("raised UnknownSequence", kept)
+    d = _d("decode", (None,), before, raised, ("returned None", kept))
+    assert "preempted" not in (scheduler_reading(d) or "")
+    after = {"running": [(0, 3)]}
+    d = _d("decode", (None,), before, ("raised UnknownSequence", after), ("returned None", after))
+    assert "still visit a sequence it has preempted" in (scheduler_reading(d) or "")
+
+
+def test_a_chunk_is_lost_only_when_the_reference_wrote_it_down() -> None:
+    before = {"cpu.keys": ["a", "b"], "disk.keys": []}
+    theirs = ("returned True", {"cpu.keys": ["c"], "disk.keys": ["a", "b"]})
+    lost = ("returned True", {"cpu.keys": ["c"], "disk.keys": ["a"]})
+    d = _d("store", ("c", b"c"), before, lost, theirs, policy="Hierarchy")
+    assert "yours lost 'b'" in (kv_offload_reading(d) or "")
+    d = _d("store", ("c", b"c"), before, theirs, theirs, policy="Hierarchy")
+    assert kv_offload_reading(d) is None
