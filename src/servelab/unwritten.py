@@ -37,7 +37,7 @@ def not_written_yet(error: BaseException) -> str | None:
     None unless ``error`` is a ``NotImplementedError`` raised directly by a function (not a
     cell's top level) outside servelab and the installed libraries, and not a grade's report.
     """
-    from servelab.grading import GradeFailure
+    from servelab.grading.failures import GradeFailure
 
     # Triton's interpreter wraps what a kernel raises in InterpreterError (``raise ... from``)
     while type(error).__name__ == "InterpreterError" and error.__cause__ is not None:

@@ -62,6 +62,7 @@ from servelab.grading._learner import (
 from servelab.grading._programs import run_programs, shrinking_bounded_by_count
 from servelab.grading._script import graded_names, renamed
 from servelab.grading.diagnose import explained, located, with_place
+from servelab.grading.failures import GradeFailure, GradeInterrupted, StepNotWritten
 from servelab.grading.registry import load_topic, topics
 from servelab.grading.structure_picture import picture
 from servelab.grading.topic import (
@@ -107,43 +108,6 @@ _log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from servelab.grading.localise import Divergence
-
-
-class GradeFailure(AssertionError):
-    """Raised by :func:`grade` when a check fails; the message is the whole report.
-
-    The report has already been printed, so in IPython the traceback is a single line
-    (``_render_traceback_``): no grader frames, no second copy of the report.
-    """
-
-    def __init__(self, report: Report) -> None:
-        super().__init__(report.text)
-        self.report = report
-
-    def _render_traceback_(self) -> list[str]:
-        return [f"{type(self).__name__}: {self.report.summary}"]
-
-
-class GradeInterrupted(KeyboardInterrupt):
-    """Raised by :func:`grade` on a real Ctrl-C (Jupyter's stop button): nothing was graded.
-
-    A KeyboardInterrupt still, so whatever stops on Ctrl-C stops; in IPython its traceback is
-    one line (``_render_traceback_``), without the grader's frames.
-    """
-
-    def __init__(self, topic: str, step: int | None) -> None:
-        where = f" step {step}" if step is not None else ""
-        super().__init__(f"{topic}{where}: grade interrupted; nothing was graded")
-
-    def _render_traceback_(self) -> list[str]:
-        return [f"{type(self).__name__}: {self}"]
-
-
-class StepNotWritten(GradeFailure, NotImplementedError):
-    """Raised by :func:`grade` when a method of the graded steps still raises NotImplementedError.
-
-    Also a ``NotImplementedError``: an unfinished step, not a wrong one.
-    """
 
 
 @dataclass
