@@ -80,10 +80,12 @@ $(COMPILED)/.built: $(STAMP) hatch_build.py $(shell find src/servelab -name '*.p
 
 compiled: $(COMPILED)/.built
 
-# The reference tests of the compiled modules, run against the compiled build (dev profile).
+# The reference tests of the compiled modules, run against the compiled build (dev profile),
+# and the CLI grader's isolated child, which must load the build's mypyc runtime by its path.
 COMPILED_TESTS := tests/test_native.py tests/test_blocks.py tests/test_append_slots.py \
   tests/test_prefix.py tests/test_scheduler.py tests/test_weight_cache.py \
-  tests/test_weight_cache_faults.py tests/test_policies.py tests/test_sim.py tests/test_sim_drift.py
+  tests/test_weight_cache_faults.py tests/test_policies.py tests/test_sim.py tests/test_sim_drift.py \
+  tests/test_grading_weight_cache.py::test_cli_exit_codes
 test-compiled: $(COMPILED)/.built
 	SERVELAB_EXPECT_BUILD=compiled PYTHONPATH=$(CURDIR)/$(COMPILED) \
 	  HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE_COMPILED:-dev} \
