@@ -51,7 +51,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from collections.abc import Sequence as SequenceOf
-from dataclasses import dataclass, field
 from typing import Literal, NamedTuple, Protocol
 
 from servelab.kv.blocks import (
@@ -293,7 +292,6 @@ class Decode(NamedTuple):
     slot: Slot
 
 
-@dataclass
 class StepOutput:
     """What one step decided, in the order the engine must execute it.
 
@@ -308,20 +306,101 @@ class StepOutput:
 
     ``preempted`` lists victims in the order they were chosen (newest first); ``finished``
     lists sequences retired at the start of this step, whose blocks are already free.
+
+    A step that decodes in one block-manager call keeps that call's answer (the sequences,
+    their flat slots and the copy-on-write copies) and builds ``decodes``, a ``Decode`` and a
+    ``Slot`` per sequence, when ``decodes`` is first read: a caller that needs only
+    :meth:`computed` never pays for them. Reading it gives the same list every time.
     """
 
-    prefills: list[Prefill] = field(default_factory=list)
-    decodes: list[Decode] = field(default_factory=list)
-    preempted: list[Sequence] = field(default_factory=list)
-    finished: list[Sequence] = field(default_factory=list)
-    swapped_in: list[Sequence] = field(default_factory=list)
-    swap_out: list[tuple[int, int]] = field(default_factory=list)
-    swap_in: list[tuple[int, int]] = field(default_factory=list)
+    prefills: list[Prefill]
+    preempted: list[Sequence]
+    finished: list[Sequence]
+    swapped_in: list[Sequence]
+    swap_out: list[tuple[int, int]]
+    swap_in: list[tuple[int, int]]
+
+    def __init__(
+        self,
+        prefills: list[Prefill] | None = None,
+        decodes: list[Decode] | None = None,
+        preempted: list[Sequence] | None = None,
+        finished: list[Sequence] | None = None,
+        swapped_in: list[Sequence] | None = None,
+        swap_out: list[tuple[int, int]] | None = None,
+        swap_in: list[tuple[int, int]] | None = None,
+    ) -> None:
+        self.prefills = [] if prefills is None else prefills
+        self._decodes: list[Decode] = [] if decodes is None else decodes
+        self.preempted = [] if preempted is None else preempted
+        self.finished = [] if finished is None else finished
+        self.swapped_in = [] if swapped_in is None else swapped_in
+        self.swap_out = [] if swap_out is None else swap_out
+        self.swap_in = [] if swap_in is None else swap_in
+        # A one-call decode step that ``decodes`` is not built from yet (None: there is none)
+        self._batch: list[Sequence] | None = None
+        self._slots: list[int] = []
+        self._copies: list[tuple[int, int]] = []
+        self._block_size = 1
+
+    @property
+    def decodes(self) -> list[Decode]:
+        """The decoded sequences, oldest first, each with the slot of its new token."""
+        if self._batch is not None:
+            self._build_decodes()
+        return self._decodes
+
+    @decodes.setter
+    def decodes(self, decodes: list[Decode]) -> None:
+        self._batch = None
+        self._decodes = decodes
+
+    def _set_decode_step(
+        self, seqs: list[Sequence], slots: list[int], copies: list[tuple[int, int]], size: int
+    ) -> None:
+        """Keep a decode step (``seqs[i]`` writes at flat slot ``slots[i]``) to build from."""
+        if self._batch is not None:
+            self._build_decodes()
+        self._batch, self._slots, self._copies, self._block_size = seqs, slots, copies, size
+
+    def _build_decodes(self) -> None:
+        seqs, size = self._batch, self._block_size
+        assert seqs is not None
+        self._batch = None
+        copied_from = {dst: src for src, dst in self._copies}.get
+        # ``new_slot`` builds a named tuple without its Python-level ``__new__``
+        make, decode, slot_type = new_slot, Decode, Slot
+        self._decodes += [
+            make(
+                decode,
+                (seq, make(slot_type, (slot // size, slot % size, copied_from(slot // size)))),
+            )
+            for seq, slot in zip(seqs, self._slots, strict=True)
+        ]
+        self._slots, self._copies = [], []
 
     def computed(self) -> list[Sequence]:
         """The sequences that sample a token in this step: prefills, then decodes."""
         # ``[0]`` is ``.seq``: an index, faster in both builds than a named field's lookup
-        return [p[0] for p in self.prefills] + [d[0] for d in self.decodes]
+        seqs = [p[0] for p in self.prefills]
+        if self._decodes:
+            seqs += [d[0] for d in self._decodes]
+        if self._batch is not None:
+            seqs += self._batch
+        return seqs
+
+    # Compared and shown as the dataclass it was: every field, ``decodes`` built
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StepOutput) or type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in _STEP_FIELDS)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in _STEP_FIELDS)
+        return f"{type(self).__name__}({fields})"
+
+
+_STEP_FIELDS = ("prefills", "decodes", "preempted", "finished", "swapped_in", "swap_out", "swap_in")
 
 
 def default_watermark(num_blocks: int) -> int:
@@ -548,19 +627,8 @@ class Scheduler:
         except OutOfBlocks:  # nothing changed: one at a time, preempting the newest
             self._decode_preempting(out)
             return
-        size = bm.block_size
-        copied_from = {dst: src for src, dst in step.copies}.get
-        # ``make`` (``new_slot``) builds both named tuples without their Python-level
-        # ``__new__``; a list comprehension, as a generator into ``extend`` costs a frame
-        # switch per item. Module names are read once, into locals, not once per sequence.
-        make, decode, slot_type = new_slot, Decode, Slot
-        out.decodes += [
-            make(
-                decode,
-                (seq, make(slot_type, (slot // size, slot % size, copied_from(slot // size)))),
-            )
-            for seq, slot in zip(running, step.slots, strict=True)
-        ]
+        # The Decode and Slot of each sequence are built only if ``out.decodes`` is read.
+        out._set_decode_step(running[:], step.slots, step.copies, bm.block_size)
 
     def _decode_preempting(self, out: StepOutput) -> None:
         running = self.running
