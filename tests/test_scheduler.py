@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -162,6 +163,37 @@ def test_step_refuses_to_run_before_tokens_are_appended() -> None:
     with pytest.raises(TokenNotAppended):
         sched.step()
     assert state(sched) == before
+
+
+@pytest.mark.parametrize("copied", [False, True])
+def test_every_running_sequence_needs_exactly_one_new_token(copied: bool) -> None:
+    """After a prefill, a decode, a decode that preempted and a swap-in, one token too many or
+    too few is refused, whether the scheduler noted the count itself or (a copy: no notes)
+    asks its block manager."""
+    sched = Scheduler(BlockManager(6, 2), watermark=0, preemption="swap", num_host_blocks=4)
+    seqs = [Sequence.dummy(i, 2, 6) for i in range(3)]
+    for seq in seqs:
+        sched.add(seq)
+    kinds: set[str] = set()
+    for _ in range(30):
+        if sched.is_idle:
+            break
+        out = sched.step()
+        kinds |= {"prefill"} if out.prefills else set()
+        kinds |= {"preempted"} if out.preempted else set()
+        kinds |= {"swap-in"} if out.swapped_in else set()
+        emit_tokens(out)
+        trial = copy.deepcopy(sched) if copied else sched
+        for seq in [s for s in trial.running if not s.is_finished][:1]:
+            seq.token_ids.append(0)  # one too many
+            with pytest.raises(TokenNotAppended):
+                trial.step()
+            seq.token_ids.pop()
+            seq.token_ids.pop()  # one too few
+            with pytest.raises(TokenNotAppended):
+                trial.step()
+            seq.token_ids.append(0)
+    assert kinds == {"prefill", "preempted", "swap-in"} and sched.is_idle
 
 
 def test_preemption_takes_the_newest_and_requeues_it_first() -> None:

@@ -141,27 +141,17 @@ class KVCacheManager(Protocol):
 
     @property
     def num_blocks(self) -> int: ...
-
     @property
     def block_size(self) -> int: ...
-
     @property
     def num_free(self) -> int: ...
-
     def blocks_needed(self, n_tokens: int, /) -> int: ...
-
     def allocate(self, seq: int, token_ids: SequenceOf[int], /) -> int: ...
-
     def append_slot(self, seq: int, token_id: int, /) -> Slot: ...
-
     def append_slots(self, seqs: SequenceOf[int], token_ids: SequenceOf[int], /) -> StepSlots: ...
-
     def fork(self, parent: int, child: int, /) -> None: ...
-
     def free_seq(self, seq: int, /) -> None: ...
-
     def block_table(self, seq: int, /) -> list[int]: ...
-
     def seq_len(self, seq: int, /) -> int: ...
 
 
@@ -182,6 +172,9 @@ class Sequence:
     token_ids: list[int]
     prompt_len: int
     max_new_tokens: int
+    # The token count the scheduler that gave it KV slots expects at its next step (one more
+    # than the slots), or 0 where none noted it: that step then asks the block manager.
+    _next_len: int
 
     def __init__(
         self, seq_id: object, token_ids: object, prompt_len: object, max_new_tokens: object
@@ -216,6 +209,7 @@ class Sequence:
         self.token_ids = token_ids
         self.prompt_len = prompt_len
         self.max_new_tokens = max_new_tokens
+        self._next_len = 0
 
     @classmethod
     def from_prompt(cls, seq_id: int, prompt: Iterable[int], max_new_tokens: int) -> Sequence:
@@ -589,13 +583,15 @@ class Scheduler:
     # ----------------------------------------------------------------- the step
     def _check_tokens_appended(self) -> bool:
         """Raise TokenNotAppended unless every running sequence holds one token more than
-        its KV slots; return whether any running sequence has finished (one pass for both)."""
-        seq_len = self.bm.seq_len
+        its KV slots; return whether any running sequence has finished (one pass for both).
+        The count was noted when this scheduler gave the slots (``_next_len``), so the block
+        manager is asked only for a sequence that has no note (a fork, a copy)."""
         any_finished = False
         for seq in self.running:
             tokens = seq.token_ids
-            have = seq_len(seq.seq_id)
-            if have != len(tokens) - 1:  # num_tokens - 1, without a property call
+            want = seq._next_len
+            if want != len(tokens) and (want or self.bm.seq_len(seq.seq_id) != len(tokens) - 1):
+                have = self.bm.seq_len(seq.seq_id)
                 raise TokenNotAppended(
                     f"sequence {seq.seq_id} has {seq.num_tokens} tokens and {have} KV slots; "
                     "after a step, append exactly one sampled token to every sequence in "
@@ -627,6 +623,8 @@ class Scheduler:
         except OutOfBlocks:  # nothing changed: one at a time, preempting the newest
             self._decode_preempting(out)
             return
+        for seq in running:
+            seq._next_len = len(seq.token_ids) + 1
         # The Decode and Slot of each sequence are built only if ``out.decodes`` is read.
         out._set_decode_step(running[:], step.slots, step.copies, bm.block_size)
 
@@ -643,6 +641,7 @@ class Scheduler:
                 self._preempt(running.pop(), out)
                 continue
             out.decodes.append(Decode(seq, slot))
+            seq._next_len = len(seq.token_ids) + 1
             i += 1
 
     def _preempt(self, victim: Sequence, out: StepOutput) -> None:
@@ -675,6 +674,7 @@ class Scheduler:
             cached = bm.allocate(seq.seq_id, ids)  # first: if it raises, seq is still queued
             self.waiting.popleft()
             self.running.append(seq)
+            seq._next_len = n_tokens + 1
             if host_blocks is None:
                 out.prefills.append(Prefill(seq, n_tokens, cached))
             else:
