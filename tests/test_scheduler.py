@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
@@ -165,17 +164,17 @@ def test_step_refuses_to_run_before_tokens_are_appended() -> None:
     assert state(sched) == before
 
 
-@pytest.mark.parametrize("copied", [False, True])
-def test_every_running_sequence_needs_exactly_one_new_token(copied: bool) -> None:
+@pytest.mark.parametrize("forked", [False, True])
+def test_every_running_sequence_needs_exactly_one_new_token(forked: bool) -> None:
     """After a prefill, a decode, a decode that preempted and a swap-in, one token too many or
-    too few is refused, whether the scheduler noted the count itself or (a copy: no notes)
-    asks its block manager."""
+    too few is refused, whether the scheduler noted the count itself or (a fork, which has no
+    note) asks its block manager."""
     sched = Scheduler(BlockManager(6, 2), watermark=0, preemption="swap", num_host_blocks=4)
-    seqs = [Sequence.dummy(i, 2, 6) for i in range(3)]
-    for seq in seqs:
-        sched.add(seq)
+    for i in range(3):
+        sched.add(Sequence.dummy(i, 2, 6))
     kinds: set[str] = set()
-    for _ in range(30):
+    forks = 0
+    for _ in range(40):
         if sched.is_idle:
             break
         out = sched.step()
@@ -183,17 +182,23 @@ def test_every_running_sequence_needs_exactly_one_new_token(copied: bool) -> Non
         kinds |= {"preempted"} if out.preempted else set()
         kinds |= {"swap-in"} if out.swapped_in else set()
         emit_tokens(out)
-        trial = copy.deepcopy(sched) if copied else sched
-        for seq in [s for s in trial.running if not s.is_finished][:1]:
+        unfinished = [s for s in sched.running if not s.is_finished]
+        if forked and unfinished and sched.bm.num_free:
+            parent = unfinished[0]
+            child = Sequence(100 + forks, list(parent.token_ids), 2, parent.max_new_tokens)
+            sched.fork(parent, child)
+            unfinished, forks = [child], forks + 1
+        for seq in unfinished[:1]:
             seq.token_ids.append(0)  # one too many
             with pytest.raises(TokenNotAppended):
-                trial.step()
+                sched.step()
             seq.token_ids.pop()
             seq.token_ids.pop()  # one too few
             with pytest.raises(TokenNotAppended):
-                trial.step()
+                sched.step()
             seq.token_ids.append(0)
-    assert kinds == {"prefill", "preempted", "swap-in"} and sched.is_idle
+    assert sched.is_idle and sched.bm.num_free == 6
+    assert kinds == {"prefill", "preempted", "swap-in"} if not forked else forks > 2
 
 
 def test_preemption_takes_the_newest_and_requeues_it_first() -> None:
