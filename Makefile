@@ -149,10 +149,13 @@ bench-peers-compiled: $(PEERS)/.installed $(COMPILED)/.built
 
 # Both builds against the same peers, back to back: each script runs once per build, with the
 # same seeded traces, repetitions, warm-up and lock; each ratio is against the peer measured in
-# that script's own run (one process cannot import both builds of a module).
+# that script's own run (one process cannot import both builds of a module). The scheduler runs
+# a second time without a garbage collection before every timed step (for the peer too).
 bench-builds: $(PEERS)/.installed $(COMPILED)/.built
 	@for script in bench_blocks bench_scheduler; do for build in "" "$(CURDIR)/$(COMPILED)"; do \
 	  PYTHONPATH="$$build" $(PEERS_PY) benchmarks/$$script.py $(BENCH_ARGS) || exit 1; done; done
+	@for build in "" "$(CURDIR)/$(COMPILED)"; do \
+	  PYTHONPATH="$$build" $(PEERS_PY) benchmarks/bench_scheduler.py --collect once || exit 1; done
 	@for build in "" "$(CURDIR)/$(COMPILED)"; do \
 	  PYTHONPATH="$$build" $(PY) benchmarks/bench_weight_cache.py --no-pins || exit 1; done
 	@for build in "" "$(CURDIR)/$(COMPILED)"; do \
