@@ -80,10 +80,12 @@ $(COMPILED)/.built: $(STAMP) hatch_build.py $(shell find src/servelab -name '*.p
 
 compiled: $(COMPILED)/.built
 
-# The reference tests of the compiled modules, run against the compiled build (dev profile).
+# The reference tests of the compiled modules, run against the compiled build (dev profile),
+# and the CLI grader's isolated child, which must load the build's mypyc runtime by its path.
 COMPILED_TESTS := tests/test_native.py tests/test_blocks.py tests/test_append_slots.py \
   tests/test_prefix.py tests/test_scheduler.py tests/test_weight_cache.py \
-  tests/test_weight_cache_faults.py tests/test_policies.py tests/test_sim.py tests/test_sim_drift.py
+  tests/test_weight_cache_faults.py tests/test_policies.py tests/test_sim.py tests/test_sim_drift.py \
+  tests/test_grading_weight_cache.py::test_cli_exit_codes
 test-compiled: $(COMPILED)/.built
 	SERVELAB_EXPECT_BUILD=compiled PYTHONPATH=$(CURDIR)/$(COMPILED) \
 	  HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE_COMPILED:-dev} \
@@ -147,10 +149,13 @@ bench-peers-compiled: $(PEERS)/.installed $(COMPILED)/.built
 
 # Both builds against the same peers, back to back: each script runs once per build, with the
 # same seeded traces, repetitions, warm-up and lock; each ratio is against the peer measured in
-# that script's own run (one process cannot import both builds of a module).
+# that script's own run (one process cannot import both builds of a module). The scheduler runs
+# a second time without a garbage collection before every timed step (for the peer too).
 bench-builds: $(PEERS)/.installed $(COMPILED)/.built
 	@for script in bench_blocks bench_scheduler; do for build in "" "$(CURDIR)/$(COMPILED)"; do \
 	  PYTHONPATH="$$build" $(PEERS_PY) benchmarks/$$script.py $(BENCH_ARGS) || exit 1; done; done
+	@for build in "" "$(CURDIR)/$(COMPILED)"; do \
+	  PYTHONPATH="$$build" $(PEERS_PY) benchmarks/bench_scheduler.py --collect once || exit 1; done
 	@for build in "" "$(CURDIR)/$(COMPILED)"; do \
 	  PYTHONPATH="$$build" $(PY) benchmarks/bench_weight_cache.py --no-pins || exit 1; done
 	@for build in "" "$(CURDIR)/$(COMPILED)"; do \

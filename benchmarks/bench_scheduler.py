@@ -5,7 +5,10 @@ decode steps are timed one by one, each as the engine sees it: the scheduling ca
 appending one sampled (dummy) token to every scheduled sequence. The fastest step counts
 (this machine is shared and noisy), timed in process CPU time, with the garbage collector
 collected before and off while timed, as in ``timeit``; ``--rounds`` (default 3) repeats
-every row in interleaved rounds and keeps each cell's best. Rows:
+every row in interleaved rounds and keeps each cell's best. A collection before every step
+walks every object of the process (torch's too, where nano-vllm's imports load it) and leaves
+the caches cold for the step; ``--collect once`` collects once before a row's timed steps
+instead, and keeps the collector off while each step is timed, for every row alike. Rows:
 
 * ``Scheduler`` over ``BlockManager`` and over ``PrefixCachingBlockManager`` (SHA-256 and
   builtin hash): the reference;
@@ -61,10 +64,15 @@ PROMPT = 20
 SIZES = (256, 2_048, 8_192)
 
 
+COLLECT_EACH_STEP = True  # ``--collect once`` sets it False
+
+
 @contextmanager
 def _no_gc() -> Iterator[None]:
-    """Time without the cyclic garbage collector, as ``timeit`` does."""
-    gc.collect()
+    """Time without the cyclic garbage collector, as ``timeit`` does (collected first, before
+    every step, unless ``--collect once``)."""
+    if COLLECT_EACH_STEP:
+        gc.collect()
     gc.disable()
     try:
         yield
@@ -83,13 +91,14 @@ def ours(make_bm: Callable[[int], KVCacheManager]) -> Callable[[int, int], float
             sched.add(Sequence.dummy(i, PROMPT, steps + 4))  # none finishes
         emit_tokens(sched.step())  # admission: prefill everyone
         best = float("inf")
+        gc.collect()
         for _ in range(steps):
             with _no_gc():
                 t0 = time.process_time()
                 out = sched.step()
                 emit_tokens(out)
                 best = min(best, time.process_time() - t0)
-            assert len(out.decodes) == n
+            assert not out.prefills and len(out.computed()) == n  # all decoded, none admitted
         return n / best
 
     return run
@@ -118,6 +127,7 @@ def nano_vllm(n: int, steps: int) -> float:
     assert is_prefill and len(seqs) == n
     sched.postprocess(seqs, [0] * n)
     best = float("inf")
+    gc.collect()
     for _ in range(steps):
         with _no_gc():
             t0 = time.process_time()
@@ -155,6 +165,7 @@ def textbook(n: int, steps: int) -> float:
     seqs = [Sequence.dummy(i, PROMPT, steps + 4) for i in range(n)]
     loop = TextbookLoop(BlockManager(_num_blocks(n, steps), BLOCK), seqs)
     best = float("inf")
+    gc.collect()
     for _ in range(steps):
         with _no_gc():
             t0 = time.process_time()
@@ -173,7 +184,15 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=3, help="rounds over every row (best kept per cell)"
     )
+    parser.add_argument(
+        "--collect",
+        choices=("step", "once"),
+        default="step",
+        help="run the garbage collector before every timed step (default) or once per row",
+    )
     args = parser.parse_args()
+    global COLLECT_EACH_STEP
+    COLLECT_EACH_STEP = args.collect == "step"
     try:
         load_nanovllm()
         importlib.import_module("nanovllm.engine.scheduler")
@@ -200,7 +219,8 @@ def main() -> None:
         rows["peer: nano-vllm Scheduler"] = nano_vllm
     print(
         f"# {platform.processor() or platform.machine()}, Python {platform.python_version()}, "
-        f"servelab {describe()}"
+        f"servelab {describe()}; garbage collected "
+        + ("before every timed step" if COLLECT_EACH_STEP else "once per row, not per step")
     )
     if why_not and not args.no_peers:
         print(f"# nano-vllm not measured ({why_not}); run `make bench-peers`")

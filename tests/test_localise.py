@@ -65,7 +65,7 @@ READS = {
     "a second pin of a resident key refused": ("which is resident", "each pin adds 1"),
     "decode walks a slice of running": ("still visit a sequence it has preempted", "written for"),
     "store writes one victim down": ("yours lost 'c'", "written for"),
-    "a refused add takes back the head": ("before it queues it", "size rule"),
+    "a refused add takes back the head": ("changed waiting first", "size rule"),
     "the budget checked for below zero": ("no chunk of 0 tokens", "one token each"),
     "preempt keeps the victim's blocks": ("bm.free_seq", "written for"),
     "allocate answers blocks, not tokens": ("block_size (4)", "exactly like"),

@@ -9,9 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import run_state_machine_as_test
 
-from servelab.kv.blocks import BlockManager, OutOfBlocks, UnknownSequence
+from servelab.kv.blocks import BlockManager, OutOfBlocks, Slot, UnknownSequence
 from servelab.kv.prefix import PrefixCachingBlockManager
 from servelab.kv.scheduler import (
+    Decode,
     DuplicateSequence,
     HostBlockPool,
     InvalidRequest,
@@ -161,6 +162,43 @@ def test_step_refuses_to_run_before_tokens_are_appended() -> None:
     with pytest.raises(TokenNotAppended):
         sched.step()
     assert state(sched) == before
+
+
+@pytest.mark.parametrize("forked", [False, True])
+def test_every_running_sequence_needs_exactly_one_new_token(forked: bool) -> None:
+    """After a prefill, a decode, a decode that preempted and a swap-in, one token too many or
+    too few is refused, whether the scheduler noted the count itself or (a fork, which has no
+    note) asks its block manager."""
+    sched = Scheduler(BlockManager(6, 2), watermark=0, preemption="swap", num_host_blocks=4)
+    for i in range(3):
+        sched.add(Sequence.dummy(i, 2, 6))
+    kinds: set[str] = set()
+    forks = 0
+    for _ in range(40):
+        if sched.is_idle:
+            break
+        out = sched.step()
+        kinds |= {"prefill"} if out.prefills else set()
+        kinds |= {"preempted"} if out.preempted else set()
+        kinds |= {"swap-in"} if out.swapped_in else set()
+        emit_tokens(out)
+        unfinished = [s for s in sched.running if not s.is_finished]
+        if forked and unfinished and sched.bm.num_free:
+            parent = unfinished[0]
+            child = Sequence(100 + forks, list(parent.token_ids), 2, parent.max_new_tokens)
+            sched.fork(parent, child)
+            unfinished, forks = [child], forks + 1
+        for seq in unfinished[:1]:
+            seq.token_ids.append(0)  # one too many
+            with pytest.raises(TokenNotAppended):
+                sched.step()
+            seq.token_ids.pop()
+            seq.token_ids.pop()  # one too few
+            with pytest.raises(TokenNotAppended):
+                sched.step()
+            seq.token_ids.append(0)
+    assert sched.is_idle and sched.bm.num_free == 6
+    assert kinds == {"prefill", "preempted", "swap-in"} if not forked else forks > 2
 
 
 def test_preemption_takes_the_newest_and_requeues_it_first() -> None:
@@ -602,3 +640,73 @@ def test_a_step_whose_admission_fails_keeps_the_request_queued() -> None:
     emit_tokens(out)
     run_until_idle(sched)
     assert sched.is_idle and bm.num_free == 8
+
+
+# --- a step's decodes are built when read, as they were at that step --------------------------
+
+
+def test_decodes_read_late_are_the_slots_of_their_own_step() -> None:
+    """A step's ``decodes`` read after later steps (that preempt, admit and retire) are what
+    they were when the step ran: the same as another scheduler's, read at once."""
+    workload = random_workload(40, seed=5, arrive_within=20)
+    late, eager = (
+        Scheduler(BlockManager(100, 16), watermark=0),
+        Scheduler(BlockManager(100, 16), watermark=0),
+    )
+    kept: list[tuple[StepOutput, Any]] = []
+    for step in range(2_000):
+        for sched in (late, eager):
+            for seq_id, a in enumerate(workload):
+                if a.step == step:
+                    sched.add(Sequence.dummy(seq_id, a.prompt_len, a.max_new_tokens))
+        out_late, out_eager = late.step(), eager.step()
+        record = [(d.seq.seq_id, d.slot) for d in out_eager.decodes]
+        assert [s.seq_id for s in out_late.computed()] == [s.seq_id for s in out_eager.computed()]
+        kept.append((out_late, record))
+        emit_tokens(out_late)
+        emit_tokens(out_eager)
+        if late.is_idle and step > workload[-1].step:
+            break
+    assert any(out.preempted for out, _ in kept) and any(r for _, r in kept)
+    for out, record in kept:
+        decodes = out.decodes
+        assert [(d.seq.seq_id, d.slot) for d in decodes] == record
+        assert out.decodes is decodes  # built once
+
+
+def test_step_output_keeps_the_dataclass_behaviour() -> None:
+    """Built by keyword or position, compared by value, shown with every field; ``decodes``
+    may be appended to or replaced, and ``computed()`` follows it."""
+    seq = Sequence.dummy(0, 2, 2)
+    empty = StepOutput()
+    assert empty == StepOutput() and empty != StepOutput(finished=[seq])
+    assert repr(empty) == (
+        "StepOutput(prefills=[], decodes=[], preempted=[], finished=[], swapped_in=[], "
+        "swap_out=[], swap_in=[])"
+    )
+    decodes = [Decode(seq, Slot(3, 1, None))]
+    out = StepOutput([Prefill(seq, 2)], decodes)
+    assert out.decodes is decodes and out.computed() == [seq, seq]
+    assert out == StepOutput(prefills=[Prefill(seq, 2)], decodes=list(decodes))
+    out.decodes = []
+    assert out.computed() == [seq] and out != StepOutput([Prefill(seq, 2)], decodes)
+    out.decodes.append(decodes[0])
+    assert out.computed() == [seq, seq]
+    with pytest.raises(TypeError):
+        hash(out)
+
+
+def test_a_one_call_step_and_its_built_decodes_agree() -> None:
+    bm = BlockManager(16, 4)
+    sched = Scheduler(bm, watermark=0)
+    seqs = [Sequence.dummy(i, 4, 3) for i in range(3)]
+    for seq in seqs:
+        sched.add(seq)
+    emit_tokens(sched.step())
+    out = sched.step()
+    assert out.computed() == seqs  # before decodes is read
+    assert [d.seq for d in out.decodes] == seqs
+    assert [(d.slot.block, d.slot.offset) for d in out.decodes] == [
+        (bm.block_table(s.seq_id)[-1], 0) for s in seqs
+    ]
+    assert out.computed() == seqs  # after

@@ -16,8 +16,11 @@ from servelab import checkpoint
 from servelab.grading import GradeFailure, grade
 from servelab.grading.about import About, Hint
 from servelab.grading.diagnose import HOOKS, Finding, with_place
+from servelab.grading.localise import _arg_fields, _out_fields
 from servelab.grading.observe import Unreadable
-from servelab.kv.scheduler import Prefill
+from servelab.kv.blocks import BlockManager
+from servelab.kv.scheduler import Prefill, Scheduler, Sequence, StepOutput
+from servelab.kv.sim import emit_tokens
 
 PLACE = "start at your `admit`: on the call under where:, it changes the state differently"
 
@@ -148,3 +151,20 @@ def test_a_hint_about_the_only_field_that_differs_is_shown() -> None:
     both = call({"refcounts": {0: 1}, "tables": {}}, {"refcounts": {0: 2}, "tables": {1: [0]}})
     assert not about.fits(("allocate",), both)
     assert not about.fits(("allocate",), call({}, {}, "returned 8"))
+
+
+def test_a_step_output_shows_its_public_fields_however_it_keeps_them() -> None:
+    """``decodes`` is a property over a private list (built late for a one-call decode step):
+    a report names it ``out.decodes``, in its place, and never a private name."""
+    sched = Scheduler(BlockManager(8, 2), watermark=0)
+    for i in range(2):
+        sched.add(Sequence.dummy(i, 2, 3))
+    emit_tokens(sched.step())
+    out = sched.step()  # decoded in one call: its decodes not built yet
+    names = ["prefills", "decodes", "preempted", "finished", "swapped_in", "swap_out", "swap_in"]
+    fields = _out_fields((out,), {})
+    assert list(fields) == [f"out.{n}" for n in names] and fields["out.decodes"] == [0, 1]
+    assert list(_arg_fields([out], ["out"])) == [f"out.{n}" for n in names]
+    eager = StepOutput()
+    eager.decodes.extend(out.decodes)
+    assert _out_fields((eager,), {}) == fields

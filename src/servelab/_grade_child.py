@@ -299,10 +299,21 @@ def main(argv: list[str]) -> int:
 
 # Run by the parent as `python -I -c BOOTSTRAP PACKAGE_INIT ARGS...`: load servelab from the
 # parent's own files (not from sys.path), then end without running atexit handlers or waiting
-# for threads the learner's code may have left.
+# for threads the learner's code may have left. A compiled build's modules import mypyc's shared
+# runtime, ``servelab__mypyc`` (the build's group name, see hatch_build.py), a top-level
+# extension installed beside the package folder; ``-I`` drops PYTHONPATH, so a build used from
+# there (``make compiled``: build/compiled) would not find it. It is loaded by its path too.
 BOOTSTRAP = """\
-import importlib.util, os, sys
+import importlib.machinery, importlib.util, os, sys
 init = sys.argv[1]
+top = os.path.dirname(os.path.dirname(init))
+for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+    runtime = os.path.join(top, "servelab__mypyc" + suffix)
+    if os.path.isfile(runtime):
+        spec = importlib.util.spec_from_file_location("servelab__mypyc", runtime)
+        sys.modules["servelab__mypyc"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules["servelab__mypyc"])
+        break
 spec = importlib.util.spec_from_file_location(
     "servelab", init, submodule_search_locations=[os.path.dirname(init)]
 )

@@ -184,10 +184,18 @@ def _out_fields(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, A
     found: dict[str, Any] = {}
     for value in [*args, *kwargs.values()]:
         if _is_step_output(value):
-            for name, entries in vars(value).items():
+            for name, entries in _public_fields(value).items():
                 if isinstance(entries, list):
                     found[f"out.{name}"] = [_entry(e) for e in entries]
     return found
+
+
+def _public_fields(obj: Any) -> dict[str, Any]:
+    """An object's public fields as it set them: public attributes, and a property that stands
+    for a private one (``StepOutput.decodes``, kept in ``_decodes``)."""
+    props = {n for n in dir(type(obj)) if isinstance(getattr(type(obj), n, None), property)}
+    names = [n[1:] if n[:1] == "_" and n[1:] in props else n for n in vars(obj)]
+    return {n: getattr(obj, n) for n in names if not n.startswith("_")}
 
 
 class _Text(str):
@@ -232,9 +240,8 @@ def _arg_fields(args: Sequence[Any], names: Sequence[str]) -> dict[str, Any]:
         attrs = getattr(arg, "__dict__", None)
         if not isinstance(attrs, dict) or getattr(arg, "seq_id", None) is not None:
             continue
-        for attr, value in attrs.items():
-            if not attr.startswith("_"):
-                found[f"{name}.{attr}"] = _view(value)
+        for attr, value in _public_fields(arg).items():
+            found[f"{name}.{attr}"] = _view(value)
     return found
 
 

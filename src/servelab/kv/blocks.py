@@ -489,6 +489,9 @@ class BlockManager(BlockTables):
         slots: list[int] = []
         copies: list[tuple[int, int]] = []
         append = slots.append
+        # ``Any``: compiled, an ``int`` loop variable is unboxed, then boxed anew (an object
+        # allocated, above 256) for each dict it keys; as ``Any`` it stays the list's object.
+        seq: Any
         for seq in ids:  # append_slot's work, inline: a call per sequence was most of it
             n = lens[seq]
             offset = n % size

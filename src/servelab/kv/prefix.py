@@ -379,6 +379,8 @@ class PrefixCachingBlockManager(BlockTables):
         size, ref = self.block_size, self._ref
         last = size - 1
         names: dict[int, Any] | None = None
+        seq: Any  # compiled, kept as the objects they are (see BlockManager.append_slots)
+        token_id: Any
         if self._names_first:  # name every block this step fills before anything changes
             names = {}
             for seq, token_id in zip(ids, tokens, strict=True):

@@ -51,7 +51,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from collections.abc import Sequence as SequenceOf
-from dataclasses import dataclass, field
 from typing import Literal, NamedTuple, Protocol
 
 from servelab.kv.blocks import (
@@ -142,27 +141,17 @@ class KVCacheManager(Protocol):
 
     @property
     def num_blocks(self) -> int: ...
-
     @property
     def block_size(self) -> int: ...
-
     @property
     def num_free(self) -> int: ...
-
     def blocks_needed(self, n_tokens: int, /) -> int: ...
-
     def allocate(self, seq: int, token_ids: SequenceOf[int], /) -> int: ...
-
     def append_slot(self, seq: int, token_id: int, /) -> Slot: ...
-
     def append_slots(self, seqs: SequenceOf[int], token_ids: SequenceOf[int], /) -> StepSlots: ...
-
     def fork(self, parent: int, child: int, /) -> None: ...
-
     def free_seq(self, seq: int, /) -> None: ...
-
     def block_table(self, seq: int, /) -> list[int]: ...
-
     def seq_len(self, seq: int, /) -> int: ...
 
 
@@ -183,6 +172,9 @@ class Sequence:
     token_ids: list[int]
     prompt_len: int
     max_new_tokens: int
+    # The token count the scheduler that gave it KV slots expects at its next step (one more
+    # than the slots), or 0 where none noted it: that step then asks the block manager.
+    _next_len: int
 
     def __init__(
         self, seq_id: object, token_ids: object, prompt_len: object, max_new_tokens: object
@@ -217,6 +209,7 @@ class Sequence:
         self.token_ids = token_ids
         self.prompt_len = prompt_len
         self.max_new_tokens = max_new_tokens
+        self._next_len = 0
 
     @classmethod
     def from_prompt(cls, seq_id: int, prompt: Iterable[int], max_new_tokens: int) -> Sequence:
@@ -293,7 +286,6 @@ class Decode(NamedTuple):
     slot: Slot
 
 
-@dataclass
 class StepOutput:
     """What one step decided, in the order the engine must execute it.
 
@@ -308,20 +300,101 @@ class StepOutput:
 
     ``preempted`` lists victims in the order they were chosen (newest first); ``finished``
     lists sequences retired at the start of this step, whose blocks are already free.
+
+    A step that decodes in one block-manager call keeps that call's answer (the sequences,
+    their flat slots and the copy-on-write copies) and builds ``decodes``, a ``Decode`` and a
+    ``Slot`` per sequence, when ``decodes`` is first read: a caller that needs only
+    :meth:`computed` never pays for them. Reading it gives the same list every time.
     """
 
-    prefills: list[Prefill] = field(default_factory=list)
-    decodes: list[Decode] = field(default_factory=list)
-    preempted: list[Sequence] = field(default_factory=list)
-    finished: list[Sequence] = field(default_factory=list)
-    swapped_in: list[Sequence] = field(default_factory=list)
-    swap_out: list[tuple[int, int]] = field(default_factory=list)
-    swap_in: list[tuple[int, int]] = field(default_factory=list)
+    prefills: list[Prefill]
+    preempted: list[Sequence]
+    finished: list[Sequence]
+    swapped_in: list[Sequence]
+    swap_out: list[tuple[int, int]]
+    swap_in: list[tuple[int, int]]
+
+    def __init__(
+        self,
+        prefills: list[Prefill] | None = None,
+        decodes: list[Decode] | None = None,
+        preempted: list[Sequence] | None = None,
+        finished: list[Sequence] | None = None,
+        swapped_in: list[Sequence] | None = None,
+        swap_out: list[tuple[int, int]] | None = None,
+        swap_in: list[tuple[int, int]] | None = None,
+    ) -> None:
+        self.prefills = [] if prefills is None else prefills
+        self._decodes: list[Decode] = [] if decodes is None else decodes
+        self.preempted = [] if preempted is None else preempted
+        self.finished = [] if finished is None else finished
+        self.swapped_in = [] if swapped_in is None else swapped_in
+        self.swap_out = [] if swap_out is None else swap_out
+        self.swap_in = [] if swap_in is None else swap_in
+        # A one-call decode step that ``decodes`` is not built from yet (None: there is none)
+        self._batch: list[Sequence] | None = None
+        self._slots: list[int] = []
+        self._copies: list[tuple[int, int]] = []
+        self._block_size = 1
+
+    @property
+    def decodes(self) -> list[Decode]:
+        """The decoded sequences, oldest first, each with the slot of its new token."""
+        if self._batch is not None:
+            self._build_decodes()
+        return self._decodes
+
+    @decodes.setter
+    def decodes(self, decodes: list[Decode]) -> None:
+        self._batch = None
+        self._decodes = decodes
+
+    def _set_decode_step(
+        self, seqs: list[Sequence], slots: list[int], copies: list[tuple[int, int]], size: int
+    ) -> None:
+        """Keep a decode step (``seqs[i]`` writes at flat slot ``slots[i]``) to build from."""
+        if self._batch is not None:
+            self._build_decodes()
+        self._batch, self._slots, self._copies, self._block_size = seqs, slots, copies, size
+
+    def _build_decodes(self) -> None:
+        seqs, size = self._batch, self._block_size
+        assert seqs is not None
+        self._batch = None
+        copied_from = {dst: src for src, dst in self._copies}.get
+        # ``new_slot`` builds a named tuple without its Python-level ``__new__``
+        make, decode, slot_type = new_slot, Decode, Slot
+        self._decodes += [
+            make(
+                decode,
+                (seq, make(slot_type, (slot // size, slot % size, copied_from(slot // size)))),
+            )
+            for seq, slot in zip(seqs, self._slots, strict=True)
+        ]
+        self._slots, self._copies = [], []
 
     def computed(self) -> list[Sequence]:
         """The sequences that sample a token in this step: prefills, then decodes."""
         # ``[0]`` is ``.seq``: an index, faster in both builds than a named field's lookup
-        return [p[0] for p in self.prefills] + [d[0] for d in self.decodes]
+        seqs = [p[0] for p in self.prefills]
+        if self._decodes:
+            seqs += [d[0] for d in self._decodes]
+        if self._batch is not None:
+            seqs += self._batch
+        return seqs
+
+    # Compared and shown as the dataclass it was: every field, ``decodes`` built
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StepOutput) or type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in _STEP_FIELDS)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in _STEP_FIELDS)
+        return f"{type(self).__name__}({fields})"
+
+
+_STEP_FIELDS = ("prefills", "decodes", "preempted", "finished", "swapped_in", "swap_out", "swap_in")
 
 
 def default_watermark(num_blocks: int) -> int:
@@ -510,13 +583,15 @@ class Scheduler:
     # ----------------------------------------------------------------- the step
     def _check_tokens_appended(self) -> bool:
         """Raise TokenNotAppended unless every running sequence holds one token more than
-        its KV slots; return whether any running sequence has finished (one pass for both)."""
-        seq_len = self.bm.seq_len
+        its KV slots; return whether any running sequence has finished (one pass for both).
+        The count was noted when this scheduler gave the slots (``_next_len``), so the block
+        manager is asked only for a sequence that has no note (a fork, a copy)."""
         any_finished = False
         for seq in self.running:
             tokens = seq.token_ids
-            have = seq_len(seq.seq_id)
-            if have != len(tokens) - 1:  # num_tokens - 1, without a property call
+            want = seq._next_len
+            if want != len(tokens) and (want or self.bm.seq_len(seq.seq_id) != len(tokens) - 1):
+                have = self.bm.seq_len(seq.seq_id)
                 raise TokenNotAppended(
                     f"sequence {seq.seq_id} has {seq.num_tokens} tokens and {have} KV slots; "
                     "after a step, append exactly one sampled token to every sequence in "
@@ -548,19 +623,10 @@ class Scheduler:
         except OutOfBlocks:  # nothing changed: one at a time, preempting the newest
             self._decode_preempting(out)
             return
-        size = bm.block_size
-        copied_from = {dst: src for src, dst in step.copies}.get
-        # ``make`` (``new_slot``) builds both named tuples without their Python-level
-        # ``__new__``; a list comprehension, as a generator into ``extend`` costs a frame
-        # switch per item. Module names are read once, into locals, not once per sequence.
-        make, decode, slot_type = new_slot, Decode, Slot
-        out.decodes += [
-            make(
-                decode,
-                (seq, make(slot_type, (slot // size, slot % size, copied_from(slot // size)))),
-            )
-            for seq, slot in zip(running, step.slots, strict=True)
-        ]
+        for seq in running:
+            seq._next_len = len(seq.token_ids) + 1
+        # The Decode and Slot of each sequence are built only if ``out.decodes`` is read.
+        out._set_decode_step(running[:], step.slots, step.copies, bm.block_size)
 
     def _decode_preempting(self, out: StepOutput) -> None:
         running = self.running
@@ -575,6 +641,7 @@ class Scheduler:
                 self._preempt(running.pop(), out)
                 continue
             out.decodes.append(Decode(seq, slot))
+            seq._next_len = len(seq.token_ids) + 1
             i += 1
 
     def _preempt(self, victim: Sequence, out: StepOutput) -> None:
@@ -607,6 +674,7 @@ class Scheduler:
             cached = bm.allocate(seq.seq_id, ids)  # first: if it raises, seq is still queued
             self.waiting.popleft()
             self.running.append(seq)
+            seq._next_len = n_tokens + 1
             if host_blocks is None:
                 out.prefills.append(Prefill(seq, n_tokens, cached))
             else:
