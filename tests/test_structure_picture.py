@@ -236,7 +236,9 @@ class _Endless(_Unreadable):
 
 
 @pytest.mark.parametrize(
-    "after", [None, (_Unreadable(), _Unreadable()), (_Endless(), _Endless())], ids=str
+    "after",
+    [None, (_Unreadable(), _Unreadable()), (_Endless(), _Endless())],
+    ids=["not-copied", "raises", "never-returns"],
 )
 def test_a_state_that_cannot_be_read_gets_the_table(
     after: Any, monkeypatch: pytest.MonkeyPatch
