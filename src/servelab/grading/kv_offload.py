@@ -186,7 +186,7 @@ HINTS: dict[str, Hint] = {
         "a retrieve that unpins before promoting lets a chunk it still reads be evicted: keep "
         "every chunk of the lookup pinned (each read under a reference) until all are read "
         "and promoted, then unpin",
-        About(("retrieve",), ("pins",)),
+        About(("retrieve",), ("pins", "keys")),
     ),
     "torn": Hint(
         "a crash during the disk write leaves the chunk file torn: write a temporary file in "
