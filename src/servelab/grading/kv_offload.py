@@ -175,7 +175,7 @@ HINTS: dict[str, Hint] = {
     ),
     "cascade": Hint(
         "store cascades down: what the first tier evicts goes into the tier below",
-        About(("store", "_cascade")),
+        About(("store", "_cascade"), ("keys", "used")),
     ),
     "prefix": Hint(
         "lookup pins the longest prefix of the keys that some tier holds, and stops at "
