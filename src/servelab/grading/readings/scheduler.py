@@ -71,13 +71,16 @@ def _count_off(d: Difference) -> str | None:
 
 def _leaves_the_watermark(d: Difference) -> bool:
     """Whether the request ``fits`` was asked about leaves exactly the watermark free."""
-    n = d.args[0] if d.args else None
-    size = getattr(getattr(d.subject, "bm", None), "block_size", None)
-    watermark = getattr(d.subject, "watermark", None)
-    free = d.before.get("num_free")
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (n, size, watermark, free)):
+    values: tuple[Any, ...] = (
+        d.args[0] if d.args else None,
+        getattr(getattr(d.subject, "bm", None), "block_size", None),
+        getattr(d.subject, "watermark", None),
+        d.before.get("num_free"),
+    )
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
         return False
-    return size > 0 and free - -(-n // size) == watermark
+    n, size, watermark, free = values
+    return bool(size > 0 and free + (-n // size) == watermark)  # free - ceil(n / size)
 
 
 def _decoded_after_finishing(d: Difference) -> list[Any]:
