@@ -126,7 +126,7 @@ HINTS: dict[str, Hint] = {
         "a chunk that a lookup pinned must not be evictable until its retrieve completes: "
         "can_evict is False while pin_count > 0 (LMCache's can_evict: not pinned and "
         "ref_count == 1)",
-        About(("can_evict", "_choose_victims")),
+        About(("can_evict",)),
     ),
     "referenced": Hint(
         "a chunk still referenced by a GPU transfer must not be evicted or freed: can_evict "
