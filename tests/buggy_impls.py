@@ -21,6 +21,7 @@ __all__ = [
     "correct_impl",
     "correct_module",
     "diagnosed_hint",
+    "failing_check",
     "failing_report",
     "mistakes",
     "shown_hint",
@@ -52,9 +53,11 @@ def _last_failure(seen: list[BaseException]) -> Iterator[None]:
         core._run_probe, core._run_machine = run_probe, run_machine  # type: ignore[assignment]
 
 
-def failing_report(topic: str | Topic, impl: Any, step: int | None = None) -> tuple[Report, str]:
-    """Grade ``impl``, which must fail; return the report and the program that failed (the
-    repro, or the program a learner's exception carries)."""
+def failing_check(
+    topic: str | Topic, impl: Any, step: int | None = None
+) -> tuple[Report, str, BaseException | None]:
+    """Grade ``impl``, which must fail; return the report, the program that failed (the
+    repro, or the program a learner's exception carries) and the failing check's exception."""
     seen: list[BaseException] = []
     with _last_failure(seen):
         try:
@@ -63,7 +66,15 @@ def failing_report(topic: str | Topic, impl: Any, step: int | None = None) -> tu
             report = failure.report
         else:
             raise AssertionError(f"{impl!r} passed")
-    return report, report.code or (program_of(seen[-1]) if seen else "")
+    exc = seen[-1] if seen else None
+    return report, report.code or (program_of(exc) if exc is not None else ""), exc
+
+
+def failing_report(topic: str | Topic, impl: Any, step: int | None = None) -> tuple[Report, str]:
+    """Grade ``impl``, which must fail; return the report and the program that failed (the
+    repro, or the program a learner's exception carries)."""
+    report, program, _ = failing_check(topic, impl, step)
+    return report, program
 
 
 def shown_hint(finding: Finding, undiagnosed: Report) -> str:

@@ -16,14 +16,15 @@ from typing import Any
 
 import pytest
 
-from buggy_impls import failing_report, shown_hint
+from buggy_impls import failing_check, failing_report, shown_hint
 from servelab.checkpoints import checkpoint
-from servelab.grading.about import About, Hint, either
+from servelab.grading.about import RESULT, About, Hint, either
 from servelab.grading.diagnose import HOOKS, Finding, with_place
 from servelab.grading.localise import Divergence, skeleton_methods
 from servelab.grading.mistakes import correct_impl, mistakes
 from servelab.grading.registry import TOPICS, load_topic
-from servelab.grading.topic import Topic
+from servelab.grading.topic import ProbeFailed, Topic
+from servelab.testing.core import InvariantViolation
 
 PLACE = "start at your `unpin`: on the call under where:, it changes the state differently"
 WRITTEN_FOR = "This check was written for:"
@@ -111,7 +112,7 @@ def test_a_hint_names_only_the_skeleton_s_methods_and_the_observed_fields(name: 
         unknown = set(hint.about.methods) - methods
         assert not unknown, f"{name} {where}: no such method in the skeleton: {unknown}"
         if replayed:
-            unseen = set(hint.about.fields) - fields
+            unseen = set(hint.about.fields) - fields - {RESULT}  # a call's outcome, no field
             assert not unseen, f"{name} {where}: not a field the topic observes: {unseen}"
         else:
             assert not hint.about.fields, f"{name} {where}: this topic observes no fields"
@@ -176,6 +177,41 @@ def test_a_hint_about_the_only_fields_that_differ_follows_the_place() -> None:
     # a tier's field is named by its tier (cpu.pins): the hint's "pins" covers it
     tiered = _call({"cpu.pins": {}}, {"cpu.pins": {"a": 1}})
     assert WRITTEN_FOR in with_place(dataclasses.replace(finding, divergence=tiered), pins)
+
+
+def test_a_hint_about_other_fields_of_the_method_found_is_left_out() -> None:
+    """The method matches, but the hint explains fields the first diverging call left as the
+    reference's: it was written for another rule of the same method."""
+    finding = Finding(place=PLACE, methods=("unpin",))
+    pins = Hint("unpin takes one pin away", About(("unpin",), ("pins",)))
+    used = Hint("release the bytes of an unpinned entry", About(("unpin",), ("used",)))
+    only_pins = dataclasses.replace(finding, divergence=_call({"pins": {}}, {"pins": {"a": 2}}))
+    assert WRITTEN_FOR in with_place(only_pins, pins)
+    assert with_place(only_pins, used) == PLACE
+    # one of its fields among those that differ is enough: the rule broke there too
+    both = _call({"pins": {}, "used": 0}, {"pins": {"a": 2}, "used": 10})
+    assert WRITTEN_FOR in with_place(dataclasses.replace(finding, divergence=both), used)
+    # a hint that declares no fields is about the whole method
+    anything = Hint("look at unpin", About(("unpin",)))
+    assert WRITTEN_FOR in with_place(only_pins, anything)
+
+
+def test_a_call_that_differs_only_in_its_result_shows_a_hint_about_results() -> None:
+    """Only the value returned (or the error raised) differs: a hint about fields is about
+    another rule, one that declares :data:`RESULT` is about this one."""
+    raised = _call({"pins": {"a": 1}}, {"pins": {"a": 1}}, "raised KeyError")
+    finding = Finding(place=PLACE, methods=("unpin",), divergence=raised)
+    pins = Hint("pins are counts", About(("unpin",), ("pins",)))
+    error = Hint("an unmatched unpin raises ValueError", About(("unpin",), ("pins", RESULT)))
+    assert with_place(finding, pins) == PLACE
+    assert with_place(finding, error) == f"{PLACE}. {WRITTEN_FOR} {error}"
+    assert WRITTEN_FOR in with_place(finding, Hint("look at unpin", About(("unpin",))))
+    # a result is no field of the object: a hint about another method does not fit it
+    elsewhere = Hint("raise ValueError", About(("pin",), (RESULT,)))
+    assert with_place(finding, elsewhere) == PLACE
+    # the result differs and a field the hint names differs too: it fits
+    both = _call({"pins": {}}, {"pins": {"a": 1}}, "raised KeyError")
+    assert WRITTEN_FOR in with_place(dataclasses.replace(finding, divergence=both), pins)
 
 
 # ----------------------------------------------------------------- on the catalogue's reports
@@ -246,3 +282,54 @@ def test_a_check_hint_about_the_method_found_is_shown(topic: str) -> None:
     assert isinstance(hint, Hint)
     assert any(hint.about.names_method(m) for m in finding.methods), (finding.methods, hint)
     assert shown_hint(finding, report) == f"{finding.place}. {WRITTEN_FOR} {hint}"
+
+
+def _failing_rule(topic: Topic, report: Any, exc: BaseException | None) -> Hint | None:
+    """The hint of the rule the failing check broke, read from the check and its exception
+    (not from the report): a probe's own hint or the one its failure names, or the machine's
+    hint for the invariant that broke. None for a learner's own exception (its hint is about
+    that exception, not a rule)."""
+    for step in topic.steps:
+        for probe in step.probes:
+            if f"✗ step {step.number} · {probe.name}" in report.text:
+                if isinstance(exc, ProbeFailed):
+                    hint = exc.hint or probe.hint
+                    return hint if isinstance(hint, Hint) else None
+                return None
+    machine = topic.steps[-1].machine
+    if machine is not None and isinstance(exc, InvariantViolation):
+        return machine.hints.get(exc.invariant, machine.generic_hint)
+    return None
+
+
+def _written_for_hints(name: str) -> int:
+    """Check every catalogue mistake of topic ``name``, left out as for a mistake nobody
+    listed; return how many of their reports show a check's hint after the place."""
+    topic = load_topic(name)
+    undiagnosed = dataclasses.replace(topic, diagnose=lambda program, impl: None)
+    hints = [h for _, h in _declared(name)]
+    shown = 0
+    for mistake in mistakes(name):
+        report, program, exc = failing_check(undiagnosed, mistake.impl)
+        others = [m for m in mistakes(name) if m.name != mistake.name]
+        finding = HOOKS[name].explain(program, mistake.impl, None, others)
+        said = shown_hint(finding, report)
+        if WRITTEN_FOR not in said or finding.hint or not isinstance(report.hint, Hint):
+            continue
+        rule = _failing_rule(topic, report, exc)
+        assert rule is not None, (mistake.name, said)
+        written = said.partition(f" {WRITTEN_FOR} ")[2]
+        assert written == rule, (mistake.name, written, rule)
+        assert rule.about.fits(finding.methods, finding.divergence), mistake.name
+        others_shown = [h for h in hints if h != rule and h not in rule and h in written]
+        assert not others_shown, (mistake.name, others_shown)
+        shown += 1
+    return shown
+
+
+def test_a_written_for_hint_is_the_failing_rule_s_own() -> None:
+    """For each catalogue mistake, left out as for a mistake nobody listed: a "written for"
+    hint after the place is the hint of the rule that failed (never another rule's of the
+    same method), and the first diverging call touches what that hint is about."""
+    shown = {name: _written_for_hints(name) for name in sorted(NOT_ABOUT)}
+    assert sum(shown.values()) >= 3, shown  # the rule is exercised, not vacuous

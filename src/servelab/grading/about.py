@@ -18,7 +18,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from servelab.grading.localise import Divergence
 
-__all__ = ["About", "Hint", "either"]
+__all__ = ["RESULT", "About", "Hint", "either"]
+
+RESULT = "result"
+"""The field name a hint declares when it explains what a call returns or raises (a wrong
+value, an error raised or not): the outcome of the call, not a field of the object."""
 
 
 @dataclass(frozen=True)
@@ -51,15 +55,18 @@ class About:
     def fits(self, methods: Iterable[str], divergence: Divergence | None) -> bool:
         """Whether the hint is about what the evidence shows: one of the ``methods`` found is
         among its methods, or the first diverging call returned the same as the reference's
-        and every field that differs after it is one of its fields."""
+        and every field that differs after it is one of its fields. Either way, a hint that
+        declares fields is about those: when the first diverging call's difference (its
+        :data:`RESULT` and the fields that differ after it) touches none of them, the hint
+        was written for another rule of the same method, and does not fit."""
+        touched = _touched(divergence)
+        if self.fields and touched and not any(self.names_field(k) for k in touched):
+            return False
         if any(self.names_method(m) for m in methods):
             return True
-        if divergence is None or divergence.mine[0] != divergence.theirs[0]:
+        if not touched or RESULT in touched:
             return False
-        mine: Mapping[str, Any] = divergence.mine[1]
-        theirs: Mapping[str, Any] = divergence.theirs[1]
-        differing = [k for k in {*mine, *theirs} if mine.get(k) != theirs.get(k)]
-        return bool(differing) and all(self.names_field(k) for k in differing)
+        return all(self.names_field(k) for k in touched)
 
     def __or__(self, other: About) -> About:
         """Both hints' methods and fields (a hint that offers two explanations)."""
@@ -67,6 +74,17 @@ class About:
             tuple(dict.fromkeys((*self.methods, *other.methods))),
             tuple(dict.fromkeys((*self.fields, *other.fields))),
         )
+
+
+def _touched(divergence: Divergence | None) -> list[str]:
+    """What the first diverging call changed differently: :data:`RESULT` when its outcome
+    differs, then each field that differs after it (none without a divergence)."""
+    if divergence is None:
+        return []
+    mine: Mapping[str, Any] = divergence.mine[1]
+    theirs: Mapping[str, Any] = divergence.theirs[1]
+    differing = sorted(k for k in {*mine, *theirs} if mine.get(k) != theirs.get(k))
+    return [RESULT, *differing] if divergence.mine[0] != divergence.theirs[0] else differing
 
 
 class Hint(str):

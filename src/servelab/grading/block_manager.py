@@ -11,7 +11,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from servelab.grading._script import Script
-from servelab.grading.about import About, Hint
+from servelab.grading.about import RESULT, About, Hint
 from servelab.grading.observe import Canon, blocks_fields, frozen
 from servelab.grading.readings.block_manager import block_manager_reading
 from servelab.grading.replay import TopicReplay, plain, program
@@ -330,7 +330,7 @@ HINTS: dict[str, Hint] = {
     "boundary-allocation": Hint(
         "append_slot allocates only when len % block_size == 0; otherwise "
         "the token goes to offset len % block_size of the last block",
-        About(("append_slot",), ("tables", "free", "num_free")),
+        About(("append_slot",), ("tables", "free", "num_free", RESULT)),
     ),
     "fork-shares": Hint(
         "fork must share the parent's blocks themselves (same ids), raising each "

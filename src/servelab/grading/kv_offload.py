@@ -126,7 +126,7 @@ HINTS: dict[str, Hint] = {
         "a chunk that a lookup pinned must not be evictable until its retrieve completes: "
         "can_evict is False while pin_count > 0 (LMCache's can_evict: not pinned and "
         "ref_count == 1)",
-        About(("can_evict", "_choose_victims")),
+        About(("can_evict",)),
     ),
     "referenced": Hint(
         "a chunk still referenced by a GPU transfer must not be evicted or freed: can_evict "
@@ -175,7 +175,7 @@ HINTS: dict[str, Hint] = {
     ),
     "cascade": Hint(
         "store cascades down: what the first tier evicts goes into the tier below",
-        About(("store", "_cascade")),
+        About(("store", "_cascade"), ("keys", "used")),
     ),
     "prefix": Hint(
         "lookup pins the longest prefix of the keys that some tier holds, and stops at "
@@ -186,7 +186,7 @@ HINTS: dict[str, Hint] = {
         "a retrieve that unpins before promoting lets a chunk it still reads be evicted: keep "
         "every chunk of the lookup pinned (each read under a reference) until all are read "
         "and promoted, then unpin",
-        About(("retrieve",), ("pins",)),
+        About(("retrieve",), ("pins", "keys")),
     ),
     "torn": Hint(
         "a crash during the disk write leaves the chunk file torn: write a temporary file in "

@@ -96,7 +96,9 @@ HINTS: dict[str, Hint] = {
         "on OutOfBlocks, `decode` preempts the newest running sequence (running.pop()), not "
         "the one whose append_slot failed, and retry; preempt only when a decode finds no free "
         "block",
-        About(("decode", "preempt"), ("running", "out.preempted")),
+        About(
+            ("decode", "preempt"), ("running", "out.preempted", "tables", "lengths", "out.decodes")
+        ),
     ),
     "requeue-front": Hint(
         "`preempt` re-queues a sequence at the front of waiting (waiting.appendleft), so it is "

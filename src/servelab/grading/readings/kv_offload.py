@@ -41,6 +41,15 @@ def _put(d: Difference) -> str | None:
     if d.returned("mine") == "None" and d.returned("theirs") not in (None, "None"):
         room = f"once {gone_theirs} is evicted" if gone_theirs else "without evicting anything"
         wait = d.args[2] if len(d.args) > 2 else 0
+        if not gone_theirs and not d.changed("mine") and size and size > 1:
+            # yours takes a chunk one byte smaller: the loop tries, and the size test is off
+            smaller = d.probe("put", d.args[0], bytes(size - 1), *d.args[2:])
+            if smaller[0] == "returned" and smaller[1] is not None:
+                return (
+                    f"yours missed a chunk of {size} bytes that fits {room}, yet takes one of "
+                    f"{size - 1} bytes: a chunk fits while its size <= the free bytes (an "
+                    "exact fit fits); is your test strict (< where <= belongs)?"
+                )
         if not gone_theirs and not d.changed("mine") and wait == 0:
             return (
                 f"yours missed a chunk{f' of {size} bytes' if size else ''} that fits "

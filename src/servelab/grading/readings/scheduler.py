@@ -69,6 +69,20 @@ def _count_off(d: Difference) -> str | None:
     )
 
 
+def _leaves_the_watermark(d: Difference) -> bool:
+    """Whether the request ``fits`` was asked about leaves exactly the watermark free."""
+    values: tuple[Any, ...] = (
+        d.args[0] if d.args else None,
+        getattr(getattr(d.subject, "bm", None), "block_size", None),
+        getattr(d.subject, "watermark", None),
+        d.before.get("num_free"),
+    )
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return False
+    n, size, watermark, free = values
+    return bool(size > 0 and free + (-n // size) == watermark)  # free - ceil(n / size)
+
+
 def _decoded_after_finishing(d: Difference) -> list[Any]:
     """The sequences finished before the step that your step decodes all the same (read by
     running your step again on a copy of the scheduler as it was before the call)."""
@@ -119,10 +133,13 @@ def scheduler_reading(d: Difference) -> str | None:
         found = _count_off(d)
         if found is not None:
             return found
-        if d.returned("mine") == "False":
+        if d.returned("mine") == "False" and _leaves_the_watermark(d):
+            # a strict comparison and a count of tokens read as blocks both refuse here
             return (
                 "yours refused a request that leaves exactly the watermark free: admit while "
-                "num_free - needed >= watermark"
+                "num_free - needed >= watermark, needed in blocks (ceil(n_tokens / "
+                "block_size)): is your comparison strict (> where >= belongs), or your count "
+                "not in blocks?"
             )
         return "admit only while num_free - needed >= watermark: the watermark stays free"
     if m == "retire" and differ:

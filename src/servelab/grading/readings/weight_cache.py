@@ -72,6 +72,12 @@ def _weight_cache_admit(d: Difference) -> str | None:
         )
     if d.they_raised and not d.i_raised:
         error = d.error("theirs")
+        given = d.args[1] if len(d.args) > 1 else None
+        if isinstance(given, bool) or not isinstance(given, int) or given <= 0:
+            return (
+                f"yours accepted a size of {given!r}: a size is a positive int number of "
+                f"bytes (not 2.5, not 10.0, not 0): check its type and sign, raise {error}"
+            )
         if size is not None and room is not None and size > room[0]:
             return f"an entry larger than the capacity never fits: raise {error} at once"
         if key in d.before.get("pins", {}):
@@ -79,6 +85,8 @@ def _weight_cache_admit(d: Difference) -> str | None:
                 f"you cannot replace a pinned key (its weights are in use): raise {error} "
                 "and change nothing"
             )
+        if size is None or room is None or size <= room[0] - room[1]:
+            return None  # it fits beside the pinned ones: the rule it breaks is not this one
         return (
             f"an entry that cannot fit beside the pinned ones must raise {error} before "
             "evicting anything, so a failed put changes nothing"
