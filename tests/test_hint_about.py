@@ -20,7 +20,7 @@ from buggy_impls import failing_check, failing_report, shown_hint
 from servelab.checkpoints import checkpoint
 from servelab.grading.about import RESULT, About, Hint, either
 from servelab.grading.diagnose import HOOKS, Finding, with_place
-from servelab.grading.localise import Divergence, skeleton_methods
+from servelab.grading.localise import Divergence, _is_step_output, _out_fields, skeleton_methods
 from servelab.grading.mistakes import correct_impl, mistakes
 from servelab.grading.registry import TOPICS, load_topic
 from servelab.grading.topic import ProbeFailed, Topic
@@ -95,8 +95,8 @@ def _observed(name: str) -> set[str]:
         for value in ns.values():
             if isinstance(value, type) or callable(value):
                 continue
-            if dataclasses.is_dataclass(value):
-                seen.update(f"out.{f.name}" for f in dataclasses.fields(value))
+            if _is_step_output(value):  # an ``out`` argument, named as a report names it
+                seen.update(_out_fields((value,), {}))
                 continue
             with contextlib.suppress(Exception):
                 seen.update(spec.fields(value))
