@@ -319,14 +319,18 @@ def _prefix_hit_free(impl: Any) -> None:
 
 
 def _admission_waits_for_blocks(impl: Any) -> None:
-    """The pool holds the first prompt but not the second: admission stops on OutOfBlocks
-    and the second waits at the head of the queue until the first is retired."""
+    """The pool holds the first prompt but not the second: admission stops on OutOfBlocks,
+    and the second waits at the head of the queue (the third, which would fit, behind it)
+    until the first is retired."""
     s = BudgetScript(impl, num_blocks=4, block_size=2, budget=16, prefix=True)
     s.add(0, [1, 2, 3, 4, 5, 6], 1)
     s.add(1, [11, 12, 13, 14, 15, 16], 1)
+    s.add(2, [21, 22], 1)
     s.expect(s.step(), [(0, 0, 6, True)], CHUNKS + " (request 1 needs 3 blocks, 1 is free)")
-    s.expect(s.ids("waiting"), [1], "waiting after an admission stopped on OutOfBlocks")
-    s.expect(s.step(), [(1, 0, 6, True)], CHUNKS + " once request 0 is retired")
+    s.expect(s.ids("waiting"), [1, 2], "waiting after an admission stopped on OutOfBlocks")
+    s.expect(
+        s.step(), [(1, 0, 6, True), (2, 0, 2, True)], CHUNKS + " once request 0 is retired"
+    )
 
 
 # --- step 3: allocation per step and preemption ---------------------------------------
