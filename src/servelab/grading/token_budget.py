@@ -328,9 +328,7 @@ def _admission_waits_for_blocks(impl: Any) -> None:
     s.add(2, [21, 22], 1)
     s.expect(s.step(), [(0, 0, 6, True)], CHUNKS + " (request 1 needs 3 blocks, 1 is free)")
     s.expect(s.ids("waiting"), [1, 2], "waiting after an admission stopped on OutOfBlocks")
-    s.expect(
-        s.step(), [(1, 0, 6, True), (2, 0, 2, True)], CHUNKS + " once request 0 is retired"
-    )
+    s.expect(s.step(), [(1, 0, 6, True), (2, 0, 2, True)], CHUNKS + " once request 0 is retired")
 
 
 # --- step 3: allocation per step and preemption ---------------------------------------
