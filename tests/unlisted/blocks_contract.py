@@ -33,6 +33,6 @@ MISTAKES = {
     "a live id refused with a plain ValueError": (
         4,
         ForkOntoLiveValueError,
-        {"allocate", "fork"},
+        {"_new", "allocate", "fork"},
     ),
 }
