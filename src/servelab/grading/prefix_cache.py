@@ -489,7 +489,7 @@ HINTS: dict[str, Hint] = {
     "own-tokens": Hint(
         "`allocate` keeps its own copy of the prompt (seq_tokens[seq] = list(token_ids)): the "
         "caller's list is not the manager's, and may change after the call",
-        About(("allocate",), ("seq_tokens",)),
+        About(("allocate",)),
     ),
     "decode-fill": Hint(
         "when decoding fills a block (`append_slot`), cache it as a prompt block "
