@@ -60,7 +60,7 @@ READS = {
     "SIEVE order trial clears the real bits": ("deep copy", "model's expectation"),
     "LFU put pushes count 0": ("heap entry it pushes", "smallest count"),
     "replacement restores the old size": ("keep the old size?", "evict in a loop"),
-    "replace keeps the old size": ("kept the old size of 'a'", "evict in a loop"),
+    "replace keeps the old size": ("the old size", "evict in a loop"),
     "LFU heap entry pushed with the old count": ("heap entry it pushes", "smallest count"),
     "a second pin of a resident key refused": ("which is resident", "each pin adds 1"),
     "decode walks a slice of running": ("still visit a sequence it has preempted", "written for"),

@@ -70,7 +70,7 @@ def test_errors_are_not_misses_and_change_nothing() -> None:
         (EntryPinned, lambda: cache.put("c", "c2", 10)),
         (EntryPinned, lambda: cache.remove("c")),
         (NotResident, lambda: cache.pin("zz")),
-        (NotResident, lambda: cache.unpin("zz")),
+        (NotPinned, lambda: cache.unpin("zz")),
         (NotPinned, lambda: cache.unpin("a")),
     ]
     for error, call in bad_calls:

@@ -19,6 +19,20 @@ class LengthSignOnly(Final):
         Forking.allocate(self, seq, n_tokens)
 
 
+class ForkOntoLiveValueError(Final):
+    """Guards the child id with a plain ValueError of its own, not the notebook's
+    SequenceExists: a caller that catches SequenceExists misses it."""
+
+    def _new(self, seq):
+        if seq in self.tables:
+            raise ValueError(f"sequence {seq} already has a table")
+
+
 MISTAKES = {
     "a token count checked for its sign only": (4, LengthSignOnly, {"allocate"}),
+    "a live id refused with a plain ValueError": (
+        4,
+        ForkOntoLiveValueError,
+        {"_new", "allocate", "fork"},
+    ),
 }

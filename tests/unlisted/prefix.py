@@ -4,6 +4,7 @@ from servelab import checkpoint
 from servelab.kv.blocks import OutOfBlocks, SequenceExists
 
 TOPIC = "prefix-cache"
+Sharing = checkpoint(TOPIC, 2)
 Final = checkpoint(TOPIC, 3)
 
 
@@ -126,6 +127,17 @@ class ChainNamesShifted(Final):
         return [(names[i], block_tokens) for i, block_tokens in enumerate(blocks)]
 
 
+class FreshPromptKeepsCallersList(Sharing):
+    """Copies the prompt only when part of it is cached: a prompt with no hit keeps the
+    caller's own list as its tokens, so the caller's later changes reach the manager."""
+
+    def allocate(self, seq, token_ids):
+        cached = super().allocate(seq, token_ids)
+        if cached == 0:
+            self.seq_tokens[seq] = token_ids
+        return cached
+
+
 MISTAKES = {
     "hash registered without its tokens": (3, RegisterForgetsTokens, {"_register"}),
     "freed block first in the reclaim order": (3, FreedToTheFront, {"_release"}),
@@ -137,4 +149,5 @@ MISTAKES = {
     "partial block kept reclaimable": (3, PartialBlockKeptReclaimable, {"_release"}),
     "lookup verifies against a slice": (3, LookupComparesSlices, {"_lookup"}),
     "chain names shifted by one": (3, ChainNamesShifted, {"_chain"}),
+    "a fresh prompt keeps the caller's list": (2, FreshPromptKeepsCallersList, {"allocate"}),
 }

@@ -128,6 +128,53 @@ class SpentBudgetBelowZero(checkpoint(TOPIC, 1)):
         return budget
 
 
+class AdmitRequeuesAtTheBack(Chunked):
+    """On OutOfBlocks puts the head back at the *end* of waiting: a later, smaller request
+    overtakes it (first come, first served is broken)."""
+
+    def admit(self, out, budget):
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = self.waiting.popleft()
+            hit = self.cached_tokens(seq)
+            n = min(seq.num_tokens - hit, budget)
+            try:
+                self.bm.allocate(seq.seq_id, seq.token_ids[: hit + n])
+            except OutOfBlocks:
+                self.waiting.append(seq)
+                break
+            self.running.append(seq)
+            samples = hit + n == seq.num_tokens
+            out.scheduled.append(Chunk(seq, hit, n, self.slots(seq, hit, n), samples, hit))
+            self.computed[seq.seq_id] = hit + n
+            budget -= n
+
+
+class RetryChargedTwice(Final):
+    """Charges the whole chunk again on the retry after a preemption: the budget for the
+    requests after the one that failed is short by its chunk."""
+
+    def schedule_running(self, out, budget):
+        i, failed = 0, 0
+        while i < len(self.running) and budget - failed > 0:
+            seq = self.running[i]
+            start = self.computed[seq.seq_id]
+            n = min(seq.num_tokens - start, budget - failed)
+            try:
+                slots = self.extend(seq, start, n)
+            except OutOfBlocks:
+                victim = self.running.pop()
+                self.preempt(victim, out)
+                if victim is seq:
+                    return budget
+                failed += n
+                continue
+            out.scheduled.append(Chunk(seq, start, n, slots, start + n == seq.num_tokens))
+            self.computed[seq.seq_id] = start + n
+            budget -= n
+            i += 1
+        return budget - failed
+
+
 MISTAKES = {
     "admit allocates from token 0, not up to the chunk's end": (2, AllocatesFromZero, {"admit"}),
     "preempt does not report its victim": (3, PreemptUnlisted, {"preempt"}),
@@ -140,4 +187,6 @@ MISTAKES = {
     "a request needing exactly the budget waits": (2, ExactBudgetForgotten, {"admit"}),
     "slots counted from position 0": (2, SlotsOfTheChunkCount, {"slots", "admit"}),
     "the budget checked for below zero": (1, SpentBudgetBelowZero, {"schedule_running"}),
+    "a request the pool cannot hold goes to the back": (2, AdmitRequeuesAtTheBack, {"admit"}),
+    "a failed extend charged on the retry": (3, RetryChargedTwice, {"schedule_running"}),
 }

@@ -3,6 +3,7 @@
 from servelab import checkpoint
 
 TOPIC = "weight-cache"
+Sized = checkpoint(TOPIC, 1)
 Evicting = checkpoint(TOPIC, 2)
 Pinning = checkpoint(TOPIC, 3)
 Checked = checkpoint(TOPIC, 4)
@@ -129,6 +130,18 @@ class ReplaceRestoresOldSize(Final):
             self._entries[key] = (old, value)
 
 
+class EmptyValueReadAsMiss(Sized):
+    """Tests the stored value, not the key: an entry whose value is empty (b"", 0, None) is
+    answered as a miss and is not refreshed."""
+
+    def get(self, key):
+        entry = self._entries.get(key)
+        if not entry or not entry[1]:
+            return None
+        self._entries.move_to_end(key)
+        return entry[1]
+
+
 MISTAKES = {
     "replace keeps the old size": (2, ReplaceKeepsOldSize, {"put"}),
     "victim scan skips the oldest": (3, VictimSkipsOldest, {"_next_victim"}),
@@ -140,4 +153,5 @@ MISTAKES = {
     "evicted size read after removing": (5, EvictReadsAfterRemoving, {"_evict"}),
     "a second pin of a resident key refused": (4, PinOnlyCandidates, {"pin"}),
     "replacement restores the old size": (5, ReplaceRestoresOldSize, {"put"}),
+    "an empty value read as a miss": (1, EmptyValueReadAsMiss, {"get"}),
 }

@@ -42,8 +42,19 @@ class PinnedBytesBeforeKey(Checked):
             raise EntryPinned(f"{key!r} is pinned")
 
 
+class UnpinOfAbsentReturnsZero(Checked):
+    """Checks the pins of resident keys only: unpin of a key that is not in the cache returns
+    0, where a key that is not resident is not pinned either (ValueError)."""
+
+    def unpin(self, key):
+        if key not in self._entries:
+            return 0
+        return super().unpin(key)
+
+
 MISTAKES = {
     "unmatched unpin raises KeyError": (4, UnpinRaisesKeyError, {"unpin"}),
     "a size checked for its sign only": (4, SizeSignOnly, {"_check_can_admit"}),
     "the pinned bytes checked before the key": (4, PinnedBytesBeforeKey, {"_check_can_admit"}),
+    "unpin of an absent key returns 0": (4, UnpinOfAbsentReturnsZero, {"unpin"}),
 }

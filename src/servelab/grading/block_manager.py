@@ -24,6 +24,7 @@ from servelab.testing.block_manager import (
     check_block_manager_invariants,
     error_matches,
     snapshot,
+    wrong_class,
 )
 from servelab.testing.core import InvariantViolation
 
@@ -54,7 +55,8 @@ def expect_error(s: Script, line: str, kind: str) -> None:
     except Exception as exc:
         if not error_matches(exc, kind):
             raise s.fail(
-                f"`{line}` raised {type(exc).__name__}: {exc}; expected {kind}",
+                f"`{line}` raised {type(exc).__name__}: {exc}; expected {kind}"
+                f"{wrong_class(exc, kind)}",
                 "expected-error",
             ) from None
     else:

@@ -303,6 +303,21 @@ def _decode_fills_cache(impl: Any) -> None:
     _invariants(s)
 
 
+def _own_copy_of_the_prompt(impl: Any) -> None:
+    s = _script(impl, f"bm = {NAME}(8, 2)")
+    s("prompt = [1, 2, 3]")
+    s("bm.allocate(0, prompt)")
+    s("prompt.append(9)")  # the caller reuses its list after the call
+    s("bm.append_slot(0, 4)")
+    got = s("bm.allocate(1, [1, 2, 3, 4, 5])")
+    s.check(
+        got == 4,
+        "sequence 0's tokens are [1, 2, 3, 4] whatever the caller does with its list "
+        f"afterwards, so block [3, 4] is cached: expected 4 cached tokens, got {got}",
+    )
+    _invariants(s)
+
+
 # ------------------------------------------------------------------ step 3 probes
 def _freed_stays_cached(impl: Any) -> None:
     s = _script(impl, f"bm = {NAME}(4, 2)")
@@ -471,6 +486,11 @@ HINTS: dict[str, Hint] = {
         "never answers for the same tokens at another place in another prefix",
         About(("_chain",)),
     ),
+    "own-tokens": Hint(
+        "`allocate` keeps its own copy of the prompt (seq_tokens[seq] = list(token_ids)): the "
+        "caller's list is not the manager's, and may change after the call",
+        About(("allocate",)),
+    ),
     "decode-fill": Hint(
         "when decoding fills a block (`append_slot`), cache it as a prompt block "
         "is: hash it on the chain and register it, so a later prompt with the same tokens hits it",
@@ -612,6 +632,11 @@ TOPIC = Topic(
                     _same_block_other_place,
                 ),
                 _probe("a block filled by decoding is cached", "decode-fill", _decode_fills_cache),
+                _probe(
+                    "the manager keeps its own copy of the prompt",
+                    "own-tokens",
+                    _own_copy_of_the_prompt,
+                ),
             ],
             MachineCheck(
                 "allocate / append / fork vs the model (nothing freed yet)",

@@ -112,6 +112,16 @@ PROBE_HINTS: dict[str, Hint] = {
         "self.cached_tokens(seq) and subtract only n",
         About(("admit",), ("num_computed_tokens",)),
     ),
+    "blocks-wait": Hint(
+        "`admit`: allocate before taking the head off waiting; on OutOfBlocks stop with the "
+        "request still at the head of waiting, to be admitted when blocks come back",
+        About(("admit",), ("waiting",)),
+    ),
+    "retry-budget": Hint(
+        "schedule_running: take n from the budget only after extend succeeds; a failed extend "
+        "ran nothing, so the retry (after preempting the latest) has the whole budget left",
+        About(("schedule_running",)),
+    ),
     "front": Hint(
         "`preempt` puts a request back at the front of waiting (waiting.appendleft): it came "
         "before every request still waiting",
@@ -308,6 +318,19 @@ def _prefix_hit_free(impl: Any) -> None:
     )
 
 
+def _admission_waits_for_blocks(impl: Any) -> None:
+    """The pool holds the first prompt but not the second: admission stops on OutOfBlocks,
+    and the second waits at the head of the queue (the third, which would fit, behind it)
+    until the first is retired."""
+    s = BudgetScript(impl, num_blocks=4, block_size=2, budget=16, prefix=True)
+    s.add(0, [1, 2, 3, 4, 5, 6], 1)
+    s.add(1, [11, 12, 13, 14, 15, 16], 1)
+    s.add(2, [21, 22], 1)
+    s.expect(s.step(), [(0, 0, 6, True)], CHUNKS + " (request 1 needs 3 blocks, 1 is free)")
+    s.expect(s.ids("waiting"), [1, 2], "waiting after an admission stopped on OutOfBlocks")
+    s.expect(s.step(), [(1, 0, 6, True), (2, 0, 2, True)], CHUNKS + " once request 0 is retired")
+
+
 # --- step 3: allocation per step and preemption ---------------------------------------
 
 
@@ -360,6 +383,21 @@ def _recompute_in_chunks(impl: Any) -> None:
     )
 
 
+def _budget_after_the_retry(impl: Any) -> None:
+    """Called with a budget of 2: request 0 takes the last free block, request 1 finds none,
+    request 2 is preempted and request 1's retry runs on the budget left (1 token). Through
+    `step()` alone the retry's budget never runs short, so the probe calls the skeleton's
+    `schedule_running` itself; a class without it (the reference package) has no such path."""
+    if not hasattr(impl, "schedule_running"):
+        return
+    s = _pressure(impl)
+    s("out = BudgetStep()")
+    left = s("sched.schedule_running(out, 2)")
+    got = [(c.seq.seq_id, c.start, c.num_tokens, c.samples) for c in s.out.scheduled]
+    s.expect(got, [(0, 2, 1, True), (1, 2, 1, True)], CHUNKS + " of the running phase")
+    s.expect(left, 0, "the budget schedule_running returned")
+
+
 def _probe(name: str, hint_id: str, run: Callable[[Any], None]) -> Probe:
     return Probe(name, PROBE_HINTS.get(hint_id) or HINTS[hint_id], run)
 
@@ -385,6 +423,7 @@ def _budget_ns(impl: Any) -> dict[str, Any]:
     return {
         NAME: impl,
         "BlockManager": BlockManager,
+        "BudgetStep": BudgetStep,
         "PrefixCachingBlockManager": PrefixCachingBlockManager,
         "Sequence": Sequence,
         "emit_tokens": emit_tokens,
@@ -513,6 +552,11 @@ TOPIC = Topic(
                     _decodes_not_starved,
                 ),
                 _probe("a prefix hit is not charged to the budget", "prefix", _prefix_hit_free),
+                _probe(
+                    "a request the pool cannot hold stays waiting",
+                    "blocks-wait",
+                    _admission_waits_for_blocks,
+                ),
             ],
             machine=_machine(
                 2,
@@ -533,6 +577,11 @@ TOPIC = Topic(
                     "a preempted request is recomputed in chunks, like a prompt",
                     "recompute",
                     _recompute_in_chunks,
+                ),
+                _probe(
+                    "the budget pays for what ran, not for a failed extend",
+                    "retry-budget",
+                    _budget_after_the_retry,
                 ),
             ],
             machine=_machine(

@@ -337,9 +337,11 @@ def _bad_size(impl: Any) -> None:
 
 def _counts(impl: Any) -> None:
     s = CacheScript(impl, 100)
+    s.put("e", 30)  # its value is None: still a resident key, so a get of it is a hit
     s.put("a", 60)
     s.get("a")
     s.get("a")
+    s.get("e")
     s.get("zz")
     s.put("b", 60)  # evicts a
     try:
@@ -347,11 +349,12 @@ def _counts(impl: Any) -> None:
     except ValueError:
         pass
     got = stats_of(s.cache)
-    want = (2, 1, 1, 60)
+    want = (3, 1, 1, 60)
     if got != want:
         raise s.fail(
-            f"(hits, misses, evictions, evicted_bytes) is {got}, expected {want}; a failed put "
-            "is neither a miss nor an eviction"
+            f"(hits, misses, evictions, evicted_bytes) is {got}, expected {want}; a get of a "
+            "resident key is a hit even when its value is None, and a failed put is neither a "
+            "miss nor an eviction"
         )
 
 
@@ -446,7 +449,8 @@ HINTS = {
         "your cache raised where the model expected success; see the message above", About()
     ),
     "unpin-error-type": Hint(
-        "unpin() of a key that is not pinned raises ValueError (not KeyError), and changes nothing",
+        "unpin() of a key that is not pinned, resident or not, raises ValueError (not "
+        "KeyError), and changes nothing",
         About(("unpin",)),
     ),
     "pin-error-type": Hint(

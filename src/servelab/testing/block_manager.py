@@ -42,6 +42,7 @@ __all__ = [
     "error_matches",
     "expect_error",
     "snapshot",
+    "wrong_class",
 ]
 
 # Stable ids of the rules the machine checks, in the order a learner meets them.
@@ -176,21 +177,29 @@ def snapshot(bm: BlockManagerLike) -> tuple[Any, ...]:
     )
 
 
-# Errors are matched by class name anywhere in the exception's class hierarchy, plus a
-# builtin family, so a learner who declares their own ``class OutOfBlocks(Exception)`` passes.
+# Errors are matched by class name anywhere in the exception's class hierarchy, so the
+# notebook's classes (and a learner's own ``class OutOfBlocks(MemoryError)``) pass. Their
+# builtin bases are not enough: a plain KeyError for an unknown sequence is not the
+# notebook's UnknownSequence, and a caller that catches UnknownSequence would miss it.
 ERROR_FAMILIES: dict[str, tuple[type[BaseException], ...]] = {
     "OutOfBlocks": (MemoryError,),
     "UnknownSequence": (KeyError,),
     "SequenceExists": (ValueError,),
     "InvalidLength": (ValueError,),
 }
+"""The builtin base of each documented error, for the messages that name what was raised."""
+
+
+def wrong_class(exc: BaseException, kind: str) -> str:
+    """What to add when ``exc`` is of ``kind``'s builtin base but not of ``kind`` itself."""
+    if isinstance(exc, ERROR_FAMILIES.get(kind, ())):
+        return f": raise the notebook's {kind}, not a plain {type(exc).__name__}"
+    return ""
 
 
 def error_matches(exc: BaseException, kind: str) -> bool:
-    """Whether ``exc`` is the documented error ``kind`` (by name or builtin family)."""
-    if any(cls.__name__ == kind for cls in type(exc).__mro__):
-        return True
-    return isinstance(exc, ERROR_FAMILIES.get(kind, ()))
+    """Whether ``exc`` is the documented error ``kind``: a class of that name in its MRO."""
+    return any(cls.__name__ == kind for cls in type(exc).__mro__)
 
 
 def expect_error(
@@ -215,7 +224,8 @@ def expect_error(
         if not error_matches(exc, kind):
             raise InvariantViolation(
                 "expected-error",
-                f"`{code}` raised {type(exc).__name__}: {exc}; expected {kind} ({why})",
+                f"`{code}` raised {type(exc).__name__}: {exc}; expected {kind} ({why})"
+                f"{wrong_class(exc, kind)}",
             ) from exc
     else:
         raise InvariantViolation(

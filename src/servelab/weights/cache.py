@@ -86,7 +86,7 @@ class NotResident(WeightCacheError, KeyError):
 
 @mypyc_attr(native_class=False)
 class NotPinned(WeightCacheError, ValueError):
-    """``unpin`` was called more times than ``pin`` for this key."""
+    """``unpin`` was called more times than ``pin`` for this key (or it is not resident)."""
 
 
 @mypyc_attr(native_class=False)
@@ -568,9 +568,8 @@ class WeightCache(Generic[K]):
         # the caller holds the lock
         if ticket is not None and not ticket.handle.held:  # the handle holds no pin to give
             return self._pins.get(key, 0)
-        self._resident(key, "unpin")
         pins = self._pins.get(key, 0)
-        if pins == 0:
+        if pins == 0:  # a key that is not resident is not pinned either: the same error
             raise NotPinned(f"{key!r} is not pinned: unpin() without a matching pin()")
         if ticket is not None:
             ticket.done = True
