@@ -101,6 +101,26 @@ def _chain_by_parent(d: Difference) -> str | None:
     )
 
 
+def _hit_taken_again(d: Difference) -> str | None:
+    """A table holding one block twice where the reference's holds none twice, that block
+    evictable before the call: the hit was reclaimed as a new block of the same request."""
+    seq = d.args[0] if d.args else None
+    mine, theirs = d.mine.get("tables", {}).get(seq), d.theirs.get("tables", {}).get(seq)
+    evictable = d.before.get("reclaim order")
+    if not (isinstance(mine, list) and isinstance(theirs, list) and isinstance(evictable, list)):
+        return None
+    if len(set(theirs)) != len(theirs):
+        return None
+    twice = [b for b in dict.fromkeys(mine) if mine.count(b) > 1 and b in evictable]
+    if not twice:
+        return None
+    return (
+        f"yours put block {twice[0]} in the table of sequence {seq} twice ({mine}): it was "
+        "evictable, shared as a hit and reclaimed as a new block by the same call. Claim the "
+        "hits (off the evictable list, refcount up) before taking new blocks"
+    )
+
+
 def prefix_cache_reading(d: Difference) -> str | None:
     """The rule a prefix-caching block manager's first diverging call breaks."""
     m, differ = d.method, d.differ
@@ -173,6 +193,10 @@ def prefix_cache_reading(d: Difference) -> str | None:
                 "yours took the hit but left its block on the evictable list: a hit on an "
                 "evictable block takes it off that list, since it is held again"
             )
+    if m == "allocate" and "tables" in differ:
+        twice = _hit_taken_again(d)
+        if twice:
+            return twice
     if m == "allocate" and "reclaim order" in differ and "tables" not in differ:
         return (
             "a hit on an evictable block takes it off the evictable list: it is held again, "
