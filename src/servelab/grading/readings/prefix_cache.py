@@ -121,6 +121,28 @@ def _hit_taken_again(d: Difference) -> str | None:
     )
 
 
+def _alloc_reading(d: Difference) -> str | None:
+    """``_alloc`` took the block the reference takes, yet holds it at another count: the
+    count is the difference; only another block taken is about the order of reclaim."""
+    shown = d.returned("mine") or ""
+    if d.same_outcome and d.differ == {"refcounts"} and shown.isdigit():
+        block = int(shown)
+        mine = d.mine.get("refcounts", {}).get(block, 0)
+        theirs = d.theirs.get("refcounts", {}).get(block, 0)
+        came = "the evictable list" if block in d.before.get("reclaim order", []) else "free"
+        return (
+            f"yours handed out block {block} (from {came}) with refcount {mine}; the "
+            f"reference's holds it at {theirs}: every block _alloc returns is held by its "
+            "taker, whichever list it came from"
+        )
+    if d.same_outcome:
+        return None
+    return (
+        "take a plain free block first, and reclaim a cached one only when none is left, "
+        "the least recently freed first (and forget its hash)"
+    )
+
+
 def prefix_cache_reading(d: Difference) -> str | None:
     """The rule a prefix-caching block manager's first diverging call breaks."""
     m, differ = d.method, d.differ
@@ -232,9 +254,6 @@ def prefix_cache_reading(d: Difference) -> str | None:
             f"yours missed hits the reference finds ({mine}, not {theirs}): hash each full "
             "block chained on the previous block's hash, and look every block up in turn"
         )
-    if m in ("_alloc",) and differ:
-        return (
-            "take a plain free block first, and reclaim a cached one only when none is left, "
-            "the least recently freed first (and forget its hash)"
-        )
+    if m == "_alloc" and differ:
+        return _alloc_reading(d)
     return block_manager_reading(d)
