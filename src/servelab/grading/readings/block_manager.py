@@ -117,24 +117,28 @@ def _refused_fit(d: Difference) -> str | None:
     n = d.args[1] if len(d.args) > 1 else None
     size = getattr(d.subject, "block_size", None)
     free = d.before.get("num_free")
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (n, size, free)):
+    if not (isinstance(n, int) and isinstance(size, int) and isinstance(free, int)):
         return None
-    assert isinstance(n, int) and isinstance(size, int) and isinstance(free, int)
-    if size < 1 or n < 0:
+    if not (_count(n) and _count(free)) or isinstance(size, bool) or size < 1:
         return None
     need = -(-n // size)
     if need > free:
         return None
+    asked = f"yours refused {_many(n, 'token')}, which need {_many(need, 'block')}"
     if need == free:
         return (
-            f"yours refused {n} tokens, which need {need} blocks, with exactly {free} free: a "
-            "request fits when it needs no more than the free blocks (need <= free): an exact "
-            "fit is no shortage"
+            f"{asked}, with exactly {free} free: a request fits when it needs no more than the "
+            "free blocks (need <= free): an exact fit is no shortage"
         )
-    return (
-        f"yours refused {n} tokens, which need {need} blocks, with {free} free: refuse only "
-        "when it needs more blocks than are free"
-    )
+    return f"{asked}, with {free} free: refuse only when it needs more blocks than are free"
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _many(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def block_manager_reading(d: Difference) -> str | None:
