@@ -98,7 +98,7 @@ READS = {
     "evictable hits revived last": ("twice", "ceil(len / block_size)"),
     "victim peeked, not popped": ("left it in running", "preempt again"),
     "a fresh block handed out unheld": ("with refcount 0", "least recently freed"),
-    "hashes paired from the end": ("added 2 to `hashed`", "stale hash"),
+    "hashes paired from the end": ("hashed block 2 (position 2", "stale hash"),
 }
 
 

@@ -143,6 +143,34 @@ def _alloc_reading(d: Difference) -> str | None:
     )
 
 
+def _registered_elsewhere(d: Difference) -> str | None:
+    """The call's own table, the same on both sides, with one block hashed by yours and
+    another by the reference's: the two positions, and the number of hits when that is
+    exactly how far apart they are (new blocks counted from 0, not from the hits)."""
+    seq = d.args[0] if d.args else None
+    table = d.theirs.get("tables", {}).get(seq)
+    before, mine, theirs = (x.get("hashed") for x in (d.before, d.mine, d.theirs))
+    if not all(isinstance(x, list) for x in (table, before, mine, theirs)):
+        return None
+    assert isinstance(table, list) and isinstance(mine, list) and isinstance(theirs, list)
+    extra = [b for b in mine if b not in theirs and b in table]
+    missing = [b for b in theirs if b not in mine and b in table]
+    if len(extra) != 1 or len(missing) != 1:
+        return None
+    at, want = table.index(extra[0]), table.index(missing[0])
+    said = (
+        f"yours hashed block {extra[0]} (position {at} of sequence {seq}'s table) where the "
+        f"reference hashes block {missing[0]} (position {want}): block i of a table is named "
+        "by the chain's entry i"
+    )
+    shown = d.returned("mine") or ""
+    size = getattr(d.subject, "block_size", 0)
+    hits = int(shown) // size if shown.isdigit() and isinstance(size, int) and size > 0 else -1
+    if hits > 0 and at - want == hits:
+        return f"{said}; does yours count the new blocks from 0, not from the {hits} hit(s)?"
+    return said
+
+
 def prefix_cache_reading(d: Difference) -> str | None:
     """The rule a prefix-caching block manager's first diverging call breaks."""
     m, differ = d.method, d.differ
@@ -219,6 +247,10 @@ def prefix_cache_reading(d: Difference) -> str | None:
         twice = _hit_taken_again(d)
         if twice:
             return twice
+    if m == "allocate" and "hashed" in differ and "tables" not in differ:
+        shifted = _registered_elsewhere(d)
+        if shifted:
+            return shifted
     if m == "allocate" and "reclaim order" in differ and "tables" not in differ:
         return (
             "a hit on an evictable block takes it off the evictable list: it is held again, "
