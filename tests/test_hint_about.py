@@ -196,6 +196,33 @@ def test_a_hint_about_other_fields_of_the_method_found_is_left_out() -> None:
     assert WRITTEN_FOR in with_place(only_pins, anything)
 
 
+def test_a_hint_that_needs_a_field_follows_the_place_only_where_it_held_an_entry() -> None:
+    """A hint about a reused block says nothing of a program with no block to reclaim."""
+    reuse = Hint("did a reclaimed block keep its hash?", About(("_alloc",), (), ("reclaim order",)))
+
+    def at(order: list[int]) -> Finding:
+        before = {"reclaim order": order, "hashed": [0]}
+        d = Divergence(
+            "_alloc",
+            "bm._alloc()",
+            before,
+            ("returned 1", {"hashed": [0, 1]}),
+            ("returned 1", {"hashed": [0]}),
+            0,
+        )
+        return Finding(place=PLACE, methods=("_alloc",), divergence=d)
+
+    assert with_place(at([]), reuse) == PLACE
+    assert WRITTEN_FOR in with_place(at([3]), reuse)
+    assert with_place(Finding(place=PLACE, methods=("_alloc",)), reuse) == PLACE
+    # offered beside a hint that needs nothing, the pair needs nothing
+    plain = Hint("b", About(("_alloc",)))
+    assert either(reuse, plain).about.needs == ()
+    assert either(reuse, reuse).about.needs == ("reclaim order",)
+    with pytest.raises(TypeError, match="tuple of names"):
+        About(("_alloc",), (), "reclaim order")  # type: ignore[arg-type]
+
+
 def test_a_call_that_differs_only_in_its_result_shows_a_hint_about_results() -> None:
     """Only the value returned (or the error raised) differs: a hint about fields is about
     another rule, one that declares :data:`RESULT` is about this one."""

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from buggy_impls import failing_report
 from servelab import checkpoint
 from servelab.grading.localise import _same_error
 from servelab.grading.policy_probes import _lfu_empty, _nothing_to_evict
@@ -28,6 +29,7 @@ from servelab.testing.core import InvariantViolation
 from servelab.testing.policies import policy_machine
 from servelab.testing.policy_models import SIEVEModel
 from servelab.weights.policies import NoVictim
+from unlisted.blocks import RoomCountedInTokens
 from unlisted.policies import SIEVEPopRaisesLookupError
 from unlisted.token_budget import SpentBudgetBelowZero
 
@@ -201,3 +203,56 @@ def test_a_chunk_is_lost_only_when_the_reference_wrote_it_down() -> None:
     assert "yours lost 'b'" in (kv_offload_reading(d) or "")
     d = _d("store", ("c", b"c"), before, theirs, theirs, policy="Hierarchy")
     assert kv_offload_reading(d) is None
+
+
+def test_a_refused_fit_blames_an_earlier_call_only_when_yours_counts_fewer_free() -> None:
+    report, _ = failing_report("block-manager", RoomCountedInTokens, 1)
+    assert "yours counts 1 free too" in report.text
+    assert "an earlier call" not in report.text
+    before = {"tables": {}, "num_free": 2}
+    refused = ("raised OutOfBlocks", before)
+    took = ("returned None", {"tables": {0: [0, 1]}, "num_free": 0})
+    bm = checkpoint("block-manager", 1)(2, 2)
+    exact = _d("allocate", (0, 4), before, refused, took, subject=bm)
+    assert "exactly 2 free" in (block_manager_reading(exact) or "")
+    assert "ceil" not in (block_manager_reading(exact) or "")
+    short = _d("allocate", (0, 5), before, refused, took, subject=bm)
+    assert block_manager_reading(short) is None
+
+
+def test_the_block_count_reading_needs_a_table_of_another_size() -> None:
+    before = {"tables": {}, "num_free": 3}
+    same = ("returned None", {"tables": {0: [0, 0]}, "num_free": 2})
+    other = ("returned None", {"tables": {0: [0, 1]}, "num_free": 1})
+    assert "ceil" not in (block_manager_reading(_d("allocate", (0, 2), before, same, other)) or "")
+    longer = ("returned None", {"tables": {0: [0, 1, 2]}, "num_free": 0})
+    assert "ceil" in (block_manager_reading(_d("allocate", (0, 2), before, longer, other)) or "")
+
+
+def test_preempt_again_is_read_only_when_yours_took_fewer_victims() -> None:
+    before = {"running": [(0, 3), (1, 3), (2, 3)], "waiting": []}
+    one = {"running": [(0, 3), (1, 3)], "waiting": [(2, 3)], "out.preempted": [2]}
+    two = {"running": [(0, 3)], "waiting": [(1, 3), (2, 3)], "out.preempted": [1, 2]}
+    d = _d("decode", (None,), before, ("returned None", one), ("returned None", two))
+    assert "preempt again" in (scheduler_reading(d) or "")
+    kept = {"running": [(0, 3), (1, 3), (2, 3)], "waiting": [(2, 3)], "out.preempted": [2]}
+    theirs = {"running": [(0, 3), (1, 3)], "waiting": [(2, 3)], "out.preempted": [2]}
+    d = _d("decode", (None,), before, ("returned None", kept), ("returned None", theirs))
+    said = scheduler_reading(d) or ""
+    assert "left it in running" in said and "preempt again" not in said
+
+
+def test_a_block_hashed_at_another_position_asks_about_the_hits_only_when_they_explain_it() -> None:
+    bm = checkpoint("prefix-cache", 3)(8, 2)
+    before = {"tables": {}, "hashed": [0]}
+    table = {"tables": {2: [0, 6, 7]}}
+    mine = ("returned 2", {**table, "hashed": [0, 7]})
+    theirs = ("returned 2", {**table, "hashed": [0, 6]})
+    said = prefix_cache_reading(_d("allocate", (2, [1, 2, 5, 5, 9]), before, mine, theirs, bm))
+    assert said is not None and "position 2" in said and "from the 1 hit(s)" in said
+    assert "stale" not in said
+    cold = ("returned 0", {**table, "hashed": [0, 7]})
+    said = prefix_cache_reading(
+        _d("allocate", (2, [1, 2, 5, 5, 9]), before, cold, ("returned 0", theirs[1]), bm)
+    )
+    assert said is not None and "position 2" in said and "hit" not in said

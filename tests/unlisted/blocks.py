@@ -4,6 +4,7 @@ from servelab import checkpoint
 from servelab.kv.blocks import OutOfBlocks, Slot
 
 TOPIC = "block-manager"
+Allocating = checkpoint(TOPIC, 1)
 Forking = checkpoint(TOPIC, 3)
 Final = checkpoint(TOPIC, 4)
 
@@ -115,7 +116,18 @@ class CopyForgetsTheLength(Final):
         return super().append_slot(seq)
 
 
+class RoomCountedInTokens(Allocating):
+    """Compares the prompt's tokens, not its blocks, with the free blocks: a prompt that fits
+    in fewer blocks than it has tokens is refused while its blocks are free."""
+
+    def allocate(self, seq, n_tokens):
+        if n_tokens > len(self.free):
+            raise OutOfBlocks(f"sequence {seq} needs {n_tokens} blocks")
+        super().allocate(seq, n_tokens)
+
+
 MISTAKES = {
+    "room counted in tokens": (1, RoomCountedInTokens, {"allocate"}),
     "refcounts raised before the fork check": (4, ForkCountsBeforeCheck, {"fork"}),
     "one block too many": (4, OneBlockTooMany, {"allocate"}),
     "fork length plus one": (3, ForkLengthPlusOne, {"fork"}),

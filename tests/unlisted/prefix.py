@@ -138,7 +138,81 @@ class FreshPromptKeepsCallersList(Sharing):
         return cached
 
 
+class EvictableHitsRevivedLast(Final):
+    """Claims the hits other sequences hold at once, but revives the evictable ones only after
+    taking the new blocks, which may reclaim one of them first."""
+
+    def allocate(self, seq, token_ids):
+        if seq in self.tables:
+            raise SequenceExists(f"sequence {seq} exists")
+        tokens = list(token_ids)
+        hits = self._lookup(tokens)
+        need = -(-len(tokens) // self.block_size) - len(hits)
+        if need > self._room(hits):
+            raise OutOfBlocks(f"sequence {seq} needs {need} new blocks")
+        idle = [block for block in hits if self.ref[block] == 0]
+        for block in hits:
+            if block not in idle:
+                self._claim(block)
+        table, chain = list(hits), self._chain(tokens)
+        for i in range(len(hits), len(hits) + need):
+            block = self._alloc()
+            table.append(block)
+            if i < len(chain):
+                self._register(block, *chain[i])
+        for block in idle:
+            if block in self.evictable_lru:
+                self._claim(block)
+            else:
+                self.ref[block] += 1
+        self.tables[seq] = table
+        self.seq_tokens[seq] = tokens
+        return len(hits) * self.block_size
+
+
+class FreshBlockUnheld(Final):
+    """Counts the holder only of a block reclaimed from the evictable list: a block taken from
+    the plain free list is handed out at refcount 0."""
+
+    def _alloc(self):
+        if self.free:
+            return self.free.popleft()
+        if not self.evictable_lru:
+            raise OutOfBlocks("no free block")
+        block, _ = self.evictable_lru.popitem(last=False)
+        self._forget(block)
+        self.ref[block] = 1
+        return block
+
+
+class HashesPairedFromTheEnd(Final):
+    """Pairs the new blocks with the prompt's hashes from the end: with a partial last block,
+    that block takes the last full block's hash and the full one before it gets none."""
+
+    def allocate(self, seq, token_ids):
+        if seq in self.tables:
+            raise SequenceExists(f"sequence {seq} exists")
+        tokens = list(token_ids)
+        hits = self._lookup(tokens)
+        need = -(-len(tokens) // self.block_size) - len(hits)
+        if need > self._room(hits):
+            raise OutOfBlocks(f"sequence {seq} needs {need} new blocks")
+        for block in hits:
+            self._claim(block)
+        new = [self._alloc() for _ in range(need)]
+        for block, named in zip(
+            reversed(new), reversed(self._chain(tokens)[len(hits) :]), strict=False
+        ):
+            self._register(block, *named)
+        self.tables[seq] = list(hits) + new
+        self.seq_tokens[seq] = tokens
+        return len(hits) * self.block_size
+
+
 MISTAKES = {
+    "evictable hits revived last": (3, EvictableHitsRevivedLast, {"allocate"}),
+    "a fresh block handed out unheld": (3, FreshBlockUnheld, {"_alloc"}),
+    "hashes paired from the end": (3, HashesPairedFromTheEnd, {"allocate"}),
     "hash registered without its tokens": (3, RegisterForgetsTokens, {"_register"}),
     "freed block first in the reclaim order": (3, FreedToTheFront, {"_release"}),
     "hits claimed before the fit check": (3, HitsClaimedBeforeCheck, {"allocate"}),

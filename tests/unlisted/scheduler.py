@@ -121,7 +121,28 @@ class AddTakesBackTheHead(Admitting):
             raise RequestTooLarge(f"sequence {seq.seq_id} needs up to {need} blocks")
 
 
+class VictimPeekedNotPopped(Final):
+    """Preempts the newest with `self.running[-1]` and then stops counting it out of running:
+    the victim stays in running, waiting and preempted at once."""
+
+    def decode(self, out):
+        i = 0
+        while i < len(self.running):
+            seq = self.running[i]
+            try:
+                slot = self.bm.append_slot(seq.seq_id)
+            except OutOfBlocks:
+                victim = self.running[-1]
+                self.preempt(victim, out)
+                if victim is seq:
+                    break
+                continue
+            out.decodes.append(Decode(seq, slot))
+            i += 1
+
+
 MISTAKES = {
+    "victim peeked, not popped": (3, VictimPeekedNotPopped, {"decode"}),
     "fit counts one block too many": (1, FitRoundsUp, {"fits"}),
     "retire skips the next sequence": (3, RetireSkipsNext, {"retire"}),
     "admit puts a waiting sequence back last": (3, AdmitRequeuesAtBack, {"admit"}),

@@ -34,9 +34,14 @@ class About:
 
     methods: tuple[str, ...] = ()
     fields: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
+    """Fields of which one must hold an entry before the first diverging call for the hint's
+    cause to be possible at all (``"reclaim order"`` for a hint about a reclaimed block): a
+    hint about reuse says nothing of a program that reclaimed nothing."""
 
     def __post_init__(self) -> None:
-        for name, values in (("methods", self.methods), ("fields", self.fields)):
+        named = (("methods", self.methods), ("fields", self.fields), ("needs", self.needs))
+        for name, values in named:
             if not isinstance(values, tuple) or not all(isinstance(v, str) and v for v in values):
                 raise TypeError(f"About.{name} must be a tuple of names, got {values!r}")
 
@@ -59,6 +64,8 @@ class About:
         declares fields is about those: when the first diverging call's difference (its
         :data:`RESULT` and the fields that differ after it) touches none of them, the hint
         was written for another rule of the same method, and does not fit."""
+        if self.needs and not _holds_one(self.needs, divergence):
+            return False
         touched = _touched(divergence)
         if self.fields and touched and not any(self.names_field(k) for k in touched):
             return False
@@ -73,7 +80,17 @@ class About:
         return About(
             tuple(dict.fromkeys((*self.methods, *other.methods))),
             tuple(dict.fromkeys((*self.fields, *other.fields))),
+            tuple(dict.fromkeys((*self.needs, *other.needs))) if self.needs and other.needs else (),
         )
+
+
+def _holds_one(needs: tuple[str, ...], divergence: Divergence | None) -> bool:
+    """Whether one of the ``needs`` fields held an entry before the first diverging call (no
+    divergence: no evidence that it did)."""
+    if divergence is None:
+        return False
+    before: Mapping[str, Any] = divergence.before
+    return any(bool(before.get(name)) for name in needs)
 
 
 def _touched(divergence: Divergence | None) -> list[str]:

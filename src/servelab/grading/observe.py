@@ -123,14 +123,15 @@ def policy_skeleton_fields(policy: Any, canon: Callable[[Any], Any] = _same) -> 
 
 
 def blocks_fields(bm: Any, canon: Callable[[Any], Any] = _same) -> dict[str, Any]:
-    """Block tables, lengths, refcounts (held blocks, and any free block whose count is not 0),
-    the free list in order, and ``num_free``."""
+    """Block tables, lengths, refcounts (held blocks, and any other block whose count is not 0:
+    one taken but not yet in a table, mid-call, too), the free list in order, and ``num_free``."""
     seqs = sorted(_read(lambda: list(bm.sequences())), key=repr)
     tables = {s: list(_read(lambda s=s: list(bm.block_table(s)))) for s in seqs}  # type: ignore[misc]
     held = sorted({b for t in tables.values() for b in t if isinstance(b, int)})
     free = list(_read(lambda: list(bm.free_list())))
     refs = {b: _read(lambda b=b: bm.refcount(b)) for b in held}  # type: ignore[misc]
-    for b in free:
+    every = _read(lambda: list(range(bm.num_blocks)))
+    for b in [*free, *(every if isinstance(every, list) else ())]:
         count = _read(lambda b=b: bm.refcount(b))  # type: ignore[misc]
         if b not in refs and count:
             refs[b] = count

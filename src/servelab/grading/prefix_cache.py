@@ -464,7 +464,7 @@ HINTS: dict[str, Hint] = {
     "stale-hash": Hint(
         "did a reclaimed block keep its stale hash? Clear the block's hash and its map entry "
         "when an evictable block is reused, and check the stored tokens on every hit",
-        About(("_forget", "_alloc", "_lookup"), ("hashed", "cached")),
+        About(("_forget", "_alloc", "_lookup"), ("hashed", "cached"), ("reclaim order",)),
     ),
     "wrong-data": Hint(
         "a hit served a block whose contents differ from the prompt: did a stale hash or map "

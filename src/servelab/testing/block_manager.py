@@ -337,11 +337,18 @@ def block_manager_machine(
                 return self.do(code, fn)
             except Exception as exc:
                 if error_matches(exc, "OutOfBlocks"):
+                    want, got = self.model.num_free, getattr(self.bm, "num_free", None)
+                    why = ""
+                    if isinstance(got, int) and got < want:
+                        why = (
+                            ": an earlier call took a block it did not need, or never gave one back"
+                        )
+                    elif got == want:
+                        why = f"; yours counts {got} free too, yet refused a call that fits"
                     raise InvariantViolation(
                         "free-count",
-                        f"`{code}` raised {type(exc).__name__}, but {self.model.num_free} "
-                        "blocks should still be free: an earlier call took a block it did not "
-                        "need, or never gave one back",
+                        f"`{code}` raised {type(exc).__name__}, but {want} blocks should still "
+                        f"be free{why}",
                     ) from exc
                 raise
 

@@ -119,7 +119,7 @@ def check_prefix_cache_invariants(bm: PrefixManagerLike) -> None:
                 raise InvariantViolation(
                     "stale-hash",
                     f"block {tail}, the partial tail of sequence {seq}, carries hash "
-                    f"{bm.block_hash(tail)}: it kept the hash of what it held before reuse",
+                    f"{bm.block_hash(tail)}; a block is hashed only once it is full",
                 )
 
 

@@ -101,6 +101,46 @@ def _slot_reading(d: Difference) -> str | None:
     return None
 
 
+def _table_sizes_differ(d: Difference) -> bool:
+    """Whether the sequence's table holds another number of blocks than the reference's: the
+    precondition of the ceil reading (same count, other blocks, is another rule)."""
+    seq = d.args[0] if d.args else None
+    mine = d.mine.get("tables", {}).get(seq)
+    theirs = d.theirs.get("tables", {}).get(seq)
+    sizes = [len(t) if isinstance(t, list) else None for t in (mine, theirs)]
+    return sizes[0] != sizes[1]
+
+
+def _refused_fit(d: Difference) -> str | None:
+    """An allocate refused though the blocks it needs were free (counted from the call's own
+    arguments and the free count before it), or None when the evidence does not show that."""
+    n = d.args[1] if len(d.args) > 1 else None
+    size = getattr(d.subject, "block_size", None)
+    free = d.before.get("num_free")
+    if not (isinstance(n, int) and isinstance(size, int) and isinstance(free, int)):
+        return None
+    if not (_count(n) and _count(free)) or isinstance(size, bool) or size < 1:
+        return None
+    need = -(-n // size)
+    if need > free:
+        return None
+    asked = f"yours refused {_many(n, 'token')}, which need {_many(need, 'block')}"
+    if need == free:
+        return (
+            f"{asked}, with exactly {free} free: a request fits when it needs no more than the "
+            "free blocks (need <= free): an exact fit is no shortage"
+        )
+    return f"{asked}, with {free} free: refuse only when it needs more blocks than are free"
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _many(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def block_manager_reading(d: Difference) -> str | None:
     """The rule a block manager's first diverging call breaks."""
     if d.hidden:
@@ -131,7 +171,9 @@ def block_manager_reading(d: Difference) -> str | None:
         return failed_call(d)
     if m == "allocate" and d.args and len(d.args) > 1 and d.args[1] == 0 and "tables" in differ:
         return "a sequence of zero tokens holds no block: ceil(0 / block_size) is 0"
-    if m == "allocate" and "tables" in differ:
+    if m == "allocate" and d.i_raised and not d.they_raised:
+        return _refused_fit(d)
+    if m == "allocate" and "tables" in differ and _table_sizes_differ(d):
         return "a table holds ceil(len / block_size) blocks, in ints -(-n // block_size)"
     slot = _slot_reading(d) if m == "append_slot" else None
     if slot:

@@ -101,6 +101,76 @@ def _chain_by_parent(d: Difference) -> str | None:
     )
 
 
+def _hit_taken_again(d: Difference) -> str | None:
+    """A table holding one block twice where the reference's holds none twice, that block
+    evictable before the call: the hit was reclaimed as a new block of the same request."""
+    seq = d.args[0] if d.args else None
+    mine, theirs = d.mine.get("tables", {}).get(seq), d.theirs.get("tables", {}).get(seq)
+    evictable = d.before.get("reclaim order")
+    if not (isinstance(mine, list) and isinstance(theirs, list) and isinstance(evictable, list)):
+        return None
+    if len(set(theirs)) != len(theirs):
+        return None
+    twice = [b for b in dict.fromkeys(mine) if mine.count(b) > 1 and b in evictable]
+    if not twice:
+        return None
+    return (
+        f"yours put block {twice[0]} in the table of sequence {seq} twice ({mine}): it was "
+        "evictable, shared as a hit and reclaimed as a new block by the same call. Claim the "
+        "hits (off the evictable list, refcount up) before taking new blocks"
+    )
+
+
+def _alloc_reading(d: Difference) -> str | None:
+    """``_alloc`` took the block the reference takes, yet holds it at another count: the
+    count is the difference; only another block taken is about the order of reclaim."""
+    shown = d.returned("mine") or ""
+    if d.same_outcome and d.differ == {"refcounts"} and shown.isdigit():
+        block = int(shown)
+        mine = d.mine.get("refcounts", {}).get(block, 0)
+        theirs = d.theirs.get("refcounts", {}).get(block, 0)
+        came = "the evictable list" if block in d.before.get("reclaim order", []) else "free"
+        return (
+            f"yours handed out block {block} (from {came}) with refcount {mine}; the "
+            f"reference's holds it at {theirs}: every block _alloc returns is held by its "
+            "taker, whichever list it came from"
+        )
+    if d.same_outcome:
+        return None
+    return (
+        "take a plain free block first, and reclaim a cached one only when none is left, "
+        "the least recently freed first (and forget its hash)"
+    )
+
+
+def _registered_elsewhere(d: Difference) -> str | None:
+    """The call's own table, the same on both sides, with one block hashed by yours and
+    another by the reference's: the two positions, and the number of hits when that is
+    exactly how far apart they are (new blocks counted from 0, not from the hits)."""
+    seq = d.args[0] if d.args else None
+    table = d.theirs.get("tables", {}).get(seq)
+    before, mine, theirs = (x.get("hashed") for x in (d.before, d.mine, d.theirs))
+    if not all(isinstance(x, list) for x in (table, before, mine, theirs)):
+        return None
+    assert isinstance(table, list) and isinstance(mine, list) and isinstance(theirs, list)
+    extra = [b for b in mine if b not in theirs and b in table]
+    missing = [b for b in theirs if b not in mine and b in table]
+    if len(extra) != 1 or len(missing) != 1:
+        return None
+    at, want = table.index(extra[0]), table.index(missing[0])
+    said = (
+        f"yours hashed block {extra[0]} (position {at} of sequence {seq}'s table) where the "
+        f"reference hashes block {missing[0]} (position {want}): block i of a table is named "
+        "by the chain's entry i"
+    )
+    shown = d.returned("mine") or ""
+    size = getattr(d.subject, "block_size", 0)
+    hits = int(shown) // size if shown.isdigit() and isinstance(size, int) and size > 0 else -1
+    if hits > 0 and at - want == hits:
+        return f"{said}; does yours count the new blocks from 0, not from the {hits} hit(s)?"
+    return said
+
+
 def prefix_cache_reading(d: Difference) -> str | None:
     """The rule a prefix-caching block manager's first diverging call breaks."""
     m, differ = d.method, d.differ
@@ -173,6 +243,14 @@ def prefix_cache_reading(d: Difference) -> str | None:
                 "yours took the hit but left its block on the evictable list: a hit on an "
                 "evictable block takes it off that list, since it is held again"
             )
+    if m == "allocate" and "tables" in differ:
+        twice = _hit_taken_again(d)
+        if twice:
+            return twice
+    if m == "allocate" and "hashed" in differ and "tables" not in differ:
+        shifted = _registered_elsewhere(d)
+        if shifted:
+            return shifted
     if m == "allocate" and "reclaim order" in differ and "tables" not in differ:
         return (
             "a hit on an evictable block takes it off the evictable list: it is held again, "
@@ -208,9 +286,6 @@ def prefix_cache_reading(d: Difference) -> str | None:
             f"yours missed hits the reference finds ({mine}, not {theirs}): hash each full "
             "block chained on the previous block's hash, and look every block up in turn"
         )
-    if m in ("_alloc",) and differ:
-        return (
-            "take a plain free block first, and reclaim a cached one only when none is left, "
-            "the least recently freed first (and forget its hash)"
-        )
+    if m == "_alloc" and differ:
+        return _alloc_reading(d)
     return block_manager_reading(d)

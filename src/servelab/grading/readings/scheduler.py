@@ -11,6 +11,12 @@ def _ids(queue: Any) -> list[Any]:
     return [entry[0] for entry in queue] if isinstance(queue, list) else []
 
 
+def _victims(after: Any) -> list[Any]:
+    """The victims a side's step output names (``out.preempted``), as shown."""
+    shown = after.get("out.preempted")
+    return list(shown) if isinstance(shown, list | tuple) else []
+
+
 def _scheduler_decode(d: Difference) -> str | None:
     before = _ids(d.before.get("running"))
     mine, theirs = _ids(d.mine.get("running")), _ids(d.theirs.get("running"))
@@ -23,7 +29,16 @@ def _scheduler_decode(d: Difference) -> str | None:
                 "in the order of their ids"
             )
         return "decode keeps running in its order: the oldest first, newcomers at the back"
-    if len(gone_mine) < len(gone_theirs):
+    waiting_mine = _ids(d.mine.get("waiting"))
+    still = [s for s in before if s in mine and s in waiting_mine]
+    if still:
+        return (
+            f"yours preempted sequence {still[0]} (it waits again) yet left it in running: a "
+            "victim leaves running when it is preempted, or the loop decodes it after its "
+            "blocks are gone"
+        )
+    fewer = len(_victims(d.mine)) < len(_victims(d.theirs))
+    if len(gone_mine) < len(gone_theirs) and fewer:
         return (
             "when a retry after a preemption still finds no block, preempt again: a step can "
             "take several victims"
