@@ -37,6 +37,7 @@ from servelab.grading import (
     grade,
     load_topic,
 )
+from servelab.grading.core import PROBE_TIMEOUT_S
 from servelab.testing.bounded import bounded_str
 from servelab.testing.core import ImplementationHung, hang_guard
 
@@ -1017,3 +1018,20 @@ def test_a_topic_of_one_step_graded_whole_is_headed_as_that_step() -> None:
     assert head == grade(one, None, step=1, out=io.StringIO()).text.splitlines()[0]
     assert head == "adder · step 1 of 1: add two numbers"
     assert grade(two, None, out=io.StringIO()).text.splitlines()[0] == "adder · all 2 steps"
+
+
+def test_a_probe_may_take_longer_than_the_default_when_it_says_so() -> None:
+    # a probe that compiles (Triton on a GPU) spends seconds of CPU that are no hang
+    def spin(impl: Any) -> None:
+        end = time.process_time() + PROBE_TIMEOUT_S + 0.5
+        while time.process_time() < end:
+            pass
+
+    slow = Probe("compiles", "compile it", spin, seconds=PROBE_TIMEOUT_S + 5)
+    hasty = dataclasses.replace(slow, seconds=None)
+    ok = Topic("slow", "slow", [Step(1, "compile", (slow,))])
+    assert grade(ok, None, out=io.StringIO()).passed
+    hung = Topic("slow", "slow", [Step(1, "compile", (hasty,))])
+    with pytest.raises(GradeFailure) as info:
+        grade(hung, None, out=io.StringIO())
+    assert "did not return within" in info.value.report.text

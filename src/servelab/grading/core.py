@@ -191,7 +191,8 @@ def _not_implemented(exc: BaseException) -> NotImplementedError | None:
 
 def _run_probe(probe: Probe, impl: Any, interrupts: _Interrupts) -> BaseException | None:
     try:
-        with hang_guard(f"probe {probe.name!r}", PROBE_TIMEOUT_S):
+        seconds = PROBE_TIMEOUT_S if probe.seconds is None else probe.seconds
+        with hang_guard(f"probe {probe.name!r}", seconds):
             probe.run(impl)
     except ImplementationHung as exc:
         return exc
