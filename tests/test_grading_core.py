@@ -1035,3 +1035,41 @@ def test_a_probe_may_take_longer_than_the_default_when_it_says_so() -> None:
     with pytest.raises(GradeFailure) as info:
         grade(hung, None, out=io.StringIO())
     assert "did not return within" in info.value.report.text
+
+
+def test_a_hang_is_placed_at_its_loop_the_same_on_every_run(tmp_path: Path) -> None:
+    # the timer lands on whichever line of the loop is running: the report names the loop
+    (tmp_path / "spinning_cache.py").write_text(
+        textwrap.dedent(
+            """
+            class SpinningCache:
+                def __init__(self, capacity):
+                    self.capacity, self._entries, self.used = capacity, {}, 0
+                def keys(self):
+                    return list(self._entries)
+                def get(self, key):
+                    return None
+                def _room(self):
+                    total = 0
+                    for size in self._entries.values():
+                        total += size
+                    return self.capacity - total
+                def put(self, key, value, size):
+                    while self._room() >= size:
+                        spare = self._room()
+                        spare += 1
+                        spare -= 1
+            """
+        )
+    )
+    spec = importlib.util.spec_from_file_location("spinning_cache", tmp_path / "spinning_cache.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    texts = []
+    for _ in range(2):
+        with pytest.raises(GradeFailure) as info:
+            grade("weight-cache", module.SpinningCache, step=1, out=io.StringIO())
+        texts.append(info.value.report.text)
+    assert texts[0] == texts[1]
+    assert "looping in your put(), line 15: while self._room() >= size:" in texts[0], texts[0]

@@ -56,6 +56,7 @@ from servelab.grading._interrupts import learner_escape as _learner_escape
 from servelab.grading._learner import (
     exception_hint,
     learner_frame,
+    looping_frame,
     program_in_progress,
     stacking_problem,
 )
@@ -433,7 +434,8 @@ def _grade(
         # A hang the learner's code caught and turned into another exception carries the
         # learner's frames on its cause.
         cause = exc.__cause__ if isinstance(exc, ImplementationHung) else None
-        frame = learner_frame(exc) or (learner_frame(cause) if cause is not None else None)
+        find = looping_frame if isinstance(exc, ImplementationHung) else learner_frame
+        frame = find(exc) or (find(cause) if cause is not None else None)
         if frame is not None:
             source = (frame.line or "").strip()
             verb = "looping" if isinstance(exc, ImplementationHung) else "raised"
