@@ -146,6 +146,7 @@ def plan(smoke: bool, device: torch.device) -> dict[str, Any]:
         "flush_bytes": 256 * MiB,
         "heads": (32, 8, 128),
         "block_size": 16,
+        "block_sizes": [16, 64, 128],
         "batches": [4, 32, 128],
         "contexts": [1024, 4096, 16384],
         "kv_cap": 2 * GiB,

@@ -83,11 +83,27 @@ def check_paged_equals_dense(
     q, k_cache, v_cache, ks, vs, tables = scatter_case(
         lens, block_size, num_blocks, hq, hkv, 8, seed
     )
-    batch = DecodeBatch.build(tables, lens, block_size=block_size, num_blocks=num_blocks)
+    dev = _triton_device() if backend == "triton" else "cpu"
+    batch = DecodeBatch.build(
+        tables, lens, block_size=block_size, num_blocks=num_blocks, device=dev
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # flex's "not compiled" notice
-        got = paged_decode(q, k_cache, v_cache, batch, backend=backend)  # type: ignore[arg-type]
-    torch.testing.assert_close(got, dense_reference(q, ks, vs), rtol=1e-5, atol=1e-5)
+        got = paged_decode(
+            q.to(dev),
+            k_cache.to(dev),
+            v_cache.to(dev),
+            batch,
+            backend=backend,  # type: ignore[arg-type]
+        ).cpu()
+    tol = 1e-5 if dev == "cpu" else 1e-4  # another summation order on the GPU
+    torch.testing.assert_close(got, dense_reference(q, ks, vs), rtol=tol, atol=tol)
+
+
+def _triton_device() -> str:
+    """Where backend 'triton' runs in this process: compiled on CUDA when there is a GPU,
+    else on the CPU through Triton's interpreter (conftest sets it without a GPU)."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 @settings(max_examples=20, deadline=None)
@@ -264,11 +280,17 @@ def test_triton_backend_ignores_stale_data_and_equals_the_oracle_in_bf16() -> No
         k_cache[b] = 1e4
         v_cache[b] = 1e4
     k_cache[tables[0][-1], 1:] = 1e4  # past sequence 0's length
-    torch.testing.assert_close(paged_decode(q, k_cache, v_cache, batch, backend="triton"), want)
+    dev = _triton_device()
+    on = DecodeBatch.build(tables, lens, block_size=4, num_blocks=12, device=dev)
+    q, k_cache, v_cache = q.to(dev), k_cache.to(dev), v_cache.to(dev)
+    got = paged_decode(q, k_cache, v_cache, on, backend="triton").cpu()
+    loose = {} if dev == "cpu" else {"rtol": 1e-4, "atol": 1e-4}  # the GPU sums in another order
+    torch.testing.assert_close(got, want, **loose)
     bf = torch.bfloat16
-    got = paged_decode(q.to(bf), k_cache.to(bf), v_cache.to(bf), batch, backend="triton")
+    got = paged_decode(q.to(bf), k_cache.to(bf), v_cache.to(bf), on, backend="triton").cpu()
     assert got.dtype == bf
-    oracle = paged_decode(q.to(bf).float(), k_cache.to(bf).float(), v_cache.to(bf).float(), batch)
+    q, k_cache, v_cache = (t.to(bf).float().cpu() for t in (q, k_cache, v_cache))
+    oracle = paged_decode(q, k_cache, v_cache, batch)
     torch.testing.assert_close(got.float(), oracle, **BF16_TOL)
 
 

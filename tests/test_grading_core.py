@@ -37,6 +37,7 @@ from servelab.grading import (
     grade,
     load_topic,
 )
+from servelab.grading.core import PROBE_TIMEOUT_S
 from servelab.testing.bounded import bounded_str
 from servelab.testing.core import ImplementationHung, hang_guard
 
@@ -1017,3 +1018,58 @@ def test_a_topic_of_one_step_graded_whole_is_headed_as_that_step() -> None:
     assert head == grade(one, None, step=1, out=io.StringIO()).text.splitlines()[0]
     assert head == "adder · step 1 of 1: add two numbers"
     assert grade(two, None, out=io.StringIO()).text.splitlines()[0] == "adder · all 2 steps"
+
+
+def test_a_probe_may_take_longer_than_the_default_when_it_says_so() -> None:
+    # a probe that compiles (Triton on a GPU) spends seconds of CPU that are no hang
+    def spin(impl: Any) -> None:
+        end = time.process_time() + PROBE_TIMEOUT_S + 0.5
+        while time.process_time() < end:
+            pass
+
+    slow = Probe("compiles", "compile it", spin, seconds=PROBE_TIMEOUT_S + 5)
+    hasty = dataclasses.replace(slow, seconds=None)
+    ok = Topic("slow", "slow", [Step(1, "compile", (slow,))])
+    assert grade(ok, None, out=io.StringIO()).passed
+    hung = Topic("slow", "slow", [Step(1, "compile", (hasty,))])
+    with pytest.raises(GradeFailure) as info:
+        grade(hung, None, out=io.StringIO())
+    assert "did not return within" in info.value.report.text
+
+
+def test_a_hang_is_placed_at_its_loop_the_same_on_every_run(tmp_path: Path) -> None:
+    # the timer lands on whichever line of the loop is running: the report names the loop
+    (tmp_path / "spinning_cache.py").write_text(
+        textwrap.dedent(
+            """
+            class SpinningCache:
+                def __init__(self, capacity):
+                    self.capacity, self._entries, self.used = capacity, {}, 0
+                def keys(self):
+                    return list(self._entries)
+                def get(self, key):
+                    return None
+                def _room(self):
+                    total = 0
+                    for size in self._entries.values():
+                        total += size
+                    return self.capacity - total
+                def put(self, key, value, size):
+                    while self._room() >= size:
+                        spare = self._room()
+                        spare += 1
+                        spare -= 1
+            """
+        )
+    )
+    spec = importlib.util.spec_from_file_location("spinning_cache", tmp_path / "spinning_cache.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    texts = []
+    for _ in range(2):
+        with pytest.raises(GradeFailure) as info:
+            grade("weight-cache", module.SpinningCache, step=1, out=io.StringIO())
+        texts.append(info.value.report.text)
+    assert texts[0] == texts[1]
+    assert "looping in your put(), line 15: while self._room() >= size:" in texts[0], texts[0]

@@ -8,6 +8,8 @@ exceptions that learners' code raises most often.
 
 from __future__ import annotations
 
+import ast
+import linecache
 import sys
 import traceback
 from collections.abc import Mapping
@@ -21,6 +23,7 @@ __all__ = [
     "EXCEPTION_HINTS",
     "exception_hint",
     "learner_frame",
+    "looping_frame",
     "program_in_progress",
     "stacking_problem",
 ]
@@ -95,6 +98,43 @@ def learner_frame(exc: BaseException) -> traceback.FrameSummary | None:
         if not is_library_code(frame.filename):
             return frame
     return None
+
+
+def looping_frame(exc: BaseException) -> traceback.FrameSummary | None:
+    """Where a hung call of the learner's loops, the same on every run: the header of the loop
+    that was running, not the line the timer happened to interrupt.
+
+    The innermost learner frame inside a ``while`` wins (a ``while`` is what spins without
+    end); else the innermost inside a ``for``; else the innermost learner frame. A frame whose
+    source cannot be read and parsed keeps its interrupted line."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not is_library_code(f.filename)]
+    for kind in (ast.While, (ast.For, ast.AsyncFor)):
+        for frame in reversed(frames):
+            header = _loop_header(frame, kind)
+            if header is not None:
+                return header
+    return frames[-1] if frames else None
+
+
+def _loop_header(
+    frame: traceback.FrameSummary, kind: type[ast.AST] | tuple[type[ast.AST], ...]
+) -> traceback.FrameSummary | None:
+    """The innermost loop of ``kind`` around the frame's line, as a frame at its header."""
+    lineno = frame.lineno
+    source = "".join(linecache.getlines(frame.filename))
+    if not source or lineno is None:
+        return None
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    loops = [n for n in ast.walk(tree) if isinstance(n, kind) and isinstance(n, ast.stmt)]
+    around = [n.lineno for n in loops if n.lineno <= lineno <= (n.end_lineno or 0)]
+    if not around:
+        return None
+    line = max(around)  # the innermost
+    text = linecache.getline(frame.filename, line).strip()
+    return traceback.FrameSummary(frame.filename, line, frame.name, line=text)
 
 
 def program_in_progress(tb: TracebackType | None) -> list[str] | None:

@@ -56,6 +56,7 @@ from servelab.grading._interrupts import learner_escape as _learner_escape
 from servelab.grading._learner import (
     exception_hint,
     learner_frame,
+    looping_frame,
     program_in_progress,
     stacking_problem,
 )
@@ -191,7 +192,8 @@ def _not_implemented(exc: BaseException) -> NotImplementedError | None:
 
 def _run_probe(probe: Probe, impl: Any, interrupts: _Interrupts) -> BaseException | None:
     try:
-        with hang_guard(f"probe {probe.name!r}", PROBE_TIMEOUT_S):
+        seconds = PROBE_TIMEOUT_S if probe.seconds is None else probe.seconds
+        with hang_guard(f"probe {probe.name!r}", seconds):
             probe.run(impl)
     except ImplementationHung as exc:
         return exc
@@ -432,7 +434,8 @@ def _grade(
         # A hang the learner's code caught and turned into another exception carries the
         # learner's frames on its cause.
         cause = exc.__cause__ if isinstance(exc, ImplementationHung) else None
-        frame = learner_frame(exc) or (learner_frame(cause) if cause is not None else None)
+        find = looping_frame if isinstance(exc, ImplementationHung) else learner_frame
+        frame = find(exc) or (find(cause) if cause is not None else None)
         if frame is not None:
             source = (frame.line or "").strip()
             verb = "looping" if isinstance(exc, ImplementationHung) else "raised"

@@ -38,6 +38,18 @@ __all__ = ["TOPIC", "compare", "fixed_cases"]
 if not os.path.exists("/dev/nvidiactl"):
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+#: On a GPU, Triton compiles each new specialisation of a kernel (the learner's, and each
+#: catalogued mistake's that a failure is compared with): seconds of CPU in this process that
+#: are no hang. A kernel that loops forever on a GPU never returns to Python anyway, so the
+#: guard there only bounds the compiling; in the interpreter the usual few seconds hold.
+COMPILE_SECONDS = 120.0
+
+
+def _probe_seconds() -> float | None:
+    compiling = os.path.exists("/dev/nvidiactl") and os.environ.get("TRITON_INTERPRET") != "1"
+    return COMPILE_SECONDS if compiling else None
+
+
 #: Random cases per step, and how many more a failure may be shrunk with (counts, not seconds).
 EXAMPLES = {1: 40, 2: 16, 3: 10}
 SHRINK_RUNS = 12
@@ -320,11 +332,12 @@ def _probes(step: int) -> Sequence[Probe]:
         3: "grouped-query heads over a forked batch",
     }
     return (
-        Probe(f"fixed cases: {aims[step]}", _GENERIC[step], _fixed(step)),
+        Probe(f"fixed cases: {aims[step]}", _GENERIC[step], _fixed(step), _probe_seconds()),
         Probe(
             f"{EXAMPLES[step]} random block tables vs gather + SDPA",
             _GENERIC[step],
             _random(step),
+            _probe_seconds(),
         ),
     )
 

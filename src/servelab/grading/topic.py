@@ -58,6 +58,9 @@ class Probe:
     name: str
     hint: str
     run: Callable[[Any], None]
+    seconds: float | None = None
+    """CPU seconds the probe may run before it is reported hung; None: the grader's default.
+    A topic whose probes compile code (Triton on a GPU) needs longer than a loop ever should."""
 
 
 @dataclass(frozen=True)

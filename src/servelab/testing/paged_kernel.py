@@ -260,6 +260,11 @@ def rebuilt(kernel: Any, **replace: Any) -> Any:
         fn = types.FunctionType(
             raw.__code__, scope, raw.__name__, raw.__defaults__, raw.__closure__
         )
+        # the annotations say which arguments are tl.constexpr: compiled Triton needs them
+        # (the interpreter does not), so a copy without them fails to compile on a GPU
+        fn.__annotations__ = dict(raw.__annotations__)
+        fn.__kwdefaults__ = raw.__kwdefaults__
+        fn.__module__, fn.__qualname__, fn.__doc__ = raw.__module__, raw.__qualname__, raw.__doc__
         built[name] = triton.jit(fn)
     return built[_raw(kernel).__name__]
 
