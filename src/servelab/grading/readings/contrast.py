@@ -41,6 +41,8 @@ MAX_TRIES = 16
 SCAN = 4
 #: Entries in the state before the call above which no experiment is run (its cost grows).
 MAX_ENTRIES = 256
+#: An int argument this large is an id or a hash, not a count: no scan around it.
+MAX_COUNT = 1 << 20
 #: Lines all the neighbouring calls of one report may execute together.
 MAX_LINES = 2 * LINES_PER_CALL
 
@@ -134,16 +136,13 @@ def _collections(before: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _holders(before: dict[str, Any], key: Any) -> list[str]:
-    """The fields that hold ``key``: as an entry or a dict's key for a string, as a dict's key
-    for an int (an int in a list may be a block id as well as a sequence id)."""
+def _holders(before: dict[str, Any], key: str) -> list[str]:
+    """The fields that hold ``key``, as an entry or a dict's key. Only a string is read as a
+    key: an int in a field may be a block id, a sequence id or a count all at once."""
     found = []
     for name, value in _collections(before).items():
         try:
-            if isinstance(value, dict):
-                held = key in value
-            else:
-                held = isinstance(key, str) and key in value
+            held = key in value
         except TypeError:
             held = False
         if held:
@@ -151,27 +150,22 @@ def _holders(before: dict[str, Any], key: Any) -> list[str]:
     return found
 
 
-def _absent_keys(d: Divergence, key: Any, count: int = 2) -> list[Any]:
-    """Keys of ``key``'s type that appear nowhere in the object, not even in a private field."""
+def _absent_keys(d: Divergence, key: str, count: int = 2) -> list[str]:
+    """Keys that appear nowhere in the object, not even in a private field."""
     try:
         seen = repr(vars(d.subject)) + repr(d.before)
     except Exception:
         return []
-    if isinstance(key, str):
-        pool: list[Any] = [*"cdefghxyz", *(f"k{i}" for i in range(9))]
-    else:
-        pool = list(range(7, 40))
+    pool = [*"cdefghxyz", *(f"k{i}" for i in range(9))]
     return [k for k in pool if repr(k) not in seen and k != key][:count]
 
 
-def _present_keys(before: dict[str, Any], key: Any, count: int = 2) -> list[tuple[Any, str]]:
-    """Keys of ``key``'s type already held by a field, with the field that holds them."""
-    found: list[tuple[Any, str]] = []
+def _present_keys(before: dict[str, Any], key: str, count: int = 2) -> list[tuple[str, str]]:
+    """Keys already held by a field, with the field that holds them."""
+    found: list[tuple[str, str]] = []
     for name, value in _collections(before).items():
-        if isinstance(key, int) and not isinstance(value, dict):
-            continue
         for entry in value:
-            if type(entry) is type(key) and entry != key and entry not in [f[0] for f in found]:
+            if isinstance(entry, str) and entry != key and entry not in [f[0] for f in found]:
                 found.append((entry, name))
     return found[:count]
 
@@ -190,11 +184,9 @@ def _keys_list(keys: Sequence[Any]) -> str:
     return ", ".join(repr(k) for k in keys)
 
 
-def _by_key(exp: _Experiment, at: int | str, key: Any, d: Divergence) -> str | None:
+def _by_key(exp: _Experiment, at: int | str, key: str, d: Divergence) -> str | None:
     """A key already held against one in no field (or the reverse): do they part on that?"""
     holders = _holders(d.before, key)
-    if isinstance(key, int) and not holders:
-        return None  # an int in no dict's keys may be a count: the number scan reads it
     others = _absent_keys(d, key) if holders else [k for k, _ in _present_keys(d.before, key)]
     if not others:
         return None
@@ -231,9 +223,10 @@ def _switch(labels: Sequence[str]) -> tuple[int, str, str] | None:
     return cuts[0], labels[0], labels[-1]
 
 
-def _relation(d: Divergence, name: str, v: int) -> str | None:
-    """A quantity of the state before the call that equals ``v`` (or the blocks ``v`` tokens
-    need): one int field, else one collection's length; None when none or several do."""
+def _relation(d: Divergence, name: str, v: int, args: dict[str, Any]) -> str | None:
+    """A quantity of the state before the call, or another of its arguments, that equals ``v``
+    (or the blocks ``v`` tokens need): one int field or argument, else one collection's length;
+    None when none or several do."""
     if v == 0:
         return None
     size = _block_size(d.subject)
@@ -245,6 +238,7 @@ def _relation(d: Divergence, name: str, v: int) -> str | None:
         for k, x in d.before.items()
         if isinstance(x, int) and not isinstance(x, bool) and not k.startswith("out.")
     }
+    ints.update((k, x) for k, x in args.items() if isinstance(x, int) and not isinstance(x, bool))
     lengths = {k: len(x) for k, x in _collections(d.before).items()}
     for said, q in quantities:
         for pool, shown in ((ints, "`{}` ({})"), (lengths, "the length of `{}` ({})")):
@@ -264,9 +258,11 @@ def _span(points: Sequence[int], v: int) -> str:
     return f"{said} and at {' and '.join(extra)}" if extra else said
 
 
-def _by_number(exp: _Experiment, at: int | str, label: str, v: int, d: Divergence) -> str | None:
+def _by_number(
+    exp: _Experiment, at: int | str, label: str, v: int, d: Divergence, others: dict[str, Any]
+) -> str | None:
     """Scan a number argument either side of ``v``: a single point where they part, or each
-    side's outcome switching at a different number."""
+    side's outcome switching at a different number. ``others``: the call's other arguments."""
     low = 0 if v >= 0 else v - SCAN
     points = list(range(max(low, v - SCAN), v + SCAN + 1))
     size = _block_size(d.subject)
@@ -294,10 +290,11 @@ def _by_number(exp: _Experiment, at: int | str, label: str, v: int, d: Divergenc
         how = ("one" if gap == 1 else str(gap)) + (" too early" if a < b else " too late")
         short = f"yours {mine[2]} from {a} on, the reference from {b} on"
         switched = f"yours {mine[2]} from {label} = {a} on, the reference from {b} on: {how}"
-    if differ == [v]:
+    if differ == [v] and any(not trials[p].mine.startswith("raises") for p in near):
+        # (agreeing only by refusing every other number on both sides says nothing of this one)
         agree = " and ".join(str(p) for p in near)
         said = f"{scanned}, yours and the reference part only at {v} (they agree at {agree})"
-        relation = _relation(d, label.strip("`"), v)
+        relation = _relation(d, label.strip("`"), v, others)
         if relation:
             said += f", where {relation}"
         return f"{said}: {short}" if short else said
@@ -322,13 +319,14 @@ def _sentence(skeleton: Skeleton, d: Divergence) -> str | None:
         *((k, f"`{k}`", a) for k, a in d.kwargs.items()),
     ]
     for at, _, value in slots:
-        if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        if isinstance(value, str):
             found = _by_key(exp, at, value, d)
             if found:
                 return found
     for at, label, value in slots:
-        if isinstance(value, int) and not isinstance(value, bool) and not _holders(d.before, value):
-            found = _by_number(exp, at, label, value, d)
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) < MAX_COUNT:
+            others = {n.strip("`"): a for t, n, a in slots if t != at}
+            found = _by_number(exp, at, label, value, d, others)
             if found:
                 return found
     return None
