@@ -47,6 +47,15 @@ class KeepsTwoBlocksBack(Allocating):  # type: ignore[misc, valid-type]
         self.lens[seq] = n_tokens
 
 
+class RefusesEvenCounts(Allocating):  # type: ignore[misc, valid-type]
+    """Refuses every even token count: a pattern no one number or switch describes."""
+
+    def allocate(self, seq: int, n_tokens: int) -> None:
+        if n_tokens % 2 == 0:
+            raise OutOfBlocks(f"sequence {seq}: {n_tokens} tokens")
+        super().allocate(seq, n_tokens)
+
+
 class RePutKeepsPlace(Tier):  # type: ignore[misc, valid-type]
     """A put of a key already stored returns at once: it keeps its old place in the order."""
 
@@ -109,12 +118,22 @@ def test_the_hint_says_what_the_reference_does_to_a_list_yours_left_as_it_was() 
     assert "Yours and the reference part for a key already in `keys`" in hint
 
 
-def test_an_unlisted_fit_check_one_block_too_many_gets_no_sentence_where_it_is_not_clean() -> None:
-    # n // block_size + 1 differs at every multiple of the block size and agrees between them:
-    # not one number, not one switch, so nothing is said
+def test_a_fit_check_one_block_too_many_parts_at_the_multiples_of_the_block_size() -> None:
+    # n // block_size + 1 (an unlisted slip) differs at every multiple of the block size and
+    # agrees between them
     program = "bm = OneBlockTooMany(4, 4)\nbm.allocate(0, 4)"
     d = _divergence("block-manager", program, blocks.OneBlockTooMany, 4)
-    assert condition(HOOKS["block-manager"].skeleton, d) is None
+    assert condition(HOOKS["block-manager"].skeleton, d) == (
+        "tried with `n_tokens` from 0 to 8, yours and the reference part only at 0, 4 and 8, "
+        "the multiples of block_size (4) among them"
+    )
+
+
+def test_a_pattern_that_is_not_clean_gets_no_sentence() -> None:
+    # parts at every even count, agrees at every odd one: not one number, not one switch, and
+    # no block size to read it by
+    program = "bm = RefusesEvenCounts(8, 1)\nbm.allocate(0, 2)"
+    assert _said("block-manager", program, RefusesEvenCounts, 1) is None
 
 
 def test_a_correct_method_on_both_sides_gets_no_sentence() -> None:

@@ -191,7 +191,7 @@ def _by_key(exp: _Experiment, at: int | str, key: str, d: Divergence) -> str | N
     if not others:
         return None
     trials = [exp.trial(*_with(d.args, d.kwargs, at, k)) for k in others]
-    if not all(t.agree and not t.mine.startswith("raises") for t in trials):
+    if not all(_returned(t) for t in trials):
         return None  # agreeing by refusing the other key on both sides says nothing of this one
     if holders:
         return (
@@ -225,8 +225,8 @@ def _switch(labels: Sequence[str]) -> tuple[int, str, str] | None:
 
 def _relation(d: Divergence, name: str, v: int, args: dict[str, Any]) -> str | None:
     """A quantity of the state before the call, or another of its arguments, that equals ``v``
-    (or the blocks ``v`` tokens need): one int field or argument, else one collection's length;
-    None when none or several do."""
+    (or the blocks ``v`` tokens need): one int field or argument; None when none or several do
+    (a collection's length is left out: it equals a small number too often to mean much)."""
     if v == 0:
         return None
     size = _block_size(d.subject)
@@ -239,15 +239,23 @@ def _relation(d: Divergence, name: str, v: int, args: dict[str, Any]) -> str | N
         if isinstance(x, int) and not isinstance(x, bool) and not k.startswith("out.")
     }
     ints.update((k, x) for k, x in args.items() if isinstance(x, int) and not isinstance(x, bool))
-    lengths = {k: len(x) for k, x in _collections(d.before).items()}
     for said, q in quantities:
-        for pool, shown in ((ints, "`{}` ({})"), (lengths, "the length of `{}` ({})")):
-            hits = [k for k, x in pool.items() if x == q]
-            if len(hits) == 1:
-                return f"{said} equals {shown.format(hits[0], q)}"
-            if len(hits) > 1:
-                return None
+        hits = [k for k, x in ints.items() if x == q]
+        if len(hits) == 1:
+            return f"{said} equals `{hits[0]}` ({q})"
+        if len(hits) > 1:
+            return None
     return None
+
+
+def _keyed(before: dict[str, Any], n: int) -> frozenset[str]:
+    """The dict fields that hold ``n`` as a key (a sequence id, a block id)."""
+    return frozenset(k for k, x in _collections(before).items() if isinstance(x, dict) and n in x)
+
+
+def _returned(trial: _Trial) -> bool:
+    """Both sides agree by returning (not by refusing the value on both sides alike)."""
+    return trial.agree and not trial.mine.startswith("raises")
 
 
 def _span(points: Sequence[int], v: int) -> str:
@@ -290,7 +298,11 @@ def _by_number(
         how = ("one" if gap == 1 else str(gap)) + (" too early" if a < b else " too late")
         short = f"yours {mine[2]} from {a} on, the reference from {b} on"
         switched = f"yours {mine[2]} from {label} = {a} on, the reference from {b} on: {how}"
-    if differ == [v] and any(not trials[p].mine.startswith("raises") for p in near):
+    if short is None and any(_keyed(d.before, p) != _keyed(d.before, v) for p in near):
+        # v is an id some field holds and a neighbour is not (or the reverse): what parts them
+        # may be that, not the number; only a switch of outcome at the number says more
+        return None
+    if differ == [v] and any(_returned(trials[p]) for p in near):
         # (agreeing only by refusing every other number on both sides says nothing of this one)
         agree = " and ".join(str(p) for p in near)
         said = f"{scanned}, yours and the reference part only at {v} (they agree at {agree})"
@@ -298,8 +310,16 @@ def _by_number(
         if relation:
             said += f", where {relation}"
         return f"{said}: {short}" if short else said
-    run = list(range(differ[0], differ[-1] + 1))
-    if switched and differ == run and points[0] < differ[0] and differ[-1] < points[-1]:
+    multiples = [p for p in points if size is not None and p % size == 0]
+    between = [trials[p] for p in points if p not in multiples]
+    if len(differ) > 1 and differ == multiples and any(_returned(t) for t in between):
+        shown = ", ".join(map(str, differ[:-1])) + f" and {differ[-1]}"
+        return (
+            f"{scanned}, yours and the reference part only at {shown}, the multiples of "
+            f"block_size ({size}) among them"
+        )
+    run = list(range(differ[0], differ[-1] + 1)) if differ else []
+    if switched and differ and differ == run and points[0] < differ[0] and differ[-1] < points[-1]:
         return f"{scanned}, {switched}"
     return None
 
