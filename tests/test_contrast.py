@@ -194,3 +194,26 @@ def test_an_unlisted_slip_not_decided_by_its_key_gets_no_key_sentence() -> None:
 )
 def test_the_sentence_follows_the_hint_as_its_own(hint: str, said: str | None, joined: str) -> None:
     assert appended(hint, said) == joined
+
+
+class PrintsAndRefusesExactFit(RefusesExactFit):
+    """The exact-fit slip, with a debugging print left in."""
+
+    def allocate(self, seq: int, n_tokens: int) -> None:
+        print("allocating", seq, n_tokens)
+        super().allocate(seq, n_tokens)
+
+
+def test_a_learners_print_in_a_neighbouring_call_stays_quiet(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    d = _divergence(
+        "block-manager",
+        "bm = PrintsAndRefusesExactFit(1, 1)\nbm.allocate(0, 1)",
+        PrintsAndRefusesExactFit,
+        1,
+    )
+    capsys.readouterr()
+    said = condition(HOOKS["block-manager"].skeleton, d)
+    assert said is not None and "only at 1" in said
+    assert capsys.readouterr().out == ""

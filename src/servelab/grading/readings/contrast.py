@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import copy
 import inspect
+import io
 import math
 import types
 from collections.abc import Sequence
+from contextlib import redirect_stdout
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +33,8 @@ from servelab.grading.localise import (
     _plain_args,
     _same_error,
 )
-from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
+from servelab.grading.replay import LINE_TIMEOUT_S, LINES_PER_CALL, OutOfLines, line_budget
+from servelab.testing.core import ImplementationHung, hang_guard
 
 __all__ = ["MAX_TRIES", "appended", "condition"]
 
@@ -80,12 +83,18 @@ class _Experiment:
         self.tries = 0
 
     def _call(self, obj: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, Any]:
+        """One side's call, quiet (a learner's print) and bounded in lines and in time (a
+        learner's sleep)."""
         try:
-            with line_budget(LINES_PER_CALL):
+            with (
+                redirect_stdout(io.StringIO()),
+                hang_guard(self.d.call, LINE_TIMEOUT_S),
+                line_budget(LINES_PER_CALL),
+            ):
                 return ("returned", getattr(obj, self.name)(*args, **kwargs))
         except Exception as exc:
             return ("raised", exc)
-        except OutOfLines:
+        except (OutOfLines, ImplementationHung):
             raise _Stop from None
 
     def trial(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Trial:
