@@ -64,10 +64,11 @@ class _Trial:
 
 
 def _label(kind: str, value: Any) -> str:
-    """An outcome as a switch reads it: "raises OutOfBlocks", "returns True", "returns"."""
+    """An outcome as a switch reads it: "raises OutOfBlocks", "returns True", "returns None"
+    (a miss, often), "returns" (any other value)."""
     if kind == "raised":
         return f"raises {type(value).__name__}"
-    if isinstance(value, bool):
+    if isinstance(value, bool) or value is None:
         return f"returns {value}"
     return "returns"
 
