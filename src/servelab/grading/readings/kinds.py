@@ -178,11 +178,13 @@ def _moved(d: Difference, names: list[str]) -> str | None:
     return None
 
 
-def _moves(name: str, before: list[Any], theirs: list[Any]) -> str | None:
+def _moves(name: str, before: list[Any], theirs: list[Any], args: Any = ()) -> str | None:
     """What the reference's call does to a list from ``before``: moves an entry to one end,
-    adds or removes entries (said of the reference alone, when yours left the list as it was)."""
+    adds or removes entries (said of the reference alone, when yours left the list as it was).
+    Of two readings of a move (in [a, b] -> [b, a], a went back or b came forward), the one
+    that moves an argument of the call is said."""
     if len(before) == len(theirs) and sorted(map(repr, before)) == sorted(map(repr, theirs)):
-        for x in before:
+        for x in sorted(before, key=lambda y: not any(y == a for a in args)):
             rest = [y for y in before if y != x]
             if before.count(x) == 1 and theirs == [*rest, x]:
                 return f"the reference moves {_shown(x)} to the back of `{name}`"
@@ -208,7 +210,7 @@ def _collection(name: str, d: Difference) -> str | None:
         and isinstance(d.before.get(name), list)
         and isinstance(d.theirs.get(name), list)
     ):
-        moved = _moves(name, before, theirs)
+        moved = _moves(name, before, theirs, d.args)
         if moved:
             return f"yours left `{name}` as it was ({_shown(mine)}); {moved}"
     if isinstance(d.mine.get(name), list):
