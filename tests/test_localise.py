@@ -29,7 +29,7 @@ READS = {
     "fit counts one block too many": ("ceil(n / block_size)", "exactly the watermark"),
     "victim scan skips the oldest": ("least recently used unpinned", "largest"),
     "pin recorded before the check": ("changes nothing", "each pin adds 1"),
-    "a hit counted on every get": ("absent key ('zz') counts one miss and no hit", "resident"),
+    "a hit counted on every get": ("absent key ('zz') counts one miss and no hit", "resident key"),
     "refcounts raised before the fork check": ("changes nothing", "shares each block"),
     "fork length plus one": ("parent's length: 4, not 5", "length zero"),
     "SIEVE removal keeps the pin": ("pin all go with it", "under the hand"),

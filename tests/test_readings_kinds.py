@@ -135,3 +135,28 @@ def test_a_result_block_size_times_off_is_blocks_for_tokens() -> None:
     said = kind_reading(d)
     assert said is not None and "block_size (4)" in said and "tokens where blocks" in said
     assert number_words(2, 8) is None  # without a block size, 4x is no kind
+
+
+def test_a_list_yours_left_as_it_was_is_read_by_what_the_reference_does_to_it() -> None:
+    # the call moved 'b', so the reading names 'b' and the end it went to, not 'a'
+    before = {"keys": ["b", "a"]}
+    said = _diff(before, before, {"keys": ["a", "b"]})
+    assert (
+        said
+        == "yours left `keys` as it was (['b', 'a']); the reference moves 'b' to the back of `keys`"
+    )
+    said = _diff({"keys": ["a", "b"]}, {"keys": ["a", "b"]}, {"keys": ["b", "a"]})
+    assert said is not None and "moves 'a' to the back" in said
+    said = _diff({"keys": ["a", "b", "c"]}, {"keys": ["a", "b", "c"]}, {"keys": ["c", "a", "b"]})
+    assert said is not None and "moves 'c' to the front of `keys`" in said
+    said = _diff({"hashed": [3]}, {"hashed": [3]}, {"hashed": [3, 7]})
+    assert said == "yours left `hashed` as it was ([3]); the reference adds 7 to `hashed`"
+    said = _diff({"keys": ["a", "b"]}, {"keys": ["a", "b"]}, {"keys": ["b"]})
+    assert said == "yours left `keys` as it was (['a', 'b']); the reference removes 'a' from `keys`"
+
+
+def test_of_two_readings_of_a_move_the_one_that_moves_the_calls_argument_is_said() -> None:
+    before = {"keys": ["a", "b"]}
+    d = Difference("get", "", ("b",), before, before, {"keys": ["b", "a"]}, "", "", None)
+    said = kind_reading(d)
+    assert said is not None and "moves 'b' to the front of `keys`" in said

@@ -49,6 +49,7 @@ from servelab.grading.localise import (
 from servelab.grading.mistakes import Mistake, correct_impl, mistakes
 from servelab.grading.observe import Canon
 from servelab.grading.readings import kind, reading
+from servelab.grading.readings.contrast import appended, condition
 from servelab.grading.registry import TOPICS, load_topic
 from servelab.grading.replay import (
     Observation,
@@ -227,7 +228,7 @@ class Diagnoser:
         start = None
         if rule is not None and (place.divergence is not None or hidden_in is not None):
             method = place.divergence.method if place.divergence is not None else hidden_in
-            start = f"start at your `{method}`: {rule}"
+            start = appended(f"start at your `{method}`: {rule}", self._condition(place))
         if len(found) == 1:
             hint = (
                 f"the same symptom comes from a {self.spec.noun} that {found[0].like}: does "
@@ -238,9 +239,12 @@ class Diagnoser:
             return Finding(hint, where, False, place.methods, start, rule, place.divergence)
         if start is not None:
             return Finding(None, where, False, place.methods, start, rule, place.divergence)
-        return Finding(
-            None, where, False, place.methods, self._place(place), None, place.divergence
-        )
+        start = appended(self._place(place), self._condition(place))
+        return Finding(None, where, False, place.methods, start, None, place.divergence)
+
+    def _condition(self, place: Localisation) -> str | None:
+        """When yours and the reference part, from calls next to the first diverging one."""
+        return condition(self.skeleton, place.divergence)
 
     @staticmethod
     def _place(place: Localisation) -> str | None:

@@ -103,6 +103,11 @@ class Divergence:
     (a field read by a method of the learner's, such as ``len``, may read differently)."""
     after: tuple[Any, Any] | None = field(default=None, compare=False, repr=False)
     """The learner's object and the reference's just after the call (for the picture)."""
+    reference_class: type | None = field(default=None, compare=False, repr=False)
+    """The learner's class with the method taken from the checkpoint: ``subject`` with this
+    class calls the reference's method on the learner's own state (to try other arguments)."""
+    kwargs: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """The call's keyword arguments, as the learner's method received them."""
 
 
 @dataclass(frozen=True)
@@ -300,9 +305,9 @@ class _Spy:
             return original(obj, *args, **kwargs)
         copying = clock.spent
         try:
-            pristine, pristine_args = copy.deepcopy((obj, args))
+            pristine, pristine_args, pristine_kwargs = copy.deepcopy((obj, args, kwargs))
         except Exception:  # pragma: no cover - it was copied just above
-            pristine, pristine_args = None, args
+            pristine, pristine_args, pristine_kwargs = None, args, kwargs
         self.aside += clock.spent - copying
         name = _split(self.method)[1]
         started = clock.spent
@@ -370,6 +375,8 @@ class _Spy:
                 pristine,
                 their_before,
                 after,
+                self.hybrid,
+                dict(pristine_kwargs),
             )
         if error is not None:
             raise error

@@ -178,12 +178,41 @@ def _moved(d: Difference, names: list[str]) -> str | None:
     return None
 
 
+def _moves(name: str, before: list[Any], theirs: list[Any], args: Any = ()) -> str | None:
+    """What the reference's call does to a list from ``before``: moves an entry to one end,
+    adds or removes entries (said of the reference alone, when yours left the list as it was).
+    Of two readings of a move (in [a, b] -> [b, a], a went back or b came forward), the one
+    that moves an argument of the call is said."""
+    if len(before) == len(theirs) and sorted(map(repr, before)) == sorted(map(repr, theirs)):
+        for x in sorted(before, key=lambda y: not any(y == a for a in args)):
+            rest = [y for y in before if y != x]
+            if before.count(x) == 1 and theirs == [*rest, x]:
+                return f"the reference moves {_shown(x)} to the back of `{name}`"
+            if before.count(x) == 1 and theirs == [x, *rest]:
+                return f"the reference moves {_shown(x)} to the front of `{name}`"
+        return f"the reference reorders `{name}` to {_shown(theirs)}"
+    added, removed = _multiset_minus(theirs, before), _multiset_minus(before, theirs)
+    said = [
+        *([f"adds {', '.join(map(_shown, added[:2]))} to `{name}`"] if added else []),
+        *([f"removes {', '.join(map(_shown, removed[:2]))} from `{name}`"] if removed else []),
+    ]
+    return "the reference " + " and ".join(said) if said else None
+
+
 def _collection(name: str, d: Difference) -> str | None:
     """One collection field: another order, an entry missing, an entry left or added."""
     before = _entries(d.before.get(name)) or []
     mine, theirs = _entries(d.mine.get(name)), _entries(d.theirs.get(name))
     if mine is None or theirs is None:
         return None
+    if (
+        mine == before
+        and isinstance(d.before.get(name), list)
+        and isinstance(d.theirs.get(name), list)
+    ):
+        moved = _moves(name, before, theirs, d.args)
+        if moved:
+            return f"yours left `{name}` as it was ({_shown(mine)}); {moved}"
     if isinstance(d.mine.get(name), list):
         found = _order(name, mine, theirs)
         if found:

@@ -1,0 +1,387 @@
+"""Neighbouring calls: the condition under which the learner's method and the reference's part.
+
+The first diverging call shows *that* yours and the reference differ, not *when*. Here the same
+call is repeated from the same state, by both methods, with one argument changed: a number one
+or a few either side, a key that is in no field or one that is. Where they agree at every
+neighbour but this one, or where each side's outcome switches (returned to raised, True to
+False) at a different number, or where a key already stored and a new one part them, the hint
+says so in one sentence. It is a fact of the experiment on the learner's own code: the range
+tried is named, and nothing is said when the pattern is not clean, when any neighbour cannot run
+or when the object cannot be copied. Bounded by counts (calls, lines), so the same failure gets
+the same sentence on any machine.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import io
+import math
+import types
+from collections.abc import Sequence
+from contextlib import redirect_stdout
+from dataclasses import dataclass
+from typing import Any
+
+from servelab.grading.graft import _split
+from servelab.grading.localise import (
+    Divergence,
+    Skeleton,
+    _detail,
+    _key,
+    _plain,
+    _plain_args,
+    _same_error,
+)
+from servelab.grading.replay import LINE_TIMEOUT_S, LINES_PER_CALL, OutOfLines, line_budget
+from servelab.testing.core import ImplementationHung, hang_guard
+
+__all__ = ["MAX_TRIES", "appended", "condition"]
+
+#: Argument variants tried per report; each runs your method and the reference's once.
+MAX_TRIES = 16
+#: How far either side of a number the scan for switch points goes.
+SCAN = 4
+#: Entries in the state before the call above which no experiment is run (its cost grows).
+MAX_ENTRIES = 256
+#: An int argument this large is an id or a hash, not a count: no scan around it.
+MAX_COUNT = 1 << 20
+#: Lines all the neighbouring calls of one report may execute together.
+MAX_LINES = 2 * LINES_PER_CALL
+
+
+class _Stop(Exception):
+    """A neighbour could not run (no copy, out of lines, out of tries): say nothing."""
+
+
+@dataclass(frozen=True)
+class _Trial:
+    """One variant of the call: whether both sides agree, and each side's outcome in words."""
+
+    agree: bool
+    mine: str
+    theirs: str
+
+
+def _label(kind: str, value: Any) -> str:
+    """An outcome as a switch reads it: "raises OutOfBlocks", "returns True", "returns None"
+    (a miss, often), "returns" (any other value)."""
+    if kind == "raised":
+        return f"raises {type(value).__name__}"
+    if isinstance(value, bool) or value is None:
+        return f"returns {value}"
+    return "returns"
+
+
+class _Experiment:
+    """Runs a variant of the call by both methods, each on its own copy of the state before."""
+
+    def __init__(self, skeleton: Skeleton, d: Divergence) -> None:
+        self.skeleton = skeleton
+        self.d = d
+        self.name = _split(d.method)[1]
+        self.graded = self.name not in skeleton.ungraded_returns
+        self.tries = 0
+
+    def _call(self, obj: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, Any]:
+        """One side's call, quiet (a learner's print) and bounded in lines and in time (a
+        learner's sleep)."""
+        try:
+            with (
+                redirect_stdout(io.StringIO()),
+                hang_guard(self.d.call, LINE_TIMEOUT_S),
+                line_budget(LINES_PER_CALL),
+            ):
+                return ("returned", getattr(obj, self.name)(*args, **kwargs))
+        except Exception as exc:
+            return ("raised", exc)
+        except (OutOfLines, ImplementationHung):
+            raise _Stop from None
+
+    def trial(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Trial:
+        if self.tries >= MAX_TRIES:
+            raise _Stop
+        self.tries += 1
+        try:
+            mine_obj, margs, mkwargs = copy.deepcopy((self.d.subject, args, kwargs))
+            their_obj, targs, tkwargs = copy.deepcopy((self.d.subject, args, kwargs))
+            their_obj.__class__ = self.d.reference_class
+        except Exception:
+            raise _Stop from None
+        mine = self._call(mine_obj, margs, mkwargs)
+        theirs = self._call(their_obj, targs, tkwargs)
+        if mine[0] != theirs[0]:
+            same = False
+        elif mine[0] == "raised":
+            same = _same_error(mine[1], theirs[1])
+        else:
+            same = not self.graded or _plain(mine[1]) == _plain(theirs[1])
+        same = same and _key(self.skeleton, mine_obj) == _key(self.skeleton, their_obj)
+        if same and self.skeleton.detail is not None:
+            mine_detail = _detail(self.skeleton, mine_obj)
+            same = not mine_detail or mine_detail == _detail(self.skeleton, their_obj)
+        same = same and _plain_args(margs, mkwargs) == _plain_args(targs, tkwargs)
+        return _Trial(same, _label(*mine), _label(*theirs))
+
+
+# ----------------------------------------------------------------------------- the arguments
+
+
+def _parameters(subject: Any, name: str, count: int) -> list[str]:
+    """The names of the learner's method's first ``count`` parameters after ``self``."""
+    for cls in type(subject).__mro__:
+        fn = vars(cls).get(name)
+        if isinstance(fn, types.FunctionType) and not fn.__code__.co_flags & inspect.CO_VARARGS:
+            names = list(inspect.signature(fn).parameters)[1:]
+            return [names[i] if i < len(names) else f"argument {i + 1}" for i in range(count)]
+    return [f"argument {i + 1}" for i in range(count)]
+
+
+def _collections(before: dict[str, Any]) -> dict[str, Any]:
+    """The before-state's collection fields, by name (step outputs left out)."""
+    return {
+        k: v
+        for k, v in before.items()
+        if isinstance(v, list | tuple | set | frozenset | dict) and not k.startswith("out.")
+    }
+
+
+def _holders(before: dict[str, Any], key: str) -> list[str]:
+    """The fields that hold ``key``, as an entry or a dict's key. Only a string is read as a
+    key: an int in a field may be a block id, a sequence id or a count all at once."""
+    found = []
+    for name, value in _collections(before).items():
+        try:
+            held = key in value
+        except TypeError:
+            held = False
+        if held:
+            found.append(name)
+    return found
+
+
+def _absent_keys(d: Divergence, key: str, count: int = 2) -> list[str]:
+    """Keys that appear nowhere in the object, not even in a private field."""
+    try:
+        seen = repr(vars(d.subject)) + repr(d.before)
+    except Exception:
+        return []
+    pool = [*"cdefghxyz", *(f"k{i}" for i in range(9))]
+    return [k for k in pool if repr(k) not in seen and k != key][:count]
+
+
+def _present_keys(before: dict[str, Any], key: str, count: int = 2) -> list[tuple[str, str]]:
+    """Keys already held by a field, with the field that holds them."""
+    found: list[tuple[str, str]] = []
+    for name, value in _collections(before).items():
+        for entry in value:
+            if isinstance(entry, str) and entry != key and entry not in [f[0] for f in found]:
+                found.append((entry, name))
+    return found[:count]
+
+
+def _with(args: tuple[Any, ...], kwargs: dict[str, Any], at: int | str, value: Any) -> Any:
+    if isinstance(at, int):
+        return (*args[:at], value, *args[at + 1 :]), kwargs
+    return args, {**kwargs, at: value}
+
+
+def _fields_list(names: Sequence[str]) -> str:
+    return " and ".join(f"`{n}`" for n in names)
+
+
+def _keys_list(keys: Sequence[Any]) -> str:
+    return ", ".join(repr(k) for k in keys)
+
+
+def _by_key(exp: _Experiment, at: int | str, key: str, d: Divergence) -> str | None:
+    """A key already held against one in no field (or the reverse): do they part on that?"""
+    holders = _holders(d.before, key)
+    others = _absent_keys(d, key) if holders else [k for k, _ in _present_keys(d.before, key)]
+    if not others:
+        return None
+    trials = [exp.trial(*_with(d.args, d.kwargs, at, k)) for k in others]
+    if not all(_returned(t) for t in trials):
+        return None  # agreeing by refusing the other key on both sides says nothing of this one
+    if holders:
+        return (
+            f"yours and the reference part for a key already in {_fields_list(holders)} "
+            f"({key!r}); for a key in no field ({_keys_list(others)}) they agree"
+        )
+    where = sorted({n for _, n in _present_keys(d.before, key)})
+    return (
+        f"yours and the reference part for a key in no field ({key!r}); for one already in "
+        f"{_fields_list(where)} ({_keys_list(others)}) they agree"
+    )
+
+
+# ----------------------------------------------------------------------------- the numbers
+
+
+def _block_size(subject: Any) -> int | None:
+    size = getattr(subject, "block_size", None)
+    if size is None:
+        size = getattr(getattr(subject, "bm", None), "block_size", None)
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 1 else None
+
+
+def _switch(labels: Sequence[str]) -> tuple[int, str, str] | None:
+    """Where a run of outcomes switches once, from one label to another: (index, from, to)."""
+    cuts = [i for i in range(1, len(labels)) if labels[i] != labels[i - 1]]
+    if len(cuts) != 1:
+        return None
+    return cuts[0], labels[0], labels[-1]
+
+
+def _relation(d: Divergence, name: str, v: int, args: dict[str, Any]) -> str | None:
+    """A quantity of the state before the call, or another of its arguments, that equals ``v``
+    (or the blocks ``v`` tokens need): one int field or argument; None when none or several do
+    (a collection's length is left out: it equals a small number too often to mean much)."""
+    if v == 0:
+        return None
+    size = _block_size(d.subject)
+    quantities = [(f"`{name}` ({v})", v)]
+    if size is not None:
+        quantities.append((f"ceil(`{name}` / block_size) ({math.ceil(v / size)})", -(-v // size)))
+    ints = {
+        k: x
+        for k, x in d.before.items()
+        if isinstance(x, int) and not isinstance(x, bool) and not k.startswith("out.")
+    }
+    ints.update((k, x) for k, x in args.items() if isinstance(x, int) and not isinstance(x, bool))
+    for said, q in quantities:
+        hits = [k for k, x in ints.items() if x == q]
+        if len(hits) == 1:
+            return f"{said} equals `{hits[0]}` ({q})"
+        if len(hits) > 1:
+            return None
+    return None
+
+
+def _keyed(before: dict[str, Any], n: int) -> frozenset[str]:
+    """The dict fields that hold ``n`` as a key (a sequence id, a block id)."""
+    return frozenset(k for k, x in _collections(before).items() if isinstance(x, dict) and n in x)
+
+
+def _returned(trial: _Trial) -> bool:
+    """Both sides agree by returning (not by refusing the value on both sides alike)."""
+    return trial.agree and not trial.mine.startswith("raises")
+
+
+def _span(points: Sequence[int], v: int) -> str:
+    """The numbers tried, in words: "from 0 to 8", or "from 0 to 8 and at 16"."""
+    run = [p for p in points if abs(p - v) <= SCAN]
+    extra = [str(p) for p in points if p not in run]
+    said = f"from {run[0]} to {run[-1]}"
+    return f"{said} and at {' and '.join(extra)}" if extra else said
+
+
+def _by_number(
+    exp: _Experiment, at: int | str, label: str, v: int, d: Divergence, others: dict[str, Any]
+) -> str | None:
+    """Scan a number argument either side of ``v``: a single point where they part, or each
+    side's outcome switching at a different number. ``others``: the call's other arguments."""
+    low = 0 if v >= 0 else v - SCAN
+    points = list(range(max(low, v - SCAN), v + SCAN + 1))
+    size = _block_size(d.subject)
+    if size is not None:
+        points = sorted({*points, *(p for p in (v - size, v + size) if p >= low)})
+    near = [p for p in (v - 1, v + 1) if p in points]
+    trials: dict[int, _Trial] = {v: exp.trial(*_with(d.args, d.kwargs, at, v))}
+    if trials[v].agree:
+        return None  # the experiment does not reproduce the call: say nothing
+    for p in near:
+        trials[p] = exp.trial(*_with(d.args, d.kwargs, at, p))
+    if all(not trials[p].agree and trials[p] == trials[v] for p in near):
+        return None  # this argument does not decide it, near here
+    for p in points:
+        if p not in trials:
+            trials[p] = exp.trial(*_with(d.args, d.kwargs, at, p))
+    differ = [p for p in points if not trials[p].agree]
+    scanned = f"tried with {label} {_span(points, v)}"
+    mine = _switch([trials[p].mine for p in points])
+    theirs = _switch([trials[p].theirs for p in points])
+    switched = short = None
+    if mine and theirs and mine[1:] == theirs[1:] and mine[0] != theirs[0]:
+        a, b = points[mine[0]], points[theirs[0]]
+        gap = abs(a - b)
+        how = ("one" if gap == 1 else str(gap)) + (" too early" if a < b else " too late")
+        short = f"yours {mine[2]} from {a} on, the reference from {b} on"
+        switched = f"yours {mine[2]} from {label} = {a} on, the reference from {b} on: {how}"
+    if short is None and any(_keyed(d.before, p) != _keyed(d.before, v) for p in near):
+        # v is an id some field holds and a neighbour is not (or the reverse): what parts them
+        # may be that, not the number; only a switch of outcome at the number says more
+        return None
+    if differ == [v] and any(_returned(trials[p]) for p in near):
+        # (agreeing only by refusing every other number on both sides says nothing of this one)
+        agree = " and ".join(str(p) for p in near)
+        said = f"{scanned}, yours and the reference part only at {v} (they agree at {agree})"
+        relation = _relation(d, label.strip("`"), v, others)
+        if relation:
+            said += f", where {relation}"
+        return f"{said}: {short}" if short else said
+    multiples = [p for p in points if size is not None and p % size == 0]
+    between = [trials[p] for p in points if p not in multiples]
+    if len(differ) > 1 and differ == multiples and any(_returned(t) for t in between):
+        shown = ", ".join(map(str, differ[:-1])) + f" and {differ[-1]}"
+        return (
+            f"{scanned}, yours and the reference part only at {shown}, the multiples of "
+            f"block_size ({size}) among them"
+        )
+    run = list(range(differ[0], differ[-1] + 1)) if differ else []
+    if switched and differ and differ == run and points[0] < differ[0] and differ[-1] < points[-1]:
+        return f"{scanned}, {switched}"
+    return None
+
+
+# ----------------------------------------------------------------------------- the sentence
+
+
+def _size(before: dict[str, Any]) -> int:
+    return sum(len(v) for v in _collections(before).values())
+
+
+def _sentence(skeleton: Skeleton, d: Divergence) -> str | None:
+    exp = _Experiment(skeleton, d)
+    names = _parameters(d.subject, exp.name, len(d.args))
+    slots: list[tuple[int | str, str, Any]] = [
+        *((i, f"`{n}`", a) for i, (n, a) in enumerate(zip(names, d.args, strict=True))),
+        *((k, f"`{k}`", a) for k, a in d.kwargs.items()),
+    ]
+    for at, _, value in slots:
+        if isinstance(value, str):
+            found = _by_key(exp, at, value, d)
+            if found:
+                return found
+    for at, label, value in slots:
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) < MAX_COUNT:
+            others = {n.strip("`"): a for t, n, a in slots if t != at}
+            found = _by_number(exp, at, label, value, d, others)
+            if found:
+                return found
+    return None
+
+
+def condition(skeleton: Skeleton, d: Divergence | None) -> str | None:
+    """The condition under which yours and the reference part on the call ``d``, in a
+    sentence, or None when the experiment shows none cleanly (or cannot be run)."""
+    if d is None or d.subject is None or d.reference_class is None or not d.args + tuple(d.kwargs):
+        return None
+    if _size(d.before) > MAX_ENTRIES:
+        return None
+    try:
+        with line_budget(MAX_LINES):
+            said = _sentence(skeleton, d)
+    except (_Stop, OutOfLines):
+        return None
+    except Exception:  # a learner's object in an unexpected shape: no sentence
+        return None
+    return said
+
+
+def appended(hint: str | None, said: str | None) -> str | None:
+    """``hint`` with the condition ``said`` after it, as its own sentence."""
+    if hint is None or said is None:
+        return hint
+    stop = "" if hint.endswith(("?", ".")) else "."
+    return f"{hint}{stop} {said[0].upper()}{said[1:]}"
