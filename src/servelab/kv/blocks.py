@@ -37,7 +37,7 @@ from array import array
 from collections import deque
 from collections.abc import Iterable, Sequence
 from operator import countOf
-from typing import Any, NamedTuple, TypeGuard
+from typing import Any, NamedTuple, TypeGuard, cast
 
 from servelab.native import mypyc_attr
 
@@ -244,6 +244,20 @@ class BlockTables:
     def _forget(self, seq: int) -> None:
         """Drop what ``seq`` carries besides its table."""
 
+    def _tables_snapshot(self) -> tuple[dict[int, list[int]], list[list[int]]]:
+        """The tables (the list objects themselves, in the dict's order) and a copy of each:
+        ``map`` runs the loop in C, where a snapshot is taken on every step that admits."""
+        return dict(self._tables), list(map(list.copy, self._tables.values()))
+
+    def _restore_tables(self, saved: tuple[dict[int, list[int]], list[list[int]]]) -> None:
+        """The tables as :meth:`_tables_snapshot` saw them: the same list objects (a subclass
+        may hold them elsewhere too), with their contents and order then."""
+        tables, contents = saved
+        for table, copied in zip(tables.values(), contents, strict=True):
+            table[:] = copied
+        self._tables.clear()
+        self._tables.update(tables)
+
     # ------------------------------------------------------------------ queries
     def blocks_needed(self, n_tokens: object) -> int:
         """Blocks that ``n_tokens`` tokens occupy: ``ceil(n_tokens / block_size)``."""
@@ -398,6 +412,12 @@ class BlockTables:
         return seq
 
 
+# What BlockManager._snapshot copies: refcounts, free list, tables, lengths
+_Snapshot = tuple[
+    list[int], list[int], tuple[dict[int, list[int]], list[list[int]]], dict[int, int]
+]
+
+
 @mypyc_attr(allow_interpreted_subclasses=True)
 class BlockManager(BlockTables):
     """Hands out fixed-size KV blocks to sequences, with refcounted sharing.
@@ -528,6 +548,21 @@ class BlockManager(BlockTables):
         block = self._free.popleft()
         self._ref[block] = 1
         return block
+
+    def _snapshot(self) -> object:
+        """Everything a call may change, copied, for :meth:`_restore`: the undo point of a
+        caller that makes several calls all or nothing (``Scheduler.step``)."""
+        return (self._ref[:], list(self._free), self._tables_snapshot(), dict(self._lens))
+
+    def _restore(self, snapshot: object) -> None:
+        """Put back the state that ``snapshot`` (this manager's :meth:`_snapshot`) copied."""
+        ref, free, tables, lens = cast(_Snapshot, snapshot)
+        self._ref[:] = ref
+        self._free.clear()
+        self._free.extend(free)
+        self._restore_tables(tables)
+        self._lens.clear()
+        self._lens.update(lens)
 
     def _release(self, block: int) -> None:
         self._ref[block] -= 1
