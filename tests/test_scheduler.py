@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
 import random
 from typing import Any
 
@@ -751,9 +753,10 @@ def _faulty(manager: type) -> type:
     return Faulty
 
 
-def _observed(sched: Scheduler) -> tuple[Any, ...]:
+def _observed(sched: Scheduler, noted: bool = True) -> tuple[Any, ...]:
     """Everything a step may change: the queues, the sequences, and the block manager's
-    tables (in their order), refcounts, free list, cache and counters."""
+    tables (in their order), refcounts, free list, cache and counters. ``noted``: with each
+    sequence's noted length (a copied sequence has none: its next step asks the manager)."""
     bm = sched.bm
     seqs = [*sched.running, *sched.waiting]
     kept: tuple[Any, ...] = ()
@@ -769,7 +772,7 @@ def _observed(sched: Scheduler) -> tuple[Any, ...]:
         sorted(sched._live),
         {s: list(blocks) for s, blocks in sched._swapped.items()},
         list(sched.host._free),
-        [(s.seq_id, s._next_len, list(s.token_ids)) for s in seqs],
+        [(s.seq_id, s._next_len if noted else None, list(s.token_ids)) for s in seqs],
         snapshot(bm),
         bm.sequences(),
         kept,
@@ -852,3 +855,45 @@ def test_a_sequence_changed_behind_the_schedulers_back_fails_the_step_and_change
     seqs[1].token_ids[2] = 2
     out = sched.step()
     assert [p.seq for p in out.prefills] == seqs
+
+
+# --- copies of a scheduler ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("manager", ["plain", "sha256", "builtin"])
+def test_a_deep_copy_and_an_unpickled_scheduler_step_on_as_the_original(manager: str) -> None:
+    """In both builds (compiled, the scheduler, its sequences, its host pool and its block
+    manager are native classes with no ``__dict__``): copies taken mid-run, with sequences
+    running, waiting and swapped out, decide every later step as the original does."""
+    bm = (
+        BlockManager(20, 4)
+        if manager == "plain"
+        else PrefixCachingBlockManager(20, 4, hash_algo=manager)
+    )
+    workload = _shared_prefix_workload(seed=11)
+    sched = Scheduler(bm, watermark=1, preemption="swap", num_host_blocks=6)
+
+    def arrive(s: Scheduler, step: int) -> None:
+        for seq_id, (arrives, prompt, max_new) in enumerate(workload):
+            if arrives == step:
+                s.add(Sequence.from_prompt(seq_id, prompt, max_new))
+
+    step = 0
+    while not (sched._swapped and sched.running and sched.waiting):
+        arrive(sched, step)
+        emit_tokens(sched.step())
+        step += 1
+    copies = [copy.deepcopy(sched), pickle.loads(pickle.dumps(sched))]
+    assert all(_observed(c, noted=False) == _observed(sched, noted=False) for c in copies)
+    assert all(c.bm is not sched.bm and c.host is not sched.host for c in copies)
+    while not (sched.is_idle and step > 20):
+        outs = []
+        for s in (sched, *copies):
+            arrive(s, step)
+            outs.append(s.step())
+            emit_tokens(outs[-1])
+        assert _step_record(outs[1]) == _step_record(outs[0]) == _step_record(outs[2]), step
+        seen = [_observed(s, noted=False) for s in (sched, *copies)]
+        assert seen[1] == seen[0] == seen[2], step
+        step += 1
+    assert all(c.is_idle and c.bm.num_free == 20 for c in copies)

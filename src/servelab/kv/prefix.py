@@ -79,6 +79,7 @@ from __future__ import annotations
 import struct
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from operator import itemgetter
 from typing import Any, cast
 
@@ -223,7 +224,8 @@ class PrefixCachingBlockManager(BlockTables):
         # A callable may raise or return a bad name: each call then names its new blocks
         # before it changes anything. The built-in hashes cannot fail and skip that pass.
         self._names_first = callable(hash_algo)
-        self._pack = struct.Struct(f"={self.block_size}Q").pack  # a block's ids, as its key
+        # A block's ids, as its key (a ``partial``, where a Struct's ``pack`` would not pickle)
+        self._pack: Callable[..., bytes] = partial(struct.pack, f"={self.block_size}Q")
         self._free: deque[int] = deque(range(self.num_blocks))  # unhashed, ready to use
         self._evictable: OrderedDict[int, None] = OrderedDict()  # hashed, refcount 0; LRU first
         self._hash: list[Any] = [None] * self.num_blocks  # the name a block holds, if any

@@ -49,7 +49,7 @@ admitted + blocks moved). No list is searched for membership.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from collections.abc import Sequence as SequenceOf
 from operator import attrgetter
 from typing import Literal, NamedTuple, Protocol
@@ -441,26 +441,39 @@ class HostBlockPool:
     def release(self, blocks: Iterable[int]) -> None:
         self._free.extend(blocks)
 
+    def __reduce__(self) -> tuple[Callable[..., HostBlockPool], tuple[object, ...]]:
+        # How copy and pickle rebuild it (through __init__, then its free list in its order):
+        # compiled, a native class has no __dict__ for them to copy.
+        return (_rebuilt_host_pool, (type(self), self.num_blocks, list(self._free)))
+
     def __repr__(self) -> str:
         return f"HostBlockPool(num_blocks={self.num_blocks}, free={self.num_free})"
+
+
+def _rebuilt_host_pool(cls: type[HostBlockPool], num_blocks: int, free: list[int]) -> HostBlockPool:
+    """A host pool like the one ``HostBlockPool.__reduce__`` saw."""
+    pool = cls(num_blocks)
+    pool._free = deque(free)
+    return pool
 
 
 _next_len = attrgetter("_next_len")
 
 
-class _Undo(NamedTuple):
+class _Undo:
     """The state before a step, for undoing it: the block manager's snapshot, the running
     list (the object, its contents and their noted lengths), the other queues, and the noted
     lengths of the sequences admitted so far in the step."""
 
-    bm: object
-    running: list[Sequence]
-    running_contents: list[Sequence]
-    next_lens: list[int]
-    waiting: list[Sequence]
-    swapped: dict[int, list[int]]
-    host_free: list[int]
-    admitted: list[tuple[Sequence, int]]
+    def __init__(self, sched: Scheduler, bm: object) -> None:
+        self.bm = bm
+        self.running = sched.running
+        self.running_contents = sched.running[:]
+        self.next_lens = list(map(_next_len, sched.running))
+        self.waiting = list(sched.waiting)
+        self.swapped = dict(sched._swapped)
+        self.host_free = list(sched.host._free)
+        self.admitted: list[tuple[Sequence, int]] = []
 
 
 # Compiled (servelab.native), Python classes, a learner's among them, may subclass it.
@@ -646,16 +659,7 @@ class Scheduler:
         snapshot = getattr(self.bm, "_snapshot", None)
         if snapshot is None:
             return None
-        return _Undo(
-            snapshot(),
-            self.running,
-            self.running[:],
-            list(map(_next_len, self.running)),
-            list(self.waiting),
-            dict(self._swapped),
-            list(self.host._free),
-            [],
-        )
+        return _Undo(self, snapshot())
 
     def _put_back(self, undo: _Undo) -> None:
         self.bm._restore(undo.bm)  # type: ignore[attr-defined]  # _save found it
