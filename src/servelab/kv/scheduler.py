@@ -634,10 +634,12 @@ class Scheduler:
                 self._put_back(undo)
             if not isinstance(exc, Exception) or not hasattr(self.bm, "_restore"):
                 raise
-            raise StepFailed(
+            error = StepFailed(
                 f"step() failed with {type(exc).__name__}: {exc}; the step was undone, the "
                 "queues and the block manager are as before it"
-            ) from exc
+            )
+            error.__cause__ = exc  # set by hand: compiled, ``raise ... from`` leaves it None
+            raise error  # noqa: B904 (the cause is set above)
         self._undo = None
         return out
 
