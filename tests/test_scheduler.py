@@ -807,12 +807,15 @@ def test_a_step_that_fails_at_any_call_changes_nothing(manager: type, preemption
         kwargs["num_host_blocks"] = 6
     faulty = _faulty(manager)
     sched, twin = Scheduler(faulty(20, 4), **kwargs), Scheduler(faulty(20, 4), **kwargs)
-    tried = admissions = preempting = 0
+    tried = admissions = preempting = copies = 0
     for step in range(500):
         for s in (sched, twin):
             for seq_id, (arrives, prompt, max_new) in enumerate(workload):
                 if arrives == step:
                     s.add(Sequence.from_prompt(seq_id, prompt, max_new))
+            if step % 4 == 1 and s.running and not s.running[0].is_finished:
+                p = s.running[0]  # a shared tail: the next decode copies it
+                s.fork(p, Sequence(1000 + step, list(p.token_ids), p.prompt_len, p.max_new_tokens))
         before = _observed(sched)
         assert before == _observed(twin)
         twin.bm.calls = 0
@@ -830,13 +833,14 @@ def test_a_step_that_fails_at_any_call_changes_nothing(manager: type, preemption
         assert _step_record(mine) == _step_record(out), step
         admissions += len(out.prefills) > 1
         preempting += bool(out.preempted)
+        copies += any(d.slot.cow_src is not None for d in out.decodes)
         emit_tokens(mine)
         emit_tokens(out)
         if step > 30 and twin.is_idle:
             break
     assert twin.is_idle and sched.is_idle and sched.bm.num_free == 20
     # the workload reached every kind of step: several admissions, preemptions, retirements
-    assert admissions and preempting > 3 and tried > 100
+    assert admissions and preempting > 3 and copies and tried > 100
 
 
 def test_a_sequence_changed_behind_the_schedulers_back_fails_the_step_and_changes_nothing() -> None:

@@ -166,6 +166,10 @@ def check_token_id(token: object) -> int:
     return int(token)
 
 
+def _last(table: list[int]) -> int:
+    return table[-1] if table else -1
+
+
 def _is_id_sequence(obj: object) -> TypeGuard[Sequence[Any]]:
     """A list, a tuple or another ``Sequence`` that is not text: what a list of ids may be."""
     if type(obj) is list or type(obj) is tuple:  # the common case, decided at once
@@ -244,17 +248,23 @@ class BlockTables:
     def _forget(self, seq: int) -> None:
         """Drop what ``seq`` carries besides its table."""
 
-    def _tables_snapshot(self) -> tuple[dict[int, list[int]], list[list[int]]]:
-        """The tables (the list objects themselves, in the dict's order) and a copy of each:
-        ``map`` runs the loop in C, where a snapshot is taken on every step that admits."""
-        return dict(self._tables), list(map(list.copy, self._tables.values()))
+    def _tables_snapshot(self) -> tuple[dict[int, list[int]], list[int], list[int]]:
+        """The tables (the list objects themselves, in the dict's order), each one's length
+        and last block (-1 if empty). Between a snapshot and its restore a table only grows
+        by one block or has its last block replaced (copy-on-write), once per step, and is
+        never shortened: a new allocation is a new list. So the two ints per table restore it,
+        and no list is copied (``map`` runs the loops in C)."""
+        tables = self._tables.values()
+        return dict(self._tables), list(map(len, tables)), list(map(_last, tables))
 
-    def _restore_tables(self, saved: tuple[dict[int, list[int]], list[list[int]]]) -> None:
+    def _restore_tables(self, saved: tuple[dict[int, list[int]], list[int], list[int]]) -> None:
         """The tables as :meth:`_tables_snapshot` saw them: the same list objects (a subclass
         may hold them elsewhere too), with their contents and order then."""
-        tables, contents = saved
-        for table, copied in zip(tables.values(), contents, strict=True):
-            table[:] = copied
+        tables, lengths, lasts = saved
+        for table, n, last in zip(tables.values(), lengths, lasts, strict=True):
+            del table[n:]
+            if n:
+                table[n - 1] = last
         self._tables.clear()
         self._tables.update(tables)
 
@@ -414,7 +424,7 @@ class BlockTables:
 
 # What BlockManager._snapshot copies: refcounts, free list, tables, lengths
 _Snapshot = tuple[
-    list[int], list[int], tuple[dict[int, list[int]], list[list[int]]], dict[int, int]
+    list[int], list[int], tuple[dict[int, list[int]], list[int], list[int]], dict[int, int]
 ]
 
 

@@ -155,8 +155,8 @@ _Snapshot = tuple[
     tuple[list[int], list[int], list[int], list[Any]],
     tuple[list[_Prefix | None], list[Any]],
     tuple[
-        tuple[dict[int, list[int]], list[list[int]]],
-        list[tuple[int, tuple[list[int], list[int], bytes]]],
+        tuple[dict[int, list[int]], list[int], list[int]],
+        dict[int, tuple[list[int], list[int], bytes]],
         list[int],
         list[bytes],
     ],
@@ -680,7 +680,7 @@ class PrefixCachingBlockManager(BlockTables):
         return (
             (self._ref[:], list(self._free), list(self._evictable), self._hash[:]),
             (self._prefix[:], list(self._cached)),
-            (self._tables_snapshot(), list(self._seqs.items()), lengths, list(self._roots)),
+            (self._tables_snapshot(), dict(self._seqs), lengths, list(self._roots)),
             (self._next_ident, self.hit_blocks, self.queried_blocks),
         )
 
@@ -723,9 +723,9 @@ class PrefixCachingBlockManager(BlockTables):
         tables, seqs, lengths, roots = sequences
         self._restore_tables(tables)
         self._seqs.clear()
-        for (seq, state), n in zip(seqs, lengths, strict=True):
+        for state, n in zip(seqs.values(), lengths, strict=True):
             del state[0][n:]
-            self._seqs[seq] = state
+        self._seqs.update(seqs)
         for key in list(self._roots)[len(roots) :]:  # it only grows
             del self._roots[key]
         self._next_ident, self.hit_blocks, self.queried_blocks = counters
