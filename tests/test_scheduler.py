@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
+import random
 from typing import Any
 
 import pytest
@@ -23,11 +26,13 @@ from servelab.kv.scheduler import (
     Scheduler,
     Sequence,
     SequenceFinished,
+    StepFailed,
     StepOutput,
     TokenNotAppended,
     default_watermark,
 )
 from servelab.kv.sim import Arrival, SimulationStalled, emit_tokens, random_workload, simulate
+from servelab.testing.block_manager import snapshot
 from servelab.testing.core import InvariantViolation, thoroughness
 from servelab.testing.prefix_cache import prefix_snapshot
 from servelab.testing.scheduler import (
@@ -710,3 +715,189 @@ def test_a_one_call_step_and_its_built_decodes_agree() -> None:
         (bm.block_table(s.seq_id)[-1], 0) for s in seqs
     ]
     assert out.computed() == seqs  # after
+
+
+# --- a step is all or nothing -----------------------------------------------------------------
+
+
+def _faulty(manager: type) -> type:
+    """``manager`` whose calls that change something are counted, and whose ``fail_at``-th
+    call (counted from 0 since ``calls`` was last reset) raises before it does anything."""
+
+    class Faulty(manager):  # type: ignore[misc, valid-type]
+        calls = 0
+        fail_at = -1
+
+        def _count(self) -> None:
+            n = self.calls
+            self.calls = n + 1
+            if n == self.fail_at:
+                raise RuntimeError(f"injected failure at call {n}")
+
+        def allocate(self, *args: Any, **kwargs: Any) -> Any:
+            self._count()
+            return super().allocate(*args, **kwargs)
+
+        def append_slot(self, *args: Any) -> Any:
+            self._count()
+            return super().append_slot(*args)
+
+        def append_slots(self, *args: Any) -> Any:
+            self._count()
+            return super().append_slots(*args)
+
+        def free_seq(self, seq: Any) -> None:
+            self._count()
+            super().free_seq(seq)
+
+    return Faulty
+
+
+def _observed(sched: Scheduler, noted: bool = True) -> tuple[Any, ...]:
+    """Everything a step may change: the queues, the sequences, and the block manager's
+    tables (in their order), refcounts, free list, cache and counters. ``noted``: with each
+    sequence's noted length (a copied sequence has none: its next step asks the manager)."""
+    bm = sched.bm
+    seqs = [*sched.running, *sched.waiting]
+    kept: tuple[Any, ...] = ()
+    if isinstance(bm, PrefixCachingBlockManager):
+        kept = (prefix_snapshot(bm), bm.hit_blocks, bm.queried_blocks)
+        kept += tuple((s, bm.token_ids(s)) for s in bm.sequences())
+        # the interned prefix identities behind the hits, and their counts
+        identities = sorted((p.ident, p.key, p.refs, p.block) for p in bm._idents.values())
+        kept += (identities, bm._next_ident)
+    return (
+        [s.seq_id for s in sched.running],
+        [s.seq_id for s in sched.waiting],
+        sorted(sched._live),
+        {s: list(blocks) for s, blocks in sched._swapped.items()},
+        list(sched.host._free),
+        [(s.seq_id, s._next_len if noted else None, list(s.token_ids)) for s in seqs],
+        snapshot(bm),
+        bm.sequences(),
+        kept,
+    )
+
+
+def _shared_prefix_workload(seed: int) -> list[tuple[int, list[int], int]]:
+    """(arrival step, prompt, max_new_tokens): prompts that start with one of two shared
+    prefixes, so the prefix cache hits, evicts and revives."""
+    rng = random.Random(seed)
+    prefixes = [[1, 2, 3, 4, 5, 6, 7], [9, 8, 7, 6, 5]]
+    return [
+        (
+            rng.randrange(20),
+            rng.choice(prefixes) + [100 + i] * rng.randrange(1, 9),
+            rng.randrange(1, 16),
+        )
+        for i in range(32)
+    ]
+
+
+@pytest.mark.parametrize("manager", [BlockManager, PrefixCachingBlockManager])
+@pytest.mark.parametrize("preemption", ["recompute", "swap"])
+def test_a_step_that_fails_at_any_call_changes_nothing(manager: type, preemption: str) -> None:
+    """Every step of a workload that retires, decodes, preempts (one call per sequence) and
+    admits several requests per step is tried with the block manager failing at each of its
+    calls in turn: StepFailed, with everything as before the step, and the same state and the
+    same steps after as a twin whose manager never failed."""
+    workload = _shared_prefix_workload(seed=7)
+    kwargs: dict[str, Any] = {"watermark": 1, "preemption": preemption}
+    if preemption == "swap":
+        kwargs["num_host_blocks"] = 6
+    faulty = _faulty(manager)
+    sched, twin = Scheduler(faulty(20, 4), **kwargs), Scheduler(faulty(20, 4), **kwargs)
+    tried = admissions = preempting = copies = 0
+    for step in range(500):
+        for s in (sched, twin):
+            for seq_id, (arrives, prompt, max_new) in enumerate(workload):
+                if arrives == step:
+                    s.add(Sequence.from_prompt(seq_id, prompt, max_new))
+            if step % 4 == 1 and s.running and not s.running[0].is_finished:
+                p = s.running[0]  # a shared tail: the next decode copies it
+                s.fork(p, Sequence(1000 + step, list(p.token_ids), p.prompt_len, p.max_new_tokens))
+        before = _observed(sched)
+        assert before == _observed(twin)
+        twin.bm.calls = 0
+        out = twin.step()
+        calls = twin.bm.calls
+        for k in range(calls):
+            sched.bm.calls, sched.bm.fail_at = 0, k
+            with pytest.raises(StepFailed, match="injected failure") as info:
+                sched.step()
+            assert isinstance(info.value.__cause__, RuntimeError)
+            assert _observed(sched) == before, (step, k)
+            tried += 1
+        sched.bm.fail_at = -1
+        mine = sched.step()
+        assert _step_record(mine) == _step_record(out), step
+        admissions += len(out.prefills) > 1
+        preempting += bool(out.preempted)
+        copies += any(d.slot.cow_src is not None for d in out.decodes)
+        emit_tokens(mine)
+        emit_tokens(out)
+        if step > 30 and twin.is_idle:
+            break
+    assert twin.is_idle and sched.is_idle and sched.bm.num_free == 20
+    # the workload reached every kind of step: several admissions, preemptions, retirements
+    assert admissions and preempting > 3 and copies and tried > 100
+
+
+def test_a_sequence_changed_behind_the_schedulers_back_fails_the_step_and_changes_nothing() -> None:
+    """A token id written into ``token_ids`` directly (not through ``append_token``) is refused
+    by the block manager at the second admission of the step: the first is undone too."""
+    bm = PrefixCachingBlockManager(16, 4)
+    sched = Scheduler(bm, watermark=0)
+    seqs = [Sequence.from_prompt(i, [i + 1] * 5, 3) for i in range(3)]
+    for seq in seqs:
+        sched.add(seq)
+    seqs[1].token_ids[2] = -7
+    before = _observed(sched)
+    with pytest.raises(StepFailed, match="-7"):
+        sched.step()
+    assert _observed(sched) == before
+    seqs[1].token_ids[2] = 2
+    out = sched.step()
+    assert [p.seq for p in out.prefills] == seqs
+
+
+# --- copies of a scheduler ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("manager", ["plain", "sha256", "builtin"])
+def test_a_deep_copy_and_an_unpickled_scheduler_step_on_as_the_original(manager: str) -> None:
+    """In both builds (compiled, the scheduler, its sequences, its host pool and its block
+    manager are native classes with no ``__dict__``): copies taken mid-run, with sequences
+    running, waiting and swapped out, decide every later step as the original does."""
+    bm = (
+        BlockManager(20, 4)
+        if manager == "plain"
+        else PrefixCachingBlockManager(20, 4, hash_algo=manager)
+    )
+    workload = _shared_prefix_workload(seed=11)
+    sched = Scheduler(bm, watermark=1, preemption="swap", num_host_blocks=6)
+
+    def arrive(s: Scheduler, step: int) -> None:
+        for seq_id, (arrives, prompt, max_new) in enumerate(workload):
+            if arrives == step:
+                s.add(Sequence.from_prompt(seq_id, prompt, max_new))
+
+    step = 0
+    while not (sched._swapped and sched.running and sched.waiting):
+        arrive(sched, step)
+        emit_tokens(sched.step())
+        step += 1
+    copies = [copy.deepcopy(sched), pickle.loads(pickle.dumps(sched))]
+    assert all(_observed(c, noted=False) == _observed(sched, noted=False) for c in copies)
+    assert all(c.bm is not sched.bm and c.host is not sched.host for c in copies)
+    while not (sched.is_idle and step > 20):
+        outs = []
+        for s in (sched, *copies):
+            arrive(s, step)
+            outs.append(s.step())
+            emit_tokens(outs[-1])
+        assert _step_record(outs[1]) == _step_record(outs[0]) == _step_record(outs[2]), step
+        seen = [_observed(s, noted=False) for s in (sched, *copies)]
+        assert seen[1] == seen[0] == seen[2], step
+        step += 1
+    assert all(c.is_idle and c.bm.num_free == 20 for c in copies)

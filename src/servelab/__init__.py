@@ -31,6 +31,7 @@ from servelab.kv import (
     SchedulerError,
     SequenceExists,
     SequenceFinished,
+    StepFailed,
     TokenNotAppended,
     UnknownSequence,
 )
@@ -95,6 +96,7 @@ __all__ = [
     "SchedulerError",
     "SequenceExists",
     "SequenceFinished",
+    "StepFailed",
     "TokenNotAppended",
     "UnknownSequence",
     "WeightCache",

@@ -57,6 +57,7 @@ from servelab.kv.scheduler import (
     SchedulerError,
     Sequence,
     SequenceFinished,
+    StepFailed,
     StepOutput,
     TokenNotAppended,
 )
@@ -103,6 +104,7 @@ __all__ = [
     "SequenceExists",
     "SequenceFinished",
     "Slot",
+    "StepFailed",
     "StepOutput",
     "StepSlots",
     "StoreResult",

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Literal
 
 from servelab.kv.blocks import KVCacheError
@@ -124,25 +125,28 @@ def sha256_name(parent: bytes, block_ids: BlockIds) -> bytes:
 
 
 def on_ints(fn: Callable[[int, tuple[int, ...]], int]) -> Callable[[int, BlockIds], int]:
-    def name_block(parent: int, block_ids: BlockIds) -> int:
-        return fn(parent, unpacked(block_ids))
+    """``fn`` given a block's ids as ints (a ``partial``, so a manager using it pickles)."""
+    return partial(_on_ints, fn)
 
-    return name_block
+
+def _on_ints(fn: Callable[[int, tuple[int, ...]], int], parent: int, block_ids: BlockIds) -> int:
+    return fn(parent, unpacked(block_ids))
 
 
 def checked(fn: HashFn) -> Callable[[int, BlockIds], int]:
     """A ``hash_algo`` callable, given a list of ints, whose result must be an int: a name
-    that is None (a forgotten ``return``) would enter the map yet read as uncached."""
+    that is None (a forgotten ``return``) would enter the map yet read as uncached. (A
+    ``partial``: a manager using it pickles when ``fn`` does.)"""
+    return partial(_checked, fn)
 
-    def name_block(parent: int, block_ids: BlockIds) -> int:
-        name = fn(parent, list(unpacked(block_ids)))
-        if type(name) is not int:
-            if not isinstance(name, int) or isinstance(name, bool):
-                raise InvalidBlockHash(
-                    f"hash_algo must return an int, got {type(name).__name__} (a forgotten "
-                    "return gives None); nothing was changed"
-                )
-            name = int(name)
-        return name
 
-    return name_block
+def _checked(fn: HashFn, parent: int, block_ids: BlockIds) -> int:
+    name = fn(parent, list(unpacked(block_ids)))
+    if type(name) is not int:
+        if not isinstance(name, int) or isinstance(name, bool):
+            raise InvalidBlockHash(
+                f"hash_algo must return an int, got {type(name).__name__} (a forgotten "
+                "return gives None); nothing was changed"
+            )
+        name = int(name)
+    return name

@@ -37,7 +37,7 @@ from array import array
 from collections import deque
 from collections.abc import Iterable, Sequence
 from operator import countOf
-from typing import Any, NamedTuple, TypeGuard
+from typing import Any, NamedTuple, TypeGuard, cast
 
 from servelab.native import mypyc_attr
 
@@ -166,6 +166,10 @@ def check_token_id(token: object) -> int:
     return int(token)
 
 
+def _last(table: list[int]) -> int:
+    return table[-1] if table else -1
+
+
 def _is_id_sequence(obj: object) -> TypeGuard[Sequence[Any]]:
     """A list, a tuple or another ``Sequence`` that is not text: what a list of ids may be."""
     if type(obj) is list or type(obj) is tuple:  # the common case, decided at once
@@ -243,6 +247,26 @@ class BlockTables:
 
     def _forget(self, seq: int) -> None:
         """Drop what ``seq`` carries besides its table."""
+
+    def _tables_snapshot(self) -> tuple[dict[int, list[int]], list[int], list[int]]:
+        """The tables (the list objects themselves, in the dict's order), each one's length
+        and last block (-1 if empty). Between a snapshot and its restore a table only grows
+        by one block or has its last block replaced (copy-on-write), once per step, and is
+        never shortened: a new allocation is a new list. So the two ints per table restore it,
+        and no list is copied (``map`` runs the loops in C)."""
+        tables = self._tables.values()
+        return dict(self._tables), list(map(len, tables)), list(map(_last, tables))
+
+    def _restore_tables(self, saved: tuple[dict[int, list[int]], list[int], list[int]]) -> None:
+        """The tables as :meth:`_tables_snapshot` saw them: the same list objects (a subclass
+        may hold them elsewhere too), with their contents and order then."""
+        tables, lengths, lasts = saved
+        for table, n, last in zip(tables.values(), lengths, lasts, strict=True):
+            del table[n:]
+            if n:
+                table[n - 1] = last
+        self._tables.clear()
+        self._tables.update(tables)
 
     # ------------------------------------------------------------------ queries
     def blocks_needed(self, n_tokens: object) -> int:
@@ -398,6 +422,12 @@ class BlockTables:
         return seq
 
 
+# What BlockManager._snapshot copies: refcounts, free list, tables, lengths
+_Snapshot = tuple[
+    list[int], list[int], tuple[dict[int, list[int]], list[int], list[int]], dict[int, int]
+]
+
+
 @mypyc_attr(allow_interpreted_subclasses=True)
 class BlockManager(BlockTables):
     """Hands out fixed-size KV blocks to sequences, with refcounted sharing.
@@ -528,6 +558,21 @@ class BlockManager(BlockTables):
         block = self._free.popleft()
         self._ref[block] = 1
         return block
+
+    def _snapshot(self) -> object:
+        """Everything a call may change, copied, for :meth:`_restore`: the undo point of a
+        caller that makes several calls all or nothing (``Scheduler.step``)."""
+        return (self._ref[:], list(self._free), self._tables_snapshot(), dict(self._lens))
+
+    def _restore(self, snapshot: object) -> None:
+        """Put back the state that ``snapshot`` (this manager's :meth:`_snapshot`) copied."""
+        ref, free, tables, lens = cast(_Snapshot, snapshot)
+        self._ref[:] = ref
+        self._free.clear()
+        self._free.extend(free)
+        self._restore_tables(tables)
+        self._lens.clear()
+        self._lens.update(lens)
 
     def _release(self, block: int) -> None:
         self._ref[block] -= 1

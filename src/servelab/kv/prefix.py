@@ -79,7 +79,9 @@ from __future__ import annotations
 import struct
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from functools import partial
+from operator import itemgetter
+from typing import Any, cast
 
 from servelab.kv.block_hash import (
     BlockIds,
@@ -148,6 +150,20 @@ class _Prefix:
         self.block = -1  # the block that holds its name in the cache, if any
 
 
+# What PrefixCachingBlockManager._snapshot copies, grouped: blocks, prefixes, sequences, counters
+_Snapshot = tuple[
+    tuple[list[int], list[int], list[int], list[Any]],
+    tuple[list[_Prefix | None], list[Any]],
+    tuple[
+        tuple[dict[int, list[int]], list[int], list[int]],
+        dict[int, tuple[list[int], list[int], bytes]],
+        list[int],
+        list[bytes],
+    ],
+    tuple[int, int, int],
+]
+
+
 def _as_int(name: Any) -> int:
     """A name as the int the public calls return (SHA-256 digests are kept as bytes)."""
     return int.from_bytes(name, "big") if type(name) is bytes else int(name)
@@ -208,7 +224,8 @@ class PrefixCachingBlockManager(BlockTables):
         # A callable may raise or return a bad name: each call then names its new blocks
         # before it changes anything. The built-in hashes cannot fail and skip that pass.
         self._names_first = callable(hash_algo)
-        self._pack = struct.Struct(f"={self.block_size}Q").pack  # a block's ids, as its key
+        # A block's ids, as its key (a ``partial``, where a Struct's ``pack`` would not pickle)
+        self._pack: Callable[..., bytes] = partial(struct.pack, f"={self.block_size}Q")
         self._free: deque[int] = deque(range(self.num_blocks))  # unhashed, ready to use
         self._evictable: OrderedDict[int, None] = OrderedDict()  # hashed, refcount 0; LRU first
         self._hash: list[Any] = [None] * self.num_blocks  # the name a block holds, if any
@@ -651,6 +668,67 @@ class PrefixCachingBlockManager(BlockTables):
                 if identities[block] is not None:
                     self._unref(block)  # a private full block: nothing to keep
                 free.append(block)
+
+    def _snapshot(self) -> object:
+        """Everything a call may change, for :meth:`_restore`: the undo point of a caller that
+        makes several calls all or nothing (``Scheduler.step``). Taken on every step that
+        admits, so it copies lists (a C copy each) and no dict: the interned identities and
+        the cache map are rebuilt from the blocks by :meth:`_restore`, which only a failure
+        pays for."""
+        # A sequence's token ids only grow while it is live: their length is enough.
+        lengths = list(map(len, map(itemgetter(0), self._seqs.values())))
+        return (
+            (self._ref[:], list(self._free), list(self._evictable), self._hash[:]),
+            (self._prefix[:], list(self._cached)),
+            (self._tables_snapshot(), dict(self._seqs), lengths, list(self._roots)),
+            (self._next_ident, self.hit_blocks, self.queried_blocks),
+        )
+
+    def _restore(self, snapshot: object) -> None:
+        """Put back the state that ``snapshot`` (this manager's :meth:`_snapshot`) saw."""
+        blocks, prefixes, sequences, counters = cast(_Snapshot, snapshot)
+        ref, free, evictable, names = blocks
+        self._ref[:] = ref
+        self._free.clear()
+        self._free.extend(free)
+        self._evictable.clear()
+        self._evictable.update(dict.fromkeys(evictable))
+        self._hash[:] = names
+        identity_of, cached_names = prefixes
+        self._prefix[:] = identity_of
+        # The identities then were those the blocks carried and their ancestors (an identity
+        # lives while a block or a child refers to it), and their counts follow from them.
+        # Their keys, numbers, names and parents never change.
+        idents: dict[Key, _Prefix] = {}
+        for carried in identity_of:
+            prefix = carried
+            while prefix is not None and prefix.key not in idents:
+                idents[prefix.key] = prefix
+                prefix = prefix.parent
+        for prefix in idents.values():
+            prefix.refs, prefix.block = 0, -1
+        for prefix in idents.values():
+            if prefix.parent is not None:
+                prefix.parent.refs += 1
+        for block, carried in enumerate(identity_of):
+            if carried is not None:
+                carried.refs += 1
+                if names[block] is not None:  # the block that holds its name in the cache
+                    carried.block = block
+        self._idents.clear()
+        self._idents.update(idents)
+        holder = {name: block for block, name in enumerate(names) if name is not None}
+        self._cached.clear()
+        self._cached.update((name, holder[name]) for name in cached_names)
+        tables, seqs, lengths, roots = sequences
+        self._restore_tables(tables)
+        self._seqs.clear()
+        for state, n in zip(seqs.values(), lengths, strict=True):
+            del state[0][n:]
+        self._seqs.update(seqs)
+        for key in list(self._roots)[len(roots) :]:  # it only grows
+            del self._roots[key]
+        self._next_ident, self.hit_blocks, self.queried_blocks = counters
 
     def _copy_seq(self, parent: int, child: int) -> None:
         tokens, _, key = self._seqs[parent]

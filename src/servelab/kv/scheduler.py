@@ -49,8 +49,9 @@ admitted + blocks moved). No list is searched for membership.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from collections.abc import Sequence as SequenceOf
+from operator import attrgetter
 from typing import Literal, NamedTuple, Protocol
 
 from servelab.kv.blocks import (
@@ -80,6 +81,7 @@ __all__ = [
     "SchedulerError",
     "Sequence",
     "SequenceFinished",
+    "StepFailed",
     "StepOutput",
     "TokenNotAppended",
     "default_watermark",
@@ -119,6 +121,13 @@ class SequenceFinished(SchedulerError, ValueError):
 class TokenNotAppended(SchedulerError, RuntimeError):
     """``step()`` was called before the engine appended exactly one sampled token to every
     sequence the previous step computed (see :meth:`StepOutput.computed`)."""
+
+
+@mypyc_attr(native_class=False)
+class StepFailed(SchedulerError, RuntimeError):
+    """The block manager raised during :meth:`Scheduler.step`; the step was undone, so the
+    queues, the sequences and the block manager are as they were before it. The manager's own
+    error is the ``__cause__``."""
 
 
 @mypyc_attr(native_class=False)
@@ -432,8 +441,39 @@ class HostBlockPool:
     def release(self, blocks: Iterable[int]) -> None:
         self._free.extend(blocks)
 
+    def __reduce__(self) -> tuple[Callable[..., HostBlockPool], tuple[object, ...]]:
+        # How copy and pickle rebuild it (through __init__, then its free list in its order):
+        # compiled, a native class has no __dict__ for them to copy.
+        return (_rebuilt_host_pool, (type(self), self.num_blocks, list(self._free)))
+
     def __repr__(self) -> str:
         return f"HostBlockPool(num_blocks={self.num_blocks}, free={self.num_free})"
+
+
+def _rebuilt_host_pool(cls: type[HostBlockPool], num_blocks: int, free: list[int]) -> HostBlockPool:
+    """A host pool like the one ``HostBlockPool.__reduce__`` saw."""
+    pool = cls(num_blocks)
+    pool._free = deque(free)
+    return pool
+
+
+_next_len = attrgetter("_next_len")
+
+
+class _Undo:
+    """The state before a step, for undoing it: the block manager's snapshot, the running
+    list (the object, its contents and their noted lengths), the other queues, and the noted
+    lengths of the sequences admitted so far in the step."""
+
+    def __init__(self, sched: Scheduler, bm: object) -> None:
+        self.bm = bm
+        self.running = sched.running
+        self.running_contents = sched.running[:]
+        self.next_lens = list(map(_next_len, sched.running))
+        self.waiting = list(sched.waiting)
+        self.swapped = dict(sched._swapped)
+        self.host_free = list(sched.host._free)
+        self.admitted: list[tuple[Sequence, int]] = []
 
 
 # Compiled (servelab.native), Python classes, a learner's among them, may subclass it.
@@ -477,6 +517,7 @@ class Scheduler:
         self.running: list[Sequence] = []
         self._live: dict[int, Sequence] = {}
         self._swapped: dict[int, list[int]] = {}  # seq id -> its host blocks, in table order
+        self._undo: _Undo | None = None  # the state before this step, while one may need it
 
     # ------------------------------------------------------------------ queries
     @property
@@ -564,21 +605,80 @@ class Scheduler:
         """Retire finished sequences, decode the running ones oldest first (preempting the
         newest when blocks run out), then admit from ``waiting``.
 
-        All or nothing: it raises TokenNotAppended, changing nothing, when the previous
-        step's sampled tokens were not all appended, and checks that before its first change.
+        All or nothing. It raises TokenNotAppended, changing nothing, when the previous
+        step's sampled tokens were not all appended (checked before its first change).
         Everything else it hands the block manager was checked on the way in (``add``,
-        ``fork``, ``Sequence.append_token``; extend ``token_ids`` only through
-        ``append_token``). A block manager that raises anyway (say, a prefix cache whose
-        ``hash_algo`` callable fails) ends the step: a request it was admitting stays at the
-        head of ``waiting``, but the decode slots already reserved in this step stay reserved.
+        ``fork``, ``Sequence.append_token``); a block manager that raises anyway (a prefix
+        cache whose ``hash_algo`` callable fails, a sequence whose ``token_ids`` were changed
+        other than through ``append_token``) gets the whole step undone, the queues, the
+        sequences and the manager's tables, free list and counters as they were, and StepFailed
+        with the manager's error as its cause. (The undo needs the manager's ``_snapshot`` and
+        ``_restore``, which both reference managers have; with another manager its error is
+        raised as it is, and the calls before it stay done.)
         """
         any_finished = self._check_tokens_appended()
         out = StepOutput()
-        if any_finished:
-            self._retire(out)
-        self._decode(out)
-        self._admit(out)
+        # A step that can call the block manager more than once keeps an undo point. One that
+        # only decodes makes one call, all or nothing by itself, unless it must preempt:
+        # then nothing has changed yet, and ``_decode_preempting`` takes it.
+        if any_finished or self._may_admit():
+            self._undo = self._save()
+        try:
+            if any_finished:
+                self._retire(out)
+            self._decode(out)
+            self._admit(out)
+        except BaseException as exc:
+            undo, self._undo = self._undo, None
+            if undo is not None:
+                self._put_back(undo)
+            if not isinstance(exc, Exception) or not hasattr(self.bm, "_restore"):
+                raise
+            error = StepFailed(
+                f"step() failed with {type(exc).__name__}: {exc}; the step was undone, the "
+                "queues and the block manager are as before it"
+            )
+            error.__cause__ = exc  # set by hand: compiled, ``raise ... from`` leaves it None
+            raise error  # noqa: B904 (the cause is set above)
+        self._undo = None
         return out
+
+    # ----------------------------------------------------------------- all or nothing
+    def _may_admit(self) -> bool:
+        """Whether the head of ``waiting`` fits now. A step that retires nobody only takes
+        blocks before it admits (or preempts, which keeps its own undo point), so a head that
+        does not fit now is not admitted in this step."""
+        if not self.waiting:
+            return False
+        seq = self.waiting[0]
+        n_tokens = seq.num_tokens - 1 if seq.seq_id in self._swapped else seq.num_tokens
+        return self.bm.num_free - self.bm.blocks_needed(n_tokens) >= self.watermark
+
+    def _save(self) -> _Undo | None:
+        """What a step may change, copied (None if the block manager cannot be restored).
+        Only running sequences and admitted ones (noted by ``_admit``) get a new ``_next_len``;
+        ``_live`` holds exactly the running and waiting ones, so it is rebuilt from them."""
+        snapshot = getattr(self.bm, "_snapshot", None)
+        if snapshot is None:
+            return None
+        return _Undo(self, snapshot())
+
+    def _put_back(self, undo: _Undo) -> None:
+        self.bm._restore(undo.bm)  # type: ignore[attr-defined]  # _save found it
+        for seq, next_len in reversed(undo.admitted):
+            seq._next_len = next_len
+        for seq, next_len in zip(undo.running_contents, undo.next_lens, strict=True):
+            seq._next_len = next_len
+        undo.running[:] = undo.running_contents
+        self.running = undo.running
+        self.waiting.clear()
+        self.waiting.extend(undo.waiting)
+        self._live.clear()
+        self._live.update((seq.seq_id, seq) for seq in (*self.running, *self.waiting))
+        self._swapped.clear()
+        self._swapped.update(undo.swapped)
+        self.host._free.clear()
+        self.host._free.extend(undo.host_free)
 
     # ----------------------------------------------------------------- the step
     def _check_tokens_appended(self) -> bool:
@@ -629,6 +729,8 @@ class Scheduler:
         out._set_decode_step(running[:], step.slots, step.copies, bm.block_size)
 
     def _decode_preempting(self, out: StepOutput) -> None:
+        if self._undo is None:  # nothing has changed yet in this step: see step()
+            self._undo = self._save()
         running = self.running
         i = 0
         while i < len(running):
@@ -674,6 +776,8 @@ class Scheduler:
             cached = bm.allocate(seq.seq_id, ids)  # first: if it raises, seq is still queued
             self.waiting.popleft()
             self.running.append(seq)
+            if self._undo is not None:
+                self._undo.admitted.append((seq, seq._next_len))
             seq._next_len = n_tokens + 1
             if host_blocks is None:
                 out.prefills.append(Prefill(seq, n_tokens, cached))

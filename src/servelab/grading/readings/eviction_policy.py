@@ -55,20 +55,22 @@ def _sieve_victim(d: Difference) -> str | None:
 
 
 def _len(d: Difference) -> str:
-    """len() counts candidates: one per resident key that is not pinned."""
+    """len() is the number of candidates: one per resident key that is not pinned. (Worded
+    for both policies: "count" is LFU's word for a key's hits.)"""
     owner = f"{d.policy}'s len()" if d.policy else "len()"
     mine = d.returned("mine")
-    counts = d.before.get("counts")
+    counts = d.before.get("counts") if d.policy == "LFU" else None
     resident = len(counts) if isinstance(counts, dict) else None
     if mine is not None and mine.isdigit() and resident is not None and int(mine) > resident:
         return (
-            f"yours returned {mine}, more than the {resident} keys resident: {owner} counts "
-            "candidates, one per key; does yours count the entries of a structure that keeps "
-            "stale copies (a heap keeps the old entry of a key after each hit or pin)?"
+            f"yours returned {mine}, more than the {resident} keys resident: {owner} is the "
+            "number of candidates, one per key; does yours return the size of a structure "
+            "that keeps stale copies (a heap keeps the old entry of a key after each hit or "
+            "pin)?"
         )
     return (
-        f"yours returned {mine}: {owner} counts the candidates only, and a pinned key is not "
-        "one until update_on_unpin"
+        f"yours returned {mine}: {owner} is the number of candidates only, and a pinned key "
+        "is not one until update_on_unpin"
     )
 
 
@@ -145,12 +147,13 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 "yours push before it updates them?"
             )
         if m == "eviction_order":
+            shared = "its queue and visited bits" if who == "SIEVE" else "its heap and counts"
             return (
                 "yours leaves every field a call shows as the reference's does, yet with the "
                 "reference's eviction_order in its place the program behaves: eviction_order "
                 "only reads, so it must leave the policy as it was. It trials pop_victim on a "
                 "deep copy (copy.deepcopy(self)): is yours popping from the policy itself, or "
-                "from a shallow copy (copy.copy) that shares its queue and visited bits?"
+                f"from a shallow copy (copy.copy) that shares {shared}?"
             )
         return None
     other = other_error(d)
@@ -228,9 +231,10 @@ def eviction_policy_reading(d: Difference) -> str | None:
             "eviction"
         )
     if m == "update_on_remove" and d.differ:
+        history = "its visited bit, its place in the queue" if who == "SIEVE" else "its count, tick"
         return (
-            "a removed key is forgotten: its count, tick, visited bit and pin all go with it, "
-            "so a key put again never comes back pinned"
+            f"a removed key is forgotten: {history} and pin all go with it, so a key put "
+            "again never comes back pinned"
         )
     if m == "update_on_pin" and d.differ:
         key = d.args[0] if d.args else None
