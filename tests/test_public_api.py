@@ -16,7 +16,7 @@ COURSE_MODULES = [
     "servelab.kv.blocks",
     "servelab.kv.ledger",
     "servelab.kv.prefix",
-    "servelab.kv.scheduler",
+    "servelab.kv.scheduler_contract",
     "servelab.weights.cache",
     "servelab.weights.policies",
 ]

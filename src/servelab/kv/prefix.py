@@ -81,8 +81,9 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from operator import itemgetter
-from typing import Any, cast
+from typing import Any
 
+from servelab.kv import prefix_undo
 from servelab.kv.block_hash import (
     BlockIds,
     HashAlgo,
@@ -148,20 +149,6 @@ class _Prefix:
         self.parent = parent  # the prefix one block shorter (None for a first block)
         self.refs = 1  # blocks carrying it + child prefixes; dropped at 0
         self.block = -1  # the block that holds its name in the cache, if any
-
-
-# What PrefixCachingBlockManager._snapshot copies, grouped: blocks, prefixes, sequences, counters
-_Snapshot = tuple[
-    tuple[list[int], list[int], list[int], list[Any]],
-    tuple[list[_Prefix | None], list[Any]],
-    tuple[
-        tuple[dict[int, list[int]], list[int], list[int]],
-        dict[int, tuple[list[int], list[int], bytes]],
-        list[int],
-        list[bytes],
-    ],
-    tuple[int, int, int],
-]
 
 
 def _as_int(name: Any) -> int:
@@ -686,49 +673,7 @@ class PrefixCachingBlockManager(BlockTables):
 
     def _restore(self, snapshot: object) -> None:
         """Put back the state that ``snapshot`` (this manager's :meth:`_snapshot`) saw."""
-        blocks, prefixes, sequences, counters = cast(_Snapshot, snapshot)
-        ref, free, evictable, names = blocks
-        self._ref[:] = ref
-        self._free.clear()
-        self._free.extend(free)
-        self._evictable.clear()
-        self._evictable.update(dict.fromkeys(evictable))
-        self._hash[:] = names
-        identity_of, cached_names = prefixes
-        self._prefix[:] = identity_of
-        # The identities then were those the blocks carried and their ancestors (an identity
-        # lives while a block or a child refers to it), and their counts follow from them.
-        # Their keys, numbers, names and parents never change.
-        idents: dict[Key, _Prefix] = {}
-        for carried in identity_of:
-            prefix = carried
-            while prefix is not None and prefix.key not in idents:
-                idents[prefix.key] = prefix
-                prefix = prefix.parent
-        for prefix in idents.values():
-            prefix.refs, prefix.block = 0, -1
-        for prefix in idents.values():
-            if prefix.parent is not None:
-                prefix.parent.refs += 1
-        for block, carried in enumerate(identity_of):
-            if carried is not None:
-                carried.refs += 1
-                if names[block] is not None:  # the block that holds its name in the cache
-                    carried.block = block
-        self._idents.clear()
-        self._idents.update(idents)
-        holder = {name: block for block, name in enumerate(names) if name is not None}
-        self._cached.clear()
-        self._cached.update((name, holder[name]) for name in cached_names)
-        tables, seqs, lengths, roots = sequences
-        self._restore_tables(tables)
-        self._seqs.clear()
-        for state, n in zip(seqs.values(), lengths, strict=True):
-            del state[0][n:]
-        self._seqs.update(seqs)
-        for key in list(self._roots)[len(roots) :]:  # it only grows
-            del self._roots[key]
-        self._next_ident, self.hit_blocks, self.queried_blocks = counters
+        prefix_undo.restore(self, snapshot)  # only a failure pays for it: kept apart
 
     def _copy_seq(self, parent: int, child: int) -> None:
         tokens, _, key = self._seqs[parent]

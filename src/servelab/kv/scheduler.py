@@ -49,20 +49,30 @@ admitted + blocks moved). No list is searched for membership.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
-from collections.abc import Sequence as SequenceOf
+from collections.abc import Iterable
 from operator import attrgetter
-from typing import Literal, NamedTuple, Protocol
+from typing import Literal, NamedTuple
 
 from servelab.kv.blocks import (
     InvalidLength,
-    KVCacheError,
     OutOfBlocks,
     Slot,
-    StepSlots,
     UnknownSequence,
     check_token_ids,
     new_slot,
+)
+from servelab.kv.host_pool import HostBlockPool
+from servelab.kv.scheduler_contract import (
+    DuplicateSequence,
+    InvalidRequest,
+    InvalidSchedulerConfig,
+    KVCacheManager,
+    NotASequence,
+    RequestTooLarge,
+    SchedulerError,
+    SequenceFinished,
+    StepFailed,
+    TokenNotAppended,
 )
 from servelab.native import mypyc_attr
 
@@ -88,80 +98,6 @@ __all__ = [
 ]
 
 Preemption = Literal["recompute", "swap"]
-
-
-# Compiled (servelab.native), an exception class with two bases is a plain Python class.
-@mypyc_attr(native_class=False)
-class SchedulerError(KVCacheError):
-    """Base class of the scheduler's errors."""
-
-
-@mypyc_attr(native_class=False)
-class InvalidRequest(SchedulerError, ValueError):
-    """A sequence that is malformed: empty prompt, ``max_new_tokens < 1``, non-int ids."""
-
-
-@mypyc_attr(native_class=False)
-class RequestTooLarge(InvalidRequest):
-    """The request can never run: its longest KV cache needs more blocks than the pool minus
-    the watermark. Shorten the prompt or ``max_new_tokens``, or give the pool more blocks."""
-
-
-@mypyc_attr(native_class=False)
-class DuplicateSequence(SchedulerError, ValueError):
-    """The sequence id is already queued, running, or held by the block manager."""
-
-
-@mypyc_attr(native_class=False)
-class SequenceFinished(SchedulerError, ValueError):
-    """A token was appended to a sequence that has already generated ``max_new_tokens``."""
-
-
-@mypyc_attr(native_class=False)
-class TokenNotAppended(SchedulerError, RuntimeError):
-    """``step()`` was called before the engine appended exactly one sampled token to every
-    sequence the previous step computed (see :meth:`StepOutput.computed`)."""
-
-
-@mypyc_attr(native_class=False)
-class StepFailed(SchedulerError, RuntimeError):
-    """The block manager raised during :meth:`Scheduler.step`; the step was undone, so the
-    queues, the sequences and the block manager are as they were before it. The manager's own
-    error is the ``__cause__``."""
-
-
-@mypyc_attr(native_class=False)
-class InvalidSchedulerConfig(SchedulerError, ValueError):
-    """A watermark, preemption mode or host pool size that the scheduler cannot work with."""
-
-
-@mypyc_attr(native_class=False)
-class NotASequence(SchedulerError, TypeError):
-    """An argument that must be a :class:`Sequence` is something else (None, an id ...)."""
-
-
-class KVCacheManager(Protocol):
-    """What the scheduler asks of a block manager; both reference managers have it.
-
-    ``allocate`` gets the token ids to hold and returns how many leading ones were already
-    cached (0 without a prefix cache); ``append_slot`` gets the id of the token whose KV the
-    slot will hold.
-    """
-
-    @property
-    def num_blocks(self) -> int: ...
-    @property
-    def block_size(self) -> int: ...
-    @property
-    def num_free(self) -> int: ...
-    def blocks_needed(self, n_tokens: int, /) -> int: ...
-    def allocate(self, seq: int, token_ids: SequenceOf[int], /) -> int: ...
-    def append_slot(self, seq: int, token_id: int, /) -> Slot: ...
-    def append_slots(self, seqs: SequenceOf[int], token_ids: SequenceOf[int], /) -> StepSlots: ...
-    def fork(self, parent: int, child: int, /) -> None: ...
-    def free_seq(self, seq: int, /) -> None: ...
-    def block_table(self, seq: int, /) -> list[int]: ...
-    def seq_len(self, seq: int, /) -> int: ...
 
 
 def _is_int(value: object) -> bool:
@@ -411,50 +347,6 @@ def default_watermark(num_blocks: int) -> int:
     if not _is_int(num_blocks) or num_blocks < 1:
         raise InvalidSchedulerConfig(f"num_blocks must be a positive int, got {num_blocks!r}")
     return min(max(1, num_blocks // 100), num_blocks - 1)
-
-
-class HostBlockPool:
-    """Bookkeeping for swap space: a free list of host (CPU) block ids, nothing more.
-
-    The bytes live wherever the engine keeps them; the scheduler only decides which host
-    block receives which GPU block.
-    """
-
-    def __init__(self, num_blocks: int) -> None:
-        if not _is_int(num_blocks) or num_blocks < 0:
-            raise InvalidSchedulerConfig(
-                f"num_host_blocks must be a non-negative int, got {num_blocks!r}"
-            )
-        self.num_blocks = num_blocks
-        self._free: deque[int] = deque(range(num_blocks))
-
-    @property
-    def num_free(self) -> int:
-        return len(self._free)
-
-    def take(self, n: int) -> list[int]:
-        """``n`` host blocks, all or nothing (OutOfBlocks leaves the pool unchanged)."""
-        if n > len(self._free):
-            raise OutOfBlocks(f"swap needs {n} host blocks, only {len(self._free)} are free")
-        return [self._free.popleft() for _ in range(n)]
-
-    def release(self, blocks: Iterable[int]) -> None:
-        self._free.extend(blocks)
-
-    def __reduce__(self) -> tuple[Callable[..., HostBlockPool], tuple[object, ...]]:
-        # How copy and pickle rebuild it (through __init__, then its free list in its order):
-        # compiled, a native class has no __dict__ for them to copy.
-        return (_rebuilt_host_pool, (type(self), self.num_blocks, list(self._free)))
-
-    def __repr__(self) -> str:
-        return f"HostBlockPool(num_blocks={self.num_blocks}, free={self.num_free})"
-
-
-def _rebuilt_host_pool(cls: type[HostBlockPool], num_blocks: int, free: list[int]) -> HostBlockPool:
-    """A host pool like the one ``HostBlockPool.__reduce__`` saw."""
-    pool = cls(num_blocks)
-    pool._free = deque(free)
-    return pool
 
 
 _next_len = attrgetter("_next_len")
