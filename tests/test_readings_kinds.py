@@ -160,3 +160,25 @@ def test_of_two_readings_of_a_move_the_one_that_moves_the_calls_argument_is_said
     d = Difference("get", "", ("b",), before, before, {"keys": ["b", "a"]}, "", "", None)
     said = kind_reading(d)
     assert said is not None and "moves 'b' to the front of `keys`" in said
+
+
+def test_a_new_entry_put_at_the_other_end_is_the_one_said() -> None:
+    # two entries that swap ends read both ways: the one the call added is the one it moved
+    said = _diff({"running": ["A"]}, {"running": ["N", "A"]}, {"running": ["A", "N"]})
+    assert said == ("yours put 'N' at the front of `running`; the reference puts it at the back")
+    said = _diff({"running": ["A"]}, {"running": ["A", "N"]}, {"running": ["N", "A"]})
+    assert said == "yours put 'N' at the back of `running`; the reference puts it at the front"
+
+
+def test_an_entry_is_not_read_as_moved_between_a_steps_output_and_the_state() -> None:
+    # a step's output lists sequence ids; the block manager's free list, block ids: a 1 in
+    # each is not the same thing
+    before = {"free": [0, 1], "out.decodes": []}
+    said = _diff(before, {"free": [0], "out.decodes": [1]}, {"free": [0, 1], "out.decodes": []})
+    assert said is None or "where the reference puts it in" not in said
+    moved = _diff(
+        {"out.preempted": [], "out.finished": []},
+        {"out.preempted": [], "out.finished": [3]},
+        {"out.preempted": [3], "out.finished": []},
+    )
+    assert moved == "yours put 3 in `out.finished` where the reference puts it in `out.preempted`"

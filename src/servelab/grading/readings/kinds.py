@@ -96,16 +96,24 @@ def _multiset_minus(a: list[Any], b: list[Any]) -> list[Any]:
     return out
 
 
-def _order(name: str, mine: list[Any], theirs: list[Any]) -> str | None:
-    """Same entries, another order: which entry went to which end."""
+def _order(
+    name: str, mine: list[Any], theirs: list[Any], before: list[Any] | None = None
+) -> str | None:
+    """Same entries, another order: which entry went to which end. Two entries that swapped
+    ends read both ways (yours put the one at the back, or the other at the front): the one
+    the call added (not in ``before``) is the one said."""
     if len(mine) < 2 or mine == theirs or sorted(map(repr, mine)) != sorted(map(repr, theirs)):
         return None
-    if mine[-1] == theirs[0] and mine[:-1] == theirs[1:]:
+    back = mine[-1] == theirs[0] and mine[:-1] == theirs[1:]
+    front = mine[0] == theirs[-1] and mine[1:] == theirs[:-1]
+    if back and front and before is not None and mine[0] not in before and theirs[0] in before:
+        back = False
+    if back:
         return (
             f"yours put {_shown(theirs[0])} at the back of `{name}`; the reference puts it at "
             "the front"
         )
-    if mine[0] == theirs[-1] and mine[1:] == theirs[:-1]:
+    if front:
         return (
             f"yours put {_shown(mine[0])} at the front of `{name}`; the reference puts it at "
             "the back"
@@ -170,6 +178,8 @@ def _moved(d: Difference, names: list[str]) -> str | None:
                 om, ot = d.mine.get(other), d.theirs.get(other)
                 if other == name or not isinstance(om, list) or not isinstance(ot, list):
                     continue
+                if other.startswith("out.") != name.startswith("out."):
+                    continue  # a step's output names sequences; the state's lists, blocks too
                 if x in _multiset_minus(ot, om):
                     return (
                         f"yours put {_shown(x)} in `{name}` where the reference puts it in "
@@ -214,7 +224,7 @@ def _collection(name: str, d: Difference) -> str | None:
         if moved:
             return f"yours left `{name}` as it was ({_shown(mine)}); {moved}"
     if isinstance(d.mine.get(name), list):
-        found = _order(name, mine, theirs)
+        found = _order(name, mine, theirs, before)
         if found:
             return found
     extra, missing = _multiset_minus(mine, theirs), _multiset_minus(theirs, mine)
