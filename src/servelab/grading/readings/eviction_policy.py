@@ -59,7 +59,7 @@ def _len(d: Difference) -> str:
     for both policies: "count" is LFU's word for a key's hits.)"""
     owner = f"{d.policy}'s len()" if d.policy else "len()"
     mine = d.returned("mine")
-    counts = d.before.get("counts") if d.policy == "LFU" else None
+    counts = d.before.get("counts")  # LFU's field: a SIEVE state has none
     resident = len(counts) if isinstance(counts, dict) else None
     if mine is not None and mine.isdigit() and resident is not None and int(mine) > resident:
         return (
