@@ -101,13 +101,15 @@ def _order(
 ) -> str | None:
     """Same entries, another order: which entry went to which end. Two entries that swapped
     ends read both ways (yours put the one at the back, or the other at the front): the one
-    the call added (not in ``before``) is the one said."""
+    the call added (not in ``before``) is the one said; with both added or neither, only the
+    reversal is."""
     if len(mine) < 2 or mine == theirs or sorted(map(repr, mine)) != sorted(map(repr, theirs)):
         return None
     back = mine[-1] == theirs[0] and mine[:-1] == theirs[1:]
     front = mine[0] == theirs[-1] and mine[1:] == theirs[:-1]
-    if back and front and before is not None and mine[0] not in before and theirs[0] in before:
-        back = False
+    if back and front:  # two entries swapped: say the one the call added, else neither
+        added = [x not in (before or []) for x in (theirs[0], mine[0])]
+        back, front = added == [True, False], added == [False, True]
     if back:
         return (
             f"yours put {_shown(theirs[0])} at the back of `{name}`; the reference puts it at "
