@@ -33,6 +33,7 @@ from servelab.grading.localise import (
     _plain_args,
     _same_error,
 )
+from servelab.grading.readings.kinds import block_size_of
 from servelab.grading.replay import LINE_TIMEOUT_S, LINES_PER_CALL, OutOfLines, line_budget
 from servelab.testing.core import ImplementationHung, hang_guard
 
@@ -219,9 +220,8 @@ def _by_key(exp: _Experiment, at: int | str, key: str, d: Divergence) -> str | N
 
 
 def _block_size(subject: Any) -> int | None:
-    size = getattr(subject, "block_size", None)
-    if size is None:
-        size = getattr(getattr(subject, "bm", None), "block_size", None)
+    """The block size, when it is one a number can be a multiple of (an int above 1)."""
+    size = block_size_of(subject)
     return size if isinstance(size, int) and not isinstance(size, bool) and size > 1 else None
 
 

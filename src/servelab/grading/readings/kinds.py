@@ -17,7 +17,7 @@ from typing import Any
 
 from servelab.grading.readings.difference import Difference, failed_call, other_error
 
-__all__ = ["factor_words", "kind_reading", "number_words"]
+__all__ = ["block_size_of", "factor_words", "kind_reading", "number_words"]
 
 #: Factors that a unit slip leaves between two numbers, and the slips that leave them.
 FACTORS: tuple[tuple[float, str, str], ...] = (
@@ -263,7 +263,7 @@ def _wrong_field(d: Difference) -> str | None:
     return None
 
 
-def _block_size(subject: Any) -> Any:
+def block_size_of(subject: Any) -> Any:
     """The block size of a block manager, or of the one a scheduler holds (``bm``)."""
     size = getattr(subject, "block_size", None)
     return size if size is not None else getattr(getattr(subject, "bm", None), "block_size", None)
@@ -282,7 +282,7 @@ def _returned(d: Difference) -> str | None:
             f"yours changed the same as the reference but returned {a}, not {b}: the work is "
             "right and the answer it reports is not"
         )
-    kind = number_words(a, b, _block_size(d.subject))
+    kind = number_words(a, b, block_size_of(d.subject))
     if kind:
         return f"yours returned {_shown(a)}, the reference {_shown(b)}: {kind}"
     if isinstance(a, list) and isinstance(b, list):
