@@ -171,7 +171,8 @@ class WrittenFor:
 def _way(d: Difference, name: str) -> int | None:
     """+1 when yours left ``name`` above the reference's, -1 below, 0 when it does not
     differ, None when it differs in no one direction (not numbers, or some keys each way).
-    A mapping of numbers compares key by key (an absent key counts 0)."""
+    A mapping of numbers compares key by key (an absent key counts 0); a list or a set by how
+    many entries it holds (the same number, other entries: no one direction)."""
     if name == RESULT:
         mine, theirs = _number(d.returned("mine")), _number(d.returned("theirs"))
         if d.my_outcome == d.their_outcome:
@@ -191,6 +192,10 @@ def _way(d: Difference, name: str) -> int | None:
             if x != y:
                 signs.add(_sign(x - y))
         return signs.pop() if len(signs) == 1 else None
+    if isinstance(a, list | tuple | set | frozenset) and isinstance(
+        b, list | tuple | set | frozenset
+    ):
+        return _sign(len(a) - len(b)) or None
     return None
 
 
