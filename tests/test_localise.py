@@ -99,6 +99,18 @@ READS = {
     "victim peeked, not popped": ("left it in running", "preempt again"),
     "a fresh block handed out unheld": ("with refcount 0", "least recently freed"),
     "hashes paired from the end": ("hashed block 2 (position 2", "stale hash"),
+    # a reading is shown only on the difference it was written for (WrittenFor): a victim's
+    # size taken twice is no size forgotten, a raise no eviction, an off by one no pin
+    "evict forgets pins with a failing lookup": ("the reference removes 'a'", "from `used`"),
+    "evict subtracts the size twice": ("victim's own size, once", "must subtract its size"),
+    "eviction of the oldest counted twice": ("more than this one eviction", "count every"),
+    "LFU pin resets the count": ("`counts` of 'm1'", "takes it out"),
+    "SIEVE len one short": ("one less than the reference's", "pinned key"),
+    "SIEVE pop returns None": ("NoVictim", "the hand moves"),
+    "SIEVE put resets the hand": ("eviction order", "joins the newest end"),
+    "allocate of zero tokens raises": ("`tables`", "holds no block"),
+    "fork zeroes the parent's length": ("`lengths` of 0", "the child starts"),
+    "release parks a held block": ("`reclaim order`", "freed by its last holder"),
 }
 
 
