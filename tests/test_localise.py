@@ -91,14 +91,6 @@ READS = {
     "a request needing exactly the budget waits": ("exactly the budget left fits", "in `running`"),
     "slots counted from position 0": ("those of positions from 0", "written for"),
     "alloc takes from the right end": ("`_alloc` takes the block at its left end", "_release"),
-    # a reading speaks only when its precondition shows in the call: a refusal with the blocks
-    # free is no block count; a block twice in one table is no reclaim order; a victim still
-    # running is no missing second victim; a block held at 0 is no order of reclaim
-    "room counted in tokens": ("with exactly 1 free", "ceil(len / block_size)"),
-    "evictable hits revived last": ("twice", "ceil(len / block_size)"),
-    "victim peeked, not popped": ("left it in running", "preempt again"),
-    "a fresh block handed out unheld": ("with refcount 0", "least recently freed"),
-    "hashes paired from the end": ("hashed block 2 (position 2", "stale hash"),
     # a reading is shown only on the difference it was written for (WrittenFor): a victim's
     # size taken twice is no size forgotten, a raise no eviction, an off by one no pin
     "evict forgets pins with a failing lookup": ("the reference removes 'a'", "from `used`"),
@@ -111,6 +103,14 @@ READS = {
     "allocate of zero tokens raises": ("`tables`", "holds no block"),
     "fork zeroes the parent's length": ("`lengths` of 0", "the child starts"),
     "release parks a held block": ("`reclaim order`", "freed by its last holder"),
+    # a reading speaks only when its precondition shows in the call: a refusal with the blocks
+    # free is no block count; a block twice in one table is no reclaim order; a victim still
+    # running is no missing second victim; a block held at 0 is no order of reclaim
+    "room counted in tokens": ("with exactly 1 free", "ceil(len / block_size)"),
+    "evictable hits revived last": ("twice", "ceil(len / block_size)"),
+    "victim peeked, not popped": ("left it in running", "preempt again"),
+    "a fresh block handed out unheld": ("with refcount 0", "least recently freed"),
+    "hashes paired from the end": ("hashed block 2 (position 2", "stale hash"),
 }
 
 
