@@ -107,11 +107,11 @@ def _d(mine: tuple[str, dict[str, Any]], theirs: tuple[str, dict[str, Any]]) -> 
 
 
 def test_the_outcome_pair_is_one_of_five() -> None:
-    assert _d(("returned 1", {}), ("returned 1", {})).outcomes == SAME
-    assert _d(("returned 1", {}), ("returned 2", {})).outcomes == VALUE
-    assert _d(("raised KeyError", {}), ("returned 2", {})).outcomes == MINE_RAISED
-    assert _d(("returned None", {}), ("raised NoVictim", {})).outcomes == THEIRS_RAISED
-    assert _d(("raised KeyError", {}), ("raised KeyError", {})).outcomes == BOTH_RAISED
+    assert _d(("returned 1", {}), ("returned 1", {})).outcome_pair == SAME
+    assert _d(("returned 1", {}), ("returned 2", {})).outcome_pair == VALUE
+    assert _d(("raised KeyError", {}), ("returned 2", {})).outcome_pair == MINE_RAISED
+    assert _d(("returned None", {}), ("raised NoVictim", {})).outcome_pair == THEIRS_RAISED
+    assert _d(("raised KeyError", {}), ("raised KeyError", {})).outcome_pair == BOTH_RAISED
 
 
 def test_a_reading_fits_only_its_outcome_pairs() -> None:

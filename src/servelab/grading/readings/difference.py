@@ -103,7 +103,7 @@ class Difference:
         return self.my_outcome == self.their_outcome
 
     @property
-    def outcomes(self) -> str:
+    def outcome_pair(self) -> str:
         """The outcome pair: :data:`SAME`, :data:`VALUE`, :data:`MINE_RAISED`,
         :data:`THEIRS_RAISED` or :data:`BOTH_RAISED`."""
         if self.i_raised:
@@ -155,7 +155,7 @@ class WrittenFor:
     below: tuple[str, ...] = ()
 
     def fits(self, d: Difference) -> bool:
-        if d.outcomes not in self.outcomes:
+        if d.outcome_pair not in self.outcomes:
             return False
         explained = {*self.fields, *self.above, *self.below}
         if not d.differ <= explained:
