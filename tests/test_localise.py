@@ -91,6 +91,18 @@ READS = {
     "a request needing exactly the budget waits": ("exactly the budget left fits", "in `running`"),
     "slots counted from position 0": ("those of positions from 0", "written for"),
     "alloc takes from the right end": ("`_alloc` takes the block at its left end", "_release"),
+    # a reading is shown only on the difference it was written for (WrittenFor): a victim's
+    # size taken twice is no size forgotten, a raise no eviction, an off by one no pin
+    "evict forgets pins with a failing lookup": ("the reference removes 'a'", "from `used`"),
+    "evict subtracts the size twice": ("victim's own size, once", "must subtract its size"),
+    "eviction of the oldest counted twice": ("more than this one eviction", "count every"),
+    "LFU pin resets the count": ("`counts` of 'm1'", "takes it out"),
+    "SIEVE len one short": ("one less than the reference's", "pinned key"),
+    "SIEVE pop returns None": ("NoVictim", "the hand moves"),
+    "SIEVE put resets the hand": ("eviction order", "joins the newest end"),
+    "allocate of zero tokens raises": ("`tables`", "holds no block"),
+    "fork zeroes the parent's length": ("`lengths` of 0", "the child starts"),
+    "release parks a held block": ("`reclaim order`", "freed by its last holder"),
     # a reading speaks only when its precondition shows in the call: a refusal with the blocks
     # free is no block count; a block twice in one table is no reclaim order; a victim still
     # running is no missing second victim; a block held at 0 is no order of reclaim

@@ -1,12 +1,29 @@
 """Block-manager slips, each on the notebook's own classes."""
 
 from servelab import checkpoint
-from servelab.kv.blocks import OutOfBlocks, Slot
+from servelab.kv.blocks import InvalidLength, OutOfBlocks, Slot
 
 TOPIC = "block-manager"
 Allocating = checkpoint(TOPIC, 1)
 Forking = checkpoint(TOPIC, 3)
 Final = checkpoint(TOPIC, 4)
+
+
+class AllocateZeroRaises(Final):
+    """Refuses a sequence of zero tokens as an invalid length."""
+
+    def allocate(self, seq, n_tokens):
+        if n_tokens == 0:
+            raise InvalidLength("a sequence needs at least one token")
+        return super().allocate(seq, n_tokens)
+
+
+class ForkZeroesTheParent(Forking):
+    """Gives the child the parent's length, then sets the parent's to 0."""
+
+    def fork(self, parent, child):
+        super().fork(parent, child)
+        self.lens[parent] = 0
 
 
 class ForkCountsBeforeCheck(Final):
@@ -131,6 +148,8 @@ MISTAKES = {
     "refcounts raised before the fork check": (4, ForkCountsBeforeCheck, {"fork"}),
     "one block too many": (4, OneBlockTooMany, {"allocate"}),
     "fork length plus one": (3, ForkLengthPlusOne, {"fork"}),
+    "allocate of zero tokens raises": (4, AllocateZeroRaises, {"allocate"}),
+    "fork zeroes the parent's length": (3, ForkZeroesTheParent, {"fork"}),
     "copy-on-write without its source": (3, CopyWithoutSource, {"append_slot"}),
     "append_slot keeps the length": (4, AppendKeepsLength, {"append_slot"}),
     "alloc takes from the right end": (4, AllocFromTheRight, {"_alloc"}),

@@ -12,6 +12,38 @@ LFU = FINAL["LFU"]
 SIEVE = FINAL["SIEVE"]
 
 
+class LFUPinResetsCount(LFU):
+    """A pin sets the key's count back to 1: it comes back as if new."""
+
+    def update_on_pin(self, key):
+        self.pinned.add(key)
+        self.count[key] = 1
+
+
+class SIEVELenOneShort(SIEVE):
+    """Off by one: one candidate fewer than there are."""
+
+    def __len__(self):
+        return max(0, len(self.queue) - len(self.pinned) - 1)
+
+
+class SIEVEPopReturnsNone(SIEVE):
+    """Returns None when there is no victim instead of raising NoVictim."""
+
+    def pop_victim(self):
+        if len(self) == 0:
+            return None
+        return SIEVE.pop_victim(self)
+
+
+class SIEVEPutResetsHand(SIEVE):
+    """A put sends the hand back to the oldest key."""
+
+    def update_on_put(self, key, size):
+        SIEVE.update_on_put(self, key, size)
+        self.hand = None
+
+
 class LFUVictimStaysCounted(LFU):
     """pop_victim takes the key off the heap but never forgets its count."""
 
@@ -175,6 +207,18 @@ MISTAKES = {
         4,
         {"LFU": LFULenOfUnpinnedHeapEntries, "SIEVE": SIEVE},
         {"LFU.__len__"},
+    ),
+    "LFU pin resets the count": (
+        4,
+        {"LFU": LFUPinResetsCount, "SIEVE": SIEVE},
+        {"LFU.update_on_pin"},
+    ),
+    "SIEVE len one short": (4, {"LFU": LFU, "SIEVE": SIEVELenOneShort}, {"SIEVE.__len__"}),
+    "SIEVE pop returns None": (4, {"LFU": LFU, "SIEVE": SIEVEPopReturnsNone}, {"SIEVE.pop_victim"}),
+    "SIEVE put resets the hand": (
+        4,
+        {"LFU": LFU, "SIEVE": SIEVEPutResetsHand},
+        {"SIEVE.update_on_put"},
     ),
     "SIEVE pop raises its own LookupError": (
         4,

@@ -209,7 +209,22 @@ class HashesPairedFromTheEnd(Final):
         return len(hits) * self.block_size
 
 
+class ReleaseParksAHeldBlock(Final):
+    """Puts a cached block on the evictable list while one table still holds it."""
+
+    def _release(self, block):
+        self.ref[block] -= 1
+        if self.ref[block] == 1 and self.hash[block] is not None:
+            self.evictable_lru[block] = None
+        if self.ref[block] == 0:
+            if self.hash[block] is not None:
+                self.evictable_lru[block] = None
+            else:
+                self.free.append(block)
+
+
 MISTAKES = {
+    "release parks a held block": (3, ReleaseParksAHeldBlock, {"_release"}),
     "evictable hits revived last": (3, EvictableHitsRevivedLast, {"allocate"}),
     "a fresh block handed out unheld": (3, FreshBlockUnheld, {"_alloc"}),
     "hashes paired from the end": (3, HashesPairedFromTheEnd, {"allocate"}),

@@ -142,7 +142,35 @@ class EmptyValueReadAsMiss(Sized):
         return entry[1]
 
 
+class EvictDropsPinFirst(Final):
+    """Forgets the victim's pins first, with a lookup that fails: the victim is never pinned."""
+
+    def _evict(self, key):
+        del self._pins[key]
+        super()._evict(key)
+
+
+class EvictSubtractsTwice(Evicting):
+    """Subtracts the victim's size from `used` twice."""
+
+    def _evict(self, key):
+        size, _ = self._entries.pop(key)
+        self._used -= 2 * size
+
+
+class EvictionCountedTwiceForOldest(Final):
+    """Counts the eviction once more when the victim is the oldest entry."""
+
+    def _evict(self, key):
+        if key == next(iter(self._entries)):
+            self.evictions += 1
+        super()._evict(key)
+
+
 MISTAKES = {
+    "evict forgets pins with a failing lookup": (5, EvictDropsPinFirst, {"_evict"}),
+    "evict subtracts the size twice": (2, EvictSubtractsTwice, {"_evict"}),
+    "eviction of the oldest counted twice": (5, EvictionCountedTwiceForOldest, {"_evict"}),
     "replace keeps the old size": (2, ReplaceKeepsOldSize, {"put"}),
     "victim scan skips the oldest": (3, VictimSkipsOldest, {"_next_victim"}),
     "pin recorded before the check": (4, PinThenCheck, {"pin"}),

@@ -8,6 +8,15 @@ whatever the code behind it: ``_evict`` leaving ``used`` where the reference low
 the rule, in the notebook's words. It is written for one method and one kind of difference and
 shown only when that method differs that way, never as a guess from which check failed.
 
+Each reading declares, beside its text, the difference it was written for
+(:class:`~servelab.grading.readings.difference.WrittenFor`): the outcome pairs it speaks of
+(both returned the same, other values, yours raised, the reference raised, both raised), the
+fields whose difference it explains, and which way those it says are too high or too low went.
+A dispatch branch picks the reading; the declaration lets it through only when the observed
+difference is that one. A field it does not explain, the other direction, or another outcome
+pair means the call shows something else, and the reading's rule may not be the one broken:
+nothing is shown, and the report keeps the place, the difference and its kind.
+
 A reading describes the observed call and states a rule; it claims no cause ("behaves exactly
 like one that ..." stays the catalogue's, and only when earned). Where no reading fits, the
 report keeps pointing at the place (:func:`servelab.grading.localise.place_hint`), with the

@@ -6,7 +6,35 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from servelab.grading.readings.difference import Difference, failed_call
+from servelab.grading.readings.difference import (
+    BOTH_RAISED,
+    MINE_RAISED,
+    SAME,
+    VALUE,
+    Difference,
+    WrittenFor,
+    failed_call,
+)
+
+# The difference each reading below was written for (see WrittenFor): a reading is shown only
+# when the first diverging call differs that way and in nothing else.
+BLOCKS = ("tables", "refcounts", "free", "num_free")
+"""The fields a block taken or released changes."""
+FAILED_LENGTH = WrittenFor((BOTH_RAISED,), ("lengths",))
+FAILED_RELEASE = WrittenFor((BOTH_RAISED,), ("refcounts", "free", "num_free"))
+FAILED_RECORD = WrittenFor((BOTH_RAISED,), ("tables", "lengths"))
+FAILED_TAKE = WrittenFor((BOTH_RAISED,), (*BLOCKS, "lengths"))
+REFUSED = WrittenFor((MINE_RAISED,), (*BLOCKS, "lengths"))
+TOOK_MORE = WrittenFor((SAME, VALUE), ("tables", "refcounts", "free"), below=("num_free",))
+"""Yours took blocks the reference does not."""
+TABLE_SIZED = WrittenFor((SAME,), BLOCKS)
+NAMED_SOURCE = WrittenFor((VALUE,))
+"""Only the slot returned differs."""
+KEPT_SHARE = WrittenFor((SAME, VALUE), above=("refcounts",))
+CHILD_LENGTH = WrittenFor((SAME,), ("lengths",))
+SHARED_UNCOUNTED = WrittenFor((SAME,), below=("refcounts",))
+TABLE_KEPT = WrittenFor((SAME,), (*BLOCKS, "lengths"))
+RELEASED = WrittenFor((SAME,), ("refcounts", "free", "num_free"))
 
 
 def _blocks_taken(d: Difference, side: Mapping[str, Any]) -> int:
@@ -18,9 +46,10 @@ def _cow_reading(d: Difference) -> str | None:
     mine, theirs = _blocks_taken(d, d.mine), _blocks_taken(d, d.theirs)
     theirs_source = re.search(r"cow_src=(\d+)", d.returned("theirs") or "")
     if theirs_source and "cow_src=None" in (d.returned("mine") or ""):
-        return (
+        return NAMED_SOURCE.show(
+            d,
             "yours wrote into a copy but returned cow_src=None: the slot must name the shared "
-            "block it copies (cow_src), or the copy never receives its tokens"
+            "block it copies (cow_src), or the copy never receives its tokens",
         )
     source = re.search(r"cow_src=(\d+)", d.returned("mine") or "")
     if source and "cow_src=None" in (d.returned("theirs") or ""):
@@ -29,26 +58,30 @@ def _cow_reading(d: Difference) -> str | None:
         length = d.before.get("lengths", {}).get(seq)
         size = getattr(d.subject, "block_size", 0)
         if isinstance(length, int) and size and length % size == 0:
-            return (
+            return TOOK_MORE.show(
+                d,
                 f"yours copied block {block}, which is full: the next token goes into a new "
-                "block, and copy-on-write is only for a shared partial last block"
+                "block, and copy-on-write is only for a shared partial last block",
             )
         if d.before.get("refcounts", {}).get(block) == 1:
-            return (
+            return TOOK_MORE.show(
+                d,
                 f"yours copied block {block}, which only this sequence still holds: "
                 "copy-on-write is for the first writer of a shared block; the last holder "
-                "(refcount 1) writes in place"
+                "(refcount 1) writes in place",
             )
     if mine > theirs:
-        return (
+        return TOOK_MORE.show(
+            d,
             "yours copied a block the reference does not: copy-on-write copies only a shared "
             "partial last block (a full block is never written again), and only for the first "
-            "writer; the last holder writes in place"
+            "writer; the last holder writes in place",
         )
     if "refcounts" in d.differ and mine == theirs:
-        return (
+        return KEPT_SHARE.show(
+            d,
             "after copying, drop the writer's reference to the shared block: its refcount "
-            "falls by one"
+            "falls by one",
         )
     return None
 
@@ -149,39 +182,48 @@ def block_manager_reading(d: Difference) -> str | None:
     failed = d.i_raised and d.they_raised
     if failed and differ:
         if m == "append_slot" and "lengths" in differ and "tables" not in differ:
-            return (
+            return FAILED_LENGTH.show(
+                d,
                 "yours raised the length before allocating: a failed append_slot changes "
-                "nothing, so raise the length only once the block is in hand"
+                "nothing, so raise the length only once the block is in hand",
             )
         if m == "append_slot":
-            return (
+            return FAILED_RELEASE.show(
+                d,
                 "a failed append_slot changes nothing: allocate the copy before releasing the "
-                "shared block"
+                "shared block",
             )
         if m == "allocate" and "tables" in differ and _blocks_taken(d, d.mine) == 0:
-            return (
+            return FAILED_RECORD.show(
+                d,
                 "yours records the sequence before finding that it does not fit: a failed "
-                "allocate changes nothing (check first, then record)"
+                "allocate changes nothing (check first, then record)",
             )
         if m == "allocate":
-            return (
+            return FAILED_TAKE.show(
+                d,
                 "a failed allocate changes nothing: check that every block it needs is free "
-                "before taking any (all or nothing)"
+                "before taking any (all or nothing)",
             )
         return failed_call(d)
     if m == "allocate" and d.args and len(d.args) > 1 and d.args[1] == 0 and "tables" in differ:
-        return "a sequence of zero tokens holds no block: ceil(0 / block_size) is 0"
+        return TOOK_MORE.show(
+            d, "a sequence of zero tokens holds no block: ceil(0 / block_size) is 0"
+        )
     if m == "allocate" and d.i_raised and not d.they_raised:
-        return _refused_fit(d)
+        return REFUSED.show(d, _refused_fit(d))
     if m == "allocate" and "tables" in differ and _table_sizes_differ(d):
-        return "a table holds ceil(len / block_size) blocks, in ints -(-n // block_size)"
+        return TABLE_SIZED.show(
+            d, "a table holds ceil(len / block_size) blocks, in ints -(-n // block_size)"
+        )
     slot = _slot_reading(d) if m == "append_slot" else None
     if slot:
         return slot
     if m == "append_slot" and _blocks_taken(d, d.mine) > _blocks_taken(d, d.theirs) == 0:
-        return (
+        return TOOK_MORE.show(
+            d,
             "append_slot takes a new block only on the boundary (when len % block_size == 0); "
-            "otherwise the token goes into the last block"
+            "otherwise the token goes into the last block",
         )
     if m == "append_slot":
         return _cow_reading(d)
@@ -189,17 +231,27 @@ def block_manager_reading(d: Difference) -> str | None:
         child = d.args[1] if len(d.args) > 1 else None
         got = d.mine.get("lengths", {}).get(child)
         want = d.theirs.get("lengths", {}).get(child)
+        if got == want:
+            return None  # the child's length is right: another length differs
         if got == 0:
-            return f"the child starts with the parent's length ({want}), not length zero"
-        return f"the child starts with the parent's length: {want}, not {got}"
+            return CHILD_LENGTH.show(
+                d, f"the child starts with the parent's length ({want}), not length zero"
+            )
+        return CHILD_LENGTH.show(d, f"the child starts with the parent's length: {want}, not {got}")
     if m == "fork" and _blocks_taken(d, d.mine) > 0:
-        return "yours copied the blocks instead of sharing them: fork shares the parent's blocks"
+        return TOOK_MORE.show(
+            d, "yours copied the blocks instead of sharing them: fork shares the parent's blocks"
+        )
     if m == "fork" and "refcounts" in differ:
-        return "fork shares each block: raise its refcount by one for the child's table"
-    if m == "free_seq" and "tables" in differ:
-        return (
+        return SHARED_UNCOUNTED.show(
+            d, "fork shares each block: raise its refcount by one for the child's table"
+        )
+    seq = d.args[0] if d.args else None
+    if m == "free_seq" and "tables" in differ and seq in d.mine.get("tables", {}):
+        return TABLE_KEPT.show(
+            d,
             "free_seq forgets the sequence (table and length) as it releases its blocks; a "
-            "table left behind gets its blocks freed twice"
+            "table left behind gets its blocks freed twice",
         )
     free = d.mine.get("free")
     if isinstance(free, list) and len(free) != len(set(free)):
@@ -208,9 +260,10 @@ def block_manager_reading(d: Difference) -> str | None:
             f"yours put block {twice} on the free list twice: a block is released once, when "
             "its refcount reaches 0"
         )
-    if m in ("free_seq", "_release") and differ & {"refcounts", "free", "num_free"}:
-        return (
+    if m in ("free_seq", "_release") and differ & {"refcounts", "num_free"}:
+        return RELEASED.show(
+            d,
             "release one reference per table entry: a block goes back to the free list when its "
-            "refcount reaches 0, and only then (do not ignore the refcount)"
+            "refcount reaches 0, and only then (do not ignore the refcount)",
         )
     return None

@@ -5,11 +5,36 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
+from servelab.grading.about import RESULT
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
-__all__ = ["Difference", "Reader", "call", "failed_call", "other_error"]
+__all__ = [
+    "BOTH_RAISED",
+    "MINE_RAISED",
+    "RESULT",
+    "SAME",
+    "THEIRS_RAISED",
+    "VALUE",
+    "Difference",
+    "Reader",
+    "WrittenFor",
+    "call",
+    "failed_call",
+    "other_error",
+]
+
+SAME = "same"
+"""Both calls returned the same value: only fields differ."""
+VALUE = "value"
+"""Both returned, other values."""
+MINE_RAISED = "mine raised"
+"""Yours raised where the reference returned."""
+THEIRS_RAISED = "theirs raised"
+"""The reference raised where yours returned."""
+BOTH_RAISED = "both raised"
+"""Both raised (of the same class or not)."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +102,16 @@ class Difference:
     def same_outcome(self) -> bool:
         return self.my_outcome == self.their_outcome
 
+    @property
+    def outcome_pair(self) -> str:
+        """The outcome pair: :data:`SAME`, :data:`VALUE`, :data:`MINE_RAISED`,
+        :data:`THEIRS_RAISED` or :data:`BOTH_RAISED`."""
+        if self.i_raised:
+            return BOTH_RAISED if self.they_raised else MINE_RAISED
+        if self.they_raised:
+            return THEIRS_RAISED
+        return SAME if self.same_outcome else VALUE
+
     def returned(self, side: str) -> Any:
         """The value a side returned, as shown (``"'a'"``), or None when it raised."""
         outcome = self.my_outcome if side == "mine" else self.their_outcome
@@ -99,6 +134,84 @@ class Difference:
     def shrank(self, name: str) -> bool:
         a, b = self.mine.get(name), self.theirs.get(name)
         return isinstance(a, int) and isinstance(b, int) and a < b
+
+
+@dataclass(frozen=True)
+class WrittenFor:
+    """The difference a reading was written for, declared beside it: the outcome pairs it
+    speaks of, the fields whose difference it explains, and which way those it says are too
+    high (``above``: yours left it above the reference's) or too low (``below``) went.
+
+    :meth:`show` lets the reading through only when the observed difference is that one:
+    its outcome pair is declared, every field that differs is explained, and each field (or
+    :data:`RESULT`) named in ``above`` / ``below`` that differs went that way. Otherwise the
+    observed difference holds something the reading does not explain, and its rule may not be
+    the one broken: the report keeps the place and the difference, which say nothing false.
+    """
+
+    outcomes: tuple[str, ...]
+    fields: tuple[str, ...] = ()
+    above: tuple[str, ...] = ()
+    below: tuple[str, ...] = ()
+
+    def fits(self, d: Difference) -> bool:
+        if d.outcome_pair not in self.outcomes:
+            return False
+        explained = {*self.fields, *self.above, *self.below}
+        if not d.differ <= explained:
+            return False
+        ways = [(name, 1) for name in self.above] + [(name, -1) for name in self.below]
+        return all(_way(d, name) in (0, sign) for name, sign in ways)
+
+    def show(self, d: Difference, text: str | None) -> str | None:
+        """``text`` when the observed difference is the one this reading was written for."""
+        return text if text is not None and self.fits(d) else None
+
+
+def _way(d: Difference, name: str) -> int | None:
+    """+1 when yours left ``name`` above the reference's, -1 below, 0 when it does not
+    differ, None when it differs in no one direction (not numbers, or some keys each way).
+    A mapping of numbers compares key by key (an absent key counts 0); a list or a set by how
+    many entries it holds (the same number, other entries: no one direction)."""
+    if name == RESULT:
+        mine, theirs = _number(d.returned("mine")), _number(d.returned("theirs"))
+        if d.my_outcome == d.their_outcome:
+            return 0
+        return None if mine is None or theirs is None else _sign(mine - theirs)
+    a, b = d.mine.get(name), d.theirs.get(name)
+    if a == b:
+        return 0
+    if _is_int(a) and _is_int(b):
+        return _sign(a - b)
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        signs = set()
+        for key in {*a, *b}:
+            x, y = a.get(key, 0), b.get(key, 0)
+            if not (_is_int(x) and _is_int(y)):
+                return None
+            if x != y:
+                signs.add(_sign(x - y))
+        return signs.pop() if len(signs) == 1 else None
+    if isinstance(a, list | tuple | set | frozenset) and isinstance(
+        b, list | tuple | set | frozenset
+    ):
+        return _sign(len(a) - len(b)) or None
+    return None
+
+
+def _is_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(shown: str | None) -> int | None:
+    try:
+        return int(shown) if shown is not None else None
+    except ValueError:
+        return None
+
+
+def _sign(n: int) -> int:
+    return (n > 0) - (n < 0)
 
 
 def call(subject: Any, name: str, *args: Any) -> Any:

@@ -5,7 +5,37 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from servelab.grading.readings.difference import Difference, other_error
+from servelab.grading.readings.difference import (
+    RESULT,
+    SAME,
+    VALUE,
+    Difference,
+    WrittenFor,
+    other_error,
+)
+
+# The difference each reading below was written for (see WrittenFor): a reading is shown only
+# when the first diverging call differs that way and in nothing else.
+ORDERED = WrittenFor((VALUE,), ("eviction order",))
+"""Another order answered by a call that only reads (the field shows what it answers)."""
+COUNTED_MORE = WrittenFor((VALUE,), ("eviction order",), above=(RESULT, "len"))
+"""len() above the reference's: more candidates than there are (SIEVE's order trials as many
+pops as len() says)."""
+POPPED = WrittenFor((VALUE,), ("eviction order", "counts", "len", "visited", "hand"))
+"""Another victim, and what popping it changed."""
+KEPT = WrittenFor((SAME,), ("eviction order", "counts", "len", "visited", "hand"))
+SWEPT = WrittenFor((SAME,), ("visited", "hand", "eviction order"))
+"""The right victim, the bits or the hand left otherwise."""
+REORDERED = WrittenFor((SAME,), ("eviction order",))
+UNPINNED = WrittenFor((SAME,), ("visited", "eviction order", "hand"))
+"""A key unpinned somewhere else than where it was (the hand follows the keys it passes)."""
+HAND_MOVED = WrittenFor((SAME,), ("hand", "eviction order"))
+FORGOTTEN = WrittenFor((SAME,), ("visited", "pinned", "eviction order", "len", "counts"))
+PIN_IGNORED = WrittenFor((SAME,), ("eviction order", "pinned"), above=("len",))
+VISITED = WrittenFor((SAME,), ("visited", "eviction order"))
+HIT_COUNTED = WrittenFor((SAME,), ("counts", "eviction order"))
+HIT_UNDERCOUNTED = WrittenFor((SAME,), ("eviction order",), below=("counts",))
+BACK_AS_CANDIDATE = WrittenFor((SAME,), ("eviction order",), below=("len",))
 
 
 def _names(shown: str | None) -> list[str]:
@@ -54,7 +84,7 @@ def _sieve_victim(d: Difference) -> str | None:
     )
 
 
-def _len(d: Difference) -> str:
+def _len(d: Difference) -> str | None:
     """len() is the number of candidates: one per resident key that is not pinned. (Worded
     for both policies: "count" is LFU's word for a key's hits.)"""
     owner = f"{d.policy}'s len()" if d.policy else "len()"
@@ -68,6 +98,8 @@ def _len(d: Difference) -> str:
             "that keeps stale copies (a heap keeps the old entry of a key after each hit or "
             "pin)?"
         )
+    if not d.before.get("pinned"):
+        return None  # nothing pinned: the rule about pins is not the one broken
     return (
         f"yours returned {mine}: {owner} is the number of candidates only, and a pinned key "
         "is not one until update_on_unpin"
@@ -160,131 +192,150 @@ def eviction_policy_reading(d: Difference) -> str | None:
     if other:
         return other
     if m == "__len__" and not d.same_outcome:
-        return _len(d)
+        return COUNTED_MORE.show(d, _len(d))
     if m == "eviction_order" and who == "LFU" and not d.same_outcome:
-        return _lfu_order(d)
+        return ORDERED.show(d, _lfu_order(d))
     if m == "pop_victim" and who == "LFU" and not d.same_outcome:
         order = _names(shown_order(d.before))
         if order and d.returned("mine") != repr(order[0]):
-            return (
+            return POPPED.show(
+                d,
                 f"yours popped {d.returned('mine')} though eviction_order() starts with "
                 f"{order[0]!r}: pop the least used key, and skip each stale heap entry (one "
-                "whose count or tick is no longer the key's)"
+                "whose count or tick is no longer the key's)",
             )
     if m == "pop_victim" and who == "SIEVE" and not d.same_outcome:
-        return _sieve_victim(d)
+        return POPPED.show(d, _sieve_victim(d))
     victim = d.returned("mine")
     if m == "pop_victim" and d.same_outcome and d.differ:
         if victim in map(repr, _names(shown_order(d.mine))):
-            return (
+            return KEPT.show(
+                d,
                 f"yours returned the right victim, {victim}, but kept it: pop_victim removes "
-                "the victim, which leaves the candidates and is forgotten"
+                "the victim, which leaves the candidates and is forgotten",
             )
         lost = _lost_pinned_bits(d)
         if who == "SIEVE" and lost:
-            return (
+            return SWEPT.show(
+                d,
                 f"yours evicted the right key, {victim}, but cleared the visited bit of pinned "
                 f"{', '.join(map(repr, lost))}: the hand passes a pinned key without touching "
-                "its bit, so it keeps the hit it took before the pin"
+                "its bit, so it keeps the hit it took before the pin",
             )
         past = _sweep_past_hand(d) if who == "SIEVE" else None
         if past:
             return past
         if who == "SIEVE":  # name what differs: the queue itself may be the same
             left = " and ".join(f"`{name}`" for name in sorted(d.differ))
-            return (
+            return SWEPT.show(
+                d,
                 f"yours evicted the right key, {victim}, but left {left} unlike the "
                 "reference's: the hand clears the visited bit of each key it passes, and stays "
-                "where it stopped, just after the victim, for the next sweep"
+                "where it stopped, just after the victim, for the next sweep",
             )
     if m == "update_on_unpin" and "eviction order" in d.differ:
         kept = "its count and the time it reached it" if who == "LFU" else "its visited bit"
-        return (
+        return (UNPINNED if who == "SIEVE" else REORDERED).show(
+            d,
             f"on update_on_unpin a key comes back with its history ({kept}), so it returns "
-            "to its old place"
+            "to its old place",
         )
     if m == "update_on_put" and who == "SIEVE" and "eviction order" in d.differ:
-        return (
+        return REORDERED.show(
+            d,
             "a new key joins the newest end of SIEVE's queue, unvisited, whatever the hand's "
-            "position (inserting at the hand is CLOCK, not SIEVE)"
+            "position (inserting at the hand is CLOCK, not SIEVE)",
         )
     if m == "update_on_remove" and who == "SIEVE" and "hand" in d.differ:
         key = d.args[0] if d.args else None
         hand = getattr(d.subject, "hand", None)
         queue = list(getattr(d.subject, "queue", []))
         if key != hand:
-            return (
+            return HAND_MOVED.show(
+                d,
                 f"yours moved the hand, but {key!r} was not under it: the hand moves only when "
-                "the cache removes the key under it"
+                "the cache removes the key under it",
             )
         if queue and key == queue[-1]:
-            return (
+            return HAND_MOVED.show(
+                d,
                 f"{key!r} was under the hand and the newest key: the hand moves past the "
-                "newest, so it must wrap around to the oldest (hand None)"
+                "newest, so it must wrap around to the oldest (hand None)",
             )
     under = d.args[:1] == (getattr(d.subject, "hand", None),)
     moved = d.differ & {"eviction order", "hand"}
     if m == "update_on_remove" and who == "SIEVE" and under and moved:
-        return (
+        return HAND_MOVED.show(
+            d,
             "when the cache removes the key under the hand, the hand moves on to the next "
             "newer key (not the next older key, nor back to the oldest), exactly as after an "
-            "eviction"
+            "eviction",
         )
     if m == "update_on_remove" and d.differ:
         history = "its visited bit, its place in the queue" if who == "SIEVE" else "its count, tick"
-        return (
+        return FORGOTTEN.show(
+            d,
             f"a removed key is forgotten: {history} and pin all go with it, so a key put "
-            "again never comes back pinned"
+            "again never comes back pinned",
         )
     if m == "update_on_pin" and d.differ:
         key = d.args[0] if d.args else None
         if key in _names(shown_order(d.mine)):
-            return (
+            return PIN_IGNORED.show(
+                d,
                 f"yours ignores the pin: {key!r} is still in the eviction order after "
                 f"update_on_pin({key!r}), as if candidates ignore pins; a pinned key is not a "
-                "candidate until update_on_unpin"
+                "candidate until update_on_unpin",
             )
-        return f"a pinned key is not a candidate: update_on_pin takes it out of {who}'s order"
+        return PIN_IGNORED.show(
+            d, f"a pinned key is not a candidate: update_on_pin takes it out of {who}'s order"
+        )
     if m == "update_on_put" and who == "SIEVE" and "visited" in d.differ:
-        return "new entries arrive unvisited: only a hit sets the visited bit"
+        return VISITED.show(d, "new entries arrive unvisited: only a hit sets the visited bit")
     if m == "update_on_hit" and d.differ:
         if who == "SIEVE":
             key = d.args[0] if d.args else None
             if key in getattr(d.subject, "pinned", ()):
-                return (
+                return VISITED.show(
+                    d,
                     f"yours did not mark {key!r} visited while pinned: a hit on a pinned key "
-                    "sets its visited bit too, and it keeps it on update_on_unpin"
+                    "sets its visited bit too, and it keeps it on update_on_unpin",
                 )
-            return "on a hit, set the key's visited bit (and move nothing)"
+            return VISITED.show(d, "on a hit, set the key's visited bit (and move nothing)")
         if "counts" in d.differ:
             key = d.args[0] if d.args else None
             mine = d.mine.get("counts", {}).get(key)
             theirs = d.theirs.get("counts", {}).get(key)
             if key in getattr(d.subject, "pinned", ()):
-                return (
+                return HIT_UNDERCOUNTED.show(
+                    d,
                     f"yours did not count a hit on {key!r} while pinned: a hit counts while "
-                    "pinned too, and the key returns with that count on update_on_unpin"
+                    "pinned too, and the key returns with that count on update_on_unpin",
                 )
             if mine == 1:
-                return (
+                return HIT_UNDERCOUNTED.show(
+                    d,
                     f"yours left {key!r} at count 1 after a hit, as if it never counts hits: "
-                    "every hit adds 1"
+                    "every hit adds 1",
                 )
             if isinstance(mine, int) and isinstance(theirs, int) and mine < theirs:
-                return (
+                return HIT_UNDERCOUNTED.show(
+                    d,
                     f"yours left {key!r} at count {mine} where the reference counts {theirs}: "
-                    "a count is not capped, every hit adds 1"
+                    "a count is not capped, every hit adds 1",
                 )
-        return "a hit adds 1 to the key's count and records when it reached it"
+        return HIT_COUNTED.show(d, "a hit adds 1 to the key's count and records when it reached it")
     if m == "update_on_unpin" and who == "SIEVE" and d.differ:
-        return (
+        return UNPINNED.show(
+            d,
             "a pinned key keeps its history: on update_on_unpin its visited bit and its place "
-            "in the queue are as they were"
+            "in the queue are as they were",
         )
     if m == "update_on_unpin" and d.differ:
-        return (
+        return BACK_AS_CANDIDATE.show(
+            d,
             "update_on_unpin makes the key a candidate again: push it back onto the heap with "
-            "its count and the time it reached it"
+            "its count and the time it reached it",
         )
     return None
 

@@ -7,8 +7,38 @@ import copy
 from typing import Any
 
 from servelab.grading.readings.block_manager import block_manager_reading
-from servelab.grading.readings.difference import Difference, call
+from servelab.grading.readings.difference import (
+    BOTH_RAISED,
+    SAME,
+    VALUE,
+    Difference,
+    WrittenFor,
+    call,
+)
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
+
+# The difference each reading below was written for (see WrittenFor): a reading is shown only
+# when the first diverging call differs that way and in nothing else.
+CACHE = ("hashed", "cached", "reclaim order")
+"""The fields the prefix cache adds to a block manager's."""
+FAILED = WrittenFor((BOTH_RAISED,), ("tables", "lengths", "refcounts", "free", "num_free", *CACHE))
+DECODE_UNCACHED = WrittenFor((SAME,), below=("hashed", "cached"))
+PARKED_UNCACHED = WrittenFor((SAME,), ("free",), above=("reclaim order",))
+"""A block never cached put on the evictable list, not the free list."""
+FREED_CACHED = WrittenFor((SAME,), ("free", "hashed", "cached"), below=("reclaim order",))
+"""A cached block sent to the free list (its hash forgotten) instead of the evictable list."""
+ROOM = WrittenFor((VALUE,))
+CLAIM_LEFT_EVICTABLE = WrittenFor((SAME,), ("num_free", "free"), above=("reclaim order",))
+"""(``free`` shows the plain free blocks, then the evictable ones.)"""
+HIT_LEFT_EVICTABLE = WrittenFor(
+    (SAME, VALUE), ("num_free", "free", "refcounts"), above=("reclaim order",)
+)
+LOOKED_UP = WrittenFor((VALUE,))
+"""Other hits found by a call that only reads."""
+OTHER_BLOCK = WrittenFor(
+    (VALUE,), ("refcounts", "free", "num_free", "hashed", "cached", "reclaim order")
+)
+"""Another block handed out, and what taking it changed."""
 
 
 def _hits(shown: str | None) -> list[Any] | None:
@@ -137,9 +167,10 @@ def _alloc_reading(d: Difference) -> str | None:
         )
     if d.same_outcome:
         return None
-    return (
+    return OTHER_BLOCK.show(
+        d,
         "take a plain free block first, and reclaim a cached one only when none is left, "
-        "the least recently freed first (and forget its hash)"
+        "the least recently freed first (and forget its hash)",
     )
 
 
@@ -194,28 +225,32 @@ def prefix_cache_reading(d: Difference) -> str | None:
         if found:
             return found
     if m == "allocate" and d.i_raised and d.they_raised and differ:
-        return (
+        return FAILED.show(
+            d,
             "a failed allocate changes nothing: check that the request fits before claiming "
-            "hits or taking blocks (an evictable hit is claimed, no longer free)"
+            "hits or taking blocks (an evictable hit is claimed, no longer free)",
         )
     if m == "append_slot" and differ & {"hashed", "cached"} and d.same_outcome:
-        return (
+        return DECODE_UNCACHED.show(
+            d,
             "when decoding fills a block, cache it: hash it on the chain and register it, as a "
-            "full prompt block is"
+            "full prompt block is",
         )
     if m == "_release" and "reclaim order" in differ:
         block = d.args[0] if d.args else None
         mine_order = d.mine.get("reclaim order", [])
         hashed = d.before.get("hashed", [])
         if isinstance(mine_order, list) and block in mine_order and block not in hashed:
-            return (
+            return PARKED_UNCACHED.show(
+                d,
                 f"yours put block {block} on the evictable list though it is not cached (hashed "
                 f"{hashed}): only a cached block waits there to be reclaimed; a block never "
-                "cached (a partial last block) goes back to the plain free list"
+                "cached (a partial last block) goes back to the plain free list",
             )
-        return (
+        return FREED_CACHED.show(
+            d,
             "a cached block freed by its last holder goes on the evictable LRU (still hashed, "
-            "reclaimable), not the plain free list"
+            "reclaimable), not the plain free list",
         )
     if m == "_room" and not d.same_outcome:
         mine, theirs = d.returned("mine"), d.returned("theirs")
@@ -225,23 +260,26 @@ def prefix_cache_reading(d: Difference) -> str | None:
         numbers = (mine or "").isdigit() and (theirs or "").isdigit()
         held = [b for b in asked if b not in evictable]
         if held and numbers and int(theirs or 0) - int(mine or 0) == len(held):
-            return (
+            return ROOM.show(
+                d,
                 f"yours counted {mine} block(s) of room where {theirs} are left: a hit on a block "
                 f"another sequence holds ({held}) takes no free block, so subtract from "
-                "num_free only the hits on evictable blocks"
+                "num_free only the hits on evictable blocks",
             )
         if claimed and numbers and int(mine or 0) > int(theirs or 0):
-            return (
+            return ROOM.show(
+                d,
                 f"yours counted {mine} blocks of room where {theirs} are left: this "
                 f"request's own hits on evictable blocks ({claimed}) are claimed by it, no "
-                "longer free, so subtract them from num_free"
+                "longer free, so subtract them from num_free",
             )
     if m == "_claim" and "reclaim order" in differ:
         kept, taken = d.mine.get("reclaim order", []), d.theirs.get("reclaim order", [])
         if isinstance(kept, list) and isinstance(taken, list) and len(kept) > len(taken):
-            return (
+            return CLAIM_LEFT_EVICTABLE.show(
+                d,
                 "yours took the hit but left its block on the evictable list: a hit on an "
-                "evictable block takes it off that list, since it is held again"
+                "evictable block takes it off that list, since it is held again",
             )
     if m == "allocate" and "tables" in differ:
         twice = _hit_taken_again(d)
@@ -252,40 +290,46 @@ def prefix_cache_reading(d: Difference) -> str | None:
         if shifted:
             return shifted
     if m == "allocate" and "reclaim order" in differ and "tables" not in differ:
-        return (
+        return HIT_LEFT_EVICTABLE.show(
+            d,
             "a hit on an evictable block takes it off the evictable list: it is held again, "
-            "with refcount 1"
+            "with refcount 1",
         )
     if m == "_lookup" and not d.same_outcome:
-        mine, theirs = d.returned("mine") or "", d.returned("theirs") or ""
-        tokens = d.args[0] if d.args else []
-        size = getattr(d.subject, "block_size", 0)
-        hits = mine.count(",") + 1 if mine.strip("[]") else 0
-        if len(mine) > len(theirs) and size and hits * size >= len(tokens):
-            return (
-                f"yours hit every block of the prompt ({mine}): the hit stops short of the last "
-                "prompt token, which is always recomputed"
-            )
-        if len(mine) > len(theirs):
-            return (
-                f"yours found hits the reference does not ({mine}, not {theirs}): a hit is a "
-                "full block whose chained hash maps to a block verified to hold the same "
-                "tokens; the lookup stops at the first miss; a reused block's stale hash is gone"
-            )
-        if theirs.startswith(mine.rstrip("]")) and hits + 1 == theirs.count(",") + 1 and size:
-            cap = (len(tokens) - 1) // size
-            return (
-                f"yours stopped one block short ({mine}, not {theirs}): a lookup of "
-                f"{len(tokens)} tokens may match up to (n - 1) // block_size = {cap} full "
-                "blocks (only the last token must be computed); is your cap one block short?"
-            )
-        found = _lookup_found_it(d)
-        if found:
-            return found
-        return (
-            f"yours missed hits the reference finds ({mine}, not {theirs}): hash each full "
-            "block chained on the previous block's hash, and look every block up in turn"
-        )
+        return LOOKED_UP.show(d, _lookup_reading(d))
     if m == "_alloc" and differ:
         return _alloc_reading(d)
     return block_manager_reading(d)
+
+
+def _lookup_reading(d: Difference) -> str | None:
+    """``_lookup`` found other hits than the reference's: too many, one short, or fewer."""
+    mine, theirs = d.returned("mine") or "", d.returned("theirs") or ""
+    tokens = d.args[0] if d.args else []
+    size = getattr(d.subject, "block_size", 0)
+    hits = mine.count(",") + 1 if mine.strip("[]") else 0
+    if len(mine) > len(theirs) and size and hits * size >= len(tokens):
+        return (
+            f"yours hit every block of the prompt ({mine}): the hit stops short of the last "
+            "prompt token, which is always recomputed"
+        )
+    if len(mine) > len(theirs):
+        return (
+            f"yours found hits the reference does not ({mine}, not {theirs}): a hit is a "
+            "full block whose chained hash maps to a block verified to hold the same "
+            "tokens; the lookup stops at the first miss; a reused block's stale hash is gone"
+        )
+    if theirs.startswith(mine.rstrip("]")) and hits + 1 == theirs.count(",") + 1 and size:
+        cap = (len(tokens) - 1) // size
+        return (
+            f"yours stopped one block short ({mine}, not {theirs}): a lookup of "
+            f"{len(tokens)} tokens may match up to (n - 1) // block_size = {cap} full "
+            "blocks (only the last token must be computed); is your cap one block short?"
+        )
+    found = _lookup_found_it(d)
+    if found:
+        return found
+    return (
+        f"yours missed hits the reference finds ({mine}, not {theirs}): hash each full "
+        "block chained on the previous block's hash, and look every block up in turn"
+    )

@@ -2,7 +2,54 @@
 
 from __future__ import annotations
 
-from servelab.grading.readings.difference import Difference, call, failed_call
+from servelab.grading.readings.difference import (
+    BOTH_RAISED,
+    MINE_RAISED,
+    SAME,
+    THEIRS_RAISED,
+    VALUE,
+    Difference,
+    WrittenFor,
+    call,
+    failed_call,
+)
+
+# The difference each reading below was written for (see WrittenFor): a reading is shown only
+# when the first diverging call differs that way and in nothing else.
+CHOSE = WrittenFor((VALUE,))
+"""Another victim named, nothing changed."""
+REFUSED = WrittenFor((MINE_RAISED,))
+"""Yours raised where the reference admits, nothing else differs."""
+ADMITTED = WrittenFor((THEIRS_RAISED,))
+"""Yours let through what the reference refuses, changing nothing."""
+ADMITTED_AND_EVICTED = WrittenFor(
+    (THEIRS_RAISED,), ("resident",), below=("used",), above=("evictions", "evicted_bytes")
+)
+"""Yours let it through and evicted to make room."""
+OTHER_ERROR = WrittenFor((BOTH_RAISED,))
+GET_RAISED = WrittenFor((MINE_RAISED,), ("hits", "misses"))
+PIN_REFUSED = WrittenFor((MINE_RAISED,), ("pins",))
+PIN_LET_THROUGH = WrittenFor((THEIRS_RAISED,), ("pins",))
+READ_AFTER_REMOVAL = WrittenFor((MINE_RAISED,), ("used", "evictions", "evicted_bytes"))
+"""The victim gone on both sides; what yours did not count after it differs."""
+REPLACE_COUNTED = WrittenFor((SAME,), above=("evictions", "evicted_bytes"))
+EVICTION_UNCOUNTED = WrittenFor((SAME,), below=("evictions", "evicted_bytes"))
+EVICTION_OVERCOUNTED = WrittenFor((SAME,), above=("evictions", "evicted_bytes"))
+USED_KEPT = WrittenFor((SAME,), above=("used",))
+"""An eviction that left more bytes in use than the victim's removal leaves."""
+USED_OVERTAKEN = WrittenFor((SAME,), below=("used",))
+REFRESHED = WrittenFor((SAME,), ("resident",))
+"""The same keys in another order."""
+EVICTED_MORE = WrittenFor(
+    (SAME,), ("resident",), below=("used",), above=("evictions", "evicted_bytes")
+)
+EVICTED_LESS = WrittenFor(
+    (SAME,), ("resident",), above=("used",), below=("evictions", "evicted_bytes")
+)
+REPLACED_SIZE = WrittenFor((SAME,), ("used",))
+COUNTED = WrittenFor((SAME,), ("hits", "misses"))
+PUT_COUNTED = WrittenFor((SAME, BOTH_RAISED), ("hits", "misses"))
+PINS_COUNTED = WrittenFor((SAME, VALUE), ("pins",))
 
 
 def _cache_room(d: Difference) -> tuple[int, int] | None:
@@ -57,45 +104,54 @@ def _weight_cache_admit(d: Difference) -> str | None:
         capacity, pinned = room
         smaller = d.probe("_check_can_admit", key, size - 1)[0] if size > 1 else "failed"
         if size == capacity - pinned and smaller == "returned":
-            return (
+            return REFUSED.show(
+                d,
                 f"yours refused {size} bytes where exactly {capacity - pinned} can be made free: "
-                "an entry that fits exactly fits"
+                "an entry that fits exactly fits",
             )
         if pinned and any(n > 1 for n in d.before.get("pins", {}).values()):
-            return (
+            return REFUSED.show(
+                d,
                 "yours refused an entry that fits beside the pinned ones: count each pinned "
-                "entry's bytes once, however many pins it has (not once per pin)"
+                "entry's bytes once, however many pins it has (not once per pin)",
             )
-        return (
+        return REFUSED.show(
+            d,
             f"yours refused {size} bytes that fit after evicting unpinned entries: only the "
-            f"pinned bytes ({pinned} of {capacity}) cannot be made free"
+            f"pinned bytes ({pinned} of {capacity}) cannot be made free",
         )
     if d.they_raised and not d.i_raised:
         error = d.error("theirs")
         given = d.args[1] if len(d.args) > 1 else None
         if isinstance(given, bool) or not isinstance(given, int) or given <= 0:
-            return (
+            return ADMITTED.show(
+                d,
                 f"yours accepted a size of {given!r}: a size is a positive int number of "
-                f"bytes (not 2.5, not 10.0, not 0): check its type and sign, raise {error}"
+                f"bytes (not 2.5, not 10.0, not 0): check its type and sign, raise {error}",
             )
         if size is not None and room is not None and size > room[0]:
-            return f"an entry larger than the capacity never fits: raise {error} at once"
+            return ADMITTED_AND_EVICTED.show(
+                d, f"an entry larger than the capacity never fits: raise {error} at once"
+            )
         if key in d.before.get("pins", {}):
-            return (
+            return ADMITTED.show(
+                d,
                 f"you cannot replace a pinned key (its weights are in use): raise {error} "
-                "and change nothing"
+                "and change nothing",
             )
         if size is None or room is None or size <= room[0] - room[1]:
             return None  # it fits beside the pinned ones: the rule it breaks is not this one
-        return (
+        return ADMITTED_AND_EVICTED.show(
+            d,
             f"an entry that cannot fit beside the pinned ones must raise {error} before "
-            "evicting anything, so a failed put changes nothing"
+            "evicting anything, so a failed put changes nothing",
         )
     if d.i_raised and d.they_raised:
-        return (
+        return OTHER_ERROR.show(
+            d,
             f"yours raised {d.error('mine')} where the reference raises {d.error('theirs')}: "
             "an entry larger than the capacity is a ValueError; one that only the pinned "
-            "entries keep out is a PinnedCapacityExceeded (a MemoryError) naming the pinned keys"
+            "entries keep out is a PinnedCapacityExceeded (a MemoryError) naming the pinned keys",
         )
     return None
 
@@ -110,6 +166,34 @@ def _weight_cache_counters(d: Difference) -> str | None:
             return f"yours left misses at 0: so far it never counts misses; {rule}"
         return rule
     return f"a get of a resident key ({key!r}) counts one hit and no miss"
+
+
+def _victim_size(d: Difference) -> int | None:
+    key = d.args[0] if d.args else None
+    size = call(d.subject, "size_of", key) if key in d.before.get("resident", ()) else None
+    return size if isinstance(size, int) else None
+
+
+def _took_more(d: Difference) -> str | None:
+    """``_evict`` lowered ``used`` by more than the victim's size (twice, or another's)."""
+    before, mine, size = d.before.get("used"), d.mine.get("used"), _victim_size(d)
+    if not (isinstance(before, int) and isinstance(mine, int) and size is not None):
+        return None
+    return (
+        f"yours took {before - mine} bytes off `used` for {d.args[0]!r}, which holds {size}: "
+        "an eviction subtracts the victim's own size, once"
+    )
+
+
+def _counted_more(d: Difference) -> str | None:
+    """``_evict`` counted more than one eviction, or more bytes than the victim holds."""
+    size = _victim_size(d)
+    if size is None:
+        return None
+    return (
+        f"yours counted more than this one eviction of {d.args[0]!r}: each eviction adds 1 "
+        f"to `evictions` and the victim's size ({size}) to `evicted_bytes`, once"
+    )
 
 
 def _kept_old_size(d: Difference) -> str | None:
@@ -154,14 +238,18 @@ def weight_cache_reading(d: Difference) -> str | None:
     if d.i_raised and d.they_raised and d.error("mine") == d.error("theirs") and differ:
         return failed_call(d)
     if m == "_next_victim" and not d.same_outcome:
-        return _weight_cache_victim(d)
+        return CHOSE.show(d, _weight_cache_victim(d))
     if m == "_check_can_admit" and not d.same_outcome:
         return _weight_cache_admit(d)
     absent = bool(d.args) and d.args[0] not in d.before.get("resident", ())
     if m == "get" and d.i_raised and not d.they_raised and absent:
-        return "a get of an absent key returns None (and counts a miss); it does not raise"
+        return GET_RAISED.show(
+            d, "a get of an absent key returns None (and counts a miss); it does not raise"
+        )
     if m == "pin" and d.they_raised and not d.i_raised:
-        return f"a pin of an absent key raises {d.error('theirs')} (a KeyError) and records nothing"
+        return PIN_LET_THROUGH.show(
+            d, f"a pin of an absent key raises {d.error('theirs')} (a KeyError) and records nothing"
+        )
     key = d.args[0] if d.args else None
     resident = key in d.before.get("resident", ())
     if m in ("pin", "unpin") and d.i_raised and not d.they_raised and resident:
@@ -178,19 +266,21 @@ def weight_cache_reading(d: Difference) -> str | None:
                 f". It has no pin yet (pins {pins!r}): does yours look for it among the pinned "
                 "keys instead of the resident ones?"
             )
-        return said
+        return PIN_REFUSED.show(d, said)
     if m == "unpin" and d.they_raised and not d.i_raised:
-        return (
+        return PIN_LET_THROUGH.show(
+            d,
             "an unpin of a key with no pin left raises and changes nothing: a pin count never "
-            "goes below zero"
+            "goes below zero",
         )
     victim = d.args[0] if d.args else None
     removed = victim in d.before.get("resident", ()) and victim not in d.mine.get("resident", ())
     if m == "_evict" and d.error("mine").startswith("KeyError") and not d.they_raised and removed:
-        return (
+        return READ_AFTER_REMOVAL.show(
+            d,
             f"yours raised KeyError after it removed {victim!r}: a value read after the entry "
             "is gone fails; read what the eviction needs (the victim's size, for `used` and "
-            "`evicted_bytes`) before removing it"
+            "`evicted_bytes`) before removing it",
         )
     if (
         m in ("_evict", "put")
@@ -198,20 +288,27 @@ def weight_cache_reading(d: Difference) -> str | None:
         and "resident" not in differ
     ):
         if m == "put" and "used" not in differ:
-            return (
+            return REPLACE_COUNTED.show(
+                d,
                 "a replacement is not an eviction: replacing a key frees its old bytes without "
-                "counting an eviction"
+                "counting an eviction",
             )
-        return "count every eviction in `evictions` and the victim's size in `evicted_bytes`"
+        return EVICTION_UNCOUNTED.show(
+            d, "count every eviction in `evictions` and the victim's size in `evicted_bytes`"
+        ) or (EVICTION_OVERCOUNTED.show(d, _counted_more(d)) if m == "_evict" else None)
     if m == "_evict" and "used" in differ:
-        return "evicting an entry must subtract its size from `used`"
+        return USED_KEPT.show(
+            d, "evicting an entry must subtract its size from `used`"
+        ) or USED_OVERTAKEN.show(d, _took_more(d))
     kept = _kept_old_size(d) if m == "put" else None
     if kept:
         return kept
     if m == "put" and "resident" in differ:
         mine, theirs = d.mine.get("resident", []), d.theirs.get("resident", [])
         if set(mine) == set(theirs):
-            return "put refreshes the key: a new or replaced key becomes the most recently used"
+            return REFRESHED.show(
+                d, "put refreshes the key: a new or replaced key becomes the most recently used"
+            )
         capacity = getattr(d.subject, "capacity", None)
         size = d.args[2] if len(d.args) > 2 else None
         used = d.before.get("used")
@@ -222,14 +319,16 @@ def weight_cache_reading(d: Difference) -> str | None:
             and isinstance(size, int)
         ):
             if used + size == capacity:
-                return (
+                return EVICTED_MORE.show(
+                    d,
                     f"yours evicted though the {size} bytes fill the budget exactly: stop "
-                    "evicting as soon as the new entry fits (used + size > capacity, not >=)"
+                    "evicting as soon as the new entry fits (used + size > capacity, not >=)",
                 )
             if used + size < capacity:
-                return (
+                return EVICTED_MORE.show(
+                    d,
                     f"yours evicted though {size} bytes fit in the {capacity - used} free: the "
-                    "budget counts bytes, not entries; evict only while used + size > capacity"
+                    "budget counts bytes, not entries; evict only while used + size > capacity",
                 )
         key = d.args[0] if d.args else None
         old = call(d.subject, "size_of", key) if key in d.before.get("resident", ()) else None
@@ -241,30 +340,47 @@ def weight_cache_reading(d: Difference) -> str | None:
             and isinstance(size, int)
             and used - old + size <= capacity < used + size
         ):
-            return (
+            return EVICTED_MORE.show(
+                d,
                 f"yours evicted to replace {key!r} though {size} bytes fit once its old "
                 f"{old} are released ({used} - {old} + {size} <= {capacity}): release the old "
-                "entry before the eviction loop; does yours still count it while evicting?"
+                "entry before the eviction loop; does yours still count it while evicting?",
             )
         if len(mine) < len(theirs):
-            return "yours evicted more than needed: stop evicting as soon as the new entry fits"
-        if isinstance(d.mine.get("used"), int) and d.grew("used"):
-            return (
-                "evict in a loop until the new entry fits: one large entry can need the room of "
-                "several small ones"
+            return EVICTED_MORE.show(
+                d, "yours evicted more than needed: stop evicting as soon as the new entry fits"
             )
-    if m == "put" and "used" in differ:
-        return "replacing a key must release its old size before adding the new one"
-    if m in ("get", "put") and {"hits", "misses"} & differ:
-        return _weight_cache_counters(d)
+        if isinstance(d.mine.get("used"), int) and d.grew("used"):
+            return EVICTED_LESS.show(
+                d,
+                "evict in a loop until the new entry fits: one large entry can need the room of "
+                "several small ones",
+            )
+    replacing = bool(d.args) and d.args[0] in d.before.get("resident", ())
+    if m == "put" and "used" in differ and replacing:
+        return REPLACED_SIZE.show(
+            d, "replacing a key must release its old size before adding the new one"
+        )
+    if m == "put" and {"hits", "misses"} & differ:
+        return PUT_COUNTED.show(d, _weight_cache_counters(d))
+    if m == "get" and {"hits", "misses"} & differ:
+        return COUNTED.show(d, _weight_cache_counters(d))
     if m == "get" and "resident" in differ:
-        return "a hit refreshes the key: get moves it to the most recently used end"
+        return REFRESHED.show(
+            d, "a hit refreshes the key: get moves it to the most recently used end"
+        )
     if m in ("pin", "unpin") and "resident" in differ and "pins" not in differ:
-        return f"recency does not change on {m}: the LRU order moves only on get and put"
+        return REFRESHED.show(
+            d, f"recency does not change on {m}: the LRU order moves only on get and put"
+        )
     if m in ("pin", "unpin") and "pins" in differ:
         mine, theirs = d.mine.get("pins", {}), d.theirs.get("pins", {})
         key = d.args[0] if d.args else None
         if m == "pin" and theirs.get(key, 0) > 1 and mine.get(key, 0) == 1:
-            return "pins are counted: two replicas pin twice, so a set of pinned keys is not enough"
-        return "each pin adds 1 to the key's pin count and each unpin takes 1 away"
+            return PINS_COUNTED.show(
+                d, "pins are counted: two replicas pin twice, so a set of pinned keys is not enough"
+            )
+        return PINS_COUNTED.show(
+            d, "each pin adds 1 to the key's pin count and each unpin takes 1 away"
+        )
     return None
