@@ -45,6 +45,7 @@ __all__ = [
     "Divergence",
     "Localisation",
     "Skeleton",
+    "agree",
     "changed_methods",
     "graft",
     "line_budget",
@@ -325,18 +326,8 @@ class _Spy:
         except Exception as exc:
             mine, error = ("raised", exc), exc
         my_fields = {**self._fields(obj), **_out_fields(args, kwargs)}
-        same_state = _key(self.skeleton, obj) == _key(self.skeleton, clone)
-        if same_state and self.skeleton.detail is not None:
-            mine_detail = _detail(self.skeleton, obj)
-            same_state = not mine_detail or mine_detail == _detail(self.skeleton, clone)
-        same_outcome = mine[0] == theirs[0] and (
-            type(mine[1]).__mro__[-2:] == type(theirs[1]).__mro__[-2:]
-            if mine[0] == "raised"
-            else (not self.graded_return or _plain(mine[1]) == _plain(theirs[1]))
-        )
-        if mine[0] == "raised" and theirs[0] == "raised":
-            same_outcome = _same_error(mine[1], theirs[1])
-        if not (same_outcome and same_state and _plain_args(args, kwargs) == their_args):
+        sides = ((mine, obj, _plain_args(args, kwargs)), (theirs, clone, their_args))
+        if not agree(self.skeleton, *sides, graded=self.graded_return):
             names = _parameters(original, len(args))
             shown = ", ".join(
                 [
@@ -381,6 +372,31 @@ class _Spy:
         if error is not None:
             raise error
         return mine[1]
+
+
+#: One side of a call run twice: its outcome ("returned" or "raised", the value), the object
+#: after the call, and its arguments after it as :func:`_plain_args` reads them.
+Side = tuple[tuple[str, Any], Any, Hashable]
+
+
+def agree(skeleton: Skeleton, mine: Side, theirs: Side, graded: bool) -> bool:
+    """Whether the learner's run of a call and the reference's agree: the same state (by the
+    skeleton's key, then its detail where the learner's object keeps one), the same outcome
+    (the same error, or an equal value where a rule reads the return: ``graded``) and the
+    same arguments after it. Localisation and the neighbouring calls of
+    :mod:`~servelab.grading.readings.contrast` judge a call by this one rule."""
+    (my_outcome, my_obj, my_args), (their_outcome, their_obj, their_args) = mine, theirs
+    same_state = _key(skeleton, my_obj) == _key(skeleton, their_obj)
+    if same_state and skeleton.detail is not None:
+        my_detail = _detail(skeleton, my_obj)
+        same_state = not my_detail or my_detail == _detail(skeleton, their_obj)
+    if my_outcome[0] != their_outcome[0]:
+        same_outcome = False
+    elif my_outcome[0] == "raised":
+        same_outcome = _same_error(my_outcome[1], their_outcome[1])
+    else:
+        same_outcome = not graded or _plain(my_outcome[1]) == _plain(their_outcome[1])
+    return same_outcome and same_state and my_args == their_args
 
 
 def _key(skeleton: Skeleton, obj: Any) -> Hashable:

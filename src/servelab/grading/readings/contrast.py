@@ -24,15 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from servelab.grading.graft import _split
-from servelab.grading.localise import (
-    Divergence,
-    Skeleton,
-    _detail,
-    _key,
-    _plain,
-    _plain_args,
-    _same_error,
-)
+from servelab.grading.localise import Divergence, Skeleton, _plain_args, agree
 from servelab.grading.readings.kinds import block_size_of
 from servelab.grading.replay import LINE_TIMEOUT_S, LINES_PER_CALL, OutOfLines, line_budget
 from servelab.testing.core import ImplementationHung, hang_guard
@@ -111,17 +103,12 @@ class _Experiment:
             raise _Stop from None
         mine = self._call(mine_obj, margs, mkwargs)
         theirs = self._call(their_obj, targs, tkwargs)
-        if mine[0] != theirs[0]:
-            same = False
-        elif mine[0] == "raised":
-            same = _same_error(mine[1], theirs[1])
-        else:
-            same = not self.graded or _plain(mine[1]) == _plain(theirs[1])
-        same = same and _key(self.skeleton, mine_obj) == _key(self.skeleton, their_obj)
-        if same and self.skeleton.detail is not None:
-            mine_detail = _detail(self.skeleton, mine_obj)
-            same = not mine_detail or mine_detail == _detail(self.skeleton, their_obj)
-        same = same and _plain_args(margs, mkwargs) == _plain_args(targs, tkwargs)
+        same = agree(
+            self.skeleton,
+            (mine, mine_obj, _plain_args(margs, mkwargs)),
+            (theirs, their_obj, _plain_args(targs, tkwargs)),
+            graded=self.graded,
+        )
         return _Trial(same, _label(*mine), _label(*theirs))
 
 
