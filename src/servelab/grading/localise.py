@@ -52,6 +52,7 @@ __all__ = [
     "localise",
     "place_hint",
     "skeleton_methods",
+    "state_before",
     "where_lines",
 ]
 
@@ -109,6 +110,12 @@ class Divergence:
     class calls the reference's method on the learner's own state (to try other arguments)."""
     kwargs: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     """The call's keyword arguments, as the learner's method received them."""
+    ordinal: int = field(default=0, compare=False, repr=False)
+    """Which outermost call of the method it is (1 for the first), to find the same call in
+    another program (:func:`state_before`)."""
+    program: str = field(default="", compare=False, repr=False)
+    impl: Any = field(default=None, compare=False, repr=False)
+    """The program replayed and the learner's classes, to build the same call's state anew."""
 
 
 @dataclass(frozen=True)
@@ -273,6 +280,7 @@ class _Spy:
         self.hybrid = hybrid
         self.graded_return = graded_return
         self.depth = 0
+        self.calls = 0  # outermost calls seen, the diverging one included
         self.aside = 0  # lines spent on the checkpoint's copies, not on the program
         self.found: Divergence | None = None
 
@@ -281,6 +289,7 @@ class _Spy:
     ) -> Any:
         if self.depth or self.found is not None or OBSERVING[0]:
             return original(obj, *args, **kwargs)
+        self.calls += 1
         self.depth += 1
         try:
             return self._compare(obj, args, kwargs, original)
@@ -368,6 +377,7 @@ class _Spy:
                 after,
                 self.hybrid,
                 dict(pristine_kwargs),
+                self.calls,
             )
         if error is not None:
             raise error
@@ -452,7 +462,10 @@ def _plain_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Hashable:
     return (_plain(args), _plain(kwargs))
 
 
-def _spied(cls: type, name: str, spy: _Spy) -> type | None:
+Spy = Callable[[Any, tuple[Any, ...], dict[str, Any], Callable[..., Any]], Any]
+
+
+def _spied(cls: type, name: str, spy: Spy) -> type | None:
     static = inspect.getattr_static(cls, name, None)
     if not isinstance(static, types.FunctionType):
         return None
@@ -476,7 +489,63 @@ def _divergence(
         return None
     spied_impl: Any = watched if isinstance(impl, type) else {**impl, prefix: watched}
     _run(skeleton, program, spied_impl)
-    return spy.found
+    if spy.found is None:
+        return None
+    return dataclasses.replace(spy.found, program=program, impl=impl)
+
+
+class _Capture:
+    """Keeps a copy of the object and the arguments just before one outermost call."""
+
+    def __init__(self, ordinal: int) -> None:
+        self.ordinal = ordinal
+        self.calls = 0
+        self.depth = 0
+        self.state: tuple[Any, tuple[Any, ...], dict[str, Any]] | None = None
+
+    def __call__(
+        self, obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any], original: Callable[..., Any]
+    ) -> Any:
+        if self.depth or OBSERVING[0]:
+            return original(obj, *args, **kwargs)
+        self.calls += 1
+        if self.calls == self.ordinal:
+            try:
+                self.state = copy.deepcopy((obj, args, kwargs))
+            except Exception:
+                self.state = None
+        self.depth += 1
+        try:
+            return original(obj, *args, **kwargs)
+        finally:
+            self.depth -= 1
+
+
+def state_before(
+    skeleton: Skeleton, d: Divergence, program: str
+) -> tuple[Any, tuple[Any, ...], dict[str, Any], dict[str, Any]] | None:
+    """The learner's object, the call's arguments and the fields just before the call that
+    diverged in ``d``, the same method's call of the same rank, in ``program`` (another
+    program, such as the same one built with other numbers); None when there is none."""
+    if d.impl is None or not d.ordinal:
+        return None
+    prefix, name = _split(d.method)
+    capture = _Capture(d.ordinal)
+    classes = _classes(d.impl)
+    if prefix not in classes:
+        return None
+    watched = _spied(classes[prefix], name, capture)
+    if watched is None:
+        return None
+    _run(skeleton, program, watched if isinstance(d.impl, type) else {**d.impl, prefix: watched})
+    if capture.state is None:
+        return None
+    obj, args, kwargs = capture.state
+    try:
+        fields = {**skeleton.fields(obj), **_out_fields(args, kwargs)}
+    except Exception:
+        return None
+    return obj, tuple(args), dict(kwargs), fields
 
 
 # ----------------------------------------------------------------------------- the search
