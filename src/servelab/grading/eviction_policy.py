@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from servelab.grading.about import About, Hint, either
+from servelab.grading.about import RESULT, About, Hint, either
 from servelab.grading.observe import (
     Canon,
     frozen,
@@ -104,7 +104,9 @@ HINTS = {
     "pins": Hint(
         "candidates ignore pins: update_on_pin must take the key out of the candidates (or "
         "pop_victim must skip it) until update_on_unpin, and len() counts candidates only.",
-        About(("update_on_pin", "update_on_unpin", "pop_victim", "__len__"), ("len", "pinned")),
+        # about the candidates (len, a victim returned), not the record of pins: a remove
+        # that leaves a pin behind is another rule
+        About(("update_on_pin", "update_on_unpin", "pop_victim", "__len__"), ("len", RESULT)),
     ),
     "no-victim": Hint(
         "when every key is pinned (or none is left) there is no victim: pop_victim must raise "
@@ -140,7 +142,10 @@ HINTS = {
     "history": Hint(
         "a pinned key keeps its history: on update_on_unpin it returns where its history "
         "(count, arrival, visited bit) puts it, not at the back, and hits while pinned count.",
-        About(("update_on_pin", "update_on_unpin", "update_on_hit"), ("eviction order",)),
+        # a pinned key's history: nothing of a call made while no key was pinned
+        About(
+            ("update_on_pin", "update_on_unpin", "update_on_hit"), ("eviction order",), ("pinned",)
+        ),
     ),
     "remove": Hint(
         "when the cache removes the key under SIEVE's hand (update_on_remove), the hand moves "
@@ -349,6 +354,7 @@ SEPARATING = (
         "p.eviction_order()",
     ),
 )
+
 
 def policy_reading(d: Difference) -> str | None:
     """The policy readings, each true of the reference it speaks of: a len() that raised is
