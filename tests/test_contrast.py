@@ -92,6 +92,47 @@ def test_an_exact_fit_refused_parts_only_at_that_length_with_the_switch_one_earl
     )
 
 
+class OneTokenGetsNoBlock(Allocating):  # type: ignore[misc, valid-type]
+    """Gives a one-token prompt no block (as if its first token needed none): a slip at a fixed
+    number, which a pool of one free block makes look like a rule about the free blocks."""
+
+    def allocate(self, seq: int, n_tokens: int) -> None:
+        if n_tokens == 1:
+            self.tables[seq] = []
+            self.lens[seq] = n_tokens
+            return
+        super().allocate(seq, n_tokens)
+
+
+def test_a_relation_confirmed_on_a_second_state_is_said() -> None:
+    # three blocks, one taken by an earlier call: the exact fit parts at 2 there, and from the
+    # pool built one block larger at 3, with the free blocks: the relation is the rule broken
+    program = "bm = RefusesExactFit(3, 1)\nbm.allocate(0, 1)\nbm.allocate(1, 2)"
+    said = _said("block-manager", program, RefusesExactFit, 1)
+    assert said is not None
+    assert "only at 2 (they agree at 1 and 3), where `n_tokens` (2) equals `num_free` (2)" in said
+
+
+def test_a_coincidence_of_a_tiny_state_is_not_said_as_a_relation() -> None:
+    # one free block and a one-token prompt: true that 1 equals `num_free`, but from a larger
+    # pool they still part at 1 alone, so the number, not the free blocks, parts them
+    program = "bm = OneTokenGetsNoBlock(1, 1)\nbm.allocate(0, 1)"
+    said = _said("block-manager", program, OneTokenGetsNoBlock, 1)
+    assert said == (
+        "tried with `n_tokens` from 0 to 5, yours and the reference part only at 1 (they agree "
+        "at 0 and 2)"
+    )
+
+
+def test_a_relation_with_no_second_state_to_try_it_on_is_left_out() -> None:
+    d = _divergence(
+        "block-manager", "bm = RefusesExactFit(1, 1)\nbm.allocate(0, 1)", RefusesExactFit, 1
+    )
+    said = condition(HOOKS["block-manager"].skeleton, dataclasses.replace(d, program=""))
+    assert said is not None and "only at 1" in said
+    assert "equals" not in said and said.endswith("the reference from 2 on")
+
+
 def test_switch_points_apart_by_more_than_one_are_named_with_the_gap() -> None:
     said = _said(
         "block-manager", "bm = KeepsTwoBlocksBack(4, 1)\nbm.allocate(0, 4)", KeepsTwoBlocksBack, 1

@@ -10,7 +10,11 @@ import hypothesis
 import pytest
 
 from buggy_impls import correct_impl, correct_module, diagnosed_hint, mistakes
+from servelab import checkpoint
 from servelab.grading import GradeFailure, Step, Topic, grade, load_topic
+from servelab.grading.diagnose import HOOKS
+from servelab.grading.eviction_policy import REPLAY as TOPIC_REPLAY
+from servelab.grading.readings import reading
 from servelab.weights.policies import LFU, SIEVE
 
 TOPIC = "eviction-policy"
@@ -140,3 +144,43 @@ def test_a_machine_refuses_unknown_events() -> None:
 
     with pytest.raises(ValueError, match="evict"):
         policy_machine(LFU, LFUModel, ops=frozenset({"put", "evict"}))
+
+
+LFUStep = checkpoint(TOPIC, 2)
+
+
+class LenRaisesWhenPinned(LFUStep):  # type: ignore[misc, valid-type]
+    """len() fails once a key is pinned."""
+
+    def __len__(self) -> int:
+        if self.pinned:
+            raise KeyError("pinned")
+        return int(super().__len__())
+
+
+class OrderListsPinned(LFUStep):  # type: ignore[misc, valid-type]
+    """eviction_order() sorts every resident key, pinned ones too."""
+
+    def eviction_order(self) -> list[Any]:
+        return sorted(self.count, key=lambda k: (self.count[k], self.reached[k]))
+
+
+def test_a_len_that_raised_is_said_to_have_raised() -> None:
+    program = (
+        "p = LenRaisesWhenPinned()\np.update_on_put('a', 1)\np.update_on_put('b', 1)\n"
+        "p.update_on_pin('a')\nlen(p)"
+    )
+    place = HOOKS[TOPIC].explain(program, LenRaisesWhenPinned, 2).place
+    assert place is not None
+    assert "yours raised KeyError where the reference returns 1" in place
+    assert "returned None" not in place
+
+
+def test_an_lfu_order_is_not_said_to_trial_pop_victim_on_a_copy() -> None:
+    program = "p = OrderListsPinned()\np.update_on_put('m0', 1)\np.update_on_pin('m0')"
+    place = HOOKS[TOPIC].explain(program, OrderListsPinned, 2).place
+    assert place is not None
+    assert "deep copy" not in place
+    assert "lists the candidates alone (resident keys that are not pinned)" in place
+    sieve = reading(TOPIC_REPLAY.reader, None, hidden_in="SIEVE.eviction_order")
+    assert sieve is not None and "trials pop_victim on a deep copy" in sieve

@@ -360,3 +360,59 @@ def test_a_written_for_hint_is_the_failing_rule_s_own() -> None:
     same method), and the first diverging call touches what that hint is about."""
     shown = {name: _written_for_hints(name) for name in sorted(NOT_ABOUT)}
     assert sum(shown.values()) >= 3, shown  # the rule is exercised, not vacuous
+
+
+def _policy_call(
+    method: str, before: dict[str, Any], mine: dict[str, Any], theirs: dict[str, Any]
+) -> Divergence:
+    return Divergence(
+        method, f"p.{method}()", before, ("returned None", mine), ("returned None", theirs), 0
+    )
+
+
+def test_hints_offered_as_alternatives_fit_only_where_one_of_them_fits() -> None:
+    """One hint's method with the other's fields is neither hint's case."""
+    pair = either(
+        Hint("a", About(("pin",), ("pins",))), Hint("b", About(("unpin",), ("used",)))
+    ).about
+    before = {"resident": ["a"], "pins": {"a": 1}, "used": 10}
+    d = _call({"pins": {}, "resident": []}, {"pins": {"a": 1}, "resident": ["a"]})
+    assert not pair.fits(("unpin",), d)  # the union (unpin, and pins among the fields) would
+    assert About(pair.methods, pair.fields).fits(("unpin",), d)
+    assert pair.fits(("unpin",), _call({**before, "used": 9}, before))
+
+
+def test_the_pins_hint_is_not_shown_for_a_remove_that_leaves_a_pin_behind() -> None:
+    """The candidates' rule (len, a victim) is not the record of pins a remove forgets."""
+    from servelab.grading.eviction_policy import HINTS
+
+    before = {"len": 0, "eviction order": [], "counts": {"m0": 1}, "pinned": ["m0"]}
+    gone = {"len": 0, "eviction order": [], "counts": {}, "pinned": []}
+    kept = _policy_call("update_on_remove", before, {**gone, "pinned": ["m0"], "len": 1}, gone)
+    assert not HINTS["pins"].about.fits(("LFU.update_on_remove",), kept)
+    free = {**before, "pinned": [], "len": 1, "eviction order": ["m0"]}
+    ignored = _policy_call("update_on_pin", free, {**free, "pinned": ["m0"]}, before)
+    assert HINTS["pins"].about.fits(("LFU.update_on_pin",), ignored)
+
+
+def test_the_history_hint_needs_a_pinned_key_before_the_call() -> None:
+    """A SIEVE put that inserts at the hand changes the order alone, with nothing pinned: the
+    step's order hint (the hand, or a pinned key's history) is about neither."""
+    from servelab.grading.eviction_policy import _SIEVE_HINTS
+
+    order = _SIEVE_HINTS["order-matches-model"].about
+    fields = {"len": 2, "visited": [], "hand": "m3"}
+    put = _policy_call(
+        "update_on_put",
+        {**fields, "eviction order": ["m3", "m0"], "pinned": []},
+        {**fields, "eviction order": ["m1", "m3", "m0"], "pinned": []},
+        {**fields, "eviction order": ["m3", "m0", "m1"], "pinned": []},
+    )
+    assert not order.fits(("SIEVE.update_on_put",), put)
+    unpin = _policy_call(
+        "update_on_unpin",
+        {**fields, "eviction order": ["m0"], "pinned": ["m3"]},
+        {**fields, "eviction order": ["m0", "m3"], "pinned": []},
+        {**fields, "eviction order": ["m3", "m0"], "pinned": []},
+    )
+    assert order.fits(("SIEVE.update_on_unpin",), unpin)

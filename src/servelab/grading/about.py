@@ -12,7 +12,7 @@ it, and one that says "the count" is about ``counts`` all the same.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -38,6 +38,9 @@ class About:
     """Fields of which one must hold an entry before the first diverging call for the hint's
     cause to be possible at all (``"reclaim order"`` for a hint about a reclaimed block): a
     hint about reuse says nothing of a program that reclaimed nothing."""
+    alternatives: tuple[About, ...] = field(default=(), compare=False, repr=False)
+    """The hints' own Abouts, for hints offered as alternatives (:func:`either`): the pair
+    fits where one of them fits, never by one's method with the other's fields."""
 
     def __post_init__(self) -> None:
         named = (("methods", self.methods), ("fields", self.fields), ("needs", self.needs))
@@ -64,6 +67,8 @@ class About:
         declares fields is about those: when the first diverging call's difference (its
         :data:`RESULT` and the fields that differ after it) touches none of them, the hint
         was written for another rule of the same method, and does not fit."""
+        if self.alternatives:
+            return any(a.fits(methods, divergence) for a in self.alternatives)
         if self.needs and not _holds_one(self.needs, divergence):
             return False
         touched = _touched(divergence)
@@ -76,11 +81,13 @@ class About:
         return all(self.names_field(k) for k in touched)
 
     def __or__(self, other: About) -> About:
-        """Both hints' methods and fields (a hint that offers two explanations)."""
+        """Both hints' methods and fields (a hint that offers two explanations), fitting
+        where one of the two fits."""
         return About(
             tuple(dict.fromkeys((*self.methods, *other.methods))),
             tuple(dict.fromkeys((*self.fields, *other.fields))),
             tuple(dict.fromkeys((*self.needs, *other.needs))) if self.needs and other.needs else (),
+            (*(self.alternatives or (self,)), *(other.alternatives or (other,))),
         )
 
 

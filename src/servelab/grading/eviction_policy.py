@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from servelab.grading.about import About, Hint, either
+from servelab.grading.about import RESULT, About, Hint, either
 from servelab.grading.observe import (
     Canon,
     frozen,
@@ -72,6 +72,7 @@ from servelab.grading.policy_probes import (
     policy_class,
     policy_namespace,
 )
+from servelab.grading.readings.difference import Difference
 from servelab.grading.readings.eviction_policy import eviction_policy_reading
 from servelab.grading.replay import TopicReplay, plain, program
 from servelab.grading.topic import MachineCheck, Probe, Step, Topic
@@ -103,7 +104,9 @@ HINTS = {
     "pins": Hint(
         "candidates ignore pins: update_on_pin must take the key out of the candidates (or "
         "pop_victim must skip it) until update_on_unpin, and len() counts candidates only.",
-        About(("update_on_pin", "update_on_unpin", "pop_victim", "__len__"), ("len", "pinned")),
+        # about the candidates (len, a victim returned), not the record of pins: a remove
+        # that leaves a pin behind is another rule
+        About(("update_on_pin", "update_on_unpin", "pop_victim", "__len__"), ("len", RESULT)),
     ),
     "no-victim": Hint(
         "when every key is pinned (or none is left) there is no victim: pop_victim must raise "
@@ -139,7 +142,10 @@ HINTS = {
     "history": Hint(
         "a pinned key keeps its history: on update_on_unpin it returns where its history "
         "(count, arrival, visited bit) puts it, not at the back, and hits while pinned count.",
-        About(("update_on_pin", "update_on_unpin", "update_on_hit"), ("eviction order",)),
+        # a pinned key's history: nothing of a call made while no key was pinned
+        About(
+            ("update_on_pin", "update_on_unpin", "update_on_hit"), ("eviction order",), ("pinned",)
+        ),
     ),
     "remove": Hint(
         "when the cache removes the key under SIEVE's hand (update_on_remove), the hand moves "
@@ -349,6 +355,29 @@ SEPARATING = (
     ),
 )
 
+
+def policy_reading(d: Difference) -> str | None:
+    """The policy readings, each true of the reference it speaks of: a len() that raised is
+    said to have raised (not to have returned None), and LFU's eviction_order, which sorts its
+    candidates, is not said to trial pop_victim on a deep copy (SIEVE's does)."""
+    if d.method == "__len__" and d.i_raised and not d.they_raised:
+        owner = f"{d.policy}'s len()" if d.policy else "len()"
+        return (
+            f"yours raised {d.error('mine')} where the reference returns "
+            f"{d.returned('theirs')}: {owner} is the number of candidates, one per resident "
+            "key that is not pinned, and it only reads"
+        )
+    if d.hidden and d.method == "eviction_order" and d.policy != "SIEVE":
+        return (
+            "yours leaves every field a call shows as the reference's does, yet with the "
+            "reference's eviction_order in its place the program behaves: eviction_order only "
+            "reads, so it must leave the policy as it was, and it lists the candidates alone "
+            "(resident keys that are not pinned), by count, then by the time each reached "
+            "it: does yours list a pinned key, or pop from the policy's heap as it reads?"
+        )
+    return eviction_policy_reading(d)
+
+
 REPLAY = TopicReplay(
     "policy",
     policy_namespace,
@@ -360,7 +389,7 @@ REPLAY = TopicReplay(
     classes=CLASSES,
     fields=policy_skeleton_fields,
     detail=policy_history,
-    reader=eviction_policy_reading,
+    reader=policy_reading,
 )
 """How diagnosis replays this topic's programs (:mod:`servelab.grading.diagnose`)."""
 

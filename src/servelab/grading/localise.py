@@ -45,12 +45,14 @@ __all__ = [
     "Divergence",
     "Localisation",
     "Skeleton",
+    "agree",
     "changed_methods",
     "graft",
     "line_budget",
     "localise",
     "place_hint",
     "skeleton_methods",
+    "state_before",
     "where_lines",
 ]
 
@@ -108,6 +110,12 @@ class Divergence:
     class calls the reference's method on the learner's own state (to try other arguments)."""
     kwargs: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     """The call's keyword arguments, as the learner's method received them."""
+    ordinal: int = field(default=0, compare=False, repr=False)
+    """Which outermost call of the method it is (1 for the first), to find the same call in
+    another program (:func:`state_before`)."""
+    program: str = field(default="", compare=False, repr=False)
+    impl: Any = field(default=None, compare=False, repr=False)
+    """The program replayed and the learner's classes, to build the same call's state anew."""
 
 
 @dataclass(frozen=True)
@@ -272,6 +280,7 @@ class _Spy:
         self.hybrid = hybrid
         self.graded_return = graded_return
         self.depth = 0
+        self.calls = 0  # outermost calls seen, the diverging one included
         self.aside = 0  # lines spent on the checkpoint's copies, not on the program
         self.found: Divergence | None = None
 
@@ -280,6 +289,7 @@ class _Spy:
     ) -> Any:
         if self.depth or self.found is not None or OBSERVING[0]:
             return original(obj, *args, **kwargs)
+        self.calls += 1
         self.depth += 1
         try:
             return self._compare(obj, args, kwargs, original)
@@ -325,18 +335,8 @@ class _Spy:
         except Exception as exc:
             mine, error = ("raised", exc), exc
         my_fields = {**self._fields(obj), **_out_fields(args, kwargs)}
-        same_state = _key(self.skeleton, obj) == _key(self.skeleton, clone)
-        if same_state and self.skeleton.detail is not None:
-            mine_detail = _detail(self.skeleton, obj)
-            same_state = not mine_detail or mine_detail == _detail(self.skeleton, clone)
-        same_outcome = mine[0] == theirs[0] and (
-            type(mine[1]).__mro__[-2:] == type(theirs[1]).__mro__[-2:]
-            if mine[0] == "raised"
-            else (not self.graded_return or _plain(mine[1]) == _plain(theirs[1]))
-        )
-        if mine[0] == "raised" and theirs[0] == "raised":
-            same_outcome = _same_error(mine[1], theirs[1])
-        if not (same_outcome and same_state and _plain_args(args, kwargs) == their_args):
+        sides = ((mine, obj, _plain_args(args, kwargs)), (theirs, clone, their_args))
+        if not agree(self.skeleton, *sides, graded=self.graded_return):
             names = _parameters(original, len(args))
             shown = ", ".join(
                 [
@@ -377,10 +377,36 @@ class _Spy:
                 after,
                 self.hybrid,
                 dict(pristine_kwargs),
+                self.calls,
             )
         if error is not None:
             raise error
         return mine[1]
+
+
+#: One side of a call run twice: its outcome ("returned" or "raised", the value), the object
+#: after the call, and its arguments after it as :func:`_plain_args` reads them.
+Side = tuple[tuple[str, Any], Any, Hashable]
+
+
+def agree(skeleton: Skeleton, mine: Side, theirs: Side, graded: bool) -> bool:
+    """Whether the learner's run of a call and the reference's agree: the same state (by the
+    skeleton's key, then its detail where the learner's object keeps one), the same outcome
+    (the same error, or an equal value where a rule reads the return: ``graded``) and the
+    same arguments after it. Localisation and the neighbouring calls of
+    :mod:`~servelab.grading.readings.contrast` judge a call by this one rule."""
+    (my_outcome, my_obj, my_args), (their_outcome, their_obj, their_args) = mine, theirs
+    same_state = _key(skeleton, my_obj) == _key(skeleton, their_obj)
+    if same_state and skeleton.detail is not None:
+        my_detail = _detail(skeleton, my_obj)
+        same_state = not my_detail or my_detail == _detail(skeleton, their_obj)
+    if my_outcome[0] != their_outcome[0]:
+        same_outcome = False
+    elif my_outcome[0] == "raised":
+        same_outcome = _same_error(my_outcome[1], their_outcome[1])
+    else:
+        same_outcome = not graded or _plain(my_outcome[1]) == _plain(their_outcome[1])
+    return same_outcome and same_state and my_args == their_args
 
 
 def _key(skeleton: Skeleton, obj: Any) -> Hashable:
@@ -436,7 +462,10 @@ def _plain_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Hashable:
     return (_plain(args), _plain(kwargs))
 
 
-def _spied(cls: type, name: str, spy: _Spy) -> type | None:
+Spy = Callable[[Any, tuple[Any, ...], dict[str, Any], Callable[..., Any]], Any]
+
+
+def _spied(cls: type, name: str, spy: Spy) -> type | None:
     static = inspect.getattr_static(cls, name, None)
     if not isinstance(static, types.FunctionType):
         return None
@@ -460,7 +489,63 @@ def _divergence(
         return None
     spied_impl: Any = watched if isinstance(impl, type) else {**impl, prefix: watched}
     _run(skeleton, program, spied_impl)
-    return spy.found
+    if spy.found is None:
+        return None
+    return dataclasses.replace(spy.found, program=program, impl=impl)
+
+
+class _Capture:
+    """Keeps a copy of the object and the arguments just before one outermost call."""
+
+    def __init__(self, ordinal: int) -> None:
+        self.ordinal = ordinal
+        self.calls = 0
+        self.depth = 0
+        self.state: tuple[Any, tuple[Any, ...], dict[str, Any]] | None = None
+
+    def __call__(
+        self, obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any], original: Callable[..., Any]
+    ) -> Any:
+        if self.depth or OBSERVING[0]:
+            return original(obj, *args, **kwargs)
+        self.calls += 1
+        if self.calls == self.ordinal:
+            try:
+                self.state = copy.deepcopy((obj, args, kwargs))
+            except Exception:
+                self.state = None
+        self.depth += 1
+        try:
+            return original(obj, *args, **kwargs)
+        finally:
+            self.depth -= 1
+
+
+def state_before(
+    skeleton: Skeleton, d: Divergence, program: str
+) -> tuple[Any, tuple[Any, ...], dict[str, Any], dict[str, Any]] | None:
+    """The learner's object, the call's arguments and the fields just before the call that
+    diverged in ``d``, the same method's call of the same rank, in ``program`` (another
+    program, such as the same one built with other numbers); None when there is none."""
+    if d.impl is None or not d.ordinal:
+        return None
+    prefix, name = _split(d.method)
+    capture = _Capture(d.ordinal)
+    classes = _classes(d.impl)
+    if prefix not in classes:
+        return None
+    watched = _spied(classes[prefix], name, capture)
+    if watched is None:
+        return None
+    _run(skeleton, program, watched if isinstance(d.impl, type) else {**d.impl, prefix: watched})
+    if capture.state is None:
+        return None
+    obj, args, kwargs = capture.state
+    try:
+        fields = {**skeleton.fields(obj), **_out_fields(args, kwargs)}
+    except Exception:
+        return None
+    return obj, tuple(args), dict(kwargs), fields
 
 
 # ----------------------------------------------------------------------------- the search

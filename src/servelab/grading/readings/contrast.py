@@ -8,31 +8,27 @@ False) at a different number, or where a key already stored and a new one part t
 says so in one sentence. It is a fact of the experiment on the learner's own code: the range
 tried is named, and nothing is said when the pattern is not clean, when any neighbour cannot run
 or when the object cannot be copied. Bounded by counts (calls, lines), so the same failure gets
-the same sentence on any machine.
+the same sentence on any machine. A relation ("where `n_tokens` (1) equals `num_free` (1)")
+is said only once a second state confirms it (the parting point moves with the quantity): a
+tiny state makes true coincidences that lead the wrong way.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 import io
 import math
+import re
 import types
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import redirect_stdout
 from dataclasses import dataclass
 from typing import Any
 
 from servelab.grading.graft import _split
-from servelab.grading.localise import (
-    Divergence,
-    Skeleton,
-    _detail,
-    _key,
-    _plain,
-    _plain_args,
-    _same_error,
-)
+from servelab.grading.localise import Divergence, Skeleton, _plain_args, agree, state_before
 from servelab.grading.readings.kinds import block_size_of
 from servelab.grading.replay import LINE_TIMEOUT_S, LINES_PER_CALL, OutOfLines, line_budget
 from servelab.testing.core import ImplementationHung, hang_guard
@@ -49,6 +45,10 @@ MAX_ENTRIES = 256
 MAX_COUNT = 1 << 20
 #: Lines all the neighbouring calls of one report may execute together.
 MAX_LINES = 2 * LINES_PER_CALL
+#: Programs built with another number replayed, at most, to confirm a relation.
+MAX_VARIANTS = 4
+
+_NUMBER = re.compile(r"(?<![\w.])\d+(?![\w.])")
 
 
 class _Stop(Exception):
@@ -111,17 +111,12 @@ class _Experiment:
             raise _Stop from None
         mine = self._call(mine_obj, margs, mkwargs)
         theirs = self._call(their_obj, targs, tkwargs)
-        if mine[0] != theirs[0]:
-            same = False
-        elif mine[0] == "raised":
-            same = _same_error(mine[1], theirs[1])
-        else:
-            same = not self.graded or _plain(mine[1]) == _plain(theirs[1])
-        same = same and _key(self.skeleton, mine_obj) == _key(self.skeleton, their_obj)
-        if same and self.skeleton.detail is not None:
-            mine_detail = _detail(self.skeleton, mine_obj)
-            same = not mine_detail or mine_detail == _detail(self.skeleton, their_obj)
-        same = same and _plain_args(margs, mkwargs) == _plain_args(targs, tkwargs)
+        same = agree(
+            self.skeleton,
+            (mine, mine_obj, _plain_args(margs, mkwargs)),
+            (theirs, their_obj, _plain_args(targs, tkwargs)),
+            graded=self.graded,
+        )
         return _Trial(same, _label(*mine), _label(*theirs))
 
 
@@ -233,26 +228,47 @@ def _switch(labels: Sequence[str]) -> tuple[int, str, str] | None:
     return cuts[0], labels[0], labels[-1]
 
 
-def _relation(d: Divergence, name: str, v: int, args: dict[str, Any]) -> str | None:
+@dataclass(frozen=True)
+class _Relation:
+    """``v`` (or the blocks it needs: ``size``) equals ``q``, the value of a field of the state
+    before the call or of another argument (``at``, its place in the call; None for a field)."""
+
+    said: str
+    name: str
+    q: int
+    v: int
+    size: int | None
+    at: int | str | None
+
+    def point(self, w: int) -> int:
+        """Where the parting point would be if it moves with the quantity, at its value ``w``."""
+        return w if self.size is None else self.v + (w - self.q) * self.size
+
+
+def _int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _relation(
+    d: Divergence, name: str, v: int, args: dict[str, tuple[int | str, Any]]
+) -> _Relation | None:
     """A quantity of the state before the call, or another of its arguments, that equals ``v``
     (or the blocks ``v`` tokens need): one int field or argument; None when none or several do
     (a collection's length is left out: it equals a small number too often to mean much)."""
     if v == 0:
         return None
     size = _block_size(d.subject)
-    quantities = [(f"`{name}` ({v})", v)]
+    quantities: list[tuple[str, int, int | None]] = [(f"`{name}` ({v})", v, None)]
     if size is not None:
-        quantities.append((f"ceil(`{name}` / block_size) ({math.ceil(v / size)})", -(-v // size)))
-    ints = {
-        k: x
-        for k, x in d.before.items()
-        if isinstance(x, int) and not isinstance(x, bool) and not k.startswith("out.")
-    }
-    ints.update((k, x) for k, x in args.items() if isinstance(x, int) and not isinstance(x, bool))
-    for said, q in quantities:
+        said = f"ceil(`{name}` / block_size) ({math.ceil(v / size)})"
+        quantities.append((said, -(-v // size), size))
+    ints = {k: x for k, x in d.before.items() if _int(x) and not k.startswith("out.")}
+    ints.update((k, x) for k, (_, x) in args.items() if _int(x))
+    for said, q, per in quantities:
         hits = [k for k, x in ints.items() if x == q]
         if len(hits) == 1:
-            return f"{said} equals `{hits[0]}` ({q})"
+            at = args[hits[0]][0] if hits[0] in args else None
+            return _Relation(f"{said} equals `{hits[0]}` ({q})", hits[0], q, v, per, at)
         if len(hits) > 1:
             return None
     return None
@@ -277,10 +293,16 @@ def _span(points: Sequence[int], v: int) -> str:
 
 
 def _by_number(
-    exp: _Experiment, at: int | str, label: str, v: int, d: Divergence, others: dict[str, Any]
-) -> str | None:
+    exp: _Experiment,
+    at: int | str,
+    label: str,
+    v: int,
+    d: Divergence,
+    others: dict[str, tuple[int | str, Any]],
+) -> _Said | None:
     """Scan a number argument either side of ``v``: a single point where they part, or each
-    side's outcome switching at a different number. ``others``: the call's other arguments."""
+    side's outcome switching at a different number. ``others``: the call's other arguments,
+    by name, with their places in the call."""
     low = 0 if v >= 0 else v - SCAN
     points = list(range(max(low, v - SCAN), v + SCAN + 1))
     size = _block_size(d.subject)
@@ -317,21 +339,112 @@ def _by_number(
         agree = " and ".join(str(p) for p in near)
         said = f"{scanned}, yours and the reference part only at {v} (they agree at {agree})"
         relation = _relation(d, label.strip("`"), v, others)
-        if relation:
-            said += f", where {relation}"
-        return f"{said}: {short}" if short else said
+        return _Said(said, f": {short}" if short else "", relation, at)
     multiples = [p for p in points if size is not None and p % size == 0]
     between = [trials[p] for p in points if p not in multiples]
     if len(differ) > 1 and differ == multiples and any(_returned(t) for t in between):
         shown = ", ".join(map(str, differ[:-1])) + f" and {differ[-1]}"
-        return (
+        return _Said(
             f"{scanned}, yours and the reference part only at {shown}, the multiples of "
             f"block_size ({size}) among them"
         )
     run = list(range(differ[0], differ[-1] + 1)) if differ else []
     if switched and differ and differ == run and points[0] < differ[0] and differ[-1] < points[-1]:
-        return f"{scanned}, {switched}"
+        return _Said(f"{scanned}, {switched}")
     return None
+
+
+# ----------------------------------------------------------------------------- a relation confirmed
+
+
+@dataclass(frozen=True)
+class _Said:
+    """A sentence, and a relation to put in it (after ``head``) once another state confirms
+    it; ``at``: the place in the call of the number scanned."""
+
+    head: str
+    tail: str = ""
+    relation: _Relation | None = None
+    at: int | str = 0
+
+    def text(self, confirmed: bool) -> str:
+        where = f", where {self.relation.said}" if confirmed and self.relation else ""
+        return f"{self.head}{where}{self.tail}"
+
+
+def _variants(program: str) -> list[str]:
+    """The program with one number of its first line (the one that builds the object: a
+    pool's size, a capacity) raised by one or two: the same calls from another state."""
+    lines = program.splitlines()
+    if not lines:
+        return []
+    found = []
+    for m in _NUMBER.finditer(lines[0]):
+        for step in (1, 2):
+            first = f"{lines[0][: m.start()]}{int(m.group()) + step}{lines[0][m.end() :]}"
+            found.append("\n".join([first, *lines[1:]]))
+    return found[:MAX_VARIANTS]
+
+
+def _second_states(skeleton: Skeleton, d: Divergence, rel: _Relation) -> Iterator[Divergence]:
+    """The same call from states where the quantity the relation names has another value:
+    the other argument it names one higher, or the program built with another number."""
+    if rel.at is not None:
+        args, kwargs = _with(d.args, d.kwargs, rel.at, rel.q + 1)
+        yield dataclasses.replace(d, args=args, kwargs=kwargs)
+        return
+    for program in _variants(d.program):
+        with redirect_stdout(io.StringIO()):  # each line bounded in lines and time by the replay
+            state = state_before(skeleton, d, program)
+        if state is None:
+            continue
+        subject, args, kwargs, fields = state
+        w = fields.get(rel.name)
+        if isinstance(w, int) and _int(w) and w != rel.q and rel.point(w) > 0:
+            yield dataclasses.replace(d, subject=subject, args=args, kwargs=kwargs, before=fields)
+
+
+def _quantity(d: Divergence, rel: _Relation) -> int:
+    """The relation's quantity in the state of ``d``."""
+    if rel.at is None:
+        return int(d.before[rel.name])
+    return int(d.args[rel.at] if isinstance(rel.at, int) else d.kwargs[rel.at])
+
+
+def _moves(skeleton: Skeleton, d: Divergence, said: _Said, rel: _Relation) -> bool:
+    """Whether, from the state of ``d``, yours and the reference part at the point the
+    relation predicts alone (its neighbours agree, one of them by returning), and no longer
+    at the first state's point."""
+    p = rel.point(_quantity(d, rel))
+    if p <= 0 or p == rel.v:
+        return False
+    exp = _Experiment(skeleton, d)
+    trials = {x: exp.trial(*_with(d.args, d.kwargs, said.at, x)) for x in (p - 1, p, p + 1, rel.v)}
+    near = (trials[p - 1], trials[p + 1])
+    return (
+        not trials[p].agree
+        and all(t.agree for t in near)
+        and any(_returned(t) for t in near)
+        and trials[rel.v].agree
+    )
+
+
+def _confirmed(skeleton: Skeleton, d: Divergence, said: _Said) -> bool:
+    """Whether the relation holds beyond the first state: the parting point moves with the
+    quantity it names, from the first second state found (a tiny state makes coincidences:
+    a pool of one block, two fields both 30). Unconfirmed, it is left out of the sentence."""
+    rel = said.relation
+    if rel is None:
+        return False
+    try:
+        for second in _second_states(skeleton, d, rel):
+            with line_budget(MAX_LINES):
+                return _moves(skeleton, second, said, rel)
+    except (_Stop, OutOfLines):
+        return False
+    except Exception:
+        return False
+    return False
 
 
 # ----------------------------------------------------------------------------- the sentence
@@ -341,7 +454,7 @@ def _size(before: dict[str, Any]) -> int:
     return sum(len(v) for v in _collections(before).values())
 
 
-def _sentence(skeleton: Skeleton, d: Divergence) -> str | None:
+def _sentence(skeleton: Skeleton, d: Divergence) -> _Said | None:
     exp = _Experiment(skeleton, d)
     names = _parameters(d.subject, exp.name, len(d.args))
     slots: list[tuple[int | str, str, Any]] = [
@@ -350,12 +463,12 @@ def _sentence(skeleton: Skeleton, d: Divergence) -> str | None:
     ]
     for at, _, value in slots:
         if isinstance(value, str):
-            found = _by_key(exp, at, value, d)
-            if found:
-                return found
+            keyed = _by_key(exp, at, value, d)
+            if keyed:
+                return _Said(keyed)
     for at, label, value in slots:
         if isinstance(value, int) and not isinstance(value, bool) and abs(value) < MAX_COUNT:
-            others = {n.strip("`"): a for t, n, a in slots if t != at}
+            others = {n.strip("`"): (t, a) for t, n, a in slots if t != at}
             found = _by_number(exp, at, label, value, d, others)
             if found:
                 return found
@@ -376,7 +489,9 @@ def condition(skeleton: Skeleton, d: Divergence | None) -> str | None:
         return None
     except Exception:  # a learner's object in an unexpected shape: no sentence
         return None
-    return said
+    if said is None:
+        return None
+    return said.text(said.relation is not None and _confirmed(skeleton, d, said))
 
 
 def appended(hint: str | None, said: str | None) -> str | None:
