@@ -169,20 +169,29 @@ def _decoded_after_finishing(d: Difference) -> list[Any]:
     return [i for i in finished if i in decoded]
 
 
+def _named(shown: Any, seq_id: Any) -> int:
+    """How many entries of an output list, as shown (``<sequence 1>``, or the id), name
+    ``seq_id``."""
+    if not isinstance(shown, list | tuple):
+        return 0
+    return sum(1 for e in shown if e == seq_id or str(e).endswith(f" {seq_id}>"))
+
+
 def victim_in_output(d: Difference, noun: str) -> str | None:
     """A victim left out of the step's ``preempted`` list (or put in another list, or twice)."""
     victim = getattr(d.args[0], "seq_id", None) if d.args else None
-    mine, theirs = d.mine.get("out.preempted") or [], d.theirs.get("out.preempted") or []
+    mine = _named(d.mine.get("out.preempted"), victim)
+    theirs = _named(d.theirs.get("out.preempted"), victim)
     elsewhere = [
         n[len("out.") :]
         for n in d.differ
-        if n.startswith("out.") and n != "out.preempted" and victim in (d.mine.get(n) or [])
+        if n.startswith("out.") and n != "out.preempted" and _named(d.mine.get(n), victim)
     ]
     if elsewhere:
         where = f"put {noun} {victim} in out.{elsewhere[0]}"
-    elif mine.count(victim) > theirs.count(victim):
-        where = f"put {noun} {victim} in out.preempted {mine.count(victim)} times"
-    elif mine.count(victim) < theirs.count(victim):
+    elif mine > theirs:
+        where = f"put {noun} {victim} in out.preempted {mine} times"
+    elif mine < theirs:
         where = f"did not put {noun} {victim} in out.preempted"
     else:
         return None
