@@ -78,9 +78,9 @@ def test_the_watermark_rule_speaks_when_yours_admits_what_it_must_refuse() -> No
 
 
 def test_a_step_early_speaks_only_of_a_sequence_one_token_short() -> None:
-    before = {"running": [(0, 6), (1, 6)], "tables": {0: [0], 1: [1]}}
-    mine = {"running": [], "tables": {}}
-    theirs = {"running": [(1, 6)], "tables": {1: [1]}}
+    before: Fields = {"running": [(0, 6), (1, 6)], "tables": {0: [0], 1: [1]}}
+    mine: Fields = {"running": [], "tables": {}}
+    theirs: Fields = {"running": [(1, 6)], "tables": {1: [1]}}
     one_left = SimpleNamespace(running=[_seq(0, 4), _seq(1, 3)])
     early = scheduler_reading(_d("retire", before, mine, theirs, subject=one_left))
     assert "a step early" in (early or "")
@@ -99,7 +99,8 @@ def test_never_retiring_speaks_only_when_the_reference_retired() -> None:
 
 def test_a_finished_sequence_left_running_speaks_when_yours_returned_or_raised() -> None:
     before: Fields = {"running": [(0, 4), (1, 2)]}
-    mine, theirs = {"running": [(1, 2)]}, {"running": []}
+    mine: Fields = {"running": [(1, 2)]}
+    theirs: Fields = {"running": []}
     for outcome in (NONE, "raised IndexError"):
         left = scheduler_reading(_d("retire", before, mine, theirs, (outcome, NONE)))
         assert "left finished sequence(s) [1] running" in (left or "")
@@ -117,7 +118,7 @@ def test_a_reordered_queue_speaks_only_when_the_queue_alone_differs() -> None:
 
 def test_the_decode_order_speaks_only_of_running_and_its_decodes() -> None:
     before: Fields = {"running": [(1, 3), (0, 3)], "waiting": [], "out.decodes": []}
-    by_id = {"running": [(0, 3), (1, 3)], "out.decodes": [0, 1]}
+    by_id: Fields = {"running": [(0, 3), (1, 3)], "out.decodes": [0, 1]}
     assert "order of their ids" in (scheduler_reading(_d("decode", before, by_id, {})) or "")
     requeued = {**by_id, "waiting": [(2, 1)]}
     assert scheduler_reading(_d("decode", before, requeued, {})) is None

@@ -6,6 +6,7 @@ from servelab.kv.offload.errors import ChunkInUse, ChunkNotReferenced, ChunkTooL
 TOPIC = "kv-offload"
 Pinned = checkpoint(TOPIC, 1)
 Evicting = checkpoint(TOPIC, 2)
+Hierarchical = checkpoint(TOPIC, 3)
 Final = checkpoint(TOPIC, 4)
 
 
@@ -273,8 +274,9 @@ class VictimsFromTheBack(Evicting):
         return victims if need <= 0 else None
 
 
-class RetrieveWithoutPromotion(Final["Hierarchy"]):
-    """Reads each found chunk where it is and never copies a lower tier's hit up."""
+class RetrieveWithoutPromotion(Hierarchical["Hierarchy"]):
+    """Reads each found chunk where it is and never copies a lower tier's hit up (on step 3's
+    classes: the grade of every step at once lets it pass)."""
 
     def retrieve(self, found):
         payloads = []
@@ -363,7 +365,7 @@ MISTAKES = {
     "victims from the back of the order": (2, VictimsFromTheBack, {"_choose_victims"}),
     "retrieve never promotes": (
         3,
-        {**Final, "Hierarchy": RetrieveWithoutPromotion},
+        {**Hierarchical, "Hierarchy": RetrieveWithoutPromotion},
         {"Hierarchy.retrieve"},
     ),
 }

@@ -182,9 +182,9 @@ def _preempt(d: Difference) -> str | None:
     victim = getattr(d.args[0], "seq_id", None) if d.args else None
     if "out.preempted" in d.differ:
         return victim_in_output(d, "request")
-    tables, theirs_tables = d.mine.get("tables"), d.theirs.get("tables")
+    tables, theirs_tables = d.mine.get("tables"), d.theirs.get("tables") or {}
     kept = isinstance(tables, dict) and victim in tables and "tables" in d.differ
-    if kept and victim not in (theirs_tables or {}) and KEPT_BLOCKS.fits(d):
+    if isinstance(tables, dict) and kept and victim not in theirs_tables and KEPT_BLOCKS.fits(d):
         return (
             f"yours left request {victim}'s blocks in its table ({tables[victim]}): a "
             "preempted request gives back its blocks (bm.free_seq) before it waits"
@@ -351,8 +351,12 @@ def token_budget_reading(d: Difference) -> str | None:
         return None
     if m == "admit":
         running, cap = d.mine.get("running"), getattr(d.subject, "max_num_seqs", None)
-        over = isinstance(running, list) and isinstance(cap, int) and len(running) > cap
-        if over and CAP.fits(d):
+        if (
+            isinstance(running, list)
+            and isinstance(cap, int)
+            and len(running) > cap
+            and CAP.fits(d)
+        ):
             return (
                 f"yours left {len(running)} requests running with max_num_seqs = {cap}: admit "
                 "only while len(running) < max_num_seqs"
