@@ -276,7 +276,10 @@ def _two_tiers(cpu: list[str], disk: list[str], **more: Any) -> Fields:
 def test_a_double_count_speaks_only_of_a_count_too_high() -> None:
     before = _two_tiers(["a"], ["a", "b"])
     high = ("returned 30", "returned 20")
-    assert "counted twice" in (_off("held_bytes", before, {}, {}, high, ()) or "")
+    shows = ({"held_bytes": 30}, {"held_bytes": 20})  # the state shows held_bytes() too
+    assert "counted twice" in (_off("held_bytes", before, *shows, high, ()) or "")
+    moved = ({"held_bytes": 30, "cpu.keys": []}, {"held_bytes": 20})
+    assert _off("held_bytes", before, *moved, high, ()) is None
     assert _off("held_bytes", before, {}, {}, ("returned 10", "returned 20"), ()) is None
 
 

@@ -16,7 +16,7 @@ from servelab.grading.readings.scheduler import MINE_RAISED, shown
 PIN = shown("pins")
 CAN_EVICT = shown()
 CHOSEN = shown()
-HELD = shown()
+HELD = shown("held_bytes")  # the field that shows held_bytes() itself
 RELEASE_RAISED = shown("keys", "used", "pins", "refs", "held_bytes", outcomes=(MINE_RAISED,))
 RELEASE = shown("keys", "used", "pins", "refs", "held_bytes")
 LOOKUP = shown("pins")
