@@ -303,6 +303,11 @@ def test_a_lookup_pinning_twice_speaks_only_when_pins_alone_differ() -> None:
     assert "first tier that holds it" in (lookup or "")
     moved = {**both, "disk.keys": []}
     assert _off("lookup", before, moved, pinned, answer, (["a"],)) is None
+    slower = {"disk.pins": {"a": 1}}
+    other = ("returned [('a', 1)]", "returned [('a', 0)]")
+    lookup = _off("lookup", before, slower, pinned, other, (["a"],))
+    assert "pinned 'a' in the disk tier where the cpu tier holds it" in (lookup or "")
+    assert _off("lookup", before, {**slower, "cpu.keys": []}, pinned, other, (["a"],)) is None
 
 
 @pytest.mark.parametrize("outcome", ["returned [b'a']", "raised ChunkNotFound"])

@@ -301,8 +301,10 @@ def _extra_pins(d: Difference) -> list[tuple[str, Any]]:
 
 def _lookup(d: Difference) -> str | None:
     """A lookup pins each found chunk once, in the first (fastest) tier that holds it."""
-    if not d.same_outcome or not LOOKUP.fits(d):
+    if not LOOKUP.fits(d):
         return None
+    if not d.same_outcome:
+        return _pinned_slower(d)
     extra = _extra_pins(d)
     if not extra:
         return None
@@ -312,6 +314,33 @@ def _lookup(d: Difference) -> str | None:
         f"first tier that holds it, the one it returns ({d.returned('theirs')}); a copy in a "
         "slower tier is not read, so it stays unpinned"
     )
+
+
+def _pinned_slower(d: Difference) -> str | None:
+    """Yours pinned a chunk in a slower tier than the first one that holds it, and pinned it
+    nowhere else: the chunk is found, in the wrong tier."""
+    if d.i_raised or d.they_raised:
+        return None
+    tiers = _tiers(d)
+    for i, tier in enumerate(tiers):
+        theirs = d.theirs.get(f"{tier}.pins") or {}
+        for key in sorted(theirs, key=repr):
+            was = (d.before.get(f"{tier}.pins") or {}).get(key, 0)
+            if theirs[key] <= was or (d.mine.get(f"{tier}.pins") or {}).get(key, 0) > was:
+                continue
+            slower = [
+                t
+                for t in tiers[i + 1 :]
+                if (d.mine.get(f"{t}.pins") or {}).get(key, 0)
+                > (d.before.get(f"{t}.pins") or {}).get(key, 0)
+            ]
+            if slower:
+                return (
+                    f"yours pinned {key!r} in the {slower[0]} tier where the {tier} tier holds "
+                    "it too: a lookup pins each chunk in the first (fastest) tier that holds "
+                    "it, and returns that tier's index"
+                )
+    return None
 
 
 def _lost(d: Difference) -> str | None:
