@@ -111,6 +111,18 @@ READS = {
     "victim peeked, not popped": ("left it in running", "preempt again"),
     "a fresh block handed out unheld": ("with refcount 0", "least recently freed"),
     "hashes paired from the end": ("hashed block 2 (position 2", "stale hash"),
+    # a reading speaks only of the difference it was written for: more victims than one is no
+    # other victim; a step that admits nothing decoded no newcomer; a fits that raises broke no
+    # watermark; a pin that raises counted nothing; too few held bytes are no double count
+    "decode preempts every newer sequence": ("as well as", "not the one whose append failed"),
+    "step admits only when nothing runs": ("in `waiting`", "it just admitted"),
+    "fits raises for 0 tokens": ("part only at 0", "the watermark stays free"),
+    "a failed extend preempts two": ("as well as", "yours preempted request"),
+    "a running prompt's rest not chunked": ("scheduled nothing for running request", "hashed"),
+    "pin refuses a referenced chunk": ("did not add 'a' to `pins`", "each pin adds one"),
+    "held bytes at the first chunk's size": ("distinct chunks", "twice"),
+    "victims from the back of the order": ("front of the policy order", "written for"),
+    "retrieve never promotes": ("promotes a chunk found below", "where the reference puts"),
 }
 
 

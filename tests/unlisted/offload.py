@@ -1,11 +1,12 @@
 """KV offload slips, each on the notebook's own classes."""
 
 from servelab import checkpoint
-from servelab.kv.offload.errors import ChunkNotReferenced, ChunkTooLarge
+from servelab.kv.offload.errors import ChunkInUse, ChunkNotReferenced, ChunkTooLarge
 
 TOPIC = "kv-offload"
 Pinned = checkpoint(TOPIC, 1)
 Evicting = checkpoint(TOPIC, 2)
+Hierarchical = checkpoint(TOPIC, 3)
 Final = checkpoint(TOPIC, 4)
 
 
@@ -234,6 +235,60 @@ class StoreCascadesOneVictim(Final["Hierarchy"]):
         return True
 
 
+class PinRefusesReferenced(Pinned):
+    """Refuses to pin a chunk a transfer is reading, as if a pin and a reference excluded
+    each other."""
+
+    def pin(self, key):
+        self._resident(key, "pin")
+        if self._refs.get(key):
+            raise ChunkInUse(f"{key!r} is being read")
+        self._pins[key] = self._pins.get(key, 0) + 1
+        return self._pins[key]
+
+
+class HeldBytesOfTheFirstSize(Final["Hierarchy"]):
+    """Counts each distinct chunk once, but at the size of the first one found, as if every
+    chunk had the same size."""
+
+    def held_bytes(self):
+        keys = {k for t in self.tiers for k in t.keys()}
+        if not keys:
+            return 0
+        first = next(t for t in self.tiers if len(t))
+        return len(keys) * first.size_of(first.keys()[0])
+
+
+class VictimsFromTheBack(Evicting):
+    """Chooses victims from the back of the policy order: the most recently used first."""
+
+    def _choose_victims(self, size):
+        need = size - self.free
+        victims = []
+        for key in reversed(self._sizes):
+            if need <= 0:
+                break
+            if self.can_evict(key):
+                victims.append(key)
+                need -= self._sizes[key]
+        return victims if need <= 0 else None
+
+
+class RetrieveWithoutPromotion(Hierarchical["Hierarchy"]):
+    """Reads each found chunk where it is and never copies a lower tier's hit up (on step 3's
+    classes: the grade of every step at once lets it pass)."""
+
+    def retrieve(self, found):
+        payloads = []
+        for key, i in found:
+            self.tiers[i].ref(key)
+            payloads.append(self.tiers[i].get(key))
+        for key, i in found:
+            self.tiers[i].unref(key)
+            self.tiers[i].unpin(key)
+        return payloads
+
+
 MISTAKES = {
     "a chunk that exactly fits is a miss": (1, FitNeedsSpare, {"put"}),
     "unref lowers the count before refusing": (1, UnrefCountsFirst, {"unref"}),
@@ -300,5 +355,17 @@ MISTAKES = {
         3,
         {**Final, "Hierarchy": StoreCascadesOneVictim},
         {"Hierarchy.store"},
+    ),
+    "pin refuses a referenced chunk": (1, PinRefusesReferenced, {"pin"}),
+    "held bytes at the first chunk's size": (
+        3,
+        {**Final, "Hierarchy": HeldBytesOfTheFirstSize},
+        {"Hierarchy.held_bytes"},
+    ),
+    "victims from the back of the order": (2, VictimsFromTheBack, {"_choose_victims"}),
+    "retrieve never promotes": (
+        3,
+        {**Hierarchical, "Hierarchy": RetrieveWithoutPromotion},
+        {"Hierarchy.retrieve"},
     ),
 }

@@ -2,7 +2,7 @@
 
 from servelab import checkpoint
 from servelab.kv.blocks import OutOfBlocks
-from servelab.kv.scheduler import Decode, Prefill, RequestTooLarge
+from servelab.kv.scheduler import Decode, Prefill, RequestTooLarge, StepOutput
 
 TOPIC = "scheduler"
 Admitting = checkpoint(TOPIC, 1)
@@ -141,6 +141,46 @@ class VictimPeekedNotPopped(Final):
             i += 1
 
 
+class DecodePreemptsEveryNewer(Final):
+    """On a failed append, preempts every sequence behind the one asking at once, to be sure
+    the retry finds room: more victims than one step needs."""
+
+    def decode(self, out):
+        i = 0
+        while i < len(self.running):
+            seq = self.running[i]
+            try:
+                slot = self.bm.append_slot(seq.seq_id)
+            except OutOfBlocks:
+                self.preempt(self.running.pop(), out)
+                while len(self.running) - 1 > i:
+                    self.preempt(self.running.pop(), out)
+                continue
+            out.decodes.append(Decode(seq, slot))
+            i += 1
+
+
+class StepAdmitsWhenIdle(Final):
+    """Admits only once nothing runs: a batch runs to its end before the next is let in."""
+
+    def step(self):
+        out = StepOutput()
+        self.retire(out)
+        self.decode(out)
+        if not self.running:
+            self.admit(out)
+        return out
+
+
+class FitsRefusesZero(Admitting):
+    """Treats a request of 0 tokens as a caller's error and raises."""
+
+    def fits(self, n_tokens):
+        if n_tokens <= 0:
+            raise ValueError(f"n_tokens must be positive, got {n_tokens}")
+        return self.bm.num_free - self.blocks_needed(n_tokens) >= self.watermark
+
+
 MISTAKES = {
     "victim peeked, not popped": (3, VictimPeekedNotPopped, {"decode"}),
     "fit counts one block too many": (1, FitRoundsUp, {"fits"}),
@@ -152,4 +192,7 @@ MISTAKES = {
     "admit stops after one admission": (1, AdmitUntilOneAdmitted, {"admit"}),
     "decode walks a slice of running": (3, DecodeOverASlice, {"decode"}),
     "a refused add takes back the head": (1, AddTakesBackTheHead, {"add"}),
+    "decode preempts every newer sequence": (3, DecodePreemptsEveryNewer, {"decode"}),
+    "step admits only when nothing runs": (3, StepAdmitsWhenIdle, {"step"}),
+    "fits raises for 0 tokens": (1, FitsRefusesZero, {"fits"}),
 }

@@ -175,6 +175,50 @@ class RetryChargedTwice(Final):
         return budget - failed
 
 
+class TwoVictimsPerFailedExtend(Final):
+    """On a failed extend, preempts the latest two running requests at once, to make room
+    generously."""
+
+    def schedule_running(self, out, budget):
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            start = self.computed[seq.seq_id]
+            n = min(seq.num_tokens - start, budget)
+            try:
+                slots = self.extend(seq, start, n)
+            except OutOfBlocks:
+                for _ in range(2):
+                    if len(self.running) > i:
+                        victim = self.running.pop()
+                        self.preempt(victim, out)
+                        if victim is seq:
+                            return budget
+                continue
+            out.scheduled.append(Chunk(seq, start, n, slots, start + n == seq.num_tokens))
+            self.computed[seq.seq_id] = start + n
+            budget -= n
+            i += 1
+        return budget
+
+
+class RunningPromptNotChunked(Chunked):
+    """Gives a running request its whole rest or nothing: the rest of a long prompt waits for
+    a step with room for all of it."""
+
+    def schedule_running(self, out, budget):
+        for seq in self.running:
+            start = self.computed[seq.seq_id]
+            n = seq.num_tokens - start
+            if n > budget:
+                break
+            slots = self.extend(seq, start, n)
+            out.scheduled.append(Chunk(seq, start, n, slots, start + n == seq.num_tokens))
+            self.computed[seq.seq_id] = start + n
+            budget -= n
+        return budget
+
+
 MISTAKES = {
     "admit allocates from token 0, not up to the chunk's end": (2, AllocatesFromZero, {"admit"}),
     "preempt does not report its victim": (3, PreemptUnlisted, {"preempt"}),
@@ -189,4 +233,6 @@ MISTAKES = {
     "the budget checked for below zero": (1, SpentBudgetBelowZero, {"schedule_running"}),
     "a request the pool cannot hold goes to the back": (2, AdmitRequeuesAtTheBack, {"admit"}),
     "a failed extend charged on the retry": (3, RetryChargedTwice, {"schedule_running"}),
+    "a failed extend preempts two": (3, TwoVictimsPerFailedExtend, {"schedule_running"}),
+    "a running prompt's rest not chunked": (2, RunningPromptNotChunked, {"schedule_running"}),
 }

@@ -9,6 +9,19 @@ from typing import Any
 
 from servelab.grading.readings.difference import Difference, failed_call
 from servelab.grading.readings.kinds import factor_words
+from servelab.grading.readings.scheduler import MINE_RAISED, shown
+
+# what each reading explains (a tier's ``cpu.pins`` counts as ``pins``); a direction or a value
+# it needs is checked where it is read
+PIN = shown("pins")
+CAN_EVICT = shown()
+CHOSEN = shown()
+HELD = shown("held_bytes")  # the field that shows held_bytes() itself
+RELEASE_RAISED = shown("keys", "used", "pins", "refs", "held_bytes", outcomes=(MINE_RAISED,))
+RELEASE = shown("keys", "used", "pins", "refs", "held_bytes")
+LOOKUP = shown("pins")
+RETRIEVE_REFS = shown("refs", "pins", "keys", "used", "held_bytes")
+PROMOTED = shown("keys", "used", "pins", "refs", "held_bytes")
 
 
 def _field(state: Any, name: str) -> Any:
@@ -70,7 +83,7 @@ def _put(d: Difference) -> str | None:
 
 def _victims(d: Difference) -> str | None:
     mine, theirs = _shown(d.returned("mine")), _shown(d.returned("theirs"))
-    if not isinstance(theirs, list) or mine == theirs:
+    if not isinstance(theirs, list) or mine == theirs or not CHOSEN.fits(d):
         return None
     if isinstance(mine, list) and len(mine) < len(theirs) and mine == theirs[: len(mine)]:
         return (
@@ -82,11 +95,20 @@ def _victims(d: Difference) -> str | None:
             f"yours chose {mine} where {theirs} make room: evict in policy order only until "
             "the chunk fits, and no more"
         )
+    if isinstance(mine, list) and theirs and theirs[0] not in mine:
+        order = _field(d.before, "keys") or []
+        return (
+            f"yours chose {mine} where the reference chooses {theirs}: take victims from the "
+            f"front of the policy order (keys(), {order} here, the next victim candidate "
+            "first), skipping only what can_evict refuses"
+        )
     return None
 
 
 def _can_evict(d: Difference) -> str | None:
     if d.returned("mine") != "True" or d.returned("theirs") != "False" or not d.args:
+        return None
+    if not CAN_EVICT.fits(d):
         return None
     key = d.args[0]
     pins, refs = _field(d.before, "pins") or {}, _field(d.before, "refs") or {}
@@ -108,7 +130,7 @@ def _pin(d: Difference) -> str | None:
     had = (_field(d.before, "pins") or {}).get(key, 0)
     mine = (_field(d.mine, "pins") or {}).get(key, 0)
     theirs = (_field(d.theirs, "pins") or {}).get(key, 0)
-    if theirs == had + 1 and mine != theirs:
+    if theirs == had + 1 and mine != theirs and PIN.fits(d):
         return (
             f"yours left the pin count of {key!r} at {mine} after a pin on {had}: pins count, "
             "each pin adds one and each unpin takes one, so one lookup's unpin keeps another's hold"
@@ -119,6 +141,8 @@ def _pin(d: Difference) -> str | None:
 def _held_bytes(d: Difference) -> str | None:
     mine, theirs = _shown(d.returned("mine")), _shown(d.returned("theirs"))
     if not isinstance(mine, int) or not isinstance(theirs, int) or mine <= theirs:
+        return None
+    if not HELD.fits(d):
         return None
     tiers = [k[: -len(".keys")] for k in d.before if k.endswith(".keys")]
     seen: dict[Any, list[str]] = {}
@@ -142,7 +166,7 @@ def _release(d: Difference) -> str | None:
     """A hierarchy's release drops each found chunk's pin once, in the tier it was found in,
     and changes nothing else."""
     found = d.args[0] if d.args and isinstance(d.args[0], list) else []
-    if d.i_raised and not d.they_raised:
+    if RELEASE_RAISED.fits(d):
         error = d.error("mine")
         asked = (
             f"{error}, which removing a chunk still pinned raises: does yours remove chunks? "
@@ -153,6 +177,8 @@ def _release(d: Difference) -> str | None:
             f"yours raised {asked}release drops the lookup's pins and nothing more; the chunks "
             "stay cached for the next lookup"
         )
+    if not RELEASE.fits(d):
+        return None
     refs = [t for t in _tiers(d) if f"{t}.refs" in d.differ]
     if refs:
         return (
@@ -275,8 +301,10 @@ def _extra_pins(d: Difference) -> list[tuple[str, Any]]:
 
 def _lookup(d: Difference) -> str | None:
     """A lookup pins each found chunk once, in the first (fastest) tier that holds it."""
-    if not d.same_outcome:
+    if not LOOKUP.fits(d):
         return None
+    if not d.same_outcome:
+        return _pinned_slower(d)
     extra = _extra_pins(d)
     if not extra:
         return None
@@ -286,6 +314,33 @@ def _lookup(d: Difference) -> str | None:
         f"first tier that holds it, the one it returns ({d.returned('theirs')}); a copy in a "
         "slower tier is not read, so it stays unpinned"
     )
+
+
+def _pinned_slower(d: Difference) -> str | None:
+    """Yours pinned a chunk in a slower tier than the first one that holds it, and pinned it
+    nowhere else: the chunk is found, in the wrong tier."""
+    if d.i_raised or d.they_raised:
+        return None
+    tiers = _tiers(d)
+    for i, tier in enumerate(tiers):
+        theirs = d.theirs.get(f"{tier}.pins") or {}
+        for key in sorted(theirs, key=repr):
+            was = (d.before.get(f"{tier}.pins") or {}).get(key, 0)
+            if theirs[key] <= was or (d.mine.get(f"{tier}.pins") or {}).get(key, 0) > was:
+                continue
+            slower = [
+                t
+                for t in tiers[i + 1 :]
+                if (d.mine.get(f"{t}.pins") or {}).get(key, 0)
+                > (d.before.get(f"{t}.pins") or {}).get(key, 0)
+            ]
+            if slower:
+                return (
+                    f"yours pinned {key!r} in the {slower[0]} tier where the {tier} tier holds "
+                    "it too: a lookup pins each chunk in the first (fastest) tier that holds "
+                    "it, and returns that tier's index"
+                )
+    return None
 
 
 def _lost(d: Difference) -> str | None:
@@ -315,6 +370,8 @@ def _lost(d: Difference) -> str | None:
 
 def _retrieve(d: Difference) -> str | None:
     """A retrieve refs each copy for its transfer and unrefs it once read: none stays."""
+    if not RETRIEVE_REFS.fits(d):
+        return None
     for tier in _tiers(d):
         mine, theirs = d.mine.get(f"{tier}.refs") or {}, d.theirs.get(f"{tier}.refs") or {}
         kept = [k for k in sorted(mine, key=repr) if mine[k] > theirs.get(k, 0)]
@@ -323,6 +380,27 @@ def _retrieve(d: Difference) -> str | None:
                 f"yours left {mine[kept[0]]} transfer reference(s) on {kept[0]!r} in the {tier} "
                 "tier after retrieve returned: each transfer refs the copy it reads and unrefs "
                 "it when the copy is done, so retrieve leaves no reference behind"
+            )
+    return _not_promoted(d)
+
+
+def _not_promoted(d: Difference) -> str | None:
+    """A chunk a retrieve found below the top tier is copied up into it (its evictions
+    cascading down): yours left it out of the top tier where the reference promoted it."""
+    tiers = _tiers(d)
+    found = d.args[0] if d.args and isinstance(d.args[0], list) else []
+    if len(tiers) < 2 or not d.same_outcome or not PROMOTED.fits(d):
+        return None
+    top = tiers[0]
+    mine, theirs = d.mine.get(f"{top}.keys") or [], d.theirs.get(f"{top}.keys") or []
+    for entry in found:
+        key, where = entry if isinstance(entry, tuple) and len(entry) == 2 else (None, 0)
+        if isinstance(where, int) and where > 0 and key in theirs and key not in mine:
+            return (
+                f"yours left {key!r} out of the {top} tier after retrieving it from the "
+                f"{tiers[where] if where < len(tiers) else 'lower'} tier: a retrieve promotes "
+                f"a chunk found below into the {top} tier (put, and what that evicts cascades "
+                "down), so the next lookup finds it in the fastest tier"
             )
     return None
 

@@ -2,9 +2,57 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from servelab.grading.readings.difference import Difference
+
+RETURNED, MINE_RAISED, THEIRS_RAISED, BOTH_RAISED = (
+    "returned",
+    "mine raised",
+    "theirs raised",
+    "both",
+)
+
+
+def outcome_pair(d: Difference) -> str:
+    """Which side raised: one of the four outcome pairs a reading may speak of."""
+    if d.i_raised:
+        return BOTH_RAISED if d.they_raised else MINE_RAISED
+    return THEIRS_RAISED if d.they_raised else RETURNED
+
+
+@dataclass(frozen=True)
+class Shown:
+    """The difference a reading was written for: the fields whose difference it explains (a
+    tier's ``cpu.pins`` counts as ``pins``) and the outcome pairs it speaks of. A call whose
+    difference has another field, or another outcome pair, was not written for: the reading
+    keeps quiet, and the report keeps the place and the difference."""
+
+    fields: frozenset[str]
+    outcomes: tuple[str, ...] = (RETURNED,)
+
+    def fits(self, d: Difference) -> bool:
+        explained = all(n in self.fields or n.rpartition(".")[2] in self.fields for n in d.differ)
+        return explained and outcome_pair(d) in self.outcomes
+
+
+def shown(*fields: str, outcomes: tuple[str, ...] = (RETURNED,)) -> Shown:
+    return Shown(frozenset(fields), outcomes)
+
+
+_BLOCKS = ("tables", "lengths", "refcounts", "free", "num_free")
+# what each reading explains; a direction or a value it needs is checked where it is read
+TOO_LARGE = shown("waiting", outcomes=(THEIRS_RAISED,))
+FITS = shown()
+RETIRE_EARLY = shown("running", "out.finished", *_BLOCKS)
+NEVER_RETIRED = shown("running", "out.finished", *_BLOCKS)
+LEFT_RUNNING = shown("running", "out.finished", *_BLOCKS, outcomes=(RETURNED, MINE_RAISED))
+ADMIT_ORDER = shown("waiting")
+DECODE_ORDER = shown("running", "out.decodes", *_BLOCKS)
+VICTIM = shown("running", "waiting", "out.decodes", "out.preempted", *_BLOCKS)
+PREEMPT_BLOCKS = shown(*_BLOCKS)
+PREEMPT_FRONT = shown("waiting")
 
 
 def _ids(queue: Any) -> list[Any]:
@@ -22,7 +70,7 @@ def _scheduler_decode(d: Difference) -> str | None:
     mine, theirs = _ids(d.mine.get("running")), _ids(d.theirs.get("running"))
     gone_mine = [s for s in before if s not in mine]
     gone_theirs = [s for s in before if s not in theirs]
-    if set(mine) == set(theirs) and mine != theirs:
+    if set(mine) == set(theirs) and mine != theirs and DECODE_ORDER.fits(d):
         if mine == sorted(mine):
             return (
                 "yours reorders running by id: decode in the order of running (arrival), not "
@@ -43,7 +91,15 @@ def _scheduler_decode(d: Difference) -> str | None:
             "when a retry after a preemption still finds no block, preempt again: a step can "
             "take several victims"
         )
-    if gone_mine and gone_theirs and gone_mine != gone_theirs:
+    extra = [s for s in gone_mine if s not in gone_theirs]
+    if gone_theirs and extra and set(gone_theirs) <= set(gone_mine) and VICTIM.fits(d):
+        return (
+            f"yours preempted {extra} as well as {gone_theirs}: preempt one victim at a time, "
+            "the newest running sequence, and retry the append after each; stop as soon as it "
+            "finds a block"
+        )
+    same_count = len(gone_mine) == len(gone_theirs) and VICTIM.fits(d)
+    if gone_mine and gone_theirs and gone_mine != gone_theirs and same_count:
         victim = gone_mine[0]
         if before and victim == max(before) and before[-1] != victim:
             return (
@@ -113,25 +169,71 @@ def _decoded_after_finishing(d: Difference) -> list[Any]:
     return [i for i in finished if i in decoded]
 
 
+def _named(shown: Any, seq_id: Any) -> int:
+    """How many entries of an output list, as shown (``<sequence 1>``, or the id), name
+    ``seq_id``."""
+    if not isinstance(shown, list | tuple):
+        return 0
+    return sum(1 for e in shown if e == seq_id or str(e).endswith(f" {seq_id}>"))
+
+
 def victim_in_output(d: Difference, noun: str) -> str | None:
     """A victim left out of the step's ``preempted`` list (or put in another list, or twice)."""
     victim = getattr(d.args[0], "seq_id", None) if d.args else None
-    mine, theirs = d.mine.get("out.preempted") or [], d.theirs.get("out.preempted") or []
+    mine = _named(d.mine.get("out.preempted"), victim)
+    theirs = _named(d.theirs.get("out.preempted"), victim)
     elsewhere = [
         n[len("out.") :]
         for n in d.differ
-        if n.startswith("out.") and n != "out.preempted" and victim in (d.mine.get(n) or [])
+        if n.startswith("out.") and n != "out.preempted" and _named(d.mine.get(n), victim)
     ]
     if elsewhere:
         where = f"put {noun} {victim} in out.{elsewhere[0]}"
-    elif mine.count(victim) > theirs.count(victim):
-        where = f"put {noun} {victim} in out.preempted {mine.count(victim)} times"
-    else:
+    elif mine > theirs:
+        where = f"put {noun} {victim} in out.preempted {mine} times"
+    elif mine < theirs:
         where = f"did not put {noun} {victim} in out.preempted"
+    else:
+        return None
     return (
         f"yours {where}: each victim goes into out.preempted once, so the step's output says "
         f"which {noun}s lost their blocks and will run again"
     )
+
+
+def _victim_id(d: Difference) -> Any:
+    return getattr(d.args[0], "seq_id", None) if d.args else None
+
+
+def _kept_blocks(d: Difference) -> bool:
+    """Yours left the victim a block table the reference freed."""
+    mine, theirs = d.mine.get("tables"), d.theirs.get("tables")
+    victim = _victim_id(d)
+    kept = isinstance(mine, dict) and victim in mine
+    return kept and isinstance(theirs, dict) and victim not in theirs
+
+
+def _not_first(d: Difference) -> bool:
+    """The reference put the victim first in waiting, yours did not."""
+    victim = _victim_id(d)
+    mine, theirs = _ids(d.mine.get("waiting")), _ids(d.theirs.get("waiting"))
+    return theirs[:1] == [victim] and mine[:1] != [victim]
+
+
+def _one_token_short(d: Difference, mine: list[Any], theirs: list[Any]) -> bool:
+    """Every sequence yours retired and the reference kept had exactly one token left."""
+    early = [s for s in getattr(d.subject, "running", ()) if s.seq_id in theirs]
+    early = [s for s in early if s.seq_id not in mine]
+    return bool(early) and all(s.max_new_tokens - s.num_generated == 1 for s in early)
+
+
+def _decoded_admitted(d: Difference) -> bool:
+    """Your step (run again on a copy) decodes a sequence it prefills in the same step."""
+    kind, out = d.probe("step")
+    if kind != "returned":
+        return False
+    decoded = {getattr(getattr(x, "seq", None), "seq_id", None) for x in out.decodes}
+    return any(getattr(getattr(p, "seq", None), "seq_id", None) in decoded for p in out.prefills)
 
 
 def scheduler_reading(d: Difference) -> str | None:
@@ -139,12 +241,12 @@ def scheduler_reading(d: Difference) -> str | None:
     if d.hidden:
         return None
     m, differ = d.method, d.differ
-    if m == "add" and d.they_raised and not d.i_raised:
+    if m == "add" and TOO_LARGE.fits(d):
         return (
             "a request that can never fit (its prompt + max_new_tokens in blocks, above "
             "num_blocks - watermark) raises RequestTooLarge in add()"
         )
-    if m == "fits" and not d.same_outcome:
+    if m == "fits" and not d.same_outcome and FITS.fits(d):
         found = _count_off(d)
         if found is not None:
             return found
@@ -156,16 +258,18 @@ def scheduler_reading(d: Difference) -> str | None:
                 "block_size)): is your comparison strict (> where >= belongs), or your count "
                 "not in blocks?"
             )
-        return "admit only while num_free - needed >= watermark: the watermark stays free"
+        if d.returned("mine") == "True" and d.returned("theirs") == "False":
+            return "admit only while num_free - needed >= watermark: the watermark stays free"
+        return None
     if m == "retire" and differ:
         before = _ids(d.before.get("running"))
         mine, theirs = _ids(d.mine.get("running")), _ids(d.theirs.get("running"))
-        if len(mine) < len(theirs):
+        if len(mine) < len(theirs) and RETIRE_EARLY.fits(d) and _one_token_short(d, mine, theirs):
             return (
                 "yours retired a sequence a step early: it retires once finished (its last "
                 "token emitted), at the start of the next step"
             )
-        if len(mine) == len(before):
+        if len(mine) == len(before) > len(theirs) and NEVER_RETIRED.fits(d):
             rule = "retire frees every finished sequence (bm.free_seq) and drops it from running"
             if not d.changed("mine"):
                 left = [s for s in before if s not in theirs]
@@ -174,13 +278,13 @@ def scheduler_reading(d: Difference) -> str | None:
                     f"scheduler that never retires decodes them forever; {rule}"
                 )
             return rule
-        if len(mine) > len(theirs):
+        if len(mine) > len(theirs) and LEFT_RUNNING.fits(d):
             left = [s for s in mine if s not in theirs]
             return (
                 f"yours left finished sequence(s) {left} running: retire every finished "
                 "sequence, however the list it walks changes under it"
             )
-    if m == "admit" and "waiting" in differ:
+    if m == "admit" and "waiting" in differ and ADMIT_ORDER.fits(d):
         mine_w, theirs_w = _ids(d.mine.get("waiting")), _ids(d.theirs.get("waiting"))
         if sorted(mine_w) == sorted(theirs_w):
             return (
@@ -202,9 +306,9 @@ def scheduler_reading(d: Difference) -> str | None:
         return _scheduler_decode(d)
     if m == "preempt" and "out.preempted" in differ:
         return victim_in_output(d, "sequence")
-    if m == "preempt" and differ & {"tables", "refcounts", "free"}:
+    if m == "preempt" and PREEMPT_BLOCKS.fits(d) and _kept_blocks(d):
         return "a preempted sequence must give back its blocks (bm.free_seq) before it waits"
-    if m == "preempt" and "waiting" in differ:
+    if m == "preempt" and PREEMPT_FRONT.fits(d) and _not_first(d):
         return (
             "a preempted sequence goes to the front of waiting; with several victims in a "
             "step, the older victim stands first"
@@ -216,7 +320,7 @@ def scheduler_reading(d: Difference) -> str | None:
                 f"yours decoded finished sequence(s) {again} once more and then retired them: "
                 "retire at the start of step(), before decoding, not after decoding"
             )
-    if m == "step" and "lengths" in differ:
+    if m == "step" and "lengths" in differ and _decoded_admitted(d):
         return (
             "yours decoded the sequences it just admitted: admit after decoding, not before "
             "decoding (a prefill is the admitted sequence's work in this step)"

@@ -13,9 +13,30 @@ import copy
 from typing import Any
 
 from servelab.grading.readings.difference import Difference, call
-from servelab.grading.readings.scheduler import victim_in_output
+from servelab.grading.readings.scheduler import shown, victim_in_output
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 from servelab.kv.budget import BudgetStep
+
+_BLOCKS = (
+    "tables",
+    "lengths",
+    "refcounts",
+    "free",
+    "num_free",
+    "hashed",
+    "cached",
+    "reclaim order",
+)
+# what each reading explains; a direction or a value it needs is checked where it is read
+VICTIM = shown(
+    "running", "waiting", "num_computed_tokens", "out.scheduled", "out.preempted", *_BLOCKS
+)
+KEPT_BLOCKS = shown(*_BLOCKS)
+KEPT_COMPUTED = shown("num_computed_tokens")
+QUEUED_BACK = shown("waiting")
+CAP = shown("running", "waiting", "num_computed_tokens", "out.scheduled", *_BLOCKS)
+EXACT_FIT = CAP
+SKIPPED = shown("num_computed_tokens", "out.scheduled", "result", *_BLOCKS)
 
 
 def _ids(queue: Any) -> list[Any]:
@@ -140,7 +161,16 @@ def _victim(d: Difference) -> str | None:
     waiting = _ids(d.before.get("waiting"))
     mine = [s for s in _ids(d.mine.get("waiting")) if s not in waiting]
     theirs = [s for s in _ids(d.theirs.get("waiting")) if s not in waiting]
-    if not mine or not theirs or mine == theirs or not before:
+    if not mine or not theirs or mine == theirs or not before or not VICTIM.fits(d):
+        return None
+    extra = [s for s in mine if s not in theirs]
+    if set(theirs) < set(mine):
+        return (
+            f"yours preempted {extra} as well as {theirs}: preempt one request at a time, the "
+            "latest running (running.pop()), and retry the extend after each; stop as soon "
+            "as it fits"
+        )
+    if len(mine) != len(theirs):
         return None
     return (
         f"yours preempted request {mine[0]}; the victim is the latest running request, the "
@@ -152,20 +182,31 @@ def _preempt(d: Difference) -> str | None:
     victim = getattr(d.args[0], "seq_id", None) if d.args else None
     if "out.preempted" in d.differ:
         return victim_in_output(d, "request")
-    tables = d.mine.get("tables")
-    if isinstance(tables, dict) and victim in tables and "tables" in d.differ:
+    tables, theirs_tables = d.mine.get("tables"), d.theirs.get("tables") or {}
+    kept = isinstance(tables, dict) and victim in tables and "tables" in d.differ
+    if isinstance(tables, dict) and kept and victim not in theirs_tables and KEPT_BLOCKS.fits(d):
         return (
             f"yours left request {victim}'s blocks in its table ({tables[victim]}): a "
             "preempted request gives back its blocks (bm.free_seq) before it waits"
         )
     computed = d.mine.get("num_computed_tokens")
-    if isinstance(computed, dict) and computed.get(victim, 0) != 0:
+    if not isinstance(computed, dict) or not KEPT_COMPUTED.fits(d):
+        computed = None
+    elif not isinstance(computed.get(victim), int):
+        return (
+            f"yours dropped request {victim} from num_computed_tokens: a preempted request "
+            "waits again, still known, with 0 tokens computed (reset it to 0; its prompt and "
+            "generated tokens all run again)"
+        )
+    if computed and computed.get(victim, 0) != 0:
         return (
             f"yours left request {victim}'s num_computed_tokens at {computed[victim]}: a "
             "preempted request starts over, so reset it to 0 (its blocks are freed; its "
             "prompt and generated tokens all run again)"
         )
     mine, theirs = _ids(d.mine.get("waiting")), _ids(d.theirs.get("waiting"))
+    if not QUEUED_BACK.fits(d):
+        return None
     if theirs[:1] == [victim] and mine[:1] != [victim] and sorted(mine) == sorted(theirs):
         return (
             f"yours queued request {victim} at {mine}: a preempted request goes to the front "
@@ -273,6 +314,28 @@ def _exact_fit_left_waiting(d: Difference) -> str | None:
     )
 
 
+def _skipped(d: Difference, chunks: list[Any]) -> str | None:
+    """A running request the reference gives tokens that yours gives none, with budget left."""
+    if not SKIPPED.fits(d) or d.theirs.get("out.preempted") or d.mine.get("out.preempted"):
+        return None
+    theirs = d.theirs.get("out.scheduled")
+    mine = {c.seq.seq_id for c in chunks}
+    left = d.args[1] - sum(c.num_tokens for c in chunks)
+    done = getattr(d.subject, "computed", None)
+    if not isinstance(theirs, list) or not isinstance(done, dict) or left <= 0:
+        return None
+    for seq in getattr(d.subject, "running", ()):
+        need = seq.num_tokens - done.get(seq.seq_id, 0)
+        if seq.seq_id in theirs and seq.seq_id not in mine and need > 0:
+            return (
+                f"yours scheduled nothing for running request {seq.seq_id}, with {need} tokens "
+                f"to run and {left} of the budget left: a running request takes a chunk of "
+                "min(tokens still to run, budget left), the rest of a long prompt as well as "
+                "a decode"
+            )
+    return None
+
+
 def token_budget_reading(d: Difference) -> str | None:
     """The rule a token-budget scheduler's first diverging call breaks."""
     if d.hidden:
@@ -288,12 +351,17 @@ def token_budget_reading(d: Difference) -> str | None:
         return None
     if m == "admit":
         running, cap = d.mine.get("running"), getattr(d.subject, "max_num_seqs", None)
-        if isinstance(running, list) and isinstance(cap, int) and len(running) > cap:
+        if (
+            isinstance(running, list)
+            and isinstance(cap, int)
+            and len(running) > cap
+            and CAP.fits(d)
+        ):
             return (
                 f"yours left {len(running)} requests running with max_num_seqs = {cap}: admit "
                 "only while len(running) < max_num_seqs"
             )
-    if m == "admit":
+    if m == "admit" and EXACT_FIT.fits(d):
         exact = _exact_fit_left_waiting(d)
         if exact is not None:
             return exact
@@ -309,5 +377,5 @@ def token_budget_reading(d: Difference) -> str | None:
     if found is None and m == "admit":
         found = _chunk_sizes(d, chunks) or _admitted_blocks(d, chunks) or _slots(d, chunks)
     if found is None and m == "schedule_running":
-        found = _budget_returned(d, chunks, returned)
+        found = _budget_returned(d, chunks, returned) or _skipped(d, chunks)
     return found or _sampling(chunks)
