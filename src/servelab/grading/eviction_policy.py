@@ -72,7 +72,6 @@ from servelab.grading.policy_probes import (
     policy_class,
     policy_namespace,
 )
-from servelab.grading.readings.difference import Difference
 from servelab.grading.readings.eviction_policy import eviction_policy_reading
 from servelab.grading.replay import TopicReplay, plain, program
 from servelab.grading.topic import MachineCheck, Probe, Step, Topic
@@ -356,28 +355,6 @@ SEPARATING = (
 )
 
 
-def policy_reading(d: Difference) -> str | None:
-    """The policy readings, each true of the reference it speaks of: a len() that raised is
-    said to have raised (not to have returned None), and LFU's eviction_order, which sorts its
-    candidates, is not said to trial pop_victim on a deep copy (SIEVE's does)."""
-    if d.method == "__len__" and d.i_raised and not d.they_raised:
-        owner = f"{d.policy}'s len()" if d.policy else "len()"
-        return (
-            f"yours raised {d.error('mine')} where the reference returns "
-            f"{d.returned('theirs')}: {owner} is the number of candidates, one per resident "
-            "key that is not pinned, and it only reads"
-        )
-    if d.hidden and d.method == "eviction_order" and d.policy != "SIEVE":
-        return (
-            "yours leaves every field a call shows as the reference's does, yet with the "
-            "reference's eviction_order in its place the program behaves: eviction_order only "
-            "reads, so it must leave the policy as it was, and it lists the candidates alone "
-            "(resident keys that are not pinned), by count, then by the time each reached "
-            "it: does yours list a pinned key, or pop from the policy's heap as it reads?"
-        )
-    return eviction_policy_reading(d)
-
-
 REPLAY = TopicReplay(
     "policy",
     policy_namespace,
@@ -389,7 +366,7 @@ REPLAY = TopicReplay(
     classes=CLASSES,
     fields=policy_skeleton_fields,
     detail=policy_history,
-    reader=policy_reading,
+    reader=eviction_policy_reading,
 )
 """How diagnosis replays this topic's programs (:mod:`servelab.grading.diagnose`)."""
 

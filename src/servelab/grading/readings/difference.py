@@ -23,6 +23,7 @@ __all__ = [
     "call",
     "failed_call",
     "other_error",
+    "written_for",
 ]
 
 SAME = "same"
@@ -35,6 +36,8 @@ THEIRS_RAISED = "theirs raised"
 """The reference raised where yours returned."""
 BOTH_RAISED = "both raised"
 """Both raised (of the same class or not)."""
+RETURNED = (SAME, VALUE)
+"""Both returned, the same value or not."""
 
 
 @dataclass(frozen=True)
@@ -158,7 +161,8 @@ class WrittenFor:
         if d.outcome_pair not in self.outcomes:
             return False
         explained = {*self.fields, *self.above, *self.below}
-        if not d.differ <= explained:
+        # a tier's field (``cpu.pins``) is explained by its own name (``pins``)
+        if not all(n in explained or n.rpartition(".")[2] in explained for n in d.differ):
             return False
         ways = [(name, 1) for name in self.above] + [(name, -1) for name in self.below]
         return all(_way(d, name) in (0, sign) for name, sign in ways)
@@ -166,6 +170,12 @@ class WrittenFor:
     def show(self, d: Difference, text: str | None) -> str | None:
         """``text`` when the observed difference is the one this reading was written for."""
         return text if text is not None and self.fits(d) else None
+
+
+def written_for(*fields: str, outcomes: tuple[str, ...] = RETURNED) -> WrittenFor:
+    """A :class:`WrittenFor` that explains ``fields`` (both calls returned, unless ``outcomes``
+    says otherwise) and checks no direction: a reading that needs one checks it where it reads."""
+    return WrittenFor(outcomes, fields)
 
 
 def _way(d: Difference, name: str) -> int | None:

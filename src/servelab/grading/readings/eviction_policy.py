@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from servelab.grading.readings.difference import (
+    MINE_RAISED,
     RESULT,
     SAME,
     VALUE,
@@ -178,19 +179,34 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 "an entry that no longer matches them is stale and pop_victim skips it. Does "
                 "yours push before it updates them?"
             )
-        if m == "eviction_order":
-            shared = "its queue and visited bits" if who == "SIEVE" else "its heap and counts"
+        if m == "eviction_order" and who == "SIEVE":
             return (
                 "yours leaves every field a call shows as the reference's does, yet with the "
                 "reference's eviction_order in its place the program behaves: eviction_order "
                 "only reads, so it must leave the policy as it was. It trials pop_victim on a "
                 "deep copy (copy.deepcopy(self)): is yours popping from the policy itself, or "
-                f"from a shallow copy (copy.copy) that shares {shared}?"
+                "from a shallow copy (copy.copy) that shares its queue and visited bits?"
+            )
+        if m == "eviction_order":  # LFU's sorts its candidates; it pops nothing
+            return (
+                "yours leaves every field a call shows as the reference's does, yet with the "
+                "reference's eviction_order in its place the program behaves: eviction_order "
+                "only reads, so it must leave the policy as it was, and it lists the candidates "
+                "alone (resident keys that are not pinned), by count, then by the time each "
+                "reached it: does yours list a pinned key, or pop from the policy's heap as it "
+                "reads?"
             )
         return None
     other = other_error(d)
     if other:
         return other
+    if m == "__len__" and d.outcome_pair == MINE_RAISED:
+        owner = f"{who}'s len()" if who else "len()"
+        return (
+            f"yours raised {d.error('mine')} where the reference returns "
+            f"{d.returned('theirs')}: {owner} is the number of candidates, one per resident "
+            "key that is not pinned, and it only reads"
+        )
     if m == "__len__" and not d.same_outcome:
         return COUNTED_MORE.show(d, _len(d))
     if m == "eviction_order" and who == "LFU" and not d.same_outcome:

@@ -7,21 +7,20 @@ import ast
 import math
 from typing import Any
 
-from servelab.grading.readings.difference import Difference, failed_call
+from servelab.grading.readings.difference import MINE_RAISED, Difference, failed_call, written_for
 from servelab.grading.readings.kinds import factor_words
-from servelab.grading.readings.scheduler import MINE_RAISED, shown
 
 # what each reading explains (a tier's ``cpu.pins`` counts as ``pins``); a direction or a value
 # it needs is checked where it is read
-PIN = shown("pins")
-CAN_EVICT = shown()
-CHOSEN = shown()
-HELD = shown("held_bytes")  # the field that shows held_bytes() itself
-RELEASE_RAISED = shown("keys", "used", "pins", "refs", "held_bytes", outcomes=(MINE_RAISED,))
-RELEASE = shown("keys", "used", "pins", "refs", "held_bytes")
-LOOKUP = shown("pins")
-RETRIEVE_REFS = shown("refs", "pins", "keys", "used", "held_bytes")
-PROMOTED = shown("keys", "used", "pins", "refs", "held_bytes")
+PIN = written_for("pins")
+CAN_EVICT = written_for()
+CHOSEN = written_for()
+HELD = written_for("held_bytes")  # the field that shows held_bytes() itself
+RELEASE_RAISED = written_for("keys", "used", "pins", "refs", "held_bytes", outcomes=(MINE_RAISED,))
+RELEASE = written_for("keys", "used", "pins", "refs", "held_bytes")
+LOOKUP = written_for("pins")
+RETRIEVE_REFS = written_for("refs", "pins", "keys", "used", "held_bytes")
+PROMOTED = written_for("keys", "used", "pins", "refs", "held_bytes")
 
 
 def _field(state: Any, name: str) -> Any:

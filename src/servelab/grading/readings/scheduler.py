@@ -2,57 +2,28 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from servelab.grading.readings.difference import Difference
-
-RETURNED, MINE_RAISED, THEIRS_RAISED, BOTH_RAISED = (
-    "returned",
-    "mine raised",
-    "theirs raised",
-    "both",
+from servelab.grading.readings.difference import (
+    MINE_RAISED,
+    RETURNED,
+    THEIRS_RAISED,
+    Difference,
+    written_for,
 )
-
-
-def outcome_pair(d: Difference) -> str:
-    """Which side raised: one of the four outcome pairs a reading may speak of."""
-    if d.i_raised:
-        return BOTH_RAISED if d.they_raised else MINE_RAISED
-    return THEIRS_RAISED if d.they_raised else RETURNED
-
-
-@dataclass(frozen=True)
-class Shown:
-    """The difference a reading was written for: the fields whose difference it explains (a
-    tier's ``cpu.pins`` counts as ``pins``) and the outcome pairs it speaks of. A call whose
-    difference has another field, or another outcome pair, was not written for: the reading
-    keeps quiet, and the report keeps the place and the difference."""
-
-    fields: frozenset[str]
-    outcomes: tuple[str, ...] = (RETURNED,)
-
-    def fits(self, d: Difference) -> bool:
-        explained = all(n in self.fields or n.rpartition(".")[2] in self.fields for n in d.differ)
-        return explained and outcome_pair(d) in self.outcomes
-
-
-def shown(*fields: str, outcomes: tuple[str, ...] = (RETURNED,)) -> Shown:
-    return Shown(frozenset(fields), outcomes)
-
 
 _BLOCKS = ("tables", "lengths", "refcounts", "free", "num_free")
 # what each reading explains; a direction or a value it needs is checked where it is read
-TOO_LARGE = shown("waiting", outcomes=(THEIRS_RAISED,))
-FITS = shown()
-RETIRE_EARLY = shown("running", "out.finished", *_BLOCKS)
-NEVER_RETIRED = shown("running", "out.finished", *_BLOCKS)
-LEFT_RUNNING = shown("running", "out.finished", *_BLOCKS, outcomes=(RETURNED, MINE_RAISED))
-ADMIT_ORDER = shown("waiting")
-DECODE_ORDER = shown("running", "out.decodes", *_BLOCKS)
-VICTIM = shown("running", "waiting", "out.decodes", "out.preempted", *_BLOCKS)
-PREEMPT_BLOCKS = shown(*_BLOCKS)
-PREEMPT_FRONT = shown("waiting")
+TOO_LARGE = written_for("waiting", outcomes=(THEIRS_RAISED,))
+FITS = written_for()
+RETIRE_EARLY = written_for("running", "out.finished", *_BLOCKS)
+NEVER_RETIRED = written_for("running", "out.finished", *_BLOCKS)
+LEFT_RUNNING = written_for("running", "out.finished", *_BLOCKS, outcomes=(*RETURNED, MINE_RAISED))
+ADMIT_ORDER = written_for("waiting")
+DECODE_ORDER = written_for("running", "out.decodes", *_BLOCKS)
+VICTIM = written_for("running", "waiting", "out.decodes", "out.preempted", *_BLOCKS)
+PREEMPT_BLOCKS = written_for(*_BLOCKS)
+PREEMPT_FRONT = written_for("waiting")
 
 
 def _ids(queue: Any) -> list[Any]:

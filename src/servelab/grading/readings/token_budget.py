@@ -12,8 +12,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from servelab.grading.readings.difference import Difference, call
-from servelab.grading.readings.scheduler import shown, victim_in_output
+from servelab.grading.readings.difference import Difference, call, written_for
+from servelab.grading.readings.scheduler import victim_in_output
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 from servelab.kv.budget import BudgetStep
 
@@ -28,15 +28,15 @@ _BLOCKS = (
     "reclaim order",
 )
 # what each reading explains; a direction or a value it needs is checked where it is read
-VICTIM = shown(
+VICTIM = written_for(
     "running", "waiting", "num_computed_tokens", "out.scheduled", "out.preempted", *_BLOCKS
 )
-KEPT_BLOCKS = shown(*_BLOCKS)
-KEPT_COMPUTED = shown("num_computed_tokens")
-QUEUED_BACK = shown("waiting")
-CAP = shown("running", "waiting", "num_computed_tokens", "out.scheduled", *_BLOCKS)
+KEPT_BLOCKS = written_for(*_BLOCKS)
+KEPT_COMPUTED = written_for("num_computed_tokens")
+QUEUED_BACK = written_for("waiting")
+CAP = written_for("running", "waiting", "num_computed_tokens", "out.scheduled", *_BLOCKS)
 EXACT_FIT = CAP
-SKIPPED = shown("num_computed_tokens", "out.scheduled", "result", *_BLOCKS)
+SKIPPED = written_for("num_computed_tokens", "out.scheduled", "result", *_BLOCKS)
 
 
 def _ids(queue: Any) -> list[Any]:
