@@ -126,6 +126,44 @@ class RoomCountedInTokens(Allocating):
         super().allocate(seq, n_tokens)
 
 
+class CopyOnlyWithTwoHolders(Final):
+    """Copies a shared partial block only when exactly two tables hold it: after a fork of a
+    fork, three do, and the first writer writes in place into the others' block."""
+
+    def append_slot(self, seq):
+        self._known(seq)
+        table, n = self.tables[seq], self.lens[seq]
+        offset, cow_src = n % self.block_size, None
+        if offset == 0:
+            table.append(self._alloc())
+        elif self.ref[table[-1]] == 2:
+            new = self._alloc()
+            cow_src = table[-1]
+            self._release(cow_src)
+            table[-1] = new
+        self.lens[seq] = n + 1
+        return Slot(table[-1], offset, cow_src)
+
+
+class CopySetsSourceToOne(Final):
+    """After copying, sets the old block's refcount to 1 (the other holder is its only one
+    now), which is wrong once three tables held it."""
+
+    def append_slot(self, seq):
+        self._known(seq)
+        table, n = self.tables[seq], self.lens[seq]
+        offset, cow_src = n % self.block_size, None
+        if offset == 0:
+            table.append(self._alloc())
+        elif self.ref[table[-1]] > 1:
+            new = self._alloc()
+            cow_src = table[-1]
+            self.ref[cow_src] = 1
+            table[-1] = new
+        self.lens[seq] = n + 1
+        return Slot(table[-1], offset, cow_src)
+
+
 MISTAKES = {
     "room counted in tokens": (1, RoomCountedInTokens, {"allocate"}),
     "refcounts raised before the fork check": (4, ForkCountsBeforeCheck, {"fork"}),
@@ -136,4 +174,6 @@ MISTAKES = {
     "alloc takes from the right end": (4, AllocFromTheRight, {"_alloc"}),
     "slot from the raised length": (4, SlotFromTheNewLength, {"append_slot"}),
     "copy-on-write forgets the length": (4, CopyForgetsTheLength, {"append_slot"}),
+    "copy only with two holders": (3, CopyOnlyWithTwoHolders, {"append_slot"}),
+    "copy sets its source to one holder": (3, CopySetsSourceToOne, {"append_slot"}),
 }
