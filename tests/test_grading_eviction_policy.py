@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import io
 from dataclasses import replace
 from typing import Any
@@ -140,3 +141,28 @@ def test_a_machine_refuses_unknown_events() -> None:
 
     with pytest.raises(ValueError, match="evict"):
         policy_machine(LFU, LFUModel, ops=frozenset({"put", "evict"}))
+
+
+class _UnpinPushesOnlyAfterAHit(correct_impl(TOPIC)["LFU"]):  # type: ignore[misc]
+    """Pushes an entry on unpin only for a key hit while pinned, as if the entry from before
+    the pin were still in the heap: a pop while the key was pinned threw that one away."""
+
+    def update_on_hit(self, key: str) -> None:
+        if key in self.pinned:
+            self.hit_while_pinned = getattr(self, "hit_while_pinned", set()) | {key}
+        super().update_on_hit(key)
+
+    def update_on_unpin(self, key: str) -> None:
+        self.pinned.discard(key)
+        if key in getattr(self, "hit_while_pinned", set()):
+            self.hit_while_pinned.discard(key)
+            heapq.heappush(self.heap, (self.count[key], self.reached[key], key))
+
+
+@pytest.mark.parametrize("step", [2, None], ids=["its step", "every step"])
+def test_an_unpin_that_pushes_only_after_a_pinned_hit_fails(step: int | None) -> None:
+    # close to the catalogue's lfu_unpin_no_push, but it passed every probe and, until the
+    # machines pinned the next victim and evicted past it, every program too
+    impl = {"LFU": _UnpinPushesOnlyAfterAHit, "SIEVE": correct_impl(TOPIC)["SIEVE"]}
+    with pytest.raises(GradeFailure, match="update_on_unpin"):
+        grade(TOPIC, impl if step is None else _UnpinPushesOnlyAfterAHit, step, out=io.StringIO())

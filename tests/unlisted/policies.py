@@ -145,6 +145,37 @@ class LFUPutPushesCountZero(LFU):
         self.reached[key] = self.clock
 
 
+class LFUUnpinTicksAfterPinnedHit(LFU):
+    """An unpin after a hit taken while pinned dates the key's count from the unpin: keys
+    that reached the same count in between now leave first."""
+
+    def update_on_hit(self, key):
+        if key in self.pinned:
+            self.hit_while_pinned = getattr(self, "hit_while_pinned", set()) | {key}
+        super().update_on_hit(key)
+
+    def update_on_unpin(self, key):
+        if key in getattr(self, "hit_while_pinned", set()):
+            self.hit_while_pinned.discard(key)
+            self.clock += 1
+            self.reached[key] = self.clock
+        super().update_on_unpin(key)
+
+
+class SIEVERemovalSkipsPinned(SIEVE):
+    """When the cache removes the key under the hand, the hand skips on to the next newer
+    unpinned key, passing over a pinned one that may be unpinned before the next sweep."""
+
+    def update_on_remove(self, key):
+        i = self.queue.index(key)
+        if self.hand == key:
+            later = [k for k in self.queue[i + 1 :] if k not in self.pinned]
+            self.hand = later[0] if later else None
+        del self.queue[i]
+        del self.visited[key]
+        self.pinned.discard(key)
+
+
 MISTAKES = {
     "LFU victim keeps its count": (
         4,
@@ -195,5 +226,15 @@ MISTAKES = {
         4,
         {"LFU": LFUPutPushesCountZero, "SIEVE": SIEVE},
         {"LFU.update_on_put"},
+    ),
+    "LFU unpin dates a pinned hit": (
+        4,
+        {"LFU": LFUUnpinTicksAfterPinnedHit, "SIEVE": SIEVE},
+        {"LFU.update_on_hit", "LFU.update_on_unpin"},
+    ),
+    "SIEVE removal skips pinned keys": (
+        4,
+        {"LFU": LFU, "SIEVE": SIEVERemovalSkipsPinned},
+        {"SIEVE.update_on_remove"},
     ),
 }

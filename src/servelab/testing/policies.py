@@ -224,6 +224,40 @@ def policies_machine(
             self._hit(key)
             self._unpin(key)
 
+        @precondition(
+            lambda self: {"hit", "pin", "unpin", "pop"} <= ops and len(self.model.candidates()) > 1
+        )
+        @rule(data=st.data())
+        def pinned_interlude(self, data: st.DataObject) -> None:
+            # What happens to a key while it is pinned shows only once it is unpinned and due:
+            # pin the next victim, let evictions pass it by and the next candidate catch up
+            # with it (its own hits may come between), then unpin it and evict again. Events
+            # drawn one by one rarely line up around one key like that.
+            key = self.model.clone().victim()
+            assert key is not None
+            self._pin(key)
+            events = st.sampled_from(("hit it", "catch up", "pop"))
+            for event in data.draw(st.lists(events, min_size=1, max_size=4), label="events"):
+                if event == "hit it":
+                    self._hit(key)
+                elif event == "pop":
+                    self._pop_victim()
+                else:
+                    self._catch_up(key)
+            self._unpin(key)
+            self._pop_victim()
+
+        def _catch_up(self, key: Key) -> None:
+            """Hit the next candidate until ``key``, were it unpinned, would leave before it."""
+            following = self.model.clone().victim()
+            for _ in range(6):
+                trial = self.model.clone()
+                trial.unpin(key)
+                order = trial.order()
+                if following is None or order.index(key) < order.index(following):
+                    return
+                self._hit(following)
+
         @precondition(lambda self: "unpin" in ops and bool(self.model.pinned))
         @rule(data=st.data())
         def unpin(self, data: st.DataObject) -> None:
@@ -245,17 +279,29 @@ def policies_machine(
                 and len(self.model.candidates()) > 3
             )
         )
-        @rule()
-        def hit_pop_remove_under_hand(self) -> None:
+        @rule(state=st.sampled_from(("as it is", "pinned")))
+        def hit_pop_remove_under_hand(self, state: str) -> None:
             # The cache removing the very key a SIEVE hand rests on, right after an eviction,
             # is an edge a uniform choice of key rarely hits: the hand must move on to the
             # next newer key, not restart at the oldest. It shows only with an unvisited key
-            # behind the hand, so the next victim is hit first and the sweep passes it.
+            # behind the hand, so the next victim is hit first and the sweep passes it. The
+            # key the hand moves on to may be pinned then: the hand still rests on it, and
+            # once unpinned it is the next sweep's first candidate.
             self._hit(self.model.clone().victim())
             self._pop_victim()
             hand: Key | None = getattr(self.model, "hand", None)
-            if hand is not None:
-                self._remove(hand)
+            if hand is None:
+                return
+            keys = self.model.keys
+            following = keys[keys.index(hand) + 1] if keys[-1] != hand else None
+            pin = state == "pinned" and {"pin", "unpin"} <= ops and following is not None
+            pin = pin and following not in self.model.pinned
+            if pin:
+                self._pin(following)
+            self._remove(hand)
+            if pin:
+                self._unpin(following)
+                self._pop_victim()
 
         @precondition(
             lambda self: {"put", "remove", "pop"} <= ops and len(self.model.candidates()) > 1
@@ -340,10 +386,31 @@ def policies_machine(
         def point_hand(self, data: st.DataObject) -> None:
             # Before SIEVE's sweep exists, only a test can move its hand: the removal rules
             # are checked with the hand on any key, the newest one included.
-            key = data.draw(st.sampled_from(self._resident()))
+            self._point_hand(data.draw(st.sampled_from(self._resident())))
+
+        def _point_hand(self, key: Key) -> None:
             self.record(f"{var}.hand = {key!r}")
             self.policy.hand = key
             self.model.hand = key  # type: ignore[attr-defined]
+
+        @precondition(
+            lambda self: {"hand", "remove", "pin", "hit"} <= ops and len(self.model.keys) > 1
+        )
+        @rule(data=st.data(), state=st.sampled_from(("pinned", "visited", "as it is")))
+        def remove_under_hand(self, data: st.DataObject, state: str) -> None:
+            # When the cache removes the key under the hand, the hand moves on to the next
+            # newer key whatever that key's state: pinned or visited, the sweep decides about
+            # it later, not the removal. A hand pointed and a key removed apart rarely meet,
+            # and the next key's state is then left to chance.
+            keys = self.model.keys
+            key = data.draw(st.sampled_from(keys[:-1]), label="hand")
+            following = keys[keys.index(key) + 1]
+            if state == "pinned" and following not in self.model.pinned:
+                self._pin(following)
+            elif state == "visited":
+                self._hit(following)
+            self._point_hand(key)
+            self._remove(key)
 
         def _pop_victim(self) -> None:
             expected = self.model.clone().victim()
