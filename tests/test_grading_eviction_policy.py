@@ -166,3 +166,25 @@ def test_an_unpin_that_pushes_only_after_a_pinned_hit_fails(step: int | None) ->
     impl = {"LFU": _UnpinPushesOnlyAfterAHit, "SIEVE": correct_impl(TOPIC)["SIEVE"]}
     with pytest.raises(GradeFailure, match="update_on_unpin"):
         grade(TOPIC, impl if step is None else _UnpinPushesOnlyAfterAHit, step, out=io.StringIO())
+
+
+class _RemovalSkipsPinned(correct_impl(TOPIC)["SIEVE"]):  # type: ignore[misc]
+    """When the cache removes the key under the hand, the hand skips on to the next newer
+    unpinned key, passing over a pinned one that may be unpinned before the next sweep."""
+
+    def update_on_remove(self, key: str) -> None:
+        i = self.queue.index(key)
+        if self.hand == key:
+            later = [k for k in self.queue[i + 1 :] if k not in self.pinned]
+            self.hand = later[0] if later else None
+        del self.queue[i]
+        del self.visited[key]
+        self.pinned.discard(key)
+
+
+def test_a_removal_whose_hand_skips_a_pinned_key_fails_its_step() -> None:
+    # step 3's machine removes the key under a pointed hand with the next key pinned,
+    # visited or as it is; drawn apart, those events met on some seeds only
+    impl = {"LFU": correct_impl(TOPIC)["LFU"], "SIEVE": _RemovalSkipsPinned}
+    with pytest.raises(GradeFailure, match="hand is None; it should be"):
+        grade(TOPIC, impl, 3, out=io.StringIO())

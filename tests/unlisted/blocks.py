@@ -164,6 +164,20 @@ class CopySetsSourceToOne(Final):
         return Slot(table[-1], offset, cow_src)
 
 
+class ForkOfEmptySharesItsList(Final):
+    """Copies the parent's table only when it has blocks: the child of an empty sequence gets
+    the parent's own (empty) list, and the first block either appends shows up in both."""
+
+    def fork(self, parent, child):
+        self._known(parent)
+        self._new(child)
+        table = self.tables[parent]
+        for block in table:
+            self.ref[block] += 1
+        self.tables[child] = list(table) if table else table
+        self.lens[child] = self.lens[parent]
+
+
 MISTAKES = {
     "room counted in tokens": (1, RoomCountedInTokens, {"allocate"}),
     "refcounts raised before the fork check": (4, ForkCountsBeforeCheck, {"fork"}),
@@ -176,4 +190,5 @@ MISTAKES = {
     "copy-on-write forgets the length": (4, CopyForgetsTheLength, {"append_slot"}),
     "copy only with two holders": (3, CopyOnlyWithTwoHolders, {"append_slot"}),
     "copy sets its source to one holder": (3, CopySetsSourceToOne, {"append_slot"}),
+    "fork of an empty sequence shares its list": (3, ForkOfEmptySharesItsList, {"fork"}),
 }

@@ -162,20 +162,6 @@ class LFUUnpinTicksAfterPinnedHit(LFU):
         super().update_on_unpin(key)
 
 
-class SIEVERemovalSkipsPinned(SIEVE):
-    """When the cache removes the key under the hand, the hand skips on to the next newer
-    unpinned key, passing over a pinned one that may be unpinned before the next sweep."""
-
-    def update_on_remove(self, key):
-        i = self.queue.index(key)
-        if self.hand == key:
-            later = [k for k in self.queue[i + 1 :] if k not in self.pinned]
-            self.hand = later[0] if later else None
-        del self.queue[i]
-        del self.visited[key]
-        self.pinned.discard(key)
-
-
 MISTAKES = {
     "LFU victim keeps its count": (
         4,
@@ -231,10 +217,5 @@ MISTAKES = {
         4,
         {"LFU": LFUUnpinTicksAfterPinnedHit, "SIEVE": SIEVE},
         {"LFU.update_on_hit", "LFU.update_on_unpin"},
-    ),
-    "SIEVE removal skips pinned keys": (
-        4,
-        {"LFU": LFU, "SIEVE": SIEVERemovalSkipsPinned},
-        {"SIEVE.update_on_remove"},
     ),
 }

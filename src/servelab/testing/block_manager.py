@@ -506,11 +506,11 @@ def block_manager_machine(
         @precondition(lambda self: fork and append and len(self.model.tables) < 5)
         @rule(data=st.data())
         def fork_then_write_all(self, data: st.DataObject) -> None:
-            # Copy-on-write has edges that random programs reach only by luck: the first writer
-            # of a shared partial block copies it and the last writes in place; with no block
-            # free that copy raises and changes nothing; a full last block is never copied; a
-            # block may have three holders (a fork of a fork), or one holder fewer once one of
-            # them is freed. So: fork a sequence whose last block is partial or full, once or
+            # Copy-on-write has edges random programs reach only by luck: the first writer of a
+            # shared partial block copies it, the last writes in place; with no block free the
+            # copy raises and changes nothing; a full block is never copied; a block may have
+            # three holders (a fork of a fork), or one fewer once one is freed; an empty
+            # sequence shares no block. So: fork a sequence (partial, full or empty) once or
             # more, maybe free one of the forks, then write to every one left, in any order.
             free_ids = [s for s in range(6) if s not in self.model.tables]
             size, lens, free = self.model.block_size, self.model.lens, self.model.num_free
@@ -518,11 +518,11 @@ def block_manager_machine(
             full = [s for s in self._live() if lens[s] and not lens[s] % size]
             kinds = [g for g in (partial, full) if g]
             if not kinds or (free and data.draw(st.booleans(), label="new parent")):
-                # (with no sequence holding a block, some block is free)
+                # (with no sequence holding a block, some block is free; none taken: empty)
                 parent = free_ids.pop(0)
-                blocks = data.draw(st.integers(min_value=1, max_value=free), label="blocks")
+                blocks = data.draw(st.integers(min_value=0, max_value=free), label="blocks")
                 last = data.draw(st.integers(min_value=1, max_value=size), label="last")
-                self._allocate(parent, (blocks - 1) * size + last)
+                self._allocate(parent, (blocks - 1) * size + last if blocks else 0)
             else:
                 kind = data.draw(st.sampled_from(kinds))
                 parent = data.draw(st.sampled_from(kind), label="parent")

@@ -279,29 +279,17 @@ def policies_machine(
                 and len(self.model.candidates()) > 3
             )
         )
-        @rule(state=st.sampled_from(("as it is", "pinned")))
-        def hit_pop_remove_under_hand(self, state: str) -> None:
+        @rule()
+        def hit_pop_remove_under_hand(self) -> None:
             # The cache removing the very key a SIEVE hand rests on, right after an eviction,
             # is an edge a uniform choice of key rarely hits: the hand must move on to the
             # next newer key, not restart at the oldest. It shows only with an unvisited key
-            # behind the hand, so the next victim is hit first and the sweep passes it. The
-            # key the hand moves on to may be pinned then: the hand still rests on it, and
-            # once unpinned it is the next sweep's first candidate.
+            # behind the hand, so the next victim is hit first and the sweep passes it.
             self._hit(self.model.clone().victim())
             self._pop_victim()
             hand: Key | None = getattr(self.model, "hand", None)
-            if hand is None:
-                return
-            keys = self.model.keys
-            following = keys[keys.index(hand) + 1] if keys[-1] != hand else None
-            pin = state == "pinned" and {"pin", "unpin"} <= ops and following is not None
-            pin = pin and following not in self.model.pinned
-            if pin:
-                self._pin(following)
-            self._remove(hand)
-            if pin:
-                self._unpin(following)
-                self._pop_victim()
+            if hand is not None:
+                self._remove(hand)
 
         @precondition(
             lambda self: {"put", "remove", "pop"} <= ops and len(self.model.candidates()) > 1
