@@ -178,6 +178,27 @@ class ForkOfEmptySharesItsList(Final):
         self.lens[child] = self.lens[parent]
 
 
+class CopyDecidedByLiveForks(Final):
+    """Copies a shared block only while a sequence forked from this one is live: a fork of a
+    fork whose own child was freed still shares its parent's block, and writes in place."""
+
+    def fork(self, parent, child):
+        super().fork(parent, child)
+        self.forks = getattr(self, "forks", {})
+        self.forks.setdefault(parent, set()).add(child)
+
+    def append_slot(self, seq):
+        self._known(seq)
+        forks = getattr(self, "forks", {})
+        table, n = self.tables[seq], self.lens[seq]
+        offset = n % self.block_size
+        live = [s for s in forks.get(seq, ()) if s in self.tables]
+        if offset and self.ref[table[-1]] > 1 and seq in forks and not live:
+            self.lens[seq] = n + 1
+            return Slot(table[-1], offset, None)
+        return super().append_slot(seq)
+
+
 MISTAKES = {
     "room counted in tokens": (1, RoomCountedInTokens, {"allocate"}),
     "refcounts raised before the fork check": (4, ForkCountsBeforeCheck, {"fork"}),
@@ -191,4 +212,5 @@ MISTAKES = {
     "copy only with two holders": (3, CopyOnlyWithTwoHolders, {"append_slot"}),
     "copy sets its source to one holder": (3, CopySetsSourceToOne, {"append_slot"}),
     "fork of an empty sequence shares its list": (3, ForkOfEmptySharesItsList, {"fork"}),
+    "copy decided by live forks": (3, CopyDecidedByLiveForks, {"append_slot"}),
 }
