@@ -110,6 +110,8 @@ READS = {
     "evictable hits revived last": ("twice", "ceil(len / block_size)"),
     "victim peeked, not popped": ("left it in running", "preempt again"),
     "a fresh block handed out unheld": ("with refcount 0", "least recently freed"),
+    # a write in place into a block three tables hold is no copy that lost its source
+    "copy only with two holders": ("wrote in place into block", "wrote into a copy"),
     "hashes paired from the end": ("hashed block 2 (position 2", "stale hash"),
     # a reading speaks only of the difference it was written for: more victims than one is no
     # other victim; a step that admits nothing decoded no newcomer; a fits that raises broke no

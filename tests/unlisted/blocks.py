@@ -143,6 +143,79 @@ class RoomCountedInTokens(Allocating):
         super().allocate(seq, n_tokens)
 
 
+class CopyOnlyWithTwoHolders(Final):
+    """Copies a shared partial block only when exactly two tables hold it: after a fork of a
+    fork, three do, and the first writer writes in place into the others' block."""
+
+    def append_slot(self, seq):
+        self._known(seq)
+        table, n = self.tables[seq], self.lens[seq]
+        offset, cow_src = n % self.block_size, None
+        if offset == 0:
+            table.append(self._alloc())
+        elif self.ref[table[-1]] == 2:
+            new = self._alloc()
+            cow_src = table[-1]
+            self._release(cow_src)
+            table[-1] = new
+        self.lens[seq] = n + 1
+        return Slot(table[-1], offset, cow_src)
+
+
+class CopySetsSourceToOne(Final):
+    """After copying, sets the old block's refcount to 1 (the other holder is its only one
+    now), which is wrong once three tables held it."""
+
+    def append_slot(self, seq):
+        self._known(seq)
+        table, n = self.tables[seq], self.lens[seq]
+        offset, cow_src = n % self.block_size, None
+        if offset == 0:
+            table.append(self._alloc())
+        elif self.ref[table[-1]] > 1:
+            new = self._alloc()
+            cow_src = table[-1]
+            self.ref[cow_src] = 1
+            table[-1] = new
+        self.lens[seq] = n + 1
+        return Slot(table[-1], offset, cow_src)
+
+
+class ForkOfEmptySharesItsList(Final):
+    """Copies the parent's table only when it has blocks: the child of an empty sequence gets
+    the parent's own (empty) list, and the first block either appends shows up in both."""
+
+    def fork(self, parent, child):
+        self._known(parent)
+        self._new(child)
+        table = self.tables[parent]
+        for block in table:
+            self.ref[block] += 1
+        self.tables[child] = list(table) if table else table
+        self.lens[child] = self.lens[parent]
+
+
+class CopyDecidedByLiveForks(Final):
+    """Copies a shared block only while a sequence forked from this one is live: a fork of a
+    fork whose own child was freed still shares its parent's block, and writes in place."""
+
+    def fork(self, parent, child):
+        super().fork(parent, child)
+        self.forks = getattr(self, "forks", {})
+        self.forks.setdefault(parent, set()).add(child)
+
+    def append_slot(self, seq):
+        self._known(seq)
+        forks = getattr(self, "forks", {})
+        table, n = self.tables[seq], self.lens[seq]
+        offset = n % self.block_size
+        live = [s for s in forks.get(seq, ()) if s in self.tables]
+        if offset and self.ref[table[-1]] > 1 and seq in forks and not live:
+            self.lens[seq] = n + 1
+            return Slot(table[-1], offset, None)
+        return super().append_slot(seq)
+
+
 MISTAKES = {
     "room counted in tokens": (1, RoomCountedInTokens, {"allocate"}),
     "refcounts raised before the fork check": (4, ForkCountsBeforeCheck, {"fork"}),
@@ -155,4 +228,8 @@ MISTAKES = {
     "alloc takes from the right end": (4, AllocFromTheRight, {"_alloc"}),
     "slot from the raised length": (4, SlotFromTheNewLength, {"append_slot"}),
     "copy-on-write forgets the length": (4, CopyForgetsTheLength, {"append_slot"}),
+    "copy only with two holders": (3, CopyOnlyWithTwoHolders, {"append_slot"}),
+    "copy sets its source to one holder": (3, CopySetsSourceToOne, {"append_slot"}),
+    "fork of an empty sequence shares its list": (3, ForkOfEmptySharesItsList, {"fork"}),
+    "copy decided by live forks": (3, CopyDecidedByLiveForks, {"append_slot"}),
 }

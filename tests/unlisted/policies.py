@@ -177,6 +177,23 @@ class LFUPutPushesCountZero(LFU):
         self.reached[key] = self.clock
 
 
+class LFUUnpinTicksAfterPinnedHit(LFU):
+    """An unpin after a hit taken while pinned dates the key's count from the unpin: keys
+    that reached the same count in between now leave first."""
+
+    def update_on_hit(self, key):
+        if key in self.pinned:
+            self.hit_while_pinned = getattr(self, "hit_while_pinned", set()) | {key}
+        super().update_on_hit(key)
+
+    def update_on_unpin(self, key):
+        if key in getattr(self, "hit_while_pinned", set()):
+            self.hit_while_pinned.discard(key)
+            self.clock += 1
+            self.reached[key] = self.clock
+        super().update_on_unpin(key)
+
+
 MISTAKES = {
     "LFU victim keeps its count": (
         4,
@@ -239,5 +256,10 @@ MISTAKES = {
         4,
         {"LFU": LFUPutPushesCountZero, "SIEVE": SIEVE},
         {"LFU.update_on_put"},
+    ),
+    "LFU unpin dates a pinned hit": (
+        4,
+        {"LFU": LFUUnpinTicksAfterPinnedHit, "SIEVE": SIEVE},
+        {"LFU.update_on_hit", "LFU.update_on_unpin"},
     ),
 }

@@ -421,7 +421,7 @@ def _machine(
     append: bool,
     fork: bool,
     errors: bool,
-    examples: int = 60,
+    examples: int = 80,
     steps: int = 30,
 ) -> MachineCheck:
     def build(impl: Any) -> Any:

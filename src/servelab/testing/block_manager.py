@@ -504,30 +504,40 @@ def block_manager_machine(
             self._fork(parent, child)
 
         @precondition(lambda self: fork and append and len(self.model.tables) < 5)
-        @rule(data=st.data(), child_first=st.booleans())
-        def fork_then_write_both(self, data: st.DataObject, child_first: bool) -> None:
-            # Copy-on-write has edges that random programs reach only by luck: the first writer
-            # of a shared partial block copies it and the second writes in place; with no block
-            # free that copy raises and changes nothing; a full last block is never copied. So:
-            # fork a sequence whose last block is partial or full, then write to both. The
-            # parent is a live sequence or a new one, which may take every free block.
+        @rule(data=st.data())
+        def fork_then_write_all(self, data: st.DataObject) -> None:
+            # Copy-on-write has edges random programs reach only by luck: the first writer of a
+            # shared partial block copies it, the last writes in place; with no block free the
+            # copy raises and changes nothing; a full block is never copied; a block may have
+            # three holders (a fork of a fork), or one fewer once one is freed; an empty
+            # sequence shares no block. So: fork a sequence (partial, full or empty) once or
+            # more, maybe free one of the forks, then write to every one left, in any order.
             free_ids = [s for s in range(6) if s not in self.model.tables]
             size, lens, free = self.model.block_size, self.model.lens, self.model.num_free
             partial = [s for s in self._live() if lens[s] % size]
             full = [s for s in self._live() if lens[s] and not lens[s] % size]
             kinds = [g for g in (partial, full) if g]
             if not kinds or (free and data.draw(st.booleans(), label="new parent")):
-                # (with no sequence holding a block, some block is free)
+                # (with no sequence holding a block, some block is free; none taken: empty)
                 parent = free_ids.pop(0)
-                blocks = data.draw(st.integers(min_value=1, max_value=free), label="blocks")
+                blocks = data.draw(st.integers(min_value=0, max_value=free), label="blocks")
                 last = data.draw(st.integers(min_value=1, max_value=size), label="last")
-                self._allocate(parent, (blocks - 1) * size + last)
+                self._allocate(parent, (blocks - 1) * size + last if blocks else 0)
             else:
                 kind = data.draw(st.sampled_from(kinds))
                 parent = data.draw(st.sampled_from(kind), label="parent")
-            child = data.draw(st.sampled_from(free_ids), label="child")
-            self._fork(parent, child)
-            for seq in (child, parent) if child_first else (parent, child):
+            family = [parent]
+            for _ in range(data.draw(st.integers(min_value=1, max_value=3), label="forks")):
+                if free_ids:
+                    child = data.draw(st.sampled_from(free_ids), label="child")
+                    free_ids.remove(child)
+                    self._fork(data.draw(st.sampled_from(family), label="from"), child)
+                    family.append(child)
+            if len(family) > 2 and data.draw(st.booleans(), label="free one"):
+                gone = data.draw(st.sampled_from(family[1:]), label="freed")
+                family.remove(gone)
+                self._free(gone)
+            for seq in data.draw(st.permutations(family), label="writers"):
                 if self.model.append_kind(seq) == "inplace" or self.model.num_free > 0:
                     self._append(seq)
                 elif errors:
@@ -544,7 +554,9 @@ def block_manager_machine(
         @precondition(lambda self: bool(self.model.tables))
         @rule(data=st.data())
         def free_seq(self, data: st.DataObject) -> None:
-            seq = data.draw(st.sampled_from(self._live()), label="seq")
+            self._free(data.draw(st.sampled_from(self._live()), label="seq"))
+
+        def _free(self, seq: int) -> None:
             code = f"bm.free_seq({seq})"
             self._call(code, lambda: self.bm.free_seq(seq))
             self.model.free(seq)

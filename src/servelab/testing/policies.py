@@ -224,6 +224,40 @@ def policies_machine(
             self._hit(key)
             self._unpin(key)
 
+        @precondition(
+            lambda self: {"hit", "pin", "unpin", "pop"} <= ops and len(self.model.candidates()) > 1
+        )
+        @rule(data=st.data())
+        def pinned_interlude(self, data: st.DataObject) -> None:
+            # What happens to a key while it is pinned shows only once it is unpinned and due:
+            # pin the next victim, let evictions pass it by and the next candidate catch up
+            # with it (its own hits may come between), then unpin it and evict again. Events
+            # drawn one by one rarely line up around one key like that.
+            key = self.model.clone().victim()
+            assert key is not None
+            self._pin(key)
+            events = st.sampled_from(("hit it", "catch up", "pop"))
+            for event in data.draw(st.lists(events, min_size=1, max_size=4), label="events"):
+                if event == "hit it":
+                    self._hit(key)
+                elif event == "pop":
+                    self._pop_victim()
+                else:
+                    self._catch_up(key)
+            self._unpin(key)
+            self._pop_victim()
+
+        def _catch_up(self, key: Key) -> None:
+            """Hit the next candidate until ``key``, were it unpinned, would leave before it."""
+            following = self.model.clone().victim()
+            for _ in range(6):
+                trial = self.model.clone()
+                trial.unpin(key)
+                order = trial.order()
+                if following is None or order.index(key) < order.index(following):
+                    return
+                self._hit(following)
+
         @precondition(lambda self: "unpin" in ops and bool(self.model.pinned))
         @rule(data=st.data())
         def unpin(self, data: st.DataObject) -> None:
@@ -340,10 +374,31 @@ def policies_machine(
         def point_hand(self, data: st.DataObject) -> None:
             # Before SIEVE's sweep exists, only a test can move its hand: the removal rules
             # are checked with the hand on any key, the newest one included.
-            key = data.draw(st.sampled_from(self._resident()))
+            self._point_hand(data.draw(st.sampled_from(self._resident())))
+
+        def _point_hand(self, key: Key) -> None:
             self.record(f"{var}.hand = {key!r}")
             self.policy.hand = key
             self.model.hand = key  # type: ignore[attr-defined]
+
+        @precondition(
+            lambda self: {"hand", "remove", "pin", "hit"} <= ops and len(self.model.keys) > 1
+        )
+        @rule(data=st.data(), state=st.sampled_from(("pinned", "visited", "as it is")))
+        def remove_under_hand(self, data: st.DataObject, state: str) -> None:
+            # When the cache removes the key under the hand, the hand moves on to the next
+            # newer key whatever that key's state: pinned or visited, the sweep decides about
+            # it later, not the removal. A hand pointed and a key removed apart rarely meet,
+            # and the next key's state is then left to chance.
+            keys = self.model.keys
+            key = data.draw(st.sampled_from(keys[:-1]), label="hand")
+            following = keys[keys.index(key) + 1]
+            if state == "pinned" and following not in self.model.pinned:
+                self._pin(following)
+            elif state == "visited":
+                self._hit(following)
+            self._point_hand(key)
+            self._remove(key)
 
         def _pop_victim(self) -> None:
             expected = self.model.clone().victim()

@@ -46,6 +46,16 @@ def _cow_reading(d: Difference) -> str | None:
     mine, theirs = _blocks_taken(d, d.mine), _blocks_taken(d, d.theirs)
     theirs_source = re.search(r"cow_src=(\d+)", d.returned("theirs") or "")
     if theirs_source and "cow_src=None" in (d.returned("mine") or ""):
+        shared = int(theirs_source.group(1))
+        if re.search(rf"block={shared},", d.returned("mine") or ""):
+            # proven by the slot yours returned: it names the shared block itself
+            holders = d.before.get("refcounts", {}).get(shared)
+            held = f" ({holders} tables hold it)" if isinstance(holders, int) else ""
+            return (
+                f"yours wrote in place into block {shared}, which is shared{held}: a write "
+                "into a shared partial block, whatever its number of holders above one, goes "
+                f"into a new block that copies it first (cow_src={shared})"
+            )
         return NAMED_SOURCE.show(
             d,
             "yours wrote into a copy but returned cow_src=None: the slot must name the shared "
