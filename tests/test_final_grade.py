@@ -13,7 +13,7 @@ import io
 import pytest
 
 from servelab import checkpoint
-from servelab.grading import GradeFailure, grade
+from servelab.grading import GradeFailure, grade, load_topic, topics
 from servelab.grading.mistakes import correct_impl
 from unlisted import Unlisted, carried, unlisted
 
@@ -72,9 +72,19 @@ def test_the_grade_of_every_step_runs_the_earlier_machines_and_a_step_grade_does
     correct = correct_impl(TOPIC)
     every = grade(TOPIC, correct, out=io.StringIO(), quiet=True).lines
     machines = [line.split(":")[0].strip() for line in every if "state machine:" in line]
-    assert machines == [f"✓ step {n} · state machine" for n in (1, 2, 3, 4)]
+    assert machines == [f"✓ step {n} · state machine" for n in (4, 1, 2, 3)]  # the last first
     assert sum("invariants:" in line for line in every) == 1  # the last machine's rules only
     last = grade(TOPIC, correct, 4, out=io.StringIO(), quiet=True).lines
     assert [line for line in last if "state machine:" in line] == [
         line for line in every if "step 4 · state machine:" in line
     ]
+
+
+@pytest.mark.parametrize("topic", topics())
+def test_an_earlier_machine_with_rules_the_last_does_not_check_runs_in_the_grade_of_every_step(
+    topic: str,
+) -> None:
+    machines = [s.machine for s in load_topic(topic).steps if s.machine is not None]
+    for machine in machines[:-1]:
+        if not set(machine.invariants) <= set(machines[-1].invariants):
+            assert machine.in_final_grade, (topic, machine.name)

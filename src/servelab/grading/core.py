@@ -471,8 +471,9 @@ def _run_checks(
     every_step: bool = False,
 ) -> _Failure | None:
     """Run the probes of every step, then the final step's machine; the first failure or None.
-    The grade of every step (``every_step``) runs first the earlier machines that ask for it
-    (:attr:`MachineCheck.in_final_grade`), so what one of them catches never passes it."""
+    The grade of every step (``every_step``) then runs the earlier machines that ask for it
+    (:attr:`MachineCheck.in_final_grade`), so what one of them catches never passes it; what
+    the final machine catches is reported as before."""
     for s in steps:
         passed_here = 0
         for probe in s.probes:
@@ -487,12 +488,13 @@ def _run_checks(
         if s is not final and s.probes:
             report.lines.append(f"  ✓ step {s.number} · {s.title} ({passed_here} checks)")
 
+    failure = _machine_check(final, impl, report, interrupts, topic, final.number)
     earlier = [s for s in steps if s is not final and s.machine and s.machine.in_final_grade]
-    for s in earlier if every_step else ():
+    for s in earlier if every_step and failure is None else ():
         failure = _machine_check(s, impl, report, interrupts, topic, final.number)
         if failure is not None:
             return failure
-    return _machine_check(final, impl, report, interrupts, topic, final.number)
+    return failure
 
 
 def _machine_check(
