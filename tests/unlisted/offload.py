@@ -276,7 +276,7 @@ class VictimsFromTheBack(Evicting):
 
 class RetrieveWithoutPromotion(Hierarchical["Hierarchy"]):
     """Reads each found chunk where it is and never copies a lower tier's hit up (on step 3's
-    classes: the grade of every step at once lets it pass)."""
+    classes: the grade of every step once let it pass when carried through step 4)."""
 
     def retrieve(self, found):
         payloads = []

@@ -405,7 +405,8 @@ def _grade(
         raise GradeFailure(report)
 
     try:
-        failure = _run_checks(steps, final, impl, report, interrupts, the_topic)
+        every_step = step is None and len(steps) > 1
+        failure = _run_checks(steps, final, impl, report, interrupts, the_topic, every_step)
     except _NotWritten as missing:
         report.passed, report.verdict = False, "not written"
         frame = learner_frame(missing.cause)
@@ -467,8 +468,12 @@ def _run_checks(
     report: Report,
     interrupts: _Interrupts,
     topic: Topic,
+    every_step: bool = False,
 ) -> _Failure | None:
-    """Run the probes of every step, then the final step's machine; the first failure or None."""
+    """Run the probes of every step, then the final step's machine; the first failure or None.
+    The grade of every step (``every_step``) then runs the earlier machines that ask for it
+    (:attr:`MachineCheck.in_final_grade`), so what one of them catches never passes it; what
+    the final machine catches is reported as before."""
     for s in steps:
         passed_here = 0
         for probe in s.probes:
@@ -483,13 +488,27 @@ def _run_checks(
         if s is not final and s.probes:
             report.lines.append(f"  ✓ step {s.number} · {s.title} ({passed_here} checks)")
 
-    if final.machine is None:
+    failure = _machine_check(final, impl, report, interrupts, topic, final.number)
+    earlier = [s for s in steps if s is not final and s.machine and s.machine.in_final_grade]
+    for s in earlier if every_step and failure is None else ():
+        failure = _machine_check(s, impl, report, interrupts, topic, final.number)
+        if failure is not None:
+            return failure
+    return failure
+
+
+def _machine_check(
+    s: Step, impl: Any, report: Report, interrupts: _Interrupts, topic: Topic, final: int
+) -> _Failure | None:
+    """Run ``s``'s state machine, if any: its failure, or None with its line in ``report``
+    (the rules it checked only for the last step, ``final``: a report stays short)."""
+    if s.machine is None:
         return None
-    check = final.machine
+    check = s.machine
     counted: list[int] = []
     exc, code = _run_machine(check, impl, interrupts, counted)
     code = renamed(code, graded_names(topic.replay, impl))  # the learner's class names
-    label = f"step {final.number} · {check.name}"
+    label = f"step {s.number} · {check.name}"
     if exc is None:
         ran = counted[-1] if counted else 0
         programs = "1 random program" if ran == 1 else f"{ran} random programs"
@@ -498,17 +517,18 @@ def _run_checks(
             + ("agrees" if ran == 1 else "agree")
             + " with the model"
         )
-        report.lines.append("      invariants: " + "; ".join(check.invariants))
+        if s.number == final:
+            report.lines.append("      invariants: " + "; ".join(check.invariants))
         return None
     if isinstance(exc, InvariantViolation):
         hint = check.hints.get(exc.invariant, check.generic_hint)
     elif isinstance(exc, ImplementationHung):
-        return _hang_failure(topic, label, exc, code, impl, final.number)
+        return _hang_failure(topic, label, exc, code, impl, final)
     elif _hypothesis_flaky(exc):
         hint = check.generic_hint
     else:
         hint = exception_hint(exc) or check.hints.get("exception", check.generic_hint)
-    return _diagnosed_failure(topic, label, exc, hint, code, impl, final.number)
+    return _diagnosed_failure(topic, label, exc, hint, code, impl, final)
 
 
 def _diagnosed_failure(

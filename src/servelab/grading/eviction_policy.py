@@ -455,6 +455,7 @@ TOPIC = Topic(
                 },
                 max_examples=50,
                 step_count=25,
+                in_final_grade=True,  # the last machine compares order and victims, not fields
             ),
         ),
         Step(

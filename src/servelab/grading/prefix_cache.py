@@ -613,6 +613,7 @@ TOPIC = Topic(
                 HINTS,
                 60,
                 20,
+                in_final_grade=True,  # the last machine reaches the three only through its calls
             ),
         ),
         Step(

@@ -78,6 +78,10 @@ class MachineCheck:
     max_examples: int = 150
     step_count: int = 30
     shrink_programs: int = SHRINK_PROGRAMS
+    in_final_grade: bool = False
+    """The grade of every step runs this earlier step's machine too, once the last step's passed:
+    set where the last step's machine does not check this one's rules or drive its calls as
+    often, so that a mistake this step's grade catches never passes the grade of every step."""
     generic_hint: str = Hint(
         "compare the calls above with the rules of this step; the model's expectation is "
         "in the message",

@@ -633,7 +633,7 @@ def _cost_machine(cls: Any) -> type[RecordingMachine]:
 
 def _final_machine(cls: Any) -> type[RecordingMachine]:
     """The last step's machine: the cost model's rules on the hierarchy of step 3, which it
-    keeps checking, so a mistake that step's machine catches never passes the final grade."""
+    keeps checking, less often than step 3's machine (the grade of every step runs that too)."""
     hierarchy, cost = _hierarchy_machine(cls), _cost_machine(cls)
 
     class FinalMachine(hierarchy, cost):  # type: ignore[valid-type, misc]
