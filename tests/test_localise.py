@@ -96,7 +96,7 @@ READS = {
     "evict forgets pins with a failing lookup": ("the reference removes 'a'", "from `used`"),
     "evict subtracts the size twice": ("victim's own size, once", "must subtract its size"),
     "eviction of the oldest counted twice": ("more than this one eviction", "count every"),
-    "LFU pin resets the count": ("`counts` of 'm1'", "takes it out"),
+    "LFU pin resets the count": ("`counts` of 'm", "takes it out"),
     "SIEVE len one short": ("one less than the reference's", "pinned key"),
     "SIEVE pop returns None": ("NoVictim", "the hand moves"),
     "SIEVE put resets the hand": ("eviction order", "joins the newest end"),
