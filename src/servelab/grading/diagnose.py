@@ -467,6 +467,17 @@ def fits_observed(about: About, code: str) -> bool:
     return False
 
 
+def fits_raise(about: About, divergence: Divergence | None) -> bool:
+    """Whether a hint declared ``about`` speaks of a call that raised the learner's own
+    error: one of its methods is the call's, and it explains a result or declares no field
+    (the fields after a raise show a method cut short, not the rule a field hint states)."""
+    if about.alternatives:
+        return any(fits_raise(a, divergence) for a in about.alternatives)
+    if divergence is None or not about.names_method(divergence.method):
+        return False
+    return not about.fields or RESULT in about.fields
+
+
 def with_place(finding: Finding, check_hint: str, gate: bool = True, code: str = "") -> str:
     """The hint a report shows: the one diagnosis earned; else where to start, then the
     check's own hint as what the check was written for, but only when that hint's declared
@@ -487,8 +498,11 @@ def with_place(finding: Finding, check_hint: str, gate: bool = True, code: str =
     if finding.place:
         stop = "" if finding.place.endswith("?") else "."
         about = check_hint.about if isinstance(check_hint, Hint) else None
-        gate = gate or finding.raised  # the error's place: a hint shown only where it fits
-        if not gate or (about is not None and about.fits(finding.methods, finding.divergence)):
+        if finding.raised:  # the error's place: a hint shown only where it fits the call
+            fits = about is not None and fits_raise(about, finding.divergence)
+        else:
+            fits = about is not None and about.fits(finding.methods, finding.divergence)
+        if fits or not (gate or finding.raised):
             return f"{finding.place}{stop} This check was written for: {check_hint}"
         return finding.place
     if gate and not finding.methods and isinstance(check_hint, Hint):
