@@ -103,7 +103,12 @@ SLIPS = {
     "scheduler retire": (
         "scheduler",
         RetireDeletesBySnapshotIndex,
-        ("`retire`", "raised IndexError", "`del self.running[i]`", "reference returns None"),
+        (
+            "`retire`",
+            "raised IndexError: list assignment index out of range",
+            "`del self.running[i]`",
+            "reference returns None",
+        ),
     ),
     "block manager free": (
         "block-manager",
@@ -113,7 +118,12 @@ SLIPS = {
     "LFU pop": (
         "eviction-policy",
         {**POLICIES, "LFU": LFUPopLooksUpRemoved},
-        ("`LFU.pop_victim`", "raised KeyError ('c')", "self.count[key]", "returns 'a'"),
+        (
+            "`LFU.pop_victim`",
+            "raised KeyError: 'c' (a lookup of a key that is not there)",
+            "self.count[key]",
+            "returns 'a'",
+        ),
     ),
     "offload release": (
         "kv-offload",

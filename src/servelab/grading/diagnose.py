@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from servelab.grading._learner import learner_frame
+from servelab.grading._learner import exception_meaning, learner_frame
 from servelab.grading._script import graded_names, renamed
 from servelab.grading.about import RESULT, About, Hint
 from servelab.grading.localise import (
@@ -127,6 +127,8 @@ class Raised:
     function: str
     line: int | None
     source: str
+    meaning: str | None = None
+    """What an error of this type means (:func:`~servelab.grading._learner.exception_meaning`)."""
 
 
 #: Characters of a learner's error message a hint quotes.
@@ -145,14 +147,17 @@ def own_error(exc: BaseException | None) -> Raised | None:
     if len(message) > MESSAGE_CHARS:
         message = message[: MESSAGE_CHARS - 3] + "..."
     source = (frame.line or "").strip()
-    return Raised(type(exc).__name__, message, frame.name, frame.lineno, source)
+    meaning = exception_meaning(exc)
+    return Raised(type(exc).__name__, message, frame.name, frame.lineno, source, meaning)
 
 
 def raised_place(d: Divergence, raised: Raised) -> str:
     """What is certain of a learner's own error at the first diverging call: where it was
     raised, from which call (the state is under where:), and what the reference does there.
     No rule and no kind: the fields after a raise show a method cut short, not its rule."""
-    said = f" ({raised.message})" if raised.message else ""
+    said = f"{raised.kind}: {raised.message}" if raised.message else raised.kind
+    if raised.meaning:
+        said += f" ({raised.meaning})"
     at = f"your {raised.function}()"
     if raised.line:
         at = f"line {raised.line} of {at}"
@@ -163,7 +168,7 @@ def raised_place(d: Divergence, raised: Raised) -> str:
         if theirs.startswith(past):
             theirs = now + theirs[len(past) :]
     return (
-        f"start at your `{d.method}`: on the call under where:, it raised {raised.kind}{said} "
+        f"start at your `{d.method}`: on the call under where:, it raised {said} "
         f"at {at}; from the same state the reference {theirs}"
     )
 
