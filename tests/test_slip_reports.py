@@ -210,3 +210,31 @@ def test_what_a_check_saw_is_read_from_its_last_line() -> None:
     assert observed("len(p)  # 1") == (None, "len")
     assert observed("v = p.pop_victim()") == ("pop_victim", None)
     assert observed("") == (None, None)
+
+
+class LFUHitPushesNothing(POLICIES["LFU"]):  # type: ignore[misc]
+    """A hit pushes no heap entry; pop_victim later takes min() of no current entry."""
+
+    def update_on_hit(self, key: Any) -> None:
+        self.clock += 1
+        self.count[key] += 1
+        self.reached[key] = self.clock
+
+    def pop_victim(self) -> Any:
+        live = [
+            e
+            for e in self.heap
+            if (self.count.get(e[2]), self.reached.get(e[2])) == e[:2] and e[2] not in self.pinned
+        ]
+        count, reached, key = min(live)
+        self.heap.remove((count, reached, key))
+        self.update_on_remove(key)
+        return key
+
+
+def test_an_error_raised_after_the_first_difference_leaves_that_difference_its_reading() -> None:
+    # the ValueError comes from the heap an earlier hit left without its entry: the report
+    # starts at that hit, not at the line that raised
+    hint = _hint("eviction-policy", {**POLICIES, "LFU": LFUHitPushesNothing})
+    assert hint.startswith("start at your `LFU.update_on_hit`"), hint
+    assert "it raised ValueError" not in hint, hint
