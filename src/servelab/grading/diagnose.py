@@ -147,7 +147,8 @@ def own_error(exc: BaseException | None) -> Raised | None:
     if len(message) > MESSAGE_CHARS:
         message = message[: MESSAGE_CHARS - 3] + "..."
     source = (frame.line or "").strip()
-    meaning = exception_meaning(exc)
+    # a `raise` of the learner's own says what it means in its message, not the type's
+    meaning = None if source.startswith("raise") else exception_meaning(exc)
     return Raised(type(exc).__name__, message, frame.name, frame.lineno, source, meaning)
 
 
@@ -263,7 +264,8 @@ class Diagnoser:
         failing program and on every separating program and changes the localised method; a
         question when it only shares the symptom; nothing otherwise. ``raised``: the learner's
         own Python error the program ended with; raised at the first diverging call, it is
-        what the place says (:func:`raised_place`), with no reading."""
+        what the place says (:func:`raised_place`) unless a reading written for that raise
+        states its rule."""
         if not program.strip():
             return Finding()
         program = self.usual_names(program, impl)  # as the report shows it, or already usual
@@ -286,8 +288,15 @@ class Diagnoser:
             return Finding(hint, where, True, place.methods, divergence=place.divergence)
         if methods:
             found = [m for m in found if at_place(m)]
+        hidden_in = place.methods[0] if len(place.methods) == 1 else None
+        rule = reading(self.spec.reader, place.divergence, program, hidden_in) if read else None
         d = place.divergence
-        if raised is not None and d is not None and d.mine[0] == f"raised {raised.kind}":
+        if (
+            rule is None  # a reading written for this raise states its rule; else the facts
+            and raised is not None
+            and d is not None
+            and d.mine[0] == f"raised {raised.kind}"
+        ):
             placed = appended(raised_place(d, raised), self._condition(place))
             asked = None
             if len(found) == 1:
@@ -296,8 +305,6 @@ class Diagnoser:
                     f"{found[0].like}: does yours do that?"
                 )
             return Finding(asked, where, False, place.methods, placed, None, d, raised=True)
-        hidden_in = place.methods[0] if len(place.methods) == 1 else None
-        rule = reading(self.spec.reader, place.divergence, program, hidden_in) if read else None
         start = None
         if rule is not None and (place.divergence is not None or hidden_in is not None):
             method = place.divergence.method if place.divergence is not None else hidden_in
