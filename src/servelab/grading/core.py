@@ -62,7 +62,7 @@ from servelab.grading._learner import (
 )
 from servelab.grading._programs import run_programs, shrinking_bounded_by_count
 from servelab.grading._script import graded_names, renamed
-from servelab.grading.diagnose import explained, located, own_error, with_place
+from servelab.grading.diagnose import explained, later_raise, located, own_error, with_place
 from servelab.grading.failures import GradeFailure, GradeInterrupted, StepNotWritten
 from servelab.grading.registry import load_topic, topics
 from servelab.grading.structure_picture import picture
@@ -318,10 +318,15 @@ def _diagnosed(
                 or isinstance(exc, InvariantViolation | ProbeFailed)
                 or not exception_hint(exc)
             )
-            if finding.raised or (finding.place and own_error(exc) is not None):
-                # the learner's own Python error, with a place: its type names no cause, so
-                # after the place only the check's hint, and only where it fits
+            own = own_error(exc)
+            if finding.raised:  # the learner's own error, placed: the check's hint if it fits
                 return with_place(finding, check_hint or hint), finding.where, finding.divergence
+            if own is not None and finding.place and not finding.hint:
+                # raised after the first difference: the place, then where it was raised;
+                # the type's usual cause and a check's hint would guess between the two
+                stop = "" if finding.place.endswith(("?", ".")) else "."
+                shown = f"{finding.place}{stop} {later_raise(own)}"
+                return shown, finding.where, finding.divergence
             return with_place(finding, hint, ruled, code), finding.where, finding.divergence
     except (Exception, ImplementationHung) as error:
         _log.warning("diagnosis of a failed %s check failed: %r", topic.name, error)

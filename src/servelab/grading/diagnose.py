@@ -68,6 +68,7 @@ __all__ = [
     "diagnosed",
     "explained",
     "for_topic",
+    "later_raise",
     "program_of",
     "remember_program",
     "replay",
@@ -172,6 +173,16 @@ def raised_place(d: Divergence, raised: Raised) -> str:
         f"start at your `{d.method}`: on the call under where:, it raised {said} "
         f"at {at}; from the same state the reference {theirs}"
     )
+
+
+def later_raise(raised: Raised) -> str:
+    """The learner's own error raised after the first difference, in a sentence: where it
+    was raised, which the place before it may explain."""
+    said = f"{raised.kind}: {raised.message}" if raised.message else raised.kind
+    if raised.meaning:
+        said += f" ({raised.meaning})"
+    at = f"line {raised.line} of your {raised.function}()" if raised.line else "your code"
+    return f"Later, on the last line under reproduce:, {at} raised {said}"
 
 
 class Diagnoser:
