@@ -85,7 +85,8 @@ def shown_hint(finding: Finding, undiagnosed: Report) -> str:
     follows the place whatever it is about (the exception is the evidence)."""
     if undiagnosed.hint == core.HANG_HINT:
         return undiagnosed.hint
-    return with_place(finding, undiagnosed.hint, gate=isinstance(undiagnosed.hint, Hint))
+    gate = isinstance(undiagnosed.hint, Hint)
+    return with_place(finding, undiagnosed.hint, gate=gate, code=undiagnosed.code)
 
 
 def diagnosed_hint(topic: str, impl: Any, step: int | None = None) -> tuple[Report, str]:

@@ -304,16 +304,20 @@ def test_stop_iteration_names_the_method_the_call_and_the_exception(
 def test_an_off_by_one_fit_test_is_pointed_at_by_the_failing_check(
     main: types.ModuleType,
 ) -> None:
-    """``>=`` where ``>`` belongs: the StopIteration's hint alone would blame the removals; the
-    hint names the check that failed, whose name says what the call should have done."""
+    """``>=`` where ``>`` belongs: the StopIteration's usual cause would blame the removals;
+    the report says where it was raised and on which call, and the failing check's own hint
+    follows, as it is declared about that call (an exact fit fits)."""
     run_steps(main, 1)
     fit = "while self._used + size > self.capacity:"
     assert fit in CELLS[STEP_CELLS[2]]
     run_cell(main, CELLS[STEP_CELLS[2]].replace(fit, fit.replace(" > ", " >= ")))
     report = failure_of(TOPIC, main.EvictingCache, step=2).report
     assert "      StopIteration" in report.text.splitlines()
-    assert "check its fit test (> or >=)" in report.hint
-    assert "(the check that failed: an entry as large as the budget fits)" in report.hint
+    assert "start at your `put`: on the call under where:, it raised StopIteration" in report.hint
+    assert "This check was written for: an entry exactly the size of the budget fits" in (
+        report.hint
+    )
+    assert "removal" not in report.hint
 
 
 @pytest.mark.parametrize(

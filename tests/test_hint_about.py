@@ -19,7 +19,7 @@ import pytest
 from buggy_impls import failing_check, failing_report, shown_hint
 from servelab.checkpoints import checkpoint
 from servelab.grading.about import RESULT, About, Hint, either
-from servelab.grading.diagnose import HOOKS, Finding, with_place
+from servelab.grading.diagnose import HOOKS, NO_PLACE, Finding, with_place
 from servelab.grading.localise import Divergence, _is_step_output, _out_fields, skeleton_methods
 from servelab.grading.mistakes import correct_impl, mistakes
 from servelab.grading.registry import TOPICS, load_topic
@@ -157,8 +157,11 @@ def test_a_hint_about_another_method_is_left_out_whatever_its_prose_names() -> N
     other = Hint("a victim is evicted in put, never on unpin()", About(("put",)))
     assert with_place(finding, other) == PLACE
     assert with_place(finding, Hint("compare the calls", About())) == PLACE
-    # nothing localised: the check's hint stands alone, whatever it is about
-    assert with_place(Finding(), other) == other
+    # nothing localised: the check's hint stands alone only where it is about what the check
+    # saw (the last line of its program), else no hint of another method's
+    assert with_place(Finding(), other) == NO_PLACE
+    assert with_place(Finding(), other, code="cache.unpin('a')") == NO_PLACE
+    assert with_place(Finding(), other, code="cache.put('a', 1)") == other
     # a hint about the learner's own exception is the evidence itself: always shown
     assert with_place(finding, "a KeyError", gate=False) == f"{PLACE}. {WRITTEN_FOR} a KeyError"
     assert with_place(finding, "undeclared text") == PLACE

@@ -93,7 +93,8 @@ READS = {
     "alloc takes from the right end": ("`_alloc` takes the block at its left end", "_release"),
     # a reading is shown only on the difference it was written for (WrittenFor): a victim's
     # size taken twice is no size forgotten, a raise no eviction, an off by one no pin
-    "evict forgets pins with a failing lookup": ("the reference removes 'a'", "from `used`"),
+    # a Python error of the learner's own: where it was raised, not the fields it cut short
+    "evict forgets pins with a failing lookup": ("`del self._pins[key]`", "from `used`"),
     "evict subtracts the size twice": ("victim's own size, once", "must subtract its size"),
     "eviction of the oldest counted twice": ("more than this one eviction", "count every"),
     "LFU pin resets the count": ("`counts` of 'm", "takes it out"),

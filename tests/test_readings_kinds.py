@@ -126,15 +126,29 @@ def test_the_same_changes_with_another_answer_say_the_work_is_right() -> None:
     assert moved is None or "the work is right" not in moved
 
 
-def test_a_result_block_size_times_off_is_blocks_for_tokens() -> None:
+def test_a_result_block_size_times_off_is_blocks_for_tokens_once_a_second_state_agrees() -> None:
     class Manager:
         block_size = 4
 
     same = {"tables": {}}
-    d = Difference("allocate", "", (), same, same, same, "returned 2", "returned 8", Manager())
+    d = Difference(
+        "allocate",
+        "",
+        (),
+        same,
+        same,
+        same,
+        "returned 2",
+        "returned 8",
+        Manager(),
+        second=lambda: (1, 4, 4),
+    )
     said = kind_reading(d)
     assert said is not None and "block_size (4)" in said and "tokens where blocks" in said
     assert number_words(2, 8) is None  # without a block size, 4x is no kind
+    # one state alone: two numbers a block size apart, and no cause said
+    alone = Difference("allocate", "", (), same, same, same, "returned 2", "returned 8", Manager())
+    assert kind_reading(alone) == "yours returned 2, the reference 8"
 
 
 def test_a_list_yours_left_as_it_was_is_read_by_what_the_reference_does_to_it() -> None:

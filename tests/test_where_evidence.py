@@ -15,7 +15,7 @@ import pytest
 from servelab import checkpoint
 from servelab.grading import GradeFailure, grade
 from servelab.grading.about import About, Hint
-from servelab.grading.diagnose import HOOKS, Finding, with_place
+from servelab.grading.diagnose import HOOKS, NO_PLACE, Finding, with_place
 from servelab.grading.localise import _arg_fields, _out_fields
 from servelab.grading.observe import Unreadable
 from servelab.kv.blocks import BlockManager
@@ -42,7 +42,9 @@ def test_a_check_hint_written_for_another_rule_is_left_out() -> None:
     assert with_place(finding, other) == PLACE
     own = Hint("the loop takes waiting requests while they fit", About(("admit",)))
     assert with_place(finding, own) == f"{PLACE}. This check was written for: {own}"
-    assert with_place(Finding(), other) == other  # nothing localised: the check's hint stands
+    # nothing localised: the check's hint stands where it is about what the check saw
+    assert with_place(Finding(), other) == NO_PLACE
+    assert with_place(Finding(), other, code="sched.fits(3)") == other
 
 
 class LenCountsHeap(checkpoint("eviction-policy", 2)):  # type: ignore[misc]

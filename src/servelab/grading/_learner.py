@@ -22,6 +22,7 @@ from servelab.testing.core import is_library_code
 __all__ = [
     "EXCEPTION_HINTS",
     "exception_hint",
+    "exception_meaning",
     "learner_frame",
     "looping_frame",
     "program_in_progress",
@@ -90,6 +91,16 @@ def exception_hint(exc: BaseException) -> str | None:
     if not isinstance(exc, Exception):
         return BASE_EXCEPTION_HINT
     return None
+
+
+def exception_meaning(exc: BaseException) -> str | None:
+    """What an exception of this type means, without its usual cause: the part of its hint
+    before the first colon ("an index past the end of a list, or a pop from an empty one"),
+    which is true of every such error; the rest guesses why, and may be about another slip."""
+    hint = exception_hint(exc)
+    if hint is None or not isinstance(exc, Exception):
+        return None
+    return hint.split(": ", 1)[0]
 
 
 def learner_frame(exc: BaseException) -> traceback.FrameSummary | None:

@@ -62,7 +62,7 @@ from servelab.grading._learner import (
 )
 from servelab.grading._programs import run_programs, shrinking_bounded_by_count
 from servelab.grading._script import graded_names, renamed
-from servelab.grading.diagnose import explained, located, with_place
+from servelab.grading.diagnose import explained, later_raise, located, own_error, with_place
 from servelab.grading.failures import GradeFailure, GradeInterrupted, StepNotWritten
 from servelab.grading.registry import load_topic, topics
 from servelab.grading.structure_picture import picture
@@ -293,9 +293,12 @@ def _diagnosed(
     exc: BaseException | None,
     step: int | None,
     hint: str,
+    check_hint: str | None = None,
 ) -> tuple[str, tuple[str, ...], Divergence | None]:
     """The hint to show, the lines that show where the difference starts and the first
-    diverging call (to draw). The topic's own
+    diverging call (to draw); ``check_hint``, the check's own hint, stands after the place of a
+    learner's own Python error where it fits (``hint`` there names only the error's type). The
+    topic's own
     ``diagnose`` hook when it has one, else localisation and the catalogue of known mistakes
     (:mod:`servelab.grading.diagnose`). A failure inside diagnosis never hides the check's
     hint: it is logged, and re-raised when the environment sets ``SERVELAB_DEBUG=1``."""
@@ -315,7 +318,16 @@ def _diagnosed(
                 or isinstance(exc, InvariantViolation | ProbeFailed)
                 or not exception_hint(exc)
             )
-            return with_place(finding, hint, ruled), finding.where, finding.divergence
+            own = own_error(exc)
+            if finding.raised:  # the learner's own error, placed: the check's hint if it fits
+                return with_place(finding, check_hint or hint), finding.where, finding.divergence
+            if own is not None and finding.place and not finding.hint:
+                # raised after the first difference: the place, then where it was raised;
+                # the type's usual cause and a check's hint would guess between the two
+                stop = "" if finding.place.endswith(("?", ".")) else "."
+                shown = f"{finding.place}{stop} {later_raise(own)}"
+                return shown, finding.where, finding.divergence
+            return with_place(finding, hint, ruled, code), finding.where, finding.divergence
     except (Exception, ImplementationHung) as error:
         _log.warning("diagnosis of a failed %s check failed: %r", topic.name, error)
         if os.environ.get("SERVELAB_DEBUG") == "1":
@@ -527,15 +539,24 @@ def _machine_check(
     elif _hypothesis_flaky(exc):
         hint = check.generic_hint
     else:
-        hint = exception_hint(exc) or check.hints.get("exception", check.generic_hint)
+        own = check.hints.get("exception", check.generic_hint)
+        hint = exception_hint(exc) or own
+        return _diagnosed_failure(topic, label, exc, hint, code, impl, final, own)
     return _diagnosed_failure(topic, label, exc, hint, code, impl, final)
 
 
 def _diagnosed_failure(
-    topic: Topic, label: str, exc: BaseException, hint: str, code: str, impl: Any, step: int
+    topic: Topic,
+    label: str,
+    exc: BaseException,
+    hint: str,
+    code: str,
+    impl: Any,
+    step: int,
+    check_hint: str | None = None,
 ) -> _Failure:
     """A failure with diagnosis's hint when it earned one, and where the difference starts."""
-    shown, where, divergence = _diagnosed(topic, code, impl, exc, step, hint)
+    shown, where, divergence = _diagnosed(topic, code, impl, exc, step, hint, check_hint)
     return _Failure(label, exc, shown, code, where, divergence)
 
 
@@ -570,7 +591,7 @@ def _probe_failure(
     # was meant to do (an entry as large as the budget fits), which the type alone cannot.
     explained = exception_hint(exc)
     hint = f"{explained} (the check that failed: {probe.name})" if explained else probe.hint
-    return _diagnosed_failure(topic, label, exc, hint, code, impl, step)
+    return _diagnosed_failure(topic, label, exc, hint, code, impl, step, probe.hint)
 
 
 def _traceback_of(exc: BaseException) -> TracebackType | None:

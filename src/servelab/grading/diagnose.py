@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from servelab.grading._learner import exception_meaning, learner_frame
 from servelab.grading._script import graded_names, renamed
-from servelab.grading.about import Hint
+from servelab.grading.about import RESULT, About, Hint
 from servelab.grading.localise import (
     Divergence,
     Localisation,
@@ -49,7 +50,7 @@ from servelab.grading.localise import (
 from servelab.grading.mistakes import Mistake, correct_impl, mistakes
 from servelab.grading.observe import Canon
 from servelab.grading.readings import kind, reading
-from servelab.grading.readings.contrast import appended, condition
+from servelab.grading.readings.contrast import appended, condition, second_results
 from servelab.grading.registry import TOPICS, load_topic
 from servelab.grading.replay import (
     Observation,
@@ -67,6 +68,7 @@ __all__ = [
     "diagnosed",
     "explained",
     "for_topic",
+    "later_raise",
     "program_of",
     "remember_program",
     "replay",
@@ -111,6 +113,76 @@ class Finding:
     place of the check's own hint, which was written for whatever that check targets."""
     divergence: Divergence | None = None
     """The first diverging call, for the report's picture of both states after it."""
+    raised: bool = False
+    """``place`` says where the learner's own Python error was raised, at the first diverging
+    call: a check's hint follows it only where its declaration fits that call."""
+
+
+@dataclass(frozen=True)
+class Raised:
+    """A Python error (IndexError, KeyError ...) raised by the learner's own code, not one of
+    the notebook's errors: its type, its message and the learner's line that raised it."""
+
+    kind: str
+    message: str
+    function: str
+    line: int | None
+    source: str
+    meaning: str | None = None
+    """What an error of this type means (:func:`~servelab.grading._learner.exception_meaning`)."""
+
+
+#: Characters of a learner's error message a hint quotes.
+MESSAGE_CHARS = 60
+
+
+def own_error(exc: BaseException | None) -> Raised | None:
+    """The learner's own Python error in ``exc``, or None (no error, one of the notebook's or
+    the grader's, or one raised outside the learner's code)."""
+    if not isinstance(exc, Exception) or type(exc).__module__ != "builtins":
+        return None
+    frame = learner_frame(exc)
+    if frame is None:
+        return None
+    message = str(exc)
+    if len(message) > MESSAGE_CHARS:
+        message = message[: MESSAGE_CHARS - 3] + "..."
+    source = (frame.line or "").strip()
+    # a `raise` of the learner's own says what it means in its message, not the type's
+    meaning = None if source.startswith("raise") else exception_meaning(exc)
+    return Raised(type(exc).__name__, message, frame.name, frame.lineno, source, meaning)
+
+
+def raised_place(d: Divergence, raised: Raised) -> str:
+    """What is certain of a learner's own error at the first diverging call: where it was
+    raised, from which call (the state is under where:), and what the reference does there.
+    No rule and no kind: the fields after a raise show a method cut short, not its rule."""
+    said = f"{raised.kind}: {raised.message}" if raised.message else raised.kind
+    if raised.meaning:
+        said += f" ({raised.meaning})"
+    at = f"your {raised.function}()"
+    if raised.line:
+        at = f"line {raised.line} of {at}"
+    if raised.source:
+        at = f"`{raised.source}` ({at})"
+    theirs = d.theirs[0]
+    for past, now in (("returned", "returns"), ("raised", "raises")):
+        if theirs.startswith(past):
+            theirs = now + theirs[len(past) :]
+    return (
+        f"start at your `{d.method}`: on the call under where:, it raised {said} "
+        f"at {at}; from the same state the reference {theirs}"
+    )
+
+
+def later_raise(raised: Raised) -> str:
+    """The learner's own error raised after the first difference, in a sentence: where it
+    was raised, which the place before it may explain."""
+    said = f"{raised.kind}: {raised.message}" if raised.message else raised.kind
+    if raised.meaning:
+        said += f" ({raised.meaning})"
+    at = f"line {raised.line} of your {raised.function}()" if raised.line else "your code"
+    return f"Later, on the last line under reproduce:, {at} raised {said}"
 
 
 class Diagnoser:
@@ -196,11 +268,15 @@ class Diagnoser:
         step: int | None = None,
         catalogue: Sequence[Mistake] | None = None,
         read: bool = True,
+        raised: Raised | None = None,
     ) -> Finding:
         """Where the difference starts, and a known mistake only as far as it is earned:
         "behaves exactly like one that ..." when the mistake agrees with the learner on the
         failing program and on every separating program and changes the localised method; a
-        question when it only shares the symptom; nothing otherwise."""
+        question when it only shares the symptom; nothing otherwise. ``raised``: the learner's
+        own Python error the program ended with; raised at the first diverging call, it is
+        what the place says (:func:`raised_place`) unless a reading written for that raise
+        states its rule."""
         if not program.strip():
             return Finding()
         program = self.usual_names(program, impl)  # as the report shows it, or already usual
@@ -225,6 +301,21 @@ class Diagnoser:
             found = [m for m in found if at_place(m)]
         hidden_in = place.methods[0] if len(place.methods) == 1 else None
         rule = reading(self.spec.reader, place.divergence, program, hidden_in) if read else None
+        d = place.divergence
+        if (
+            rule is None  # a reading written for this raise states its rule; else the facts
+            and raised is not None
+            and d is not None
+            and d.mine[0] == f"raised {raised.kind}"
+        ):
+            placed = appended(raised_place(d, raised), self._condition(place))
+            asked = None
+            if len(found) == 1:
+                asked = (
+                    f"{placed}. The same symptom comes from a {self.spec.noun} that "
+                    f"{found[0].like}: does yours do that?"
+                )
+            return Finding(asked, where, False, place.methods, placed, None, d, raised=True)
         start = None
         if rule is not None and (place.divergence is not None or hidden_in is not None):
             method = place.divergence.method if place.divergence is not None else hidden_in
@@ -246,14 +337,17 @@ class Diagnoser:
         """When yours and the reference part, from calls next to the first diverging one."""
         return condition(self.skeleton, place.divergence)
 
-    @staticmethod
-    def _place(place: Localisation) -> str | None:
-        """Where to start, with the kind of difference the first diverging call shows."""
+    def _place(self, place: Localisation) -> str | None:
+        """Where to start, with the kind of difference the first diverging call shows (a
+        factor of the block size only once a second state shows it again)."""
         start = place_hint(place)
-        seen = kind(place.divergence)
-        if start is None or seen is None or place.divergence is None:
+        d = place.divergence
+        if start is None or d is None:
             return start
-        return f"start at your `{place.divergence.method}`: {seen}"
+        seen = kind(d, lambda: second_results(self.skeleton, d))
+        if seen is None:
+            return start
+        return f"start at your `{d.method}`: {seen}"
 
     def __call__(
         self, program: str, impl: Any, catalogue: Sequence[Mistake] | None = None
@@ -320,7 +414,7 @@ def explained(
     program = code or (program_of(exc) if exc is not None else "")
     if hook is None or not program:
         return Finding()
-    return hook.explain(program, impl, step, read=not _slip(exc))
+    return hook.explain(program, impl, step, read=not _slip(exc), raised=own_error(exc))
 
 
 def located(topic: str, code: str, impl: Any, step: int | None = None) -> Finding:
@@ -354,7 +448,60 @@ def _slip(exc: BaseException | None) -> bool:
     return exc is not None and any(c.__name__ in SLIPS for c in type(exc).__mro__)
 
 
-def with_place(finding: Finding, check_hint: str, gate: bool = True) -> str:
+#: The hint shown where no method could be found and the check's own hint is about
+#: something the check did not see.
+NO_PLACE = (
+    "no one method of yours could be found to differ: the last line under reproduce: shows "
+    "what the check expected and what yours did"
+)
+_FIELD_READ = re.compile(r"^\s*(\w+)\.(\w+)\s*(#.*)?$")
+_LEN_READ = re.compile(r"^\s*len\((\w+)\)\s*(#.*)?$")
+_CALL = re.compile(r"^\s*(?:\w+\s*=\s*)?(\w+)\.(\w+)\(")
+
+
+def observed(code: str) -> tuple[str | None, str | None]:
+    """What the failing check saw, from the last line of its program: (the method whose
+    result it read, the field it read); (None, None) when the line shows neither."""
+    lines = [line for line in code.splitlines() if line.strip()]
+    if not lines:
+        return None, None
+    last = lines[-1]
+    if _LEN_READ.match(last):
+        return None, "len"
+    if m := _FIELD_READ.match(last):
+        return None, m.group(2)
+    if m := _CALL.match(last):
+        return m.group(2), None
+    return None, None
+
+
+def fits_observed(about: About, code: str) -> bool:
+    """Whether a hint declared ``about`` speaks of what the check saw (:func:`observed`): the
+    field it read is one of its fields, or the method whose result it read is one of its
+    methods and it explains a result (or declares no field)."""
+    if about.alternatives:
+        return any(fits_observed(a, code) for a in about.alternatives)
+    method, name = observed(code)
+    if name is not None:
+        return about.names_field(name)
+    if method is not None:
+        named = any(m.rpartition(".")[2] == method for m in about.methods)
+        return named and (not about.fields or RESULT in about.fields)
+    return False
+
+
+def fits_raise(about: About, divergence: Divergence | None) -> bool:
+    """Whether a hint declared ``about`` speaks of a call that raised the learner's own
+    error: one of its methods is the call's, and it explains a result or declares no field
+    (the fields after a raise show a method cut short, not the rule a field hint states)."""
+    if about.alternatives:
+        return any(fits_raise(a, divergence) for a in about.alternatives)
+    if divergence is None or not about.names_method(divergence.method):
+        return False
+    return not about.fields or RESULT in about.fields
+
+
+def with_place(finding: Finding, check_hint: str, gate: bool = True, code: str = "") -> str:
     """The hint a report shows: the one diagnosis earned; else where to start, then the
     check's own hint as what the check was written for, but only when that hint's declared
     :class:`~servelab.grading.about.About` fits the evidence: the method found is one of its
@@ -362,7 +509,11 @@ def with_place(finding: Finding, check_hint: str, gate: bool = True) -> str:
     only in its fields. A hint written for another rule would send the learner to code that
     is right: the place and the difference then stand alone, and so they do after a hint that
     declares nothing. With ``gate`` off (a hint about the learner's own exception, which is
-    the evidence itself) the check's hint always follows the place."""
+    the evidence itself) the check's hint always follows the place, except after the place
+    of the learner's own Python error (:attr:`Finding.raised`), whose type alone names no
+    cause: there a hint follows only where its declaration fits the call. Where no method
+    was found, a declared hint stands only where it speaks of what the check saw in the last
+    line of ``code`` (:func:`fits_observed`): one about another method says nothing of it."""
     if finding.hint:
         return finding.hint
     if finding.rule and finding.place:
@@ -370,9 +521,16 @@ def with_place(finding: Finding, check_hint: str, gate: bool = True) -> str:
     if finding.place:
         stop = "" if finding.place.endswith("?") else "."
         about = check_hint.about if isinstance(check_hint, Hint) else None
-        if not gate or (about is not None and about.fits(finding.methods, finding.divergence)):
+        if finding.raised:  # the error's place: a hint shown only where it fits the call
+            fits = about is not None and fits_raise(about, finding.divergence)
+        else:
+            fits = about is not None and about.fits(finding.methods, finding.divergence)
+        if fits or not (gate or finding.raised):
             return f"{finding.place}{stop} This check was written for: {check_hint}"
         return finding.place
+    if gate and not finding.methods and isinstance(check_hint, Hint):
+        # no place: the hint only where it speaks of what the check saw
+        return check_hint if fits_observed(check_hint.about, code) else NO_PLACE
     return check_hint
 
 

@@ -27,6 +27,9 @@ Each topic's reader lives in this package, one module per topic, and is named by
 :class:`~servelab.grading.replay.TopicReplay` (``reader``) in its own module.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 from servelab.grading.localise import Divergence
 from servelab.grading.readings.difference import Difference, Reader
 from servelab.grading.readings.kinds import kind_reading
@@ -34,7 +37,11 @@ from servelab.grading.readings.kinds import kind_reading
 __all__ = ["Difference", "Reader", "kind", "reading"]
 
 
-def _difference(divergence: Divergence, program: str) -> Difference:
+def _difference(
+    divergence: Divergence,
+    program: str,
+    second: Callable[[], tuple[Any, Any, Any] | None] | None = None,
+) -> Difference:
     policy, _, method = divergence.method.rpartition(".")
     return Difference(
         method,
@@ -47,6 +54,7 @@ def _difference(divergence: Divergence, program: str) -> Difference:
         divergence.theirs[0],
         divergence.subject,
         program,
+        second=second,
     )
 
 
@@ -79,13 +87,17 @@ def reading(
         return None
 
 
-def kind(divergence: Divergence | None) -> str | None:
+def kind(
+    divergence: Divergence | None,
+    second: Callable[[], tuple[Any, Any, Any] | None] | None = None,
+) -> str | None:
     """What kind of difference ``divergence`` shows (off by one, a unit's factor, an entry
     missing, ...), whatever the topic, or None. Unlike a reading it states no rule of the
-    method: the report keeps the check's own hint beside it."""
+    method: the report keeps the check's own hint beside it. ``second``: the same call from
+    a second state (:attr:`Difference.second`), to confirm a factor one state cannot."""
     if divergence is None:
         return None
     try:
-        return kind_reading(_difference(divergence, ""))
+        return kind_reading(_difference(divergence, "", second))
     except Exception:  # a learner's object read in an unexpected shape: no kind
         return None

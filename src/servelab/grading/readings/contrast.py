@@ -33,7 +33,7 @@ from servelab.grading.readings.kinds import block_size_of
 from servelab.grading.replay import LINE_TIMEOUT_S, LINES_PER_CALL, OutOfLines, line_budget
 from servelab.testing.core import ImplementationHung, hang_guard
 
-__all__ = ["MAX_TRIES", "appended", "condition"]
+__all__ = ["MAX_TRIES", "appended", "condition", "second_results"]
 
 #: Argument variants tried per report; each runs your method and the reference's once.
 MAX_TRIES = 16
@@ -445,6 +445,36 @@ def _confirmed(skeleton: Skeleton, d: Divergence, said: _Said) -> bool:
     except Exception:
         return False
     return False
+
+
+def second_results(skeleton: Skeleton, d: Divergence) -> tuple[Any, Any, Any] | None:
+    """The values yours and the reference return from the first second state that parts
+    them (the program built with another number, :func:`_variants`), with the block size
+    there; None when no second state does, or one cannot run."""
+    if d.subject is None or d.reference_class is None:
+        return None
+    try:
+        with line_budget(MAX_LINES):
+            for program in _variants(d.program):
+                with redirect_stdout(io.StringIO()):
+                    state = state_before(skeleton, d, program)
+                if state is None:
+                    continue
+                subject, args, kwargs, _ = state
+                second = dataclasses.replace(d, subject=subject, args=args, kwargs=kwargs)
+                exp = _Experiment(skeleton, second)
+                mine_obj, their_obj = copy.deepcopy(subject), copy.deepcopy(subject)
+                their_obj.__class__ = d.reference_class
+                mine = exp._call(mine_obj, *copy.deepcopy((args, kwargs)))
+                theirs = exp._call(their_obj, *copy.deepcopy((args, kwargs)))
+                if mine[0] != "returned" or theirs[0] != "returned" or mine[1] == theirs[1]:
+                    continue
+                return mine[1], theirs[1], block_size_of(subject)
+    except (_Stop, OutOfLines):
+        return None
+    except Exception:  # a learner's object in an unexpected shape: no second state
+        return None
+    return None
 
 
 # ----------------------------------------------------------------------------- the sentence

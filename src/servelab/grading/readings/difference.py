@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from servelab.grading.about import RESULT
@@ -61,6 +61,13 @@ class Difference:
     """The method's graft fixes the program, yet no call of it shows a difference in any field
     a learner sees: what differs is what it keeps inside for later (a heap, an order of
     release). No call, no fields: a reader states that method's rule about it, or nothing."""
+    second: Callable[[], tuple[Any, Any, Any] | None] | None = field(
+        default=None, compare=False, repr=False
+    )
+    """The same call from a second state (the program built with another number): the
+    values yours and the reference return there and the block size there, or None when no
+    second state parts them; for a relation the numbers of one call cannot settle (a factor
+    that happens to equal the block size)."""
 
     def probe(self, method: str, *args: Any) -> tuple[str, Any]:
         """Your ``method`` called on a fresh copy of the object as it was before the call:

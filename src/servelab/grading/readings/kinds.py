@@ -52,14 +52,25 @@ def factor_words(mine: float, theirs: float) -> str | None:
     return None
 
 
-def number_words(mine: Any, theirs: Any, block_size: Any = None) -> str | None:
+def _block_factor(a: float, b: float, block_size: Any) -> bool:
+    """Whether ``a`` is ``block_size`` times ``b``, or ``b`` that many times ``a``."""
+    sized = isinstance(block_size, int) and not isinstance(block_size, bool) and block_size > 1
+    return bool(sized and a and b and (a * block_size == b or b * block_size == a))
+
+
+def number_words(mine: Any, theirs: Any, block_size: Any = None, second: Any = None) -> str | None:
     """How two numbers differ when the difference has a kind: off by one, a unit's factor, or
-    ``block_size`` (blocks counted where tokens belong, or the other way round)."""
+    ``block_size`` (blocks counted where tokens belong, or the other way round). A ratio of
+    ``block_size`` is a unit's factor only when ``second`` (yours, the reference's and the
+    block size, from a second state) shows it again the same way round: in one small state
+    a count of free blocks is as likely half another count by chance. Unconfirmed, such a
+    ratio has no kind (not even off by one: 1 and 2 are both)."""
     a, b = _number(mine), _number(theirs)
     if a is None or b is None or a == b:
         return None
-    sized = isinstance(block_size, int) and block_size > 1
-    if sized and a and b and (a * block_size == b or b * block_size == a):
+    if _block_factor(a, b, block_size):
+        if not _confirmed_factor(a < b, second):
+            return None
         way = "1/" if a < b else ""
         return (
             f"{way}block_size ({block_size}) times the reference's: a count of blocks "
@@ -69,6 +80,23 @@ def number_words(mine: Any, theirs: Any, block_size: Any = None) -> str | None:
         more = "one more" if mine > theirs else "one less"
         return f"{more} than the reference's: off by one?"
     return factor_words(a, b)
+
+
+def _factor_shown(a: Any, b: Any, block_size: Any) -> bool:
+    """Two numbers a block size apart (which one state cannot say is a unit's factor)."""
+    x, y = _number(a), _number(b)
+    return x is not None and y is not None and _block_factor(x, y, block_size)
+
+
+def _confirmed_factor(smaller: bool, second: Any) -> bool:
+    """Whether ``second`` (yours, the reference's, the block size) parts by the block size
+    again, yours the smaller (``smaller``) or the larger as in the first state."""
+    if second is None:
+        return False
+    a, b = _number(second[0]), _number(second[1])
+    if a is None or b is None or a == b:
+        return False
+    return _block_factor(a, b, second[2]) and (a < b) == smaller
 
 
 def _shown(value: Any) -> str:
@@ -282,9 +310,15 @@ def _returned(d: Difference) -> str | None:
             f"yours changed the same as the reference but returned {a}, not {b}: the work is "
             "right and the answer it reports is not"
         )
-    kind = number_words(a, b, block_size_of(d.subject))
+    size = block_size_of(d.subject)
+    second = None
+    if d.second is not None and _factor_shown(a, b, size):
+        second = d.second()  # a second state, asked only when the factor needs one
+    kind = number_words(a, b, size, second)
     if kind:
         return f"yours returned {_shown(a)}, the reference {_shown(b)}: {kind}"
+    if not d.differ and _factor_shown(a, b, size):
+        return f"yours returned {_shown(a)}, the reference {_shown(b)}"  # no cause confirmed
     if isinstance(a, list) and isinstance(b, list):
         order = _order("the result", a, b)
         if order:
