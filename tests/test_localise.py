@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import time
 from typing import Any
 
 import pytest
@@ -11,7 +13,8 @@ from servelab import checkpoint
 from servelab.grading.diagnose import HOOKS, variants, where_lines
 from servelab.grading.localise import changed_methods, graft, skeleton_methods
 from servelab.grading.mistakes import correct_impl
-from servelab.grading.replay import line_budget
+from servelab.grading.replay import LINE_TIMEOUT_S, line_budget
+from servelab.testing import core
 from unlisted import Unlisted, unlisted
 
 UNLISTED = unlisted()
@@ -163,6 +166,33 @@ def test_a_held_out_mistake_fails_the_grade_of_all_steps_where_its_step_found_it
     finding = HOOKS[u.topic].explain(program, u.impl)
     assert set(finding.methods) & u.methods, (finding.methods, report.text)
     assert not finding.certain
+
+
+def test_a_slow_collection_during_a_replay_moves_no_localisation() -> None:
+    # Once a test run (or a learner's kernel) holds enough objects, a full collection can take
+    # longer than a replayed line may: landing in the reference's replay, it made that line
+    # "hung", no graft agreed with it, and the same mistake was localised nowhere.
+    u = next(u for u in UNLISTED if u.name == "release of the first chunk only")
+    _, program = failing_report(u.topic, u.impl)
+    slowed: list[bool] = []
+
+    def slow_collection(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start" and not slowed and getattr(core._guard_depth, "n", 0):
+            slowed.append(True)
+            end = time.process_time() + 2 * LINE_TIMEOUT_S
+            while time.process_time() < end:
+                pass
+
+    threshold = gc.get_threshold()
+    gc.callbacks.append(slow_collection)
+    gc.set_threshold(50)  # a collection in the first replayed line: the reference's
+    try:
+        finding = HOOKS[u.topic].explain(program, u.impl)
+    finally:
+        gc.set_threshold(*threshold)
+        gc.callbacks.remove(slow_collection)
+    assert slowed
+    assert set(finding.methods) & u.methods, finding.methods
 
 
 def test_the_reads_name_held_out_mistakes() -> None:
