@@ -200,15 +200,57 @@ def load_block(cache, table, j, seq_len, head, stride_block, stride_slot, stride
 """
 
 
+_FAR_LOAD_ALONE = f"""
+import triton, triton.language as tl
+from servelab.grading import GradeFailure, grade
+import linecache
+source = {WILD!r}
+linecache.cache["<far load>"] = (len(source), None, source.splitlines(True), "<far load>")
+namespace = {{"triton": triton, "tl": tl}}
+exec(compile(source, "<far load>", "exec"), namespace)
+for _ in range(2):
+    try:
+        grade("paged-kernel", namespace["load_block"], step=1, quiet=True)
+    except GradeFailure as failure:
+        print(failure.report.text, end="\\n---\\n")
+"""
+
+
+def _far_load_compiled() -> list[str]:
+    """The far load graded twice in a Python process of its own: compiled, an address with
+    nothing behind it ends CUDA for the whole process, and a pytest worker must live on."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _FAR_LOAD_ALONE],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.split("\n---\n")[:2]
+
+
 def test_a_load_far_outside_the_pool_is_reported_not_a_crash() -> None:
     # in Triton's interpreter such a load would end the Python process (a segfault); the
-    # address check is the interpreter's: compiled on a GPU, the load reads what is there
+    # address check is the interpreter's: compiled on a GPU, the load reads what is there, or,
+    # where nothing is mapped there, CUDA's context is lost for good (the report says so)
+    if type(tl.zeros).__name__ == "JITFunction":  # compiled
+        first, second = _far_load_compiled()
+        if "illegal memory access" in first:
+            assert "until you restart the kernel" in first
+            assert "TORCH_USE_CUDA_DSA" not in first  # CUDA's own debugging advice is left out
+            assert "until you restart the kernel" in second  # and it lasts, as said
+        else:
+            assert "`load_block` differs from the oracle" in first
+            assert first == second  # no addresses: the same on every run
+        return
     fn = _define(WILD, "load_block", {"triton": triton, "tl": tl})
     report = _failure(fn, step=1)
     assert report.text == _failure(fn, step=1).text  # no addresses: the same on every run
-    if type(tl.zeros).__name__ == "JITFunction":  # compiled
-        assert "`load_block` differs from the oracle" in report.text
-        return
     assert "OutOfBounds: tl.load outside every tensor given to the kernel" in report.text
     assert "in your load_block(), line" in report.text
 
@@ -254,3 +296,18 @@ def test_on_a_gpu_the_compiled_solution_passes_and_a_mistake_fails() -> None:
         assert grade(TOPIC, checkpoint(TOPIC, step=step), step=step, quiet=True).passed
     mistake = next(m for m in MISTAKES if m.name == "no_rescale")
     assert mistake.hint in _failure(mistake.impl).hint
+
+
+def test_a_lost_cuda_context_is_said_to_last_without_cudas_debugging_advice() -> None:
+    from servelab.grading.core import _describe
+
+    error = RuntimeError(
+        "CUDA error: an illegal memory access was encountered\n"
+        "CUDA kernel errors might be asynchronously reported at some other API call\n"
+        "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."
+    )
+    said = _describe(error)
+    assert said.startswith("RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    assert "until you restart the kernel" in said and "TORCH_USE_CUDA_DSA" not in said
+    other = RuntimeError("CUDA error: out of memory")
+    assert _describe(other) == "RuntimeError: CUDA error: out of memory"

@@ -154,6 +154,15 @@ def _indent(text: str, by: str = "      ") -> list[str]:
     return [by + line if line else line for line in text.splitlines()]
 
 
+#: CUDA's words for a kernel that touched an address outside its tensors; such an error is
+#: sticky: the process's CUDA context is lost, and every later CUDA call fails the same way.
+_CUDA_LOST = "an illegal memory access was encountered"
+CUDA_LOST_NOTE = (
+    "on a GPU this error lasts: every later CUDA call in this Python process fails the same "
+    "way, a correct kernel's too, until you restart the kernel"
+)
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, InvariantViolation):
         return exc.detail
@@ -163,6 +172,8 @@ def _describe(exc: BaseException) -> str:
     shown, text = bounded_str(exc)  # the learner's __str__ may recurse, raise or loop
     if not shown:
         return f"{name} ({text})"
+    if _CUDA_LOST in text:  # CUDA's advice on debugging flags says nothing to a learner
+        return f"{name}: {text.splitlines()[0]}\n({CUDA_LOST_NOTE})"
     return f"{name}: {text}" if text else name
 
 
