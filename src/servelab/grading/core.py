@@ -62,7 +62,14 @@ from servelab.grading._learner import (
 )
 from servelab.grading._programs import run_programs, shrinking_bounded_by_count
 from servelab.grading._script import graded_names, renamed
-from servelab.grading.diagnose import explained, later_raise, located, own_error, with_place
+from servelab.grading.diagnose import (
+    explained,
+    later_raise,
+    located,
+    own_error,
+    topic_hook,
+    with_place,
+)
 from servelab.grading.failures import GradeFailure, GradeInterrupted, StepNotWritten
 from servelab.grading.registry import load_topic, topics
 from servelab.grading.structure_picture import picture
@@ -338,7 +345,9 @@ def _diagnosed(
                 stop = "" if finding.place.endswith(("?", ".")) else "."
                 shown = f"{finding.place}{stop} {later_raise(own)}"
                 return shown, finding.where, finding.divergence
-            return with_place(finding, hint, ruled, code), finding.where, finding.divergence
+            searched = topic_hook(topic.name) is not None
+            shown = with_place(finding, hint, ruled, code, searched)
+            return shown, finding.where, finding.divergence
     except (Exception, ImplementationHung) as error:
         _log.warning("diagnosis of a failed %s check failed: %r", topic.name, error)
         if os.environ.get("SERVELAB_DEBUG") == "1":

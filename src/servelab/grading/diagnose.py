@@ -501,7 +501,9 @@ def fits_raise(about: About, divergence: Divergence | None) -> bool:
     return not about.fields or RESULT in about.fields
 
 
-def with_place(finding: Finding, check_hint: str, gate: bool = True, code: str = "") -> str:
+def with_place(
+    finding: Finding, check_hint: str, gate: bool = True, code: str = "", searched: bool = True
+) -> str:
     """The hint a report shows: the one diagnosis earned; else where to start, then the
     check's own hint as what the check was written for, but only when that hint's declared
     :class:`~servelab.grading.about.About` fits the evidence: the method found is one of its
@@ -513,7 +515,9 @@ def with_place(finding: Finding, check_hint: str, gate: bool = True, code: str =
     of the learner's own Python error (:attr:`Finding.raised`), whose type alone names no
     cause: there a hint follows only where its declaration fits the call. Where no method
     was found, a declared hint stands only where it speaks of what the check saw in the last
-    line of ``code`` (:func:`fits_observed`): one about another method says nothing of it."""
+    line of ``code`` (:func:`fits_observed`): one about another method says nothing of it.
+    ``searched`` off (the topic localises nothing: the engine, the invariant checker) keeps
+    the check's hint, the only evidence there is."""
     if finding.hint:
         return finding.hint
     if finding.rule and finding.place:
@@ -528,7 +532,7 @@ def with_place(finding: Finding, check_hint: str, gate: bool = True, code: str =
         if fits or not (gate or finding.raised):
             return f"{finding.place}{stop} This check was written for: {check_hint}"
         return finding.place
-    if gate and not finding.methods and isinstance(check_hint, Hint):
+    if gate and searched and not finding.methods and isinstance(check_hint, Hint):
         # no place: the hint only where it speaks of what the check saw
         return check_hint if fits_observed(check_hint.about, code) else NO_PLACE
     return check_hint
