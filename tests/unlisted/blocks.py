@@ -275,6 +275,17 @@ class CopyLeftOutOfTheTable(Forking):
         return super().append_slot(seq)
 
 
+class ZeroTokensSkipTheIdCheck(Final):
+    """Checks the id only for a prompt with tokens: allocate(live, 0) replaces the live one."""
+
+    def allocate(self, seq, n_tokens):
+        if n_tokens != 0:
+            self._new(seq)
+        if not isinstance(n_tokens, int) or n_tokens < 0:
+            raise InvalidLength(f"a token count must be a non-negative int, got {n_tokens!r}")
+        Forking.allocate(self, seq, n_tokens)
+
+
 MISTAKES = {
     "room counted in tokens": (1, RoomCountedInTokens, {"allocate"}),
     "refcounts raised before the fork check": (4, ForkCountsBeforeCheck, {"fork"}),
@@ -296,4 +307,5 @@ MISTAKES = {
     "boundary block popped from the right": (2, BoundaryBlockPoppedRight, {"append_slot"}),
     "copy names itself the source": (3, CopyNamesItselfTheSource, {"append_slot"}),
     "copy left out of the table": (3, CopyLeftOutOfTheTable, {"append_slot"}),
+    "zero tokens skip the id check": (4, ZeroTokensSkipTheIdCheck, {"allocate"}),
 }

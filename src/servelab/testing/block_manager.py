@@ -615,9 +615,10 @@ def block_manager_machine(
                 if not live:
                     return
                 seq = data.draw(st.sampled_from(live), label="seq")
+                n = data.draw(st.sampled_from([1, 0]), label="n_tokens")  # 0: no block to take
                 self._expect_error(
-                    f"bm.allocate({seq}, 1)",
-                    lambda: self.bm.allocate(seq, 1),
+                    f"bm.allocate({seq}, {n})",
+                    lambda: self.bm.allocate(seq, n),
                     "SequenceExists",
                     f"sequence {seq} is already live",
                 )
