@@ -473,8 +473,9 @@ def blocks_ns(name: str) -> Callable[[Any], dict[str, Any]]:
 
 
 def graded_blocks(fields: dict[str, Any]) -> Hashable:
-    """Block fields as the rules see them: the free list's order is the learner's choice, but
-    not a block listed twice, nor a block both free and held."""
+    """Block fields as a replay compares them: the free list's order is left to the order
+    checks (a queue, a table freed tail first), which name it; here only a block listed
+    twice, or both free and held, counts."""
     free = fields["free"]
     held = {b for t in fields["tables"].values() for b in t}
     fields = dict(fields, free=(len(free), len(free) - len(set(free)), sorted(held & set(free))))
