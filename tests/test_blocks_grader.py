@@ -104,3 +104,26 @@ def test_a_probe_reports_the_rule_that_broke_not_its_own(name: str, rule: str) -
     with pytest.raises(GradeFailure) as failure:
         grade(undiagnosed, bug.impl, out=io.StringIO())
     assert failure.value.report.hint == HINTS[rule]
+
+
+def test_a_freed_table_goes_back_last_block_first() -> None:
+    from servelab.testing.free_order import check_freed_tail_first
+
+    check_freed_tail_first("free", [0, 1, 2], [5], [5, 2, 1, 0])
+    check_freed_tail_first("free", [0, 1, 2], [5], [5, 2, 0])  # block 1 still held elsewhere
+    with pytest.raises(InvariantViolation, match="last block first is \\[2, 1, 0\\]"):
+        check_freed_tail_first("free", [0, 1, 2], [5], [5, 0, 1, 2])
+    check_freed_tail_first("free", [0, 1, 2], [5], [0, 1, 2, 5])  # another rule's to report
+
+
+def test_a_free_seq_that_releases_head_first_fails_step_one_with_the_order_named() -> None:
+    class HeadFirst(correct_module(TOPIC).AllocatingManager):  # type: ignore[misc, name-defined]
+        def free_seq(self, seq: int) -> None:
+            table = self.tables.pop(seq)
+            del self.lens[seq]
+            for block in table:
+                self._release(block)
+
+    with pytest.raises(GradeFailure) as failure:
+        grade(TOPIC, HeadFirst, step=1, out=io.StringIO(), quiet=True)
+    assert "last block first" in str(failure.value) and "free_seq" in str(failure.value)

@@ -129,6 +129,18 @@ READS = {
     "held bytes at the first chunk's size": ("distinct chunks", "twice"),
     "victims from the back of the order": ("front of the policy order", "written for"),
     "retrieve never promotes": ("promotes a chunk found below", "where the reference puts"),
+    # a block manager's difference read from the call itself: the length its arguments give,
+    # a block taken unheld, a slot its table does not end with, the block a copy is made from
+    "length recorded as the last index": ("recorded the length 3", "off by one"),
+    "boundary block popped from the right": ("with refcount 0", "written for"),
+    "copy names itself the source": ("the new block itself as cow_src", "written for"),
+    "copy left out of the table": ("left it out of sequence 0's table", "written for"),
+    "blocks freed in set order": ("last block first", "exactly like"),
+    # a prefix cache's chain sliced short, shown by calling your _chain again; a room count's
+    # cause stated only where your _room, called again, proves it
+    "chain slices one token short": ("token(s) of each block", "written for"),
+    "room keeps one block spare": ("with no hits at all yours counts 7", "off by one"),
+    "room shared among the hits": ("yours returned 1, the reference 2", "another sequence holds"),
 }
 
 

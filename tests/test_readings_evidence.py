@@ -256,3 +256,72 @@ def test_a_block_hashed_at_another_position_asks_about_the_hits_only_when_they_e
         _d("allocate", (2, [1, 2, 5, 5, 9]), before, cold, ("returned 0", theirs[1]), bm)
     )
     assert said is not None and "position 2" in said and "hit" not in said
+
+
+def test_a_room_s_cause_is_stated_only_where_your_room_called_again_proves_it() -> None:
+    from unlisted.prefix import RoomCountsHeldHits, RoomSharedAmongHits
+
+    def read(cls: Any) -> str:
+        bm = cls(4, 2)
+        bm.allocate(0, [1, 2, 3])  # block 0 cached and held, num_free 2
+        before = {"num_free": bm.num_free}
+        d = _d("_room", ([0],), before, ("returned 1", {}), ("returned 2", {}), bm)
+        return prefix_cache_reading(d) or ""
+
+    assert "another sequence holds" in read(RoomCountsHeldHits)
+    # num_free // (1 + len(hits)) gives the same 1 here, and 0 (not -1) for three copies
+    assert "another sequence holds" not in read(RoomSharedAmongHits)
+    assert read(checkpoint("prefix-cache", 3)) == ""
+
+
+def test_a_chain_s_slices_are_read_only_when_your_chain_slices_otherwise() -> None:
+    from unlisted.prefix import ChainSlicesOneShort
+
+    theirs = "returned [(1, (1, 2))]"
+    for cls, said in ((ChainSlicesOneShort, "1 token(s) of each block"), (None, "")):
+        bm = (cls or checkpoint("prefix-cache", 3))(8, 2)
+        d = _d("_chain", ([1, 2, 3],), {}, ("returned [(2, (1, 2))]", {}), (theirs, {}), bm)
+        got = prefix_cache_reading(d) or ""
+        assert (said in got) if said else "token(s) of each block" not in got
+
+
+def test_a_slot_off_its_table_is_read_only_when_the_table_does_not_end_with_it() -> None:
+    slot = "returned Slot(block=2, offset=2, cow_src=1)"
+    before = {"tables": {0: [0, 1]}, "lengths": {0: 6}}
+    theirs = (slot, {"tables": {0: [0, 2]}})
+    kept = _d("append_slot", (0,), before, (slot, {"tables": {0: [0, 1]}}), theirs)
+    assert "left it out of sequence 0's table" in (block_manager_reading(kept) or "")
+    right = _d("append_slot", (0,), before, theirs, theirs)
+    assert block_manager_reading(right) is None
+
+
+def test_a_copy_s_source_is_read_only_when_the_reference_s_is_the_table_s_last_block() -> None:
+    before = {"tables": {0: [0, 1]}, "lengths": {0: 6}}
+    theirs = ("returned Slot(block=2, offset=2, cow_src=1)", {})
+    itself = ("returned Slot(block=2, offset=2, cow_src=2)", {})
+    said = block_manager_reading(_d("append_slot", (0,), before, itself, theirs)) or ""
+    assert "the new block itself as cow_src" in said
+    elsewhere = {"tables": {0: [0, 3]}, "lengths": {0: 6}}
+    assert "cow_src" not in (
+        block_manager_reading(_d("append_slot", (0,), elsewhere, itself, theirs)) or ""
+    )
+
+
+def test_a_block_taken_unheld_and_a_length_are_read_only_from_what_the_call_shows() -> None:
+    before = {"tables": {0: [0]}, "free": [1, 2, 3], "num_free": 3, "lengths": {0: 4}}
+    slot = "returned Slot(block=3, offset=0, cow_src=None)"
+    unheld = (slot, {"tables": {0: [0, 3]}, "refcounts": {0: 1, 3: 0}, "free": [1, 2]})
+    held = (slot, {"tables": {0: [0, 3]}, "refcounts": {0: 1, 3: 1}, "free": [1, 2]})
+    said = block_manager_reading(_d("append_slot", (0,), before, unheld, held)) or ""
+    assert "with refcount 0" in said and "left end" in said
+    assert "refcount 0" not in (
+        block_manager_reading(_d("append_slot", (0,), before, held, held)) or ""
+    )
+    mine, theirs = ("returned None", {"lengths": {0: 3}}), ("returned None", {"lengths": {0: 4}})
+    assert "recorded the length 3" in (
+        block_manager_reading(_d("allocate", (0, 4), {}, mine, theirs)) or ""
+    )
+    other = ("returned None", {"lengths": {0: 5}})
+    assert "recorded the length" not in (
+        block_manager_reading(_d("allocate", (0, 4), {}, mine, other)) or ""
+    )

@@ -5,6 +5,7 @@ from servelab.kv.blocks import InvalidLength, OutOfBlocks, Slot
 
 TOPIC = "block-manager"
 Allocating = checkpoint(TOPIC, 1)
+Growing = checkpoint(TOPIC, 2)
 Forking = checkpoint(TOPIC, 3)
 Final = checkpoint(TOPIC, 4)
 
@@ -216,6 +217,75 @@ class CopyDecidedByLiveForks(Final):
         return super().append_slot(seq)
 
 
+class FreedInSetOrder(Allocating):
+    """Releases the blocks of `set(table)`: small ids come out in ascending order, the table's
+    head first, where the notebook frees the last block first."""
+
+    def free_seq(self, seq):
+        table = self.tables.pop(seq)
+        del self.lens[seq]
+        for block in set(table):
+            self._release(block)
+
+
+class LengthIsTheLastIndex(Allocating):
+    """Records a new sequence's length as the index of its last token, n_tokens - 1."""
+
+    def allocate(self, seq, n_tokens):
+        super().allocate(seq, n_tokens)
+        self.lens[seq] = max(n_tokens - 1, 0)
+
+
+class BoundaryBlockPoppedRight(Growing):
+    """Takes the boundary block with `free.pop()`: the right end, and no refcount set."""
+
+    def append_slot(self, seq):
+        table, n = self.tables[seq], self.lens[seq]
+        offset = n % self.block_size
+        if offset == 0:
+            if not self.free:
+                raise OutOfBlocks("no free block")
+            table.append(self.free.pop())
+        self.lens[seq] = n + 1
+        return Slot(table[-1], offset, None)
+
+
+class CopyNamesItselfTheSource(Forking):
+    """Returns the new block as cow_src, where the source is the shared block it copies."""
+
+    def append_slot(self, seq):
+        slot = super().append_slot(seq)
+        if slot.cow_src is not None:
+            return Slot(slot.block, slot.offset, slot.block)
+        return slot
+
+
+class CopyLeftOutOfTheTable(Forking):
+    """Copies a shared block and hands out the copy, but never puts it in the writer's table."""
+
+    def append_slot(self, seq):
+        table, n = self.tables[seq], self.lens[seq]
+        offset = n % self.block_size
+        if offset != 0 and self.ref[table[-1]] > 1:
+            new = self._alloc()
+            source = table[-1]
+            self._release(source)
+            self.lens[seq] = n + 1
+            return Slot(new, offset, source)
+        return super().append_slot(seq)
+
+
+class ZeroTokensSkipTheIdCheck(Final):
+    """Checks the id only for a prompt with tokens: allocate(live, 0) replaces the live one."""
+
+    def allocate(self, seq, n_tokens):
+        if n_tokens != 0:
+            self._new(seq)
+        if not isinstance(n_tokens, int) or n_tokens < 0:
+            raise InvalidLength(f"a token count must be a non-negative int, got {n_tokens!r}")
+        Forking.allocate(self, seq, n_tokens)
+
+
 MISTAKES = {
     "room counted in tokens": (1, RoomCountedInTokens, {"allocate"}),
     "refcounts raised before the fork check": (4, ForkCountsBeforeCheck, {"fork"}),
@@ -232,4 +302,10 @@ MISTAKES = {
     "copy sets its source to one holder": (3, CopySetsSourceToOne, {"append_slot"}),
     "fork of an empty sequence shares its list": (3, ForkOfEmptySharesItsList, {"fork"}),
     "copy decided by live forks": (3, CopyDecidedByLiveForks, {"append_slot"}),
+    "blocks freed in set order": (1, FreedInSetOrder, {"free_seq"}),
+    "length recorded as the last index": (1, LengthIsTheLastIndex, {"allocate"}),
+    "boundary block popped from the right": (2, BoundaryBlockPoppedRight, {"append_slot"}),
+    "copy names itself the source": (3, CopyNamesItselfTheSource, {"append_slot"}),
+    "copy left out of the table": (3, CopyLeftOutOfTheTable, {"append_slot"}),
+    "zero tokens skip the id check": (4, ZeroTokensSkipTheIdCheck, {"allocate"}),
 }

@@ -4,6 +4,7 @@ from servelab import checkpoint
 from servelab.kv.blocks import OutOfBlocks, SequenceExists
 
 TOPIC = "prefix-cache"
+Hashing = checkpoint(TOPIC, 1)
 Sharing = checkpoint(TOPIC, 2)
 Final = checkpoint(TOPIC, 3)
 
@@ -223,6 +224,34 @@ class ReleaseParksAHeldBlock(Final):
                 self.free.append(block)
 
 
+class ChainSlicesOneShort(Hashing):
+    """Slices each block's tokens one short, `tokens[i * size : (i + 1) * size - 1]`: a block's
+    name leaves out its last token."""
+
+    def _chain(self, tokens):
+        chain, parent = [], 0
+        for i in range(len(tokens) // self.block_size):
+            block_tokens = tuple(tokens[i * self.block_size : (i + 1) * self.block_size - 1])
+            parent = hash((parent, block_tokens))
+            chain.append((parent, block_tokens))
+        return chain
+
+
+class RoomKeepsOneSpare(Final):
+    """Keeps one block spare in the room: a prompt that needs every free block is refused."""
+
+    def _room(self, hits):
+        return self.num_free - sum(1 for b in hits if self.ref[b] == 0) - 1
+
+
+class RoomSharedAmongHits(Final):
+    """Divides the free blocks among the hits, `num_free // (1 + len(hits))`: at num_free 2
+    and one held hit its count is the one a held hit subtracted would give."""
+
+    def _room(self, hits):
+        return self.num_free // (1 + len(hits))
+
+
 MISTAKES = {
     "release parks a held block": (3, ReleaseParksAHeldBlock, {"_release"}),
     "evictable hits revived last": (3, EvictableHitsRevivedLast, {"allocate"}),
@@ -239,4 +268,7 @@ MISTAKES = {
     "lookup verifies against a slice": (3, LookupComparesSlices, {"_lookup"}),
     "chain names shifted by one": (3, ChainNamesShifted, {"_chain"}),
     "a fresh prompt keeps the caller's list": (2, FreshPromptKeepsCallersList, {"allocate"}),
+    "chain slices one token short": (1, ChainSlicesOneShort, {"_chain"}),
+    "room keeps one block spare": (3, RoomKeepsOneSpare, {"_room"}),
+    "room shared among the hits": (3, RoomSharedAmongHits, {"_room"}),
 }

@@ -22,6 +22,8 @@ from servelab.testing.block_manager import (
     SUPPRESS_IMPORT,
     block_manager_machine,
     check_block_manager_invariants,
+    check_free_order,
+    check_freed_tail_first,
     error_matches,
     snapshot,
     wrong_class,
@@ -111,6 +113,22 @@ def _free_returns_blocks(impl: Any) -> None:
     check_rules(s)
     s("bm.free_seq(1)")
     s.check(sorted(s("bm.free_list()")) == list(range(8)), "every block should be free again")
+    check_rules(s)
+
+
+def _free_tail_first(impl: Any) -> None:
+    """The notebook's order: a freed table goes back last block first, so in a prefix cache
+    the tail is reused first and the shareable head stays cached longest."""
+    s = _script(impl)
+    s("bm = BlockManager(16, 4)")  # room to spare: only the order of release is at stake
+    s("bm.allocate(0, 9)")
+    s("bm.allocate(1, 3)")
+    table = s("bm.block_table(0)")
+    before = s("bm.free_list()")
+    s("bm.free_seq(0)")
+    after = s("bm.free_list()")
+    check_rules(s, lambda bm: check_free_order(before, after))
+    check_rules(s, lambda bm: check_freed_tail_first("bm.free_seq(0)", table, before, after))
     check_rules(s)
 
 
@@ -324,6 +342,11 @@ HINTS: dict[str, Hint] = {
         "reaches 0 at its right end (append), behind the blocks already free",
         About(("_release",), ("free",)),
     ),
+    "free-tail-first": Hint(
+        "free_seq releases a table tail first (last block first): the block freed first is "
+        "reused first, so a prefix cache keeps a prompt's shareable head longest",
+        About(("free_seq",), ("free",)),
+    ),
     "free-count": Hint(
         "num_free differs from the model's: was a block taken that was not needed (a "
         "full block copied?) or one never returned?",
@@ -407,6 +430,7 @@ STEP_INVARIANTS: dict[int, list[str]] = {
         "free-count",
         "free-order-take",
         "free-order-return",
+        "free-tail-first",
     ],
     2: ["boundary-allocation", "write-isolation"],
     3: ["fork-shares", "cow-full-block", "cow-sole-owner", "cow-missing"],
@@ -449,8 +473,9 @@ def blocks_ns(name: str) -> Callable[[Any], dict[str, Any]]:
 
 
 def graded_blocks(fields: dict[str, Any]) -> Hashable:
-    """Block fields as the rules see them: the free list's order is the learner's choice, but
-    not a block listed twice, nor a block both free and held."""
+    """Block fields as a replay compares them: the free list's order is left to the order
+    checks (a queue, a table freed tail first), which name it; here only a block listed
+    twice, or both free and held, counts."""
     free = fields["free"]
     held = {b for t in fields["tables"].values() for b in t}
     fields = dict(fields, free=(len(free), len(free) - len(set(free)), sorted(held & set(free))))
@@ -543,6 +568,7 @@ TOPIC = Topic(
                 ),
                 _probe("free_seq returns blocks at refcount 0", "free-list", _free_returns_blocks),
                 _probe("ceil(len / block_size) blocks", "table-length", _ceil_blocks),
+                _probe("free_seq frees the tail first", "free-tail-first", _free_tail_first),
             ],
             _machine(1, "allocate / free_seq vs the model", append=False, fork=False, errors=False),
         ),

@@ -28,6 +28,7 @@ from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from servelab.testing.block_model import BlockManagerModel
 from servelab.testing.core import InvariantViolation, RecordingMachine
+from servelab.testing.free_order import check_free_order, check_freed_tail_first
 
 SUPPRESS_IMPORT = "from contextlib import suppress"
 
@@ -39,6 +40,7 @@ __all__ = [
     "block_manager_machine",
     "check_block_manager_invariants",
     "check_free_order",
+    "check_freed_tail_first",
     "error_matches",
     "expect_error",
     "snapshot",
@@ -55,6 +57,7 @@ INVARIANTS: dict[str, str] = {
     "free-count": "num_free equals the blocks the model says are unused",
     "free-order-take": "a block is taken from the left end of the free list",
     "free-order-return": "a freed block joins the right end of the free list",
+    "free-tail-first": "free_seq releases a table last block first",
     "boundary-allocation": "a block is allocated only when a length crosses a boundary",
     "fork-shares": "a fork shares every block of its parent",
     "cow-full-block": "full blocks are never copied",
@@ -139,31 +142,6 @@ def check_block_manager_invariants(bm: BlockManagerLike) -> None:
             raise InvariantViolation(
                 "free-list", f"block {b} is on the free list while a table still holds it"
             )
-
-
-def check_free_order(before: list[int] | None, after: list[int]) -> None:
-    """The free list is a queue: blocks are taken from its left end and freed blocks join its
-    right end. So the blocks of ``before`` still free are a run at its right end, they open
-    ``after`` in the same order, and every block freed since follows them."""
-    if before is None:
-        return
-    now = set(after)
-    kept = [b for b in before if b in now]
-    taken = len(before) - len(kept)
-    if kept != before[taken:]:
-        gone = [b for b in before if b not in now]
-        raise InvariantViolation(
-            "free-order-take",
-            f"the free list went from {before} to {after}: blocks {gone} were taken, but a "
-            f"block is taken from the left end of the free list, so {before[:taken]} should "
-            "have gone",
-        )
-    if after[: len(kept)] != kept:
-        raise InvariantViolation(
-            "free-order-return",
-            f"the free list went from {before} to {after}: a freed block joins the right end "
-            f"of the free list, after the blocks already free ({kept})",
-        )
 
 
 def snapshot(bm: BlockManagerLike) -> tuple[Any, ...]:
@@ -558,7 +536,9 @@ def block_manager_machine(
 
         def _free(self, seq: int) -> None:
             code = f"bm.free_seq({seq})"
+            table, before = self.bm.block_table(seq), list(self.bm.free_list())
             self._call(code, lambda: self.bm.free_seq(seq))
+            check_freed_tail_first(code, table, before, list(self.bm.free_list()))
             self.model.free(seq)
             del self.content[seq]
             self._check_free_count(code, "holds")
@@ -635,9 +615,10 @@ def block_manager_machine(
                 if not live:
                     return
                 seq = data.draw(st.sampled_from(live), label="seq")
+                n = data.draw(st.sampled_from([1, 0]), label="n_tokens")  # 0: no block to take
                 self._expect_error(
-                    f"bm.allocate({seq}, 1)",
-                    lambda: self.bm.allocate(seq, 1),
+                    f"bm.allocate({seq}, {n})",
+                    lambda: self.bm.allocate(seq, n),
                     "SequenceExists",
                     f"sequence {seq} is already live",
                 )

@@ -35,6 +35,11 @@ CHILD_LENGTH = WrittenFor((SAME,), ("lengths",))
 SHARED_UNCOUNTED = WrittenFor((SAME,), below=("refcounts",))
 TABLE_KEPT = WrittenFor((SAME,), (*BLOCKS, "lengths"))
 RELEASED = WrittenFor((SAME,), ("refcounts", "free", "num_free"))
+SLOT_OFF_TABLE = WrittenFor((SAME,), ("tables",))
+LENGTH_RECORDED = WrittenFor((SAME,), ("lengths",))
+UNHELD_TAKEN = WrittenFor((SAME, VALUE), BLOCKS)
+"""A block put in a table with refcount 0, and which block that was."""
+"""The same slot returned, and only the writer's table differs."""
 
 
 def _blocks_taken(d: Difference, side: Mapping[str, Any]) -> int:
@@ -94,6 +99,74 @@ def _cow_reading(d: Difference) -> str | None:
             "falls by one",
         )
     return None
+
+
+def _source_reading(d: Difference) -> str | None:
+    """Both copied, each naming another cow_src: yours is proven wrong when the reference's is
+    the last block of the writer's table before the call, the block the copy is made from."""
+    mine = re.search(r"cow_src=(\d+)", d.returned("mine") or "")
+    theirs = re.search(r"cow_src=(\d+)", d.returned("theirs") or "")
+    seq = d.args[0] if d.args else None
+    table = d.before.get("tables", {}).get(seq)
+    if not (mine and theirs and isinstance(table, list) and table):
+        return None
+    got, want = int(mine.group(1)), int(theirs.group(1))
+    if got == want or table[-1] != want:
+        return None
+    written = re.search(rf"block={got},", d.returned("mine") or "")
+    what = "the new block itself" if written else f"block {got}"
+    return NAMED_SOURCE.show(
+        d,
+        f"yours named {what} as cow_src; the copy is made from the shared block {want}, the "
+        f"last block of sequence {seq}'s table before the call: cow_src names the block whose "
+        "tokens the new block must receive",
+    )
+
+
+def _slot_off_table(d: Difference) -> str | None:
+    """The slot yours returned is the reference's, yet the writer's table does not end with
+    that block: the token goes into a block its table does not hold last."""
+    seq = d.args[0] if d.args else None
+    got = _SLOT.search(d.returned("mine") or "")
+    mine, theirs = d.mine.get("tables", {}).get(seq), d.theirs.get("tables", {}).get(seq)
+    if got is None or (d.returned("mine") or "") != (d.returned("theirs") or ""):
+        return None
+    if not (isinstance(mine, list) and isinstance(theirs, list) and mine and theirs):
+        return None
+    block = int(got.group(1))
+    if theirs[-1] != block or mine[-1] == block:
+        return None
+    if block in mine:
+        where = f"put it at position {mine.index(block)} of sequence {seq}'s table ({mine})"
+    else:
+        where = f"left it out of sequence {seq}'s table ({mine})"
+    return SLOT_OFF_TABLE.show(
+        d,
+        f"yours wrote the token into block {block} but {where}: the "
+        "block a token goes into is the last of its table, so a new block is appended at the "
+        "end and a copy takes the shared block's place",
+    )
+
+
+def _unheld_block(d: Difference) -> str | None:
+    """A block yours put in a table this call while leaving its refcount at 0: it was not taken
+    through ``_alloc``; the end of the free list it came from, where that is certain."""
+    seq = d.args[0] if d.args else None
+    table = d.mine.get("tables", {}).get(seq)
+    old = d.before.get("tables", {}).get(seq) or []
+    refs, free = d.mine.get("refcounts", {}), d.before.get("free")
+    if not isinstance(table, list) or not isinstance(refs, Mapping):
+        return None
+    new = [b for b in table if b not in old and not refs.get(b)]
+    if len(new) != 1:
+        return None
+    said = (
+        f"yours put block {new[0]} in sequence {seq}'s table with refcount 0: take every block "
+        "with _alloc, which holds it (refcount 1)"
+    )
+    if isinstance(free, list) and len(free) > 1 and free[-1] == new[0]:
+        said += " and takes it from the left end of the free list, not the right"
+    return UNHELD_TAKEN.show(d, said)
 
 
 _SLOT = re.compile(r"block=(\d+), offset=(\d+)")
@@ -226,6 +299,18 @@ def block_manager_reading(d: Difference) -> str | None:
         return TABLE_SIZED.show(
             d, "a table holds ceil(len / block_size) blocks, in ints -(-n // block_size)"
         )
+    if m == "allocate" and differ == {"lengths"} and len(d.args) > 1:
+        got = d.mine.get("lengths", {}).get(d.args[0])
+        if d.theirs.get("lengths", {}).get(d.args[0]) == d.args[1] and got != d.args[1]:
+            return LENGTH_RECORDED.show(
+                d,
+                f"yours recorded the length {got} for allocate({d.args[0]}, {d.args[1]}): a "
+                "sequence's length counts its tokens, so it is n_tokens itself",
+            )
+    if m in ("allocate", "append_slot") and "refcounts" in differ:
+        unheld = _unheld_block(d)
+        if unheld:
+            return unheld
     slot = _slot_reading(d) if m == "append_slot" else None
     if slot:
         return slot
@@ -236,7 +321,7 @@ def block_manager_reading(d: Difference) -> str | None:
             "otherwise the token goes into the last block",
         )
     if m == "append_slot":
-        return _cow_reading(d)
+        return _cow_reading(d) or _source_reading(d) or _slot_off_table(d)
     if m == "fork" and "lengths" in differ:
         child = d.args[1] if len(d.args) > 1 else None
         got = d.mine.get("lengths", {}).get(child)

@@ -131,6 +131,38 @@ def _chain_by_parent(d: Difference) -> str | None:
     )
 
 
+def _chain_slices(d: Difference) -> str | None:
+    """As many links as the prompt has full blocks, but each block's tokens another slice of
+    the prompt than ``tokens[i * block_size : (i + 1) * block_size]`` (your ``_chain`` called
+    again on the call's own tokens): the slice is the difference."""
+    tokens = d.args[0] if d.args else None
+    size = getattr(d.subject, "block_size", 0)
+    if not isinstance(tokens, list | tuple) or not isinstance(size, int) or size < 1:
+        return None
+    outcome, chain = d.probe("_chain", list(tokens))
+    want = [tuple(tokens[i * size : (i + 1) * size]) for i in range(len(tokens) // size)]
+    if outcome != "returned" or not isinstance(chain, list) or len(chain) != len(want):
+        return None
+    try:
+        got = [tuple(link[1]) for link in chain]
+    except (TypeError, IndexError, KeyError):
+        return None
+    if got == want or not want:
+        return None
+    lengths = {len(g) for g in got}
+    if len(lengths) == 1 and all(w[: len(g)] == g for g, w in zip(got, want, strict=True)):
+        return (
+            f"yours kept {lengths.pop()} token(s) of each block where a block holds {size} "
+            f"({got[0]}, not {want[0]}): block i's tokens are "
+            "tokens[i * block_size : (i + 1) * block_size], and its hash covers all of them"
+        )
+    i = next(i for i, (g, w) in enumerate(zip(got, want, strict=True)) if g != w)
+    return (
+        f"yours gave block {i} the tokens {got[i]}, not {want[i]}: block i's tokens are "
+        "tokens[i * block_size : (i + 1) * block_size]"
+    )
+
+
 def _hit_taken_again(d: Difference) -> str | None:
     """A table holding one block twice where the reference's holds none twice, that block
     evictable before the call: the hit was reclaimed as a new block of the same request."""
@@ -221,7 +253,7 @@ def prefix_cache_reading(d: Difference) -> str | None:
             )
         return None
     if m == "_chain" and not d.same_outcome:
-        found = _chain_by_parent(d)
+        found = _chain_by_parent(d) or _chain_slices(d)
         if found:
             return found
     if m == "allocate" and d.i_raised and d.they_raised and differ:
@@ -253,26 +285,9 @@ def prefix_cache_reading(d: Difference) -> str | None:
             "reclaimable), not the plain free list",
         )
     if m == "_room" and not d.same_outcome:
-        mine, theirs = d.returned("mine"), d.returned("theirs")
-        asked = list(d.args[0]) if d.args and isinstance(d.args[0], list | tuple) else []
-        evictable = call(d.subject, "evictable") or []
-        claimed = [b for b in asked if b in evictable]
-        numbers = (mine or "").isdigit() and (theirs or "").isdigit()
-        held = [b for b in asked if b not in evictable]
-        if held and numbers and int(theirs or 0) - int(mine or 0) == len(held):
-            return ROOM.show(
-                d,
-                f"yours counted {mine} block(s) of room where {theirs} are left: a hit on a block "
-                f"another sequence holds ({held}) takes no free block, so subtract from "
-                "num_free only the hits on evictable blocks",
-            )
-        if claimed and numbers and int(mine or 0) > int(theirs or 0):
-            return ROOM.show(
-                d,
-                f"yours counted {mine} blocks of room where {theirs} are left: this "
-                f"request's own hits on evictable blocks ({claimed}) are claimed by it, no "
-                "longer free, so subtract them from num_free",
-            )
+        room = _room_reading(d)
+        if room:
+            return ROOM.show(d, room)
     if m == "_claim" and "reclaim order" in differ:
         kept, taken = d.mine.get("reclaim order", []), d.theirs.get("reclaim order", [])
         if isinstance(kept, list) and isinstance(taken, list) and len(kept) > len(taken):
@@ -300,6 +315,50 @@ def prefix_cache_reading(d: Difference) -> str | None:
     if m == "_alloc" and differ:
         return _alloc_reading(d)
     return block_manager_reading(d)
+
+
+def _room_probe(d: Difference, hits: list[Any]) -> int | None:
+    """Your ``_room(hits)`` on a copy of the object before the call, when it returns an int."""
+    outcome, value = d.probe("_room", list(hits))
+    return value if outcome == "returned" and type(value) is int else None
+
+
+def _room_reading(d: Difference) -> str | None:
+    """``_room`` counted other room than the reference's. Each cause is stated only where your
+    own ``_room``, called again, shows it: with no hits it must give num_free; a held hit
+    subtracted is proven by every extra copy of it taking one more block, not by one count
+    (``num_free // (1 + len(hits))`` matches ``num_free - len(hits)`` at num_free 2)."""
+    mine, theirs = _room_probe(d, list(d.args[0]) if d.args else []), d.returned("theirs")
+    free = d.before.get("num_free")
+    asked = list(d.args[0]) if d.args and isinstance(d.args[0], list | tuple) else []
+    if mine is None or not (theirs or "").isdigit() or type(free) is not int:
+        return None
+    evictable = call(d.subject, "evictable") or []
+    claimed = [b for b in asked if b in evictable]
+    held = [b for b in asked if b not in evictable]
+    empty = _room_probe(d, [])
+    if empty is not None and empty != free:
+        return (
+            f"with no hits at all yours counts {empty} block(s) of room where num_free is "
+            f"{free}: every block num_free counts (the plain free and the evictable ones alike) "
+            "is room; only this request's hits on evictable blocks are subtracted from it"
+        )
+    if empty != free:
+        return None
+    each = all(_room_probe(d, held * n) == free - n * len(held) for n in (1, 2, 3))
+    if held and each and mine == int(theirs) - len(held):
+        return (
+            f"yours counted {mine} block(s) of room where {theirs} are left: yours takes one "
+            f"block of room for every hit, and a hit on a block another sequence holds ({held}) "
+            "takes no free block, so subtract from num_free only the hits on evictable blocks"
+        )
+    if claimed and mine == free and _room_probe(d, claimed) == free:
+        return (
+            f"yours counted {mine} blocks of room where {theirs} are left: this request's own "
+            f"hits on evictable blocks ({claimed}) are claimed by it, no longer free, so "
+            "subtract them from num_free"
+        )
+    return None
 
 
 def _lookup_reading(d: Difference) -> str | None:
