@@ -239,6 +239,16 @@ class Diagnoser:
             strict = [m for m in strict if seen.get(m.name) == theirs]
         return found, strict
 
+    def _shows_apart(self, impl: Any, other: Any) -> bool:
+        """``other`` shows its mistake on a separating program, and ``impl`` shows it the same
+        way there: agreeing only where both behave correctly proves nothing about the slip."""
+        right = correct_impl(self.topic)
+        for text in self.spec.separating:
+            theirs = replay(text, self.spec, other)
+            if theirs != replay(text, self.spec, right) and theirs == replay(text, self.spec, impl):
+                return True
+        return False
+
     def _alike_on_variants(self, program: str, impl: Any, other: Any) -> bool:
         """``impl`` and ``other`` agree on :data:`VARIANTS` variants of the failing and the
         separating programs, each with its numbers changed (a fixed, seeded choice): an
@@ -272,7 +282,8 @@ class Diagnoser:
     ) -> Finding:
         """Where the difference starts, and a known mistake only as far as it is earned:
         "behaves exactly like one that ..." when the mistake agrees with the learner on the
-        failing program and on every separating program and changes the localised method; a
+        failing program and on every separating program, shows itself on one of those as the
+        learner's class does, and changes the localised method; a
         question when it only shares the symptom; nothing otherwise. ``raised``: the learner's
         own Python error the program ended with; raised at the first diverging call, it is
         what the place says (:func:`raised_place`) unless a reading written for that raise
@@ -294,6 +305,7 @@ class Diagnoser:
             and methods
             and at_place(strict[0])
             and self._alike_on_variants(program, impl, strict[0].impl)
+            and self._shows_apart(impl, strict[0].impl)
         ):
             hint = f"your {self.spec.noun} behaves exactly like one that {strict[0].like}"
             return Finding(hint, where, True, place.methods, divergence=place.divergence)
