@@ -80,3 +80,32 @@ def test_a_match_a_separating_program_shows_is_still_claimed() -> None:
     _, program = failing_report(load_topic("weight-cache"), m.impl)
     finding = HOOKS["weight-cache"].explain(program, m.impl)
     assert finding.certain and f"exactly like one that {m.like}" in (finding.hint or "")
+
+
+def test_a_method_found_by_its_graft_alone_gets_a_check_hint_only_about_it() -> None:
+    from servelab.grading.about import About, Hint
+    from servelab.grading.diagnose import GRAFTED_ONLY, Finding, with_place
+
+    grafted = Finding(methods=("WeightCache._evict",))
+    elsewhere = Hint("unpin returns the pins left", About(("unpin",)))
+    here = Hint("evicting counts the bytes it frees", About(("_evict",)))
+    code = "cache = WeightCache(10)\ncache.put('a', 1, 5)\ncache.evicted_bytes"
+    assert with_place(grafted, elsewhere, True, code) == GRAFTED_ONLY.format(method="_evict")
+    assert with_place(grafted, here, True, code) == here
+    # a topic that localises nothing keeps its check's hint
+    assert with_place(grafted, elsewhere, True, code, searched=False) == elsewhere
+
+
+def test_an_error_raised_under_the_learners_lines_is_told_without_a_guessed_cause() -> None:
+    from servelab.grading.diagnose import later_raise, raised_outside
+
+    try:
+        {}["b"]
+    except KeyError as exc:
+        raised = raised_outside(exc)
+    assert raised is not None
+    said = later_raise(raised)
+    assert said.startswith("Later, the last line under reproduce: raised KeyError: 'b' (")
+    assert "your" not in said
+    assert raised_outside(ValueError("x")) is not None
+    assert raised_outside(None) is None

@@ -68,6 +68,7 @@ from servelab.grading.diagnose import (
     later_raise,
     located,
     own_error,
+    raised_outside,
     topic_hook,
     with_place,
 )
@@ -338,6 +339,8 @@ def _diagnosed(
                 or not exception_hint(exc)
             )
             own = own_error(exc)
+            if own is None and not ruled and finding.divergence is not None:
+                own = raised_outside(exc)  # a Python error from code under yours (a super())
             if finding.raised:  # the learner's own error, placed: the check's hint if it fits
                 return with_place(finding, check_hint or hint), finding.where, finding.divergence
             if own is not None and finding.place and not finding.hint:
