@@ -37,6 +37,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import re
 import sys
 import tempfile
 import warnings
@@ -67,6 +68,7 @@ from servelab.grading.diagnose import (
     later_raise,
     located,
     own_error,
+    raised_outside,
     topic_hook,
     with_place,
 )
@@ -337,6 +339,8 @@ def _diagnosed(
                 or not exception_hint(exc)
             )
             own = own_error(exc)
+            if own is None and not ruled and finding.divergence is not None:
+                own = raised_outside(exc)  # a Python error from code under yours (a super())
             if finding.raised:  # the learner's own error, placed: the check's hint if it fits
                 return with_place(finding, check_hint or hint), finding.where, finding.divergence
             if own is not None and finding.place and not finding.hint:
@@ -355,7 +359,19 @@ def _diagnosed(
         return hint, (), None
 
 
+#: A folder made under the temporary directory (a disk tier's, a learner's ``mkdtemp``) has a
+#: random name: shown as is, the report would differ from run to run.
+_TEMPORARY_FOLDER = re.compile(re.escape(tempfile.gettempdir()) + r"[/\\][^/\\\s'\"]+")
+
+
+def stable_text(text: str) -> str:
+    """``text`` with every temporary folder named the same way on every run."""
+    return _TEMPORARY_FOLDER.sub("<temporary folder>", text)
+
+
 def _finish(report: Report, out: TextIO | None, quiet: bool) -> None:
+    report.lines = [stable_text(line) for line in report.lines]
+    report.hint = stable_text(report.hint)
     if not quiet:
         print(report.text, file=out)
         report.printed = True

@@ -136,6 +136,11 @@ class Raised:
 MESSAGE_CHARS = 60
 
 
+def _bounded_message(exc: BaseException) -> str:
+    message = str(exc)
+    return message if len(message) <= MESSAGE_CHARS else message[: MESSAGE_CHARS - 3] + "..."
+
+
 def own_error(exc: BaseException | None) -> Raised | None:
     """The learner's own Python error in ``exc``, or None (no error, one of the notebook's or
     the grader's, or one raised outside the learner's code)."""
@@ -144,9 +149,7 @@ def own_error(exc: BaseException | None) -> Raised | None:
     frame = learner_frame(exc)
     if frame is None:
         return None
-    message = str(exc)
-    if len(message) > MESSAGE_CHARS:
-        message = message[: MESSAGE_CHARS - 3] + "..."
+    message = _bounded_message(exc)
     source = (frame.line or "").strip()
     # a `raise` of the learner's own says what it means in its message, not the type's
     meaning = None if source.startswith("raise") else exception_meaning(exc)
@@ -181,8 +184,19 @@ def later_raise(raised: Raised) -> str:
     said = f"{raised.kind}: {raised.message}" if raised.message else raised.kind
     if raised.meaning:
         said += f" ({raised.meaning})"
+    if not raised.function:
+        return f"Later, the last line under reproduce: raised {said}"
     at = f"line {raised.line} of your {raised.function}()" if raised.line else "your code"
     return f"Later, on the last line under reproduce:, {at} raised {said}"
+
+
+def raised_outside(exc: BaseException | None) -> Raised | None:
+    """A Python error raised outside the learner's lines (in a base class's code their call
+    reached): what it says, with no line of theirs to point at."""
+    if not isinstance(exc, Exception) or type(exc).__module__ != "builtins":
+        return None
+    message = _bounded_message(exc)
+    return Raised(type(exc).__name__, message, "", None, "", exception_meaning(exc))
 
 
 class Diagnoser:
@@ -239,6 +253,16 @@ class Diagnoser:
             strict = [m for m in strict if seen.get(m.name) == theirs]
         return found, strict
 
+    def _shows_apart(self, impl: Any, other: Any) -> bool:
+        """``other`` shows its mistake on a separating program, and ``impl`` shows it the same
+        way there: agreeing only where both behave correctly proves nothing about the slip."""
+        right = correct_impl(self.topic)
+        for text in self.spec.separating:
+            theirs = replay(text, self.spec, other)
+            if theirs != replay(text, self.spec, right) and theirs == replay(text, self.spec, impl):
+                return True
+        return False
+
     def _alike_on_variants(self, program: str, impl: Any, other: Any) -> bool:
         """``impl`` and ``other`` agree on :data:`VARIANTS` variants of the failing and the
         separating programs, each with its numbers changed (a fixed, seeded choice): an
@@ -272,7 +296,8 @@ class Diagnoser:
     ) -> Finding:
         """Where the difference starts, and a known mistake only as far as it is earned:
         "behaves exactly like one that ..." when the mistake agrees with the learner on the
-        failing program and on every separating program and changes the localised method; a
+        failing program and on every separating program, shows itself on one of those as the
+        learner's class does, and changes the localised method; a
         question when it only shares the symptom; nothing otherwise. ``raised``: the learner's
         own Python error the program ended with; raised at the first diverging call, it is
         what the place says (:func:`raised_place`) unless a reading written for that raise
@@ -294,6 +319,7 @@ class Diagnoser:
             and methods
             and at_place(strict[0])
             and self._alike_on_variants(program, impl, strict[0].impl)
+            and self._shows_apart(impl, strict[0].impl)
         ):
             hint = f"your {self.spec.noun} behaves exactly like one that {strict[0].like}"
             return Finding(hint, where, True, place.methods, divergence=place.divergence)
@@ -454,6 +480,12 @@ NO_PLACE = (
     "no one method of yours could be found to differ: the last line under reproduce: shows "
     "what the check expected and what yours did"
 )
+#: The hint shown where a method was found by its graft alone and the check's own hint is
+#: about another method.
+GRAFTED_ONLY = (
+    "start at your `{method}` (see where:); no single call of it differs where the check "
+    "looks, so compare what it leaves behind for the later lines under reproduce:"
+)
 _FIELD_READ = re.compile(r"^\s*(\w+)\.(\w+)\s*(#.*)?$")
 _LEN_READ = re.compile(r"^\s*len\((\w+)\)\s*(#.*)?$")
 _CALL = re.compile(r"^\s*(?:\w+\s*=\s*)?(\w+)\.(\w+)\(")
@@ -535,6 +567,13 @@ def with_place(
     if gate and searched and not finding.methods and isinstance(check_hint, Hint):
         # no place: the hint only where it speaks of what the check saw
         return check_hint if fits_observed(check_hint.about, code) else NO_PLACE
+    if gate and searched and finding.methods and isinstance(check_hint, Hint):
+        # a method found by its graft alone (no call of it differs where the check looks):
+        # the hint only where it is about that method or what the check saw
+        about = check_hint.about
+        if about.fits(finding.methods, finding.divergence) or fits_observed(about, code):
+            return check_hint
+        return GRAFTED_ONLY.format(method=finding.methods[0].rpartition(".")[2])
     return check_hint
 
 
