@@ -167,6 +167,23 @@ class EvictionCountedTwiceForOldest(Final):
         super()._evict(key)
 
 
+class EvictPopsOldest(Pinning):
+    """Pops the oldest entry, not the key it was given: a pinned oldest entry goes."""
+
+    def _evict(self, key):
+        size, _ = self._entries.popitem(last=False)[1]
+        self._used -= size
+
+
+class EvictedBytesAssigned(Final):
+    """Sets `evicted_bytes` to the victim's size instead of adding it."""
+
+    def _evict(self, key):
+        self.evictions += 1
+        self.evicted_bytes = self._entries[key][0]
+        Checked._evict(self, key)
+
+
 MISTAKES = {
     "evict forgets pins with a failing lookup": (5, EvictDropsPinFirst, {"_evict"}),
     "evict subtracts the size twice": (2, EvictSubtractsTwice, {"_evict"}),
@@ -182,4 +199,6 @@ MISTAKES = {
     "a second pin of a resident key refused": (4, PinOnlyCandidates, {"pin"}),
     "replacement restores the old size": (5, ReplaceRestoresOldSize, {"put"}),
     "an empty value read as a miss": (1, EmptyValueReadAsMiss, {"get"}),
+    "evict pops the oldest, not its key": (3, EvictPopsOldest, {"_evict"}),
+    "evicted bytes assigned, not added": (5, EvictedBytesAssigned, {"_evict"}),
 }
