@@ -205,7 +205,7 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 f"is the heap entry it pushes for pop_victim. Push the key's current entry, "
                 f"({count}, the time it reached it, key), after updating count and reached: "
                 "an entry that no longer matches them is stale and pop_victim skips it. Does "
-                "yours push before it updates them?"
+                "yours push before it updates them, or with another count or tick than theirs?"
             )
         if m == "eviction_order" and who == "SIEVE":
             return (
