@@ -54,6 +54,15 @@ SHOWN = [
     (W, weights.EvictedBytesAssigned, 5, "where the reference adds it to the"),
     (W, weights_contract.PinnedBeforeBadSize, 4, "is not a positive int, a ValueError, tried"),
     (W, weights_contract.BoolSizeAccepted, 4, "yours accepted a size of True"),
+    (W, weights.ScanStopsAtPinned, 3, "yours returned None though 'b' is resident and not"),
+    (W, weights.LastUnpinDropsEntry, 3, "yours removed 'a' from the cache on unpin('a')"),
+    (P, policies.LFUPopStopsAtStale, 2, "yours raised NoVictim with 3 candidate(s) left"),
+    (
+        P,
+        {"LFU": POLICIES["LFU"], "SIEVE": policies.SIEVEOrderOneShort},
+        4,
+        "yours listed 1 of the 2 candidates",
+    ),
     (P, policies.LFUPinReplacesSet, 2, "yours took 'a' out of `pinned` on update_on_pin('b')"),
     (P, policies.LFUUnpinKeepsPinned, 2, "yours left 'a' in `pinned` after update_on_unpin"),
     (
@@ -84,6 +93,10 @@ NOT_SHOWN = [
     (W, weights.EvictSubtractsTwice, 2, "where the reference adds it"),
     (W, weights_contract.PinnedBytesBeforeKey, 4, "not a positive int"),  # a good size
     (W, weights.ReplaceKeepsOldSize, 2, "the key it was called with"),
+    (W, weights.VictimSkipsOldest, 3, "returned None though"),  # another key, not None
+    (W, weights.UnpinReturnsOldCount, 3, "from the cache on"),  # the entry stays
+    (P, {"LFU": POLICIES["LFU"], "SIEVE": policies.SIEVEPopRaisesLookupError}, 4, "left (len"),
+    (P, {"LFU": POLICIES["LFU"], "SIEVE": policies.SIEVEOrderIsQueue}, 4, "candidates (len()"),
     (P, policies.LFUPinResetsCount, 4, "out of `pinned`"),  # the pins are right
     (P, _UnpinNoPush, 2, "in `pinned` after"),  # unpinned, only the push is missing
     (

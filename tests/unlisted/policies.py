@@ -246,6 +246,27 @@ class SIEVEOrderIsQueue(SIEVE):
         return [k for k in self.queue if k not in self.pinned]
 
 
+class LFUPopStopsAtStale(ALONE):
+    """Pops one heap entry only: a stale first entry ends the pop with NoVictim."""
+
+    def pop_victim(self):
+        if self.heap:
+            count, reached, key = heapq.heappop(self.heap)
+            current = (self.count.get(key), self.reached.get(key))
+            if key not in self.pinned and current == (count, reached):
+                self.update_on_remove(key)
+                return key
+        raise NoVictim("every resident key is pinned")
+
+
+class SIEVEOrderOneShort(SIEVE):
+    """Trials one pop fewer than len(): the last candidate is missing from the order."""
+
+    def eviction_order(self):
+        trial = copy.deepcopy(self)
+        return [trial.pop_victim() for _ in range(len(trial) - 1)]
+
+
 MISTAKES = {
     "LFU victim keeps its count": (
         4,
@@ -325,6 +346,12 @@ MISTAKES = {
         4,
         {"LFU": LFU, "SIEVE": SIEVESweepStaysOnVisited},
         {"SIEVE.pop_victim"},
+    ),
+    "LFU pop stops at a stale entry": (2, LFUPopStopsAtStale, {"pop_victim"}),
+    "SIEVE order one short": (
+        4,
+        {"LFU": LFU, "SIEVE": SIEVEOrderOneShort},
+        {"SIEVE.eviction_order"},
     ),
     "SIEVE order in queue order": (
         4,

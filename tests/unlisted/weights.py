@@ -184,6 +184,26 @@ class EvictedBytesAssigned(Final):
         Checked._evict(self, key)
 
 
+class ScanStopsAtPinned(Pinning):
+    """The victim scan gives up at the first pinned entry and returns None."""
+
+    def _next_victim(self):
+        for key in self._entries:
+            return None if self._pins.get(key) else key
+        return None
+
+
+class LastUnpinDropsEntry(Pinning):
+    """The last unpin deletes the entry from the cache, not only its pins."""
+
+    def unpin(self, key):
+        left = super().unpin(key)
+        if not left:
+            size, _ = self._entries.pop(key)
+            self._used -= size
+        return left
+
+
 MISTAKES = {
     "evict forgets pins with a failing lookup": (5, EvictDropsPinFirst, {"_evict"}),
     "evict subtracts the size twice": (2, EvictSubtractsTwice, {"_evict"}),
@@ -201,4 +221,6 @@ MISTAKES = {
     "an empty value read as a miss": (1, EmptyValueReadAsMiss, {"get"}),
     "evict pops the oldest, not its key": (3, EvictPopsOldest, {"_evict"}),
     "evicted bytes assigned, not added": (5, EvictedBytesAssigned, {"_evict"}),
+    "victim scan stops at a pinned entry": (3, ScanStopsAtPinned, {"_next_victim"}),
+    "the last unpin drops the entry": (3, LastUnpinDropsEntry, {"unpin"}),
 }

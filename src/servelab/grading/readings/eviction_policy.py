@@ -37,6 +37,9 @@ VISITED = WrittenFor((SAME,), ("visited", "eviction order"))
 HIT_COUNTED = WrittenFor((SAME,), ("counts", "eviction order"))
 HIT_UNDERCOUNTED = WrittenFor((SAME,), ("eviction order",), below=("counts",))
 BACK_AS_CANDIDATE = WrittenFor((SAME,), ("eviction order",), below=("len",))
+RAISED_EARLY = WrittenFor((MINE_RAISED,), ("eviction order", "counts", "len", "visited", "hand"))
+"""A pop that raised where the reference evicts: nothing popped, what the victim's going
+changes on the reference's side."""
 OTHERS_UNPINNED = WrittenFor((SAME,), ("eviction order", "pinned", "len"))
 """A pin that took other keys out of `pinned` (the key itself may be in it as it should)."""
 LEFT_PINNED = WrittenFor((SAME,), ("eviction order", "pinned"), below=("len",))
@@ -236,6 +239,11 @@ def eviction_policy_reading(d: Difference) -> str | None:
         )
     if m == "__len__" and not d.same_outcome:
         return COUNTED_MORE.show(d, _len(d))
+    short = _order_short(d) if m == "eviction_order" and not d.same_outcome else None
+    if short:
+        return ORDERED.show(d, short)
+    if m == "pop_victim" and d.outcome_pair == MINE_RAISED:
+        return RAISED_EARLY.show(d, _raised_with_candidates(d, who))
     if m == "eviction_order" and who == "LFU" and not d.same_outcome:
         return ORDERED.show(d, _lfu_order(d))
     if m == "eviction_order" and who == "SIEVE" and not d.same_outcome:
@@ -401,6 +409,39 @@ def eviction_policy_reading(d: Difference) -> str | None:
             "its count and the time it reached it",
         )
     return None
+
+
+def _order_short(d: Difference) -> str | None:
+    """An order that stops short: the reference's first keys, as many as yours, and fewer
+    than len() says there are candidates."""
+    mine, theirs = _names(d.returned("mine")), _names(d.returned("theirs"))
+    n = d.before.get("len")
+    if not isinstance(n, int) or len(theirs) != n or not len(mine) < n:
+        return None
+    if mine != theirs[: len(mine)] or d.returned("mine") == "None":
+        return None
+    return (
+        f"yours listed {len(mine)} of the {n} candidates (len() is {n}), in the right order "
+        f"as far as it goes: the order lists every candidate, next victim first; does yours "
+        f"stop a key short?"
+    )
+
+
+def _raised_with_candidates(d: Difference, who: str) -> str | None:
+    """pop_victim raised though len() counts candidates and the reference evicts one."""
+    n = d.before.get("len")
+    if not isinstance(n, int) or n <= 0:
+        return None
+    go_on = (
+        "a popped heap entry that is stale or pinned is skipped and the pop goes on"
+        if who == "LFU"
+        else "the sweep passes pinned and visited keys and goes on"
+    )
+    return (
+        f"yours raised {d.error('mine')} with {n} candidate(s) left (len() is {n}); the "
+        f"reference evicts {d.returned('theirs')}: NoVictim is only for when every resident "
+        f"key is pinned; {go_on}"
+    )
 
 
 def _pinned(fields: Mapping[str, Any]) -> list[Any]:

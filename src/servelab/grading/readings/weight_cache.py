@@ -41,6 +41,8 @@ COUNTED_OTHERWISE = WrittenFor((SAME,), ("evictions", "evicted_bytes"))
 """Counters moved by an amount the call's own numbers account for (a size, not its sum)."""
 REMOVED_OTHER = WrittenFor((SAME,), ("resident", "used", "pins", "evicted_bytes"))
 """``_evict(key)`` removed another entry than ``key``."""
+UNPIN_REMOVED = WrittenFor((SAME,), ("resident", "used", "pins"))
+"""A pin or unpin that took its own key out of the cache."""
 USED_KEPT = WrittenFor((SAME,), above=("used",))
 """An eviction that left more bytes in use than the victim's removal leaves."""
 USED_OVERTAKEN = WrittenFor((SAME,), below=("used",))
@@ -78,10 +80,16 @@ def _weight_cache_victim(d: Difference) -> str | None:
     pins = d.before.get("pins", {})
     chosen = next((k for k in resident if repr(k) == mine), None)
     skipped = next((k for k in resident if repr(k) == theirs), None)
-    if chosen is None:
-        return None
     rule = "the victim is the least recently used unpinned entry: the first key of `keys()` "
     rule += f"that is not pinned ({theirs} here)"
+    if chosen is None and mine == "None" and skipped is not None and skipped not in pins:
+        return (
+            f"yours returned None though {theirs} is resident and not pinned: None means every "
+            f"entry is pinned; pass over the pinned ones and go on looking. {rule[0].upper()}"
+            f"{rule[1:]}"
+        )
+    if chosen is None:
+        return None
     if chosen in pins:
         return f"yours chose {mine}, a pinned entry: skip pinned entries; {rule}"
     if skipped is not None and f"pin({skipped!r})" in d.program:
@@ -97,6 +105,8 @@ def _weight_cache_victim(d: Difference) -> str | None:
     bigger = isinstance(sizes.get(chosen), int) and isinstance(sizes.get(skipped), int)
     if bigger and sizes[chosen] == max(numbers) and sizes[chosen] > sizes[skipped]:
         what.append("the largest")
+    if bigger and sizes[chosen] == min(numbers) and sizes[chosen] < sizes[skipped]:
+        what.append("the smallest")  # said beside "most recently used": both are facts
     if what:
         return f"yours chose {mine}, {' and '.join(what)} entry; {rule}"
     return f"yours chose {mine}; {rule}"
@@ -470,6 +480,14 @@ def weight_cache_reading(d: Difference) -> str | None:
     if m == "get" and "resident" in differ:
         return REFRESHED.show(
             d, "a hit refreshes the key: get moves it to the most recently used end"
+        )
+    gone = key not in d.mine.get("resident", ()) and key in d.theirs.get("resident", ())
+    if m in ("pin", "unpin") and resident and gone:
+        return UNPIN_REMOVED.show(
+            d,
+            f"yours removed {key!r} from the cache on {m}({key!r}): {'an' if m == 'unpin' else 'a'} "
+            f"{m} changes its pin count "
+            "and nothing else; the entry stays resident (evictable again after its last unpin)",
         )
     if m in ("pin", "unpin") and "resident" in differ and "pins" not in differ:
         return REFRESHED.show(
