@@ -485,9 +485,9 @@ def weight_cache_reading(d: Difference) -> str | None:
     if m in ("pin", "unpin") and resident and gone:
         return UNPIN_REMOVED.show(
             d,
-            f"yours removed {key!r} from the cache on {m}({key!r}): {'an' if m == 'unpin' else 'a'} "
-            f"{m} changes its pin count "
-            "and nothing else; the entry stays resident (evictable again after its last unpin)",
+            f"yours removed {key!r} from the cache on {m}({key!r}): {m}() changes the key's pin "
+            "count and nothing else; the entry stays resident (evictable again after its last "
+            "unpin)",
         )
     if m in ("pin", "unpin") and "resident" in differ and "pins" not in differ:
         return REFRESHED.show(
