@@ -57,6 +57,8 @@ SHOWN = [
     (W, weights.ScanStopsAtPinned, 3, "yours returned None though 'b' is resident and not"),
     (W, weights.LastUnpinDropsEntry, 3, "yours removed 'a' from the cache on unpin('a')"),
     (P, policies.LFUPopStopsAtStale, 2, "yours raised NoVictim with 3 candidate(s) left"),
+    (P, policies.LFUUnpinCountsUse, 2, "yours changed the count of 'a' to 2 on update_on_unpin"),
+    (W, weights.EvictKeepsLast, 2, "above the capacity 100, with 'a' still resident"),
     (
         P,
         {"LFU": POLICIES["LFU"], "SIEVE": policies.SIEVEOrderOneShort},
@@ -94,6 +96,13 @@ NOT_SHOWN = [
     (W, weights_contract.PinnedBytesBeforeKey, 4, "not a positive int"),  # a good size
     (W, weights.ReplaceKeepsOldSize, 2, "the key it was called with"),
     (W, weights.VictimSkipsOldest, 3, "returned None though"),  # another key, not None
+    (W, weights.ReplaceEvictsWhileOldCounts, 2, "still resident"),  # it evicted too much
+    (
+        P,
+        {"LFU": policies.LFUUnpinTicksAfterPinnedHit, "SIEVE": POLICIES["SIEVE"]},
+        4,
+        "changed the count",
+    ),
     (W, weights.UnpinReturnsOldCount, 3, "from the cache on"),  # the entry stays
     (P, {"LFU": POLICIES["LFU"], "SIEVE": policies.SIEVEPopRaisesLookupError}, 4, "left (len"),
     (P, {"LFU": POLICIES["LFU"], "SIEVE": policies.SIEVEOrderIsQueue}, 4, "candidates (len()"),

@@ -267,6 +267,15 @@ class SIEVEOrderOneShort(SIEVE):
         return [trial.pop_victim() for _ in range(len(trial) - 1)]
 
 
+class LFUUnpinCountsUse(ALONE):
+    """Counts the unpin as a use: the key comes back with one more."""
+
+    def update_on_unpin(self, key):
+        self.pinned.discard(key)
+        self.count[key] += 1
+        heapq.heappush(self.heap, (self.count[key], self.reached[key], key))
+
+
 MISTAKES = {
     "LFU victim keeps its count": (
         4,
@@ -348,6 +357,7 @@ MISTAKES = {
         {"SIEVE.pop_victim"},
     ),
     "LFU pop stops at a stale entry": (2, LFUPopStopsAtStale, {"pop_victim"}),
+    "LFU unpin counts a use": (2, LFUUnpinCountsUse, {"update_on_unpin"}),
     "SIEVE order one short": (
         4,
         {"LFU": LFU, "SIEVE": SIEVEOrderOneShort},

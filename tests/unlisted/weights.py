@@ -204,6 +204,19 @@ class LastUnpinDropsEntry(Pinning):
         return left
 
 
+class EvictKeepsLast(Evicting):
+    """The eviction loop stops before the last entry left: a large put overfills the cache."""
+
+    def put(self, key, value, size):
+        if key in self._entries:
+            old_size, _ = self._entries.pop(key)
+            self._used -= old_size
+        while self._used + size > self.capacity and len(self._entries) > 1:
+            self._evict(self._next_victim())
+        self._entries[key] = (size, value)
+        self._used += size
+
+
 MISTAKES = {
     "evict forgets pins with a failing lookup": (5, EvictDropsPinFirst, {"_evict"}),
     "evict subtracts the size twice": (2, EvictSubtractsTwice, {"_evict"}),
@@ -223,4 +236,5 @@ MISTAKES = {
     "evicted bytes assigned, not added": (5, EvictedBytesAssigned, {"_evict"}),
     "victim scan stops at a pinned entry": (3, ScanStopsAtPinned, {"_next_victim"}),
     "the last unpin drops the entry": (3, LastUnpinDropsEntry, {"unpin"}),
+    "eviction loop keeps the last entry": (2, EvictKeepsLast, {"put"}),
 }

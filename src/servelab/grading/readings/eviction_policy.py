@@ -40,6 +40,8 @@ BACK_AS_CANDIDATE = WrittenFor((SAME,), ("eviction order",), below=("len",))
 RAISED_EARLY = WrittenFor((MINE_RAISED,), ("eviction order", "counts", "len", "visited", "hand"))
 """A pop that raised where the reference evicts: nothing popped, what the victim's going
 changes on the reference's side."""
+UNPIN_COUNTED = WrittenFor((SAME,), ("counts", "eviction order"))
+"""An unpin that changed the key's count (the order follows the count)."""
 OTHERS_UNPINNED = WrittenFor((SAME,), ("eviction order", "pinned", "len"))
 """A pin that took other keys out of `pinned` (the key itself may be in it as it should)."""
 LEFT_PINNED = WrittenFor((SAME,), ("eviction order", "pinned"), below=("len",))
@@ -287,6 +289,14 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 "where it stopped, just after the victim, for the next sweep",
             )
     key = d.args[0] if d.args else None
+    if m == "update_on_unpin" and who == "LFU" and "counts" in d.differ:
+        counts = d.mine.get("counts", {})
+        return UNPIN_COUNTED.show(
+            d,
+            f"yours changed the count of {key!r} to {counts.get(key)} on update_on_unpin: a pin "
+            "and an unpin are not uses, so the key comes back with the count and the tick it "
+            "had, to its old place",
+        )
     if m == "update_on_unpin" and key in _pinned(d.mine) and key not in _pinned(d.theirs):
         return LEFT_PINNED.show(
             d,

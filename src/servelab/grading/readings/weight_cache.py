@@ -463,6 +463,14 @@ def weight_cache_reading(d: Difference) -> str | None:
                 d, "yours evicted more than needed: stop evicting as soon as the new entry fits"
             )
         if isinstance(d.mine.get("used"), int) and d.grew("used"):
+            over = d.mine["used"]
+            if isinstance(capacity, int) and over > capacity and len(mine) > 1:
+                return EVICTED_LESS.show(
+                    d,
+                    f"yours left `used` at {over}, above the capacity {capacity}, with "
+                    f"{', '.join(map(repr, mine[:-1]))} still resident: evict in a loop until "
+                    "the new entry fits, the last old entry too if it must go",
+                )
             return EVICTED_LESS.show(
                 d,
                 "evict in a loop until the new entry fits: one large entry can need the room of "
