@@ -166,11 +166,18 @@ def test_hidden_readings_speak_only_of_the_method_the_graft_found() -> None:
     hidden = {
         ("LFU.update_on_hit", eviction_policy_reading): "heap entry it pushes",
         ("SIEVE.eviction_order", eviction_policy_reading): "deep copy",
-        ("put", weight_cache_reading): "keep the old size?",
+        ("put", weight_cache_reading): "keeps for later",
         ("_register", prefix_cache_reading): "tokens[block] = block_tokens",
     }
     for (method, reader), said in hidden.items():
         assert said in (reading(reader, None, hidden_in=method) or "")
+    # a put's old size is asked about only where the program replaces a key
+    replacing = (
+        "cache = C(100)\ncache.put('a', 1, 30)\ncache.put('a', 1, 50)\ncache.put('b', 1, 60)"
+    )
+    assert "keep the old size?" in (reading(weight_cache_reading, None, replacing, "put") or "")
+    once = "cache = C(100)\ncache.put('a', 1, 30)\ncache.get('a')"
+    assert "old size" not in (reading(weight_cache_reading, None, once, "put") or "")
     assert reading(eviction_policy_reading, None, hidden_in="SIEVE.update_on_hit") is None
     assert reading(weight_cache_reading, None, hidden_in="get") is None
 

@@ -10,6 +10,8 @@ TOPIC = "eviction-policy"
 FINAL = checkpoint(TOPIC, 4)
 LFU = FINAL["LFU"]
 SIEVE = FINAL["SIEVE"]
+ALONE = checkpoint(TOPIC, 2)  # steps 1 and 2 grade LFU alone
+REMOVALS = checkpoint(TOPIC, 3)
 
 
 class LFUPinResetsCount(LFU):
@@ -194,6 +196,86 @@ class LFUUnpinTicksAfterPinnedHit(LFU):
         super().update_on_unpin(key)
 
 
+class LFUPinReplacesSet(ALONE):
+    """Assigns a new set on a pin: pinning one key unpins every other."""
+
+    def update_on_pin(self, key):
+        self.pinned = {key}
+
+
+class LFUUnpinKeepsPinned(ALONE):
+    """Pushes the heap entry back on an unpin but leaves the key in `pinned`."""
+
+    def update_on_unpin(self, key):
+        heapq.heappush(self.heap, (self.count[key], self.reached[key], key))
+
+
+class SIEVEUnpinMarksVisited(REMOVALS["SIEVE"]):
+    """Takes an unpin for a use: the key comes back visited."""
+
+    def update_on_unpin(self, key):
+        self.pinned.discard(key)
+        self.visited[key] = True
+
+
+class SIEVESweepStaysOnVisited(SIEVE):
+    """Clears a visited bit but does not move on: the visited key goes on the next look."""
+
+    def pop_victim(self):
+        if len(self) == 0:
+            raise NoVictim("every resident key is pinned")
+        i = 0 if self.hand is None else self.queue.index(self.hand)
+        while True:
+            if i == len(self.queue):
+                i = 0
+            key = self.queue[i]
+            if key in self.pinned:
+                i += 1
+            elif self.visited[key]:
+                self.visited[key] = False
+            else:
+                self.hand = key
+                self.update_on_remove(key)
+                return key
+
+
+class SIEVEOrderIsQueue(SIEVE):
+    """Lists the unpinned keys in queue order, as if the hand and the bits did not order them."""
+
+    def eviction_order(self):
+        return [k for k in self.queue if k not in self.pinned]
+
+
+class LFUPopStopsAtStale(ALONE):
+    """Pops one heap entry only: a stale first entry ends the pop with NoVictim."""
+
+    def pop_victim(self):
+        if self.heap:
+            count, reached, key = heapq.heappop(self.heap)
+            current = (self.count.get(key), self.reached.get(key))
+            if key not in self.pinned and current == (count, reached):
+                self.update_on_remove(key)
+                return key
+        raise NoVictim("every resident key is pinned")
+
+
+class SIEVEOrderOneShort(SIEVE):
+    """Trials one pop fewer than len(): the last candidate is missing from the order."""
+
+    def eviction_order(self):
+        trial = copy.deepcopy(self)
+        return [trial.pop_victim() for _ in range(len(trial) - 1)]
+
+
+class LFUUnpinCountsUse(ALONE):
+    """Counts the unpin as a use: the key comes back with one more."""
+
+    def update_on_unpin(self, key):
+        self.pinned.discard(key)
+        self.count[key] += 1
+        heapq.heappush(self.heap, (self.count[key], self.reached[key], key))
+
+
 MISTAKES = {
     "LFU victim keeps its count": (
         4,
@@ -261,5 +343,29 @@ MISTAKES = {
         4,
         {"LFU": LFUUnpinTicksAfterPinnedHit, "SIEVE": SIEVE},
         {"LFU.update_on_hit", "LFU.update_on_unpin"},
+    ),
+    "LFU pin replaces the pinned set": (2, LFUPinReplacesSet, {"update_on_pin"}),
+    "LFU unpin leaves the key pinned": (2, LFUUnpinKeepsPinned, {"update_on_unpin"}),
+    "SIEVE unpin marks the key visited": (
+        3,
+        {"LFU": REMOVALS["LFU"], "SIEVE": SIEVEUnpinMarksVisited},
+        {"SIEVE.update_on_unpin"},
+    ),
+    "SIEVE sweep evicts a visited key": (
+        4,
+        {"LFU": LFU, "SIEVE": SIEVESweepStaysOnVisited},
+        {"SIEVE.pop_victim"},
+    ),
+    "LFU pop stops at a stale entry": (2, LFUPopStopsAtStale, {"pop_victim"}),
+    "LFU unpin counts a use": (2, LFUUnpinCountsUse, {"update_on_unpin"}),
+    "SIEVE order one short": (
+        4,
+        {"LFU": LFU, "SIEVE": SIEVEOrderOneShort},
+        {"SIEVE.eviction_order"},
+    ),
+    "SIEVE order in queue order": (
+        4,
+        {"LFU": LFU, "SIEVE": SIEVEOrderIsQueue},
+        {"SIEVE.eviction_order"},
     ),
 }

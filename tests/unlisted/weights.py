@@ -167,6 +167,56 @@ class EvictionCountedTwiceForOldest(Final):
         super()._evict(key)
 
 
+class EvictPopsOldest(Pinning):
+    """Pops the oldest entry, not the key it was given: a pinned oldest entry goes."""
+
+    def _evict(self, key):
+        size, _ = self._entries.popitem(last=False)[1]
+        self._used -= size
+
+
+class EvictedBytesAssigned(Final):
+    """Sets `evicted_bytes` to the victim's size instead of adding it."""
+
+    def _evict(self, key):
+        self.evictions += 1
+        self.evicted_bytes = self._entries[key][0]
+        Checked._evict(self, key)
+
+
+class ScanStopsAtPinned(Pinning):
+    """The victim scan gives up at the first pinned entry and returns None."""
+
+    def _next_victim(self):
+        for key in self._entries:
+            return None if self._pins.get(key) else key
+        return None
+
+
+class LastUnpinDropsEntry(Pinning):
+    """The last unpin deletes the entry from the cache, not only its pins."""
+
+    def unpin(self, key):
+        left = super().unpin(key)
+        if not left:
+            size, _ = self._entries.pop(key)
+            self._used -= size
+        return left
+
+
+class EvictKeepsLast(Evicting):
+    """The eviction loop stops before the last entry left: a large put overfills the cache."""
+
+    def put(self, key, value, size):
+        if key in self._entries:
+            old_size, _ = self._entries.pop(key)
+            self._used -= old_size
+        while self._used + size > self.capacity and len(self._entries) > 1:
+            self._evict(self._next_victim())
+        self._entries[key] = (size, value)
+        self._used += size
+
+
 MISTAKES = {
     "evict forgets pins with a failing lookup": (5, EvictDropsPinFirst, {"_evict"}),
     "evict subtracts the size twice": (2, EvictSubtractsTwice, {"_evict"}),
@@ -182,4 +232,9 @@ MISTAKES = {
     "a second pin of a resident key refused": (4, PinOnlyCandidates, {"pin"}),
     "replacement restores the old size": (5, ReplaceRestoresOldSize, {"put"}),
     "an empty value read as a miss": (1, EmptyValueReadAsMiss, {"get"}),
+    "evict pops the oldest, not its key": (3, EvictPopsOldest, {"_evict"}),
+    "evicted bytes assigned, not added": (5, EvictedBytesAssigned, {"_evict"}),
+    "victim scan stops at a pinned entry": (3, ScanStopsAtPinned, {"_next_victim"}),
+    "the last unpin drops the entry": (3, LastUnpinDropsEntry, {"unpin"}),
+    "eviction loop keeps the last entry": (2, EvictKeepsLast, {"put"}),
 }

@@ -52,9 +52,28 @@ class UnpinOfAbsentReturnsZero(Checked):
         return super().unpin(key)
 
 
+class PinnedBeforeBadSize(Checked):
+    """Tries the pinned key before the size: a pinned key put with size 0 reads EntryPinned,
+    where the bad size (ValueError) comes first."""
+
+    def _check_can_admit(self, key, size):
+        if self._pins.get(key):
+            raise EntryPinned(f"{key!r} is pinned")
+        super()._check_can_admit(key, size)
+
+
+class BoolSizeAccepted(Checked):
+    """Forgets that a bool is an int to isinstance: a size of True is admitted as 1 byte."""
+
+    def _check_can_admit(self, key, size):
+        super()._check_can_admit(key, 1 if size is True else size)
+
+
 MISTAKES = {
     "unmatched unpin raises KeyError": (4, UnpinRaisesKeyError, {"unpin"}),
     "a size checked for its sign only": (4, SizeSignOnly, {"_check_can_admit"}),
     "the pinned bytes checked before the key": (4, PinnedBytesBeforeKey, {"_check_can_admit"}),
     "unpin of an absent key returns 0": (4, UnpinOfAbsentReturnsZero, {"unpin"}),
+    "a pinned key tried before a bad size": (4, PinnedBeforeBadSize, {"_check_can_admit"}),
+    "a size of True accepted": (4, BoolSizeAccepted, {"_check_can_admit"}),
 }

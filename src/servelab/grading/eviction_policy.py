@@ -248,8 +248,15 @@ _FIELD_INVARIANTS = (
 
 
 def _policy_state(ns: dict[str, Any], canon: Canon) -> Hashable:
+    """What the step's checks can see: the candidates and their order; for a SIEVE of step 3,
+    which has no eviction order yet and whose checks read its fields, the fields too (else
+    a bit or a hand left otherwise replays as no difference, and no method is found)."""
     p = ns.get("p")
-    return None if p is None else frozen(policy_fields(p))
+    if p is None:
+        return None
+    if callable(getattr(p, "eviction_order", None)):
+        return frozen(policy_fields(p))
+    return frozen({**policy_fields(p), **policy_history(p)})
 
 
 def _puts(var: str, *keys: str) -> list[str]:

@@ -327,7 +327,8 @@ def _pin_absent(impl: Any) -> None:
 def _bad_size(impl: Any) -> None:
     s = CacheScript(impl, 100)
     s.put("a", 40)
-    for size in (0, -10):
+    sizes: tuple[Any, ...] = (0, -10, 2.5, True)  # True: an int to isinstance, not bytes
+    for size in sizes:
         code = f"cache.put('b', '<b weights>', {size})"
         s.expect_raises(ValueError, partial(s.put, "b", size), code, "not a size")
 

@@ -37,6 +37,15 @@ VISITED = WrittenFor((SAME,), ("visited", "eviction order"))
 HIT_COUNTED = WrittenFor((SAME,), ("counts", "eviction order"))
 HIT_UNDERCOUNTED = WrittenFor((SAME,), ("eviction order",), below=("counts",))
 BACK_AS_CANDIDATE = WrittenFor((SAME,), ("eviction order",), below=("len",))
+RAISED_EARLY = WrittenFor((MINE_RAISED,), ("eviction order", "counts", "len", "visited", "hand"))
+"""A pop that raised where the reference evicts: nothing popped, what the victim's going
+changes on the reference's side."""
+UNPIN_COUNTED = WrittenFor((SAME,), ("counts", "eviction order"))
+"""An unpin that changed the key's count (the order follows the count)."""
+OTHERS_UNPINNED = WrittenFor((SAME,), ("eviction order", "pinned", "len"))
+"""A pin that took other keys out of `pinned` (the key itself may be in it as it should)."""
+LEFT_PINNED = WrittenFor((SAME,), ("eviction order", "pinned"), below=("len",))
+"""An unpin that left its key among the pinned ones: no candidate again."""
 
 
 def _names(shown: str | None) -> list[str]:
@@ -78,6 +87,19 @@ def _sieve_victim(d: Difference) -> str | None:
             f"every key was visited: the hand makes a full lap, clearing each bit, and evicts "
             f"the first key it comes back to ({theirs} here), not simply the oldest"
         )
+    chosen = next((k for k in candidates if repr(k) == mine), None)
+    spared = next((k for k in candidates if repr(k) == theirs), None)
+    if (
+        chosen is not None
+        and spared is not None
+        and visited.get(chosen)
+        and not visited.get(spared)
+    ):
+        return (
+            f"yours evicted {mine}, whose visited bit was set, where {theirs} had none: the "
+            "hand clears a visited key's bit and moves on to the next newer key, so a hit "
+            "protects a key once; it evicts the first unvisited key it reaches"
+        )
     return (
         f"yours evicted {mine}, the reference {theirs}: the hand moves from older to newer keys "
         "(the wrong way is newest first), clears each visited bit it passes and evicts the "
@@ -85,10 +107,21 @@ def _sieve_victim(d: Difference) -> str | None:
     )
 
 
+def _owner(who: str, name: str) -> str:
+    """``"LFU's len()"``: a method named with its policy, or alone where there is none."""
+    return f"{who}'s {name}" if who else name
+
+
+def _policy(d: Difference) -> str:
+    """The policy the call is on: its prefix (``SIEVE.pop_victim``), or LFU where the step
+    grades one class alone (steps 1 and 2 build LFU before SIEVE joins it)."""
+    return d.policy or "LFU"
+
+
 def _len(d: Difference) -> str | None:
     """len() is the number of candidates: one per resident key that is not pinned. (Worded
     for both policies: "count" is LFU's word for a key's hits.)"""
-    owner = f"{d.policy}'s len()" if d.policy else "len()"
+    owner = _owner(_policy(d), "len()")
     mine = d.returned("mine")
     counts = d.before.get("counts")  # LFU's field: a SIEVE state has none
     resident = len(counts) if isinstance(counts, dict) else None
@@ -161,7 +194,7 @@ def _sweep_past_hand(d: Difference) -> str | None:
 
 def eviction_policy_reading(d: Difference) -> str | None:
     """The rule an LFU or SIEVE policy's first diverging call breaks."""
-    m, who = d.method, d.policy
+    m, who = d.method, _policy(d)
     if d.hidden:
         if m == "update_on_unpin" and who == "LFU":
             return (
@@ -177,7 +210,7 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 f"is the heap entry it pushes for pop_victim. Push the key's current entry, "
                 f"({count}, the time it reached it, key), after updating count and reached: "
                 "an entry that no longer matches them is stale and pop_victim skips it. Does "
-                "yours push before it updates them?"
+                "yours push before it updates them, or with another count or tick than theirs?"
             )
         if m == "eviction_order" and who == "SIEVE":
             return (
@@ -201,16 +234,22 @@ def eviction_policy_reading(d: Difference) -> str | None:
     if other:
         return other
     if m == "__len__" and d.outcome_pair == MINE_RAISED:
-        owner = f"{who}'s len()" if who else "len()"
         return (
             f"yours raised {d.error('mine')} where the reference returns "
-            f"{d.returned('theirs')}: {owner} is the number of candidates, one per resident "
-            "key that is not pinned, and it only reads"
+            f"{d.returned('theirs')}: {_owner(who, 'len()')} is the number of candidates, one "
+            "per resident key that is not pinned, and it only reads"
         )
     if m == "__len__" and not d.same_outcome:
         return COUNTED_MORE.show(d, _len(d))
+    short = _order_short(d) if m == "eviction_order" and not d.same_outcome else None
+    if short:
+        return ORDERED.show(d, short)
+    if m == "pop_victim" and d.outcome_pair == MINE_RAISED:
+        return RAISED_EARLY.show(d, _raised_with_candidates(d, who))
     if m == "eviction_order" and who == "LFU" and not d.same_outcome:
         return ORDERED.show(d, _lfu_order(d))
+    if m == "eviction_order" and who == "SIEVE" and not d.same_outcome:
+        return ORDERED.show(d, _sieve_queue_order(d))
     if m == "pop_victim" and who == "LFU" and not d.same_outcome:
         order = _names(shown_order(d.before))
         if order and d.returned("mine") != repr(order[0]):
@@ -249,6 +288,22 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 "reference's: the hand clears the visited bit of each key it passes, and stays "
                 "where it stopped, just after the victim, for the next sweep",
             )
+    key = d.args[0] if d.args else None
+    if m == "update_on_unpin" and who == "LFU" and "counts" in d.differ:
+        counts = d.mine.get("counts", {})
+        return UNPIN_COUNTED.show(
+            d,
+            f"yours changed the count of {key!r} to {counts.get(key)} on update_on_unpin: a pin "
+            "and an unpin are not uses, so the key comes back with the count and the tick it "
+            "had, to its old place",
+        )
+    if m == "update_on_unpin" and key in _pinned(d.mine) and key not in _pinned(d.theirs):
+        return LEFT_PINNED.show(
+            d,
+            f"yours left {key!r} in `pinned` after update_on_unpin({key!r}): an unpin takes the "
+            "key out of the pinned ones, so it is a candidate again"
+            + (" (and pushes its entry back onto the heap)" if who == "LFU" else ""),
+        )
     if m == "update_on_unpin" and "eviction order" in d.differ:
         kept = "its count and the time it reached it" if who == "LFU" else "its visited bit"
         return (UNPINNED if who == "SIEVE" else REORDERED).show(
@@ -296,6 +351,14 @@ def eviction_policy_reading(d: Difference) -> str | None:
         )
     if m == "update_on_pin" and d.differ:
         key = d.args[0] if d.args else None
+        dropped = [k for k in _pinned(d.before) if k != key and k not in _pinned(d.mine)]
+        if dropped and all(k in _pinned(d.theirs) for k in dropped):
+            return OTHERS_UNPINNED.show(
+                d,
+                f"yours took {', '.join(map(repr, dropped))} out of `pinned` on "
+                f"update_on_pin({key!r}), though no update_on_unpin came for it: a pin adds its "
+                "key to the pinned ones, and the keys pinned before stay pinned",
+            )
         if key in _names(shown_order(d.mine)):
             return PIN_IGNORED.show(
                 d,
@@ -304,7 +367,9 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 "candidate until update_on_unpin",
             )
         return PIN_IGNORED.show(
-            d, f"a pinned key is not a candidate: update_on_pin takes it out of {who}'s order"
+            d,
+            f"a pinned key is not a candidate: update_on_pin takes it out of "
+            f"{_owner(who, 'eviction order')}",
         )
     if m == "update_on_put" and who == "SIEVE" and "visited" in d.differ:
         return VISITED.show(d, "new entries arrive unvisited: only a hit sets the visited bit")
@@ -354,6 +419,59 @@ def eviction_policy_reading(d: Difference) -> str | None:
             "its count and the time it reached it",
         )
     return None
+
+
+def _order_short(d: Difference) -> str | None:
+    """An order that stops short: the reference's first keys, as many as yours, and fewer
+    than len() says there are candidates."""
+    mine, theirs = _names(d.returned("mine")), _names(d.returned("theirs"))
+    n = d.before.get("len")
+    if not isinstance(n, int) or len(theirs) != n or not len(mine) < n:
+        return None
+    if mine != theirs[: len(mine)] or d.returned("mine") == "None":
+        return None
+    return (
+        f"yours listed {len(mine)} of the {n} candidates (len() is {n}), in the right order "
+        f"as far as it goes: the order lists every candidate, next victim first; does yours "
+        f"stop a key short?"
+    )
+
+
+def _raised_with_candidates(d: Difference, who: str) -> str | None:
+    """pop_victim raised though len() counts candidates and the reference evicts one."""
+    n = d.before.get("len")
+    if not isinstance(n, int) or n <= 0:
+        return None
+    go_on = (
+        "a popped heap entry that is stale or pinned is skipped and the pop goes on"
+        if who == "LFU"
+        else "the sweep passes pinned and visited keys and goes on"
+    )
+    return (
+        f"yours raised {d.error('mine')} with {n} candidate(s) left (len() is {n}); the "
+        f"reference evicts {d.returned('theirs')}: NoVictim is only for when every resident "
+        f"key is pinned; {go_on}"
+    )
+
+
+def _pinned(fields: Mapping[str, Any]) -> list[Any]:
+    pinned = fields.get("pinned", [])
+    return list(pinned) if isinstance(pinned, list) else []
+
+
+def _sieve_queue_order(d: Difference) -> str | None:
+    """Yours answered the unpinned keys in queue order, oldest first, where the hand or the
+    visited bits order them otherwise."""
+    p = d.subject
+    queue, pinned = list(getattr(p, "queue", [])), set(getattr(p, "pinned", ()))
+    mine = _names(d.returned("mine"))
+    if not mine or mine != [k for k in queue if k not in pinned]:
+        return None
+    return (
+        f"yours listed the candidates in queue order, oldest first ({d.returned('mine')}); "
+        "SIEVE's order is the order its sweeps would evict them: from the hand, passing (and "
+        "clearing) visited keys once, wrapping past the newest. Trial pop_victim on a deep copy"
+    )
 
 
 def shown_order(fields: Mapping[str, Any]) -> str | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from servelab.grading.readings.difference import (
     BOTH_RAISED,
     MINE_RAISED,
@@ -35,6 +37,12 @@ READ_AFTER_REMOVAL = WrittenFor((MINE_RAISED,), ("used", "evictions", "evicted_b
 REPLACE_COUNTED = WrittenFor((SAME,), above=("evictions", "evicted_bytes"))
 EVICTION_UNCOUNTED = WrittenFor((SAME,), below=("evictions", "evicted_bytes"))
 EVICTION_OVERCOUNTED = WrittenFor((SAME,), above=("evictions", "evicted_bytes"))
+COUNTED_OTHERWISE = WrittenFor((SAME,), ("evictions", "evicted_bytes"))
+"""Counters moved by an amount the call's own numbers account for (a size, not its sum)."""
+REMOVED_OTHER = WrittenFor((SAME,), ("resident", "used", "pins", "evicted_bytes"))
+"""``_evict(key)`` removed another entry than ``key``."""
+UNPIN_REMOVED = WrittenFor((SAME,), ("resident", "used", "pins"))
+"""A pin or unpin that took its own key out of the cache."""
 USED_KEPT = WrittenFor((SAME,), above=("used",))
 """An eviction that left more bytes in use than the victim's removal leaves."""
 USED_OVERTAKEN = WrittenFor((SAME,), below=("used",))
@@ -72,10 +80,16 @@ def _weight_cache_victim(d: Difference) -> str | None:
     pins = d.before.get("pins", {})
     chosen = next((k for k in resident if repr(k) == mine), None)
     skipped = next((k for k in resident if repr(k) == theirs), None)
-    if chosen is None:
-        return None
     rule = "the victim is the least recently used unpinned entry: the first key of `keys()` "
     rule += f"that is not pinned ({theirs} here)"
+    if chosen is None and mine == "None" and skipped is not None and skipped not in pins:
+        return (
+            f"yours returned None though {theirs} is resident and not pinned: None means every "
+            f"entry is pinned; pass over the pinned ones and go on looking. {rule[0].upper()}"
+            f"{rule[1:]}"
+        )
+    if chosen is None:
+        return None
     if chosen in pins:
         return f"yours chose {mine}, a pinned entry: skip pinned entries; {rule}"
     if skipped is not None and f"pin({skipped!r})" in d.program:
@@ -91,6 +105,8 @@ def _weight_cache_victim(d: Difference) -> str | None:
     bigger = isinstance(sizes.get(chosen), int) and isinstance(sizes.get(skipped), int)
     if bigger and sizes[chosen] == max(numbers) and sizes[chosen] > sizes[skipped]:
         what.append("the largest")
+    if bigger and sizes[chosen] == min(numbers) and sizes[chosen] < sizes[skipped]:
+        what.append("the smallest")  # said beside "most recently used": both are facts
     if what:
         return f"yours chose {mine}, {' and '.join(what)} entry; {rule}"
     return f"yours chose {mine}; {rule}"
@@ -147,13 +163,35 @@ def _weight_cache_admit(d: Difference) -> str | None:
             "evicting anything, so a failed put changes nothing",
         )
     if d.i_raised and d.they_raised:
-        return OTHER_ERROR.show(
-            d,
-            f"yours raised {d.error('mine')} where the reference raises {d.error('theirs')}: "
-            "an entry larger than the capacity is a ValueError; one that only the pinned "
-            "entries keep out is a PinnedCapacityExceeded (a MemoryError) naming the pinned keys",
-        )
+        return OTHER_ERROR.show(d, _other_error(d, room))
     return None
+
+
+def _other_error(d: Difference, room: tuple[int, int] | None) -> str:
+    """Both refused, with other errors: the rule the reference's error comes from, read from
+    the call's own arguments, and that it is tried first."""
+    said = f"yours raised {d.error('mine')} where the reference raises {d.error('theirs')}"
+    key = d.args[0] if d.args else None
+    given = d.args[1] if len(d.args) > 1 else None
+    order = (
+        "; _check_can_admit tries a bad size, then larger than the cache, then the key pinned, "
+        "then the pinned bytes"
+    )
+    if isinstance(given, bool) or not isinstance(given, int) or given <= 0:
+        return (
+            f"{said}: a size of {given!r} is not a positive int, a ValueError, tried first{order}"
+        )
+    if room is not None and given > room[0]:
+        return (
+            f"{said}: {given} bytes is larger than the whole cache, an EntryTooLarge (a "
+            f"ValueError), tried before the pins{order}"
+        )
+    if key in d.before.get("pins", {}):
+        return f"{said}: {key!r} is pinned, EntryPinned, tried before the pinned bytes"
+    return (
+        f"{said}: an entry larger than the capacity is a ValueError; one that only the pinned "
+        "entries keep out is a PinnedCapacityExceeded (a MemoryError) naming the pinned keys"
+    )
 
 
 def _weight_cache_counters(d: Difference) -> str | None:
@@ -196,6 +234,62 @@ def _counted_more(d: Difference) -> str | None:
     )
 
 
+def _counted_otherwise(d: Difference) -> str | None:
+    """An eviction whose counters moved by a number the call accounts for exactly: the
+    victim's size added to `evictions`, `evicted_bytes` set to the size (not added), or
+    another resident entry's size added."""
+    victim = d.args[0] if d.args else None
+    size = _victim_size(d)
+    if size is None:
+        return None
+    numbers = [d.before.get("evicted_bytes"), d.mine.get("evicted_bytes")]
+    numbers += [d.before.get("evictions"), d.mine.get("evictions")]
+    if not all(isinstance(n, int) for n in numbers):
+        return None
+    before, mine, count_before, count_mine = (n for n in numbers if isinstance(n, int))
+    rule = f"each eviction adds 1 to `evictions` and the victim's size ({size}) to `evicted_bytes`"
+    # a size of 2 or 3 could as well be an eviction counted twice or thrice: no reading
+    if size > 3 and count_mine - count_before == size and "evictions" in d.differ:
+        return f"yours added {size}, the size of {victim!r}, to `evictions`: {rule}"
+    if "evictions" in d.differ:
+        return None
+    if mine == size and before not in (0, size):
+        return (
+            f"yours set `evicted_bytes` to {size}, the size of {victim!r}, where the reference "
+            f"adds it to the {before} counted before: {rule}, adding to what it holds"
+        )
+    added = mine - before
+    others = [
+        k
+        for k in d.before.get("resident", ())
+        if k != victim and call(d.subject, "size_of", k) == added
+    ]
+    # 1 could as well be evictions' step taken for bytes; two such entries say neither
+    if len(others) == 1 and added not in (0, 1, size, 2 * size):
+        key = others[0]
+        return (
+            f"yours added {mine - before}, the size of {key!r}, to `evicted_bytes`, where "
+            f"the victim is {victim!r} ({size}): {rule}"
+        )
+    return None
+
+
+def _removed_other(d: Difference) -> str | None:
+    """``_evict(key)`` that left ``key`` resident and removed another entry instead."""
+    victim = d.args[0] if d.args else None
+    before, mine = list(d.before.get("resident", ())), list(d.mine.get("resident", ()))
+    gone = [k for k in before if k not in mine]
+    if victim not in mine or victim not in before or len(gone) != 1:
+        return None
+    said = (
+        f"yours removed {gone[0]!r}, not {victim!r}, the key it was called with: _evict "
+        f"removes the key it is given (the victim _next_victim chose)"
+    )
+    if gone[0] in d.before.get("pins", {}):
+        said += f", and {gone[0]!r} is pinned"
+    return said
+
+
 def _kept_old_size(d: Difference) -> str | None:
     """A replacement whose entry keeps the size it had (read back with ``size_of`` on a copy
     after your call): proven, whatever else the call shows."""
@@ -222,17 +316,28 @@ def _kept_old_size(d: Difference) -> str | None:
     return said
 
 
+def _replaces(program: str) -> bool:
+    """Whether ``program`` puts some key twice (a replacement, unless evicted in between)."""
+    keys = re.findall(r"\.put\(\s*('[^']*'|\"[^\"]*\")", program)
+    return len(keys) != len(set(keys))
+
+
 def weight_cache_reading(d: Difference) -> str | None:
     """The rule a weight cache's first diverging call breaks."""
     if d.hidden:
         if d.method == "put":
-            return (
+            said = (
                 "yours leaves every field a call shows as the reference's does, yet with the "
                 "reference's put in its place the program behaves: what differs is what put "
-                "keeps for later. It records the size it is given, a replacement's new size "
-                "too, and a later eviction frees the size recorded: does a replacement of "
-                "yours keep the old size?"
+                "keeps for later, each entry as (size, value): get answers the value, and a "
+                "later eviction frees the size recorded"
             )
+            if _replaces(d.program):
+                said += (
+                    ". It records the size it is given, a replacement's new size too: does a "
+                    "replacement of yours keep the old size?"
+                )
+            return said
         return None
     m, differ = d.method, d.differ
     if d.i_raised and d.they_raised and d.error("mine") == d.error("theirs") and differ:
@@ -293,9 +398,16 @@ def weight_cache_reading(d: Difference) -> str | None:
                 "a replacement is not an eviction: replacing a key frees its old bytes without "
                 "counting an eviction",
             )
+        counted = _counted_otherwise(d) if m == "_evict" else None
+        if counted:
+            return COUNTED_OTHERWISE.show(d, counted)
         return EVICTION_UNCOUNTED.show(
             d, "count every eviction in `evictions` and the victim's size in `evicted_bytes`"
         ) or (EVICTION_OVERCOUNTED.show(d, _counted_more(d)) if m == "_evict" else None)
+    if m == "_evict" and "resident" in differ:
+        other = _removed_other(d)
+        if other:
+            return REMOVED_OTHER.show(d, other)
     if m == "_evict" and "used" in differ:
         return USED_KEPT.show(
             d, "evicting an entry must subtract its size from `used`"
@@ -351,6 +463,14 @@ def weight_cache_reading(d: Difference) -> str | None:
                 d, "yours evicted more than needed: stop evicting as soon as the new entry fits"
             )
         if isinstance(d.mine.get("used"), int) and d.grew("used"):
+            over = d.mine["used"]
+            if isinstance(capacity, int) and over > capacity and len(mine) > 1:
+                return EVICTED_LESS.show(
+                    d,
+                    f"yours left `used` at {over}, above the capacity {capacity}, with "
+                    f"{', '.join(map(repr, mine[:-1]))} still resident: evict in a loop until "
+                    "the new entry fits, the last old entry too if it must go",
+                )
             return EVICTED_LESS.show(
                 d,
                 "evict in a loop until the new entry fits: one large entry can need the room of "
@@ -368,6 +488,14 @@ def weight_cache_reading(d: Difference) -> str | None:
     if m == "get" and "resident" in differ:
         return REFRESHED.show(
             d, "a hit refreshes the key: get moves it to the most recently used end"
+        )
+    gone = key not in d.mine.get("resident", ()) and key in d.theirs.get("resident", ())
+    if m in ("pin", "unpin") and resident and gone:
+        return UNPIN_REMOVED.show(
+            d,
+            f"yours removed {key!r} from the cache on {m}({key!r}): {m}() changes the key's pin "
+            "count and nothing else; the entry stays resident (evictable again after its last "
+            "unpin)",
         )
     if m in ("pin", "unpin") and "resident" in differ and "pins" not in differ:
         return REFRESHED.show(
