@@ -35,6 +35,9 @@ SHOWN = {
     "lookup says tier 0": ("index of the tier it pinned it in", "never added"),
     "recompute at one FLOP per parameter": ("weights term counted half", "K and V"),
     "load over the disk link": ("over the 'disk' link", "K and V"),
+    "decode restarts after preempting": ("decoded sequence 1 2 times", "counted twice"),
+    "admit puts newcomers first": ("admit puts each sequence it admits at the back", "reverse"),
+    "worth loading over the host link": ("as a load from the 'cpu' tier would", "the work is"),
 }
 SLIPS = [u for u in unlisted() if u.name in SHOWN]
 
@@ -204,3 +207,45 @@ def test_a_recompute_term_is_read_as_halved_only_when_it_is_exactly_half() -> No
     assert "counted half" in (_seconds("recompute_seconds", (256,), half, right) or "")
     near = right - weights / 3
     assert "counted" not in (_seconds("recompute_seconds", (256,), near, right) or "")
+
+
+def test_running_in_another_order_is_read_only_when_it_holds_the_same_sequences() -> None:
+    before = {"running": [], "waiting": [(0, 1), (1, 1)]}
+    swapped = {"running": [(1, 1), (0, 1)], "waiting": []}
+    right = {"running": [(0, 1), (1, 1)], "waiting": []}
+    fewer = {"running": [(1, 1)], "waiting": [(0, 1)]}
+    read = scheduler_reading(
+        Difference("admit", "", (), before, swapped, right, "returned None", "returned None", None)
+    )
+    assert "order of arrival" in (read or "")
+    other = scheduler_reading(
+        Difference("admit", "", (), before, fewer, right, "returned None", "returned None", None)
+    )
+    assert "order of arrival" not in (other or "")
+
+
+def test_a_worth_loading_answer_is_put_on_another_link_only_when_every_size_agrees() -> None:
+    h = checkpoint("kv-offload", 4)["Hierarchy"](1000, 1000)
+    state = {"cpu.keys": [], "disk.keys": []}
+    # one answer that differs proves no link: the right rule at every other size
+    d = Difference(
+        "worth_loading",
+        "Hierarchy",
+        (8192, "disk"),
+        state,
+        state,
+        state,
+        "returned True",
+        "returned False",
+        h,
+    )
+    assert kv_offload_reading(d) is None
+
+
+def test_a_sequence_decoded_twice_is_told_of_a_retry_only_after_a_preemption() -> None:
+    before = {"running": [(0, 1), (1, 1)]}
+    mine = {"running": [(0, 2), (1, 2)], "out.decodes": [0, 1, 1], "out.preempted": []}
+    theirs = {"running": [(0, 2), (1, 2)], "out.decodes": [0, 1], "out.preempted": []}
+    d = Difference("decode", "", (), before, mine, theirs, "returned None", "returned None", None)
+    said = scheduler_reading(d) or ""
+    assert "decoded sequence 1 2 times" in said and "retries" not in said

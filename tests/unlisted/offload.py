@@ -357,6 +357,13 @@ class LoadOverTheDiskLink(Final["Hierarchy"]):
         return super().load_seconds(tokens, "disk")
 
 
+class WorthLoadingOverTheHostLink(Final["Hierarchy"]):
+    """Decides every load as if it came over the CPU tier's link, whichever tier holds it."""
+
+    def worth_loading(self, tokens, tier):
+        return self.load_seconds(tokens, "cpu") < self.recompute_seconds(tokens)
+
+
 MISTAKES = {
     "a chunk that exactly fits is a miss": (1, FitNeedsSpare, {"put"}),
     "unref lowers the count before refusing": (1, UnrefCountsFirst, {"unref"}),
@@ -444,6 +451,11 @@ MISTAKES = {
         4,
         {**Final, "Hierarchy": LoadOverTheDiskLink},
         {"Hierarchy.load_seconds"},
+    ),
+    "worth loading over the host link": (
+        4,
+        {**Final, "Hierarchy": WorthLoadingOverTheHostLink},
+        {"Hierarchy.worth_loading"},
     ),
     "retrieve never promotes": (
         3,

@@ -211,6 +211,35 @@ class VictimNeverTheAsker(Final):
             i += 1
 
 
+class AdmitNewestFirst(Admitting):
+    """Puts each admitted sequence at the front of running (insert(0, ...)): newest first."""
+
+    def admit(self, out):
+        while self.waiting and self.fits(self.waiting[0].num_tokens):
+            seq = self.waiting.popleft()
+            self.bm.allocate(seq.seq_id, seq.num_tokens)
+            self.running.insert(0, seq)
+            out.prefills.append(Prefill(seq, seq.num_tokens))
+
+
+class DecodeRestartsAfterPreempting(Final):
+    """After each preemption, starts the decode loop again from the oldest: the sequences
+    before the one that found no block decode a second time."""
+
+    def decode(self, out):
+        i = 0
+        while i < len(self.running):
+            seq = self.running[i]
+            try:
+                slot = self.bm.append_slot(seq.seq_id)
+            except OutOfBlocks:
+                self.preempt(self.running.pop(), out)
+                i = 0
+                continue
+            out.decodes.append(Decode(seq, slot))
+            i += 1
+
+
 MISTAKES = {
     "victim peeked, not popped": (3, VictimPeekedNotPopped, {"decode"}),
     "fit counts one block too many": (1, FitRoundsUp, {"fits"}),
@@ -227,4 +256,6 @@ MISTAKES = {
     "fits raises for 0 tokens": (1, FitsRefusesZero, {"fits"}),
     "fit counts a partial block free": (1, FitRoundsDown, {"fits"}),
     "the victim is never the asker": (3, VictimNeverTheAsker, {"decode"}),
+    "admit puts newcomers first": (1, AdmitNewestFirst, {"admit"}),
+    "decode restarts after preempting": (3, DecodeRestartsAfterPreempting, {"decode"}),
 }

@@ -494,11 +494,45 @@ def _not_promoted(d: Difference) -> str | None:
     return None
 
 
+def _worth_loading(d: Difference) -> str | None:
+    """Yours answers, over a range of sizes, as the rule would for another tier's link, and
+    not as it does for the tier named: the answer is priced over the wrong link."""
+    h: Any = d.subject
+    if len(d.args) < 2 or not isinstance(getattr(h, "links", None), dict):
+        return None
+    tier = d.args[1]
+    sizes = [2**k for k in range(0, 21, 2)] + [3 * 2**k for k in range(0, 19, 3)]
+
+    def rule(link: Any, n: int) -> bool:
+        m = h.model
+        load = -(-n // h.chunk_tokens) * link.latency_s + n * m.kv_bytes_per_token / link.bandwidth
+        return bool(load < (2 * m.params * n + 2 * m.layers * m.d_model * n * n) / h.flops)
+
+    try:
+        mine = [d.probe("worth_loading", n, tier) for n in sizes]
+        answers = {
+            name: [("returned", rule(link, n)) for n in sizes] for name, link in h.links.items()
+        }
+    except Exception:
+        return None
+    if tier not in answers or mine == answers[tier]:
+        return None
+    other = [name for name, said in answers.items() if name != tier and said == mine]
+    if len(other) != 1:
+        return None
+    return (
+        f"yours answers, at every size tried, as a load from the {other[0]!r} tier would, "
+        f"where the tier named is {tier!r}: worth_loading compares load_seconds(tokens, tier), "
+        "over that tier's link, with recompute_seconds(tokens)"
+    )
+
+
 _READERS = {
     "lookup": _lookup,
     "retrieve": _retrieve,
     "release": _release,
     "load_seconds": _load_seconds,
+    "worth_loading": _worth_loading,
     "recompute_seconds": _recompute_seconds,
     "put": _put,
     "_choose_victims": _victims,

@@ -69,7 +69,27 @@ def _other_victim(d: Difference, before: list[Any], victim: Any, theirs: Any) ->
     return f"{said}, {' and '.join(facts)}; {rule}, whatever its id or whose append failed"
 
 
+def _decoded_twice(d: Difference) -> str | None:
+    """A sequence yours decoded more than once in the call, where the reference did not."""
+    mine, theirs = d.mine.get("out.decodes"), d.theirs.get("out.decodes")
+    if not isinstance(mine, list) or not isinstance(theirs, list):
+        return None
+    twice = [s for s in dict.fromkeys(mine) if mine.count(s) > max(1, theirs.count(s))]
+    if not twice:
+        return None
+    said = (
+        f"yours decoded sequence {twice[0]} {mine.count(twice[0])} times in one step: every "
+        "running sequence decodes once per step"
+    )
+    if _victims(d.mine):
+        return f"{said}; after a preemption the loop retries the one that found no block"
+    return said
+
+
 def _scheduler_decode(d: Difference) -> str | None:
+    twice = _decoded_twice(d)
+    if twice is not None:
+        return twice
     before = _ids(d.before.get("running"))
     mine, theirs = _ids(d.mine.get("running")), _ids(d.theirs.get("running"))
     gone_mine = [s for s in before if s not in mine]
@@ -282,6 +302,18 @@ def scheduler_reading(d: Difference) -> str | None:
             return (
                 f"yours left finished sequence(s) {left} running: retire every finished "
                 "sequence, however the list it walks changes under it"
+            )
+    if m in ("admit", "retire") and differ == {"running"}:
+        mine_r, theirs_r = _ids(d.mine.get("running")), _ids(d.theirs.get("running"))
+        if sorted(mine_r) == sorted(theirs_r) and mine_r != theirs_r:
+            keeps = (
+                "admit puts each sequence it admits at the back (append)"
+                if m == "admit"
+                else "retire drops the finished ones and keeps the rest in their order"
+            )
+            return (
+                f"yours left running as {mine_r}, not {theirs_r}: running stays in order of "
+                f"arrival, the oldest first, for decode to take in that order; {keeps}"
             )
     if m == "admit" and "waiting" in differ and ADMIT_ORDER.fits(d):
         mine_w, theirs_w = _ids(d.mine.get("waiting")), _ids(d.theirs.get("waiting"))
