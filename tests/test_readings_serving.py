@@ -36,6 +36,7 @@ SHOWN = {
     "recompute at one FLOP per parameter": ("weights term counted half", "K and V"),
     "load over the disk link": ("over the 'disk' link", "K and V"),
     "decode restarts after preempting": ("decoded sequence 1 2 times", "counted twice"),
+    "admit reserves the future": ("ask about prompt + max_new_tokens?", "written for"),
     "admit puts newcomers first": ("admit puts each sequence it admits at the back", "reverse"),
     "worth loading over the host link": ("as a load from the 'cpu' tier would", "the work is"),
 }
@@ -249,3 +250,10 @@ def test_a_sequence_decoded_twice_is_told_of_a_retry_only_after_a_preemption() -
     d = Difference("decode", "", (), before, mine, theirs, "returned None", "returned None", None)
     said = scheduler_reading(d) or ""
     assert "decoded sequence 1 2 times" in said and "retries" not in said
+
+
+def test_a_head_left_waiting_is_asked_about_its_future_only_when_fits_refuses_that() -> None:
+    # one admission per step leaves the head waiting too, though fits admits its future
+    u = next(u for u in unlisted() if u.name == "admit stops after one admission")
+    report, _ = failing_report(u.topic, u.impl, u.step)
+    assert "max_new_tokens?" not in report.hint, report.hint

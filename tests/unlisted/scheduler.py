@@ -240,6 +240,21 @@ class DecodeRestartsAfterPreempting(Final):
             i += 1
 
 
+class AdmitReservesTheFuture(Admitting):
+    """Admits a request only while its whole future, prompt + max_new_tokens, fits now: it
+    reserves what add() already sized, and admits fewer than the pool can take."""
+
+    def admit(self, out):
+        while self.waiting:
+            seq = self.waiting[0]
+            if not self.fits(seq.prompt_len + seq.max_new_tokens):
+                break
+            self.waiting.popleft()
+            self.bm.allocate(seq.seq_id, seq.num_tokens)
+            self.running.append(seq)
+            out.prefills.append(Prefill(seq, seq.num_tokens))
+
+
 MISTAKES = {
     "victim peeked, not popped": (3, VictimPeekedNotPopped, {"decode"}),
     "fit counts one block too many": (1, FitRoundsUp, {"fits"}),
@@ -258,4 +273,5 @@ MISTAKES = {
     "the victim is never the asker": (3, VictimNeverTheAsker, {"decode"}),
     "admit puts newcomers first": (1, AdmitNewestFirst, {"admit"}),
     "decode restarts after preempting": (3, DecodeRestartsAfterPreempting, {"decode"}),
+    "admit reserves the future": (1, AdmitReservesTheFuture, {"admit"}),
 }

@@ -9,6 +9,7 @@ from servelab.grading.readings.difference import (
     RETURNED,
     THEIRS_RAISED,
     Difference,
+    call,
     written_for,
 )
 
@@ -67,6 +68,28 @@ def _other_victim(d: Difference, before: list[Any], victim: Any, theirs: Any) ->
     if not facts:
         return f"{said}; {rule}"
     return f"{said}, {' and '.join(facts)}; {rule}, whatever its id or whose append failed"
+
+
+def _admitted_for_its_future(d: Difference) -> str | None:
+    """Yours left the head of waiting where the reference admits it, and your own fits says
+    yes to the tokens it allocates and no to its prompt + max_new_tokens."""
+    waiting = list(getattr(d.subject, "waiting", ()))
+    mine, theirs = _ids(d.mine.get("running")), _ids(d.theirs.get("running"))
+    left = [s for s in waiting if s.seq_id in theirs and s.seq_id not in mine]
+    if not left or left[0] is not waiting[len(mine) - len(_ids(d.before.get("running")))]:
+        return None
+    seq, after = left[0], d.after()  # your fits asked as your admit left the pool
+    future = seq.prompt_len + seq.max_new_tokens
+    if future == seq.num_tokens or call(after, "fits", seq.num_tokens) is not True:
+        return None
+    if call(after, "fits", future) is not False:
+        return None
+    return (
+        f"yours left sequence {seq.seq_id} waiting, which your fits({seq.num_tokens}) admits "
+        f"and fits({future}) refuses: does yours ask about prompt + max_new_tokens? admit asks "
+        f"fits(seq.num_tokens), the tokens it allocates now; add() already refused what can "
+        "never fit"
+    )
 
 
 def _decoded_twice(d: Difference) -> str | None:
@@ -303,6 +326,10 @@ def scheduler_reading(d: Difference) -> str | None:
                 f"yours left finished sequence(s) {left} running: retire every finished "
                 "sequence, however the list it walks changes under it"
             )
+    if m == "admit" and "running" in differ:
+        reserved = _admitted_for_its_future(d)
+        if reserved is not None:
+            return reserved
     if m in ("admit", "retire") and differ == {"running"}:
         mine_r, theirs_r = _ids(d.mine.get("running")), _ids(d.theirs.get("running"))
         if sorted(mine_r) == sorted(theirs_r) and mine_r != theirs_r:
