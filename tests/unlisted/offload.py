@@ -289,6 +289,81 @@ class RetrieveWithoutPromotion(Hierarchical["Hierarchy"]):
         return payloads
 
 
+class TooLargeAtCapacity(Pinned):
+    """Raises ChunkTooLarge at `>=` the capacity: a chunk of exactly the tier's size is refused."""
+
+    def put(self, key, payload, *wait):
+        size = self._payload_size(payload)
+        if size >= self.capacity:
+            raise ChunkTooLarge(f"{key!r} takes {size} B")
+        return super().put(key, payload, *wait)
+
+
+class PutReturnsEvictedKeys(Evicting):
+    """Returns the evicted keys, not (key, payload) pairs: the hierarchy cannot write them down."""
+
+    def put(self, key, payload, wait=0):
+        evicted = super().put(key, payload, wait)
+        return None if evicted is None else [k for k, _ in evicted]
+
+
+class DropsVictimsBeforeWriting(Evicting):
+    """Discards the victims first and writes the new copy after: a write that fails has lost
+    them."""
+
+    def put(self, key, payload, wait=0):
+        size = self._payload_size(payload)
+        if size > self.capacity:
+            raise ChunkTooLarge(f"{key!r} takes {size} B")
+        if key in self._sizes:
+            self.get(key)
+            return []
+        for attempt in range(wait + 1):
+            if attempt:
+                self._sleep()
+            victims = self._choose_victims(size)
+            if victims is not None:
+                break
+        else:
+            return None
+        evicted = [(v, self._read(v)) for v in victims]
+        for v in victims:
+            self._discard(v)
+        self._data[key] = self._write(key, payload)
+        self._sizes[key] = size
+        self._used += size
+        return evicted
+
+
+class LookupSaysTopTier(Final["Hierarchy"]):
+    """Pins each chunk where it is, but returns every one as found in tier 0."""
+
+    def lookup(self, keys):
+        return [(key, 0) for key, _ in super().lookup(keys)]
+
+
+class RecomputeOneFlopPerParameter(Final["Hierarchy"]):
+    """Counts one FLOP per parameter per token: a multiply-add is two."""
+
+    def recompute_seconds(self, tokens):
+        m = self.model
+        return (m.params * tokens + 2 * m.layers * m.d_model * tokens * tokens) / self.flops
+
+
+class LoadOverTheDiskLink(Final["Hierarchy"]):
+    """Prices every load over the disk link, whichever tier it reads from."""
+
+    def load_seconds(self, tokens, tier):
+        return super().load_seconds(tokens, "disk")
+
+
+class WorthLoadingOverTheHostLink(Final["Hierarchy"]):
+    """Decides every load as if it came over the CPU tier's link, whichever tier holds it."""
+
+    def worth_loading(self, tokens, tier):
+        return self.load_seconds(tokens, "cpu") < self.recompute_seconds(tokens)
+
+
 MISTAKES = {
     "a chunk that exactly fits is a miss": (1, FitNeedsSpare, {"put"}),
     "unref lowers the count before refusing": (1, UnrefCountsFirst, {"unref"}),
@@ -363,6 +438,25 @@ MISTAKES = {
         {"Hierarchy.held_bytes"},
     ),
     "victims from the back of the order": (2, VictimsFromTheBack, {"_choose_victims"}),
+    "a chunk of exactly the capacity refused": (1, TooLargeAtCapacity, {"put"}),
+    "put returns the evicted keys": (2, PutReturnsEvictedKeys, {"put"}),
+    "victims dropped before the write": (2, DropsVictimsBeforeWriting, {"put"}),
+    "lookup says tier 0": (3, {**Final, "Hierarchy": LookupSaysTopTier}, {"Hierarchy.lookup"}),
+    "recompute at one FLOP per parameter": (
+        4,
+        {**Final, "Hierarchy": RecomputeOneFlopPerParameter},
+        {"Hierarchy.recompute_seconds"},
+    ),
+    "load over the disk link": (
+        4,
+        {**Final, "Hierarchy": LoadOverTheDiskLink},
+        {"Hierarchy.load_seconds"},
+    ),
+    "worth loading over the host link": (
+        4,
+        {**Final, "Hierarchy": WorthLoadingOverTheHostLink},
+        {"Hierarchy.worth_loading"},
+    ),
     "retrieve never promotes": (
         3,
         {**Hierarchical, "Hierarchy": RetrieveWithoutPromotion},

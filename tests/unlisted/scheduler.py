@@ -181,6 +181,80 @@ class FitsRefusesZero(Admitting):
         return self.bm.num_free - self.blocks_needed(n_tokens) >= self.watermark
 
 
+class FitRoundsDown(Admitting):
+    """Counts `n_tokens // block_size` blocks: a partial last block is taken for free, so a
+    request one block too large is admitted."""
+
+    def fits(self, n_tokens):
+        return self.bm.num_free - n_tokens // self.bm.block_size >= self.watermark
+
+
+class VictimNeverTheAsker(Final):
+    """Never preempts the sequence whose append failed: when the newest is the one asking, it
+    preempts the one before it instead."""
+
+    def decode(self, out):
+        i = 0
+        while i < len(self.running):
+            seq = self.running[i]
+            try:
+                slot = self.bm.append_slot(seq.seq_id)
+            except OutOfBlocks:
+                if self.running[-1] is seq and len(self.running) > 1:
+                    victim = self.running.pop(-2)
+                    i -= 1
+                else:
+                    victim = self.running.pop()
+                self.preempt(victim, out)
+                continue
+            out.decodes.append(Decode(seq, slot))
+            i += 1
+
+
+class AdmitNewestFirst(Admitting):
+    """Puts each admitted sequence at the front of running (insert(0, ...)): newest first."""
+
+    def admit(self, out):
+        while self.waiting and self.fits(self.waiting[0].num_tokens):
+            seq = self.waiting.popleft()
+            self.bm.allocate(seq.seq_id, seq.num_tokens)
+            self.running.insert(0, seq)
+            out.prefills.append(Prefill(seq, seq.num_tokens))
+
+
+class DecodeRestartsAfterPreempting(Final):
+    """After each preemption, starts the decode loop again from the oldest: the sequences
+    before the one that found no block decode a second time."""
+
+    def decode(self, out):
+        i = 0
+        while i < len(self.running):
+            seq = self.running[i]
+            try:
+                slot = self.bm.append_slot(seq.seq_id)
+            except OutOfBlocks:
+                self.preempt(self.running.pop(), out)
+                i = 0
+                continue
+            out.decodes.append(Decode(seq, slot))
+            i += 1
+
+
+class AdmitReservesTheFuture(Admitting):
+    """Admits a request only while its whole future, prompt + max_new_tokens, fits now: it
+    reserves what add() already sized, and admits fewer than the pool can take."""
+
+    def admit(self, out):
+        while self.waiting:
+            seq = self.waiting[0]
+            if not self.fits(seq.prompt_len + seq.max_new_tokens):
+                break
+            self.waiting.popleft()
+            self.bm.allocate(seq.seq_id, seq.num_tokens)
+            self.running.append(seq)
+            out.prefills.append(Prefill(seq, seq.num_tokens))
+
+
 MISTAKES = {
     "victim peeked, not popped": (3, VictimPeekedNotPopped, {"decode"}),
     "fit counts one block too many": (1, FitRoundsUp, {"fits"}),
@@ -195,4 +269,9 @@ MISTAKES = {
     "decode preempts every newer sequence": (3, DecodePreemptsEveryNewer, {"decode"}),
     "step admits only when nothing runs": (3, StepAdmitsWhenIdle, {"step"}),
     "fits raises for 0 tokens": (1, FitsRefusesZero, {"fits"}),
+    "fit counts a partial block free": (1, FitRoundsDown, {"fits"}),
+    "the victim is never the asker": (3, VictimNeverTheAsker, {"decode"}),
+    "admit puts newcomers first": (1, AdmitNewestFirst, {"admit"}),
+    "decode restarts after preempting": (3, DecodeRestartsAfterPreempting, {"decode"}),
+    "admit reserves the future": (1, AdmitReservesTheFuture, {"admit"}),
 }

@@ -219,6 +219,52 @@ class RunningPromptNotChunked(Chunked):
         return budget
 
 
+class AdmitNeverCharged(checkpoint(TOPIC, 1)):
+    """Admits whole prompts while each fits the budget, but never takes them off it: the step
+    computes more tokens than max_num_batched_tokens."""
+
+    def admit(self, out, budget):
+        while self.waiting and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[0]
+            n = seq.num_tokens
+            if n > budget:
+                break
+            try:
+                self.bm.allocate(seq.seq_id, seq.token_ids)
+            except OutOfBlocks:
+                break
+            self.waiting.popleft()
+            self.running.append(seq)
+            out.scheduled.append(Chunk(seq, 0, n, self.slots(seq, 0, n), True))
+            self.computed[seq.seq_id] = n
+
+
+class NoRetryAfterPreempting(Final):
+    """After preempting the latest running request, moves on to the next request instead of
+    retrying the one whose extend failed: it gets nothing this step."""
+
+    def schedule_running(self, out, budget):
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            start = self.computed[seq.seq_id]
+            n = min(seq.num_tokens - start, budget)
+            try:
+                slots = self.extend(seq, start, n)
+            except OutOfBlocks:
+                victim = self.running.pop()
+                self.preempt(victim, out)
+                if victim is seq:
+                    return budget
+                i += 1
+                continue
+            out.scheduled.append(Chunk(seq, start, n, slots, start + n == seq.num_tokens))
+            self.computed[seq.seq_id] = start + n
+            budget -= n
+            i += 1
+        return budget
+
+
 MISTAKES = {
     "admit allocates from token 0, not up to the chunk's end": (2, AllocatesFromZero, {"admit"}),
     "preempt does not report its victim": (3, PreemptUnlisted, {"preempt"}),
@@ -235,4 +281,6 @@ MISTAKES = {
     "a failed extend charged on the retry": (3, RetryChargedTwice, {"schedule_running"}),
     "a failed extend preempts two": (3, TwoVictimsPerFailedExtend, {"schedule_running"}),
     "a running prompt's rest not chunked": (2, RunningPromptNotChunked, {"schedule_running"}),
+    "admitted prompts never charged": (1, AdmitNeverCharged, {"admit"}),
+    "no retry after preempting": (3, NoRetryAfterPreempting, {"schedule_running"}),
 }

@@ -24,7 +24,9 @@ from typing import Any
 
 from servelab.grading._script import Script, graded_names
 from servelab.grading.about import About, Hint
+from servelab.grading.kv_offload_hints import HINTS
 from servelab.grading.kv_offload_replay import REPLAY
+from servelab.grading.kv_offload_values import Payload, victims
 from servelab.grading.topic import MachineCheck, Probe, Step, Topic
 from servelab.kv.offload.cost import (
     LLAMA_8B,
@@ -91,16 +93,6 @@ class OffloadScript(Script):
         raise self.fail(f"{code} returned normally; it must raise and change nothing")
 
 
-class _Payload:
-    """An argument written ``payload('a', 30)``: the program builds its bytes by that call."""
-
-    def __init__(self, key: str, size: int) -> None:
-        self.key, self.size = key, size
-
-    def __repr__(self) -> str:
-        return f"payload({self.key!r}, {self.size})"
-
-
 def _tier(impl: Any, capacity: int, policy: str = "LRU") -> OffloadScript:
     return OffloadScript(impl, f"tier = Tier({capacity}, {policy!r})")
 
@@ -110,158 +102,11 @@ def _hierarchy(impl: Any, cpu: int, disk: int) -> OffloadScript:
 
 
 def _put(s: OffloadScript, key: str, size: int, **kw: Any) -> Any:
-    return s.call("put", key, _Payload(key, size), **kw)
+    return s.call("put", key, Payload(key, size), **kw)
 
 
 def _store(s: OffloadScript, key: str, size: int) -> Any:
-    return s.call("store", key, _Payload(key, size))
-
-
-def _victims(result: Any) -> Any:
-    return None if result is None else [k for k, _ in result]
-
-
-HINTS: dict[str, Hint] = {
-    "pinned": Hint(
-        "a chunk that a lookup pinned must not be evictable until its retrieve completes: "
-        "can_evict is False while pin_count > 0 (LMCache's can_evict: not pinned and "
-        "ref_count == 1)",
-        About(("can_evict",)),
-    ),
-    "referenced": Hint(
-        "a chunk still referenced by a GPU transfer must not be evicted or freed: can_evict "
-        "is False while ref_count > 1",
-        About(("can_evict", "remove", "_choose_victims")),
-    ),
-    "counted": Hint(
-        "pins and references are counts: two lookups pin a chunk twice, and one "
-        "unpin leaves it pinned",
-        About(("pin", "unpin", "ref", "unref"), ("pins", "refs")),
-    ),
-    "never-below-zero": Hint(
-        "an unpin (or unref) without a matching pin must raise and leave the count at 0",
-        About(("unpin", "unref"), ("pins", "refs")),
-    ),
-    "miss": Hint(
-        "a `put` that cannot make room is a miss: return None and change nothing",
-        About(("put", "_choose_victims")),
-    ),
-    "policy": Hint(
-        "LRU refreshes a chunk on every hit (`get` moves it to the end); FIFO never does",
-        About(("get",), ("keys",)),
-    ),
-    "no-more": Hint(
-        "`put` evicts in policy order only until the chunk fits, and no more",
-        About(("put", "_choose_victims"), ("keys", "used")),
-    ),
-    "decide-first": Hint(
-        "`put` decides whether eviction can make room before evicting anything: "
-        "a miss must evict nothing",
-        About(("put", "_choose_victims")),
-    ),
-    "bounded-wait": Hint(
-        "the busy wait of `put` retries at most `wait` times, pausing with _sleep() "
-        "before each retry, and then returns None (a miss)",
-        About(("put",)),
-    ),
-    "retry": Hint(
-        "each retry must look for room again: a chunk unpinned during the pause can be evicted now",
-        About(("put", "_choose_victims")),
-    ),
-    "too-large": Hint(
-        "a chunk larger than the whole tier raises ChunkTooLarge (a ValueError): no "
-        "eviction or wait can make room",
-        About(("put",)),
-    ),
-    "cascade": Hint(
-        "store cascades down: what the first tier evicts goes into the tier below",
-        About(("store", "_cascade"), ("keys", "used")),
-    ),
-    "prefix": Hint(
-        "lookup pins the longest prefix of the keys that some tier holds, and stops at "
-        "the first key no tier has",
-        About(("lookup",), ("pins",)),
-    ),
-    "promote-pinned": Hint(
-        "a retrieve that unpins before promoting lets a chunk it still reads be evicted: keep "
-        "every chunk of the lookup pinned (each read under a reference) until all are read "
-        "and promoted, then unpin",
-        About(("retrieve",), ("pins", "keys")),
-    ),
-    "torn": Hint(
-        "a crash during the disk write leaves the chunk file torn: write a temporary file in "
-        "the same directory, flush and fsync it, then os.replace it over the chunk's name",
-        About(("DiskTier._write",), ("files",)),
-    ),
-    "release": Hint(
-        "release drops each of its lookup's pins once, in the tier the lookup found the "
-        "chunk in, and nothing more: another lookup's pin on the same chunk stays",
-        About(("release",), ("pins",)),
-    ),
-    "held-bytes": Hint(
-        "held_bytes counts each chunk once: a chunk promoted into the CPU tier "
-        "keeps its disk copy, and counting both is counting its bytes twice",
-        About(("held_bytes",), ("held_bytes",)),
-    ),
-    "held-bytes-sum": Hint(
-        "held_bytes is the sum of the sizes of the distinct chunks the node holds: each chunk "
-        "counted once, whichever tiers hold a copy",
-        About(("held_bytes",), ("held_bytes",)),
-    ),
-    "attention": Hint(
-        "recompute_seconds: recompute is 2 FLOPs per parameter per token plus "
-        "attention over every earlier position (4 · layers · d_model · i at position i): the "
-        "attention term dominates long prompts",
-        About(("recompute_seconds",)),
-    ),
-    "kv-bytes": Hint(
-        "load_seconds: KV bytes per token = 2 (K and V) · layers · kv_heads · head_dim "
-        "· bytes_per_value",
-        About(("load_seconds",)),
-    ),
-    "latency": Hint(
-        "load_seconds: a load pays the link's latency once per chunk request "
-        "(chunk_tokens tokens), not per token and not once in all",
-        About(("load_seconds",)),
-    ),
-    "own-numbers": Hint(
-        "use the hierarchy's own model, flops, links and chunk_tokens: a grader "
-        "(or a deployment) sets them",
-        About(("recompute_seconds", "load_seconds")),
-    ),
-    "worth-loading": Hint(
-        "worth_loading is load_seconds < recompute_seconds for those tokens",
-        About(("worth_loading",)),
-    ),
-    "changed-on-error": Hint(
-        "a call that raises must change nothing",
-        About(("put", "pin", "unpin", "ref", "unref", "remove")),
-    ),
-    "pin-refused": Hint(
-        "pin of a chunk that is not resident raises (ChunkNotFound, a KeyError)",
-        About(("pin",)),
-    ),
-    "ref-refused": Hint(
-        "ref of a chunk that is not resident raises (ChunkNotFound)",
-        About(("ref",)),
-    ),
-    "count-returned": Hint(
-        "pin/unpin return the pin count after the call, ref/unref the "
-        "ref_count after it (1 for the tier's own reference, plus the transfers)",
-        About(("pin", "unpin", "ref", "unref")),
-    ),
-    "error-type": Hint(
-        "raise the notebook's error: ChunkNotFound for an absent chunk, "
-        "ChunkNotPinned / ChunkNotReferenced for a release below zero, ChunkInUse for a "
-        "remove of a held chunk, ChunkTooLarge for a chunk larger than the tier",
-        About(("get", "put", "pin", "unpin", "ref", "unref", "remove")),
-    ),
-    "miss-bounded": Hint(
-        "the busy wait never returned: when every chunk is pinned, a wait "
-        "without a bound spins forever",
-        About(("put",)),
-    ),
-}
+    return s.call("store", key, Payload(key, size))
 
 
 # --- step 1: one tier, can_evict --------------------------------------------------------
@@ -309,7 +154,7 @@ def _full_is_a_miss(impl: Any) -> None:
     s = _tier(impl, 30)
     _put(s, "a", 20)
     s.call("pin", "a")
-    s.expect(_victims(_put(s, "b", 20)), None, "tier.put('b', ...) with 'a' pinned")
+    s.expect(victims(_put(s, "b", 20)), None, "tier.put('b', ...) with 'a' pinned")
     s.expect(s.keys(), ["a"], "resident keys")
     s.expect(s("tier.used"), 20, "used")
 
@@ -356,7 +201,7 @@ def _full(impl: Any) -> OffloadScript:
 
 def _evict_until_fits(impl: Any) -> None:
     s = _full(impl)
-    s.expect(_victims(_put(s, "d", 50)), ["a", "b"], "victims of put('d', 50 bytes)", "no-more")
+    s.expect(victims(_put(s, "d", 50)), ["a", "b"], "victims of put('d', 50 bytes)", "no-more")
     s.expect(s.keys(), ["c", "d"], "resident keys")
 
 
@@ -364,7 +209,7 @@ def _skips_held(impl: Any, hold: str, why: str, rule: str) -> None:
     """'a', the first victim, is held (``hold`` is ``pin`` or ``ref``): the next two go."""
     s = _full(impl)
     s.call(hold, "a")
-    s.expect(_victims(_put(s, "d", 50)), ["b", "c"], f"victims with 'a' {why}", rule)
+    s.expect(victims(_put(s, "d", 50)), ["b", "c"], f"victims with 'a' {why}", rule)
 
 
 def _skips_pinned(impl: Any) -> None:
@@ -379,7 +224,7 @@ def _decide_first(impl: Any) -> None:
     s = _full(impl)
     s.call("pin", "b")
     s.call("pin", "c")
-    s.expect(_victims(_put(s, "d", 80)), None, "put('d', 80 bytes) with 60 bytes pinned", "miss")
+    s.expect(victims(_put(s, "d", 80)), None, "put('d', 80 bytes) with 60 bytes pinned", "miss")
     s.expect(s.keys(), ["a", "b", "c"], "resident keys after the miss", "decide-first")
 
 
@@ -400,21 +245,31 @@ def _bounded_wait(impl: Any) -> None:
     s = _all_pinned(
         impl, "pauses = {'n': 0}", "tier._sleep = lambda: pauses.update(n=pauses['n'] + 1)"
     )
-    s.expect(_victims(_put(s, "c", 30, wait=3)), None, "put('c', ..., wait=3) with all pinned")
+    s.expect(victims(_put(s, "c", 30, wait=3)), None, "put('c', ..., wait=3) with all pinned")
     s.expect(s("pauses['n']"), 3, "pauses before the miss", "bounded-wait")
 
 
 def _retry_looks_again(impl: Any) -> None:
     # the pause: meanwhile, a retrieve completes and unpins 'a'
     s = _all_pinned(impl, "tier._sleep = lambda: tier.pin_count('a') and tier.unpin('a')")
-    got = _victims(_put(s, "c", 30, wait=2))
+    got = victims(_put(s, "c", 30, wait=2))
     s.expect(got, ["a"], "victims of put('c', ..., wait=2) once 'a' was unpinned", "retry")
+
+
+def _failed_write(impl: Any) -> None:
+    # the victims' bytes are read and the new copy written before any victim is dropped
+    s = _tier(impl, 60)
+    _put(s, "a", 30)
+    _put(s, "b", 30)
+    s("def disk_full(key, payload): raise OSError('no space left on device')")
+    s("tier._write = disk_full")
+    s.expect_raises((OSError,), "put", "c", Payload("c", 40))
 
 
 def _too_large(impl: Any) -> None:
     s = _tier(impl, 100)
     _put(s, "a", 30)
-    s.expect_raises((ValueError,), "put", "big", _Payload("big", 150))
+    s.expect_raises((ValueError,), "put", "big", Payload("big", 150))
 
 
 # --- step 3: the hierarchy -----------------------------------------------------------------
@@ -663,6 +518,7 @@ TOPIC = Topic(
                 Probe("the busy wait has an end", HINTS["bounded-wait"], _bounded_wait),
                 Probe("a retry looks for room again", HINTS["retry"], _retry_looks_again),
                 Probe("larger than the tier raises", HINTS["too-large"], _too_large),
+                Probe("a failed write changes nothing", HINTS["write-first"], _failed_write),
             ),
             _machine(2),
         ),

@@ -7,7 +7,12 @@ import ast
 import math
 from typing import Any
 
-from servelab.grading.readings.difference import MINE_RAISED, Difference, failed_call, written_for
+from servelab.grading.readings.difference import (
+    MINE_RAISED,
+    Difference,
+    failed_call,
+    written_for,
+)
 from servelab.grading.readings.kinds import factor_words
 
 # what each reading explains (a tier's ``cpu.pins`` counts as ``pins``); a direction or a value
@@ -38,12 +43,35 @@ def _shown(value: Any) -> Any:
         return value
 
 
+def _keys_for_pairs(d: Difference) -> list[Any] | None:
+    """Yours returned the keys alone of the (key, payload) pairs the reference returns."""
+    mine, theirs = _shown(d.returned("mine")), d.returned("theirs")
+    if not isinstance(mine, list) or not mine or not isinstance(theirs, str) or d.differ:
+        return None
+    pairs = theirs.startswith("[(") and all(f"({k!r}, " in theirs for k in mine)
+    return mine if pairs and theirs.count("(") == len(mine) else None
+
+
 def _put(d: Difference) -> str | None:
     before = _field(d.before, "keys") or []
     mine, theirs = _field(d.mine, "keys") or [], _field(d.theirs, "keys") or []
     gone_mine = [k for k in before if k not in mine]
     gone_theirs = [k for k in before if k not in theirs]
     size = len(d.args[1]) if len(d.args) > 1 and isinstance(d.args[1], bytes) else None
+    capacity = getattr(d.subject, "capacity", None)
+    too_large = d.error("mine").startswith("ChunkTooLarge") and not d.they_raised
+    if too_large and size is not None and size == capacity:
+        return (
+            f"yours raised ChunkTooLarge for a chunk of {size} bytes in a tier of {capacity}: "
+            "a chunk is too large only when it is larger than the whole tier (size > "
+            "capacity); one of exactly the capacity fits"
+        )
+    keys = _keys_for_pairs(d)
+    if keys is not None:
+        return (
+            f"yours returned the evicted keys {keys}: put returns the evicted (key, payload) "
+            "pairs, so that the hierarchy can write each victim's bytes down a tier"
+        )
     if d.returned("mine") == "None" and gone_mine:
         return (
             f"yours evicted {gone_mine} before deciding whether room can be made, and then "
@@ -227,12 +255,35 @@ def _link(d: Difference) -> tuple[float, int, float] | None:
     return float(latency), -(-d.args[0] // per), float(theirs)
 
 
+def _other_link(d: Difference, mine: float, chunks: int) -> str | None:
+    """The name of another tier whose link gives yours exactly, or None."""
+    links = getattr(d.subject, "links", None)
+    per_token = getattr(getattr(d.subject, "model", None), "kv_bytes_per_token", None)
+    if not isinstance(links, dict) or not isinstance(per_token, int | float):
+        return None
+    for name, link in links.items():
+        try:
+            seconds = chunks * link.latency_s + d.args[0] * per_token / link.bandwidth
+        except Exception:
+            return None
+        if name != d.args[1] and math.isclose(mine, seconds, rel_tol=1e-9):
+            return str(name)
+    return None
+
+
 def _load_seconds(d: Difference) -> str | None:
     mine = _shown(d.returned("mine"))
     link = _link(d)
     if link is None or not isinstance(mine, int | float) or isinstance(mine, bool):
         return None
     latency, chunks, theirs = link
+    other = _other_link(d, mine, chunks)
+    if other is not None:
+        return (
+            f"yours returned {mine:.4g} s, the reference {theirs:.4g} s: yours is the load over "
+            f"the {other!r} link, where the tier named is {d.args[1]!r}: a load uses the "
+            "link of the tier it reads from, self.links[tier]"
+        )
     total = factor_words(mine, theirs)
     if total:
         return f"yours returned {mine:.4g} seconds, the reference {theirs:.4g}: {total}"
@@ -286,6 +337,23 @@ def _recompute_seconds(d: Difference) -> str | None:
                 f"yours returned {mine:.4g} s, exactly the reference's without its {name} "
                 f"term ({formula}, over flops): a prefill pays both"
             )
+    return _term_factor(mine, weights, attention)
+
+
+_TERMS = (("weights", "2 · params · tokens"), ("attention", "2 · layers · d_model · tokens²"))
+
+
+def _term_factor(mine: float, weights: float, attention: float) -> str | None:
+    """Yours as the reference's two terms with one of them halved or doubled."""
+    for i, (name, formula) in enumerate(_TERMS):
+        for factor, how in ((0.5, "half"), (2.0, "twice")):
+            a, b = (factor, 1.0) if i == 0 else (1.0, factor)
+            if math.isclose(mine, a * weights + b * attention, rel_tol=1e-9):
+                return (
+                    f"yours returned {mine:.4g} s, exactly the reference's with its {name} "
+                    f"term counted {how} ({formula} FLOPs, over flops; a multiply-add is "
+                    "2 FLOPs): the other term agrees"
+                )
     return None
 
 
@@ -303,7 +371,7 @@ def _lookup(d: Difference) -> str | None:
     if not LOOKUP.fits(d):
         return None
     if not d.same_outcome:
-        return _pinned_slower(d)
+        return _pinned_slower(d) or _found_index(d)
     extra = _extra_pins(d)
     if not extra:
         return None
@@ -313,6 +381,28 @@ def _lookup(d: Difference) -> str | None:
         f"first tier that holds it, the one it returns ({d.returned('theirs')}); a copy in a "
         "slower tier is not read, so it stays unpinned"
     )
+
+
+def _found_index(d: Difference) -> str | None:
+    """The same keys found and pinned as the reference's, one paired with another tier's index
+    than the tier yours pinned it in."""
+    mine, theirs, tiers = _shown(d.returned("mine")), _shown(d.returned("theirs")), _tiers(d)
+    if d.differ or not isinstance(mine, list) or not isinstance(theirs, list):
+        return None
+    if len(mine) != len(theirs):
+        return None
+    for got, want in zip(mine, theirs, strict=True):
+        ok = isinstance(got, tuple) and isinstance(want, tuple) and len(got) == len(want) == 2
+        if not ok or got[0] != want[0]:
+            return None
+        key, where = want
+        if got != want and isinstance(where, int) and 0 <= where < len(tiers):
+            return (
+                f"yours returned {got!r} for {key!r}, which yours pinned in the "
+                f"{tiers[where]} tier (index {where}): lookup pairs each key with the index of "
+                "the tier it pinned it in, the copy retrieve will read and unpin"
+            )
+    return None
 
 
 def _pinned_slower(d: Difference) -> str | None:
@@ -404,11 +494,45 @@ def _not_promoted(d: Difference) -> str | None:
     return None
 
 
+def _worth_loading(d: Difference) -> str | None:
+    """Yours answers, over a range of sizes, as the rule would for another tier's link, and
+    not as it does for the tier named: the answer is priced over the wrong link."""
+    h: Any = d.subject
+    if len(d.args) < 2 or not isinstance(getattr(h, "links", None), dict):
+        return None
+    tier = d.args[1]
+    sizes = [2**k for k in range(0, 21, 2)] + [3 * 2**k for k in range(0, 19, 3)]
+
+    def rule(link: Any, n: int) -> bool:
+        m = h.model
+        load = -(-n // h.chunk_tokens) * link.latency_s + n * m.kv_bytes_per_token / link.bandwidth
+        return bool(load < (2 * m.params * n + 2 * m.layers * m.d_model * n * n) / h.flops)
+
+    try:
+        mine = [d.probe("worth_loading", n, tier) for n in sizes]
+        answers = {
+            name: [("returned", rule(link, n)) for n in sizes] for name, link in h.links.items()
+        }
+    except Exception:
+        return None
+    if tier not in answers or mine == answers[tier]:
+        return None
+    other = [name for name, said in answers.items() if name != tier and said == mine]
+    if len(other) != 1:
+        return None
+    return (
+        f"yours answers, at every size tried, as a load from the {other[0]!r} tier would, "
+        f"where the tier named is {tier!r}: worth_loading compares load_seconds(tokens, tier), "
+        "over that tier's link, with recompute_seconds(tokens)"
+    )
+
+
 _READERS = {
     "lookup": _lookup,
     "retrieve": _retrieve,
     "release": _release,
     "load_seconds": _load_seconds,
+    "worth_loading": _worth_loading,
     "recompute_seconds": _recompute_seconds,
     "put": _put,
     "_choose_victims": _victims,

@@ -9,6 +9,7 @@ from servelab.grading.readings.difference import (
     RETURNED,
     THEIRS_RAISED,
     Difference,
+    call,
     written_for,
 )
 
@@ -36,7 +37,82 @@ def _victims(after: Any) -> list[Any]:
     return list(shown) if isinstance(shown, list | tuple) else []
 
 
+def _asker(d: Difference, before: list[Any]) -> Any:
+    """The first running sequence, in decode order, whose append_slot finds no free block
+    (its length fills its blocks and every free one went to those before it); None unknown."""
+    lengths, free = d.before.get("lengths"), d.before.get("num_free")
+    size = getattr(getattr(d.subject, "bm", None), "block_size", None)
+    if not isinstance(lengths, dict) or not isinstance(free, int) or not isinstance(size, int):
+        return None
+    for s in before:
+        if not isinstance(lengths.get(s), int) or size < 1:
+            return None
+        if lengths[s] % size == 0:
+            if free == 0:
+                return s
+            free -= 1
+    return None
+
+
+def _other_victim(d: Difference, before: list[Any], victim: Any, theirs: Any) -> str:
+    """Another victim than the newest: what that victim was, where the state proves it."""
+    rule = f"the victim is the newest running sequence, running[-1] ({theirs} here)"
+    said = f"yours preempted sequence {victim}"
+    facts = []
+    if victim == _asker(d, before):
+        facts.append("the one whose append failed")
+    if before and victim == before[0]:
+        facts.append("the oldest running")
+    if before and victim == max(before) and before[-1] != victim:
+        facts.append("the highest id")
+    if not facts:
+        return f"{said}; {rule}"
+    return f"{said}, {' and '.join(facts)}; {rule}, whatever its id or whose append failed"
+
+
+def _admitted_for_its_future(d: Difference) -> str | None:
+    """Yours left the head of waiting where the reference admits it, and your own fits says
+    yes to the tokens it allocates and no to its prompt + max_new_tokens."""
+    waiting = list(getattr(d.subject, "waiting", ()))
+    mine, theirs = _ids(d.mine.get("running")), _ids(d.theirs.get("running"))
+    left = [s for s in waiting if s.seq_id in theirs and s.seq_id not in mine]
+    if not left or left[0] is not waiting[len(mine) - len(_ids(d.before.get("running")))]:
+        return None
+    seq, after = left[0], d.after()  # your fits asked as your admit left the pool
+    future = seq.prompt_len + seq.max_new_tokens
+    if future == seq.num_tokens or call(after, "fits", seq.num_tokens) is not True:
+        return None
+    if call(after, "fits", future) is not False:
+        return None
+    return (
+        f"yours left sequence {seq.seq_id} waiting, which your fits({seq.num_tokens}) admits "
+        f"and fits({future}) refuses: does yours ask about prompt + max_new_tokens? admit asks "
+        f"fits(seq.num_tokens), the tokens it allocates now; add() already refused what can "
+        "never fit"
+    )
+
+
+def _decoded_twice(d: Difference) -> str | None:
+    """A sequence yours decoded more than once in the call, where the reference did not."""
+    mine, theirs = d.mine.get("out.decodes"), d.theirs.get("out.decodes")
+    if not isinstance(mine, list) or not isinstance(theirs, list):
+        return None
+    twice = [s for s in dict.fromkeys(mine) if mine.count(s) > max(1, theirs.count(s))]
+    if not twice:
+        return None
+    said = (
+        f"yours decoded sequence {twice[0]} {mine.count(twice[0])} times in one step: every "
+        "running sequence decodes once per step"
+    )
+    if _victims(d.mine):
+        return f"{said}; after a preemption the loop retries the one that found no block"
+    return said
+
+
 def _scheduler_decode(d: Difference) -> str | None:
+    twice = _decoded_twice(d)
+    if twice is not None:
+        return twice
     before = _ids(d.before.get("running"))
     mine, theirs = _ids(d.mine.get("running")), _ids(d.theirs.get("running"))
     gone_mine = [s for s in before if s not in mine]
@@ -71,16 +147,7 @@ def _scheduler_decode(d: Difference) -> str | None:
         )
     same_count = len(gone_mine) == len(gone_theirs) and VICTIM.fits(d)
     if gone_mine and gone_theirs and gone_mine != gone_theirs and same_count:
-        victim = gone_mine[0]
-        if before and victim == max(before) and before[-1] != victim:
-            return (
-                f"yours preempted sequence {victim}, the highest id; the victim is the newest "
-                "running sequence, the last of running, whatever its id"
-            )
-        return (
-            f"yours preempted sequence {victim}; the victim is the newest running sequence "
-            f"(running[-1], {gone_theirs[0]} here), not the one whose append failed"
-        )
+        return _other_victim(d, before, gone_mine[0], gone_theirs[0])
     waiting_mine, waiting_theirs = _ids(d.mine.get("waiting")), _ids(d.theirs.get("waiting"))
     if len(gone_mine) > 1 and set(gone_mine) == set(gone_theirs) and waiting_mine != waiting_theirs:
         victims = [s for s in waiting_mine if s in gone_mine]
@@ -94,19 +161,23 @@ def _scheduler_decode(d: Difference) -> str | None:
 
 
 def _count_off(d: Difference) -> str | None:
-    """A refusal of ``n`` tokens by a ``fits`` that admits ``n - 1`` needing as many blocks:
-    the block count is off, not the comparison with the watermark."""
+    """A ``fits`` that admits ``n`` tokens and refuses ``n + 1`` needing as many blocks (either
+    side of the call's own ``n``): the block count is off, not the comparison with the
+    watermark."""
     n = d.args[0] if d.args else None
     size = getattr(getattr(d.subject, "bm", None), "block_size", None)
-    if d.returned("mine") != "False" or not isinstance(n, int) or not isinstance(size, int):
+    said = d.returned("mine")
+    if said not in ("False", "True") or not isinstance(n, int) or not isinstance(size, int):
         return None
-    blocks = -(-n // size)
-    if n < 2 or size < 1 or blocks != -(-(n - 1) // size):
+    # refused: the one below is admitted; admitted: the one above is refused (n, n + 1)
+    low, high = (n - 1, n) if said == "False" else (n, n + 1)
+    blocks = -(-high // size) if size > 0 else 0
+    if low < 1 or size < 1 or blocks != -(-low // size):
         return None
-    if d.probe("fits", n - 1) != ("returned", True):
+    if d.probe("fits", low) != ("returned", True) or d.probe("fits", high) != ("returned", False):
         return None
     return (
-        f"yours admits {n - 1} tokens but refuses {n}, which need the same {blocks} blocks: "
+        f"yours admits {low} tokens but refuses {high}, which need the same {blocks} blocks: "
         "count the blocks as ceil(n / block_size)"
     )
 
@@ -254,6 +325,22 @@ def scheduler_reading(d: Difference) -> str | None:
             return (
                 f"yours left finished sequence(s) {left} running: retire every finished "
                 "sequence, however the list it walks changes under it"
+            )
+    if m == "admit" and "running" in differ:
+        reserved = _admitted_for_its_future(d)
+        if reserved is not None:
+            return reserved
+    if m in ("admit", "retire") and differ == {"running"}:
+        mine_r, theirs_r = _ids(d.mine.get("running")), _ids(d.theirs.get("running"))
+        if sorted(mine_r) == sorted(theirs_r) and mine_r != theirs_r:
+            keeps = (
+                "admit puts each sequence it admits at the back (append)"
+                if m == "admit"
+                else "retire drops the finished ones and keeps the rest in their order"
+            )
+            return (
+                f"yours left running as {mine_r}, not {theirs_r}: running stays in order of "
+                f"arrival, the oldest first, for decode to take in that order; {keeps}"
             )
     if m == "admit" and "waiting" in differ and ADMIT_ORDER.fits(d):
         mine_w, theirs_w = _ids(d.mine.get("waiting")), _ids(d.theirs.get("waiting"))

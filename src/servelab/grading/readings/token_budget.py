@@ -133,6 +133,18 @@ def _chunk_sizes(d: Difference, chunks: list[Any]) -> str | None:
     return None
 
 
+def _overspent(d: Difference, chunks: list[Any]) -> str | None:
+    """Chunks that add up to more tokens than the budget the call was given."""
+    budget, spent = d.args[1], sum(c.num_tokens for c in chunks)
+    if spent <= budget:
+        return None
+    shown = ", ".join(f"{c.num_tokens} for request {c.seq.seq_id}" for c in chunks)
+    return (
+        f"yours scheduled {spent} tokens ({shown}) with a budget of {budget}: each chunk's "
+        "num_tokens comes off the budget, and a chunk takes at most the budget left"
+    )
+
+
 def _admitted_blocks(d: Difference, chunks: list[Any]) -> str | None:
     """An admitted request holds blocks for its tokens up to its chunk's end."""
     lengths = d.mine.get("lengths")
@@ -314,9 +326,12 @@ def _exact_fit_left_waiting(d: Difference) -> str | None:
     )
 
 
-def _skipped(d: Difference, chunks: list[Any]) -> str | None:
-    """A running request the reference gives tokens that yours gives none, with budget left."""
-    if not SKIPPED.fits(d) or d.theirs.get("out.preempted") or d.mine.get("out.preempted"):
+def _skipped(d: Difference, chunks: list[Any], returned: Any) -> str | None:
+    """A running request the reference gives tokens that yours gives none, with budget left.
+    After the reference's own victims, that is a request not retried only where yours also
+    returns the budget it really left (a budget charged twice ends the loop early too)."""
+    victims = d.mine.get("out.preempted")
+    if not SKIPPED.fits(d) or victims != d.theirs.get("out.preempted"):
         return None
     theirs = d.theirs.get("out.scheduled")
     mine = {c.seq.seq_id for c in chunks}
@@ -327,11 +342,22 @@ def _skipped(d: Difference, chunks: list[Any]) -> str | None:
     for seq in getattr(d.subject, "running", ()):
         need = seq.num_tokens - done.get(seq.seq_id, 0)
         if seq.seq_id in theirs and seq.seq_id not in mine and need > 0:
+            said = f"yours scheduled nothing for running request {seq.seq_id}"
+            if victims and returned == left:
+                shown = [str(v).removeprefix("<sequence ").removesuffix(">") for v in victims]
+                return (
+                    f"{said} after preempting request(s) {', '.join(shown)}, as the reference "
+                    f"does, with {need} token(s) to run and {left} of the budget left: a "
+                    "preemption frees the victim's blocks so that the request whose extend "
+                    "failed is retried, and every running request takes a chunk of min(tokens "
+                    "still to run, budget left)"
+                )
+            if victims:
+                return None
             return (
-                f"yours scheduled nothing for running request {seq.seq_id}, with {need} tokens "
-                f"to run and {left} of the budget left: a running request takes a chunk of "
-                "min(tokens still to run, budget left), the rest of a long prompt as well as "
-                "a decode"
+                f"{said}, with {need} tokens to run and {left} of the budget left: a running "
+                "request takes a chunk of min(tokens still to run, budget left), the rest of a "
+                "long prompt as well as a decode"
             )
     return None
 
@@ -375,7 +401,16 @@ def token_budget_reading(d: Difference) -> str | None:
     chunks, returned, obj = ran
     found = _computed(d, chunks, obj)
     if found is None and m == "admit":
-        found = _chunk_sizes(d, chunks) or _admitted_blocks(d, chunks) or _slots(d, chunks)
+        found = (
+            _overspent(d, chunks)
+            or _chunk_sizes(d, chunks)
+            or _admitted_blocks(d, chunks)
+            or _slots(d, chunks)
+        )
     if found is None and m == "schedule_running":
-        found = _budget_returned(d, chunks, returned) or _skipped(d, chunks)
+        found = (
+            _overspent(d, chunks)
+            or _budget_returned(d, chunks, returned)
+            or _skipped(d, chunks, returned)
+        )
     return found or _sampling(chunks)

@@ -1,0 +1,153 @@
+"""The rules the kv-offload probes check, in the words a failing check's hint shows, each with
+the methods (and fields) it is about."""
+
+from __future__ import annotations
+
+from servelab.grading.about import About, Hint
+
+HINTS: dict[str, Hint] = {
+    "pinned": Hint(
+        "a chunk that a lookup pinned must not be evictable until its retrieve completes: "
+        "can_evict is False while pin_count > 0 (LMCache's can_evict: not pinned and "
+        "ref_count == 1)",
+        About(("can_evict",)),
+    ),
+    "referenced": Hint(
+        "a chunk still referenced by a GPU transfer must not be evicted or freed: can_evict "
+        "is False while ref_count > 1",
+        About(("can_evict", "remove", "_choose_victims")),
+    ),
+    "counted": Hint(
+        "pins and references are counts: two lookups pin a chunk twice, and one "
+        "unpin leaves it pinned",
+        About(("pin", "unpin", "ref", "unref"), ("pins", "refs")),
+    ),
+    "never-below-zero": Hint(
+        "an unpin (or unref) without a matching pin must raise and leave the count at 0",
+        About(("unpin", "unref"), ("pins", "refs")),
+    ),
+    "miss": Hint(
+        "a `put` that cannot make room is a miss: return None and change nothing",
+        About(("put", "_choose_victims")),
+    ),
+    "policy": Hint(
+        "LRU refreshes a chunk on every hit (`get` moves it to the end); FIFO never does",
+        About(("get",), ("keys",)),
+    ),
+    "no-more": Hint(
+        "`put` evicts in policy order only until the chunk fits, and no more",
+        About(("put", "_choose_victims"), ("keys", "used")),
+    ),
+    "decide-first": Hint(
+        "`put` decides whether eviction can make room before evicting anything: "
+        "a miss must evict nothing",
+        About(("put", "_choose_victims")),
+    ),
+    "bounded-wait": Hint(
+        "the busy wait of `put` retries at most `wait` times, pausing with _sleep() "
+        "before each retry, and then returns None (a miss)",
+        About(("put",)),
+    ),
+    "retry": Hint(
+        "each retry must look for room again: a chunk unpinned during the pause can be evicted now",
+        About(("put", "_choose_victims")),
+    ),
+    "too-large": Hint(
+        "a chunk larger than the whole tier raises ChunkTooLarge (a ValueError): no "
+        "eviction or wait can make room",
+        About(("put",)),
+    ),
+    "cascade": Hint(
+        "store cascades down: what the first tier evicts goes into the tier below",
+        About(("store", "_cascade"), ("keys", "used")),
+    ),
+    "prefix": Hint(
+        "lookup pins the longest prefix of the keys that some tier holds, and stops at "
+        "the first key no tier has",
+        About(("lookup",), ("pins",)),
+    ),
+    "promote-pinned": Hint(
+        "a retrieve that unpins before promoting lets a chunk it still reads be evicted: keep "
+        "every chunk of the lookup pinned (each read under a reference) until all are read "
+        "and promoted, then unpin",
+        About(("retrieve",), ("pins", "keys")),
+    ),
+    "write-first": Hint(
+        "`put` reads the victims' payloads and writes the new copy before it drops any "
+        "victim: a write that fails leaves the tier as it was",
+        About(("put",), ("keys", "used")),
+    ),
+    "torn": Hint(
+        "a crash during the disk write leaves the chunk file torn: write a temporary file in "
+        "the same directory, flush and fsync it, then os.replace it over the chunk's name",
+        About(("DiskTier._write",), ("files",)),
+    ),
+    "release": Hint(
+        "release drops each of its lookup's pins once, in the tier the lookup found the "
+        "chunk in, and nothing more: another lookup's pin on the same chunk stays",
+        About(("release",), ("pins",)),
+    ),
+    "held-bytes": Hint(
+        "held_bytes counts each chunk once: a chunk promoted into the CPU tier "
+        "keeps its disk copy, and counting both is counting its bytes twice",
+        About(("held_bytes",), ("held_bytes",)),
+    ),
+    "held-bytes-sum": Hint(
+        "held_bytes is the sum of the sizes of the distinct chunks the node holds: each chunk "
+        "counted once, whichever tiers hold a copy",
+        About(("held_bytes",), ("held_bytes",)),
+    ),
+    "attention": Hint(
+        "recompute_seconds: recompute is 2 FLOPs per parameter per token plus "
+        "attention over every earlier position (4 · layers · d_model · i at position i): the "
+        "attention term dominates long prompts",
+        About(("recompute_seconds",)),
+    ),
+    "kv-bytes": Hint(
+        "load_seconds: KV bytes per token = 2 (K and V) · layers · kv_heads · head_dim "
+        "· bytes_per_value",
+        About(("load_seconds",)),
+    ),
+    "latency": Hint(
+        "load_seconds: a load pays the link's latency once per chunk request "
+        "(chunk_tokens tokens), not per token and not once in all",
+        About(("load_seconds",)),
+    ),
+    "own-numbers": Hint(
+        "use the hierarchy's own model, flops, links and chunk_tokens: a grader "
+        "(or a deployment) sets them",
+        About(("recompute_seconds", "load_seconds")),
+    ),
+    "worth-loading": Hint(
+        "worth_loading is load_seconds < recompute_seconds for those tokens",
+        About(("worth_loading",)),
+    ),
+    "changed-on-error": Hint(
+        "a call that raises must change nothing",
+        About(("put", "pin", "unpin", "ref", "unref", "remove")),
+    ),
+    "pin-refused": Hint(
+        "pin of a chunk that is not resident raises (ChunkNotFound, a KeyError)",
+        About(("pin",)),
+    ),
+    "ref-refused": Hint(
+        "ref of a chunk that is not resident raises (ChunkNotFound)",
+        About(("ref",)),
+    ),
+    "count-returned": Hint(
+        "pin/unpin return the pin count after the call, ref/unref the "
+        "ref_count after it (1 for the tier's own reference, plus the transfers)",
+        About(("pin", "unpin", "ref", "unref")),
+    ),
+    "error-type": Hint(
+        "raise the notebook's error: ChunkNotFound for an absent chunk, "
+        "ChunkNotPinned / ChunkNotReferenced for a release below zero, ChunkInUse for a "
+        "remove of a held chunk, ChunkTooLarge for a chunk larger than the tier",
+        About(("get", "put", "pin", "unpin", "ref", "unref", "remove")),
+    ),
+    "miss-bounded": Hint(
+        "the busy wait never returned: when every chunk is pinned, a wait "
+        "without a bound spins forever",
+        About(("put",)),
+    ),
+}
