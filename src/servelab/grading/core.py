@@ -34,13 +34,14 @@ Design choices, each for the learner in front of a grade cell:
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import os
 import sys
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,7 @@ from servelab.grading._learner import (
 from servelab.grading._programs import run_programs, shrinking_bounded_by_count
 from servelab.grading._script import graded_names, renamed
 from servelab.grading.diagnose import (
+    Finding,
     explained,
     later_raise,
     located,
@@ -134,6 +136,10 @@ class Report:
     #: HTML drawing of the first diverging call (:mod:`servelab.grading.structure_picture`):
     #: the learner's state beside the reference's; shown under the report in a notebook.
     picture: str | None = field(default=None, compare=False, repr=False)
+    #: The hint this failure shows for a diagnosis's finding (:func:`shown_for`, with the
+    #: check's own hint, error and program): the catalogue's measure asks it, so the two
+    #: cannot choose differently. None: the failure shows its hint whatever is found.
+    choice: Callable[[Finding], str] | None = field(default=None, compare=False, repr=False)
 
     @property
     def text(self) -> str:
@@ -291,6 +297,7 @@ class _Failure:
     code: str
     where: tuple[str, ...] = ()
     divergence: Divergence | None = None
+    choice: Callable[[Finding], str] | None = None
 
 
 def _hypothesis_flaky(exc: BaseException) -> bool:
@@ -329,30 +336,42 @@ def _diagnosed(
                 found = topic.diagnose(code.splitlines(), impl) if code else None
                 return (found if isinstance(found, str) and found else hint), (), None
             finding = explained(topic.name, code, exc, impl, step)
-            # a rule's hint is shown only where it fits; one about the learner's exception
-            # describes the evidence itself
-            ruled = (
-                exc is None
-                or isinstance(exc, InvariantViolation | ProbeFailed)
-                or not exception_hint(exc)
-            )
-            own = own_error(exc)
-            if finding.raised:  # the learner's own error, placed: the check's hint if it fits
-                return with_place(finding, check_hint or hint), finding.where, finding.divergence
-            if own is not None and finding.place and not finding.hint:
-                # raised after the first difference: the place, then where it was raised;
-                # the type's usual cause and a check's hint would guess between the two
-                stop = "" if finding.place.endswith(("?", ".")) else "."
-                shown = f"{finding.place}{stop} {later_raise(own)}"
-                return shown, finding.where, finding.divergence
-            searched = topic_hook(topic.name) is not None
-            shown = with_place(finding, hint, ruled, code, searched)
+            shown = shown_for(finding, topic.name, hint, exc, code, check_hint)
             return shown, finding.where, finding.divergence
     except (Exception, ImplementationHung) as error:
         _log.warning("diagnosis of a failed %s check failed: %r", topic.name, error)
         if os.environ.get("SERVELAB_DEBUG") == "1":
             raise
         return hint, (), None
+
+
+def shown_for(
+    finding: Finding,
+    topic: str,
+    hint: str,
+    exc: BaseException | None,
+    code: str,
+    check_hint: str | None = None,
+) -> str:
+    """The hint a failed check shows for diagnosis's ``finding``: the one place this choice
+    is made, for a report and for the catalogue's measure of it (:attr:`Report.choice`).
+    ``hint`` is the check's hint as the failure stands (the error's own where the learner's
+    code raised), ``check_hint`` the check's own, which follows the place of a learner's
+    Python error where it fits."""
+    # a rule's hint is shown only where it fits; one about the learner's exception
+    # describes the evidence itself
+    ruled = (
+        exc is None or isinstance(exc, InvariantViolation | ProbeFailed) or not exception_hint(exc)
+    )
+    own = own_error(exc)
+    if finding.raised:  # the learner's own error, placed: the check's hint if it fits
+        return with_place(finding, check_hint or hint)
+    if own is not None and finding.place and not finding.hint:
+        # raised after the first difference: the place, then where it was raised;
+        # the type's usual cause and a check's hint would guess between the two
+        stop = "" if finding.place.endswith(("?", ".")) else "."
+        return f"{finding.place}{stop} {later_raise(own)}"
+    return with_place(finding, hint, ruled, code, topic_hook(topic) is not None)
 
 
 def _finish(report: Report, out: TextIO | None, quiet: bool) -> None:
@@ -456,6 +475,7 @@ def _grade(
 
     report.passed, report.verdict = False, "failed"
     report.hint, report.code = failure.hint, failure.code
+    report.choice = failure.choice
     exc = failure.exc
     program = failure.code.splitlines()
     report.lines.append(f"  ✗ {failure.label}")
@@ -577,7 +597,12 @@ def _diagnosed_failure(
 ) -> _Failure:
     """A failure with diagnosis's hint when it earned one, and where the difference starts."""
     shown, where, divergence = _diagnosed(topic, code, impl, exc, step, hint, check_hint)
-    return _Failure(label, exc, shown, code, where, divergence)
+    if exc is not None and not isinstance(exc, Exception):
+        return _Failure(label, exc, shown, code, where, divergence)
+    choice = functools.partial(
+        shown_for, topic=topic.name, hint=hint, exc=exc, code=code, check_hint=check_hint
+    )
+    return _Failure(label, exc, shown, code, where, divergence, choice)
 
 
 def _hang_failure(

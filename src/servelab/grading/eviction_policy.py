@@ -38,7 +38,6 @@ from servelab.grading.about import RESULT, About, Hint, either
 from servelab.grading.observe import (
     Canon,
     frozen,
-    policy_fields,
     policy_history,
     policy_skeleton_fields,
 )
@@ -248,8 +247,10 @@ _FIELD_INVARIANTS = (
 
 
 def _policy_state(ns: dict[str, Any], canon: Canon) -> Hashable:
+    """Everything observable: the order and what the skeleton keeps (a SIEVE's hand, visited
+    bits and pins), so a removal that moves the hand wrongly differs where it happens."""
     p = ns.get("p")
-    return None if p is None else frozen(policy_fields(p))
+    return None if p is None else frozen(policy_skeleton_fields(p))
 
 
 def _puts(var: str, *keys: str) -> list[str]:

@@ -338,13 +338,15 @@ class _Spy:
         sides = ((mine, obj, _plain_args(args, kwargs)), (theirs, clone, their_args))
         if not agree(self.skeleton, *sides, graded=self.graded_return):
             names = _parameters(original, len(args))
+            # the arguments as they were passed: a method that empties a list it was given
+            # (``found.pop()``) is shown the list it received
             shown = ", ".join(
                 [
                     *(
                         n if _arg_fields([a], [n]) else _show(a)
-                        for a, n in zip(args, names, strict=True)
+                        for a, n in zip(pristine_args, names, strict=True)
                     ),
-                    *(f"{k}={_show(v)}" for k, v in kwargs.items()),
+                    *(f"{k}={_show(v)}" for k, v in pristine_kwargs.items()),
                 ]
             )
             views = [_arg_fields(a, names) for a in (pristine_args, args, cargs)]
