@@ -78,10 +78,14 @@ def _sieve_victim(d: Difference) -> str | None:
             f"every key was visited: the hand makes a full lap, clearing each bit, and evicts "
             f"the first key it comes back to ({theirs} here), not simply the oldest"
         )
+    at = {repr(k): i for i, k in enumerate(queue)}
+    # the direction is the cause only where yours took a newer key than the reference's
+    older = mine in at and theirs in at and at[mine] < at[theirs]
+    way = "" if older else " (the wrong way is newest first)"
     return (
-        f"yours evicted {mine}, the reference {theirs}: the hand moves from older to newer keys "
-        "(the wrong way is newest first), clears each visited bit it passes and evicts the "
-        "first unvisited key; the next sweep starts where it stopped"
+        f"yours evicted {mine}, the reference {theirs}: the hand moves from older to newer keys"
+        f"{way}, clears each visited bit it passes and evicts the first unvisited key; the "
+        "next sweep starts where it stopped"
     )
 
 
