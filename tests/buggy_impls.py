@@ -83,7 +83,7 @@ def shown_hint(finding: Finding, undiagnosed: Report) -> str:
     that never returned: the hang is the evidence) keeps it."""
     if undiagnosed.choice is None:
         return undiagnosed.hint
-    return undiagnosed.choice(finding)
+    return undiagnosed.choice(finding, undiagnosed.hint)
 
 
 def diagnosed_hint(topic: str, impl: Any, step: int | None = None) -> tuple[Report, str]:

@@ -136,10 +136,11 @@ class Report:
     #: HTML drawing of the first diverging call (:mod:`servelab.grading.structure_picture`):
     #: the learner's state beside the reference's; shown under the report in a notebook.
     picture: str | None = field(default=None, compare=False, repr=False)
-    #: The hint this failure shows for a diagnosis's finding (:func:`shown_for`, with the
-    #: check's own hint, error and program): the catalogue's measure asks it, so the two
-    #: cannot choose differently. None: the failure shows its hint whatever is found.
-    choice: Callable[[Finding], str] | None = field(default=None, compare=False, repr=False)
+    #: The hint this failure shows for a diagnosis's finding and the check's hint
+    #: (:func:`shown_for`, with the check's error and program): the catalogue's measure asks
+    #: it, so the two cannot choose differently. None: the failure shows its hint whatever
+    #: is found.
+    choice: Callable[[Finding, str], str] | None = field(default=None, compare=False, repr=False)
 
     @property
     def text(self) -> str:
@@ -297,7 +298,7 @@ class _Failure:
     code: str
     where: tuple[str, ...] = ()
     divergence: Divergence | None = None
-    choice: Callable[[Finding], str] | None = None
+    choice: Callable[[Finding, str], str] | None = None
 
 
 def _hypothesis_flaky(exc: BaseException) -> bool:
@@ -372,6 +373,18 @@ def shown_for(
         stop = "" if finding.place.endswith(("?", ".")) else "."
         return f"{finding.place}{stop} {later_raise(own)}"
     return with_place(finding, hint, ruled, code, topic_hook(topic) is not None)
+
+
+def _shown_for_hint(
+    finding: Finding,
+    hint: str,
+    *,
+    topic: str,
+    exc: BaseException | None,
+    code: str,
+    check_hint: str | None,
+) -> str:
+    return shown_for(finding, topic, hint, exc, code, check_hint)
 
 
 def _finish(report: Report, out: TextIO | None, quiet: bool) -> None:
@@ -613,7 +626,7 @@ def _diagnosed_failure(
     if exc is not None and not isinstance(exc, Exception):
         return _Failure(label, exc, shown, code, where, divergence)
     choice = functools.partial(
-        shown_for, topic=topic.name, hint=hint, exc=exc, code=code, check_hint=check_hint
+        _shown_for_hint, topic=topic.name, exc=exc, code=code, check_hint=check_hint
     )
     return _Failure(label, exc, shown, code, where, divergence, choice)
 

@@ -307,6 +307,14 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 f"update_on_pin({key!r}), as if candidates ignore pins; a pinned key is not a "
                 "candidate until update_on_unpin",
             )
+        was_in = key in _names(shown_order(d.before))
+        if was_in and not d.differ & {"eviction order", "len"}:  # the order right, no pin kept
+            return PIN_IGNORED.show(
+                d,
+                f"yours took {key!r} out of the order as the reference does, but did not add "
+                "it to `pinned`: update_on_pin records the pin there, where len() and "
+                "update_on_unpin read it",
+            )
         return PIN_IGNORED.show(
             d, f"a pinned key is not a candidate: update_on_pin takes it out of {who}'s order"
         )
