@@ -12,8 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from servelab.grading import GradeFailure, Report, Topic, core, grade
-from servelab.grading.about import Hint
-from servelab.grading.diagnose import Finding, diagnosed, program_of, with_place
+from servelab.grading.diagnose import Finding, diagnosed, program_of
 from servelab.grading.mistakes import Mistake, correct_impl, correct_module, mistakes, topic_dir
 
 __all__ = [
@@ -79,14 +78,12 @@ def failing_report(topic: str | Topic, impl: Any, step: int | None = None) -> tu
 
 def shown_hint(finding: Finding, undiagnosed: Report) -> str:
     """The hint the grader shows for ``finding``, given the report of the same grade without
-    diagnosis: a call that never returned keeps the hang's own hint (the hang is the evidence);
-    any other failure shows what diagnosis earned (:func:`with_place`). A hint about the
-    learner's own exception is plain text, not a check's :class:`Hint`: as in the grader, it
-    follows the place whatever it is about (the exception is the evidence)."""
-    if undiagnosed.hint == core.HANG_HINT:
+    diagnosis: the report's own choice (:attr:`Report.choice`), so the catalogue's measure and
+    the grader cannot drift apart; a failure that shows its hint whatever is found (a call
+    that never returned: the hang is the evidence) keeps it."""
+    if undiagnosed.choice is None:
         return undiagnosed.hint
-    gate = isinstance(undiagnosed.hint, Hint)
-    return with_place(finding, undiagnosed.hint, gate=gate, code=undiagnosed.code)
+    return undiagnosed.choice(finding, undiagnosed.hint)
 
 
 def diagnosed_hint(topic: str, impl: Any, step: int | None = None) -> tuple[Report, str]:

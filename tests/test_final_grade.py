@@ -75,9 +75,21 @@ def test_the_grade_of_every_step_runs_the_earlier_machines_and_a_step_grade_does
     assert machines == [f"✓ step {n} · state machine" for n in (4, 1, 2, 3)]  # the last first
     assert sum("invariants:" in line for line in every) == 1  # the last machine's rules only
     last = grade(TOPIC, correct, 4, out=io.StringIO(), quiet=True).lines
+    # the last step alone runs step 3's machine too: every rule of it is one the last lists
     assert [line for line in last if "state machine:" in line] == [
-        line for line in every if "step 4 · state machine:" in line
+        line for line in every if any(f"step {n} · state machine:" in line for n in (4, 3))
     ]
+    third = grade(TOPIC, correct, 3, out=io.StringIO(), quiet=True).lines
+    assert [line.split(":")[0].strip() for line in third if "state machine:" in line] == [
+        "✓ step 3 · state machine"  # steps 1 and 2 have rules step 3's machine does not list
+    ]
+
+
+def test_the_promotion_slip_carried_to_the_last_step_fails_the_last_steps_grade() -> None:
+    # the last machine lists step 3's rules, but checks them in programs shared with the cost
+    # model's calls: alone it passed a retrieve that never promotes
+    u = _promotion_slip()
+    assert _failure(carried(u), step=4) == _failure(u.impl, step=3)
 
 
 @pytest.mark.parametrize("topic", topics())

@@ -236,3 +236,24 @@ def test_a_removal_whose_hand_skips_a_pinned_key_fails_its_step() -> None:
     impl = {"LFU": correct_impl(TOPIC)["LFU"], "SIEVE": _RemovalSkipsPinned}
     with pytest.raises(GradeFailure, match="hand is None; it should be"):
         grade(TOPIC, impl, 3, out=io.StringIO())
+
+
+def test_a_removal_whose_hand_skips_a_pinned_key_is_placed_at_its_step() -> None:
+    # the replay compares the hand, the visited bits and the pins too: the step-3 report
+    # places the removal and states its rule, where it once found no one method
+    step3 = checkpoint(TOPIC, 3)
+
+    class Slip(step3["SIEVE"]):  # type: ignore[misc,valid-type]
+        update_on_remove = _RemovalSkipsPinned.update_on_remove
+
+    with pytest.raises(GradeFailure) as failure:
+        grade(TOPIC, {**step3, "SIEVE": Slip}, 3, out=io.StringIO(), quiet=True)
+    text = str(failure.value)
+    assert "the difference starts in your `SIEVE.update_on_remove`" in text
+    assert "the hand moves on to the next newer key" in text
+    assert "no one method" not in text
+
+
+def test_a_removal_that_moves_the_hand_rightly_passes_step_3() -> None:
+    step3 = checkpoint(TOPIC, 3)
+    grade(TOPIC, step3, 3, out=io.StringIO(), quiet=True)

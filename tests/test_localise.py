@@ -141,6 +141,10 @@ READS = {
     "chain slices one token short": ("token(s) of each block", "written for"),
     "room keeps one block spare": ("with no hits at all yours counts 7", "off by one"),
     "room shared among the hits": ("yours returned 1, the reference 2", "another sequence holds"),
+    # a sweep that wraps early evicts an older key: the hand's direction is not its cause
+    "SIEVE sweep wraps one key early": ("evicts the first unvisited key", "wrong way"),
+    # a slip spread over three methods is placed, the group found one method at a time
+    "pins kept in a dict of its own": ("each pin adds 1", "no one method"),
 }
 
 
@@ -319,3 +323,64 @@ def test_a_property_is_grafted_with_its_super_chain() -> None:
             return 40
 
     assert graft(Mine, Step, ["used"])().used == 2
+
+
+class _ReleaseEmptiesFound(checkpoint("kv-offload", 3)["Hierarchy"]):  # type: ignore[misc]
+    """Pops the caller's `found` while it unpins, and unpins only the CPU tier's hits."""
+
+    def release(self, found: list[tuple[str, int]]) -> None:
+        while found:
+            key, i = found.pop()
+            if i == 0:
+                self.tiers[i].unpin(key)
+
+
+def _called_as(report_text: str) -> str:
+    return next(line for line in report_text.splitlines() if "called as" in line)
+
+
+def test_a_call_is_shown_with_the_arguments_it_was_passed_not_as_the_method_left_them() -> None:
+    impl = {**checkpoint("kv-offload", 3), "Hierarchy": _ReleaseEmptiesFound}
+    report, _ = failing_report("kv-offload", impl, 3)
+    called = _called_as(report.text)
+    assert "h.release([(" in called, called  # the list as passed, not the empty one left
+    assert "release([])" not in called
+
+
+def test_a_call_whose_method_leaves_its_arguments_alone_shows_them_as_passed_too() -> None:
+    u = next(x for x in UNLISTED if x.name == "release skips disk hits")
+    report, _ = failing_report(u.topic, u.impl, u.step)
+    assert "h.release([(" in _called_as(report.text)
+
+
+def test_the_catalogues_measure_shows_the_hint_the_report_shows() -> None:
+    # tests/buggy_impls.shown_hint asks the report's own choice (Report.choice): the same
+    # topic hook, error and program, so the measure cannot drift from what a learner reads
+    from dataclasses import replace
+
+    from buggy_impls import failing_check, shown_hint
+    from servelab.grading import load_topic
+    from servelab.grading.diagnose import explained
+
+    for name in ("release skips disk hits", "evicted size read after removing"):
+        u = next(x for x in UNLISTED if x.name == name)
+        report, program, exc = failing_check(u.topic, u.impl, u.step)
+        plain = replace(load_topic(u.topic), diagnose=lambda program, impl: None)
+        undiagnosed, _, _ = failing_check(plain, u.impl, u.step)
+        assert undiagnosed.choice is not None
+        finding = explained(u.topic, program, exc, u.impl, u.step)
+        assert shown_hint(finding, undiagnosed) == report.hint
+
+
+def test_a_slip_spread_over_three_methods_is_placed_in_all_three() -> None:
+    u = next(x for x in UNLISTED if x.name == "pins kept in a dict of its own")
+    report, program = failing_report(u.topic, u.impl, u.step)
+    finding = HOOKS[u.topic].explain(program, u.impl, u.step)
+    assert set(finding.methods) == u.methods, report.text
+    assert "(and needs `unpin` and `_next_victim` too)" in report.text
+
+
+def test_a_slip_in_one_method_is_placed_in_that_one_alone() -> None:
+    u = next(x for x in UNLISTED if x.name == "unpin returns the count it found")
+    _, program = failing_report(u.topic, u.impl, u.step)
+    assert HOOKS[u.topic].explain(program, u.impl, u.step).methods == ("unpin",)

@@ -276,6 +276,29 @@ class LFUUnpinCountsUse(ALONE):
         heapq.heappush(self.heap, (self.count[key], self.reached[key], key))
 
 
+class SIEVEWrapsOneEarly(SIEVE):
+    """Off by one in the wrap test (``i >= len(queue) - 1``): the sweep turns back to the
+    oldest key one key early and never examines the newest on its way."""
+
+    def pop_victim(self):
+        if len(self) == 0:
+            raise NoVictim("every resident key is pinned")
+        i = 0 if self.hand is None else self.queue.index(self.hand)
+        while True:
+            if i >= len(self.queue) - 1:
+                i = 0
+            key = self.queue[i]
+            if key in self.pinned:
+                i += 1
+            elif self.visited[key]:
+                self.visited[key] = False
+                i += 1
+            else:
+                self.hand = key
+                self.update_on_remove(key)
+                return key
+
+
 MISTAKES = {
     "LFU victim keeps its count": (
         4,
@@ -367,5 +390,10 @@ MISTAKES = {
         4,
         {"LFU": LFU, "SIEVE": SIEVEOrderIsQueue},
         {"SIEVE.eviction_order"},
+    ),
+    "SIEVE sweep wraps one key early": (
+        4,
+        {"LFU": LFU, "SIEVE": SIEVEWrapsOneEarly},
+        {"SIEVE.pop_victim"},
     ),
 }

@@ -217,6 +217,30 @@ class EvictKeepsLast(Evicting):
         self._used += size
 
 
+class PinsOfItsOwn(Pinning):
+    """Pins kept in a dict of the learner's own (``self.pins``) by pin, unpin and the victim
+    choice: eviction skips pinned keys, but the skeleton's ``_pins`` (pin_count, the
+    eviction order) never sees a pin."""
+
+    def pin(self, key):
+        pins = self.__dict__.setdefault("pins", {})
+        pins[key] = pins.get(key, 0) + 1
+        return pins[key]
+
+    def unpin(self, key):
+        pins = self.__dict__.setdefault("pins", {})
+        left = pins[key] - 1
+        if left:
+            pins[key] = left
+        else:
+            del pins[key]
+        return left
+
+    def _next_victim(self):
+        pins = self.__dict__.get("pins", {})
+        return next((key for key in self._entries if not pins.get(key)), None)
+
+
 MISTAKES = {
     "evict forgets pins with a failing lookup": (5, EvictDropsPinFirst, {"_evict"}),
     "evict subtracts the size twice": (2, EvictSubtractsTwice, {"_evict"}),
@@ -237,4 +261,5 @@ MISTAKES = {
     "victim scan stops at a pinned entry": (3, ScanStopsAtPinned, {"_next_victim"}),
     "the last unpin drops the entry": (3, LastUnpinDropsEntry, {"unpin"}),
     "eviction loop keeps the last entry": (2, EvictKeepsLast, {"put"}),
+    "pins kept in a dict of its own": (3, PinsOfItsOwn, {"pin", "unpin", "_next_victim"}),
 }

@@ -34,6 +34,7 @@ Design choices, each for the learner in front of a grade cell:
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import os
@@ -41,7 +42,7 @@ import re
 import sys
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +65,7 @@ from servelab.grading._learner import (
 from servelab.grading._programs import run_programs, shrinking_bounded_by_count
 from servelab.grading._script import graded_names, renamed
 from servelab.grading.diagnose import (
+    Finding,
     explained,
     later_raise,
     located,
@@ -136,6 +138,11 @@ class Report:
     #: HTML drawing of the first diverging call (:mod:`servelab.grading.structure_picture`):
     #: the learner's state beside the reference's; shown under the report in a notebook.
     picture: str | None = field(default=None, compare=False, repr=False)
+    #: The hint this failure shows for a diagnosis's finding and the check's hint
+    #: (:func:`shown_for`, with the check's error and program): the catalogue's measure asks
+    #: it, so the two cannot choose differently. None: the failure shows its hint whatever
+    #: is found.
+    choice: Callable[[Finding, str], str] | None = field(default=None, compare=False, repr=False)
 
     @property
     def text(self) -> str:
@@ -293,6 +300,7 @@ class _Failure:
     code: str
     where: tuple[str, ...] = ()
     divergence: Divergence | None = None
+    choice: Callable[[Finding, str], str] | None = None
 
 
 def _hypothesis_flaky(exc: BaseException) -> bool:
@@ -331,26 +339,7 @@ def _diagnosed(
                 found = topic.diagnose(code.splitlines(), impl) if code else None
                 return (found if isinstance(found, str) and found else hint), (), None
             finding = explained(topic.name, code, exc, impl, step)
-            # a rule's hint is shown only where it fits; one about the learner's exception
-            # describes the evidence itself
-            ruled = (
-                exc is None
-                or isinstance(exc, InvariantViolation | ProbeFailed)
-                or not exception_hint(exc)
-            )
-            own = own_error(exc)
-            if own is None and not ruled and finding.divergence is not None:
-                own = raised_outside(exc)  # a Python error from code under yours (a super())
-            if finding.raised:  # the learner's own error, placed: the check's hint if it fits
-                return with_place(finding, check_hint or hint), finding.where, finding.divergence
-            if own is not None and finding.place and not finding.hint:
-                # raised after the first difference: the place, then where it was raised;
-                # the type's usual cause and a check's hint would guess between the two
-                stop = "" if finding.place.endswith(("?", ".")) else "."
-                shown = f"{finding.place}{stop} {later_raise(own)}"
-                return shown, finding.where, finding.divergence
-            searched = topic_hook(topic.name) is not None
-            shown = with_place(finding, hint, ruled, code, searched)
+            shown = shown_for(finding, topic.name, hint, exc, code, check_hint)
             return shown, finding.where, finding.divergence
     except (Exception, ImplementationHung) as error:
         _log.warning("diagnosis of a failed %s check failed: %r", topic.name, error)
@@ -367,6 +356,49 @@ _TEMPORARY_FOLDER = re.compile(re.escape(tempfile.gettempdir()) + r"[/\\][^/\\\s
 def stable_text(text: str) -> str:
     """``text`` with every temporary folder named the same way on every run."""
     return _TEMPORARY_FOLDER.sub("<temporary folder>", text)
+
+
+def shown_for(
+    finding: Finding,
+    topic: str,
+    hint: str,
+    exc: BaseException | None,
+    code: str,
+    check_hint: str | None = None,
+) -> str:
+    """The hint a failed check shows for diagnosis's ``finding``: the one place this choice
+    is made, for a report and for the catalogue's measure of it (:attr:`Report.choice`).
+    ``hint`` is the check's hint as the failure stands (the error's own where the learner's
+    code raised), ``check_hint`` the check's own, which follows the place of a learner's
+    Python error where it fits."""
+    # a rule's hint is shown only where it fits; one about the learner's exception
+    # describes the evidence itself
+    ruled = (
+        exc is None or isinstance(exc, InvariantViolation | ProbeFailed) or not exception_hint(exc)
+    )
+    own = own_error(exc)
+    if own is None and not ruled and finding.divergence is not None:
+        own = raised_outside(exc)  # a Python error from code under yours (a super())
+    if finding.raised:  # the learner's own error, placed: the check's hint if it fits
+        return with_place(finding, check_hint or hint)
+    if own is not None and finding.place and not finding.hint:
+        # raised after the first difference: the place, then where it was raised;
+        # the type's usual cause and a check's hint would guess between the two
+        stop = "" if finding.place.endswith(("?", ".")) else "."
+        return f"{finding.place}{stop} {later_raise(own)}"
+    return with_place(finding, hint, ruled, code, topic_hook(topic) is not None)
+
+
+def _shown_for_hint(
+    finding: Finding,
+    hint: str,
+    *,
+    topic: str,
+    exc: BaseException | None,
+    code: str,
+    check_hint: str | None,
+) -> str:
+    return shown_for(finding, topic, hint, exc, code, check_hint)
 
 
 def _finish(report: Report, out: TextIO | None, quiet: bool) -> None:
@@ -472,6 +504,7 @@ def _grade(
 
     report.passed, report.verdict = False, "failed"
     report.hint, report.code = failure.hint, failure.code
+    report.choice = failure.choice
     exc = failure.exc
     program = failure.code.splitlines()
     report.lines.append(f"  ✗ {failure.label}")
@@ -521,7 +554,9 @@ def _run_checks(
     """Run the probes of every step, then the final step's machine; the first failure or None.
     The grade of every step (``every_step``) then runs the earlier machines that ask for it
     (:attr:`MachineCheck.in_final_grade`), so what one of them catches never passes it; what
-    the final machine catches is reported as before."""
+    the final machine catches is reported as before. A grade of one step runs those whose
+    every rule its own machine lists too (:func:`_restated`): a passing report names those
+    rules as checked, so they are checked as hard as at their own step."""
     for s in steps:
         passed_here = 0
         for probe in s.probes:
@@ -538,11 +573,22 @@ def _run_checks(
 
     failure = _machine_check(final, impl, report, interrupts, topic, final.number)
     earlier = [s for s in steps if s is not final and s.machine and s.machine.in_final_grade]
-    for s in earlier if every_step and failure is None else ():
+    if not every_step:
+        earlier = [s for s in earlier if _restated(s, final)]
+    for s in earlier if failure is None else ():
         failure = _machine_check(s, impl, report, interrupts, topic, final.number)
         if failure is not None:
             return failure
     return failure
+
+
+def _restated(earlier: Step, final: Step) -> bool:
+    """Every rule of ``earlier``'s machine is one ``final``'s machine lists too (kv-offload's
+    hierarchy rules, which the cost model's machine checks in programs it shares with its
+    own calls: fewer of them reach a promotion from disk than step 3's own programs do)."""
+    if earlier.machine is None or final.machine is None:
+        return False
+    return set(earlier.machine.invariants) <= set(final.machine.invariants)
 
 
 def _machine_check(
@@ -593,7 +639,12 @@ def _diagnosed_failure(
 ) -> _Failure:
     """A failure with diagnosis's hint when it earned one, and where the difference starts."""
     shown, where, divergence = _diagnosed(topic, code, impl, exc, step, hint, check_hint)
-    return _Failure(label, exc, shown, code, where, divergence)
+    if exc is not None and not isinstance(exc, Exception):
+        return _Failure(label, exc, shown, code, where, divergence)
+    choice = functools.partial(
+        _shown_for_hint, topic=topic.name, exc=exc, code=code, check_hint=check_hint
+    )
+    return _Failure(label, exc, shown, code, where, divergence, choice)
 
 
 def _hang_failure(

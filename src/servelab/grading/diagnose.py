@@ -44,8 +44,6 @@ from servelab.grading.localise import (
     Skeleton,
     changed_methods,
     localise,
-    place_hint,
-    where_lines,
 )
 from servelab.grading.mistakes import Mistake, correct_impl, mistakes
 from servelab.grading.observe import Canon
@@ -59,6 +57,7 @@ from servelab.grading.replay import (
     remember_program,
     replay,
 )
+from servelab.grading.where import place_hint, where_lines
 
 __all__ = [
     "Diagnoser",

@@ -38,7 +38,6 @@ from servelab.grading.about import RESULT, About, Hint, either
 from servelab.grading.observe import (
     Canon,
     frozen,
-    policy_fields,
     policy_history,
     policy_skeleton_fields,
 )
@@ -248,15 +247,10 @@ _FIELD_INVARIANTS = (
 
 
 def _policy_state(ns: dict[str, Any], canon: Canon) -> Hashable:
-    """What the step's checks can see: the candidates and their order; for a SIEVE of step 3,
-    which has no eviction order yet and whose checks read its fields, the fields too (else
-    a bit or a hand left otherwise replays as no difference, and no method is found)."""
+    """Everything observable: the order and what the skeleton keeps (a SIEVE's hand, visited
+    bits and pins), so a removal that moves the hand wrongly differs where it happens."""
     p = ns.get("p")
-    if p is None:
-        return None
-    if callable(getattr(p, "eviction_order", None)):
-        return frozen(policy_fields(p))
-    return frozen({**policy_fields(p), **policy_history(p)})
+    return None if p is None else frozen(policy_skeleton_fields(p))
 
 
 def _puts(var: str, *keys: str) -> list[str]:

@@ -19,7 +19,7 @@ nothing is shown, and the report keeps the place, the difference and its kind.
 
 A reading describes the observed call and states a rule; it claims no cause ("behaves exactly
 like one that ..." stays the catalogue's, and only when earned). Where no reading fits, the
-report keeps pointing at the place (:func:`servelab.grading.localise.place_hint`), with the
+report keeps pointing at the place (:func:`servelab.grading.where.place_hint`), with the
 kind of difference the call shows where it has one (:func:`kind`: off by one, a unit's factor,
 an order, an entry missing or put elsewhere).
 

@@ -100,10 +100,14 @@ def _sieve_victim(d: Difference) -> str | None:
             "hand clears a visited key's bit and moves on to the next newer key, so a hit "
             "protects a key once; it evicts the first unvisited key it reaches"
         )
+    at = {repr(k): i for i, k in enumerate(queue)}
+    # the direction is the cause only where yours took a newer key than the reference's
+    older = mine in at and theirs in at and at[mine] < at[theirs]
+    way = "" if older else " (the wrong way is newest first)"
     return (
-        f"yours evicted {mine}, the reference {theirs}: the hand moves from older to newer keys "
-        "(the wrong way is newest first), clears each visited bit it passes and evicts the "
-        "first unvisited key; the next sweep starts where it stopped"
+        f"yours evicted {mine}, the reference {theirs}: the hand moves from older to newer keys"
+        f"{way}, clears each visited bit it passes and evicts the first unvisited key; the "
+        "next sweep starts where it stopped"
     )
 
 
@@ -365,6 +369,14 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 f"yours ignores the pin: {key!r} is still in the eviction order after "
                 f"update_on_pin({key!r}), as if candidates ignore pins; a pinned key is not a "
                 "candidate until update_on_unpin",
+            )
+        was_in = key in _names(shown_order(d.before))
+        if was_in and not d.differ & {"eviction order", "len"}:  # the order right, no pin kept
+            return PIN_IGNORED.show(
+                d,
+                f"yours took {key!r} out of the order as the reference does, but did not add "
+                "it to `pinned`: update_on_pin records the pin there, where len() and "
+                "update_on_unpin read it",
             )
         return PIN_IGNORED.show(
             d,

@@ -1,0 +1,86 @@
+"""The report's lines for a localisation: where the difference starts, the call that shows
+it, the state it was called on, and what yours and the reference's did there.
+
+Apart from :mod:`servelab.grading.localise`, which finds the place: this only words it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from servelab.grading.localise import Localisation
+from servelab.grading.observe import Unreadable, changes, shown
+
+__all__ = ["place_hint", "where_lines"]
+
+
+def place_hint(place: Localisation) -> str | None:
+    """With a method found and no known mistake earned, the hint points there and names no
+    cause: a check's own hint describes the mistake it was written for, maybe not this one."""
+    d = place.divergence
+    if d is None:
+        return None
+    their_before = d.before if d.their_before is None else d.their_before
+    unchanged = d.mine[1] == d.before and d.theirs[1] == their_before
+    if d.mine[1] == d.theirs[1] or unchanged:
+        what = "its result differs from the reference's"
+    else:
+        what = "it changes the state differently from the reference's"
+    return f"start at your `{d.method}`: on the call under where:, {what}"
+
+
+def _present(outcome: str) -> str:
+    """ "returned 'a'" as "returns 'a'": the reference's outcome is a rule, not an event."""
+    for past, now in (("returned", "returns"), ("raised", "raises")):
+        if outcome.startswith(past):
+            return now + outcome[len(past) :]
+    return outcome
+
+
+def _worth_showing(before: Mapping[str, Any]) -> dict[str, Any]:
+    """The state before a call, less a step output's lists that are still empty."""
+    return {k: v for k, v in before.items() if v or not k.startswith("out.")}
+
+
+def _without(fields: dict[str, Any], keys: set[str]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if k not in keys}
+
+
+def where_lines(place: Localisation) -> tuple[str, ...]:
+    """The report's lines for a localisation: the first after "where:", the rest under it."""
+    if place.note:
+        return (place.note,)
+    if not place.methods:
+        return ()
+    names = " and ".join(f"`{m}`" for m in place.methods)
+    d = place.divergence
+    if d is None:
+        return (
+            f"the difference is in your {names}: with the reference's in its place, this "
+            "program behaves as expected",
+        )
+    unread = {
+        k
+        for k, v in d.before.items()
+        if isinstance(v, Unreadable) and d.mine[1].get(k) == v == d.theirs[1].get(k)
+    }  # a field this step cannot read yet (a method still to write) says nothing
+    d = dataclasses.replace(
+        d,
+        before=_without(d.before, unread),
+        mine=(d.mine[0], _without(d.mine[1], unread)),
+        theirs=(d.theirs[0], _without(d.theirs[1], unread)),
+        their_before=None if d.their_before is None else _without(d.their_before, unread),
+    )
+    also = [m for m in place.methods if m != d.method]
+    head = f"the difference starts in your `{d.method}`"
+    if also:
+        head += " (and needs " + " and ".join(f"`{m}`" for m in also) + " too)"
+    return (
+        head,
+        f"called as {d.call}, on: {shown(_worth_showing(d.before))}",
+        f"yours {d.mine[0]}; {changes(d.before, d.mine[1])}",
+        f"the reference {_present(d.theirs[0])}; "
+        f"{changes(d.before if d.their_before is None else d.their_before, d.theirs[1])}",
+    )
