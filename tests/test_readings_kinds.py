@@ -183,7 +183,11 @@ def test_a_new_entry_put_at_the_other_end_is_the_one_said() -> None:
     said = _diff({"running": ["A"]}, {"running": ["A", "N"]}, {"running": ["N", "A"]})
     assert said == "yours put 'N' at the back of `running`; the reference puts it at the front"
     both = _diff({"running": []}, {"running": ["B", "A"]}, {"running": ["A", "B"]})
-    assert both == "yours left `running` in the reverse of the reference's order"
+    assert both == (
+        "yours left the same entries in `running` in another order (['B', 'A'], not ['A', 'B'])"
+    )
+    three = _diff({"running": []}, {"running": ["C", "B", "A"]}, {"running": ["A", "B", "C"]})
+    assert three == "yours left `running` in the reverse of the reference's order"
 
 
 def test_an_entry_is_not_read_as_moved_between_a_steps_output_and_the_state() -> None:

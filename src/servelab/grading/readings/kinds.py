@@ -148,7 +148,7 @@ def _order(
             f"yours put {_shown(mine[0])} at the front of `{name}`; the reference puts it at "
             "the back"
         )
-    if mine == theirs[::-1]:
+    if mine == theirs[::-1] and len(mine) > 2:  # two entries swapped say nothing of a reversal
         return f"yours left `{name}` in the reverse of the reference's order"
     return (
         f"yours left the same entries in `{name}` in another order ({_shown(mine)}, not "
