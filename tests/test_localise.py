@@ -159,6 +159,21 @@ def test_an_unlisted_mistake_fails_is_localised_and_gets_no_certainty(u: Unliste
     if u.name in READS:
         said, unsaid = READS[u.name]
         assert said in report.hint and unsaid not in report.hint, report.hint
+    _runs_to_its_last_line(u, program)
+
+
+def _runs_to_its_last_line(u: Unlisted, program: str) -> None:
+    """Pasted into the learner's notebook, the reproduce: lines run up to the last one, the
+    line the report is about: a refusal the check caught is written under ``suppress``."""
+    hook = HOOKS[u.topic]
+    ns = hook.spec.namespace(u.impl)
+    lines = [line for line in hook.usual_names(program, u.impl).splitlines() if line.strip()]
+    for line in lines[:-1]:
+        try:
+            exec(compile(line, "<reproduce>", "exec"), ns)
+        except Exception as exc:
+            said = f"{line!r} raised {exc!r} before the last line:\n{program}"
+            raise AssertionError(said) from exc
 
 
 def _on_the_last_checkpoint(u: Unlisted) -> bool:

@@ -21,7 +21,7 @@ from servelab import checkpoint
 from servelab.grading import GradeFailure, grade
 from servelab.grading._learner import EXCEPTION_HINTS
 from servelab.grading.about import About, Hint
-from servelab.grading.diagnose import NO_PLACE, Finding, observed, with_place
+from servelab.grading.diagnose import GRAFTED_ONLY, NO_PLACE, Finding, observed, with_place
 from servelab.grading.readings import Difference
 from servelab.grading.readings.kinds import kind_reading, number_words
 from servelab.weights.policies import NoVictim
@@ -164,9 +164,11 @@ def test_after_a_learners_error_a_checks_hint_shows_only_where_it_fits_the_call(
 
 def test_two_results_a_block_size_apart_by_chance_get_no_unit_factor() -> None:
     # _room counting the plain free list: 1 where 2 are left, with block_size 2; a second
-    # state (a pool one block larger) parts them by one block, not by a factor
+    # state (a pool one block larger) parts them by one block, not by a factor; your _room
+    # called with no hits shows the cause
     hint = _hint("prefix-cache", RoomPlainFreeOnly)
-    assert "start at your `_room`: yours returned 1, the reference 2" in hint, hint
+    assert "with no hits at all yours counts 1 block(s) of room where num_free is 2" in hint
+    assert "the plain free and the evictable ones alike" in hint, hint
     assert "block_size" not in hint and "tokens" not in hint, hint
 
 
@@ -206,9 +208,14 @@ def test_with_no_method_found_a_hint_about_another_method_is_left_out() -> None:
     assert with_place(Finding(), remove, code="p.update_on_remove('b')") == NO_PLACE
     called = Hint("pop", About(("SIEVE.pop_victim",), ("result",)))
     assert with_place(Finding(), called, code="x = p.pop_victim()") == called
-    # a hint that declares nothing is no check's to judge; a method found keeps its rules
+    # a hint that declares nothing is no check's to judge; a method found by its graft alone
+    # keeps only a hint about it (or about what the check saw)
     assert with_place(Finding(), "plain words", code="p.queue") == "plain words"
-    assert with_place(Finding(methods=("SIEVE.update_on_pin",)), remove, code="p.queue") == remove
+    grafted = Finding(methods=("SIEVE.update_on_pin",))
+    assert with_place(grafted, remove, code="p.queue") == GRAFTED_ONLY.format(
+        method="update_on_pin"
+    )
+    assert with_place(grafted, remove, code="p.hand  # 'b'") == remove
 
 
 def test_what_a_check_saw_is_read_from_its_last_line() -> None:

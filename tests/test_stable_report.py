@@ -60,7 +60,6 @@ def test_an_error_quoting_a_disk_tiers_file_reads_the_same_on_every_run() -> Non
 # learner there (where both behave correctly) is no evidence, so a match is asked, not claimed.
 UNSEPARATED = [
     ("weight-cache", "pinned_bytes_per_pin"),
-    ("eviction-policy", "sieve_unpin_forgets_visit"),
     ("prefix-cache", "claimed_hits_not_counted"),
 ]
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from servelab.grading.replay import TopicReplay, remember_program
 from servelab.grading.topic import ProbeFailed
+from servelab.testing.pasteable import Caught
 
 __all__ = ["Script", "graded_names", "own_names", "renamed"]
 
@@ -87,6 +88,7 @@ class Script:
         self.ns: dict[str, Any] = {self.names.get(k, k): v for k, v in classes.items()}
         self.lines: list[str] = []
         self.hints = dict(hints or {})
+        self.caught = Caught(self.lines)
 
     @classmethod
     def graded(cls, spec: TopicReplay, impl: Any, hints: Mapping[str, str] | None = None) -> Script:
@@ -97,6 +99,7 @@ class Script:
         """Run one line (an expression's value is returned); a learner's exception keeps the
         program so far, for diagnosis."""
         line = renamed(line, self.names)
+        self.caught.went_on()
         self.lines.append(line)
         try:
             try:
@@ -106,11 +109,13 @@ class Script:
                 return None
             return eval(code, self.ns)
         except Exception as exc:
+            self.caught.raised(exc)
             remember_program(exc, self.lines)
             raise
 
     def note(self, line: str) -> None:
         """Write down a line that shows a value (``cache.keys()  # [...]``) without running it."""
+        self.caught.went_on()
         self.lines.append(renamed(line, self.names))
 
     def run_all(self, lines: Iterable[str]) -> None:
@@ -124,6 +129,7 @@ class Script:
         that broke is not the probe's own (``hint`` gives one directly)."""
         if hint is None and rule is not None:
             hint = self.hints.get(rule)
+        self.caught.failed_with(None)
         return ProbeFailed(message, self.lines, hint)
 
     def check(self, ok: bool, message: str, rule: str | None = None) -> None:

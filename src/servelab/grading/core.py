@@ -64,6 +64,7 @@ from servelab.grading._learner import (
 )
 from servelab.grading._programs import run_programs, shrinking_bounded_by_count
 from servelab.grading._script import graded_names, renamed
+from servelab.grading.about import Hint
 from servelab.grading.diagnose import (
     Finding,
     explained,
@@ -267,7 +268,7 @@ def _run_machine(
         ):
             count, raised = run_programs(machine, chosen)
     except (ImplementationHung, Flaky) as exc:
-        return exc, "\n".join(machine.last.log) if machine.last else ""
+        return exc, machine.last.program(exc) if machine.last else ""
     except BaseException as exc:
         if isinstance(exc, SystemExit | KeyboardInterrupt) and not _learner_escape(exc, interrupts):
             raise
@@ -279,7 +280,7 @@ def _run_machine(
     missing = _not_implemented(raised)
     if missing is not None:
         raise _NotWritten(missing) from None
-    return raised, "\n".join(machine.last.log) if machine.last else ""
+    return raised, machine.last.program(raised) if machine.last else ""
 
 
 def _keep_hypothesis_files_out_of_the_notebook_folder() -> None:
@@ -354,8 +355,12 @@ _TEMPORARY_FOLDER = re.compile(re.escape(tempfile.gettempdir()) + r"[/\\][^/\\\s
 
 
 def stable_text(text: str) -> str:
-    """``text`` with every temporary folder named the same way on every run."""
-    return _TEMPORARY_FOLDER.sub("<temporary folder>", text)
+    """``text`` with every temporary folder named the same way on every run (a hint keeps
+    what it is about)."""
+    if not _TEMPORARY_FOLDER.search(text):
+        return text
+    shown = _TEMPORARY_FOLDER.sub("<temporary folder>", text)
+    return Hint(shown, text.about) if isinstance(text, Hint) else shown
 
 
 def shown_for(

@@ -88,6 +88,7 @@ class CacheScript(Script):
         try:
             call()
         except kind as exc:
+            self.caught.expected()  # the refusal asked for: the listing goes on past it
             after = snapshot(self.cache, True)
             if after != before:
                 rule = "changed-on-error" if code.startswith("cache.put(") else "pins-on-error"

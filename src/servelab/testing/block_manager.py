@@ -29,8 +29,7 @@ from hypothesis.stateful import initialize, invariant, precondition, rule
 from servelab.testing.block_model import BlockManagerModel
 from servelab.testing.core import InvariantViolation, RecordingMachine
 from servelab.testing.free_order import check_free_order, check_freed_tail_first
-
-SUPPRESS_IMPORT = "from contextlib import suppress"
+from servelab.testing.pasteable import SUPPRESS_IMPORT
 
 __all__ = [
     "INVARIANTS",

@@ -26,6 +26,8 @@ from typing import Any, ClassVar, TypeVar
 import hypothesis
 from hypothesis.stateful import RuleBasedStateMachine
 
+from servelab.testing.pasteable import Caught
+
 T = TypeVar("T")
 
 __all__ = [
@@ -266,18 +268,31 @@ class RecordingMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.log: list[str] = []
+        self.caught = Caught(self.log)
         type(self).last = self
         RecordingMachine.programs_started += 1
 
     def record(self, line: str) -> None:
         """Write down a line of the learner-facing program without running anything."""
+        self.caught.went_on()
         self.log.append(line)
 
     def do(self, code: str, fn: Callable[[], T]) -> T:
-        """Record ``code`` and run ``fn`` (the same call) under the hang guard."""
+        """Record ``code`` and run ``fn`` (the same call) under the hang guard; an error it
+        raises that the rule catches is written so that the pasted program goes on."""
+        self.caught.went_on()
         self.log.append(code)
         with hang_guard(code, self.call_timeout):
-            return fn()
+            try:
+                return fn()
+            except Exception as exc:
+                self.caught.raised(exc)
+                raise
+
+    def program(self, failure: BaseException | None) -> str:
+        """The program that ended with ``failure``, as the report's reproduce: lines."""
+        self.caught.failed_with(failure)
+        return "\n".join(self.log)
 
 
 @contextmanager

@@ -450,9 +450,10 @@ def _order_short(d: Difference) -> str | None:
 
 
 def _raised_with_candidates(d: Difference, who: str) -> str | None:
-    """pop_victim raised though len() counts candidates and the reference evicts one."""
+    """pop_victim raised NoVictim though len() counts candidates and the reference evicts
+    one (another error is the learner's own slip: its line says more than this rule)."""
     n = d.before.get("len")
-    if not isinstance(n, int) or n <= 0:
+    if not isinstance(n, int) or n <= 0 or not d.error("mine").startswith("NoVictim"):
         return None
     go_on = (
         "a popped heap entry that is stale or pinned is skipped and the pop goes on"
