@@ -504,7 +504,7 @@ HINTS: dict[str, Hint] = {
     "freed-again": Hint(
         "a block freed, hit and freed again is the most recently freed: it goes to "
         "the back of the reclaim order (last time freed, not first time)",
-        About(("_release", "_claim"), ("reclaim order",)),
+        About(("_release", "_claim", "allocate"), ("reclaim order",)),
     ),
     "lru-eviction": Hint(
         "reclaim cached blocks only when no plain free block is left, and the "
