@@ -167,8 +167,9 @@ def _runs_to_its_last_line(u: Unlisted, program: str) -> None:
     line the report is about: a refusal the check caught is written under ``suppress``."""
     hook = HOOKS[u.topic]
     ns = hook.spec.namespace(u.impl)
-    lines = [line for line in hook.usual_names(program, u.impl).splitlines() if line.strip()]
-    for line in lines[:-1]:
+    code = hook.usual_names(program, u.impl).splitlines()
+    lines = [line for line in code if line.strip() and not line.lstrip().startswith("#")]
+    for line in lines[:-1]:  # a note (a comment) after the last call runs nothing
         try:
             exec(compile(line, "<reproduce>", "exec"), ns)
         except Exception as exc:
