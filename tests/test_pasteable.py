@@ -89,3 +89,18 @@ def test_a_wrong_error_noted_inside_its_handler_stays_bare() -> None:
         s.note("cache  # a note written while the error is handled")
         failure = s.fail("get raised KeyError, expected None")
     assert failure.code.splitlines()[1] == "cache.get('a')"
+
+
+def test_a_note_after_the_refused_call_leaves_the_call_the_one_written_under_suppress() -> None:
+    s = Script({"Cache": Cache})
+    s("cache = Cache()")
+    try:
+        s("cache.put('a', 0)")
+    except Refused:
+        s.note("cache  # noted while the refusal is handled")
+    s("cache.put('a', 1)")
+    assert s.lines[1:4] == [
+        SUPPRESS_IMPORT,
+        "with suppress(ValueError): cache.put('a', 0)",
+        "cache  # noted while the refusal is handled",
+    ]

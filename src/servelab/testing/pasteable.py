@@ -31,10 +31,11 @@ class Caught:
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
         self.error: BaseException | None = None
+        self.at = 0  # the line that raised ``error`` (a note may follow it)
 
     def raised(self, exc: BaseException) -> None:
         """The last recorded line raised ``exc``."""
-        self.error = exc
+        self.error, self.at = exc, len(self.lines) - 1
 
     def went_on(self) -> None:
         """The program continued after the line that raised: that error was caught (while
@@ -43,16 +44,16 @@ class Caught:
             self.expected()
 
     def expected(self) -> None:
-        """The last line's error is the refusal the check asked for."""
+        """The error of the line that raised is the refusal the check asked for."""
         if self.error is None:
             return
         kind, self.error = builtin_kind(self.error), None
-        line = self.lines[-1]
+        line = self.lines[self.at]
         if line.startswith("with suppress("):
             return
-        self.lines[-1] = f"with suppress({kind}): {line}"
+        self.lines[self.at] = f"with suppress({kind}): {line}"
         if SUPPRESS_IMPORT not in self.lines:
-            self.lines.insert(len(self.lines) - 1, SUPPRESS_IMPORT)
+            self.lines.insert(self.at, SUPPRESS_IMPORT)
 
     def failed_with(self, failure: BaseException | None) -> None:
         """The program ends with ``failure``: the last line stays bare where it is the
