@@ -19,8 +19,8 @@ from servelab.grading.readings.token_budget import token_budget_reading
 from servelab.kv.blocks import BlockManager
 from servelab.kv.budget import BudgetStep
 from servelab.kv.offload.cost import LLAMA_8B
-from servelab.kv.prefix import PrefixCachingBlockManager
 from servelab.kv.scheduler import Sequence, StepOutput
+from test_readings_offload_budget import _two_running
 from unlisted import unlisted
 
 # what the report of each slip must say, and must not
@@ -101,17 +101,6 @@ def test_the_victim_is_called_the_one_whose_append_failed_only_when_it_was() -> 
 def unlisted_reading(name: str) -> str:
     u = next(u for u in unlisted() if u.name == name)
     return scheduler_reading(_victim_difference(u.impl, 1)) or ""
-
-
-def _two_running(cls: Any) -> Any:
-    bm = PrefixCachingBlockManager(num_blocks=16, block_size=4)
-    sched = cls(bm, max_num_batched_tokens=10, max_num_seqs=4)
-    sched.add(Sequence.from_prompt(0, [1, 2, 3], 4))
-    sched.add(Sequence.from_prompt(1, [4, 5, 6, 7], 4))
-    sched.step()
-    sched.sequence(0).append_token(1)
-    sched.sequence(1).append_token(1)
-    return sched
 
 
 def test_chunks_within_the_budget_are_no_overspent_budget() -> None:
