@@ -290,8 +290,8 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 "reference's eviction_order in its place the program behaves: eviction_order "
                 "only reads, so it must leave the policy as it was, and it lists the candidates "
                 "alone (resident keys that are not pinned), by count, then by the time each "
-                "reached it: does yours list a pinned key, or pop from the policy's heap as it "
-                "reads?"
+                "reached it, a number: does yours list a pinned key, break ties another way, "
+                "or pop from the policy's heap as it reads?"
             )
         return None
     other = other_error(d)
