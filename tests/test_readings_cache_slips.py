@@ -151,7 +151,26 @@ class _BeforeTheNewest(POLICIES["SIEVE"]):  # type: ignore[misc]
         self.visited[key] = False
 
 
+class _NeverCountsHits(checkpoint(P, 1)):  # type: ignore[misc]
+    def update_on_hit(self, key):
+        self.clock += 1
+        self.reached[key] = self.clock
+
+
+class _FirstHitFree(checkpoint(P, 1)):  # type: ignore[misc]
+    """A key's first hit is not counted (it may be a probe); each later hit adds 1."""
+
+    def update_on_hit(self, key):
+        seen = self.__dict__.setdefault("seen", set())
+        self.clock += 1
+        if key in seen:
+            self.count[key] += 1
+        seen.add(key)
+        self.reached[key] = self.clock
+
+
 PROVEN = [
+    (P, _NeverCountsHits, 1, "as if it never counts hits"),
     (W, _EvictsAtExactFit, 2, "used + size > capacity, not >="),
     (W, _FourEntries, 2, "the budget counts bytes, not entries"),
     (W, _SkipsReleased, 3, "whose pins were all released"),
@@ -159,6 +178,7 @@ PROVEN = [
     (P, {"LFU": POLICIES["LFU"], "SIEVE": _NewestFirstAtRest}, 4, "the wrong way is newest"),
 ]
 UNPROVEN = [
+    (P, _FirstHitFree, 1, "never counts hits"),  # three hits more on a copy count two
     # a margin on the bytes evicts a byte smaller too: not `>=`
     (W, weights.HeadroomTenth, 2, "not >="),
     (W, weights.DoubleBufferedLoad, 2, "not entries"),  # a byte alone evicts nothing

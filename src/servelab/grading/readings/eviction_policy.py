@@ -449,7 +449,8 @@ def eviction_policy_reading(d: Difference) -> str | None:
     if m == "update_on_hit" and d.differ:
         if who == "SIEVE":
             key = d.args[0] if d.args else None
-            if key in getattr(d.subject, "pinned", ()):
+            unmarked = key in d.theirs.get("visited", ()) and key not in d.mine.get("visited", ())
+            if key in getattr(d.subject, "pinned", ()) and unmarked:
                 return VISITED.show(
                     d,
                     f"yours did not mark {key!r} visited while pinned: a hit on a pinned key "
@@ -466,13 +467,15 @@ def eviction_policy_reading(d: Difference) -> str | None:
                     f"yours did not count a hit on {key!r} while pinned: a hit counts while "
                     "pinned too, and the key returns with that count on update_on_unpin",
                 )
-            if mine == 1:
+            hits = _count_after_hits(d, key, 3)
+            if mine == 1 and hits == 1:
                 return HIT_UNDERCOUNTED.show(
                     d,
                     f"yours left {key!r} at count 1 after a hit, as if it never counts hits: "
                     "every hit adds 1",
                 )
-            if isinstance(mine, int) and isinstance(theirs, int) and mine < theirs:
+            capped = isinstance(mine, int) and isinstance(theirs, int) and mine < theirs
+            if capped and hits == mine:  # three hits more leave it there too: a cap
                 return HIT_UNDERCOUNTED.show(
                     d,
                     f"yours left {key!r} at count {mine} where the reference counts {theirs}: "
@@ -526,6 +529,18 @@ def _raised_with_candidates(d: Difference, who: str) -> str | None:
         f"reference evicts {d.returned('theirs')}: NoVictim is only for when every resident "
         f"key is pinned; {go_on}"
     )
+
+
+def _count_after_hits(d: Difference, key: Any, n: int) -> Any:
+    """The count of ``key`` on a copy of your policy after ``n`` calls of your update_on_hit
+    (None when it cannot run): one that never counts hits leaves it at 1, a cap at the cap."""
+
+    def run(p: Any) -> Any:
+        for _ in range(n):
+            p.update_on_hit(key)
+        return dict(p.count).get(key)
+
+    return _trial(lambda: copy.deepcopy(d.subject), run)
 
 
 def _put_at_hand(d: Difference) -> bool:

@@ -144,6 +144,22 @@ def _weight_cache_victim(d: Difference) -> str | None:
     return f"yours chose {mine}; {rule}"
 
 
+def _admits_pinned_once(d: Difference, key: object, size: int) -> bool:
+    """Your ``_check_can_admit(key, size)`` on a copy whose pinned keys hold one pin each (the
+    same keys pinned, the same bytes): it admits there only where yours counted the pins, not
+    the bytes, of a key pinned more than once."""
+    try:
+        with line_budget(LINES_PER_CALL):
+            twin = copy.deepcopy(d.subject)
+            twin._pins = {k: 1 for k in twin._pins}
+            twin._check_can_admit(key, size)
+    except Exception:
+        return False
+    except OutOfLines:
+        return False
+    return True
+
+
 def _weight_cache_admit(d: Difference) -> str | None:
     room = _cache_room(d)
     size = d.args[1] if len(d.args) > 1 and isinstance(d.args[1], int) else None
@@ -157,7 +173,8 @@ def _weight_cache_admit(d: Difference) -> str | None:
                 f"yours refused {size} bytes where exactly {capacity - pinned} can be made free: "
                 "an entry that fits exactly fits",
             )
-        if pinned and any(n > 1 for n in d.before.get("pins", {}).values()):
+        pins = d.before.get("pins", {})
+        if pinned and any(n > 1 for n in pins.values()) and _admits_pinned_once(d, key, size):
             return REFUSED.show(
                 d,
                 "yours refused an entry that fits beside the pinned ones: count each pinned "
