@@ -169,6 +169,20 @@ class _FirstHitFree(checkpoint(P, 1)):  # type: ignore[misc]
         self.reached[key] = self.clock
 
 
+class _PinsLookupMisses(checkpoint(W, 3)):  # type: ignore[misc]
+    """Reads each key's pins with `self._pins[key]`, and takes the KeyError of a key never
+    pinned for "no victim": None with nothing pinned at all."""
+
+    def _next_victim(self):
+        for key in self._entries:
+            try:
+                if not self._pins[key]:
+                    return key
+            except KeyError:
+                return None
+        return None
+
+
 PROVEN = [
     (P, _NeverCountsHits, 1, "as if it never counts hits"),
     (W, _EvictsAtExactFit, 2, "used + size > capacity, not >="),
@@ -178,6 +192,7 @@ PROVEN = [
     (P, {"LFU": POLICIES["LFU"], "SIEVE": _NewestFirstAtRest}, 4, "the wrong way is newest"),
 ]
 UNPROVEN = [
+    (W, _PinsLookupMisses, 3, "pass over the pinned ones"),  # none is pinned to pass over
     (P, _FirstHitFree, 1, "never counts hits"),  # three hits more on a copy count two
     # a margin on the bytes evicts a byte smaller too: not `>=`
     (W, weights.HeadroomTenth, 2, "not >="),

@@ -115,10 +115,12 @@ def _weight_cache_victim(d: Difference) -> str | None:
     rule = "the victim is the least recently used unpinned entry: the first key of `keys()` "
     rule += f"that is not pinned ({theirs} here)"
     if chosen is None and mine == "None" and skipped is not None and skipped not in pins:
+        # "pass over the pinned ones" only where a pinned entry comes before it in the scan
+        passed = any(k in pins for k in resident[: resident.index(skipped)])
+        go_on = "; pass over the pinned ones and go on looking" if passed else ""
         return (
             f"yours returned None though {theirs} is resident and not pinned: None means every "
-            f"entry is pinned; pass over the pinned ones and go on looking. {rule[0].upper()}"
-            f"{rule[1:]}"
+            f"entry is pinned{go_on}. {rule[0].upper()}{rule[1:]}"
         )
     if chosen is None:
         return None
