@@ -299,6 +299,49 @@ class SIEVEWrapsOneEarly(SIEVE):
                 return key
 
 
+class LFUOrderByCountOnly(ALONE):
+    """Sorts by count alone: equal counts keep the order of the puts (the dict's), not the
+    time each reached its count. Keys put in key order look sorted by key."""
+
+    def eviction_order(self):
+        return sorted((k for k in self.count if k not in self.pinned), key=lambda k: self.count[k])
+
+
+class LFULenOfHeapKeys(ALONE):
+    """len() counts the distinct keys on the heap that are not pinned: a popped key's stale
+    entries still count (the pins are right)."""
+
+    def __len__(self):
+        return len({k for _, _, k in self.heap} - self.pinned)
+
+
+class SIEVESweepOneTooFar(SIEVE):
+    """Off by one: evicts the candidate after the first unvisited key it reaches (the right
+    way round, one key too far)."""
+
+    def pop_victim(self):
+        if len(self) == 0:
+            raise NoVictim("every resident key is pinned")
+        i = 0 if self.hand is None else self.queue.index(self.hand)
+        found = False
+        while True:
+            if i >= len(self.queue):
+                i = 0
+            key = self.queue[i]
+            if key in self.pinned:
+                i += 1
+            elif found or not self.visited[key]:
+                if found or len(self) == 1:
+                    self.hand = key
+                    self.update_on_remove(key)
+                    return key
+                found = True
+                i += 1
+            else:
+                self.visited[key] = False
+                i += 1
+
+
 MISTAKES = {
     "LFU victim keeps its count": (
         4,
@@ -394,6 +437,13 @@ MISTAKES = {
     "SIEVE sweep wraps one key early": (
         4,
         {"LFU": LFU, "SIEVE": SIEVEWrapsOneEarly},
+        {"SIEVE.pop_victim"},
+    ),
+    "LFU ties kept in put order": (2, LFUOrderByCountOnly, {"eviction_order"}),
+    "LFU len of the heap's keys": (2, LFULenOfHeapKeys, {"__len__"}),
+    "SIEVE sweep one key too far": (
+        4,
+        {"LFU": LFU, "SIEVE": SIEVESweepOneTooFar},
         {"SIEVE.pop_victim"},
     ),
 }

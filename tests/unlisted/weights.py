@@ -241,6 +241,56 @@ class PinsOfItsOwn(Pinning):
         return next((key for key in self._entries if not pins.get(key)), None)
 
 
+class HeadroomTenth(Evicting):
+    """Step 2, put: keeps a tenth of the capacity free: evicts while used + size exceeds 90%
+    of it (a margin, not `>=`: a put one byte smaller still evicts)."""
+
+    def put(self, key, value, size):
+        if key in self._entries:
+            old, _ = self._entries.pop(key)
+            self._used -= old
+        while self._entries and self._used + size > 0.9 * self.capacity:
+            self._evict(self._next_victim())
+        self._entries[key] = (size, value)
+        self._used += size
+
+
+class DoubleBufferedLoad(Evicting):
+    """Step 2, put: makes room for twice the new entry (a staging copy while it loads): it
+    counts bytes, not entries, yet evicts where the entry fits."""
+
+    def put(self, key, value, size):
+        if key in self._entries:
+            old, _ = self._entries.pop(key)
+            self._used -= old
+        while self._entries and self._used + 2 * size > self.capacity:
+            self._evict(self._next_victim())
+        self._entries[key] = (size, value)
+        self._used += size
+
+
+class EvictedBytesAddsFree(Final):
+    """Step 5, _evict: adds the bytes free after the eviction to `evicted_bytes` (the room it
+    thinks it made), not the victim's size: one eviction, counted once, by another number."""
+
+    def _evict(self, key):
+        self.evictions += 1
+        Checked._evict(self, key)
+        self.evicted_bytes += self.capacity - self._used
+
+
+class MissCountedOnlyAfterFirstHit(Final):
+    """Step 5, get: counts a miss only once some hit was counted (a cold start is no miss):
+    it counts misses, not on the first get."""
+
+    def get(self, key):
+        if key in self._entries:
+            self.hits += 1
+        elif self.hits:
+            self.misses += 1
+        return Checked.get(self, key)
+
+
 MISTAKES = {
     "evict forgets pins with a failing lookup": (5, EvictDropsPinFirst, {"_evict"}),
     "evict subtracts the size twice": (2, EvictSubtractsTwice, {"_evict"}),
@@ -262,4 +312,8 @@ MISTAKES = {
     "the last unpin drops the entry": (3, LastUnpinDropsEntry, {"unpin"}),
     "eviction loop keeps the last entry": (2, EvictKeepsLast, {"put"}),
     "pins kept in a dict of its own": (3, PinsOfItsOwn, {"pin", "unpin", "_next_victim"}),
+    "a tenth of the capacity kept free": (2, HeadroomTenth, {"put"}),
+    "room made for twice the new entry": (2, DoubleBufferedLoad, {"put"}),
+    "evicted bytes of the free room after": (5, EvictedBytesAddsFree, {"_evict"}),
+    "misses counted once a hit came": (5, MissCountedOnlyAfterFirstHit, {"get"}),
 }

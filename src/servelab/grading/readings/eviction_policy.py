@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import copy
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from servelab.grading.readings.difference import (
@@ -14,6 +15,7 @@ from servelab.grading.readings.difference import (
     WrittenFor,
     other_error,
 )
+from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 # The difference each reading below was written for (see WrittenFor): a reading is shown only
 # when the first diverging call differs that way and in nothing else.
@@ -71,9 +73,50 @@ def _lfu_order(d: Difference) -> str | None:
             f"yours puts {a!r} before {b!r}, which has a smaller count: the least used key "
             "leaves first"
         )
-    if sorted(mine[first:]) == mine[first:] and mine[first:] != theirs[first:]:
+    if sorted(mine[first:]) == mine[first:] and mine[first:] != theirs[first:] and _ties_by_key(d):
         return f"yours orders keys of equal count by key; {rule}"
     return f"yours puts {a!r} before {b!r}, both with count {count.get(a)}; {rule}"
+
+
+def _trial(make: Callable[[], Any], run: Callable[[Any], Any]) -> Any:
+    """``run(make())`` under the line budget of one call; None when it raises or runs long."""
+    try:
+        with line_budget(LINES_PER_CALL):
+            return run(make())
+    except Exception:
+        return None
+    except OutOfLines:
+        return None
+
+
+def _ties_by_key(d: Difference) -> bool:
+    """Your class, new, given 'b' then 'a' (equal counts): ordered by key it lists 'a' first,
+    where first in, first out lists 'b' first. (Keys put in key order tie the same either way:
+    only this order tells a key sort from another tie-break, such as the order of the puts.)"""
+
+    def run(p: Any) -> Any:
+        p.update_on_put("b", 1)
+        p.update_on_put("a", 1)
+        return list(p.eviction_order())
+
+    return bool(_trial(type(d.subject), run) == ["a", "b"])
+
+
+def _sweeps_newest_first(d: Difference) -> bool:
+    """Your pop_victim on a copy with every bit clear and the hand at rest (None): sweeping
+    from the oldest it evicts the oldest candidate; it evicted the newest instead."""
+    queue, pinned = list(getattr(d.subject, "queue", [])), set(getattr(d.subject, "pinned", ()))
+    candidates = [k for k in queue if k not in pinned]
+    if len(candidates) < 2:
+        return False
+
+    def make() -> Any:
+        p = copy.deepcopy(d.subject)
+        p.visited = {k: False for k in p.visited}
+        p.hand = None
+        return p
+
+    return bool(_trial(make, lambda p: p.pop_victim()) == candidates[-1])
 
 
 def _sieve_victim(d: Difference) -> str | None:
@@ -83,9 +126,11 @@ def _sieve_victim(d: Difference) -> str | None:
     mine, theirs = d.returned("mine"), d.returned("theirs")
     candidates = [k for k in queue if k not in pinned]
     if candidates and all(visited.get(k) for k in candidates):
+        # "not simply the oldest" only where yours took the oldest: another victim says less
+        oldest = ", not simply the oldest" if repr(candidates[0]) == mine else ""
         return (
             f"every key was visited: the hand makes a full lap, clearing each bit, and evicts "
-            f"the first key it comes back to ({theirs} here), not simply the oldest"
+            f"the first key it comes back to ({theirs} here){oldest}"
         )
     chosen = next((k for k in candidates if repr(k) == mine), None)
     spared = next((k for k in candidates if repr(k) == theirs), None)
@@ -100,10 +145,10 @@ def _sieve_victim(d: Difference) -> str | None:
             "hand clears a visited key's bit and moves on to the next newer key, so a hit "
             "protects a key once; it evicts the first unvisited key it reaches"
         )
-    at = {repr(k): i for i, k in enumerate(queue)}
-    # the direction is the cause only where yours took a newer key than the reference's
-    older = mine in at and theirs in at and at[mine] < at[theirs]
-    way = "" if older else " (the wrong way is newest first)"
+    # the direction is stated only where yours, asked again from the oldest with no bit set,
+    # evicts the newest key: a sweep that goes the right way one key too far takes a newer
+    # key here as well
+    way = " (the wrong way is newest first)" if _sweeps_newest_first(d) else ""
     return (
         f"yours evicted {mine}, the reference {theirs}: the hand moves from older to newer keys"
         f"{way}, clears each visited bit it passes and evicts the first unvisited key; the "
@@ -136,8 +181,14 @@ def _len(d: Difference) -> str | None:
             "that keeps stale copies (a heap keeps the old entry of a key after each hit or "
             "pin)?"
         )
-    if not d.before.get("pinned"):
+    pinned = d.before.get("pinned")
+    if not pinned or not isinstance(pinned, list):
         return None  # nothing pinned: the rule about pins is not the one broken
+    theirs = d.returned("theirs")
+    if not (mine or "").isdigit() or not (theirs or "").isdigit():
+        return None
+    if int(mine) != int(theirs) + len(pinned):
+        return None  # not one more per pinned key: the pins are not what yours counted
     return (
         f"yours returned {mine}: {owner} is the number of candidates only, and a pinned key "
         "is not one until update_on_unpin"
@@ -221,8 +272,17 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 "yours leaves every field a call shows as the reference's does, yet with the "
                 "reference's eviction_order in its place the program behaves: eviction_order "
                 "only reads, so it must leave the policy as it was. It trials pop_victim on a "
-                "deep copy (copy.deepcopy(self)): is yours popping from the policy itself, or "
-                "from a shallow copy (copy.copy) that shares its queue and visited bits?"
+                "deep copy (copy.deepcopy(self)), once per candidate (len() of them: a pinned "
+                "key is none): is yours popping from the policy itself, from a shallow copy "
+                "(copy.copy) that shares its queue and visited bits, or more times than there "
+                "are candidates?"
+            )
+        if m == "__len__":
+            return (
+                "yours leaves every field a call shows as the reference's does, yet with the "
+                f"reference's len() in its place the program behaves: {_owner(who, 'len()')} is "
+                "the number of candidates now, one per resident key that is not pinned; a key "
+                "evicted or removed is no longer one"
             )
         if m == "eviction_order":  # LFU's sorts its candidates; it pops nothing
             return (
@@ -230,8 +290,8 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 "reference's eviction_order in its place the program behaves: eviction_order "
                 "only reads, so it must leave the policy as it was, and it lists the candidates "
                 "alone (resident keys that are not pinned), by count, then by the time each "
-                "reached it: does yours list a pinned key, or pop from the policy's heap as it "
-                "reads?"
+                "reached it, a number: does yours list a pinned key, break ties another way, "
+                "or pop from the policy's heap as it reads?"
             )
         return None
     other = other_error(d)
@@ -316,10 +376,11 @@ def eviction_policy_reading(d: Difference) -> str | None:
             "to its old place",
         )
     if m == "update_on_put" and who == "SIEVE" and "eviction order" in d.differ:
+        clock = " (inserting at the hand is CLOCK, not SIEVE)" if _put_at_hand(d) else ""
         return REORDERED.show(
             d,
             "a new key joins the newest end of SIEVE's queue, unvisited, whatever the hand's "
-            "position (inserting at the hand is CLOCK, not SIEVE)",
+            f"position{clock}",
         )
     if m == "update_on_remove" and who == "SIEVE" and "hand" in d.differ:
         key = d.args[0] if d.args else None
@@ -388,7 +449,8 @@ def eviction_policy_reading(d: Difference) -> str | None:
     if m == "update_on_hit" and d.differ:
         if who == "SIEVE":
             key = d.args[0] if d.args else None
-            if key in getattr(d.subject, "pinned", ()):
+            unmarked = key in d.theirs.get("visited", ()) and key not in d.mine.get("visited", ())
+            if key in getattr(d.subject, "pinned", ()) and unmarked:
                 return VISITED.show(
                     d,
                     f"yours did not mark {key!r} visited while pinned: a hit on a pinned key "
@@ -405,13 +467,15 @@ def eviction_policy_reading(d: Difference) -> str | None:
                     f"yours did not count a hit on {key!r} while pinned: a hit counts while "
                     "pinned too, and the key returns with that count on update_on_unpin",
                 )
-            if mine == 1:
+            hits = _count_after_hits(d, key, 3)
+            if mine == 1 and hits == 1:
                 return HIT_UNDERCOUNTED.show(
                     d,
                     f"yours left {key!r} at count 1 after a hit, as if it never counts hits: "
                     "every hit adds 1",
                 )
-            if isinstance(mine, int) and isinstance(theirs, int) and mine < theirs:
+            capped = isinstance(mine, int) and isinstance(theirs, int) and mine < theirs
+            if capped and hits == mine:  # three hits more leave it there too: a cap
                 return HIT_UNDERCOUNTED.show(
                     d,
                     f"yours left {key!r} at count {mine} where the reference counts {theirs}: "
@@ -465,6 +529,29 @@ def _raised_with_candidates(d: Difference, who: str) -> str | None:
         f"reference evicts {d.returned('theirs')}: NoVictim is only for when every resident "
         f"key is pinned; {go_on}"
     )
+
+
+def _count_after_hits(d: Difference, key: Any, n: int) -> Any:
+    """The count of ``key`` on a copy of your policy after ``n`` calls of your update_on_hit
+    (None when it cannot run): one that never counts hits leaves it at 1, a cap at the cap."""
+
+    def run(p: Any) -> Any:
+        for _ in range(n):
+            p.update_on_hit(key)
+        return dict(p.count).get(key)
+
+    return _trial(lambda: copy.deepcopy(d.subject), run)
+
+
+def _put_at_hand(d: Difference) -> bool:
+    """Whether yours, after this put, holds the new key just before the hand's key (CLOCK's
+    place for it), read from a copy of the policy as yours leaves it."""
+    hand, key = getattr(d.subject, "hand", None), d.args[0] if d.args else None
+    after = d.after()
+    queue = list(getattr(after, "queue", []))
+    if hand is None or key not in queue or hand not in queue:
+        return False
+    return queue.index(key) + 1 == queue.index(hand)
 
 
 def _pinned(fields: Mapping[str, Any]) -> list[Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 
 from servelab.grading.readings.difference import (
@@ -15,6 +16,7 @@ from servelab.grading.readings.difference import (
     call,
     failed_call,
 )
+from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 # The difference each reading below was written for (see WrittenFor): a reading is shown only
 # when the first diverging call differs that way and in nothing else.
@@ -74,6 +76,36 @@ def _cache_room(d: Difference) -> tuple[int, int] | None:
     return capacity, pinned
 
 
+def _unpinned_twin(d: Difference) -> object:
+    """Your ``_next_victim`` on a new cache of your class holding the same entries in the same
+    order, none of them ever pinned: the key it names there. Where the skipped key is that
+    key, what set it apart was its pin history; where it is skipped there too, something else
+    did (an off-by-one in the scan names another key in both)."""
+    cache, resident = d.subject, list(d.before.get("resident", ()))
+    if d.before.get("pins") or not isinstance(getattr(cache, "capacity", None), int):
+        return None
+    sizes = [call(cache, "size_of", k) for k in resident]
+    if not all(isinstance(n, int) for n in sizes):
+        return None
+
+    def make() -> object:
+        twin = type(cache)(cache.capacity)
+        for key, size in zip(resident, sizes, strict=True):
+            twin.put(key, f"<{key} weights>", size)
+        return twin
+
+    try:
+        with line_budget(LINES_PER_CALL):
+            twin = make()
+            if call(twin, "keys") != resident:
+                return None
+            return twin._next_victim()  # type: ignore[attr-defined]
+    except Exception:
+        return None
+    except OutOfLines:
+        return None
+
+
 def _weight_cache_victim(d: Difference) -> str | None:
     mine, theirs = d.returned("mine"), d.returned("theirs")
     resident = list(d.before.get("resident", ()))
@@ -83,16 +115,18 @@ def _weight_cache_victim(d: Difference) -> str | None:
     rule = "the victim is the least recently used unpinned entry: the first key of `keys()` "
     rule += f"that is not pinned ({theirs} here)"
     if chosen is None and mine == "None" and skipped is not None and skipped not in pins:
+        # "pass over the pinned ones" only where a pinned entry comes before it in the scan
+        passed = any(k in pins for k in resident[: resident.index(skipped)])
+        go_on = "; pass over the pinned ones and go on looking" if passed else ""
         return (
             f"yours returned None though {theirs} is resident and not pinned: None means every "
-            f"entry is pinned; pass over the pinned ones and go on looking. {rule[0].upper()}"
-            f"{rule[1:]}"
+            f"entry is pinned{go_on}. {rule[0].upper()}{rule[1:]}"
         )
     if chosen is None:
         return None
     if chosen in pins:
         return f"yours chose {mine}, a pinned entry: skip pinned entries; {rule}"
-    if skipped is not None and f"pin({skipped!r})" in d.program:
+    if skipped is not None and f"pin({skipped!r})" in d.program and _unpinned_twin(d) == skipped:
         return (
             f"yours skipped {theirs}, whose pins were all released: an entry is evictable "
             f"again after its last unpin; {rule}"
@@ -112,6 +146,22 @@ def _weight_cache_victim(d: Difference) -> str | None:
     return f"yours chose {mine}; {rule}"
 
 
+def _admits_pinned_once(d: Difference, key: object, size: int) -> bool:
+    """Your ``_check_can_admit(key, size)`` on a copy whose pinned keys hold one pin each (the
+    same keys pinned, the same bytes): it admits there only where yours counted the pins, not
+    the bytes, of a key pinned more than once."""
+    try:
+        with line_budget(LINES_PER_CALL):
+            twin = copy.deepcopy(d.subject)
+            twin._pins = {k: 1 for k in twin._pins}
+            twin._check_can_admit(key, size)
+    except Exception:
+        return False
+    except OutOfLines:
+        return False
+    return True
+
+
 def _weight_cache_admit(d: Difference) -> str | None:
     room = _cache_room(d)
     size = d.args[1] if len(d.args) > 1 and isinstance(d.args[1], int) else None
@@ -125,7 +175,8 @@ def _weight_cache_admit(d: Difference) -> str | None:
                 f"yours refused {size} bytes where exactly {capacity - pinned} can be made free: "
                 "an entry that fits exactly fits",
             )
-        if pinned and any(n > 1 for n in d.before.get("pins", {}).values()):
+        pins = d.before.get("pins", {})
+        if pinned and any(n > 1 for n in pins.values()) and _admits_pinned_once(d, key, size):
             return REFUSED.show(
                 d,
                 "yours refused an entry that fits beside the pinned ones: count each pinned "
@@ -201,9 +252,34 @@ def _weight_cache_counters(d: Difference) -> str | None:
     if key not in d.before.get("resident", ()):
         rule = f"a get of an absent key ({key!r}) counts one miss and no hit"
         if d.mine.get("misses") == 0 and d.theirs.get("misses") == 1:
-            return f"yours left misses at 0: so far it never counts misses; {rule}"
+            if _misses_after_a_hit(d) == 0:
+                return f"yours left misses at 0: so far it never counts misses; {rule}"
+            return f"yours left misses at 0 on this get; {rule}"
         return rule
     return f"a get of a resident key ({key!r}) counts one hit and no miss"
+
+
+def _misses_after_a_hit(d: Difference) -> object:
+    """Your cache, copied, after a put of a new key, a get of it (a hit) and two gets of an
+    absent key: the misses it counts then, above what it had. 0 says it counts none in either
+    case; a miss counted only once a hit came is another slip."""
+    cache = d.subject
+    before = getattr(cache, "misses", None)
+    if not isinstance(before, int):
+        return None
+    try:
+        with line_budget(LINES_PER_CALL):
+            twin = copy.deepcopy(cache)
+            twin.put("~probe", "<probe weights>", 1)
+            twin.get("~probe")
+            twin.get("~absent")
+            twin.get("~absent")
+            misses = twin.misses
+    except Exception:
+        return None
+    except OutOfLines:
+        return None
+    return misses - before if isinstance(misses, int) else None
 
 
 def _victim_size(d: Difference) -> int | None:
@@ -224,14 +300,22 @@ def _took_more(d: Difference) -> str | None:
 
 
 def _counted_more(d: Difference) -> str | None:
-    """``_evict`` counted more than one eviction, or more bytes than the victim holds."""
+    """``_evict`` counted more than one eviction, or more bytes than the victim holds. "More
+    than this one eviction" only where the counters rose by a whole number of evictions (2 or
+    more, or the victim's size that many times); another number is said as it is."""
     size = _victim_size(d)
-    if size is None:
+    numbers = [d.before.get(n) for n in ("evictions", "evicted_bytes")]
+    numbers += [d.mine.get(n) for n in ("evictions", "evicted_bytes")]
+    if size is None or not all(isinstance(n, int) for n in numbers):
         return None
-    return (
-        f"yours counted more than this one eviction of {d.args[0]!r}: each eviction adds 1 "
-        f"to `evictions` and the victim's size ({size}) to `evicted_bytes`, once"
-    )
+    count_before, bytes_before, count_mine, bytes_mine = (int(n or 0) for n in numbers)
+    counted, added = count_mine - count_before, bytes_mine - bytes_before
+    rule = f"each eviction adds 1 to `evictions` and the victim's size ({size}) to `evicted_bytes`"
+    if counted > 1 or (added > size and added % size == 0):
+        return f"yours counted more than this one eviction of {d.args[0]!r}: {rule}, once"
+    if "evictions" in d.differ:
+        return None
+    return f"yours added {added} to `evicted_bytes` for {d.args[0]!r}, which holds {size}: {rule}"
 
 
 def _counted_otherwise(d: Difference) -> str | None:
@@ -314,6 +398,19 @@ def _kept_old_size(d: Difference) -> str | None:
             f"capacity {capacity}"
         )
     return said
+
+
+def _evicts_with(d: Difference, size: int) -> bool | None:
+    """Whether your put, called again on a copy with ``size`` bytes instead, evicts an entry
+    (fewer keys resident than before it, beside the new one); None when it cannot run."""
+    if size < 1 or len(d.args) < 3:
+        return None
+    after = d.after(d.args[0], d.args[1], size)
+    keys = call(after, "keys") if after is not None else None
+    if not isinstance(keys, list):
+        return None
+    before = list(d.before.get("resident", ()))
+    return any(k not in keys for k in before)
 
 
 def _replaces(program: str) -> bool:
@@ -430,17 +527,20 @@ def weight_cache_reading(d: Difference) -> str | None:
             and isinstance(used, int)
             and isinstance(size, int)
         ):
-            if used + size == capacity:
+            if used + size == capacity and _evicts_with(d, size - 1) is False:
                 return EVICTED_MORE.show(
                     d,
                     f"yours evicted though the {size} bytes fill the budget exactly: stop "
                     "evicting as soon as the new entry fits (used + size > capacity, not >=)",
                 )
             if used + size < capacity:
+                # "entries" only where a put of 1 byte evicts too: the number of entries,
+                # not the bytes, drove it (a margin kept on the bytes does not, at 1 byte)
+                entries = " the budget counts bytes, not entries;" if _evicts_with(d, 1) else ""
                 return EVICTED_MORE.show(
                     d,
-                    f"yours evicted though {size} bytes fit in the {capacity - used} free: the "
-                    "budget counts bytes, not entries; evict only while used + size > capacity",
+                    f"yours evicted though {size} bytes fit in the {capacity - used} free:"
+                    f"{entries} evict only while used + size > capacity",
                 )
         key = d.args[0] if d.args else None
         old = call(d.subject, "size_of", key) if key in d.before.get("resident", ()) else None
