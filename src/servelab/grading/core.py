@@ -65,6 +65,7 @@ from servelab.grading._learner import (
 from servelab.grading._programs import run_programs, shrinking_bounded_by_count
 from servelab.grading._script import graded_names, renamed
 from servelab.grading.about import Hint
+from servelab.grading.check_side import check_stopped
 from servelab.grading.diagnose import (
     Finding,
     explained,
@@ -673,6 +674,7 @@ def _hang_failure(
 def _probe_failure(
     probe: Probe, label: str, exc: BaseException, impl: Any, topic: Topic, step: int
 ) -> _Failure:
+    exc = check_stopped(exc) or exc
     if isinstance(exc, ProbeFailed):
         hint = exc.hint or probe.hint
         return _diagnosed_failure(topic, label, exc, hint, exc.code, impl, step)

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from servelab.grading.localise import Divergence
-from servelab.grading.readings.difference import Difference, Reader
+from servelab.grading.readings.difference import Difference, Reader, returned_none
 from servelab.grading.readings.kinds import kind_reading
 
 __all__ = ["Difference", "Reader", "kind", "reading"]
@@ -82,7 +82,7 @@ def reading(
             return None
     d = _difference(divergence, program)
     try:
-        return reader(d)
+        return returned_none(d) or reader(d)
     except Exception:  # a learner's object read in an unexpected shape: no reading
         return None
 

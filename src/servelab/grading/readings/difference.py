@@ -23,6 +23,7 @@ __all__ = [
     "call",
     "failed_call",
     "other_error",
+    "returned_none",
     "written_for",
 ]
 
@@ -263,4 +264,21 @@ def other_error(d: Difference) -> str | None:
     return (
         f"yours raised {mine} where the reference raises {theirs}: test for this case "
         f"yourself and raise {theirs}, before the line that raises {mine}"
+    )
+
+
+def returned_none(d: Difference) -> str | None:
+    """Yours returned None where the reference returns a list, tuple, set or dict, and nothing
+    else differs: a path of the method gives no result. Certain of any topic's method, whatever
+    its rule (a topic reading about the value would read None as a value: "found no hits")."""
+    if d.hidden or d.differ or d.returned("mine") != "None":
+        return None
+    theirs = d.returned("theirs")
+    if theirs is None or not theirs.startswith(("[", "(", "{")):
+        return None  # a method may answer None on purpose (no victim): only a collection's
+        # None is certain to be a result that was not returned
+    return (
+        f"yours returned None where the reference returns {theirs}: every path of "
+        f"`{d.method}` must return its result (a path that ends without `return`, or "
+        "returns a name still None, gives None)"
     )
