@@ -76,3 +76,31 @@ def test_a_none_is_named_only_where_the_reference_returns_a_collection() -> None
     assert returned_none(_returned("returned None", "returned None")) is None
     assert returned_none(_returned("returned None", "returned []", changed=True)) is None
     assert returned_none(_returned("returned ()", "returned []")) is None
+
+
+DecodingScheduler = servelab.checkpoint("scheduler", 2)
+
+
+class RetireLeavesATuple(DecodingScheduler):  # type: ignore[misc, valid-type]
+    """A retire that keeps the sequences still running as a tuple: admit's append fails later."""
+
+    def retire(self, out):  # type: ignore[no-untyped-def]
+        keep = []
+        for seq in self.running:
+            if seq.is_finished:
+                self.bm.free_seq(seq.seq_id)
+                out.finished.append(seq)
+            else:
+                keep.append(seq)
+        self.running = tuple(keep)
+
+
+def test_an_error_in_the_class_built_on_is_told_after_the_graft_place_without_a_cause() -> None:
+    with pytest.raises(GradeFailure) as failure:
+        servelab.grade("scheduler", RetireLeavesATuple, 2, quiet=True)
+    report = str(failure.value)
+    assert "where: the difference is in your `retire`" in report
+    hint = report.split("hint: ", 1)[1]
+    assert hint.startswith("start at your `retire` (see where:)")
+    assert "raised AttributeError: 'tuple' object has no attribute 'append'" in hint
+    assert "a typo" not in hint  # the type's usual cause speaks of a line that is not theirs

@@ -69,6 +69,7 @@ from servelab.grading.check_side import check_stopped
 from servelab.grading.diagnose import (
     Finding,
     explained,
+    grafted_raise,
     later_raise,
     located,
     own_error,
@@ -385,6 +386,8 @@ def shown_for(
     own = own_error(exc)
     if own is None and not ruled and finding.divergence is not None:
         own = raised_outside(exc)  # a Python error from code under yours (a super())
+    if not ruled and (grafted := grafted_raise(finding, exc)):
+        return grafted
     if finding.raised:  # the learner's own error, placed: the check's hint if it fits
         return with_place(finding, check_hint or hint)
     if own is not None and finding.place and not finding.hint:
