@@ -104,3 +104,25 @@ def test_an_error_in_the_class_built_on_is_told_after_the_graft_place_without_a_
     assert hint.startswith("start at your `retire` (see where:)")
     assert "raised AttributeError: 'tuple' object has no attribute 'append'" in hint
     assert "a typo" not in hint  # the type's usual cause speaks of a line that is not theirs
+
+
+Scheduler = servelab.checkpoint("scheduler", 3)
+
+
+class PreemptRequeuesTheId(Scheduler):  # type: ignore[misc, valid-type]
+    """A preempt that puts the victim's id, not the sequence, back on waiting."""
+
+    def preempt(self, victim, out):  # type: ignore[no-untyped-def]
+        self.bm.free_seq(victim.seq_id)
+        self.waiting.appendleft(victim.seq_id)
+        out.preempted.append(victim)
+
+
+def test_a_field_that_cannot_be_read_is_said_so_not_read_as_an_entry() -> None:
+    with pytest.raises(GradeFailure) as failure:
+        servelab.grade("scheduler", PreemptRequeuesTheId, 3, quiet=True)
+    report = str(failure.value)
+    assert "where: the difference starts in your `preempt`" in report
+    hint = report.split("hint: ", 1)[1]
+    assert "reading your `waiting` raised AttributeError, where the reference's reads [" in hint
+    assert "unreadable" not in hint  # the marker is not a value of the learner's

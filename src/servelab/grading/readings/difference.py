@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from servelab.grading.about import RESULT
+from servelab.grading.observe import Unreadable
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "failed_call",
     "other_error",
     "returned_none",
+    "unreadable",
     "written_for",
 ]
 
@@ -282,3 +284,18 @@ def returned_none(d: Difference) -> str | None:
         f"`{d.method}` must return its result (a path that ends without `return`, or "
         "returns a name still None, gives None)"
     )
+
+
+def unreadable(d: Difference) -> str | None:
+    """A field of yours that could not be read after the call (reading it raised) where the
+    reference's reads: said as that, with the reference's value. No reading reads an entry
+    of it (the marker is not a value of the learner's), and nothing guesses what it holds."""
+    for name in sorted(d.differ):
+        mine, theirs = d.mine.get(name), d.theirs.get(name)
+        if isinstance(mine, Unreadable) and not isinstance(theirs, Unreadable):
+            return (
+                f"after the call, reading your `{name}` raised {mine[1]}, where the "
+                f"reference's reads {theirs!r}: compare what your call puts there with what "
+                "the reference's does"
+            )
+    return None
