@@ -8,7 +8,7 @@ import pytest
 import servelab
 from servelab.grading import GradeFailure
 from servelab.grading.check_side import check_stopped
-from servelab.grading.readings.difference import Difference, returned_none
+from servelab.grading.readings.difference import Difference, returned_none, unreadable
 
 LookupBlocks = servelab.checkpoint("prefix-cache", 1)
 
@@ -126,3 +126,22 @@ def test_a_field_that_cannot_be_read_is_said_so_not_read_as_an_entry() -> None:
     hint = report.split("hint: ", 1)[1]
     assert "reading your `waiting` raised AttributeError, where the reference's reads [" in hint
     assert "unreadable" not in hint  # the marker is not a value of the learner's
+
+
+def test_a_field_unreadable_on_the_references_side_is_not_read_as_a_missing_entry() -> None:
+    from servelab.grading.observe import Unreadable
+
+    d = Difference(
+        "pin",
+        "",
+        ("b",),
+        {"eviction order": ["a", "b"]},
+        {"eviction order": ["a", "b"]},
+        {"eviction order": Unreadable(KeyError("b"))},
+        "returned None",
+        "returned None",
+        None,
+    )
+    said = str(returned_none(d) or "") + str(unreadable(d))
+    assert "reading `eviction order` raised KeyError; after yours it reads ['a', 'b']" in said
+    assert "removes" not in said

@@ -287,9 +287,9 @@ def returned_none(d: Difference) -> str | None:
 
 
 def unreadable(d: Difference) -> str | None:
-    """A field of yours that could not be read after the call (reading it raised) where the
-    reference's reads: said as that, with the reference's value. No reading reads an entry
-    of it (the marker is not a value of the learner's), and nothing guesses what it holds."""
+    """A field that could not be read after the call (reading it raised) on one side: said as
+    that, with the other side's value. No reading reads an entry of it (the marker is not a
+    value), and nothing guesses what it holds or why."""
     for name in sorted(d.differ):
         mine, theirs = d.mine.get(name), d.theirs.get(name)
         if isinstance(mine, Unreadable) and not isinstance(theirs, Unreadable):
@@ -297,5 +297,10 @@ def unreadable(d: Difference) -> str | None:
                 f"after the call, reading your `{name}` raised {mine[1]}, where the "
                 f"reference's reads {theirs!r}: compare what your call puts there with what "
                 "the reference's does"
+            )
+        if isinstance(theirs, Unreadable):
+            return (
+                f"after the reference's call from the state under where:, reading `{name}` "
+                f"raised {theirs[1]}; after yours it reads {mine!r}"
             )
     return None
