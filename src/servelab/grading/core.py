@@ -65,9 +65,11 @@ from servelab.grading._learner import (
 from servelab.grading._programs import run_programs, shrinking_bounded_by_count
 from servelab.grading._script import graded_names, renamed
 from servelab.grading.about import Hint
+from servelab.grading.check_side import check_stopped
 from servelab.grading.diagnose import (
     Finding,
     explained,
+    grafted_raise,
     later_raise,
     located,
     own_error,
@@ -384,6 +386,8 @@ def shown_for(
     own = own_error(exc)
     if own is None and not ruled and finding.divergence is not None:
         own = raised_outside(exc)  # a Python error from code under yours (a super())
+    if not ruled and (grafted := grafted_raise(finding, exc)):
+        return grafted
     if finding.raised:  # the learner's own error, placed: the check's hint if it fits
         return with_place(finding, check_hint or hint)
     if own is not None and finding.place and not finding.hint:
@@ -673,6 +677,7 @@ def _hang_failure(
 def _probe_failure(
     probe: Probe, label: str, exc: BaseException, impl: Any, topic: Topic, step: int
 ) -> _Failure:
+    exc = check_stopped(exc) or exc
     if isinstance(exc, ProbeFailed):
         hint = exc.hint or probe.hint
         return _diagnosed_failure(topic, label, exc, hint, exc.code, impl, step)

@@ -485,6 +485,28 @@ GRAFTED_ONLY = (
     "start at your `{method}` (see where:); no single call of it differs where the check "
     "looks, so compare what it leaves behind for the later lines under reproduce:"
 )
+
+
+def grafted_raise(finding: Finding, exc: BaseException | None) -> str | None:
+    """A Python error raised outside the learner's lines (in the class they build on) after
+    one method found by its graft alone: that place, then the error as it was raised. The
+    error type's usual cause ("a typo") would speak of the line that raised, which is not
+    theirs; what their method left behind is what the later line tripped on."""
+    if finding.place or finding.divergence is not None or len(finding.methods) != 1:
+        return None
+    if own_error(exc) is not None:
+        return None
+    outside = raised_outside(exc)
+    if outside is None:
+        return None
+    method = finding.methods[0].rpartition(".")[2]
+    later = later_raise(outside)
+    return (
+        f"start at your `{method}` (see where:); no single call of it differs where the check "
+        f"looks, so compare what it leaves behind: {later[0].lower()}{later[1:]}"
+    )
+
+
 _FIELD_READ = re.compile(r"^\s*(\w+)\.(\w+)\s*(#.*)?$")
 _LEN_READ = re.compile(r"^\s*len\((\w+)\)\s*(#.*)?$")
 _CALL = re.compile(r"^\s*(?:\w+\s*=\s*)?(\w+)\.(\w+)\(")

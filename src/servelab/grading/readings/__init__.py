@@ -31,7 +31,12 @@ from collections.abc import Callable
 from typing import Any
 
 from servelab.grading.localise import Divergence
-from servelab.grading.readings.difference import Difference, Reader
+from servelab.grading.readings.difference import (
+    Difference,
+    Reader,
+    returned_none,
+    unreadable,
+)
 from servelab.grading.readings.kinds import kind_reading
 
 __all__ = ["Difference", "Reader", "kind", "reading"]
@@ -81,8 +86,10 @@ def reading(
         except Exception:
             return None
     d = _difference(divergence, program)
+    if unreadable(d):
+        return None  # a marker, not the learner's value: the kind says it
     try:
-        return reader(d)
+        return returned_none(d) or reader(d)
     except Exception:  # a learner's object read in an unexpected shape: no reading
         return None
 
@@ -98,6 +105,7 @@ def kind(
     if divergence is None:
         return None
     try:
-        return kind_reading(_difference(divergence, "", second))
+        d = _difference(divergence, "", second)
+        return unreadable(d) or kind_reading(d)
     except Exception:  # a learner's object read in an unexpected shape: no kind
         return None

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from servelab.grading.about import RESULT
+from servelab.grading.observe import Unreadable
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 __all__ = [
@@ -23,6 +24,8 @@ __all__ = [
     "call",
     "failed_call",
     "other_error",
+    "returned_none",
+    "unreadable",
     "written_for",
 ]
 
@@ -264,3 +267,40 @@ def other_error(d: Difference) -> str | None:
         f"yours raised {mine} where the reference raises {theirs}: test for this case "
         f"yourself and raise {theirs}, before the line that raises {mine}"
     )
+
+
+def returned_none(d: Difference) -> str | None:
+    """Yours returned None where the reference returns a list, tuple, set or dict, and nothing
+    else differs: a path of the method gives no result. Certain of any topic's method, whatever
+    its rule (a topic reading about the value would read None as a value: "found no hits")."""
+    if d.hidden or d.differ or d.returned("mine") != "None":
+        return None
+    theirs = d.returned("theirs")
+    if theirs is None or not theirs.startswith(("[", "(", "{")):
+        return None  # a method may answer None on purpose (no victim): only a collection's
+        # None is certain to be a result that was not returned
+    return (
+        f"yours returned None where the reference returns {theirs}: every path of "
+        f"`{d.method}` must return its result (a path that ends without `return`, or "
+        "returns a name still None, gives None)"
+    )
+
+
+def unreadable(d: Difference) -> str | None:
+    """A field that could not be read after the call (reading it raised) on one side: said as
+    that, with the other side's value. No reading reads an entry of it (the marker is not a
+    value), and nothing guesses what it holds or why."""
+    for name in sorted(d.differ):
+        mine, theirs = d.mine.get(name), d.theirs.get(name)
+        if isinstance(mine, Unreadable) and not isinstance(theirs, Unreadable):
+            return (
+                f"after the call, reading your `{name}` raised {mine[1]}, where the "
+                f"reference's reads {theirs!r}: compare what your call puts there with what "
+                "the reference's does"
+            )
+        if isinstance(theirs, Unreadable):
+            return (
+                f"after the reference's call from the state under where:, reading `{name}` "
+                f"raised {theirs[1]}; after yours it reads {mine!r}"
+            )
+    return None
