@@ -90,7 +90,7 @@ def _put(d: Difference) -> str | None:
                     f"{size - 1} bytes: a chunk fits while its size <= the free bytes (an "
                     "exact fit fits); is your test strict (< where <= belongs)?"
                 )
-        if not gone_theirs and not d.changed("mine") and wait == 0:
+        if not gone_theirs and not d.changed("mine") and wait == 0 and _stores_on_retry(d):
             return (
                 f"yours missed a chunk{f' of {size} bytes' if size else ''} that fits "
                 f"{room}, with wait={wait}: a put always makes a first try, and wait counts the "
@@ -106,6 +106,13 @@ def _put(d: Difference) -> str | None:
             "only until the chunk fits, and no more"
         )
     return None
+
+
+def _stores_on_retry(d: Difference) -> bool:
+    """Proof of a loop that tries only ``wait`` times: the same put with one retry allowed
+    stores the chunk (a test that finds no room however often it looks misses again)."""
+    again = d.probe("put", d.args[0], d.args[1], 1)
+    return again[0] == "returned" and again[1] is not None
 
 
 def _victims(d: Difference) -> str | None:
@@ -177,7 +184,9 @@ def _held_bytes(d: Difference) -> str | None:
         for key in d.before[f"{tier}.keys"]:
             seen.setdefault(key, []).append(tier)
     both = [k for k, where in seen.items() if len(where) > 1]
-    if not both:
+    # counted twice exactly: yours is every tier's bytes added up, copies and all
+    every = sum(d.before.get(f"{tier}.used") or 0 for tier in tiers)
+    if not both or mine != every:
         return None
     return (
         f"yours returned {mine}, not {theirs}: {both} held in more than one tier are counted "
