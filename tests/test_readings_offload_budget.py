@@ -7,6 +7,7 @@ rule without the cause it cannot see.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from buggy_impls import failing_report
@@ -329,3 +330,21 @@ def test_a_starved_decode_is_put_on_admitting_first_only_when_admit_runs_first()
 
     assert "starve the decodes" in _starved(WaitingFirst)
     assert "starve" not in _starved(_ReservesForNewcomers)
+
+
+def test_a_copy_of_a_disk_tier_writes_and_deletes_in_a_folder_of_its_own() -> None:
+    """A reading runs yours again on a deep copy: the copy of a disk tier, or of a hierarchy
+    over one, holds its own copies of the chunk files, so a probe never touches yours."""
+    final = checkpoint("kv-offload", 4)
+    tier = final["DiskTier"](100)
+    tier.put("a", b"a" * 60)
+    twin = copy.deepcopy(tier)
+    assert twin.root != tier.root and twin.get("a") == b"a" * 60
+    assert twin.put("b", b"b" * 60) == [("a", b"a" * 60)]  # evicts 'a' in the copy alone
+    assert tier.get("a") == b"a" * 60 and not tier.path("b").exists()
+    h = final["Hierarchy"](10, 100)
+    h.store("c", b"c" * 8)
+    h.store("d", b"d" * 8)  # 'c' cascades into the disk tier
+    twin_h = copy.deepcopy(h)
+    twin_h.tiers[1].remove("c")
+    assert h.tiers[1].get("c") == b"c" * 8 and twin_h.tiers[1].root != h.tiers[1].root
