@@ -8,10 +8,14 @@ rule without the cause it cannot see.
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
-from buggy_impls import failing_report
+from buggy_impls import failing_report, shown_hint
 from servelab import checkpoint
+from servelab.grading import load_topic
+from servelab.grading.diagnose import HOOKS
+from servelab.grading.mistakes import mistakes
 from servelab.grading.mistakes.token_budget import Correct
 from servelab.grading.mistakes.token_budget.budget_spent_twice import Buggy as SpentTwice
 from servelab.grading.readings import Difference
@@ -348,3 +352,22 @@ def test_a_copy_of_a_disk_tier_writes_and_deletes_in_a_folder_of_its_own() -> No
     twin_h = copy.deepcopy(h)
     twin_h.tiers[1].remove("c")
     assert h.tiers[1].get("c") == b"c" * 8 and twin_h.tiers[1].root != h.tiers[1].root
+
+
+def _left_out(topic: str, name: str) -> str:
+    """The hint for catalogue mistake ``name`` with it left out of the catalogue."""
+    m = next(x for x in mistakes(topic) if x.name == name)
+    undiagnosed = replace(load_topic(topic), diagnose=lambda program, impl: None)
+    report, program = failing_report(undiagnosed, m.impl)
+    others = [x for x in mistakes(topic) if x.name != name]
+    return shown_hint(HOOKS[topic].explain(program, m.impl, None, others), report)
+
+
+def test_a_write_cut_short_is_told_torn_only_when_the_chunk_s_own_file_is_short() -> None:
+    # a copy of the disk tier has a folder of its own, so the crash is located in _write
+    assert "a torn chunk under its final name" in _left_out("kv-offload", "torn_write")
+    before = {"keys": ["a"], "files": {"a.chunk": 20}}
+    whole = {"keys": ["a"], "files": {"a.chunk": 20, "b.chunk": 40}}
+    raised = "raised SimulatedCrash"
+    d = Difference("_write", "", ("b", b"b" * 40), before, whole, before, raised, raised, None)
+    assert "torn" not in (kv_offload_reading(d) or "")

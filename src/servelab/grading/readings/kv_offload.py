@@ -536,6 +536,25 @@ def _worth_loading(d: Difference) -> str | None:
     )
 
 
+def _torn(d: Difference) -> str | None:
+    """A write cut short (both raised) that left the chunk's own file shorter than its
+    payload: a torn chunk under its final name, seen in the files themselves."""
+    files, before = d.mine.get("files"), d.before.get("files") or {}
+    payload = d.args[1] if len(d.args) > 1 else None
+    if not (d.i_raised and d.they_raised) or not isinstance(files, dict) or not payload:
+        return None
+    name = f"{d.args[0]}.chunk"
+    held = files.get(name)
+    if not isinstance(held, int) or held == before.get(name) or held >= len(payload):
+        return None
+    return (
+        f"yours left {name} holding {held} of its {len(payload)} bytes when the write was cut "
+        "short: a torn chunk under its final name, which a restart would serve as KV. Write a "
+        "temporary file in the same directory, flush and fsync it, then os.replace it over the "
+        "chunk's name: a crash leaves the chunk absent or whole"
+    )
+
+
 _READERS = {
     "lookup": _lookup,
     "retrieve": _retrieve,
@@ -555,6 +574,9 @@ def kv_offload_reading(d: Difference) -> str | None:
     """The rule a tier's or a hierarchy's first diverging call breaks."""
     if d.hidden:
         return None
+    torn = _torn(d) if d.method == "_write" else None
+    if torn:
+        return torn
     found = failed_call(d)
     if found is not None:
         return found
