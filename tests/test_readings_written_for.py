@@ -15,11 +15,15 @@ from typing import Any
 import pytest
 
 from buggy_impls import failing_report
+from servelab.grading.mistakes.token_budget import Correct
 from servelab.grading.readings import Difference
 from servelab.grading.readings.kv_offload import kv_offload_reading
 from servelab.grading.readings.scheduler import scheduler_reading
 from servelab.grading.readings.token_budget import token_budget_reading
+from servelab.kv.budget import BudgetStep
+from test_readings_offload_budget import _full_pool
 from unlisted import token_budget as budget_slips
+from unlisted import unlisted
 
 Fields = dict[str, Any]
 NONE = "returned None"
@@ -182,9 +186,16 @@ def test_a_budget_victim_reading_needs_as_many_victims_and_an_extra_one_says_so(
     d = _d("schedule_running", before, oldest, theirs, ("returned 1", "returned 1"))
     assert "yours preempted request 0" in (token_budget_reading(d) or "")
     two = {"running": [(0, 3)], "waiting": [(1, 3), (2, 3)]}
-    d = _d("schedule_running", before, two, theirs, ("returned 1", "returned 1"))
+    # an extra victim is told only where yours, run again, preempts twice with no retry
+    # between: a scheduler that preempts two at each failed extend
+    preempts_two = next(u for u in unlisted() if u.name == "a failed extend preempts two").impl
+    returned = ("returned 1", "returned 1")
+    args = (BudgetStep(), 10)
+    d = _d("schedule_running", before, two, theirs, returned, args, _full_pool(preempts_two))
     extra = token_budget_reading(d) or ""
     assert "as well as [2]" in extra and "yours preempted request" not in extra
+    d = _d("schedule_running", before, two, theirs, returned, args, _full_pool(Correct))
+    assert "as well as" not in (token_budget_reading(d) or "")
 
 
 def _budget_preempt(mine: Fields, theirs: Fields) -> str | None:

@@ -364,6 +364,36 @@ class WorthLoadingOverTheHostLink(Final["Hierarchy"]):
         return self.load_seconds(tokens, "cpu") < self.recompute_seconds(tokens)
 
 
+class PutTakesNoVictimsForNoRoom(Evicting):
+    """Leaves the retry loop on `if victims:`, so a chunk that fits without evicting
+    anything ([] victims) is taken for one with no room: every put that evicts nothing misses,
+    however many tries ``wait`` allows."""
+
+    def put(self, key, payload, wait=0):
+        size = self._payload_size(payload)
+        if size > self.capacity:
+            raise ChunkTooLarge(f"{key!r} is larger than the tier")
+        if key in self._sizes:
+            self.get(key)
+            return []
+        for attempt in range(wait + 1):
+            if attempt:
+                self._sleep()
+            victims = self._choose_victims(size)
+            if victims:
+                break
+        else:
+            return None
+        evicted = [(v, self._read(v)) for v in victims]
+        copy = self._write(key, payload)
+        for v in victims:
+            self._discard(v)
+        self._data[key] = copy
+        self._sizes[key] = size
+        self._used += size
+        return evicted
+
+
 MISTAKES = {
     "a chunk that exactly fits is a miss": (1, FitNeedsSpare, {"put"}),
     "unref lowers the count before refusing": (1, UnrefCountsFirst, {"unref"}),
@@ -462,4 +492,5 @@ MISTAKES = {
         {**Hierarchical, "Hierarchy": RetrieveWithoutPromotion},
         {"Hierarchy.retrieve"},
     ),
+    "no victims taken for no room": (2, PutTakesNoVictimsForNoRoom, {"put"}),
 }

@@ -265,6 +265,32 @@ class NoRetryAfterPreempting(Final):
         return budget
 
 
+class SampledTokenCharged(Final):
+    """Charges a chunk that samples one token more, for the token it generates: a step of
+    decodes only looks charged twice, a longer chunk does not."""
+
+    def schedule_running(self, out, budget):
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            start = self.computed[seq.seq_id]
+            n = min(seq.num_tokens - start, budget)
+            try:
+                slots = self.extend(seq, start, n)
+            except OutOfBlocks:
+                victim = self.running.pop()
+                self.preempt(victim, out)
+                if victim is seq:
+                    return budget
+                continue
+            samples = start + n == seq.num_tokens
+            out.scheduled.append(Chunk(seq, start, n, slots, samples))
+            self.computed[seq.seq_id] = start + n
+            budget -= n + samples
+            i += 1
+        return budget
+
+
 MISTAKES = {
     "admit allocates from token 0, not up to the chunk's end": (2, AllocatesFromZero, {"admit"}),
     "preempt does not report its victim": (3, PreemptUnlisted, {"preempt"}),
@@ -283,4 +309,5 @@ MISTAKES = {
     "a running prompt's rest not chunked": (2, RunningPromptNotChunked, {"schedule_running"}),
     "admitted prompts never charged": (1, AdmitNeverCharged, {"admit"}),
     "no retry after preempting": (3, NoRetryAfterPreempting, {"schedule_running"}),
+    "a sampled token charged": (3, SampledTokenCharged, {"schedule_running"}),
 }

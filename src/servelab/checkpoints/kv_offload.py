@@ -11,9 +11,11 @@ Generated from solutions/06_kv_offload_solution.ipynb by tools/notebooks.py; do 
 
 import os
 import re
+import shutil
 import tempfile
 import time
 from collections import OrderedDict
+from copy import deepcopy
 from pathlib import Path
 from servelab.kv.offload.cost import HOST_LINK, LLAMA_8B, NVME_LINK, PREFILL_FLOPS
 from servelab.kv.offload.errors import ChunkInUse, ChunkNotFound, ChunkNotPinned, ChunkNotReferenced
@@ -229,6 +231,25 @@ class DiskSkeleton(EvictingTier):
             root = self._tmp.name
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+
+    def __deepcopy__(self, memo):
+        """A copy with a fresh folder of its own holding copies of this tier's files, so that
+        what the copy writes or deletes never touches this tier's chunks."""
+        clone = object.__new__(type(self))
+        memo[id(self)] = clone
+        kept = {k: v for k, v in vars(self).items() if k not in ("_tmp", "root", "_data")}
+        vars(clone).update(deepcopy(kept, memo))
+        clone._tmp = tempfile.TemporaryDirectory(prefix="servelab-kv-")
+        clone.root = Path(clone._tmp.name)
+        if self.root.is_dir():
+            shutil.copytree(self.root, clone.root, dirs_exist_ok=True)
+        clone._data = {
+            key: clone.root / where.relative_to(self.root)
+            if isinstance(where, Path) and where.is_relative_to(self.root)
+            else deepcopy(where, memo)
+            for key, where in self._data.items()
+        }
+        return clone
 
     def path(self, key):
         if not re.fullmatch(r"[\w-]+", str(key)):

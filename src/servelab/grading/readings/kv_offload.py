@@ -90,7 +90,7 @@ def _put(d: Difference) -> str | None:
                     f"{size - 1} bytes: a chunk fits while its size <= the free bytes (an "
                     "exact fit fits); is your test strict (< where <= belongs)?"
                 )
-        if not gone_theirs and not d.changed("mine") and wait == 0:
+        if not gone_theirs and not d.changed("mine") and wait == 0 and _stores_on_retry(d):
             return (
                 f"yours missed a chunk{f' of {size} bytes' if size else ''} that fits "
                 f"{room}, with wait={wait}: a put always makes a first try, and wait counts the "
@@ -106,6 +106,13 @@ def _put(d: Difference) -> str | None:
             "only until the chunk fits, and no more"
         )
     return None
+
+
+def _stores_on_retry(d: Difference) -> bool:
+    """Proof of a loop that tries only ``wait`` times: the same put with one retry allowed
+    stores the chunk (a test that finds no room however often it looks misses again)."""
+    again = d.probe("put", d.args[0], d.args[1], 1)
+    return again[0] == "returned" and again[1] is not None
 
 
 def _victims(d: Difference) -> str | None:
@@ -177,7 +184,9 @@ def _held_bytes(d: Difference) -> str | None:
         for key in d.before[f"{tier}.keys"]:
             seen.setdefault(key, []).append(tier)
     both = [k for k, where in seen.items() if len(where) > 1]
-    if not both:
+    # counted twice exactly: yours is every tier's bytes added up, copies and all
+    every = sum(d.before.get(f"{tier}.used") or 0 for tier in tiers)
+    if not both or mine != every:
         return None
     return (
         f"yours returned {mine}, not {theirs}: {both} held in more than one tier are counted "
@@ -527,6 +536,25 @@ def _worth_loading(d: Difference) -> str | None:
     )
 
 
+def _torn(d: Difference) -> str | None:
+    """A write cut short (both raised) that left the chunk's own file shorter than its
+    payload: a torn chunk under its final name, seen in the files themselves."""
+    files, before = d.mine.get("files"), d.before.get("files") or {}
+    payload = d.args[1] if len(d.args) > 1 else None
+    if not (d.i_raised and d.they_raised) or not isinstance(files, dict) or not payload:
+        return None
+    name = f"{d.args[0]}.chunk"
+    held = files.get(name)
+    if not isinstance(held, int) or held == before.get(name) or held >= len(payload):
+        return None
+    return (
+        f"yours left {name} holding {held} of its {len(payload)} bytes when the write was cut "
+        "short: a torn chunk under its final name, which a restart would serve as KV. Write a "
+        "temporary file in the same directory, flush and fsync it, then os.replace it over the "
+        "chunk's name: a crash leaves the chunk absent or whole"
+    )
+
+
 _READERS = {
     "lookup": _lookup,
     "retrieve": _retrieve,
@@ -546,6 +574,9 @@ def kv_offload_reading(d: Difference) -> str | None:
     """The rule a tier's or a hierarchy's first diverging call breaks."""
     if d.hidden:
         return None
+    torn = _torn(d) if d.method == "_write" else None
+    if torn:
+        return torn
     found = failed_call(d)
     if found is not None:
         return found

@@ -10,6 +10,7 @@ reaches the end of the request; the budget left is the budget less the tokens th
 from __future__ import annotations
 
 import copy
+import itertools
 from typing import Any
 
 from servelab.grading.readings.difference import Difference, call, written_for
@@ -43,16 +44,22 @@ def _ids(queue: Any) -> list[Any]:
     return [entry[0] for entry in queue] if isinstance(queue, list) else []
 
 
-def _again(d: Difference) -> tuple[list[Any], Any, Any] | None:
-    """Your call run again on a copy of the scheduler as it was, with a fresh step: the chunks
-    it scheduled, what it returned, and the copy after it; None when it cannot run."""
+def _queue(obj: Any) -> list[Any]:
+    """A scheduler copy's waiting requests as (seq_id, tokens) entries, as fields show them."""
+    return [(s.seq_id, s.num_tokens) for s in getattr(obj, "waiting", None) or ()]
+
+
+def _again(d: Difference, budget: int | None = None) -> tuple[list[Any], Any, Any] | None:
+    """Your call run again on a copy of the scheduler as it was, with a fresh step (and the
+    call's budget, or ``budget``): the chunks it scheduled, what it returned, and the copy
+    after it; None when it cannot run."""
     if len(d.args) != 2 or not isinstance(d.args[1], int):
         return None
     try:
         obj = copy.deepcopy(d.subject)
         out = BudgetStep()
         with line_budget(LINES_PER_CALL):
-            returned = getattr(obj, d.method)(out, d.args[1])
+            returned = getattr(obj, d.method)(out, d.args[1] if budget is None else budget)
     except (Exception, OutOfLines):
         return None
     return list(out.scheduled), returned, obj
@@ -79,12 +86,31 @@ def _budget_returned(d: Difference, chunks: list[Any], returned: Any) -> str | N
     if d.returned("theirs") != str(budget - spent):
         return None
     said = f"yours returned {returned} from a budget of {budget} after scheduling {spent} tokens"
-    if spent and returned == budget - 2 * spent:
+    if spent and returned == budget - 2 * spent and _twice_with_longer_chunk(d, spent, chunks):
         return (
             f"{said}: it took them from the budget twice; return the budget less the tokens "
             "scheduled, each taken once"
         )
     return f"{said}: return the budget left, {budget} less the tokens scheduled ({budget - spent})"
+
+
+def _twice_with_longer_chunk(d: Difference, spent: int, chunks: list[Any]) -> bool:
+    """Proof of tokens taken twice. With one-token chunks only, twice the tokens is also one
+    token more per chunk (a sampled token charged, say): so yours runs again on a copy whose
+    first running request has two more tokens to run, and twice must hold of its longer chunk."""
+    if spent != len(chunks):
+        return True
+    try:
+        obj = copy.deepcopy(d.subject)
+        sid = obj.running[0].seq_id
+        obj.computed[sid] = max(0, obj.computed[sid] - 2)
+        out = BudgetStep()
+        with line_budget(LINES_PER_CALL):
+            returned = getattr(obj, d.method)(out, d.args[1])
+    except (Exception, OutOfLines):
+        return False
+    longer = sum(c.num_tokens for c in out.scheduled)
+    return longer > len(out.scheduled) and returned == d.args[1] - 2 * longer
 
 
 def _computed(d: Difference, chunks: list[Any], obj: Any) -> str | None:
@@ -101,7 +127,7 @@ def _computed(d: Difference, chunks: list[Any], obj: Any) -> str | None:
                 f"yours set request {sid}'s num_computed_tokens to {mine} after its chunk of "
                 f"{c.num_tokens} tokens from {c.start}"
             )
-            if mine == c.start + left:
+            if mine == c.start + left and _moves_with_budget(d, sid, mine):
                 return (
                     f"{said}: it advanced by the budget left ({left}), not by the tokens that "
                     f"ran; it becomes start + num_tokens ({end})"
@@ -109,6 +135,15 @@ def _computed(d: Difference, chunks: list[Any], obj: Any) -> str | None:
             return f"{said}: it becomes the chunk's end, start + num_tokens ({end})"
         left -= c.num_tokens
     return None
+
+
+def _moves_with_budget(d: Difference, sid: Any, mine: int) -> bool:
+    """Proof of num_computed_tokens set by the budget: the call run again with one more token
+    of budget sets it one further (the tokens that ran stay put whenever the chunk took the
+    whole rest of the prompt)."""
+    ran = _again(d, d.args[1] + 1)
+    done = getattr(ran[2], "computed", None) if ran is not None else None
+    return isinstance(done, dict) and done.get(sid) == mine + 1
 
 
 def _chunk_sizes(d: Difference, chunks: list[Any]) -> str | None:
@@ -176,17 +211,73 @@ def _victim(d: Difference) -> str | None:
     if not mine or not theirs or mine == theirs or not before or not VICTIM.fits(d):
         return None
     extra = [s for s in mine if s not in theirs]
-    if set(theirs) < set(mine):
+    if set(theirs) < set(mine) and _preempts_without_retry(d):
         return (
             f"yours preempted {extra} as well as {theirs}: preempt one request at a time, the "
             "latest running (running.pop()), and retry the extend after each; stop as soon "
             "as it fits"
         )
-    if len(mine) != len(theirs):
+    # the same victims queued in another order is no other victim: running.pop() at each
+    # failed extend always takes the same ones, latest first
+    if len(mine) != len(theirs) or set(mine) == set(theirs):
         return None
     return (
         f"yours preempted request {mine[0]}; the victim is the latest running request, the "
         f"last of running ({theirs[0]} here): running.pop(), retried until the request fits"
+    )
+
+
+def _trace(d: Difference, names: tuple[str, ...], *args: Any) -> list[tuple[str, Any]] | None:
+    """Your call run again on a copy with ``args``, recording each call of your ``names``
+    methods it makes, in order, with its first argument; None when it cannot run."""
+    try:
+        obj = copy.deepcopy(d.subject)
+        calls: list[tuple[str, Any]] = []
+        for name in names:
+            bound = getattr(obj, name)
+
+            def recorded(*a: Any, _name: str = name, _bound: Any = bound) -> Any:
+                calls.append((_name, a[0] if a else None))
+                return _bound(*a)
+
+            setattr(obj, name, recorded)
+        with line_budget(LINES_PER_CALL):
+            getattr(obj, d.method)(*args)
+    except (Exception, OutOfLines):
+        return None
+    return calls
+
+
+def _preempts_without_retry(d: Difference) -> bool:
+    """Proof of victims past the one that makes room: yours, run again, calls preempt twice
+    with no extend between them (a retry that fails again, since yours asks for more, is not
+    it). Without an extend call to see, nothing is proven."""
+    budget = d.args[1] if len(d.args) == 2 else None
+    calls = _trace(d, ("extend", "preempt"), BudgetStep(), budget)
+    names = [name for name, _ in calls or ()]
+    pairs = itertools.pairwise(names)
+    return "extend" in names and any(a == b == "preempt" for a, b in pairs)
+
+
+def _not_retried(d: Difference, sid: Any) -> bool:
+    """Proof of a failed extend not retried: yours, run again, preempts right after an
+    extend for request ``sid`` (another request the victim) and never extends ``sid`` again."""
+    budget = d.args[1] if len(d.args) == 2 else None
+    calls = _trace(d, ("extend", "preempt"), BudgetStep(), budget)
+    ids = [(name, getattr(arg, "seq_id", None)) for name, arg in calls or ()]
+    for i, (name, who) in enumerate(ids[1:], start=1):
+        if name == "preempt" and ids[i - 1] == ("extend", sid) and who != sid:
+            return ("extend", sid) not in ids[i + 1 :]
+    return False
+
+
+def _admitted_first(d: Difference) -> bool:
+    """Proof of a step that admits before it schedules the running requests: yours, run
+    again, calls admit before schedule_running."""
+    calls = _trace(d, ("schedule_running", "admit"))
+    names = [name for name, _ in calls or ()]
+    return "admit" in names and names.index("admit") < (
+        names.index("schedule_running") if "schedule_running" in names else len(names)
     )
 
 
@@ -235,7 +326,7 @@ def _starved(d: Difference) -> str | None:
         return None
     short = [s for s in running if mine.get(s, 0) < theirs.get(s, 0)]
     more = [s for s in mine if s not in running and mine[s] > theirs.get(s, 0)]
-    if not short or not more:
+    if not short or not more or not _admitted_first(d):
         return None
     return (
         f"yours gave waiting request {more[0]} tokens that running request {short[0]} needed: "
@@ -318,6 +409,11 @@ def _exact_fit_left_waiting(d: Difference) -> str | None:
     need = head.num_tokens - (hit if isinstance(hit, int) else 0)
     if need != d.args[1]:
         return None
+    # proof of a test that asks for room to spare: one more token of budget admits the head
+    # (a cap or a block count that keeps it waiting keeps it waiting then too)
+    ran = _again(d, need + 1)
+    if ran is None or head.seq_id in _ids(_queue(ran[2])):
+        return None
     return (
         f"yours left request {head.seq_id} waiting with {need} tokens to run and exactly "
         f"{need} of the budget left: a request that needs exactly the budget left fits (admit "
@@ -343,7 +439,7 @@ def _skipped(d: Difference, chunks: list[Any], returned: Any) -> str | None:
         need = seq.num_tokens - done.get(seq.seq_id, 0)
         if seq.seq_id in theirs and seq.seq_id not in mine and need > 0:
             said = f"yours scheduled nothing for running request {seq.seq_id}"
-            if victims and returned == left:
+            if victims and returned == left and _not_retried(d, seq.seq_id):
                 shown = [str(v).removeprefix("<sequence ").removesuffix(">") for v in victims]
                 return (
                     f"{said} after preempting request(s) {', '.join(shown)}, as the reference "
