@@ -27,7 +27,7 @@ Each topic's reader lives in this package, one module per topic, and is named by
 :class:`~servelab.grading.replay.TopicReplay` (``reader``) in its own module.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from servelab.grading.localise import Divergence
@@ -41,6 +41,7 @@ def _difference(
     divergence: Divergence,
     program: str,
     second: Callable[[], tuple[Any, Any, Any] | None] | None = None,
+    fields: Callable[[Any], Mapping[str, Any]] | None = None,
 ) -> Difference:
     policy, _, method = divergence.method.rpartition(".")
     return Difference(
@@ -55,6 +56,7 @@ def _difference(
         divergence.subject,
         program,
         second=second,
+        fields=fields,
     )
 
 
@@ -90,14 +92,17 @@ def reading(
 def kind(
     divergence: Divergence | None,
     second: Callable[[], tuple[Any, Any, Any] | None] | None = None,
+    fields: Callable[[Any], Mapping[str, Any]] | None = None,
 ) -> str | None:
     """What kind of difference ``divergence`` shows (off by one, a unit's factor, an entry
     missing, ...), whatever the topic, or None. Unlike a reading it states no rule of the
     method: the report keeps the check's own hint beside it. ``second``: the same call from
-    a second state (:attr:`Difference.second`), to confirm a factor one state cannot."""
+    a second state (:attr:`Difference.second`), to confirm a factor one state cannot;
+    ``fields``: the topic's fields of an object (:attr:`Difference.fields`), to prove a
+    change counted twice."""
     if divergence is None:
         return None
     try:
-        return kind_reading(_difference(divergence, "", second))
+        return kind_reading(_difference(divergence, "", second, fields))
     except Exception:  # a learner's object read in an unexpected shape: no kind
         return None
