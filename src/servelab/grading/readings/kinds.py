@@ -453,11 +453,8 @@ def kind_reading(d: Difference) -> str | None:
     """What kind of difference the first diverging call shows, in a line, or None."""
     if d.hidden:
         return None
-    found = failed_call(d) or other_error(d) or (None if d.differ else _returned(d))
-    if found:
-        return found
-    found = _fields(d)  # a result off by one can follow from a state that is not: state first
-    return found if found else _returned(d)
+    found = failed_call(d) or other_error(d) or _returned(d)
+    return found if found else _fields(d)
 
 
 def _fields(d: Difference) -> str | None:
