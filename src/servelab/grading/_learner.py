@@ -197,7 +197,8 @@ def _reaches(obj: Any, code: Any, methods: set[str], budget: int = 200) -> bool:
     """Whether ``code`` may call one of ``methods`` of ``obj``, through the methods of its
     class it names (every definition along the MRO, for a ``super()``): what a line's call
     can reach is no setup of the check about those methods."""
-    seen, todo = set(), [code]
+    seen: set[str] = set()
+    todo = [code]
     while todo and budget:
         budget -= 1
         names = set(todo.pop().co_names)
