@@ -151,6 +151,34 @@ def test_a_re_put_parts_for_a_key_already_stored_and_agrees_for_a_new_one() -> N
     assert said.endswith("for a key in no field ('c', 'd') they agree")
 
 
+class PutRoomByCount(Tier):  # type: ignore[misc, valid-type]
+    """A new key fits when its size is below the capacity less the number of keys: a room
+    check on bytes and keys mixed, on the path a key already stored never reaches."""
+
+    def put(self, key: str, payload: bytes) -> Any:
+        if key not in self._sizes and self._payload_size(payload) > self.capacity - len(
+            self._sizes
+        ):
+            return None
+        if key not in self._sizes:
+            self._data[key] = self._write(key, payload)
+            self._sizes[key] = self._payload_size(payload)
+            self._used += self._sizes[key]
+            return []
+        return super().put(key, payload)
+
+
+def test_a_new_key_missing_room_gets_no_key_sentence_where_a_stored_key_returns_early() -> None:
+    # the reference misses on 'b' (no room) and returns [] for the stored 'a': both sides
+    # agree there only because a stored key never reaches the room check
+    program = (
+        "tier = PutRoomByCount(30, 'LRU')\ntier.put('a', b'a' * 20)\ntier.pin('a')\n"
+        "tier.put('b', b'b' * 20)"
+    )
+    said = _said("kv-offload", program, PutRoomByCount, 1)
+    assert said is None or "no field" not in said
+
+
 def test_the_hint_says_what_the_reference_does_to_a_list_yours_left_as_it_was() -> None:
     hint = HOOKS["kv-offload"].explain(RE_PUT, RePutKeepsPlace, 1).place
     assert hint is not None

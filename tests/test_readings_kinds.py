@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
+from servelab import checkpoint
 from servelab.grading.readings import Difference
 from servelab.grading.readings.kinds import factor_words, kind_reading, number_words
+from servelab.kv.offload import ChunkInUse
 
 
 def _diff(before: Any, mine: Any, theirs: Any, outcomes: tuple[str, str] = ("", "")) -> Any:
@@ -86,9 +88,10 @@ def test_a_dict_key_and_a_list_entry_that_look_alike_are_not_a_move() -> None:
     assert said is not None and "where the reference puts it" not in said
 
 
-def test_a_counter_moved_twice_as_far_is_asked_about_as_counted_twice() -> None:
+def test_a_counter_moved_twice_as_far_says_the_arithmetic_without_a_copy_to_prove_why() -> None:
+    # a step of 2 written as such is as likely as a change made twice: no cause without proof
     said = _diff({"evictions": 3}, {"evictions": 5}, {"evictions": 4})
-    assert said is not None and "counted twice" in said and said.endswith("?")
+    assert said == "yours moved `evictions` from 3 to 5, the reference to 4: twice as far"
     once = _diff({"used": 10}, {"used": 10}, {"used": 40})
     assert once == "yours left `used` at 10; the reference changes it to 40"
 
@@ -115,7 +118,8 @@ def test_a_count_moved_the_other_way_and_a_pin_counted_twice_from_absent() -> No
     said = _diff({"used": 10}, {"used": 5}, {"used": 15})
     assert said is not None and "the other way" in said
     twice = _diff({"pins": {}}, {"pins": {"a": 2}}, {"pins": {"a": 1}})
-    assert twice is not None and "from 0 to 2" in twice and "counted twice" in twice
+    assert twice is not None and "from 0 to 2" in twice and "twice as far" in twice
+    assert "counted twice" not in twice
 
 
 def test_the_same_changes_with_another_answer_say_the_work_is_right() -> None:
@@ -202,3 +206,93 @@ def test_an_entry_is_not_read_as_moved_between_a_steps_output_and_the_state() ->
         {"out.preempted": [3], "out.finished": []},
     )
     assert moved == "yours put 3 in `out.finished` where the reference puts it in `out.preempted`"
+
+
+class _Tally:
+    """A count kept by a method and, in the slip, by the one it calls too."""
+
+    def __init__(self) -> None:
+        self.used = 5
+
+    def _drop(self, n: int) -> None:
+        self.used -= n
+
+    def remove(self, n: int) -> None:
+        self.used -= n  # the slip: _drop subtracts it again
+        self._drop(n)
+
+    def remove_two(self, n: int) -> None:
+        self.used -= 2 * n  # twice as far, in one line: no method of it counts again
+
+
+def _tally_diff(method: str, fields: Any = lambda obj: {"used": obj.used}) -> Any:
+    d = Difference(
+        method, "", (1,), {"used": 5}, {"used": 3}, {"used": 4}, "", "", _Tally(), fields=fields
+    )
+    return kind_reading(d)
+
+
+def test_a_change_made_again_by_a_method_the_call_reaches_is_counted_twice() -> None:
+    said = _tally_diff("remove")
+    assert said == (
+        "yours moved `used` from 5 to 3, the reference to 4: counted twice, once in this "
+        "method's own lines and again in `_drop`, which it calls"
+    )
+
+
+def test_twice_as_far_in_the_method_alone_or_unreadable_names_no_second_count() -> None:
+    assert (
+        _tally_diff("remove_two")
+        == "yours moved `used` from 5 to 3, the reference to 4: twice as far"
+    )
+    # without the topic's fields the copy cannot be read: the arithmetic only
+    assert _tally_diff("remove", None).endswith(": twice as far")
+
+
+def test_a_graded_remove_that_subtracts_before_its_discard_gets_counted_twice() -> None:
+    hint = _graded_hint("kv-offload", _RemoveSubtractsTwice, 2)
+    assert "counted twice, once in this method's own lines and again in `_discard`" in hint
+
+
+def test_a_graded_fork_that_adds_two_gets_the_arithmetic_and_no_second_count() -> None:
+    hint = _graded_hint("block-manager", _ForkRefsTwo, 3)
+    assert "from 1 to 3, the reference to 2: twice as far" in hint
+    assert "counted twice" not in hint
+
+
+def _graded_hint(topic: str, impl: Any, step: int) -> str:
+    from buggy_impls import failing_report
+
+    report, _ = failing_report(topic, impl, step)
+    return report.hint
+
+
+_KV2 = checkpoint("kv-offload", 2)
+_BM3 = checkpoint("block-manager", 3)
+
+
+class _RemoveSubtractsTwice(_KV2):  # type: ignore[misc, valid-type]
+    """remove subtracts the size, then calls _discard, which subtracts it again."""
+
+    def remove(self, key: Any) -> None:
+        self._resident(key, "remove")
+        if not self.can_evict(key):
+            raise ChunkInUse(f"{key!r} is in use")
+        self._used -= self._sizes[key]
+        self._discard(key)
+
+
+class _ForkRefsTwo(_BM3):  # type: ignore[misc, valid-type]
+    """fork adds 2 to each shared block's refcount, in its own loop: no call counts again."""
+
+    def fork(self, parent: Any, child: Any) -> None:
+        for block in self.tables[parent]:
+            self.ref[block] += 2
+        self.tables[child] = list(self.tables[parent])
+        self.lens[child] = self.lens[parent]
+
+
+def test_a_field_whose_reading_raised_has_no_entries_to_compare() -> None:
+    before = {"order": ["a", "b"]}
+    said = _diff(before, {"order": ("unreadable", "KeyError")}, {"order": ["b", "a"]})
+    assert said is None or "'unreadable'" not in said

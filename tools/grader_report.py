@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from servelab.grading import GradeFailure, Step, Topic, grade, load_topic
-from servelab.grading.diagnose import HOOKS
+from servelab.grading.diagnose import explained
 from servelab.grading.localise import changed_methods
 from servelab.grading.mistakes import CORRECT, Mistake, correct_impl, mistakes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from buggy_impls import failing_report, shown_hint
+from buggy_impls import failing_check, shown_hint
 
 
 @dataclass
@@ -59,12 +59,12 @@ def evaluate(m: Mistake) -> Outcome:
     machine = _fails(machine_only(m.topic), m.impl) is not None
     undiagnosed = replace(load_topic(m.topic), diagnose=lambda program, impl: None)
     try:  # the check's own hint: a topic hook that answers None keeps it
-        report, program = failing_report(undiagnosed, m.impl)
+        report, program, exc = failing_check(undiagnosed, m.impl)
     except AssertionError:  # the full grade passed
         return Outcome(m, False, machine)
-    hook = HOOKS[m.topic]
     others = [x for x in mistakes(m.topic) if x.name != m.name]
-    finding = hook.explain(program, m.impl, None, others)
+    # the grader's own call (its read and raised arguments), with the mistake left out
+    finding = explained(m.topic, program, exc, m.impl, None, others)
     changed = changed_methods(m.impl, correct_impl(m.topic))
     key = m.hint.lower()
     said = shown_hint(finding, report)

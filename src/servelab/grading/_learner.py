@@ -12,12 +12,13 @@ import ast
 import linecache
 import sys
 import traceback
+import types
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from servelab.testing.core import is_library_code
+from servelab.testing.core import ImplementationHung, is_library_code
 
 __all__ = [
     "EXCEPTION_HINTS",
@@ -27,6 +28,8 @@ __all__ = [
     "looping_frame",
     "program_in_progress",
     "stacking_problem",
+    "traceback_of",
+    "unreached",
 ]
 
 _SERVELAB = str(Path(__file__).resolve().parent.parent)  # the servelab package
@@ -168,6 +171,60 @@ def program_in_progress(tb: TracebackType | None) -> list[str] | None:
                     break
         tb = tb.tb_next
     return found
+
+
+def traceback_of(exc: BaseException) -> TracebackType | None:
+    """The traceback that reached into the program: a hang raised from a swallowed one has it
+    on its cause."""
+    if isinstance(exc, ImplementationHung) and exc.__cause__ is not None:
+        return exc.__cause__.__traceback__ or exc.__traceback__
+    return exc.__traceback__
+
+
+def _entered(exc: BaseException) -> tuple[Any, Any] | None:
+    """The object and the code of the call a probe's line made when ``exc`` was raised: the
+    frame its own code (``<probe>``) entered last."""
+    tb, found = traceback_of(exc), None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<probe>" and tb.tb_next is not None:
+            frame = tb.tb_next.tb_frame
+            found = (frame.f_locals.get("self"), frame.f_code)
+        tb = tb.tb_next
+    return found
+
+
+def _reaches(obj: Any, code: Any, methods: set[str], budget: int = 200) -> bool:
+    """Whether ``code`` may call one of ``methods`` of ``obj``, through the methods of its
+    class it names (every definition along the MRO, for a ``super()``): what a line's call
+    can reach is no setup of the check about those methods."""
+    seen: set[str] = set()
+    todo = [code]
+    while todo and budget:
+        budget -= 1
+        names = set(todo.pop().co_names)
+        if names & methods:
+            return True
+        for name in names - seen:
+            seen.add(name)
+            for cls in type(obj).__mro__:
+                fn = vars(cls).get(name)
+                fn = getattr(fn, "fget", fn)  # a property's getter
+                if isinstance(fn, types.FunctionType):
+                    todo.append(fn.__code__)
+    return bool(todo)  # out of budget: it may
+
+
+def unreached(label: str, about: tuple[str, ...], exc: BaseException, line: str | None) -> str:
+    """A probe's title, or, where a line of its own setup raised (a call that cannot reach
+    a method its hint is about, ``about``), the title with that said: the check under the
+    title never ran, and the error is no evidence of the rule it names."""
+    entered = _entered(exc)
+    methods = {m.rpartition(".")[2] for m in about}
+    if not methods or entered is None or not line or entered[1].co_name in methods:
+        return label
+    if entered[0] is None or _reaches(entered[0], entered[1], methods):
+        return label
+    return f"{label}: not reached, its setup line `{line}` raised first"
 
 
 def _classes(impl: Any) -> list[type]:

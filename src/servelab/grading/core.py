@@ -46,7 +46,6 @@ from collections.abc import Callable, Sequence
 from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, TextIO
 
 import hypothesis.configuration
@@ -61,10 +60,12 @@ from servelab.grading._learner import (
     looping_frame,
     program_in_progress,
     stacking_problem,
+    traceback_of,
+    unreached,
 )
 from servelab.grading._programs import run_programs, shrinking_bounded_by_count
 from servelab.grading._script import graded_names, renamed
-from servelab.grading.about import Hint
+from servelab.grading.about import About, Hint
 from servelab.grading.check_side import check_stopped
 from servelab.grading.diagnose import (
     Finding,
@@ -681,7 +682,9 @@ def _probe_failure(
     if isinstance(exc, ProbeFailed):
         hint = exc.hint or probe.hint
         return _diagnosed_failure(topic, label, exc, hint, exc.code, impl, step)
-    code = "\n".join(program_in_progress(_traceback_of(exc)) or ())
+    program = program_in_progress(traceback_of(exc)) or []
+    code, about = "\n".join(program), getattr(probe.hint, "about", About()).methods
+    label = unreached(label, about, exc, program[-1] if program else None)
     if isinstance(exc, ImplementationHung):
         return _hang_failure(topic, label, exc, code, impl, step)
     # The exception's hint says what kind of slip it is; the check's name says what the call
@@ -689,11 +692,3 @@ def _probe_failure(
     explained = exception_hint(exc)
     hint = f"{explained} (the check that failed: {probe.name})" if explained else probe.hint
     return _diagnosed_failure(topic, label, exc, hint, code, impl, step, probe.hint)
-
-
-def _traceback_of(exc: BaseException) -> TracebackType | None:
-    """The traceback that reached into the program: a hang raised from a swallowed one has it
-    on its cause."""
-    if isinstance(exc, ImplementationHung) and exc.__cause__ is not None:
-        return exc.__cause__.__traceback__ or exc.__traceback__
-    return exc.__traceback__

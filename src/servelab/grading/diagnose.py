@@ -38,6 +38,8 @@ from typing import Any
 from servelab.grading._learner import exception_meaning, learner_frame
 from servelab.grading._script import graded_names, renamed
 from servelab.grading.about import RESULT, About, Hint
+from servelab.grading.graft import _classes as graft_classes
+from servelab.grading.graft import _split, graft
 from servelab.grading.localise import (
     Divergence,
     Localisation,
@@ -48,7 +50,7 @@ from servelab.grading.localise import (
 from servelab.grading.mistakes import Mistake, correct_impl, mistakes
 from servelab.grading.observe import Canon
 from servelab.grading.readings import kind, reading
-from servelab.grading.readings.contrast import appended, condition, second_results
+from servelab.grading.readings.contrast import agrees_near, appended, condition, second_results
 from servelab.grading.registry import TOPICS, load_topic
 from servelab.grading.replay import (
     Observation,
@@ -324,6 +326,8 @@ class Diagnoser:
             return Finding(hint, where, True, place.methods, divergence=place.divergence)
         if methods:
             found = [m for m in found if at_place(m)]
+        if place.divergence is not None:
+            found = [m for m in found if self._alike_at_call(place.divergence, m)]
         hidden_in = place.methods[0] if len(place.methods) == 1 else None
         rule = reading(self.spec.reader, place.divergence, program, hidden_in) if read else None
         d = place.divergence
@@ -358,6 +362,19 @@ class Diagnoser:
         start = appended(self._place(place), self._condition(place))
         return Finding(None, where, False, place.methods, start, None, place.divergence)
 
+    def _alike_at_call(self, d: Divergence, m: Mistake) -> bool:
+        """A look-alike is asked about only where the method it changes is the one found and,
+        put in the learner's class, it behaves as the learner's does at and next to the
+        diverging call (:func:`agrees_near`)."""
+        if d.method not in changed_methods(m.impl, correct_impl(self.topic)):
+            return False
+        prefix, name = _split(d.method)
+        try:
+            other = graft(type(d.subject), graft_classes(m.impl)[prefix], [name])
+        except Exception:  # no such class, or one that cannot be layered: no evidence
+            return False
+        return agrees_near(self.skeleton, d, other)
+
     def _condition(self, place: Localisation) -> str | None:
         """When yours and the reference part, from calls next to the first diverging one."""
         return condition(self.skeleton, place.divergence)
@@ -369,7 +386,7 @@ class Diagnoser:
         d = place.divergence
         if start is None or d is None:
             return start
-        seen = kind(d, lambda: second_results(self.skeleton, d))
+        seen = kind(d, lambda: second_results(self.skeleton, d), self.skeleton.fields)
         if seen is None:
             return start
         return f"start at your `{d.method}`: {seen}"
@@ -427,19 +444,26 @@ def for_topic(name: str) -> Callable[[str, Any], str | None] | None:
 
 
 def explained(
-    topic: str, code: str, exc: BaseException | None, impl: Any, step: int | None = None
+    topic: str,
+    code: str,
+    exc: BaseException | None,
+    impl: Any,
+    step: int | None = None,
+    catalogue: Sequence[Mistake] | None = None,
 ) -> Finding:
     """The grader's call site: where the difference starts, and a hint when one is earned.
 
     ``code`` is the failing check's repro (may be empty); ``exc`` the exception it ended with,
     whose attached program stands in when a learner's error cut a probe short. Errors inside
-    diagnosis propagate: the grader decides what to do with them.
+    diagnosis propagate: the grader decides what to do with them. ``catalogue`` replaces the
+    topic's (the catalogue's measure leaves the mistake itself out), so the measure reads the
+    same finding as the report.
     """
     hook = topic_hook(topic)
     program = code or (program_of(exc) if exc is not None else "")
     if hook is None or not program:
         return Finding()
-    return hook.explain(program, impl, step, read=not _slip(exc), raised=own_error(exc))
+    return hook.explain(program, impl, step, catalogue, read=not _slip(exc), raised=own_error(exc))
 
 
 def located(topic: str, code: str, impl: Any, step: int | None = None) -> Finding:

@@ -27,7 +27,7 @@ Each topic's reader lives in this package, one module per topic, and is named by
 :class:`~servelab.grading.replay.TopicReplay` (``reader``) in its own module.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from servelab.grading.localise import Divergence
@@ -46,6 +46,7 @@ def _difference(
     divergence: Divergence,
     program: str,
     second: Callable[[], tuple[Any, Any, Any] | None] | None = None,
+    fields: Callable[[Any], Mapping[str, Any]] | None = None,
 ) -> Difference:
     policy, _, method = divergence.method.rpartition(".")
     return Difference(
@@ -60,6 +61,7 @@ def _difference(
         divergence.subject,
         program,
         second=second,
+        fields=fields,
     )
 
 
@@ -97,15 +99,18 @@ def reading(
 def kind(
     divergence: Divergence | None,
     second: Callable[[], tuple[Any, Any, Any] | None] | None = None,
+    fields: Callable[[Any], Mapping[str, Any]] | None = None,
 ) -> str | None:
     """What kind of difference ``divergence`` shows (off by one, a unit's factor, an entry
     missing, ...), whatever the topic, or None. Unlike a reading it states no rule of the
     method: the report keeps the check's own hint beside it. ``second``: the same call from
-    a second state (:attr:`Difference.second`), to confirm a factor one state cannot."""
+    a second state (:attr:`Difference.second`), to confirm a factor one state cannot;
+    ``fields``: the topic's fields of an object (:attr:`Difference.fields`), to prove a
+    change counted twice."""
     if divergence is None:
         return None
     try:
-        d = _difference(divergence, "", second)
+        d = _difference(divergence, "", second, fields)
         return unreadable(d) or kind_reading(d)
     except Exception:  # a learner's object read in an unexpected shape: no kind
         return None

@@ -33,7 +33,7 @@ from servelab.grading.readings.kinds import block_size_of
 from servelab.grading.replay import LINE_TIMEOUT_S, LINES_PER_CALL, OutOfLines, line_budget
 from servelab.testing.core import ImplementationHung, hang_guard
 
-__all__ = ["MAX_TRIES", "appended", "condition", "second_results"]
+__all__ = ["MAX_TRIES", "agrees_near", "appended", "condition", "second_results"]
 
 #: Argument variants tried per report; each runs your method and the reference's once.
 MAX_TRIES = 16
@@ -190,6 +190,15 @@ def _keys_list(keys: Sequence[Any]) -> str:
     return ", ".join(repr(k) for k in keys)
 
 
+def _shown_outcome(outcome: str) -> str:
+    """A divergence's outcome ("returned None", "raised OutOfBlocks") as a trial labels one
+    (:func:`_label`)."""
+    if outcome.startswith("raised "):
+        return "raises " + outcome[len("raised ") :]
+    shown = outcome[len("returned ") :]
+    return f"returns {shown}" if shown in ("None", "True", "False") else "returns"
+
+
 def _by_key(exp: _Experiment, at: int | str, key: str, d: Divergence) -> str | None:
     """A key already held against one in no field (or the reverse): do they part on that?"""
     holders = _holders(d.before, key)
@@ -199,6 +208,10 @@ def _by_key(exp: _Experiment, at: int | str, key: str, d: Divergence) -> str | N
     trials = [exp.trial(*_with(d.args, d.kwargs, at, k)) for k in others]
     if not all(_returned(t) for t in trials):
         return None  # agreeing by refusing the other key on both sides says nothing of this one
+    if any(t.theirs != _shown_outcome(d.theirs[0]) for t in trials):
+        # the reference answers the other key otherwise (a stored key's early return where a
+        # new one misses): agreeing there says nothing of what parts the two at this key
+        return None
     if holders:
         return (
             f"yours and the reference part for a key already in {_fields_list(holders)} "
@@ -530,3 +543,48 @@ def appended(hint: str | None, said: str | None) -> str | None:
         return hint
     stop = "" if hint.endswith(("?", ".")) else "."
     return f"{hint}{stop} {said[0].upper()}{said[1:]}"
+
+
+# ----------------------------------------------------------------------------- a look-alike
+
+
+def _near(d: Divergence) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """The call's own arguments, then each one moved a little: a count one either side, a
+    list empty or one entry shorter, a key in no field."""
+    yield d.args, d.kwargs
+    slots: list[tuple[int | str, Any]] = [*enumerate(d.args), *d.kwargs.items()]
+    for at, value in slots:
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) < MAX_COUNT:
+            others: list[Any] = [value - 1, value + 1]
+        elif isinstance(value, list | tuple):
+            others = [type(value)(), type(value)(value[:-1])] if value else []
+        elif isinstance(value, str):
+            others = _absent_keys(d, value, 1)
+        else:
+            others = []
+        for other in others:
+            yield _with(d.args, d.kwargs, at, other)
+
+
+def agrees_near(skeleton: Skeleton, d: Divergence | None, other: type) -> bool:
+    """Whether ``other`` (the learner's class with the diverging method taken from a
+    look-alike mistake) behaves as the learner's does on the diverging call and on calls
+    next to it, each from the same state: a shared symptom elsewhere is no evidence that
+    the look-alike's cause is this one. False when any call cannot be run."""
+    if d is None or d.subject is None or _size(d.before) > MAX_ENTRIES:
+        return False
+    exp = _Experiment(skeleton, dataclasses.replace(d, reference_class=other))
+    seen: list[Any] = []
+    try:
+        with line_budget(MAX_LINES):
+            for args, kwargs in _near(d):
+                if (args, kwargs) in seen:
+                    continue
+                seen.append((args, kwargs))
+                if not exp.trial(args, kwargs).agree:
+                    return False
+    except (_Stop, OutOfLines):
+        return False
+    except Exception:  # a learner's object in an unexpected shape: no evidence
+        return False
+    return True

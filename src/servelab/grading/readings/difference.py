@@ -71,6 +71,11 @@ class Difference:
     values yours and the reference return there and the block size there, or None when no
     second state parts them; for a relation the numbers of one call cannot settle (a factor
     that happens to equal the block size)."""
+    fields: Callable[[Any], Mapping[str, Any]] | None = field(
+        default=None, compare=False, repr=False
+    )
+    """The topic's fields of an object, by name, as a learner reads them (the names of
+    ``before``, ``mine`` and ``theirs``): to read one of them on a copy while a probe runs."""
 
     def probe(self, method: str, *args: Any) -> tuple[str, Any]:
         """Your ``method`` called on a fresh copy of the object as it was before the call:

@@ -5,17 +5,22 @@ has a kind a learner can act on: a number off by one or by a unit's factor (1000
 the same entries in another order (and which end moved), an entry missing from or left in a
 collection, an entry put in one collection where the reference puts it in another, a field
 changed where the reference changes a different one, or left as it was. These readings state
-what the call shows, and ask about a cause; they never claim one.
+what the call shows, and ask about a cause; they claim one only where a copy proves it (a
+change counted twice: the call run again, and a method it calls seen to make the change again).
 """
 
 from __future__ import annotations
 
 import ast
+import copy
+import functools
 import math
+import sys
 from collections.abc import Callable
 from typing import Any
 
 from servelab.grading.readings.difference import Difference, failed_call, other_error
+from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 __all__ = ["block_size_of", "factor_words", "kind_reading", "number_words"]
 
@@ -104,8 +109,22 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def _unread(value: Any) -> bool:
+    """A field whose reading raised (an :class:`~servelab.grading.observe.Unreadable`, or
+    the pair it is once replayed)."""
+    return (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and value[0] == "unreadable"
+        and isinstance(value[1], str)
+    )
+
+
 def _entries(value: Any) -> list[Any] | None:
-    """A collection field's entries (a dict's keys), or None for a field that is no collection."""
+    """A collection field's entries (a dict's keys), or None for a field that is no collection
+    (nor one whose reading raised: an unreadable field has no entries to compare)."""
+    if _unread(value):
+        return None
     if isinstance(value, list | tuple):
         return list(value)
     if isinstance(value, dict):
@@ -156,9 +175,81 @@ def _order(
     )
 
 
-def _value(label: str, before: Any, mine: Any, theirs: Any) -> str:
+_Missing = object()
+
+
+def _read(d: Difference, obj: Any, name: str, key: Any) -> Any:
+    """Field ``name`` of ``obj`` (its value at ``key`` for a mapping, absent 0), as the topic
+    shows it; :data:`_Missing` when it cannot be read."""
+    try:
+        value = d.fields(obj).get(name, _Missing) if d.fields is not None else _Missing
+        if key is not _Missing and isinstance(value, dict):
+            value = value.get(key, 0)
+    except Exception:
+        return _Missing
+    return value if _number(value) is not None else _Missing
+
+
+def _counted_again(d: Difference, name: str, key: Any, step: float) -> str | None:
+    """The method, called by yours on the same object (a ``super()`` call included), that
+    moves field ``name`` (at ``key``) by the reference's whole ``step`` while the call's own
+    lines move it by that step too: the call run again on a copy, each call it makes timed
+    by the field. None when that is not what the copy shows (a step of 2 written as such,
+    the same method called twice)."""
+    if d.subject is None or d.fields is None:
+        return None
+    try:
+        obj = copy.deepcopy(d.subject)
+    except Exception:
+        return None
+    if _read(d, obj, name, key) is _Missing:
+        return None
+    top: list[Any] = []
+    open_calls: dict[int, tuple[str, Any]] = {}
+    moves: list[tuple[str, Any]] = []
+
+    def watch(frame: Any, event: str, _: Any) -> None:
+        # a profiler's own calls are not profiled: the fields read here are not the call's
+        if event == "call" and frame.f_locals.get("self") is obj:
+            if not top and frame.f_code.co_name == d.method:
+                top.append(frame)
+            elif top and frame.f_back is top[0]:
+                open_calls[id(frame)] = (frame.f_code.co_name, _read(d, obj, name, key))
+        elif event == "return" and id(frame) in open_calls:
+            called, was = open_calls.pop(id(frame))
+            now = _read(d, obj, name, key)
+            moves.append((called, _Missing if _Missing in (was, now) else now - was))
+
+    was = _read(d, obj, name, key)
+    before = sys.getprofile()
+    try:
+        with line_budget(LINES_PER_CALL):
+            sys.setprofile(watch)
+            try:
+                getattr(type(obj), d.method)(obj, *d.args)
+            finally:
+                sys.setprofile(before)
+        total = _read(d, obj, name, key) - was
+    except (Exception, OutOfLines):
+        return None
+    inner = [(called, m) for called, m in moves if m]
+    if total != 2 * step or any(m is _Missing for _, m in inner):
+        return None
+    again = sorted({called for called, m in inner if m == step})
+    if len(again) != 1 or sum(m for _, m in inner) != step:
+        return None
+    if again[0] == d.method:
+        return f"the `{again[0]}` it calls through super()"
+    return f"`{again[0]}`, which it calls"
+
+
+def _value(
+    label: str, before: Any, mine: Any, theirs: Any, again: Callable[[], str | None] | None = None
+) -> str:
     """One value yours left other than the reference: not updated, updated where the
-    reference leaves it, moved twice as far or the other way, off by one, a unit's factor."""
+    reference leaves it, moved twice as far or the other way, off by one, a unit's factor.
+    Twice as far is said to be counted twice only where ``again`` (the method that moved it
+    a second time, on a copy) names the method that did it."""
     if mine == before:
         return f"yours left {label} at {_shown(mine)}; the reference changes it to {_shown(theirs)}"
     if theirs == before:
@@ -169,10 +260,14 @@ def _value(label: str, before: Any, mine: Any, theirs: Any) -> str:
     if _number(before) is not None and _number(mine) is not None and _number(theirs) is not None:
         step_mine, step_theirs = mine - before, theirs - before
         if step_mine == 2 * step_theirs:
-            return (
+            moved = (
                 f"yours moved {label} from {_shown(before)} to {_shown(mine)}, the reference to "
-                f"{_shown(theirs)}: counted twice (in your method and again in one it calls)?"
+                f"{_shown(theirs)}"
             )
+            twice = again() if again is not None else None
+            if twice is None:  # a step of 2 written as such is as likely: the arithmetic only
+                return f"{moved}: twice as far"
+            return f"{moved}: counted twice, once in this method's own lines and again in {twice}"
         if step_mine == -step_theirs:
             return (
                 f"yours moved {label} from {_shown(before)} to {_shown(mine)}, the reference to "
@@ -191,7 +286,15 @@ def _dict_values(name: str, d: Difference) -> str | None:
         if mine[key] != theirs[key]:
             absent = 0 if _number(mine[key]) is not None else None
             was = before.get(key, absent) if isinstance(before, dict) else absent
-            return _value(f"`{name}` of {_shown(key)}", was, mine[key], theirs[key])
+            numbers = _number(theirs[key]) is not None and _number(was) is not None
+            step, at = (theirs[key] - was if numbers else 0), key
+            return _value(
+                f"`{name}` of {_shown(key)}",
+                was,
+                mine[key],
+                theirs[key],
+                functools.partial(_counted_again, d, name, at, step),
+            )
     return None
 
 
@@ -277,7 +380,11 @@ def _scalar(name: str, d: Difference) -> str | None:
     mine, theirs = d.mine.get(name), d.theirs.get(name)
     if _number(mine) is None or _number(theirs) is None:
         return None
-    return _value(f"`{name}`", d.before.get(name), mine, theirs)
+    was: Any = d.before.get(name)
+    step = theirs - was if _number(was) is not None else 0
+    return _value(
+        f"`{name}`", was, mine, theirs, functools.partial(_counted_again, d, name, _Missing, step)
+    )
 
 
 def _wrong_field(d: Difference) -> str | None:
@@ -347,8 +454,12 @@ def kind_reading(d: Difference) -> str | None:
     if d.hidden:
         return None
     found = failed_call(d) or other_error(d) or _returned(d)
-    if found:
-        return found
+    return found if found else _fields(d)
+
+
+def _fields(d: Difference) -> str | None:
+    """What the fields that differ show: an entry put in another list, an entry or a value
+    other than the reference's, the wrong field changed."""
     differ = d.differ
     names = [n for n in d.mine if n in differ and not _derived(n, differ)]
     names += [n for n in d.theirs if n in differ and n not in names and not _derived(n, differ)]
