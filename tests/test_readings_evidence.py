@@ -17,7 +17,7 @@ from servelab.grading.localise import _same_error
 from servelab.grading.policy_probes import _lfu_empty, _nothing_to_evict
 from servelab.grading.readings import Difference, reading
 from servelab.grading.readings.block_manager import block_manager_reading
-from servelab.grading.readings.difference import other_error
+from servelab.grading.readings.difference import failed_call, other_error
 from servelab.grading.readings.eviction_policy import eviction_policy_reading
 from servelab.grading.readings.kv_offload import kv_offload_reading
 from servelab.grading.readings.prefix_cache import prefix_cache_reading
@@ -72,6 +72,15 @@ def test_another_error_is_read_only_when_both_raised_different_classes_and_nothi
         "pop", (), {"n": 1}, ("raised IndexError", {"n": 2}), ("raised NoVictim", {"n": 1})
     )
     assert other_error(changed) is None  # a call that raised and changed: failed_call's reading
+
+
+def test_a_raise_is_told_it_changes_nothing_only_where_the_reference_changed_nothing() -> None:
+    kept = _d("put", ("k",), {"n": 1}, ("raised Full", {"n": 2}), ("raised Full", {"n": 1}))
+    assert "a call that raises changes nothing" in (failed_call(kept) or "")
+    # the reference's raising call leaves something behind too (a tier's temporary file):
+    # that rule is not the one broken
+    both = _d("put", ("k",), {"n": 1}, ("raised Full", {"n": 3}), ("raised Full", {"n": 2}))
+    assert failed_call(both) is None
 
 
 def test_no_victim_must_be_the_notebook_s_novictim() -> None:

@@ -251,8 +251,10 @@ Reader = Callable[[Difference], "str | None"]
 
 
 def failed_call(d: Difference) -> str | None:
-    """Both raised, and yours changed something on the way: strong exception safety."""
-    if not (d.i_raised and d.they_raised and d.differ):
+    """Both raised, yours changed something on the way and the reference's changed nothing:
+    strong exception safety. Where the reference's raising call leaves something behind too
+    (a disk tier's temporary file), the rule is not that one, and nothing is said."""
+    if not (d.i_raised and d.they_raised and d.differ) or d.changed("theirs"):
         return None
     fields = ", ".join(sorted(d.differ))
     return (
