@@ -371,3 +371,11 @@ def test_a_write_cut_short_is_told_torn_only_when_the_chunk_s_own_file_is_short(
     raised = "raised SimulatedCrash"
     d = Difference("_write", "", ("b", b"b" * 40), before, whole, before, raised, raised, None)
     assert "torn" not in (kv_offload_reading(d) or "")
+
+
+def test_an_admission_that_waits_for_the_whole_prompts_blocks_is_caught_at_its_step() -> None:
+    slip = next(u for u in unlisted() if u.name == "admission waits for the whole prompt's blocks")
+    report = failing_report("token-budget", slip.impl, slip.step)[0].text
+    assert "✗ step 2 · a chunk needs only its own blocks" in report
+    assert "where: the difference starts in your `admit`" in report
+    assert "not of the whole prompt" in report  # the probe's rule, about `admit`

@@ -291,6 +291,29 @@ class SampledTokenCharged(Final):
         return budget
 
 
+class AdmitWaitsForTheWholePrompt(Chunked):
+    """Admits a request only when the blocks of its whole prompt are free, though it
+    allocates only the chunk that runs: a long prompt waits while its first chunk would fit."""
+
+    def admit(self, out, budget):
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[0]
+            hit = self.cached_tokens(seq)
+            n = min(seq.num_tokens - hit, budget)
+            if self.bm.blocks_needed(seq.num_tokens) > self.bm.num_free:
+                break
+            try:
+                self.bm.allocate(seq.seq_id, seq.token_ids[: hit + n])
+            except OutOfBlocks:
+                break
+            self.waiting.popleft()
+            self.running.append(seq)
+            samples = hit + n == seq.num_tokens
+            out.scheduled.append(Chunk(seq, hit, n, self.slots(seq, hit, n), samples, hit))
+            self.computed[seq.seq_id] = hit + n
+            budget -= n
+
+
 MISTAKES = {
     "admit allocates from token 0, not up to the chunk's end": (2, AllocatesFromZero, {"admit"}),
     "preempt does not report its victim": (3, PreemptUnlisted, {"preempt"}),
@@ -310,4 +333,9 @@ MISTAKES = {
     "admitted prompts never charged": (1, AdmitNeverCharged, {"admit"}),
     "no retry after preempting": (3, NoRetryAfterPreempting, {"schedule_running"}),
     "a sampled token charged": (3, SampledTokenCharged, {"schedule_running"}),
+    "admission waits for the whole prompt's blocks": (
+        2,
+        AdmitWaitsForTheWholePrompt,
+        {"admit"},
+    ),
 }

@@ -117,6 +117,12 @@ PROBE_HINTS: dict[str, Hint] = {
         "request still at the head of waiting, to be admitted when blocks come back",
         About(("admit",), ("waiting",)),
     ),
+    "chunk-blocks": Hint(
+        "`admit`: allocate the blocks of the chunk that runs now (its hit + n tokens), not of "
+        "the whole prompt: a long prompt starts as soon as its first chunk fits, and later "
+        "chunks take their blocks as they run",
+        About(("admit",), ("waiting", "running")),
+    ),
     "retry-budget": Hint(
         "schedule_running: take n from the budget only after extend succeeds; a failed extend "
         "ran nothing, so the retry (after preempting the latest) has the whole budget left",
@@ -329,6 +335,19 @@ def _admission_waits_for_blocks(impl: Any) -> None:
     s.expect(s.step(), [(0, 0, 6, True)], CHUNKS + " (request 1 needs 3 blocks, 1 is free)")
     s.expect(s.ids("waiting"), [1, 2], "waiting after an admission stopped on OutOfBlocks")
     s.expect(s.step(), [(1, 0, 6, True), (2, 0, 2, True)], CHUNKS + " once request 0 is retired")
+
+
+def _chunk_needs_its_own_blocks(impl: Any) -> None:
+    """Two blocks are free after request 0's prompt: request 1's whole 6-token prompt needs
+    three, its 2-token chunk one. A chunk asks the pool for its own blocks only."""
+    s = BudgetScript(impl, num_blocks=4, block_size=2, budget=6, prefix=True)
+    s.add(0, [1, 2, 3, 4], 3)
+    s.add(1, [11, 12, 13, 14, 15, 16], 1)
+    s.expect(
+        s.step(),
+        [(0, 0, 4, True), (1, 0, 2, False)],
+        CHUNKS + " (request 1's first chunk of 2 needs 1 of the 2 free blocks)",
+    )
 
 
 # --- step 3: allocation per step and preemption ---------------------------------------
@@ -556,6 +575,11 @@ TOPIC = Topic(
                     "a request the pool cannot hold stays waiting",
                     "blocks-wait",
                     _admission_waits_for_blocks,
+                ),
+                _probe(
+                    "a chunk needs only its own blocks",
+                    "chunk-blocks",
+                    _chunk_needs_its_own_blocks,
                 ),
             ],
             machine=_machine(
