@@ -25,6 +25,7 @@ from servelab.grading.readings.scheduler import scheduler_reading
 from servelab.grading.readings.weight_cache import weight_cache_reading
 from servelab.grading.token_budget import _spent_budget_ends_the_step
 from servelab.grading.topic import ProbeFailed
+from servelab.kv.blocks import OutOfBlocks
 from servelab.testing.core import InvariantViolation
 from servelab.testing.policies import policy_machine
 from servelab.testing.policy_models import SIEVEModel
@@ -212,6 +213,17 @@ def test_a_chunk_is_lost_only_when_the_reference_wrote_it_down() -> None:
     assert kv_offload_reading(d) is None
 
 
+class _ExactFitRefused(checkpoint("block-manager", 1)):  # type: ignore[misc]
+    """Compares need >= free: a request that takes the last free block is refused."""
+
+    def allocate(self, seq: int, n_tokens: int) -> None:
+        need = -(-n_tokens // self.block_size)
+        if need and need >= len(self.free):
+            raise OutOfBlocks(f"sequence {seq} needs {need} blocks")
+        self.tables[seq] = [self._alloc() for _ in range(need)]
+        self.lens[seq] = n_tokens
+
+
 def test_a_refused_fit_blames_an_earlier_call_only_when_yours_counts_fewer_free() -> None:
     report, _ = failing_report("block-manager", RoomCountedInTokens, 1)
     assert "yours counts 1 free too" in report.text
@@ -219,7 +231,7 @@ def test_a_refused_fit_blames_an_earlier_call_only_when_yours_counts_fewer_free(
     before = {"tables": {}, "num_free": 2}
     refused = ("raised OutOfBlocks", before)
     took = ("returned None", {"tables": {0: [0, 1]}, "num_free": 0})
-    bm = checkpoint("block-manager", 1)(2, 2)
+    bm = _ExactFitRefused(2, 2)  # the reading asks yours again: it refuses every exact fit
     exact = _d("allocate", (0, 4), before, refused, took, subject=bm)
     assert "exactly 2 free" in (block_manager_reading(exact) or "")
     assert "ceil" not in (block_manager_reading(exact) or "")
@@ -239,7 +251,7 @@ def test_the_block_count_reading_needs_a_table_of_another_size() -> None:
 def test_preempt_again_is_read_only_when_yours_took_fewer_victims() -> None:
     before = {"running": [(0, 3), (1, 3), (2, 3)], "waiting": []}
     one = {"running": [(0, 3), (1, 3)], "waiting": [(2, 3)], "out.preempted": [2]}
-    two = {"running": [(0, 3)], "waiting": [(1, 3), (2, 3)], "out.preempted": [1, 2]}
+    two = {"running": [(0, 3)], "waiting": [(1, 3), (2, 3)], "out.preempted": [2, 1]}
     d = _d("decode", (None,), before, ("returned None", one), ("returned None", two))
     assert "preempt again" in (scheduler_reading(d) or "")
     kept = {"running": [(0, 3), (1, 3), (2, 3)], "waiting": [(2, 3)], "out.preempted": [2]}

@@ -255,6 +255,25 @@ class AdmitReservesTheFuture(Admitting):
             out.prefills.append(Prefill(seq, seq.num_tokens))
 
 
+class VictimHoldsTheMostTokens(Final):
+    """Preempts the running sequence with the most tokens (the newest of equals), not the
+    newest: one victim may free what the newest and another would."""
+
+    def decode(self, out):
+        i = 0
+        while i < len(self.running):
+            seq = self.running[i]
+            try:
+                slot = self.bm.append_slot(seq.seq_id)
+            except OutOfBlocks:
+                victim = max(reversed(self.running), key=lambda s: s.num_tokens)
+                self.running.remove(victim)
+                self.preempt(victim, out)
+                continue
+            out.decodes.append(Decode(seq, slot))
+            i += 1
+
+
 MISTAKES = {
     "victim peeked, not popped": (3, VictimPeekedNotPopped, {"decode"}),
     "fit counts one block too many": (1, FitRoundsUp, {"fits"}),
@@ -274,4 +293,5 @@ MISTAKES = {
     "admit puts newcomers first": (1, AdmitNewestFirst, {"admit"}),
     "decode restarts after preempting": (3, DecodeRestartsAfterPreempting, {"decode"}),
     "admit reserves the future": (1, AdmitReservesTheFuture, {"admit"}),
+    "the victim holds the most tokens": (3, VictimHoldsTheMostTokens, {"decode"}),
 }
