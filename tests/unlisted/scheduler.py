@@ -6,6 +6,7 @@ from servelab.kv.scheduler import Decode, Prefill, RequestTooLarge, StepOutput
 
 TOPIC = "scheduler"
 Admitting = checkpoint(TOPIC, 1)
+Decoding = checkpoint(TOPIC, 2)
 Final = checkpoint(TOPIC, 3)
 
 
@@ -274,6 +275,51 @@ class VictimHoldsTheMostTokens(Final):
             i += 1
 
 
+class RetireStopsAtARunningOne(Decoding):
+    """Retires from the front of running and stops at the first sequence still running: a
+    finished sequence behind it stays."""
+
+    def retire(self, out):
+        while self.running and self.running[0].is_finished:
+            seq = self.running.pop(0)
+            self.bm.free_seq(seq.seq_id)
+            out.finished.append(seq)
+
+
+class VictimHoldsTheFewestTokens(Final):
+    """Preempts the running sequence with the fewest tokens (the newest of equals), not the
+    newest: mostly the same one, since the newest has generated least."""
+
+    def decode(self, out):
+        i = 0
+        while i < len(self.running):
+            seq = self.running[i]
+            try:
+                slot = self.bm.append_slot(seq.seq_id)
+            except OutOfBlocks:
+                victim = min(reversed(self.running), key=lambda s: s.num_tokens)
+                j = self.running.index(victim)
+                self.running.remove(victim)
+                self.preempt(victim, out)
+                if j < i:
+                    i -= 1
+                continue
+            out.decodes.append(Decode(seq, slot))
+            i += 1
+
+
+class RetireOnePerStep(Decoding):
+    """Retires the first finished sequence it finds, then stops: one retired per step."""
+
+    def retire(self, out):
+        for seq in self.running:
+            if seq.is_finished:
+                self.bm.free_seq(seq.seq_id)
+                out.finished.append(seq)
+                self.running = [s for s in self.running if s is not seq]
+                break
+
+
 MISTAKES = {
     "victim peeked, not popped": (3, VictimPeekedNotPopped, {"decode"}),
     "fit counts one block too many": (1, FitRoundsUp, {"fits"}),
@@ -294,4 +340,7 @@ MISTAKES = {
     "decode restarts after preempting": (3, DecodeRestartsAfterPreempting, {"decode"}),
     "admit reserves the future": (1, AdmitReservesTheFuture, {"admit"}),
     "the victim holds the most tokens": (3, VictimHoldsTheMostTokens, {"decode"}),
+    "retire stops at a running sequence": (2, RetireStopsAtARunningOne, {"retire"}),
+    "the victim holds the fewest tokens": (3, VictimHoldsTheFewestTokens, {"decode"}),
+    "retire retires one per step": (2, RetireOnePerStep, {"retire"}),
 }

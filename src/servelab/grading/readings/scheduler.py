@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from servelab.grading.readings.difference import (
@@ -12,6 +13,8 @@ from servelab.grading.readings.difference import (
     call,
     written_for,
 )
+from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
+from servelab.kv.scheduler import Sequence
 
 _BLOCKS = ("tables", "lengths", "refcounts", "free", "num_free")
 # what each reading explains; a direction or a value it needs is checked where it is read
@@ -210,6 +213,47 @@ def _skipped_after_removal(before: list[Any], kept: list[Any], left: list[Any]) 
     )
 
 
+def _retires_when_spaced(d: Difference) -> bool:
+    """Your retire, called again on a copy where a sequence still running (one made for the
+    probe) stands after each finished one, retires every finished one: what it missed was the
+    one right after a removal, not a finished sequence as such (one retired per step misses
+    the second here too)."""
+    try:
+        obj, out = copy.deepcopy((d.subject, d.args[0] if d.args else None))
+        done = [s for s in obj.running if s.is_finished]
+        ids = [s.seq_id for s in (*obj.running, *obj.waiting)]
+        if not done or not all(isinstance(i, int) for i in ids):
+            return False
+        fresh = max(ids) + 1
+        obj.running = [
+            x
+            for i, s in enumerate(done)
+            for x in (s, Sequence.dummy(fresh + i, prompt_len=1, max_new_tokens=1))
+        ]
+        with line_budget(LINES_PER_CALL):
+            obj.retire(out)
+        return not any(s.is_finished for s in obj.running)
+    except (Exception, OutOfLines):
+        return False
+
+
+def _retires_when_first(d: Difference) -> bool:
+    """Your retire, called again on a copy whose finished sequences stand first in running,
+    retires some: it is not a retire that never retires, it stops before reaching them."""
+    try:
+        obj, out = copy.deepcopy((d.subject, d.args[0] if d.args else None))
+        running = list(obj.running)
+        done = [s for s in running if s.is_finished]
+        if not done or len(done) == len(running):
+            return False
+        obj.running = done + [s for s in running if not s.is_finished]
+        with line_budget(LINES_PER_CALL):
+            obj.retire(out)
+        return len(obj.running) < len(running)
+    except (Exception, OutOfLines):
+        return False
+
+
 def _decoded_after_finishing(d: Difference) -> list[Any]:
     """The sequences finished before the step that your step decodes all the same (read by
     running your step again on a copy of the scheduler as it was before the call)."""
@@ -329,6 +373,13 @@ def scheduler_reading(d: Difference) -> str | None:
             rule = "retire frees every finished sequence (bm.free_seq) and drops it from running"
             if not d.changed("mine"):
                 left = [s for s in before if s not in theirs]
+                if _retires_when_first(d):
+                    return (
+                        f"yours changed nothing: finished sequence(s) {left} stay running, yet "
+                        "yours retires them once they stand first in running: does your loop "
+                        "stop at the first sequence still running? Walk every running "
+                        f"sequence; {rule}"
+                    )
                 return (
                     f"yours changed nothing: finished sequence(s) {left} stay running, and a "
                     f"scheduler that never retires decodes them forever; {rule}"
@@ -337,7 +388,7 @@ def scheduler_reading(d: Difference) -> str | None:
         if len(mine) > len(theirs) and LEFT_RUNNING.fits(d):
             left = [s for s in mine if s not in theirs]
             said = f"yours left finished sequence(s) {left} running: retire every finished sequence"
-            if _skipped_after_removal(before, mine, left):
+            if _skipped_after_removal(before, mine, left) and _retires_when_spaced(d):
                 return f"{said}, however the list it walks changes under it"
             return said
     if m == "admit" and "running" in differ:
