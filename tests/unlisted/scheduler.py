@@ -320,6 +320,16 @@ class RetireOnePerStep(Decoding):
                 break
 
 
+class RetireFromTheBackStops(Decoding):
+    """Retires from the newest end of running and stops at the first sequence still running."""
+
+    def retire(self, out):
+        while self.running and self.running[-1].is_finished:
+            seq = self.running.pop()
+            self.bm.free_seq(seq.seq_id)
+            out.finished.append(seq)
+
+
 MISTAKES = {
     "victim peeked, not popped": (3, VictimPeekedNotPopped, {"decode"}),
     "fit counts one block too many": (1, FitRoundsUp, {"fits"}),
@@ -343,4 +353,5 @@ MISTAKES = {
     "retire stops at a running sequence": (2, RetireStopsAtARunningOne, {"retire"}),
     "the victim holds the fewest tokens": (3, VictimHoldsTheFewestTokens, {"decode"}),
     "retire retires one per step": (2, RetireOnePerStep, {"retire"}),
+    "retire from the back stops at a running one": (2, RetireFromTheBackStops, {"retire"}),
 }

@@ -238,20 +238,25 @@ def _retires_when_spaced(d: Difference) -> bool:
 
 
 def _retires_when_first(d: Difference) -> bool:
-    """Your retire, called again on a copy whose finished sequences stand first in running,
-    retires some: it is not a retire that never retires, it stops before reaching them."""
-    try:
-        obj, out = copy.deepcopy((d.subject, d.args[0] if d.args else None))
-        running = list(obj.running)
-        done = [s for s in running if s.is_finished]
-        if not done or len(done) == len(running):
+    """Your retire, called again on copies whose finished sequences stand first in running,
+    then last, retires some: it is not a retire that never retires, it stops before reaching
+    them."""
+    for first in (True, False):
+        try:
+            obj, out = copy.deepcopy((d.subject, d.args[0] if d.args else None))
+            running = list(obj.running)
+            done = [s for s in running if s.is_finished]
+            if not done or len(done) == len(running):
+                return False
+            rest = [s for s in running if not s.is_finished]
+            obj.running = done + rest if first else rest + done
+            with line_budget(LINES_PER_CALL):
+                obj.retire(out)
+            if len(obj.running) < len(running):
+                return True
+        except (Exception, OutOfLines):
             return False
-        obj.running = done + [s for s in running if not s.is_finished]
-        with line_budget(LINES_PER_CALL):
-            obj.retire(out)
-        return len(obj.running) < len(running)
-    except (Exception, OutOfLines):
-        return False
+    return False
 
 
 def _decoded_after_finishing(d: Difference) -> list[Any]:
@@ -376,9 +381,9 @@ def scheduler_reading(d: Difference) -> str | None:
                 if _retires_when_first(d):
                     return (
                         f"yours changed nothing: finished sequence(s) {left} stay running, yet "
-                        "yours retires them once they stand first in running: does your loop "
-                        "stop at the first sequence still running? Walk every running "
-                        f"sequence; {rule}"
+                        "yours retires them once they stand elsewhere in running (all first, "
+                        "or all last): does your loop stop at a sequence still running? Walk "
+                        f"every running sequence; {rule}"
                     )
                 return (
                     f"yours changed nothing: finished sequence(s) {left} stay running, and a "
