@@ -32,6 +32,7 @@ from servelab.testing.policy_models import SIEVEModel
 from servelab.weights.policies import NoVictim
 from unlisted.blocks import RoomCountedInTokens
 from unlisted.policies import SIEVEPopRaisesLookupError
+from unlisted.prefix import ChainNamesShifted
 from unlisted.token_budget import SpentBudgetBelowZero
 
 POLICIES = checkpoint("eviction-policy", 4)
@@ -131,14 +132,23 @@ def test_a_lookup_that_misses_for_want_of_a_hash_is_not_read_as_a_comparison() -
     assert "the hashing is right" not in said and "hash each full block" in said
 
 
+class _OtherNames(checkpoint("prefix-cache", 3)):  # type: ignore[misc]
+    """Names its blocks 5 and 6, whatever their tokens."""
+
+    def _chain(self, tokens: list[int]) -> list[tuple[int, tuple[int, ...]]]:
+        return [(5 + i, (t,)) for i, t in enumerate(tokens)]
+
+
 def test_a_chain_is_read_as_named_by_its_parent_only_when_hashing_proves_it() -> None:
-    bm = checkpoint("prefix-cache", 3)(8, 1)
-    theirs = f"returned {bm._chain([1, 2])!r}"
-    other = "returned [(5, (1,)), (6, (2,))]"
-    d = _d("_chain", ([1, 2],), {}, (other, {}), (theirs, {}), bm)
+    # the reading asks yours again (a long chain is shown cut short): the subject is yours
+    theirs = f"returned {checkpoint('prefix-cache', 3)(8, 1)._chain([1, 2])!r}"
+    other = _OtherNames(8, 1)
+    shown = f"returned {other._chain([1, 2])!r}"
+    d = _d("_chain", ([1, 2],), {}, (shown, {}), (theirs, {}), other)
     assert "the hash before it" not in (prefix_cache_reading(d) or "")
-    parent = [(0, (1,)), (bm._chain([1])[0][0], (2,))]
-    d = _d("_chain", ([1, 2],), {}, (f"returned {parent!r}", {}), (theirs, {}), bm)
+    shifted = ChainNamesShifted(8, 1)
+    shown = f"returned {shifted._chain([1, 2])!r}"
+    d = _d("_chain", ([1, 2],), {}, (shown, {}), (theirs, {}), shifted)
     assert "the hash before it" in (prefix_cache_reading(d) or "")
 
 

@@ -18,6 +18,9 @@ from servelab.grading.readings.difference import (
 )
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
+ROOT = 0
+"""The parent hash the chain starts from, as the notebook's."""
+
 # The difference each reading below was written for (see WrittenFor): a reading is shown only
 # when the first diverging call differs that way and in nothing else.
 CACHE = ("hashed", "cached", "reclaim order")
@@ -113,13 +116,25 @@ def _finds_with(d: Difference, kind: type, tokens: Any) -> int:
 
 def _chain_by_parent(d: Difference) -> str | None:
     """Each block of yours carries the hash its parent's chain ends in: proven when hashing
-    (your hash, the block's tokens) gives the reference's hash of that block, every block."""
-    mine, theirs = _hits(d.returned("mine")), _hits(d.returned("theirs"))
-    if not mine or not theirs or len(mine) != len(theirs):
+    (your hash, the block's tokens) gives the reference's hash of that block, every block.
+    Your chain is asked again (a long one is shown cut short); the reference's is the rule's."""
+    tokens = d.args[0] if d.args else None
+    size = getattr(d.subject, "block_size", 0)
+    if not isinstance(tokens, list | tuple) or not isinstance(size, int) or size < 1:
+        return None
+    outcome, mine = d.probe("_chain", list(tokens))
+    theirs, parent = [], ROOT
+    for i in range(len(tokens) // size):
+        block_tokens = tuple(tokens[i * size : (i + 1) * size])
+        parent = hash((parent, block_tokens))
+        theirs.append((parent, block_tokens))
+    if outcome != "returned" or not isinstance(mine, list) or not mine:
+        return None
+    if len(mine) != len(theirs):
         return None
     try:
         named = all(
-            hash((m[0], tuple(t[1]))) == t[0] and tuple(m[1]) == tuple(t[1])
+            hash((m[0], t[1])) == t[0] and tuple(m[1]) == t[1]
             for m, t in zip(mine, theirs, strict=True)
         )
     except (TypeError, IndexError):
