@@ -81,8 +81,8 @@ UNLISTED = {
     "retire retires one per step": ("retire every finished sequence", "changes under it"),
     "decode walks a slice of running": ("a loop over a copy of running", "reorders"),
     "decode preempts every newer sequence": ("as well as", "preempt again"),
-    "retire stops at a running sequence": ("once they stand elsewhere in running", "never"),
-    "retire from the back stops at a running one": ("stand elsewhere in running", "never"),
+    "retire stops at a running sequence": ("once they stand first in running", "never"),
+    "retire from the back stops at a running one": ("once they stand last in running", "never"),
     "the victim holds the fewest tokens": ("the victim is the newest running", "preempt again"),
 }
 SLIPS = [u for u in unlisted() if u.name in UNLISTED]

@@ -237,26 +237,26 @@ def _retires_when_spaced(d: Difference) -> bool:
         return False
 
 
-def _retires_when_first(d: Difference) -> bool:
-    """Your retire, called again on copies whose finished sequences stand first in running,
-    then last, retires some: it is not a retire that never retires, it stops before reaching
-    them."""
-    for first in (True, False):
+def _retires_when_first(d: Difference) -> str:
+    """Where your retire, called again on copies whose finished sequences stand first in
+    running, then last, retires some ("first", "last"): it is not a retire that never
+    retires, it misses them where they stood; "" when it retires none either way."""
+    for where in ("first", "last"):
         try:
             obj, out = copy.deepcopy((d.subject, d.args[0] if d.args else None))
             running = list(obj.running)
             done = [s for s in running if s.is_finished]
             if not done or len(done) == len(running):
-                return False
+                return ""
             rest = [s for s in running if not s.is_finished]
-            obj.running = done + rest if first else rest + done
+            obj.running = done + rest if where == "first" else rest + done
             with line_budget(LINES_PER_CALL):
                 obj.retire(out)
             if len(obj.running) < len(running):
-                return True
+                return where
         except (Exception, OutOfLines):
-            return False
-    return False
+            return ""
+    return ""
 
 
 def _decoded_after_finishing(d: Difference) -> list[Any]:
@@ -378,12 +378,12 @@ def scheduler_reading(d: Difference) -> str | None:
             rule = "retire frees every finished sequence (bm.free_seq) and drops it from running"
             if not d.changed("mine"):
                 left = [s for s in before if s not in theirs]
-                if _retires_when_first(d):
+                where = _retires_when_first(d)
+                if where:
                     return (
                         f"yours changed nothing: finished sequence(s) {left} stay running, yet "
-                        "yours retires them once they stand elsewhere in running (all first, "
-                        "or all last): does your loop stop at a sequence still running? Walk "
-                        f"every running sequence; {rule}"
+                        f"yours retires them once they stand {where} in running: walk every "
+                        f"running sequence, from the first to the last, and stop at none; {rule}"
                     )
                 return (
                     f"yours changed nothing: finished sequence(s) {left} stay running, and a "
