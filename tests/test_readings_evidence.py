@@ -25,12 +25,14 @@ from servelab.grading.readings.scheduler import scheduler_reading
 from servelab.grading.readings.weight_cache import weight_cache_reading
 from servelab.grading.token_budget import _spent_budget_ends_the_step
 from servelab.grading.topic import ProbeFailed
+from servelab.kv.blocks import OutOfBlocks
 from servelab.testing.core import InvariantViolation
 from servelab.testing.policies import policy_machine
 from servelab.testing.policy_models import SIEVEModel
 from servelab.weights.policies import NoVictim
 from unlisted.blocks import RoomCountedInTokens
 from unlisted.policies import SIEVEPopRaisesLookupError
+from unlisted.prefix import ChainNamesShifted
 from unlisted.token_budget import SpentBudgetBelowZero
 
 POLICIES = checkpoint("eviction-policy", 4)
@@ -139,14 +141,23 @@ def test_a_lookup_that_misses_for_want_of_a_hash_is_not_read_as_a_comparison() -
     assert "the hashing is right" not in said and "hash each full block" in said
 
 
+class _OtherNames(checkpoint("prefix-cache", 3)):  # type: ignore[misc]
+    """Names its blocks 5 and 6, whatever their tokens."""
+
+    def _chain(self, tokens: list[int]) -> list[tuple[int, tuple[int, ...]]]:
+        return [(5 + i, (t,)) for i, t in enumerate(tokens)]
+
+
 def test_a_chain_is_read_as_named_by_its_parent_only_when_hashing_proves_it() -> None:
-    bm = checkpoint("prefix-cache", 3)(8, 1)
-    theirs = f"returned {bm._chain([1, 2])!r}"
-    other = "returned [(5, (1,)), (6, (2,))]"
-    d = _d("_chain", ([1, 2],), {}, (other, {}), (theirs, {}), bm)
+    # the reading asks yours again (a long chain is shown cut short): the subject is yours
+    theirs = f"returned {checkpoint('prefix-cache', 3)(8, 1)._chain([1, 2])!r}"
+    other = _OtherNames(8, 1)
+    shown = f"returned {other._chain([1, 2])!r}"
+    d = _d("_chain", ([1, 2],), {}, (shown, {}), (theirs, {}), other)
     assert "the hash before it" not in (prefix_cache_reading(d) or "")
-    parent = [(0, (1,)), (bm._chain([1])[0][0], (2,))]
-    d = _d("_chain", ([1, 2],), {}, (f"returned {parent!r}", {}), (theirs, {}), bm)
+    shifted = ChainNamesShifted(8, 1)
+    shown = f"returned {shifted._chain([1, 2])!r}"
+    d = _d("_chain", ([1, 2],), {}, (shown, {}), (theirs, {}), shifted)
     assert "the hash before it" in (prefix_cache_reading(d) or "")
 
 
@@ -221,6 +232,17 @@ def test_a_chunk_is_lost_only_when_the_reference_wrote_it_down() -> None:
     assert kv_offload_reading(d) is None
 
 
+class _ExactFitRefused(checkpoint("block-manager", 1)):  # type: ignore[misc]
+    """Compares need >= free: a request that takes the last free block is refused."""
+
+    def allocate(self, seq: int, n_tokens: int) -> None:
+        need = -(-n_tokens // self.block_size)
+        if need and need >= len(self.free):
+            raise OutOfBlocks(f"sequence {seq} needs {need} blocks")
+        self.tables[seq] = [self._alloc() for _ in range(need)]
+        self.lens[seq] = n_tokens
+
+
 def test_a_refused_fit_blames_an_earlier_call_only_when_yours_counts_fewer_free() -> None:
     report, _ = failing_report("block-manager", RoomCountedInTokens, 1)
     assert "yours counts 1 free too" in report.text
@@ -228,7 +250,7 @@ def test_a_refused_fit_blames_an_earlier_call_only_when_yours_counts_fewer_free(
     before = {"tables": {}, "num_free": 2}
     refused = ("raised OutOfBlocks", before)
     took = ("returned None", {"tables": {0: [0, 1]}, "num_free": 0})
-    bm = checkpoint("block-manager", 1)(2, 2)
+    bm = _ExactFitRefused(2, 2)  # the reading asks yours again: it refuses every exact fit
     exact = _d("allocate", (0, 4), before, refused, took, subject=bm)
     assert "exactly 2 free" in (block_manager_reading(exact) or "")
     assert "ceil" not in (block_manager_reading(exact) or "")
@@ -248,7 +270,7 @@ def test_the_block_count_reading_needs_a_table_of_another_size() -> None:
 def test_preempt_again_is_read_only_when_yours_took_fewer_victims() -> None:
     before = {"running": [(0, 3), (1, 3), (2, 3)], "waiting": []}
     one = {"running": [(0, 3), (1, 3)], "waiting": [(2, 3)], "out.preempted": [2]}
-    two = {"running": [(0, 3)], "waiting": [(1, 3), (2, 3)], "out.preempted": [1, 2]}
+    two = {"running": [(0, 3)], "waiting": [(1, 3), (2, 3)], "out.preempted": [2, 1]}
     d = _d("decode", (None,), before, ("returned None", one), ("returned None", two))
     assert "preempt again" in (scheduler_reading(d) or "")
     kept = {"running": [(0, 3), (1, 3), (2, 3)], "waiting": [(2, 3)], "out.preempted": [2]}

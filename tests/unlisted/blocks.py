@@ -286,6 +286,57 @@ class ZeroTokensSkipTheIdCheck(Final):
         Forking.allocate(self, seq, n_tokens)
 
 
+class LengthBeforeTheIdCheck(Final):
+    """Records the length before the SequenceExists check: a refused allocate of a live
+    sequence overwrites its length (it takes no block)."""
+
+    def allocate(self, seq, n_tokens):
+        self.lens[seq] = n_tokens
+        self._new(seq)
+        if not isinstance(n_tokens, int) or n_tokens < 0:
+            raise InvalidLength(f"bad length {n_tokens!r}")
+        need = -(-n_tokens // self.block_size)
+        if need > len(self.free):
+            del self.lens[seq]
+            raise OutOfBlocks(f"sequence {seq} needs {need} blocks")
+        self.tables[seq] = [self._alloc() for _ in range(need)]
+
+
+class BlocksBeforeTheIdCheck(Final):
+    """Checks the room first, takes the blocks, and only then checks SequenceExists: a refused
+    allocate of a live sequence keeps the blocks it took."""
+
+    def allocate(self, seq, n_tokens):
+        if not isinstance(n_tokens, int) or n_tokens < 0:
+            raise InvalidLength(f"bad length {n_tokens!r}")
+        need = -(-n_tokens // self.block_size)
+        if need > len(self.free):
+            raise OutOfBlocks(f"sequence {seq} needs {need} blocks")
+        table = [self._alloc() for _ in range(need)]
+        self._new(seq)
+        self.tables[seq] = table
+        self.lens[seq] = n_tokens
+
+
+class FreeSeqSkipsTheLast(Allocating):
+    """Releases `reversed(table[:-1])`: the last block of every freed sequence stays held."""
+
+    def free_seq(self, seq):
+        table = self.tables.pop(seq)
+        del self.lens[seq]
+        for block in reversed(table[:-1]):
+            self._release(block)
+
+
+class ForkGivesTheChildABlock(Forking):
+    """Shares the parent's blocks and counts them, then gives the child a fresh block of its
+    own for its next token."""
+
+    def fork(self, parent, child):
+        super().fork(parent, child)
+        self.tables[child].append(self._alloc())
+
+
 MISTAKES = {
     "room counted in tokens": (1, RoomCountedInTokens, {"allocate"}),
     "refcounts raised before the fork check": (4, ForkCountsBeforeCheck, {"fork"}),
@@ -308,4 +359,8 @@ MISTAKES = {
     "copy names itself the source": (3, CopyNamesItselfTheSource, {"append_slot"}),
     "copy left out of the table": (3, CopyLeftOutOfTheTable, {"append_slot"}),
     "zero tokens skip the id check": (4, ZeroTokensSkipTheIdCheck, {"allocate"}),
+    "length recorded before the id check": (4, LengthBeforeTheIdCheck, {"allocate"}),
+    "blocks taken before the id check": (4, BlocksBeforeTheIdCheck, {"allocate"}),
+    "free_seq skips the last block": (1, FreeSeqSkipsTheLast, {"free_seq"}),
+    "fork gives the child a block": (3, ForkGivesTheChildABlock, {"fork"}),
 }

@@ -252,6 +252,56 @@ class RoomSharedAmongHits(Final):
         return self.num_free // (1 + len(hits))
 
 
+class RoomForTheWholePrompt(Sharing):
+    """Checks the room for every block of the prompt, hits included, before taking the hits
+    off: refuses a prompt that fits thanks to its hits."""
+
+    def allocate(self, seq, token_ids):
+        if seq in self.tables:
+            raise SequenceExists(f"sequence {seq} exists")
+        tokens = list(token_ids)
+        hits = self._lookup(tokens)
+        total = -(-len(tokens) // self.block_size)
+        if total > self._room(hits):
+            raise OutOfBlocks(f"sequence {seq} needs {total} blocks")
+        for block in hits:
+            self._claim(block)
+        table, chain = list(hits), self._chain(tokens)
+        for i in range(len(hits), total):
+            block = self._alloc()
+            table.append(block)
+            if i < len(chain):
+                self._register(block, *chain[i])
+        self.tables[seq] = table
+        self.seq_tokens[seq] = tokens
+        return len(hits) * self.block_size
+
+
+class HitsClaimedByTheirCount(Final):
+    """Claims each hit by raising its refcount itself, not through `_claim`: an evictable hit
+    stays on the evictable list, where a new block can reclaim it."""
+
+    def allocate(self, seq, token_ids):
+        if seq in self.tables:
+            raise SequenceExists(f"sequence {seq} exists")
+        tokens = list(token_ids)
+        hits = self._lookup(tokens)
+        need = -(-len(tokens) // self.block_size) - len(hits)
+        if need > self._room(hits):
+            raise OutOfBlocks(f"sequence {seq} needs {need} new blocks")
+        for block in hits:
+            self.ref[block] += 1
+        table, chain = list(hits), self._chain(tokens)
+        for i in range(len(hits), len(hits) + need):
+            block = self._alloc()
+            table.append(block)
+            if i < len(chain):
+                self._register(block, *chain[i])
+        self.tables[seq] = table
+        self.seq_tokens[seq] = tokens
+        return len(hits) * self.block_size
+
+
 MISTAKES = {
     "release parks a held block": (3, ReleaseParksAHeldBlock, {"_release"}),
     "evictable hits revived last": (3, EvictableHitsRevivedLast, {"allocate"}),
@@ -271,4 +321,6 @@ MISTAKES = {
     "chain slices one token short": (1, ChainSlicesOneShort, {"_chain"}),
     "room keeps one block spare": (3, RoomKeepsOneSpare, {"_room"}),
     "room shared among the hits": (3, RoomSharedAmongHits, {"_room"}),
+    "room asked for the whole prompt": (2, RoomForTheWholePrompt, {"allocate"}),
+    "hits claimed by their count": (3, HitsClaimedByTheirCount, {"allocate"}),
 }

@@ -6,6 +6,7 @@ from servelab.kv.scheduler import Decode, Prefill, RequestTooLarge, StepOutput
 
 TOPIC = "scheduler"
 Admitting = checkpoint(TOPIC, 1)
+Decoding = checkpoint(TOPIC, 2)
 Final = checkpoint(TOPIC, 3)
 
 
@@ -255,6 +256,80 @@ class AdmitReservesTheFuture(Admitting):
             out.prefills.append(Prefill(seq, seq.num_tokens))
 
 
+class VictimHoldsTheMostTokens(Final):
+    """Preempts the running sequence with the most tokens (the newest of equals), not the
+    newest: one victim may free what the newest and another would."""
+
+    def decode(self, out):
+        i = 0
+        while i < len(self.running):
+            seq = self.running[i]
+            try:
+                slot = self.bm.append_slot(seq.seq_id)
+            except OutOfBlocks:
+                victim = max(reversed(self.running), key=lambda s: s.num_tokens)
+                self.running.remove(victim)
+                self.preempt(victim, out)
+                continue
+            out.decodes.append(Decode(seq, slot))
+            i += 1
+
+
+class RetireStopsAtARunningOne(Decoding):
+    """Retires from the front of running and stops at the first sequence still running: a
+    finished sequence behind it stays."""
+
+    def retire(self, out):
+        while self.running and self.running[0].is_finished:
+            seq = self.running.pop(0)
+            self.bm.free_seq(seq.seq_id)
+            out.finished.append(seq)
+
+
+class VictimHoldsTheFewestTokens(Final):
+    """Preempts the running sequence with the fewest tokens (the newest of equals), not the
+    newest: mostly the same one, since the newest has generated least."""
+
+    def decode(self, out):
+        i = 0
+        while i < len(self.running):
+            seq = self.running[i]
+            try:
+                slot = self.bm.append_slot(seq.seq_id)
+            except OutOfBlocks:
+                victim = min(reversed(self.running), key=lambda s: s.num_tokens)
+                j = self.running.index(victim)
+                self.running.remove(victim)
+                self.preempt(victim, out)
+                if j < i:
+                    i -= 1
+                continue
+            out.decodes.append(Decode(seq, slot))
+            i += 1
+
+
+class RetireOnePerStep(Decoding):
+    """Retires the first finished sequence it finds, then stops: one retired per step."""
+
+    def retire(self, out):
+        for seq in self.running:
+            if seq.is_finished:
+                self.bm.free_seq(seq.seq_id)
+                out.finished.append(seq)
+                self.running = [s for s in self.running if s is not seq]
+                break
+
+
+class RetireFromTheBackStops(Decoding):
+    """Retires from the newest end of running and stops at the first sequence still running."""
+
+    def retire(self, out):
+        while self.running and self.running[-1].is_finished:
+            seq = self.running.pop()
+            self.bm.free_seq(seq.seq_id)
+            out.finished.append(seq)
+
+
 MISTAKES = {
     "victim peeked, not popped": (3, VictimPeekedNotPopped, {"decode"}),
     "fit counts one block too many": (1, FitRoundsUp, {"fits"}),
@@ -274,4 +349,9 @@ MISTAKES = {
     "admit puts newcomers first": (1, AdmitNewestFirst, {"admit"}),
     "decode restarts after preempting": (3, DecodeRestartsAfterPreempting, {"decode"}),
     "admit reserves the future": (1, AdmitReservesTheFuture, {"admit"}),
+    "the victim holds the most tokens": (3, VictimHoldsTheMostTokens, {"decode"}),
+    "retire stops at a running sequence": (2, RetireStopsAtARunningOne, {"retire"}),
+    "the victim holds the fewest tokens": (3, VictimHoldsTheFewestTokens, {"decode"}),
+    "retire retires one per step": (2, RetireOnePerStep, {"retire"}),
+    "retire from the back stops at a running one": (2, RetireFromTheBackStops, {"retire"}),
 }

@@ -296,10 +296,10 @@ def _lookup_stops_at_a_miss(impl: Any) -> None:
 
 def _decode_fills_cache(impl: Any) -> None:
     s = _script(impl, f"bm = {NAME}(8, 2)")
-    s("bm.allocate(0, [1, 2, 3])")
-    s("bm.append_slot(0, 4)")
-    got = s("bm.allocate(1, [1, 2, 3, 4, 5])")
-    s.check(got == 4, f"block [3, 4] became full by append_slot and should be cached: got {got}")
+    s("bm.allocate(0, [1, 2, 3, 4, 5])")  # its third block is named after the second
+    s("bm.append_slot(0, 6)")
+    got = s("bm.allocate(1, [1, 2, 3, 4, 5, 6, 7])")
+    s.check(got == 6, f"block [5, 6] became full by append_slot and should be cached: got {got}")
     _invariants(s)
 
 

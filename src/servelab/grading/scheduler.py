@@ -321,6 +321,19 @@ def _frees_finished(impl: Any) -> None:
     s.expect(s.bm.num_free, 6, "free blocks (8 minus sequence 1's 2)")
 
 
+def _frees_finished_anywhere(impl: Any) -> None:
+    """The newer sequence finishes first: a retire that stops at the first sequence still
+    running, or walks only the oldest, leaves it running."""
+    s = SchedulerScript(impl, num_blocks=8, block_size=4, watermark=0)
+    s.add(0, 4, 6)
+    s.add(1, 4, 2)
+    s.step()  # prefill: 1 generated each
+    s.step()  # decode: sequence 1 reaches its 2 tokens, sequence 0 runs on
+    out = s.step()
+    s.expect(_ids(out.finished), [1], "finished (sequence 1, behind sequence 0, still running)")
+    s.expect(s.running(), [0], "running after sequence 1 finished")
+
+
 # --- step 3: preemption --------------------------------------------------------------------
 
 
@@ -340,6 +353,23 @@ def _preempts_newest(impl: Any) -> None:
         _ids(out.preempted),
         [1],
         "preempted (sequence 0's append_slot found no free block; the newest running is 1)",
+    )
+    s.expect(_ids(out.decodes), [0], "decoded")
+
+
+def _preempts_newest_however_long(impl: Any) -> None:
+    """The newest running sequence holds more tokens than the one whose append fails: a victim
+    chosen by its length (the fewest tokens, the asker itself here) is not the newest."""
+    s = SchedulerScript(impl, num_blocks=3, block_size=2, watermark=0)
+    s.add(0, 2, 3)
+    s.add(1, 3, 3)
+    s.step()
+    out = s.step()
+    s.expect(
+        _ids(out.preempted),
+        [1],
+        "preempted (sequence 0's append_slot found no free block; the newest running is 1, "
+        "though it holds more tokens)",
     )
     s.expect(_ids(out.decodes), [0], "decoded")
 
@@ -512,6 +542,11 @@ TOPIC = Topic(
                     _decode_oldest_first,
                 ),
                 _probe("finished sequences are freed", "finished-freed", _frees_finished),
+                _probe(
+                    "a finished sequence retires wherever it stands in running",
+                    "finished-freed",
+                    _frees_finished_anywhere,
+                ),
             ],
             machine=_machine(
                 2,
@@ -536,6 +571,11 @@ TOPIC = Topic(
             probes=[
                 _probe(
                     "the newest running sequence is the victim", "victim-newest", _preempts_newest
+                ),
+                _probe(
+                    "the newest is the victim, however many tokens it holds",
+                    "victim-newest",
+                    _preempts_newest_however_long,
                 ),
                 _probe(
                     "the victim goes back to the front of waiting",

@@ -207,7 +207,8 @@ def _slot_reading(d: Difference) -> str | None:
             "out? The slot, and whether a block boundary is crossed, come from the length "
             "before the token"
         )
-    if length % size == 0 and at == length - size:
+    last = (d.before.get("tables", {}).get(seq) or [None])[-1]
+    if length % size == 0 and at == length - size and block == last:
         return (
             f"yours gave the token offset {offset} of block {block}, the full block before the "
             f"new one: position {length} starts a block, so on the boundary the token goes to "
@@ -241,12 +242,89 @@ def _refused_fit(d: Difference) -> str | None:
     if need > free:
         return None
     asked = f"yours refused {_many(n, 'token')}, which need {_many(need, 'block')}"
-    if need == free:
+    if need == free and _refuses_exact_fits(d, free, size):
         return (
             f"{asked}, with exactly {free} free: a request fits when it needs no more than the "
             "free blocks (need <= free): an exact fit is no shortage"
         )
+    if need == free:
+        return (
+            f"{asked}, with exactly {free} free, so it fits: count ceil(n / block_size) "
+            "blocks and refuse only when that is more than are free"
+        )
     return f"{asked}, with {free} free: refuse only when it needs more blocks than are free"
+
+
+def _short_of_blocks(d: Difference) -> bool:
+    """Both raised OutOfBlocks: a reading of what a failed call took or recorded before it
+    found no room is about that shortage; another error (SequenceExists, InvalidLength) is
+    raised by a check that no free block enters."""
+    return d.error("mine") == d.error("theirs") == "OutOfBlocks"
+
+
+def _counted(d: Difference) -> bool:
+    """Yours left the sequence's length one above the length before the call: the token
+    counted, though no slot was found for it."""
+    seq = d.args[0] if d.args else None
+    before, mine = d.before.get("lengths", {}).get(seq), d.mine.get("lengths", {}).get(seq)
+    return isinstance(before, int) and mine == before + 1
+
+
+def _released_shared(d: Difference) -> bool:
+    """The failed append was a copy-on-write (the last block shared, the length inside it),
+    and yours dropped that block's refcount: released before the copy was in hand."""
+    seq = d.args[0] if d.args else None
+    table, length = d.before.get("tables", {}).get(seq), d.before.get("lengths", {}).get(seq)
+    size = getattr(d.subject, "block_size", 0)
+    if not (isinstance(table, list) and table and isinstance(length, int)):
+        return False
+    if not isinstance(size, int) or size < 1 or length % size == 0:
+        return False
+    shared = table[-1]
+    held = d.before.get("refcounts", {}).get(shared)
+    now = d.mine.get("refcounts", {}).get(shared, 0)
+    return isinstance(held, int) and held > 1 and now < held
+
+
+def _failed_check(d: Difference) -> str | None:
+    """A call that raised another error than OutOfBlocks, as the reference does, after
+    changing fields: the check that raises it comes after what it changed."""
+    error = d.error("theirs")
+    if d.error("mine") != error or not error:
+        return failed_call(d)
+    fields = ", ".join(sorted(d.differ))
+    return (
+        f"yours raised {error}, as the reference does, but changed {fields} first: a call "
+        f"that raises changes nothing, so make the check that raises {error} before the "
+        "lines that record or take anything"
+    )
+
+
+def _fork_took(d: Difference) -> str:
+    """A fork that took blocks: copies of the parent's (a child table of new blocks, as many),
+    said only where the tables show it."""
+    parent, child = (d.args[0], d.args[1]) if len(d.args) > 1 else (None, None)
+    table = d.before.get("tables", {}).get(parent)
+    got = d.mine.get("tables", {}).get(child)
+    taken = _blocks_taken(d, d.mine)
+    copies = isinstance(table, list) and isinstance(got, list) and bool(table)
+    if copies and len(got) == len(table) == taken and not set(got) & set(table):
+        return "yours copied the blocks instead of sharing them: fork shares the parent's blocks"
+    return (
+        f"yours took {_many(taken, 'block')} in fork: the child shares the parent's blocks "
+        "(one more reference each) and takes none until it writes"
+    )
+
+
+def _refuses_exact_fits(d: Difference, free: int, size: int) -> bool:
+    """Your allocate, asked again from the state before the call, refuses both a request
+    that fills the last free block and one that just enters it, and takes one needing a block
+    less: the comparison refuses an exact fit (a count one block high refuses only the first)."""
+    seq = d.args[0]
+    exact = {free * size, max(0, (free - 1) * size + 1)}
+    if any(d.probe("allocate", seq, n)[0] != "raised" for n in exact):
+        return False
+    return free == 0 or d.probe("allocate", seq, (free - 1) * size)[0] == "returned"
 
 
 def _count(value: Any) -> bool:
@@ -263,14 +341,16 @@ def block_manager_reading(d: Difference) -> str | None:
         return None
     m, differ = d.method, d.differ
     failed = d.i_raised and d.they_raised
+    if failed and differ and not _short_of_blocks(d):
+        return _failed_check(d)
     if failed and differ:
-        if m == "append_slot" and "lengths" in differ and "tables" not in differ:
+        if m == "append_slot" and differ == {"lengths"} and _counted(d):
             return FAILED_LENGTH.show(
                 d,
                 "yours raised the length before allocating: a failed append_slot changes "
                 "nothing, so raise the length only once the block is in hand",
             )
-        if m == "append_slot":
+        if m == "append_slot" and _released_shared(d):
             return FAILED_RELEASE.show(
                 d,
                 "a failed append_slot changes nothing: allocate the copy before releasing the "
@@ -314,7 +394,9 @@ def block_manager_reading(d: Difference) -> str | None:
     slot = _slot_reading(d) if m == "append_slot" else None
     if slot:
         return slot
-    if m == "append_slot" and _blocks_taken(d, d.mine) > _blocks_taken(d, d.theirs) == 0:
+    copied = "cow_src=None" not in (d.returned("mine") or "cow_src=None")
+    took = _blocks_taken(d, d.mine) > _blocks_taken(d, d.theirs) == 0
+    if m == "append_slot" and took and not copied:
         return TOOK_MORE.show(
             d,
             "append_slot takes a new block only on the boundary (when len % block_size == 0); "
@@ -334,9 +416,7 @@ def block_manager_reading(d: Difference) -> str | None:
             )
         return CHILD_LENGTH.show(d, f"the child starts with the parent's length: {want}, not {got}")
     if m == "fork" and _blocks_taken(d, d.mine) > 0:
-        return TOOK_MORE.show(
-            d, "yours copied the blocks instead of sharing them: fork shares the parent's blocks"
-        )
+        return TOOK_MORE.show(d, _fork_took(d))
     if m == "fork" and "refcounts" in differ:
         return SHARED_UNCOUNTED.show(
             d, "fork shares each block: raise its refcount by one for the child's table"
@@ -356,9 +436,53 @@ def block_manager_reading(d: Difference) -> str | None:
             "its refcount reaches 0"
         )
     if m in ("free_seq", "_release") and differ & {"refcounts", "num_free"}:
-        return RELEASED.show(
-            d,
-            "release one reference per table entry: a block goes back to the free list when its "
-            "refcount reaches 0, and only then (do not ignore the refcount)",
-        )
+        return RELEASED.show(d, _released(d))
     return None
+
+
+def _released(d: Difference) -> str:
+    """What yours released, read off the refcounts and the free list: an entry left held, a
+    reference dropped twice, or a block freed while still held; each said only where seen."""
+    rule = "release one reference per table entry"
+    seq = d.args[0] if d.args else None
+    table = d.before.get("tables", {}).get(seq) if d.method == "free_seq" else [seq]
+    refs_before, refs = d.before.get("refcounts"), d.mine.get("refcounts")
+    free_before, free = d.before.get("free"), d.mine.get("free")
+    if not (isinstance(table, list) and isinstance(refs_before, Mapping)):
+        return f"{rule}: a block goes back to the free list when its refcount reaches 0"
+    if not (isinstance(refs, Mapping) and isinstance(free, list) and isinstance(free_before, list)):
+        return f"{rule}: a block goes back to the free list when its refcount reaches 0"
+    lost = {b: refs_before.get(b, 0) - refs.get(b, 0) for b in table}
+    fewer = [b for b in dict.fromkeys(table) if lost[b] < table.count(b)]
+    more = [b for b in dict.fromkeys(table) if lost[b] > table.count(b)]
+    held = [b for b in free if b not in free_before and refs.get(b, 0) > 0]
+    whose = f"sequence {seq}'s table" if d.method == "free_seq" else "the call"
+    # freed though another table holds it: more holders before the call than this one drops
+    others = [b for b in free if b not in free_before and refs_before.get(b, 0) > table.count(b)]
+    if others:
+        b = others[0]
+        return (
+            f"yours put block {b} on the free list though another table still holds it "
+            f"(refcount {refs_before.get(b)} before the call, {table.count(b)} of them "
+            f"from {whose}): a block goes back to the free list when its refcount reaches 0, and "
+            "only then (do not ignore the refcount)"
+        )
+    if fewer and not more and not held:
+        b = fewer[0]
+        return (
+            f"yours left block {b} at refcount {refs.get(b, 0)}: it lost {lost[b]} of the "
+            f"{table.count(b)} reference(s) {whose} holds; {rule}, every entry"
+        )
+    if more and not fewer and not held:
+        b = more[0]
+        return (
+            f"yours dropped block {b}'s refcount by {lost[b]} where {whose} holds it "
+            f"{table.count(b)} time(s): {rule}, once"
+        )
+    if held and not fewer and not more:
+        b = held[0]
+        return (
+            f"yours put block {b} on the free list at refcount {refs.get(b, 0)}: a block goes "
+            "back to the free list when its refcount reaches 0, and only then"
+        )
+    return f"{rule}: a block goes back to the free list when its refcount reaches 0"

@@ -9,6 +9,7 @@ from typing import Any
 from servelab.grading.readings.block_manager import block_manager_reading
 from servelab.grading.readings.difference import (
     BOTH_RAISED,
+    MINE_RAISED,
     SAME,
     VALUE,
     Difference,
@@ -16,6 +17,9 @@ from servelab.grading.readings.difference import (
     call,
 )
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
+
+ROOT = 0
+"""The parent hash the chain starts from, as the notebook's."""
 
 # The difference each reading below was written for (see WrittenFor): a reading is shown only
 # when the first diverging call differs that way and in nothing else.
@@ -39,6 +43,8 @@ OTHER_BLOCK = WrittenFor(
     (VALUE,), ("refcounts", "free", "num_free", "hashed", "cached", "reclaim order")
 )
 """Another block handed out, and what taking it changed."""
+REFUSED = WrittenFor((MINE_RAISED,), ("tables", "lengths", "refcounts", "free", "num_free", *CACHE))
+"""Yours refused a prompt the reference takes, and what taking it changed."""
 
 
 def _hits(shown: str | None) -> list[Any] | None:
@@ -110,13 +116,25 @@ def _finds_with(d: Difference, kind: type, tokens: Any) -> int:
 
 def _chain_by_parent(d: Difference) -> str | None:
     """Each block of yours carries the hash its parent's chain ends in: proven when hashing
-    (your hash, the block's tokens) gives the reference's hash of that block, every block."""
-    mine, theirs = _hits(d.returned("mine")), _hits(d.returned("theirs"))
-    if not mine or not theirs or len(mine) != len(theirs):
+    (your hash, the block's tokens) gives the reference's hash of that block, every block.
+    Your chain is asked again (a long one is shown cut short); the reference's is the rule's."""
+    tokens = d.args[0] if d.args else None
+    size = getattr(d.subject, "block_size", 0)
+    if not isinstance(tokens, list | tuple) or not isinstance(size, int) or size < 1:
+        return None
+    outcome, mine = d.probe("_chain", list(tokens))
+    theirs, parent = [], ROOT
+    for i in range(len(tokens) // size):
+        block_tokens = tuple(tokens[i * size : (i + 1) * size])
+        parent = hash((parent, block_tokens))
+        theirs.append((parent, block_tokens))
+    if outcome != "returned" or not isinstance(mine, list) or not mine:
+        return None
+    if len(mine) != len(theirs):
         return None
     try:
         named = all(
-            hash((m[0], tuple(t[1]))) == t[0] and tuple(m[1]) == tuple(t[1])
+            hash((m[0], t[1])) == t[0] and tuple(m[1]) == t[1]
             for m, t in zip(mine, theirs, strict=True)
         )
     except (TypeError, IndexError):
@@ -176,10 +194,19 @@ def _hit_taken_again(d: Difference) -> str | None:
     twice = [b for b in dict.fromkeys(mine) if mine.count(b) > 1 and b in evictable]
     if not twice:
         return None
+    block = twice[0]
+    said = f"yours put block {block} in the table of sequence {seq} twice ({mine}): it was"
+    said += " evictable"
+    # taken as a new block (refcount 1), then claimed (one up): held once per entry; a claim
+    # that left it on the evictable list, reclaimed after, holds it at 1
+    if d.mine.get("refcounts", {}).get(block) == mine.count(block):
+        return (
+            f"{said}, shared as a hit and reclaimed as a new block by the same call. Claim the "
+            "hits (off the evictable list, refcount up) before taking new blocks"
+        )
     return (
-        f"yours put block {twice[0]} in the table of sequence {seq} twice ({mine}): it was "
-        "evictable, shared as a hit and reclaimed as a new block by the same call. Claim the "
-        "hits (off the evictable list, refcount up) before taking new blocks"
+        f"{said} and, a hit, was reclaimed as a new block by the same call: claiming a hit "
+        "takes it off the evictable list (refcount up), so no new block can reclaim it"
     )
 
 
@@ -256,7 +283,8 @@ def prefix_cache_reading(d: Difference) -> str | None:
         found = _chain_by_parent(d) or _chain_slices(d)
         if found:
             return found
-    if m == "allocate" and d.i_raised and d.they_raised and differ:
+    short = d.error("mine") == d.error("theirs") == "OutOfBlocks"
+    if m == "allocate" and d.i_raised and d.they_raised and differ and short:
         return FAILED.show(
             d,
             "a failed allocate changes nothing: check that the request fits before claiming "
@@ -312,9 +340,43 @@ def prefix_cache_reading(d: Difference) -> str | None:
         )
     if m == "_lookup" and not d.same_outcome:
         return LOOKED_UP.show(d, _lookup_reading(d))
+    if m == "allocate" and d.error("mine") == "OutOfBlocks" and not d.they_raised:
+        return REFUSED.show(d, _refused_reading(d))
     if m == "_alloc" and differ:
         return _alloc_reading(d)
     return block_manager_reading(d)
+
+
+def _refused_reading(d: Difference) -> str | None:
+    """A prompt yours refused that fits: its hits, the new blocks it needs beside them and the
+    room there is, each read off the reference's table and the state before the call."""
+    seq, tokens = (d.args[0], d.args[1]) if len(d.args) > 1 else (None, None)
+    table = d.theirs.get("tables", {}).get(seq)
+    size, shown = getattr(d.subject, "block_size", 0), d.returned("theirs") or ""
+    free, evictable = d.before.get("num_free"), d.before.get("reclaim order")
+    if not (isinstance(tokens, list | tuple) and isinstance(table, list) and shown.isdigit()):
+        return None
+    if not (isinstance(size, int) and size > 0 and type(free) is int):
+        return None
+    hits = table[: int(shown) // size]
+    claimed = [b for b in hits if isinstance(evictable, list) and b in evictable]
+    need, room = -(-len(tokens) // size) - len(hits), free - len(claimed)
+    if not hits or need > room:
+        return None
+    one = len(hits) == 1
+    are = f"{len(hits)} of its {len(table)} blocks {'is a hit' if one else 'are hits'} ({hits}"
+    if claimed:
+        are += f", {len(claimed)} of them evictable, claimed by it"
+    return (
+        f"yours refused sequence {seq}, which fits: {are}) and "
+        f"{'takes' if one else 'take'} no new block, so it needs {_plural(need, 'new block')} "
+        f"and {room} can be taken: refuse only when the new blocks beside the hits are more "
+        "than the room"
+    )
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _room_probe(d: Difference, hits: list[Any]) -> int | None:
@@ -361,6 +423,20 @@ def _room_reading(d: Difference) -> str | None:
     return None
 
 
+def _cap_short(d: Difference, theirs: str) -> bool:
+    """Your ``_lookup``, asked again with one more block of tokens after the prompt, finds the
+    reference's hits: its cap, one block further on, was what stopped it (a lookup that stops
+    for another reason stops there again)."""
+    tokens = d.args[0] if d.args else None
+    size = getattr(d.subject, "block_size", 0)
+    if not isinstance(tokens, list | tuple) or not isinstance(size, int) or size < 1:
+        return False
+    longer = [*tokens, *[-1] * size]  # a block that is never cached
+    outcome, found = d.probe("_lookup", longer)
+    want = _hits(theirs)
+    return outcome == "returned" and want is not None and _hits(repr(found)) == want
+
+
 def _lookup_reading(d: Difference) -> str | None:
     """``_lookup`` found other hits than the reference's: too many, one short, or fewer."""
     mine, theirs = d.returned("mine") or "", d.returned("theirs") or ""
@@ -378,12 +454,13 @@ def _lookup_reading(d: Difference) -> str | None:
             "full block whose chained hash maps to a block verified to hold the same "
             "tokens; the lookup stops at the first miss; a reused block's stale hash is gone"
         )
-    if theirs.startswith(mine.rstrip("]")) and hits + 1 == theirs.count(",") + 1 and size:
+    if _cap_short(d, theirs) and hits + 1 == theirs.count(",") + 1 and size:
         cap = (len(tokens) - 1) // size
         return (
             f"yours stopped one block short ({mine}, not {theirs}): a lookup of "
             f"{len(tokens)} tokens may match up to (n - 1) // block_size = {cap} full "
-            "blocks (only the last token must be computed); is your cap one block short?"
+            "blocks (only the last token must be computed); given one more block of tokens, "
+            "yours finds them all: your cap is one block short"
         )
     found = _lookup_found_it(d)
     if found:

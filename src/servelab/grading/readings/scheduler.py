@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from servelab.grading.readings.difference import (
@@ -12,6 +13,8 @@ from servelab.grading.readings.difference import (
     call,
     written_for,
 )
+from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
+from servelab.kv.scheduler import Sequence
 
 _BLOCKS = ("tables", "lengths", "refcounts", "free", "num_free")
 # what each reading explains; a direction or a value it needs is checked where it is read
@@ -132,14 +135,18 @@ def _scheduler_decode(d: Difference) -> str | None:
             "victim leaves running when it is preempted, or the loop decodes it after its "
             "blocks are gone"
         )
-    fewer = len(_victims(d.mine)) < len(_victims(d.theirs))
+    # yours took the reference's first victims, in its order, and stopped: proven by the
+    # victims themselves (a wrong victim that frees more blocks also ends with fewer)
+    mine_v, theirs_v = _victims(d.mine), _victims(d.theirs)
+    fewer = bool(mine_v) and len(mine_v) < len(theirs_v) and theirs_v[: len(mine_v)] == mine_v
     if len(gone_mine) < len(gone_theirs) and fewer:
         return (
             "when a retry after a preemption still finds no block, preempt again: a step can "
             "take several victims"
         )
     extra = [s for s in gone_mine if s not in gone_theirs]
-    if gone_theirs and extra and set(gone_theirs) <= set(gone_mine) and VICTIM.fits(d):
+    first = mine_v[: len(theirs_v)] == theirs_v  # the reference's victims, first, in its order
+    if gone_theirs and extra and set(gone_theirs) <= set(gone_mine) and first and VICTIM.fits(d):
         return (
             f"yours preempted {extra} as well as {gone_theirs}: preempt one victim at a time, "
             "the newest running sequence, and retry the append after each; stop as soon as it "
@@ -194,6 +201,62 @@ def _leaves_the_watermark(d: Difference) -> bool:
         return False
     n, size, watermark, free = values
     return bool(size > 0 and free + (-n // size) == watermark)  # free - ceil(n / size)
+
+
+def _skipped_after_removal(before: list[Any], kept: list[Any], left: list[Any]) -> bool:
+    """Every finished sequence yours left running comes right after one yours dropped: what a
+    loop that removes from the list it walks skips (the next one slides into the place)."""
+    dropped = [s for s in before if s not in kept]
+    at = {s: i for i, s in enumerate(before)}
+    return bool(dropped) and all(
+        s in at and at[s] > 0 and before[at[s] - 1] in dropped for s in left
+    )
+
+
+def _retires_when_spaced(d: Difference) -> bool:
+    """Your retire, called again on a copy where a sequence still running (one made for the
+    probe) stands after each finished one, retires every finished one: what it missed was the
+    one right after a removal, not a finished sequence as such (one retired per step misses
+    the second here too)."""
+    try:
+        obj, out = copy.deepcopy((d.subject, d.args[0] if d.args else None))
+        done = [s for s in obj.running if s.is_finished]
+        ids = [s.seq_id for s in (*obj.running, *obj.waiting)]
+        if not done or not all(isinstance(i, int) for i in ids):
+            return False
+        fresh = max(ids) + 1
+        obj.running = [
+            x
+            for i, s in enumerate(done)
+            for x in (s, Sequence.dummy(fresh + i, prompt_len=1, max_new_tokens=1))
+        ]
+        with line_budget(LINES_PER_CALL):
+            obj.retire(out)
+        return not any(s.is_finished for s in obj.running)
+    except (Exception, OutOfLines):
+        return False
+
+
+def _retires_when_first(d: Difference) -> str:
+    """Where your retire, called again on copies whose finished sequences stand first in
+    running, then last, retires some ("first", "last"): it is not a retire that never
+    retires, it misses them where they stood; "" when it retires none either way."""
+    for where in ("first", "last"):
+        try:
+            obj, out = copy.deepcopy((d.subject, d.args[0] if d.args else None))
+            running = list(obj.running)
+            done = [s for s in running if s.is_finished]
+            if not done or len(done) == len(running):
+                return ""
+            rest = [s for s in running if not s.is_finished]
+            obj.running = done + rest if where == "first" else rest + done
+            with line_budget(LINES_PER_CALL):
+                obj.retire(out)
+            if len(obj.running) < len(running):
+                return where
+        except (Exception, OutOfLines):
+            return ""
+    return ""
 
 
 def _decoded_after_finishing(d: Difference) -> list[Any]:
@@ -315,6 +378,13 @@ def scheduler_reading(d: Difference) -> str | None:
             rule = "retire frees every finished sequence (bm.free_seq) and drops it from running"
             if not d.changed("mine"):
                 left = [s for s in before if s not in theirs]
+                where = _retires_when_first(d)
+                if where:
+                    return (
+                        f"yours changed nothing: finished sequence(s) {left} stay running, yet "
+                        f"yours retires them once they stand {where} in running: walk every "
+                        f"running sequence, from the first to the last, and stop at none; {rule}"
+                    )
                 return (
                     f"yours changed nothing: finished sequence(s) {left} stay running, and a "
                     f"scheduler that never retires decodes them forever; {rule}"
@@ -322,10 +392,10 @@ def scheduler_reading(d: Difference) -> str | None:
             return rule
         if len(mine) > len(theirs) and LEFT_RUNNING.fits(d):
             left = [s for s in mine if s not in theirs]
-            return (
-                f"yours left finished sequence(s) {left} running: retire every finished "
-                "sequence, however the list it walks changes under it"
-            )
+            said = f"yours left finished sequence(s) {left} running: retire every finished sequence"
+            if _skipped_after_removal(before, mine, left) and _retires_when_spaced(d):
+                return f"{said}, however the list it walks changes under it"
+            return said
     if m == "admit" and "running" in differ:
         reserved = _admitted_for_its_future(d)
         if reserved is not None:
@@ -352,7 +422,8 @@ def scheduler_reading(d: Difference) -> str | None:
     if m == "decode" and d.i_raised and not d.they_raised and not differ:
         before = _ids(d.before.get("running"))
         gone = [x for x in before if x not in _ids(d.mine.get("running"))]
-        if gone:
+        # the error a block manager raises for a sequence it has freed: an append for a victim
+        if gone and d.error("mine") in ("UnknownSequence", "KeyError"):
             return (
                 f"yours preempted sequence(s) {gone} in this call, as the reference does, "
                 f"then raised {d.error('mine')}: does your loop still visit a sequence it has "
