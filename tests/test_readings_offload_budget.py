@@ -379,3 +379,20 @@ def test_an_admission_that_waits_for_the_whole_prompts_blocks_is_caught_at_its_s
     assert "✗ step 2 · a chunk needs only its own blocks" in report
     assert "where: the difference starts in your `admit`" in report
     assert "not of the whole prompt" in report  # the probe's rule, about `admit`
+
+
+def test_a_release_that_empties_the_callers_list_is_told_what_it_changed() -> None:
+    slip = next(u for u in unlisted() if u.name == "release empties the caller's found list")
+    report = failing_report("kv-offload", slip.impl, slip.step)[0].text
+    assert "✗ step 3 · a release drops its own pins" in report
+    assert "first after h.release(first) is [], expected [('b', 0), ('c', 0)]" in report
+    assert (
+        "yours changed `found`, the list it was given: [('b', 0), ('c', 0)] -> []; "
+        "the reference leaves it as it was"
+    ) in report
+
+
+def test_a_release_that_keeps_the_callers_list_is_not_told_it_changed_it() -> None:
+    slip = next(u for u in unlisted() if u.name == "release unpins in the top tier only")
+    report = failing_report("kv-offload", slip.impl, slip.step)[0].text
+    assert "the list it was given" not in report

@@ -65,6 +65,16 @@ class ReleaseInTheTopTier(Final["Hierarchy"]):
                 self.tiers[0].unpin(key)
 
 
+class ReleaseEmptiesFound(Final["Hierarchy"]):
+    """Pops each entry off the caller's found list as it unpins it: the pins are right, and
+    the caller's list is left empty."""
+
+    def release(self, found):
+        while found:
+            key, i = found.pop()
+            self.tiers[i].unpin(key)
+
+
 class BandwidthInBits(Final["Hierarchy"]):
     """Reads the link's bandwidth as bits per second: loads look eight times slower."""
 
@@ -398,6 +408,11 @@ MISTAKES = {
     "a chunk that exactly fits is a miss": (1, FitNeedsSpare, {"put"}),
     "unref lowers the count before refusing": (1, UnrefCountsFirst, {"unref"}),
     "victims stop one byte short": (2, VictimsOneShort, {"_choose_victims"}),
+    "release empties the caller's found list": (
+        3,
+        {**Final, "Hierarchy": ReleaseEmptiesFound},
+        {"Hierarchy.release"},
+    ),
     "release unpins in the top tier only": (
         3,
         {**Final, "Hierarchy": ReleaseInTheTopTier},

@@ -320,9 +320,11 @@ def _release_each_once(impl: Any) -> None:
         _store(s, k, 30)  # 'a' goes down to disk
     s("first = h.lookup(['b', 'c'])")
     s("second = h.lookup(['b'])")
+    kept = list(s.ns["first"])
     s("h.release(first)")
     pins = "[h.tiers[0].pin_count('b'), h.tiers[0].pin_count('c')]"
     s.expect(s(pins), [1, 0], f"{pins} after h.release(first)", "release")
+    s.expect(list(s("first")), kept, "first after h.release(first)", "release-keeps")
     s("h.release(second)")
     s.expect(s(pins), [0, 0], f"{pins} after h.release(second)", "release")
     s("third = h.lookup(['a'])")

@@ -87,6 +87,11 @@ HINTS: dict[str, Hint] = {
         "chunk in, and nothing more: another lookup's pin on the same chunk stays",
         About(("release",), ("pins",)),
     ),
+    "release-keeps": Hint(
+        "release reads the caller's found list and leaves it as it was (the caller may "
+        "retrieve or log it after): walk it with a for loop, without pop, remove or clear",
+        About(("release",)),
+    ),
     "held-bytes": Hint(
         "held_bytes counts each chunk once: a chunk promoted into the CPU tier "
         "keeps its disk copy, and counting both is counting its bytes twice",

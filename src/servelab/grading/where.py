@@ -6,12 +6,15 @@ Apart from :mod:`servelab.grading.localise`, which finds the place: this only wo
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from servelab.grading.localise import Localisation
+from servelab.grading.localise import Divergence, Localisation
 from servelab.grading.observe import Unreadable, changes, shown
+from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 __all__ = ["place_hint", "where_lines"]
 
@@ -24,11 +27,45 @@ def place_hint(place: Localisation) -> str | None:
         return None
     their_before = d.before if d.their_before is None else d.their_before
     unchanged = d.mine[1] == d.before and d.theirs[1] == their_before
-    if d.mine[1] == d.theirs[1] or unchanged:
+    argument = _argument_changed(d) if d.mine == d.theirs else None
+    if argument is not None:
+        what = argument
+    elif d.mine[1] == d.theirs[1] or unchanged:
         what = "its result differs from the reference's"
     else:
         what = "it changes the state differently from the reference's"
     return f"start at your `{d.method}`: on the call under where:, {what}"
+
+
+def _argument_changed(d: Divergence) -> str | None:
+    """Where the outcome and every field agree, the call differs in what it left in an
+    argument it was given (a list it emptied): said as that, when running yours and the
+    reference's again on copies shows it; None otherwise."""
+    if d.subject is None or d.reference_class is None:
+        return None
+    try:
+        with line_budget(LINES_PER_CALL):
+            mine_obj, their_obj = copy.deepcopy(d.subject), copy.deepcopy(d.subject)
+            their_obj.__class__ = d.reference_class
+            name = d.method.rpartition(".")[2]
+            mine_args, their_args = copy.deepcopy(d.args), copy.deepcopy(d.args)
+            getattr(mine_obj, name)(*mine_args, **copy.deepcopy(d.kwargs))
+            getattr(their_obj, name)(*their_args, **copy.deepcopy(d.kwargs))
+    except (Exception, OutOfLines):
+        return None
+    try:
+        names = list(inspect.signature(getattr(d.reference_class, name)).parameters)[1:]
+    except (TypeError, ValueError, AttributeError):
+        names = []
+    for i, (given, mine, theirs) in enumerate(zip(d.args, mine_args, their_args, strict=True)):
+        if isinstance(given, list | dict | set) and mine != theirs and theirs == given:
+            called = f"`{names[i]}`" if i < len(names) else f"argument {i + 1}"
+            return (
+                f"yours changed {called}, the {type(given).__name__} it was given: "
+                f"{given!r} -> {mine!r}; the reference leaves it as it was (the caller "
+                "still reads it after the call)"
+            )
+    return None
 
 
 def _present(outcome: str) -> str:
