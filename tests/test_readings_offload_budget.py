@@ -396,3 +396,11 @@ def test_a_release_that_keeps_the_callers_list_is_not_told_it_changed_it() -> No
     slip = next(u for u in unlisted() if u.name == "release unpins in the top tier only")
     report = failing_report("kv-offload", slip.impl, slip.step)[0].text
     assert "the list it was given" not in report
+
+
+def test_a_recomputed_chunk_that_samples_once_past_the_prompt_is_caught() -> None:
+    name = "a recomputed chunk samples once past the prompt"
+    slip = next(u for u in unlisted() if u.name == name)
+    report = failing_report("token-budget", slip.impl, slip.step)[0].text
+    assert "✗ step 3 · a recomputed chunk samples only at the request's last token" in report
+    assert "where: the difference starts in your `admit`" in report

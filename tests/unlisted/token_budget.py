@@ -314,6 +314,27 @@ class AdmitWaitsForTheWholePrompt(Chunked):
             budget -= n
 
 
+class SamplesOncePastThePrompt(Final):
+    """Marks a chunk as sampling once it reaches the prompt's end, not the request's: a
+    preempted request recomputing its generated tokens samples a chunk short of its end."""
+
+    def admit(self, out, budget):
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[0]
+            hit = self.cached_tokens(seq)
+            n = min(seq.num_tokens - hit, budget)
+            try:
+                self.bm.allocate(seq.seq_id, seq.token_ids[: hit + n])
+            except OutOfBlocks:
+                break
+            self.waiting.popleft()
+            self.running.append(seq)
+            samples = hit + n >= seq.prompt_len
+            out.scheduled.append(Chunk(seq, hit, n, self.slots(seq, hit, n), samples, hit))
+            self.computed[seq.seq_id] = hit + n
+            budget -= n
+
+
 MISTAKES = {
     "admit allocates from token 0, not up to the chunk's end": (2, AllocatesFromZero, {"admit"}),
     "preempt does not report its victim": (3, PreemptUnlisted, {"preempt"}),
@@ -333,6 +354,11 @@ MISTAKES = {
     "admitted prompts never charged": (1, AdmitNeverCharged, {"admit"}),
     "no retry after preempting": (3, NoRetryAfterPreempting, {"schedule_running"}),
     "a sampled token charged": (3, SampledTokenCharged, {"schedule_running"}),
+    "a recomputed chunk samples once past the prompt": (
+        3,
+        SamplesOncePastThePrompt,
+        {"admit"},
+    ),
     "admission waits for the whole prompt's blocks": (
         2,
         AdmitWaitsForTheWholePrompt,

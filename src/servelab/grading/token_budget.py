@@ -143,6 +143,12 @@ PROBE_HINTS: dict[str, Hint] = {
         "(running.pop()), retry, and stop the running phase when the victim is the request itself",
         About(("schedule_running", "preempt"), ("running", "out.preempted")),
     ),
+    "samples-at-end": Hint(
+        "a chunk samples only when it reaches the request's last token (start + n == "
+        "num_tokens, prompt and generated): a recomputed request's chunk past its prompt "
+        "but short of its end samples nothing",
+        About(("admit", "schedule_running"), ("out.scheduled",)),
+    ),
     "reset": Hint(
         "`preempt`: a preempted request is recomputed: reset its num_computed_tokens to 0, free "
         "its blocks and put it back at the front of waiting",
@@ -402,6 +408,24 @@ def _recompute_in_chunks(impl: Any) -> None:
     )
 
 
+def _readmitted_past_the_prompt(impl: Any) -> None:
+    """Request 1 (a 3-token prompt) has generated 2 tokens when it is preempted; it comes back
+    with a chunk of 4 of its 5 tokens: past its prompt, short of its end, so it samples nothing."""
+    s = BudgetScript(impl, num_blocks=5, block_size=2, budget=4)
+    s.add(0, [1, 2, 3], 6)
+    s.add(1, [5, 6, 7], 3)
+    for _ in range(4):
+        s.step()
+    s.expect([v.seq_id for v in s.out.preempted], [1], "preempted in the fourth step")
+    s.step()
+    s.step()
+    s.expect(
+        s.step(),
+        [(1, 0, 4, False)],
+        CHUNKS + " (request 1 recomputes 4 of its 5 tokens: its prompt and 1 generated)",
+    )
+
+
 def _budget_after_the_retry(impl: Any) -> None:
     """Called with a budget of 2: request 0 takes the last free block, request 1 finds none,
     request 2 is preempted and request 1's retry runs on the budget left (1 token). Through
@@ -601,6 +625,11 @@ TOPIC = Topic(
                     "a preempted request is recomputed in chunks, like a prompt",
                     "recompute",
                     _recompute_in_chunks,
+                ),
+                _probe(
+                    "a recomputed chunk samples only at the request's last token",
+                    "samples-at-end",
+                    _readmitted_past_the_prompt,
                 ),
                 _probe(
                     "the budget pays for what ran, not for a failed extend",
