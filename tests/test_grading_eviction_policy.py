@@ -257,3 +257,35 @@ def test_a_removal_whose_hand_skips_a_pinned_key_is_placed_at_its_step() -> None
 def test_a_removal_that_moves_the_hand_rightly_passes_step_3() -> None:
     step3 = checkpoint(TOPIC, 3)
     grade(TOPIC, step3, 3, out=io.StringIO(), quiet=True)
+
+
+class _SieveWrapsPastTheOldest(checkpoint("eviction-policy", 4)["SIEVE"]):  # type: ignore[misc]
+    """Wraps the hand to the second key, never the oldest: with the hand past the only
+    candidate, which is the oldest, the sweep goes round for ever."""
+
+    def pop_victim(self):  # type: ignore[no-untyped-def]
+        if len(self) == 0:
+            return super().pop_victim()
+        i = 0 if self.hand is None else self.queue.index(self.hand)
+        while True:
+            if i >= len(self.queue):
+                i = 1 if len(self.queue) > 1 else 0
+            key = self.queue[i]
+            if key in self.pinned:
+                i += 1
+            elif self.visited[key]:
+                self.visited[key] = False
+                i += 1
+            else:
+                self.hand = key
+                self.update_on_remove(key)
+                return key
+
+
+def test_a_hang_in_a_read_the_check_makes_is_one_hang_not_a_program_shrunk_for_minutes() -> None:
+    policies = {**checkpoint("eviction-policy", 4), "SIEVE": _SieveWrapsPastTheOldest}
+    with pytest.raises(GradeFailure) as failure:
+        grade("eviction-policy", policies, 4, quiet=True)
+    report = str(failure.value)
+    assert "returned, a read of your object by the check did not return within" in report
+    assert "looping in your pop_victim()" in report

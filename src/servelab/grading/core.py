@@ -91,6 +91,7 @@ from servelab.grading.topic import (
 )
 from servelab.testing.bounded import bounded_str
 from servelab.testing.core import (
+    INVARIANT_READS,
     ImplementationHung,
     InvariantViolation,
     hang_guard,
@@ -519,7 +520,10 @@ def _grade(
     program = failure.code.splitlines()
     report.lines.append(f"  ✗ {failure.label}")
     if isinstance(exc, ImplementationHung) and program:
-        report.lines.append(f"      `{program[-1]}` did not return within {exc.seconds:g} s")
+        hung = f"`{program[-1]}`"
+        if exc.code == INVARIANT_READS:  # the call returned; what the check read after it hung
+            hung = f"after `{program[-1]}` returned, {exc.code}"
+        report.lines.append(f"      {hung} did not return within {exc.seconds:g} s")
     else:
         report.lines.extend(_indent(_describe(exc)))
     if _learner_exception(exc) or isinstance(exc, ImplementationHung):

@@ -31,6 +31,7 @@ from servelab.testing.pasteable import Caught
 T = TypeVar("T")
 
 __all__ = [
+    "INVARIANT_READS",
     "ImplementationHung",
     "InvariantViolation",
     "RecordingMachine",
@@ -253,6 +254,10 @@ def hang_guard(code: str, seconds: float) -> Iterator[None]:
         raise ImplementationHung(code, seconds)
 
 
+#: What a hang in an invariant's read is called: the reads follow the program's last line.
+INVARIANT_READS = "a read of your object by the check"
+
+
 class RecordingMachine(RuleBasedStateMachine):
     """A state machine that logs every call on the implementation as paste-able code.
 
@@ -288,6 +293,13 @@ class RecordingMachine(RuleBasedStateMachine):
             except Exception as exc:
                 self.caught.raised(exc)
                 raise
+
+    def check_invariants(self, *args: Any, **kwargs: Any) -> None:
+        """The invariants read the learner's object (``len(policy)``, its eviction order):
+        under the hang guard as a call is, so a read that never returns is one hang, reported
+        within seconds, not a program Hypothesis replays and shrinks for minutes."""
+        with hang_guard(INVARIANT_READS, self.call_timeout):
+            super().check_invariants(*args, **kwargs)
 
     def program(self, failure: BaseException | None) -> str:
         """The program that ended with ``failure``, as the report's reproduce: lines."""
