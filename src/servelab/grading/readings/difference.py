@@ -296,16 +296,17 @@ def returned_none(d: Difference) -> str | None:
 def unreadable(d: Difference) -> str | None:
     """A field that could not be read after the call (reading it raised) on one side: said as
     that, with the other side's value. No reading reads an entry of it (the marker is not a
-    value), and nothing guesses what it holds or why."""
+    value), and nothing guesses what it holds or why. A side whose call raised is told by its
+    error (a ``__len__`` that raises leaves ``len`` unreadable too)."""
     for name in sorted(d.differ):
         mine, theirs = d.mine.get(name), d.theirs.get(name)
-        if isinstance(mine, Unreadable) and not isinstance(theirs, Unreadable):
+        if isinstance(mine, Unreadable) and not isinstance(theirs, Unreadable) and not d.i_raised:
             return (
                 f"after the call, reading your `{name}` raised {mine[1]}, where the "
                 f"reference's reads {theirs!r}: compare what your call puts there with what "
                 "the reference's does"
             )
-        if isinstance(theirs, Unreadable):
+        if isinstance(theirs, Unreadable) and not d.they_raised:
             return (
                 f"after the reference's call from the state under where:, reading `{name}` "
                 f"raised {theirs[1]}; after yours it reads {mine!r}"
