@@ -123,6 +123,16 @@ PROBE_HINTS: dict[str, Hint] = {
         "chunks take their blocks as they run",
         About(("admit",), ("waiting", "running")),
     ),
+    "hit-reported": Hint(
+        "`admit`: an admitted chunk reports its prefix hit: Chunk(seq, hit, n, slots, samples, "
+        "hit), its num_cached the hit's tokens (0 without one)",
+        About(("admit",)),
+    ),
+    "victims-order": Hint(
+        "`preempt` puts each victim at the front of waiting (waiting.appendleft): victims are "
+        "taken newest first, so two preempted in one step come back oldest first",
+        About(("preempt",), ("waiting",)),
+    ),
     "retry-budget": Hint(
         "schedule_running: take n from the budget only after extend succeeds; a failed extend "
         "ran nothing, so the retry (after preempting the latest) has the whole budget left",
@@ -330,6 +340,17 @@ def _prefix_hit_free(impl: Any) -> None:
     )
 
 
+def _prefix_hit_reported(impl: Any) -> None:
+    s = BudgetScript(impl, num_blocks=16, block_size=4, budget=12, prefix=True)
+    s.add(0, list(range(9)), 1)
+    s.step()
+    s.step()
+    s.add(1, [*range(8), 50], 1)
+    s.step()
+    got = [(c.seq.seq_id, c.start, c.num_cached) for c in s.out.scheduled]
+    s.expect(got, [(1, 8, 8)], "the admitted chunk as (seq_id, start, num_cached)")
+
+
 def _admission_waits_for_blocks(impl: Any) -> None:
     """The pool holds the first prompt but not the second: admission stops on OutOfBlocks,
     and the second waits at the head of the queue (the third, which would fit, behind it)
@@ -385,6 +406,21 @@ def _requeued_at_front(impl: Any) -> None:
     s.step()
     s.expect([v.seq_id for v in s.out.preempted], [2], "preempted")
     s.expect(s.ids("waiting"), [2, 3], "waiting (the victim goes back first, before request 3)")
+
+
+def _two_victims_in_order(impl: Any) -> None:
+    """Request 0's decode crosses into a new block with none free: request 2, then request 1,
+    is preempted; each goes to the front of waiting, so 1 waits ahead of 2."""
+    s = BudgetScript(impl, num_blocks=6, block_size=2, budget=4, prefix=True)
+    s.add(0, [0, 1, 2, 3, 4], 4)
+    s.add(1, [100, 101, 102], 3)
+    s.step()
+    s.step()
+    s.add(2, [200, 201, 202], 1)
+    s.step()
+    s.step()
+    s.expect([v.seq_id for v in s.out.preempted], [2, 1], "preempted (the latest first)")
+    s.expect(s.ids("waiting"), [1, 2], "waiting (the victims back in their running order)")
 
 
 def _preempted_restarts(impl: Any) -> None:
@@ -482,7 +518,7 @@ def _budget_state(ns: dict[str, Any], canon: Canon) -> Hashable:
     if out is not None:
         step = (
             tuple(
-                (c.seq.seq_id, c.start, c.num_tokens, c.samples, tuple(canon(s) for s in c.slots))
+                (c.seq.seq_id, *c[1:3], c.samples, c.num_cached, tuple(map(canon, c.slots)))
                 for c in getattr(out, "scheduled", ())
             ),
             tuple(s.seq_id for s in out.preempted),
@@ -596,6 +632,9 @@ TOPIC = Topic(
                 ),
                 _probe("a prefix hit is not charged to the budget", "prefix", _prefix_hit_free),
                 _probe(
+                    "an admitted chunk reports its prefix hit", "hit-reported", _prefix_hit_reported
+                ),
+                _probe(
                     "a request the pool cannot hold stays waiting",
                     "blocks-wait",
                     _admission_waits_for_blocks,
@@ -620,6 +659,11 @@ TOPIC = Topic(
             probes=[
                 _probe("the latest running request is the victim", "victim-latest", _victim_latest),
                 _probe("the victim goes back to the front of waiting", "front", _requeued_at_front),
+                _probe(
+                    "two victims of one step come back oldest first",
+                    "victims-order",
+                    _two_victims_in_order,
+                ),
                 _probe("a preempted request restarts from zero", "reset", _preempted_restarts),
                 _probe(
                     "a preempted request is recomputed in chunks, like a prompt",
