@@ -312,6 +312,7 @@ def _bad_calls(impl: Any) -> None:
     expect_error(s, "bm.fork(0, 1)", "SequenceExists")
     s("bm.free_seq(1)")
     expect_error(s, "bm.free_seq(1)", "UnknownSequence")
+    expect_error(s, "bm.allocate(1, '3')", "InvalidLength")  # not compared with 0 first
     check_rules(s)
 
 
