@@ -432,3 +432,10 @@ def test_a_length_compared_with_zero_before_its_type_is_caught_in_allocate() -> 
     report = failing_report("block-manager", slip.impl, slip.step)[0].text
     assert "`bm.allocate(1, '3')` raised TypeError" in report
     assert "where: the difference starts in your `allocate`" in report
+
+
+def test_a_one_token_chunk_mid_prompt_that_samples_is_caught() -> None:
+    slip = next(u for u in unlisted() if u.name == "a one-token chunk taken for a decode")
+    report = failing_report("token-budget", slip.impl, slip.step)[0].text
+    assert "✗ step 2 · a one-token chunk mid-prompt samples nothing" in report
+    assert "where: the difference starts in your `schedule_running`" in report

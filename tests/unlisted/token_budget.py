@@ -366,7 +366,26 @@ class VictimsQueuedInOrder(Final):
         out.preempted.append(victim)
 
 
+class OneTokenChunkSamples(Chunked):
+    """Takes any one-token chunk of a running request for a decode: a prompt's rest cut to
+    one token by the budget samples mid-prompt."""
+
+    def schedule_running(self, out, budget):
+        for seq in self.running:
+            if budget == 0:
+                break
+            start = self.computed[seq.seq_id]
+            n = min(seq.num_tokens - start, budget)
+            slots = self.extend(seq, start, n)
+            samples = n == 1 or start + n == seq.num_tokens
+            out.scheduled.append(Chunk(seq, start, n, slots, samples))
+            self.computed[seq.seq_id] = start + n
+            budget -= n
+        return budget
+
+
 MISTAKES = {
+    "a one-token chunk taken for a decode": (2, OneTokenChunkSamples, {"schedule_running"}),
     "a prefix hit left out of the chunk": (2, HitNotReported, {"admit"}),
     "two victims queued newest first": (3, VictimsQueuedInOrder, {"preempt"}),
     "admit allocates from token 0, not up to the chunk's end": (2, AllocatesFromZero, {"admit"}),
