@@ -404,3 +404,38 @@ def test_a_recomputed_chunk_that_samples_once_past_the_prompt_is_caught() -> Non
     report = failing_report("token-budget", slip.impl, slip.step)[0].text
     assert "✗ step 3 · a recomputed chunk samples only at the request's last token" in report
     assert "where: the difference starts in your `admit`" in report
+
+
+def test_a_chunk_that_leaves_out_its_prefix_hit_is_caught() -> None:
+    slip = next(u for u in unlisted() if u.name == "a prefix hit left out of the chunk")
+    report = failing_report("token-budget", slip.impl, slip.step)[0].text
+    assert "✗ step 2 · an admitted chunk reports its prefix hit" in report
+    assert "with num_cached=0: an admitted chunk reports its hit" in report
+
+
+def test_two_victims_queued_newest_first_are_caught_in_preempt() -> None:
+    slip = next(u for u in unlisted() if u.name == "two victims queued newest first")
+    report = failing_report("token-budget", slip.impl, slip.step)[0].text
+    assert "✗ step 3 · two victims of one step come back oldest first" in report
+    assert "where: the difference starts in your `preempt`" in report
+
+
+def test_room_checked_against_the_whole_pool_is_caught_at_step_one() -> None:
+    slip = next(u for u in unlisted() if u.name == "room checked against the whole pool")
+    report = failing_report("block-manager", slip.impl, slip.step)[0].text
+    assert "✗ step 1 · a request larger than the free blocks takes none" in report
+    assert "where: the difference starts in your `allocate`" in report
+
+
+def test_a_length_compared_with_zero_before_its_type_is_caught_in_allocate() -> None:
+    slip = next(u for u in unlisted() if u.name == "the length compared with 0 before its type")
+    report = failing_report("block-manager", slip.impl, slip.step)[0].text
+    assert "`bm.allocate(1, '3')` raised TypeError" in report
+    assert "where: the difference starts in your `allocate`" in report
+
+
+def test_a_one_token_chunk_mid_prompt_that_samples_is_caught() -> None:
+    slip = next(u for u in unlisted() if u.name == "a one-token chunk taken for a decode")
+    report = failing_report("token-budget", slip.impl, slip.step)[0].text
+    assert "✗ step 2 · a one-token chunk mid-prompt samples nothing" in report
+    assert "where: the difference starts in your `schedule_running`" in report

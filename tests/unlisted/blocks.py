@@ -337,7 +337,32 @@ class ForkGivesTheChildABlock(Forking):
         self.tables[child].append(self._alloc())
 
 
+class RoomFromAllBlocks(Allocating):
+    """Checks a request against the whole pool, not the free blocks: one the pool could hold
+    but the free list cannot takes blocks until the list runs dry, then raises."""
+
+    def allocate(self, seq, n_tokens):
+        need = -(-n_tokens // self.block_size)
+        if need > self.num_blocks:
+            raise OutOfBlocks(f"sequence {seq} needs {need} blocks")
+        self.tables[seq] = [self._alloc() for _ in range(need)]
+        self.lens[seq] = n_tokens
+
+
+class SignCheckedBeforeType(Final):
+    """Compares the length with 0 before it checks for an int: a str length raises
+    TypeError from the comparison instead of InvalidLength."""
+
+    def allocate(self, seq, n_tokens):
+        self._new(seq)
+        if n_tokens < 0 or not isinstance(n_tokens, int):
+            raise InvalidLength(f"a token count must be a non-negative int, got {n_tokens!r}")
+        Forking.allocate(self, seq, n_tokens)
+
+
 MISTAKES = {
+    "the length compared with 0 before its type": (4, SignCheckedBeforeType, {"allocate"}),
+    "room checked against the whole pool": (1, RoomFromAllBlocks, {"allocate"}),
     "room counted in tokens": (1, RoomCountedInTokens, {"allocate"}),
     "refcounts raised before the fork check": (4, ForkCountsBeforeCheck, {"fork"}),
     "one block too many": (4, OneBlockTooMany, {"allocate"}),

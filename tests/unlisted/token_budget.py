@@ -335,7 +335,59 @@ class SamplesOncePastThePrompt(Final):
             budget -= n
 
 
+class HitNotReported(Chunked):
+    """Leaves num_cached out of the admitted chunk: a prefix hit is never reported."""
+
+    def admit(self, out, budget):
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[0]
+            hit = self.cached_tokens(seq)
+            n = min(seq.num_tokens - hit, budget)
+            try:
+                self.bm.allocate(seq.seq_id, seq.token_ids[: hit + n])
+            except OutOfBlocks:
+                break
+            self.waiting.popleft()
+            self.running.append(seq)
+            samples = hit + n == seq.num_tokens
+            out.scheduled.append(Chunk(seq, hit, n, self.slots(seq, hit, n), samples))
+            self.computed[seq.seq_id] = hit + n
+            budget -= n
+
+
+class VictimsQueuedInOrder(Final):
+    """Puts victims at the front of waiting in the order they were preempted: of two victims
+    in one step, the newer comes back first."""
+
+    def preempt(self, victim, out):
+        self.bm.free_seq(victim.seq_id)
+        self.computed[victim.seq_id] = 0
+        self.waiting.insert(len(out.preempted), victim)
+        out.preempted.append(victim)
+
+
+class OneTokenChunkSamples(Chunked):
+    """Takes any one-token chunk of a running request for a decode: a prompt's rest cut to
+    one token by the budget samples mid-prompt."""
+
+    def schedule_running(self, out, budget):
+        for seq in self.running:
+            if budget == 0:
+                break
+            start = self.computed[seq.seq_id]
+            n = min(seq.num_tokens - start, budget)
+            slots = self.extend(seq, start, n)
+            samples = n == 1 or start + n == seq.num_tokens
+            out.scheduled.append(Chunk(seq, start, n, slots, samples))
+            self.computed[seq.seq_id] = start + n
+            budget -= n
+        return budget
+
+
 MISTAKES = {
+    "a one-token chunk taken for a decode": (2, OneTokenChunkSamples, {"schedule_running"}),
+    "a prefix hit left out of the chunk": (2, HitNotReported, {"admit"}),
+    "two victims queued newest first": (3, VictimsQueuedInOrder, {"preempt"}),
     "admit allocates from token 0, not up to the chunk's end": (2, AllocatesFromZero, {"admit"}),
     "preempt does not report its victim": (3, PreemptUnlisted, {"preempt"}),
     "preempt keeps the victim's blocks": (3, PreemptKeepsTable, {"preempt"}),

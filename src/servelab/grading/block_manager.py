@@ -132,6 +132,15 @@ def _free_tail_first(impl: Any) -> None:
     check_rules(s)
 
 
+def _room_is_what_is_free(impl: Any) -> None:
+    """Six tokens need 3 of the 4 blocks: the pool could hold them, the 2 free ones cannot."""
+    s = _script(impl)
+    s("bm = BlockManager(4, 2)")
+    s("bm.allocate(0, 4)")
+    expect_error(s, "bm.allocate(1, 6)", "OutOfBlocks")
+    check_rules(s)
+
+
 def _ceil_blocks(impl: Any) -> None:
     s = _script(impl)
     s("bm = BlockManager(8, 4)")
@@ -303,6 +312,7 @@ def _bad_calls(impl: Any) -> None:
     expect_error(s, "bm.fork(0, 1)", "SequenceExists")
     s("bm.free_seq(1)")
     expect_error(s, "bm.free_seq(1)", "UnknownSequence")
+    expect_error(s, "bm.allocate(1, '3')", "InvalidLength")  # not compared with 0 first
     check_rules(s)
 
 
@@ -399,6 +409,11 @@ HINTS: dict[str, Hint] = {
     "expected-error": Hint(
         "raise the documented error: OutOfBlocks, UnknownSequence, SequenceExists or InvalidLength",
         About(("allocate", "append_slot", "fork", "free_seq", "_known", "_new")),
+    ),
+    "room-is-free": Hint(
+        "allocate compares the blocks needed with the free blocks (len(self.free)), not with "
+        "the pool: a request the free list cannot hold raises OutOfBlocks and takes nothing",
+        About(("allocate",), ("free", "num_free", "tables")),
     ),
     "all-or-nothing": Hint(
         "allocate must check that enough blocks are free before taking any: all or nothing",
@@ -569,6 +584,11 @@ TOPIC = Topic(
                 _probe("free_seq returns blocks at refcount 0", "free-list", _free_returns_blocks),
                 _probe("ceil(len / block_size) blocks", "table-length", _ceil_blocks),
                 _probe("free_seq frees the tail first", "free-tail-first", _free_tail_first),
+                _probe(
+                    "a request larger than the free blocks takes none",
+                    "room-is-free",
+                    _room_is_what_is_free,
+                ),
             ],
             _machine(1, "allocate / free_seq vs the model", append=False, fork=False, errors=False),
         ),

@@ -29,6 +29,7 @@ from servelab.grading.block_manager import graded_blocks
 from servelab.grading.observe import Canon, budget_fields, frozen
 from servelab.grading.readings.token_budget import token_budget_reading
 from servelab.grading.replay import TopicReplay, plain, program
+from servelab.grading.token_budget_hints import PROBE_HINTS
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
 from servelab.kv.blocks import BlockManager
 from servelab.kv.budget import BudgetStep
@@ -87,72 +88,6 @@ HINTS: dict[str, Hint] = {
         "a request never finished: the oldest running request must get tokens in every step "
         "(running first, preempt the latest, admit first come, first served)",
         About(("schedule_running", "preempt", "admit")),
-    ),
-}
-
-PROBE_HINTS: dict[str, Hint] = {
-    "spent": Hint(
-        "schedule_running: stop the loop once the budget is spent (while budget is left): a "
-        "running request past that point waits for the next step; it gets no chunk of 0 tokens",
-        About(("schedule_running",)),
-    ),
-    "one-token": Hint(
-        "schedule_running: a running request that has all its tokens computed but the last "
-        "needs one token: n = seq.num_tokens - num_computed_tokens, cut to the budget left",
-        About(("schedule_running",)),
-    ),
-    "chunk": Hint(
-        "`admit`: a waiting request takes what is left of the budget: n = "
-        "min(seq.num_tokens - hit, budget), and the rest of its prompt runs in later steps as "
-        "a running request",
-        About(("admit",)),
-    ),
-    "prefix": Hint(
-        "a prefix hit counts as computed and never against the budget: start at hit = "
-        "self.cached_tokens(seq) and subtract only n",
-        About(("admit",), ("num_computed_tokens",)),
-    ),
-    "blocks-wait": Hint(
-        "`admit`: allocate before taking the head off waiting; on OutOfBlocks stop with the "
-        "request still at the head of waiting, to be admitted when blocks come back",
-        About(("admit",), ("waiting",)),
-    ),
-    "chunk-blocks": Hint(
-        "`admit`: allocate the blocks of the chunk that runs now (its hit + n tokens), not of "
-        "the whole prompt: a long prompt starts as soon as its first chunk fits, and later "
-        "chunks take their blocks as they run",
-        About(("admit",), ("waiting", "running")),
-    ),
-    "retry-budget": Hint(
-        "schedule_running: take n from the budget only after extend succeeds; a failed extend "
-        "ran nothing, so the retry (after preempting the latest) has the whole budget left",
-        About(("schedule_running",)),
-    ),
-    "front": Hint(
-        "`preempt` puts a request back at the front of waiting (waiting.appendleft): it came "
-        "before every request still waiting",
-        About(("preempt",), ("waiting",)),
-    ),
-    "recompute": Hint(
-        "a running request needs seq.num_tokens - num_computed_tokens tokens, whatever it "
-        "generated before: a recomputed request's prompt and generated tokens all run again",
-        About(("schedule_running",)),
-    ),
-    "victim-latest": Hint(
-        "when a request's new blocks do not fit, preempt the latest running request "
-        "(running.pop()), retry, and stop the running phase when the victim is the request itself",
-        About(("schedule_running", "preempt"), ("running", "out.preempted")),
-    ),
-    "samples-at-end": Hint(
-        "a chunk samples only when it reaches the request's last token (start + n == "
-        "num_tokens, prompt and generated): a recomputed request's chunk past its prompt "
-        "but short of its end samples nothing",
-        About(("admit", "schedule_running"), ("out.scheduled",)),
-    ),
-    "reset": Hint(
-        "`preempt`: a preempted request is recomputed: reset its num_computed_tokens to 0, free "
-        "its blocks and put it back at the front of waiting",
-        About(("preempt",), ("num_computed_tokens", "waiting")),
     ),
 }
 
@@ -330,6 +265,32 @@ def _prefix_hit_free(impl: Any) -> None:
     )
 
 
+def _prefix_hit_reported(impl: Any) -> None:
+    s = BudgetScript(impl, num_blocks=16, block_size=4, budget=12, prefix=True)
+    s.add(0, list(range(9)), 1)
+    s.step()
+    s.step()
+    s.add(1, [*range(8), 50], 1)
+    s.step()
+    got = [(c.seq.seq_id, c.start, c.num_cached) for c in s.out.scheduled]
+    s.expect(got, [(1, 8, 8)], "the admitted chunk as (seq_id, start, num_cached)")
+
+
+def _one_token_mid_prompt(impl: Any) -> None:
+    """Two decodes leave 1 of the budget to request 2's prompt: a one-token chunk that does
+    not reach the end of the prompt is no decode and samples nothing."""
+    s = BudgetScript(impl, num_blocks=16, block_size=4, budget=3, prefix=True)
+    s.add(0, [1], 4)
+    s.add(1, [2], 4)
+    s.add(2, [3, 4, 5, 6, 7], 2)
+    s.step()
+    s.expect(
+        s.step(),
+        [(0, 1, 1, True), (1, 1, 1, True), (2, 1, 1, False)],
+        CHUNKS + " (request 2's one token is 1 of its 5-token prompt)",
+    )
+
+
 def _admission_waits_for_blocks(impl: Any) -> None:
     """The pool holds the first prompt but not the second: admission stops on OutOfBlocks,
     and the second waits at the head of the queue (the third, which would fit, behind it)
@@ -385,6 +346,21 @@ def _requeued_at_front(impl: Any) -> None:
     s.step()
     s.expect([v.seq_id for v in s.out.preempted], [2], "preempted")
     s.expect(s.ids("waiting"), [2, 3], "waiting (the victim goes back first, before request 3)")
+
+
+def _two_victims_in_order(impl: Any) -> None:
+    """Request 0's decode crosses into a new block with none free: request 2, then request 1,
+    is preempted; each goes to the front of waiting, so 1 waits ahead of 2."""
+    s = BudgetScript(impl, num_blocks=6, block_size=2, budget=4, prefix=True)
+    s.add(0, [0, 1, 2, 3, 4], 4)
+    s.add(1, [100, 101, 102], 3)
+    s.step()
+    s.step()
+    s.add(2, [200, 201, 202], 1)
+    s.step()
+    s.step()
+    s.expect([v.seq_id for v in s.out.preempted], [2, 1], "preempted (the latest first)")
+    s.expect(s.ids("waiting"), [1, 2], "waiting (the victims back in their running order)")
 
 
 def _preempted_restarts(impl: Any) -> None:
@@ -482,7 +458,7 @@ def _budget_state(ns: dict[str, Any], canon: Canon) -> Hashable:
     if out is not None:
         step = (
             tuple(
-                (c.seq.seq_id, c.start, c.num_tokens, c.samples, tuple(canon(s) for s in c.slots))
+                (c.seq.seq_id, *c[1:3], c.samples, c.num_cached, tuple(map(canon, c.slots)))
                 for c in getattr(out, "scheduled", ())
             ),
             tuple(s.seq_id for s in out.preempted),
@@ -596,6 +572,12 @@ TOPIC = Topic(
                 ),
                 _probe("a prefix hit is not charged to the budget", "prefix", _prefix_hit_free),
                 _probe(
+                    "an admitted chunk reports its prefix hit", "hit-reported", _prefix_hit_reported
+                ),
+                _probe(
+                    "a one-token chunk mid-prompt samples nothing", "sample", _one_token_mid_prompt
+                ),
+                _probe(
                     "a request the pool cannot hold stays waiting",
                     "blocks-wait",
                     _admission_waits_for_blocks,
@@ -620,6 +602,11 @@ TOPIC = Topic(
             probes=[
                 _probe("the latest running request is the victim", "victim-latest", _victim_latest),
                 _probe("the victim goes back to the front of waiting", "front", _requeued_at_front),
+                _probe(
+                    "two victims of one step come back oldest first",
+                    "victims-order",
+                    _two_victims_in_order,
+                ),
                 _probe("a preempted request restarts from zero", "reset", _preempted_restarts),
                 _probe(
                     "a preempted request is recomputed in chunks, like a prompt",

@@ -65,6 +65,18 @@ def _again(d: Difference, budget: int | None = None) -> tuple[list[Any], Any, An
     return list(out.scheduled), returned, obj
 
 
+def _hit_left_out(chunks: list[Any]) -> str | None:
+    """An admitted chunk starts at its prefix hit, so its num_cached is its start."""
+    for c in chunks:
+        if getattr(c, "num_cached", c.start) != c.start:
+            return (
+                f"yours admitted request {c.seq.seq_id} from token {c.start} (its prefix hit) "
+                f"with num_cached={c.num_cached}: an admitted chunk reports its hit, "
+                "Chunk(seq, hit, n, slots, samples, hit)"
+            )
+    return None
+
+
 def _sampling(chunks: list[Any]) -> str | None:
     for c in chunks:
         end = c.start + c.num_tokens
@@ -502,6 +514,7 @@ def token_budget_reading(d: Difference) -> str | None:
             or _chunk_sizes(d, chunks)
             or _admitted_blocks(d, chunks)
             or _slots(d, chunks)
+            or _hit_left_out(chunks)
         )
     if found is None and m == "schedule_running":
         found = (
