@@ -85,6 +85,33 @@ class PreemptOverwritesList(Final):
         out.preempted = [victim]
 
 
+class FitsRefusesOverHalfPool(Admitting):
+    """fits() refuses a request needing more than half the pool, to keep room for decodes."""
+
+    def fits(self, n_tokens: int) -> bool:
+        need = self.blocks_needed(n_tokens)
+        return need <= self.bm.num_blocks // 2 and self.bm.num_free - need >= self.watermark
+
+
+class VictimCoolsDownAStep(Final):
+    """A sequence preempted in a step waits a whole step more before admission takes it."""
+
+    def preempt(self, victim: Any, out: Any) -> None:
+        super().preempt(victim, out)
+        self.cool = {**getattr(self, "cool", {}), victim.seq_id: 2}
+
+    def admit(self, out: Any) -> None:
+        cool = getattr(self, "cool", {})
+        while self.waiting and not cool.get(self.waiting[0].seq_id):
+            if not self.fits(self.waiting[0].num_tokens):
+                break
+            seq = self.waiting.popleft()
+            self.bm.allocate(seq.seq_id, seq.num_tokens)
+            self.running.append(seq)
+            out.prefills.append(Prefill(seq, seq.num_tokens))
+        self.cool = {k: v - 1 for k, v in cool.items() if v > 1}
+
+
 def _report(impl: Any, step: int) -> str:
     with pytest.raises(GradeFailure) as failed:
         grade(TOPIC, impl, step, quiet=True)
@@ -131,6 +158,18 @@ CASES = {
         3,
         ["your `preempt`", "`out.preempted`"],
         ["not the one whose append_slot failed", "This check was written for"],
+    ),
+    "refuses a large head": (
+        FitsRefusesOverHalfPool,
+        1,
+        ["admitted is [], expected [0]: in the reference sequence 0 takes 5", "your `fits`"],
+        ["must not overtake"],
+    ),
+    "victim held back": (
+        VictimCoolsDownAStep,
+        3,
+        ["in the reference sequence 0 finishes and frees its 2 blocks", "goes on taking the head"],
+        ["re-queued length = prompt + generated"],
     ),
 }
 

@@ -219,9 +219,10 @@ class SchedulerScript(Script):
         self.note(f"# running {self.running()}, waiting {self.waiting()}, free {self.bm.num_free}")
         return super().fail(message, rule, hint=hint)
 
-    def expect(self, got: object, want: object, what: str) -> None:
+    def expect(self, got: object, want: object, what: str, why: str = "") -> None:
+        """Fail unless ``got == want``; ``why`` says why the reference gives ``want``."""
         if got != want:
-            raise self.fail(f"{what} is {got!r}, expected {want!r}")
+            raise self.fail(f"{what} is {got!r}, expected {want!r}" + (f": {why}" if why else ""))
 
 
 def _ids(items: Any) -> list[int]:
@@ -317,8 +318,26 @@ def _first_come_first_served(impl: Any) -> None:
     s.add(1, 16, 1)  # 4 blocks: does not fit now
     s.add(2, 4, 1)  # 1 block: fits, but may not overtake sequence 1
     out = s.step(emit=False)
-    s.expect(_ids(out.prefills), [0], "admitted (sequence 2 must not overtake sequence 1)")
+    admitted = _ids(out.prefills)
+    if admitted != [0]:
+        overtook = 2 in admitted and 1 not in admitted
+        seen = "; yours admitted sequence 2 while sequence 1, added before it, waits"
+        raise s.fail(
+            f"admitted is {admitted}, expected [0]: in the reference sequence 0 takes 5 of "
+            "the 8 blocks, sequence 1 (4 blocks) does not fit in the 3 left, and admission "
+            f"stops there{seen if overtook else ''}",
+            hint=None if overtook else _head_left(s, admitted, 8),
+        )
     s.expect(s.waiting(), [1, 2], "waiting")
+
+
+def _head_left(s: SchedulerScript, admitted: list[int], free: int) -> Hint:
+    """The hint where yours admitted ``admitted`` and the reference more: the admit-loop rule
+    where yours admitted nothing from a pool as free as the reference's (the head fits by the
+    rule, and was left), else no rule (the place and the difference)."""
+    if not admitted and s.bm.num_free == free:
+        return HINTS["admit-loop"]
+    return _NO_RULE
 
 
 def _prefill_whole_prompt(impl: Any) -> None:
@@ -326,13 +345,13 @@ def _prefill_whole_prompt(impl: Any) -> None:
     s.add(0, 6, 2)
     out = s.step(emit=False)
     got = [(p.seq.seq_id, p.num_tokens) for p in out.prefills]
-    if [sid for sid, _ in got] != [0]:
-        # not a question of length: the request itself was not (or not alone) admitted
+    if dict(got).get(0, 6) == 6 and got != [(0, 6)]:
+        # not a question of length: the request was not admitted, or not alone
         raise s.fail(
             f"prefills as (seq_id, num_tokens) is {got}, expected [(0, 6)]: in the reference "
             "sequence 0 needs 2 blocks of the 8 free and leaves 6, above the watermark 1, so "
             "it is admitted",
-            hint=HINTS["admit-loop"] if not got and s.bm.num_free == 8 else _NO_RULE,
+            hint=_head_left(s, [sid for sid, _ in got], 8),
         )
     s.expect(got, [(0, 6)], "prefills as (seq_id, num_tokens)")
     s.expect(s.bm.seq_len(0), 6, "bm.seq_len(0) after admission")
@@ -397,7 +416,9 @@ def _preempts_newest(impl: Any) -> None:
     s.expect(
         _ids(out.preempted),
         [1],
-        "preempted (sequence 0's append_slot found no free block; the newest running is 1)",
+        "preempted",
+        "in the reference sequence 0's append_slot finds no free block and the newest "
+        "running, sequence 1, is preempted",
     )
     if _ids(out.decodes) != [0]:
         raise s.fail(
@@ -419,8 +440,9 @@ def _preempts_newest_however_long(impl: Any) -> None:
     s.expect(
         _ids(out.preempted),
         [1],
-        "preempted (sequence 0's append_slot found no free block; the newest running is 1, "
-        "though it holds more tokens)",
+        "preempted",
+        "in the reference sequence 0's append_slot finds no free block and the newest "
+        "running, sequence 1, is preempted, though it holds more tokens",
     )
     s.expect(_ids(out.decodes), [0], "decoded")
 
@@ -437,6 +459,14 @@ def _requeues_full_length(impl: Any) -> None:
     s.expect(seq.num_tokens, 3, "tokens of preempted sequence 1 (prompt 2 + 1 generated)")
     out = s.step()  # sequence 0 finishes and is retired; sequence 1 comes back
     got = [(p.seq.seq_id, p.num_tokens) for p in out.prefills]
+    if dict(got).get(1, 3) == 3 and got != [(1, 3)]:
+        # not a question of length: sequence 1 did not come back, or others came with it
+        raise s.fail(
+            f"prefills as (seq_id, num_tokens) is {got}, expected [(1, 3)]: in the reference "
+            "sequence 0 finishes and frees its 2 blocks, and sequence 1, first in waiting, "
+            "comes back with its 3 tokens in those 2 blocks",
+            hint=_head_left(s, [sid for sid, _ in got], 2) if s.waiting()[:1] == [1] else _NO_RULE,
+        )
     s.expect(got, [(1, 3)], "prefills as (seq_id, num_tokens): prompt + generated")
     s.expect(s.bm.seq_len(1), 3, "bm.seq_len(1) after re-admission")
 
