@@ -287,12 +287,19 @@ def _watermark_failure(
             "1 free, below the watermark 2"
         )
     if admitted != order[:k]:
-        i = next(i for i, sid in enumerate(admitted) if sid != order[i])
-        return s.fail(
-            f"{head}: yours admitted sequence {admitted[i]} while sequence {order[i]}, added "
-            "before it, was not admitted; the reference admits in arrival order",
-            hint=HINTS["fcfs"],
+        i = next((i for i, (a, o) in enumerate(zip(admitted, order, strict=False)) if a != o), None)
+        if i is None:  # more prefills than requests: one reported twice
+            return s.fail(
+                f"{head}: the reference reports each admitted request once", hint=_NO_RULE
+            )
+        a, o = admitted[i], order[i]
+        seen = (
+            f"yours admitted sequence {a} ahead of sequence {o}, added before it"
+            if o in admitted
+            else f"yours admitted sequence {a} while sequence {o}, added before it, was not "
+            "admitted"
         )
+        return s.fail(f"{head}: {seen}; the reference admits in arrival order", hint=HINTS["fcfs"])
     sid, _, blocks, after = plan[k]
     before = blocks + after
     rel = "exactly the watermark 2" if after == 2 else "above the watermark 2"
@@ -321,7 +328,7 @@ def _first_come_first_served(impl: Any) -> None:
     admitted = _ids(out.prefills)
     if admitted != [0]:
         overtook = 2 in admitted and 1 not in admitted
-        seen = "; yours admitted sequence 2 while sequence 1, added before it, waits"
+        seen = "; yours admitted sequence 2 while sequence 1, added before it, was not"
         raise s.fail(
             f"admitted is {admitted}, expected [0]: in the reference sequence 0 takes 5 of "
             "the 8 blocks, sequence 1 (4 blocks) does not fit in the 3 left, and admission "
