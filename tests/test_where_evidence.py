@@ -116,8 +116,12 @@ def test_the_watermark_check_names_the_request_that_fitted_and_waited() -> None:
     with pytest.raises(GradeFailure) as failed:
         grade("scheduler", AdmitOnceWhileEmpty, 1, out=io.StringIO(), quiet=True)
     report = failed.value.report
-    assert "sequence 1 needs 1 block and leaves 3 free, above the watermark 2" in report.text
-    assert "yet was left waiting" in report.text
+    # the reference's sum labelled as the reference's, next to what yours had (measured)
+    assert (
+        "in the reference sequence 1 needs 1 block of the 4 free and leaves 3, above the "
+        "watermark 2" in report.text
+    )
+    assert "yours had the same 4 free and left it waiting" in report.text
     assert "start at your `admit`" in report.hint
     # the hint is the loop's, not the watermark comparison's (which this code gets right)
     assert "a loop" in report.hint and ">= watermark" not in report.hint

@@ -96,9 +96,7 @@ HINTS: dict[str, Hint] = {
         "on OutOfBlocks, `decode` preempts the newest running sequence (running.pop()), not "
         "the one whose append_slot failed, and retry; preempt only when a decode finds no free "
         "block",
-        About(
-            ("decode", "preempt"), ("running", "out.preempted", "tables", "lengths", "out.decodes")
-        ),
+        About(("decode", "preempt"), ("running", "tables", "lengths", "out.decodes")),
     ),
     "requeue-front": Hint(
         "`preempt` re-queues a sequence at the front of waiting (waiting.appendleft), so it is "
@@ -140,6 +138,18 @@ HINTS: dict[str, Hint] = {
         About(),
     ),
 }
+
+_RETRY = Hint(
+    "after a preemption, retry the decode of the sequence whose append_slot failed (the "
+    "victim's blocks are free now); `decode` moves on only once that sequence has decoded or "
+    "is the victim itself",
+    About(("decode",), ("tables", "lengths", "out.decodes")),
+)
+"""The victim-newest probe's hint where the victim was right and the decode after it was not."""
+
+_NO_RULE = Hint("the requests admitted differ from the reference's", About())
+"""A probe's hint where what yours did breaks none of the rules the probe knows for certain:
+about no place, so a report shows the place and the difference instead."""
 
 BUILD = (
     "from servelab.kv.blocks import BlockManager\n"
@@ -209,9 +219,10 @@ class SchedulerScript(Script):
         self.note(f"# running {self.running()}, waiting {self.waiting()}, free {self.bm.num_free}")
         return super().fail(message, rule, hint=hint)
 
-    def expect(self, got: object, want: object, what: str) -> None:
+    def expect(self, got: object, want: object, what: str, why: str = "") -> None:
+        """Fail unless ``got == want``; ``why`` says why the reference gives ``want``."""
         if got != want:
-            raise self.fail(f"{what} is {got!r}, expected {want!r}")
+            raise self.fail(f"{what} is {got!r}, expected {want!r}" + (f": {why}" if why else ""))
 
 
 def _ids(items: Any) -> list[int]:
@@ -251,27 +262,61 @@ def _watermark(impl: Any) -> None:
         s.add(sid, prompt, 1)
     out = s.step(emit=False)
     admitted = _ids(out.prefills)
-    want = [0, 1, 2]
-    if admitted != want:
-        left = next((p for p in plan[:3] if p[0] not in admitted), None)
-        if left is not None:
-            sid, _, blocks, after = left
-            left_free = (
-                "exactly the watermark (2) free"
-                if after == 2
-                else f"{after} free, above the watermark 2"
-            )
-            raise s.fail(
-                f"admitted is {admitted}, expected {want}: sequence {sid} needs {blocks} block "
-                f"and leaves {left_free}, so it fits, yet was left waiting",
-                hint=None if after == 2 else HINTS["admit-loop"],
-            )
-        raise s.fail(
-            f"admitted is {admitted}, expected {want}: sequence 3 would leave 1 block free, "
-            "below the watermark 2"
-        )
+    if admitted != [0, 1, 2]:
+        raise _watermark_failure(s, plan, admitted)
     s.expect(s.waiting(), [3], "waiting")
     s.expect(s.bm.num_free, 2, "free blocks after admission")
+
+
+def _blocks(n: int) -> str:
+    return f"{n} block" if n == 1 else f"{n} blocks"
+
+
+def _watermark_failure(
+    s: SchedulerScript, plan: list[tuple[int, int, int, int]], admitted: list[int]
+) -> ProbeFailed:
+    """What went wrong in the watermark probe, told from what yours did: the reference's
+    arithmetic is labelled as the reference's, and a rule's hint is given only where what
+    yours did breaks it whatever the cause (another cause gets the place and the difference)."""
+    head = f"admitted is {admitted}, expected [0, 1, 2]"
+    order = [p[0] for p in plan]
+    k = len(admitted)
+    if admitted == order:
+        return s.fail(
+            f"{head}: in the reference sequence 3 waits, as it needs 1 block and would leave "
+            "1 free, below the watermark 2"
+        )
+    if admitted != order[:k]:
+        i = next((i for i, (a, o) in enumerate(zip(admitted, order, strict=False)) if a != o), None)
+        if i is None:  # more prefills than requests: one reported twice
+            return s.fail(
+                f"{head}: the reference reports each admitted request once", hint=_NO_RULE
+            )
+        a, o = admitted[i], order[i]
+        seen = (
+            f"yours admitted sequence {a} ahead of sequence {o}, added before it"
+            if o in admitted
+            else f"yours admitted sequence {a} while sequence {o}, added before it, was not "
+            "admitted"
+        )
+        return s.fail(f"{head}: {seen}; the reference admits in arrival order", hint=HINTS["fcfs"])
+    sid, _, blocks, after = plan[k]
+    before = blocks + after
+    rel = "exactly the watermark 2" if after == 2 else "above the watermark 2"
+    expected = (
+        f"in the reference sequence {sid} needs {_blocks(blocks)} of the {before} free and "
+        f"leaves {after}, {rel}, so it is admitted"
+    )
+    free = s.bm.num_free
+    if free != before:
+        differs = (
+            f"yours has {_blocks(free)} free after admitting {admitted}, the reference {before}"
+        )
+        return s.fail(f"{head}: {differs}; {expected}", hint=Hint(differs, About()))
+    return s.fail(
+        f"{head}: {expected}; yours had the same {before} free and left it waiting",
+        hint=None if after == 2 else HINTS["admit-loop"],
+    )
 
 
 def _first_come_first_served(impl: Any) -> None:
@@ -280,8 +325,26 @@ def _first_come_first_served(impl: Any) -> None:
     s.add(1, 16, 1)  # 4 blocks: does not fit now
     s.add(2, 4, 1)  # 1 block: fits, but may not overtake sequence 1
     out = s.step(emit=False)
-    s.expect(_ids(out.prefills), [0], "admitted (sequence 2 must not overtake sequence 1)")
+    admitted = _ids(out.prefills)
+    if admitted != [0]:
+        overtook = 2 in admitted and 1 not in admitted
+        seen = "; yours admitted sequence 2 while sequence 1, added before it, was not"
+        raise s.fail(
+            f"admitted is {admitted}, expected [0]: in the reference sequence 0 takes 5 of "
+            "the 8 blocks, sequence 1 (4 blocks) does not fit in the 3 left, and admission "
+            f"stops there{seen if overtook else ''}",
+            hint=None if overtook else _head_left(s, admitted, 8),
+        )
     s.expect(s.waiting(), [1, 2], "waiting")
+
+
+def _head_left(s: SchedulerScript, admitted: list[int], free: int) -> Hint:
+    """The hint where yours admitted ``admitted`` and the reference more: the admit-loop rule
+    where yours admitted nothing from a pool as free as the reference's (the head fits by the
+    rule, and was left), else no rule (the place and the difference)."""
+    if not admitted and s.bm.num_free == free:
+        return HINTS["admit-loop"]
+    return _NO_RULE
 
 
 def _prefill_whole_prompt(impl: Any) -> None:
@@ -289,6 +352,14 @@ def _prefill_whole_prompt(impl: Any) -> None:
     s.add(0, 6, 2)
     out = s.step(emit=False)
     got = [(p.seq.seq_id, p.num_tokens) for p in out.prefills]
+    if dict(got).get(0, 6) == 6 and got != [(0, 6)]:
+        # not a question of length: the request was not admitted, or not alone
+        raise s.fail(
+            f"prefills as (seq_id, num_tokens) is {got}, expected [(0, 6)]: in the reference "
+            "sequence 0 needs 2 blocks of the 8 free and leaves 6, above the watermark 1, so "
+            "it is admitted",
+            hint=_head_left(s, [sid for sid, _ in got], 8),
+        )
     s.expect(got, [(0, 6)], "prefills as (seq_id, num_tokens)")
     s.expect(s.bm.seq_len(0), 6, "bm.seq_len(0) after admission")
     s.expect(s.running(), [0], "running")
@@ -352,9 +423,17 @@ def _preempts_newest(impl: Any) -> None:
     s.expect(
         _ids(out.preempted),
         [1],
-        "preempted (sequence 0's append_slot found no free block; the newest running is 1)",
+        "preempted",
+        "in the reference sequence 0's append_slot finds no free block and the newest "
+        "running, sequence 1, is preempted",
     )
-    s.expect(_ids(out.decodes), [0], "decoded")
+    if _ids(out.decodes) != [0]:
+        raise s.fail(
+            f"decoded is {_ids(out.decodes)}, expected [0]: yours preempted sequence 1, as "
+            "the reference does, and in the reference sequence 0 then decodes in the block "
+            "sequence 1 gave back",
+            hint=_RETRY,
+        )
 
 
 def _preempts_newest_however_long(impl: Any) -> None:
@@ -368,8 +447,9 @@ def _preempts_newest_however_long(impl: Any) -> None:
     s.expect(
         _ids(out.preempted),
         [1],
-        "preempted (sequence 0's append_slot found no free block; the newest running is 1, "
-        "though it holds more tokens)",
+        "preempted",
+        "in the reference sequence 0's append_slot finds no free block and the newest "
+        "running, sequence 1, is preempted, though it holds more tokens",
     )
     s.expect(_ids(out.decodes), [0], "decoded")
 
@@ -386,6 +466,14 @@ def _requeues_full_length(impl: Any) -> None:
     s.expect(seq.num_tokens, 3, "tokens of preempted sequence 1 (prompt 2 + 1 generated)")
     out = s.step()  # sequence 0 finishes and is retired; sequence 1 comes back
     got = [(p.seq.seq_id, p.num_tokens) for p in out.prefills]
+    if dict(got).get(1, 3) == 3 and got != [(1, 3)]:
+        # not a question of length: sequence 1 did not come back, or others came with it
+        raise s.fail(
+            f"prefills as (seq_id, num_tokens) is {got}, expected [(1, 3)]: in the reference "
+            "sequence 0 finishes and frees its 2 blocks, and sequence 1, first in waiting, "
+            "comes back with its 3 tokens in those 2 blocks",
+            hint=_head_left(s, [sid for sid, _ in got], 2) if s.waiting()[:1] == [1] else _NO_RULE,
+        )
     s.expect(got, [(1, 3)], "prefills as (seq_id, num_tokens): prompt + generated")
     s.expect(s.bm.seq_len(1), 3, "bm.seq_len(1) after re-admission")
 
