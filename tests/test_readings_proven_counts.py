@@ -23,6 +23,7 @@ SC1 = checkpoint("scheduler", 1)
 SC2 = checkpoint("scheduler", 2)
 TB2 = checkpoint("token-budget", 2)
 KV1 = checkpoint("kv-offload", 1)
+EP2 = checkpoint("eviction-policy", 2)
 
 
 def hint(topic: str, impl: Any, step: int) -> str:
@@ -238,3 +239,20 @@ def test_a_count_dropped_by_two_is_said_as_such_not_as_off_by_one() -> None:
         said = hint("kv-offload", cls, 1)
         assert "off by one" not in said, said
         assert "from 2 to 0, the reference to 1" in said, said
+
+
+# --- eviction policy: a hit that adds 2 (a plain `+= 2` keeps the reference's order: it passes)
+
+
+class LFUHitSuperPlusOne(EP2):
+    """Calls the reference's update_on_hit through super() and adds 1 itself as well."""
+
+    def update_on_hit(self, key: Any) -> None:
+        super().update_on_hit(key)
+        self.count[key] += 1
+
+
+def test_a_hit_counted_twice_says_how_far_the_count_moved() -> None:
+    said = hint("eviction-policy", LFUHitSuperPlusOne, 2)
+    assert "from 1 to 3, the reference to 2: twice as far" in said, said
+    assert "off by one" not in said

@@ -22,7 +22,7 @@ from typing import Any
 from servelab.grading.readings.difference import Difference, failed_call, other_error
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
-__all__ = ["block_size_of", "factor_words", "kind_reading", "number_words"]
+__all__ = ["block_size_of", "count_moved", "factor_words", "kind_reading", "number_words"]
 
 #: Factors that a unit slip leaves between two numbers, and the slips that leave them.
 FACTORS: tuple[tuple[float, str, str], ...] = (
@@ -443,6 +443,20 @@ def _returned(d: Difference) -> str | None:
         if extra and not missing:
             return f"yours returned {_shown(a)}, with {_shown(extra[0])} the reference leaves out"
     return None
+
+
+def count_moved(d: Difference, name: str, key: Any) -> str | None:
+    """How yours moved count ``name`` of ``key`` where the reference moves it too (twice as
+    far, counted twice where a copy proves it, the other way, off by one), or None where
+    either side left it or it is no number."""
+    before, mine, theirs = d.before.get(name), d.mine.get(name), d.theirs.get(name)
+    if not (isinstance(before, dict) and isinstance(mine, dict) and isinstance(theirs, dict)):
+        return None
+    was, a, b = (x.get(key, 0) for x in (before, mine, theirs))
+    if not all(_number(x) is not None for x in (was, a, b)) or a == b or was in (a, b):
+        return None
+    again = functools.partial(_counted_again, d, name, key, b - was)
+    return _value(f"`{name}` of {_shown(key)}", was, a, b, again)
 
 
 def _count_moved_twice(d: Difference) -> str | None:
