@@ -209,7 +209,7 @@ def _one_block_off(d: Difference) -> str | None:
         return None
     return (
         f"yours refuses every request of {blocks} block(s) here (n_tokens {low} to {high}) and "
-        f"admits one of {blocks - 1} ({fewer} tokens), which leaves a block more: it refuses "
+        f"admits one of {blocks - 1} block(s) ({fewer} tokens): it refuses "
         "where num_free - needed == watermark, one block early"
     )
 
