@@ -77,7 +77,7 @@ READS = {
     "discard keeps the bytes": ("yours left `used` at", "off by one"),
     "store answers whether nothing was evicted": ("the work is right", "cascades down"),
     "a chunk that exactly fits is a miss": ("an exact fit fits", "wait + 1 tries"),
-    "fits takes a count of blocks": ("or your count not in blocks?", "written for"),
+    "fits takes a count of blocks": ("needed in blocks (ceil(n_tokens", "one block early"),
     "a size checked for its sign only": ("a size of 2.5", "beside the pinned ones"),
     "admit stops after one admission": ("taking the head of waiting while it fits", ">="),
     "unpin returns the count it found": ("unpin() the pins left", "exactly like"),

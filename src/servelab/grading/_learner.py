@@ -28,6 +28,7 @@ __all__ = [
     "looping_frame",
     "program_in_progress",
     "stacking_problem",
+    "tb_frames",
     "traceback_of",
     "unreached",
 ]
@@ -151,6 +152,16 @@ def _loop_header(
     return traceback.FrameSummary(frame.filename, line, frame.name, line=text)
 
 
+def tb_frames(tb: TracebackType | None) -> list[types.FrameType]:
+    """The frames of a traceback, the outermost first: a walk that keeps the last match it
+    finds keeps the innermost."""
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    return frames
+
+
 def program_in_progress(tb: TracebackType | None) -> list[str] | None:
     """The paste-able program a grader script was running when ``tb`` was raised.
 
@@ -160,8 +171,7 @@ def program_in_progress(tb: TracebackType | None) -> list[str] | None:
     operation in progress.
     """
     found: list[str] | None = None
-    while tb is not None:
-        frame = tb.tb_frame
+    for frame in tb_frames(tb):
         if frame.f_code.co_filename.startswith(_SERVELAB):
             owner = frame.f_locals.get("self")
             for name in ("lines", "log"):
@@ -169,7 +179,6 @@ def program_in_progress(tb: TracebackType | None) -> list[str] | None:
                 if isinstance(lines, list) and lines and all(isinstance(x, str) for x in lines):
                     found = list(lines)
                     break
-        tb = tb.tb_next
     return found
 
 

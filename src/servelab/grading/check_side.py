@@ -18,7 +18,7 @@ from __future__ import annotations
 import traceback
 from pathlib import Path
 
-from servelab.grading._learner import learner_frame
+from servelab.grading._learner import learner_frame, tb_frames
 from servelab.grading._script import Script
 from servelab.grading.replay import program_of
 from servelab.grading.topic import ProbeFailed
@@ -54,10 +54,8 @@ def check_stopped(exc: BaseException) -> ProbeFailed | None:
 def _script_in_progress(exc: BaseException) -> Script | None:
     """The innermost probe frame's script: the program that ran up to the check."""
     found = None
-    tb = exc.__traceback__
-    while tb is not None:
-        for value in tb.tb_frame.f_locals.values():
+    for frame in tb_frames(exc.__traceback__):
+        for value in frame.f_locals.values():
             if isinstance(value, Script):
                 found = value
-        tb = tb.tb_next
     return found

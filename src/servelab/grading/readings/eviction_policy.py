@@ -15,6 +15,7 @@ from servelab.grading.readings.difference import (
     WrittenFor,
     other_error,
 )
+from servelab.grading.readings.kinds import count_moved
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 # The difference each reading below was written for (see WrittenFor): a reading is shown only
@@ -481,7 +482,9 @@ def eviction_policy_reading(d: Difference) -> str | None:
                     f"yours left {key!r} at count {mine} where the reference counts {theirs}: "
                     "a count is not capped, every hit adds 1",
                 )
-        return HIT_COUNTED.show(d, "a hit adds 1 to the key's count and records when it reached it")
+        rule = "a hit adds 1 to the key's count and records when it reached it"
+        hit_moved = count_moved(d, "counts", d.args[0]) if d.args else None
+        return HIT_COUNTED.show(d, f"{hit_moved}: {rule}" if hit_moved else rule)
     if m == "update_on_unpin" and who == "SIEVE" and d.differ:
         return UNPINNED.show(
             d,

@@ -22,7 +22,7 @@ from typing import Any
 from servelab.grading.readings.difference import Difference, failed_call, other_error
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
-__all__ = ["block_size_of", "factor_words", "kind_reading", "number_words"]
+__all__ = ["block_size_of", "count_moved", "factor_words", "kind_reading", "number_words"]
 
 #: Factors that a unit slip leaves between two numbers, and the slips that leave them.
 FACTORS: tuple[tuple[float, str, str], ...] = (
@@ -422,6 +422,10 @@ def _returned(d: Difference) -> str | None:
     if d.second is not None and _factor_shown(a, b, size):
         second = d.second()  # a second state, asked only when the factor needs one
     kind = number_words(a, b, size, second)
+    if kind and abs(a - b) == 1:
+        moved = _count_moved_twice(d)
+        if moved:  # a count dropped by 2 where the reference drops 1 is no off-by-one
+            return f"yours returned {_shown(a)}, the reference {_shown(b)}; {moved}"
     if kind:
         return f"yours returned {_shown(a)}, the reference {_shown(b)}: {kind}"
     if not d.differ and _factor_shown(a, b, size):
@@ -438,6 +442,38 @@ def _returned(d: Difference) -> str | None:
             )
         if extra and not missing:
             return f"yours returned {_shown(a)}, with {_shown(extra[0])} the reference leaves out"
+    return None
+
+
+def count_moved(d: Difference, name: str, key: Any) -> str | None:
+    """How yours moved count ``name`` of ``key`` where the reference moves it too (twice as
+    far, counted twice where a copy proves it, the other way, off by one), or None where
+    either side left it or it is no number."""
+    before, mine, theirs = d.before.get(name), d.mine.get(name), d.theirs.get(name)
+    if not (isinstance(before, dict) and isinstance(mine, dict) and isinstance(theirs, dict)):
+        return None
+    was, a, b = (x.get(key, 0) for x in (before, mine, theirs))
+    if not all(_number(x) is not None for x in (was, a, b)) or a == b or was in (a, b):
+        return None
+    again = functools.partial(_counted_again, d, name, key, b - was)
+    return _value(f"`{name}` of {_shown(key)}", was, a, b, again)
+
+
+def _count_moved_twice(d: Difference) -> str | None:
+    """A count (a field of numbers by key, an absent key 0) that yours moved twice as far as
+    the reference: the returned numbers one apart then say the count's step, not an off-by-one
+    (a refcount of 2 dropped to 0 where the reference drops it to 1)."""
+    for name in sorted(d.differ):
+        before, mine, theirs = d.before.get(name), d.mine.get(name), d.theirs.get(name)
+        if not (isinstance(before, dict) and isinstance(mine, dict) and isinstance(theirs, dict)):
+            continue
+        for key in sorted({*mine, *theirs}, key=repr):
+            was, a, b = (x.get(key, 0) for x in (before, mine, theirs))
+            if not all(_number(x) is not None for x in (was, a, b)) or a == b or b == was:
+                continue
+            if a - was == 2 * (b - was):
+                again = functools.partial(_counted_again, d, name, key, b - was)
+                return _value(f"`{name}` of {_shown(key)}", was, a, b, again)
     return None
 
 

@@ -256,9 +256,57 @@ def _registered_elsewhere(d: Difference) -> str | None:
     shown = d.returned("mine") or ""
     size = getattr(d.subject, "block_size", 0)
     hits = int(shown) // size if shown.isdigit() and isinstance(size, int) and size > 0 else -1
-    if hits > 0 and at - want == hits:
-        return f"{said}; does yours count the new blocks from 0, not from the {hits} hit(s)?"
+    if hits > 0 and at - want == hits and _named_by(d, extra[0], at, hits):
+        return (
+            f"{said}: yours gave it the chain's entry {at - hits}, counting the new blocks "
+            f"from 0, not from the {hits} hit(s) before them"
+        )
     return said
+
+
+def _named_by(d: Difference, block: Any, at: int, hits: int) -> bool:
+    """Proof of new blocks counted from 0: after your call on a copy, ``block`` (at position
+    ``at``) carries the hash of the prompt's chain entry at - hits; and again, on a copy given
+    the prompt with its partial last block made full (of tokens never cached), every block
+    yours hashes at position p >= hits carries entry p - hits. Pairing the new blocks with
+    the chain from its end names them the same way while a partial block is last (with one
+    hit), and rightly once none is."""
+    seq, tokens = (d.args[0], d.args[1]) if len(d.args) > 1 else (None, None)
+    size = getattr(d.subject, "block_size", 0)
+    if not isinstance(tokens, list | tuple) or not isinstance(size, int) or size < 1:
+        return False
+    i = at - hits
+    if i < 0 or _hash_of(d.after(), block) != _rule_chain(tokens, size)[i : i + 1]:
+        return False
+    full = len(tokens) // size * size
+    if full == len(tokens):
+        return True  # no partial block: the call itself shows it
+    whole = [*tokens[:full], *range(10**9, 10**9 + size)]
+    chain, obj = _rule_chain(whole, size), d.after(seq, whole)
+    table = getattr(obj, "tables", {}).get(seq) if obj is not None else None
+    if not isinstance(table, list):
+        return False
+    named = [(p, _hash_of(obj, b)) for p, b in enumerate(table[hits:], hits)]
+    named = [(p, h) for p, h in named if h]
+    return bool(named) and all(h == chain[p - hits : p - hits + 1] for p, h in named)
+
+
+def _rule_chain(tokens: Any, size: int) -> list[Any]:
+    """The hashes of a prompt's full blocks, each on its parent's, as the rule computes them."""
+    chain, parent = [], ROOT
+    for k in range(len(tokens) // size):
+        parent = hash((parent, tuple(tokens[k * size : (k + 1) * size])))
+        chain.append(parent)
+    return chain
+
+
+def _hash_of(obj: Any, block: Any) -> list[Any]:
+    """``[obj.hash[block]]`` when the block is hashed there; [] otherwise."""
+    try:
+        h = obj.hash[block]
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return []
+    return [h] if h is not None else []
 
 
 def prefix_cache_reading(d: Difference) -> str | None:

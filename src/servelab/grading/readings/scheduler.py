@@ -189,6 +189,51 @@ def _count_off(d: Difference) -> str | None:
     )
 
 
+def _one_block_off(d: Difference) -> str | None:
+    """Your ``fits``, asked again from the same state, refuses the fewest and the most tokens
+    of the call's blocks and admits the most tokens of a block fewer, and does so at another
+    watermark too: it counts in blocks and refuses where exactly the watermark is left (what
+    > where >= belongs does, and a block too many counted as well: which one, the answers
+    cannot tell)."""
+    n = d.args[0] if d.args else None
+    size = getattr(getattr(d.subject, "bm", None), "block_size", 0)
+    if not isinstance(n, int) or not isinstance(size, int) or size < 1:
+        return None
+    blocks = -(-n // size)
+    if blocks < 1:
+        return None
+    low, high, fewer = (blocks - 1) * size + 1, blocks * size, (blocks - 1) * size
+    if d.probe("fits", low) != ("returned", False) or d.probe("fits", high) != ("returned", False):
+        return None
+    if d.probe("fits", fewer) != ("returned", True) or not _early_at_another_watermark(d, size):
+        return None
+    return (
+        f"yours refuses every request of {blocks} block(s) here (n_tokens {low} to {high}) and "
+        f"admits one of {blocks - 1} block(s) ({fewer} tokens): it refuses "
+        "where num_free - needed == watermark, one block early"
+    )
+
+
+def _early_at_another_watermark(d: Difference, size: int) -> bool:
+    """Your ``fits`` on a copy whose watermark leaves room for 3 blocks (num_free - 3) admits
+    the most tokens of 2 blocks and refuses one token more: the same line a block early, in
+    blocks. A count of tokens read as blocks (num_free - n_tokens) meets the first state's
+    answers by chance, not these (2 * block_size tokens are more than 2)."""
+    free = d.before.get("num_free")
+    if not isinstance(free, int) or size < 2:
+        return False
+    answers = []
+    for n in (2 * size, 2 * size + 1):
+        try:
+            obj = copy.deepcopy(d.subject)
+            obj.watermark = free - 3
+            with line_budget(LINES_PER_CALL):
+                answers.append(obj.fits(n))
+        except (Exception, OutOfLines):
+            return False
+    return answers == [True, False]
+
+
 def _leaves_the_watermark(d: Difference) -> bool:
     """Whether the request ``fits`` was asked about leaves exactly the watermark free."""
     values: tuple[Any, ...] = (
@@ -257,6 +302,42 @@ def _retires_when_first(d: Difference) -> str:
         except (Exception, OutOfLines):
             return ""
     return ""
+
+
+def _retires_next_call(d: Difference) -> bool:
+    """Your retire, called twice on a copy of the scheduler as it was (each call with its own
+    copy of the step's output), retires at the second call what the first left: late, not
+    never (a retire that acts on what the call before it marked)."""
+    try:
+        obj, out = copy.deepcopy((d.subject, d.args[0] if d.args else None))
+        again = copy.deepcopy(out)
+        with line_budget(LINES_PER_CALL):
+            obj.retire(out)
+            kept = len(obj.running)
+            obj.retire(again)
+        return kept == len(d.subject.running) and len(obj.running) < kept
+    except (Exception, OutOfLines):
+        return False
+
+
+def _retires_alone(d: Difference) -> bool | None:
+    """Your retire on a copy whose running list holds the finished sequences alone: True when
+    it retires them all, False when it retires none (as the call itself did, where they ran
+    alone already), None when it cannot be told (it retires some, or the call fails)."""
+    try:
+        obj, out = copy.deepcopy((d.subject, d.args[0] if d.args else None))
+        done = [s for s in obj.running if s.is_finished]
+        if not done:
+            return None
+        if len(done) == len(obj.running):
+            return False
+        obj.running = done
+        with line_budget(LINES_PER_CALL):
+            obj.retire(out)
+    except (Exception, OutOfLines):
+        return None
+    left = len([s for s in obj.running if s.is_finished])
+    return True if left == 0 else False if left == len(done) else None
 
 
 def _decoded_after_finishing(d: Difference) -> list[Any]:
@@ -356,13 +437,16 @@ def scheduler_reading(d: Difference) -> str | None:
         if found is not None:
             return found
         if d.returned("mine") == "False" and _leaves_the_watermark(d):
-            # a strict comparison and a count of tokens read as blocks both refuse here
-            return (
-                "yours refused a request that leaves exactly the watermark free: admit while "
-                "num_free - needed >= watermark, needed in blocks (ceil(n_tokens / "
-                "block_size)): is your comparison strict (> where >= belongs), or your count "
-                "not in blocks?"
+            said = "yours refused a request that leaves exactly the watermark free"
+            rule = (
+                "admit while num_free - needed >= watermark, needed in blocks (ceil(n_tokens / "
+                "block_size))"
             )
+            line = _one_block_off(d)
+            if line:
+                return f"{said}: {line}; {rule}"
+            # a strict comparison, a block too many, a count of tokens: all refuse here
+            return f"{said}: {rule}"
         if d.returned("mine") == "True" and d.returned("theirs") == "False":
             return "admit only while num_free - needed >= watermark: the watermark stays free"
         return None
@@ -385,9 +469,30 @@ def scheduler_reading(d: Difference) -> str | None:
                         f"yours retires them once they stand {where} in running: walk every "
                         f"running sequence, from the first to the last, and stop at none; {rule}"
                     )
+                if _retires_next_call(d):
+                    return (
+                        f"yours changed nothing: finished sequence(s) {left} stay running, yet "
+                        "called once more on a copy, yours retires them: one call late. A "
+                        f"sequence retires at the first step that finds it finished; {rule}"
+                    )
+                alone = _retires_alone(d)
+                if alone:
+                    return (
+                        f"yours changed nothing: finished sequence(s) {left} stay running, yet "
+                        "on a copy where only finished sequences run, yours retires them: "
+                        f"retire each finished one, whatever runs beside it; {rule}"
+                    )
+                if alone is False:  # a second call and a running list of finished alone
+                    return (
+                        f"yours changed nothing: finished sequence(s) {left} stay running, and "
+                        "yours retires none on a second call either, nor with only finished "
+                        "sequences running: a scheduler that never retires decodes them "
+                        f"forever; {rule}"
+                    )
+                # one call seen: what it left, not what later calls do
                 return (
-                    f"yours changed nothing: finished sequence(s) {left} stay running, and a "
-                    f"scheduler that never retires decodes them forever; {rule}"
+                    f"yours changed nothing: finished sequence(s) {left} stay running at this "
+                    f"step, to be decoded again; {rule}"
                 )
             return rule
         if len(mine) > len(theirs) and LEFT_RUNNING.fits(d):

@@ -169,15 +169,44 @@ def _chunk_sizes(d: Difference, chunks: list[Any]) -> str | None:
                 f"budget left and {need} to run"
             )
             if c.num_tokens == min(need, charged) and charged < honest:
-                return (
-                    f"{said}: as if an earlier prefix hit's cached tokens were charged to the "
-                    "budget; cached tokens cost nothing, only the tokens that run (num_tokens) "
-                    "come off the budget"
-                )
+                if _full_without_hits(d, c.seq.seq_id):
+                    return (
+                        f"{said}: {honest - charged} short, the cached tokens of the prefix "
+                        "hits before it; on a copy whose requests find no hit, yours gives it "
+                        "the whole budget left. Cached tokens cost nothing, only the tokens "
+                        "that run (num_tokens) come off the budget"
+                    )
+                return f"{said}: a chunk takes min(tokens still to run, budget left)"
             return f"{said}: a chunk takes min(tokens still to run, budget left)"
         honest -= c.num_tokens
         charged -= c.num_tokens + c.num_cached
     return None
+
+
+def _full_without_hits(d: Difference, sid: Any) -> bool:
+    """Proof of prefix hits charged: your call run again on a copy whose ``cached_tokens``
+    finds no hit gives request ``sid`` the whole budget left (the budget less the tokens run
+    before it), where it ran short. A chunk shortened by another cost (a block per request, a
+    sampled token) stays short without hits."""
+    if len(d.args) != 2 or not isinstance(d.args[1], int):
+        return False
+    try:
+        obj = copy.deepcopy(d.subject)
+        obj.cached_tokens = lambda seq: 0
+        out = BudgetStep()
+        with line_budget(LINES_PER_CALL):
+            getattr(obj, d.method)(out, d.args[1])
+    except (Exception, OutOfLines):
+        return False
+    left = d.args[1]
+    for c in out.scheduled:
+        if getattr(c, "num_cached", 0):
+            return False
+        need = c.seq.num_tokens - c.start
+        if c.seq.seq_id == sid:
+            return left < need and c.num_tokens == left
+        left -= c.num_tokens
+    return False
 
 
 def _overspent(d: Difference, chunks: list[Any]) -> str | None:
