@@ -11,6 +11,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from servelab.grading._script import Script
+from servelab.grading.about import About, Hint
 from servelab.grading.block_manager_hints import HINTS
 from servelab.grading.observe import Canon, blocks_fields, frozen
 from servelab.grading.readings.block_manager import block_manager_reading
@@ -31,6 +32,18 @@ from servelab.testing.block_manager import (
 from servelab.testing.core import InvariantViolation
 
 __all__ = ["HINTS", "TOPIC"]
+
+
+_NO_RULE = Hint("the state differs from the reference's", About())
+"""A probe's hint where what yours did breaks none of the rules the probe knows for certain:
+about no place, so a report shows the place and the difference instead."""
+
+_COPY_REPLACES = Hint(
+    "copy-on-write replaces the shared block with its copy at the end of the writer's table "
+    "(table[-1] = new): the table keeps its length, and the blocks before it stay shared",
+    About(("append_slot",), ("tables",)),
+)
+"""The first-writer probe's hint where the copy was right and the writer's table was not."""
 
 
 def _script(impl: Any) -> Script:
@@ -91,7 +104,7 @@ def _allocate_takes_blocks(impl: Any) -> None:
     )
     s.check(
         s("bm.num_free") == 6,
-        f"num_free is {s.ns['bm'].num_free} after taking 2 of 8",
+        f"num_free is {s.ns['bm'].num_free}, expected 6: the reference takes 2 of the 8 blocks",
         "free-count",
     )
     for b in table:
@@ -162,7 +175,11 @@ def _append_fills_then_allocates(impl: Any) -> None:
         (block, offset, src) == (first, 3, None),
         f"token 3 goes to offset 3 of block {first} (it has room), got ({block}, {offset}, {src})",
     )
-    s.check(s("bm.num_free") == 7, "no block should be allocated while the last one has room")
+    s.check(
+        s("bm.num_free") == 7,
+        f"num_free is {s.ns['bm'].num_free} after the append, expected 7: in the reference "
+        f"token 3 goes into block {first}, which has room, and no block is taken",
+    )
     block, offset, src = _slot(s, "bm.append_slot(0)")
     s.check(
         offset == 0 and src is None and block != first,
@@ -212,11 +229,19 @@ def _fork_tables_independent(impl: Any) -> None:
     s("bm = BlockManager(8, 4)")
     s("bm.allocate(0, 4)")
     s("bm.fork(0, 1)")
+    before = s("bm.block_table(1)")
     s("bm.append_slot(0)")
     child = s("bm.block_table(1)")
+    if len(child) != 1 and child == before:
+        # not a table shared with the parent: the child's own table was wrong from the fork
+        raise s.fail(
+            f"sequence 1's table is {child}, expected 1 block: in the reference the fork "
+            "gives it sequence 0's one block, and sequence 0's append leaves it as it is",
+            hint=_NO_RULE,
+        )
     s.check(
         len(child) == 1,
-        f"sequence 0 crossed a boundary, but sequence 1's table changed too: {child}",
+        f"sequence 0 crossed a boundary, but sequence 1's table changed too: {before} -> {child}",
         "fork-copies-table",
     )
     check_rules(s)
@@ -234,8 +259,22 @@ def _first_writer_copies(impl: Any) -> None:
         f"sequence 0 writes into shared partial block {partial}: expected a new block "
         f"with cow_src={partial} at offset 2, got ({block}, {offset}, {src})",
     )
-    s.check(s("bm.block_table(0)") == [full, block], "only the last entry changes")
-    s.check(s(f"bm.refcount({partial})") == 1, "the copier must drop its reference", "cow-drop")
+    table = s("bm.block_table(0)")
+    if table != [full, block]:
+        # the copy itself was right (block, offset and cow_src): the table is what differs
+        raise s.fail(
+            f"sequence 0's table is {table} after its copy, expected {[full, block]}: in the "
+            f"reference the copy {block} takes the place of block {partial} at the table's "
+            "end; only the last entry changes",
+            hint=_COPY_REPLACES,
+        )
+    ref = s(f"bm.refcount({partial})")
+    s.check(
+        ref == 1,
+        f"refcount({partial}) is {ref} after sequence 0 copied it, expected 1: the reference "
+        "drops the copier's reference, and sequence 1 still holds it",
+        "cow-drop",
+    )
     check_rules(s)
 
 
@@ -247,11 +286,13 @@ def _second_writer_in_place(impl: Any) -> None:
     _full, partial = s("bm.block_table(1)")
     s("bm.append_slot(0)")
     free_before = s("bm.num_free")
+    ref = s.ns["bm"].refcount(partial)
     block, offset, src = _slot(s, "bm.append_slot(1)")
     s.check(
         (block, offset, src) == (partial, 2, None),
-        f"sequence 1 is now the only holder of block {partial}: expected Slot({partial}, "
-        f"2, None), got ({block}, {offset}, {src})",
+        f"in the reference sequence 0's copy leaves sequence 1 the only holder of block "
+        f"{partial} (refcount 1; yours {ref} before this append), so it writes in place: "
+        f"expected Slot({partial}, 2, None), got ({block}, {offset}, {src})",
     )
     s.check(s("bm.num_free") == free_before, "writing in place takes no block")
     check_rules(s)

@@ -14,8 +14,8 @@ HINTS: dict[str, Hint] = {
         About(("_release", "free_seq"), ("free", "num_free", "refcounts")),
     ),
     "refcount-matches-tables": Hint(
-        "every time a table gains or loses a block, its refcount must "
-        "move with it (allocate, fork and free_seq)",
+        "every time a table gains or loses a block, its refcount must move with it "
+        "(allocate, fork, free_seq, and append_slot when it copies a shared block)",
         About(("allocate", "fork", "free_seq", "_alloc", "_release"), ("refcounts",)),
     ),
     "table-distinct": Hint(
