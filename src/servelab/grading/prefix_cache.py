@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from servelab.grading._script import Script
+from servelab.grading.about import About, Hint
 from servelab.grading.block_manager import check_rules
 from servelab.grading.prefix_cache_hints import HINTS
 from servelab.grading.prefix_cache_replay import REPLAY
@@ -240,7 +241,11 @@ def _same_prompt_shares(impl: Any) -> None:
         t0[:2] == t1[:2] and t0[2] != t1[2],
         f"the two full blocks are shared and the partial tail is not: {t0} vs {t1}",
     )
-    s.check([s(f"bm.refcount({b})") for b in t0[:2]] == [2, 2], "shared blocks need refcount 2")
+    refs = [s(f"bm.refcount({b})") for b in t0[:2]]
+    s.check(
+        refs == [2, 2],
+        f"the shared blocks' refcounts are {refs}, expected [2, 2]: two tables hold each",
+    )
     _invariants(s)
 
 
@@ -299,7 +304,11 @@ def _decode_fills_cache(impl: Any) -> None:
     s("bm.allocate(0, [1, 2, 3, 4, 5])")  # its third block is named after the second
     s("bm.append_slot(0, 6)")
     got = s("bm.allocate(1, [1, 2, 3, 4, 5, 6, 7])")
-    s.check(got == 6, f"block [5, 6] became full by append_slot and should be cached: got {got}")
+    s.check(
+        got == 6,
+        f"bm.allocate(1, [1, 2, 3, 4, 5, 6, 7]) returned {got}, expected 6: in the reference "
+        "block [5, 6], filled by append_slot(0, 6), is cached, and all three blocks hit",
+    )
     _invariants(s)
 
 
@@ -323,8 +332,17 @@ def _freed_stays_cached(impl: Any) -> None:
     s = _script(impl, f"bm = {NAME}(4, 2)")
     s("bm.allocate(0, [1, 2, 3, 4, 5])")
     s("bm.free_seq(0)")
-    s.check(s("bm.num_free") == 4, "evictable blocks still count as free")
-    s.check(len(s("bm.evictable()")) == 2, "the two full blocks should stay cached (evictable)")
+    free = s("bm.num_free")
+    s.check(
+        free == 4,
+        f"num_free is {free} after free_seq(0), expected 4: in the reference every block is "
+        "free again, the two cached ones as evictable (they still count as free)",
+    )
+    evictable = s("bm.evictable()")
+    s.check(
+        len(evictable) == 2,
+        f"evictable() is {evictable}: the reference keeps the two full blocks cached (evictable)",
+    )
     got = s("bm.allocate(1, [1, 2, 3, 4, 5])")
     s.check(got == 4, f"the freed prefix is still cached: expected 4 tokens, got {got}")
     s.check(s("bm.evictable()") == [], "a hit takes the block off the evictable list")
@@ -338,8 +356,9 @@ def _plain_free_first(impl: Any) -> None:
     got = s("bm.num_cached_tokens([1, 2, 3])")
     s.check(
         got == 2,
-        "two plain free blocks were left, so the cached block [1, 2] must "
-        f"survive; num_cached_tokens([1, 2, 3]) is {got}",
+        f"num_cached_tokens([1, 2, 3]) is {got}, expected 2: in the reference free_seq(0) "
+        "leaves two plain free blocks, which allocate(1, [7, 8, 9]) takes, so the cached "
+        "block [1, 2] survives",
     )
 
 
@@ -354,7 +373,12 @@ def _least_recent_first(impl: Any) -> None:
         s("bm.num_cached_tokens([5, 6])") == 1,
         "the least recently freed block [1] should be reclaimed, not [5]",
     )
-    s.check(s("bm.num_cached_tokens([1, 2])") == 0, "block [1] was the oldest and is gone")
+    got = s("bm.num_cached_tokens([1, 2])")
+    s.check(
+        got == 0,
+        f"num_cached_tokens([1, 2]) is {got}, expected 0: block [1] was freed first, so the "
+        "reference reclaims it for [8, 9]",
+    )
 
 
 def _freed_again_goes_last(impl: Any) -> None:
@@ -408,11 +432,35 @@ def _freed_once(impl: Any) -> None:
     s("bm.allocate(0, [1, 2, 3])")
     s("bm.free_seq(0)")
     free = s("bm.free_list()")
-    s.check(
-        len(free) == len(set(free)) == 4,
-        f"free_list() is {free}: a block appears twice, so it was freed twice",
+    if len(free) == len(set(free)) == 4:
+        _invariants(s)
+        return
+    twice = sorted({b for b in free if free.count(b) > 1})
+    if twice:
+        raise s.fail(
+            f"free_list() is {free}: block {_listed(twice)} listed twice; in the reference "
+            "each of the 4 blocks is listed once after free_seq(0)"
+        )
+    missing = sorted(set(range(4)) - set(free))
+    if not missing:
+        raise s.fail(f"free_list() is {free}, expected the 4 blocks [0, 1, 2, 3] once each")
+    raise s.fail(
+        f"free_list() is {free}: block {_listed(missing)} missing; in the reference each of "
+        "the 4 blocks is listed once after free_seq(0)",
+        hint=_RETURNED,
     )
-    _invariants(s)
+
+
+_RETURNED = Hint(
+    "a block whose refcount reaches 0 goes back: to the evictable list if it holds a hash, "
+    "else to the plain free list",
+    About(("_release",), ("free", "num_free", "reclaim order")),
+)
+"""The freed-once probe's hint where a block never came back (no block listed twice)."""
+
+
+def _listed(blocks: list[int]) -> str:
+    return f"{blocks[0]} is" if len(blocks) == 1 else f"s {blocks} are"
 
 
 def _probe(name: str, hint_id: str, run: Callable[[Any], None]) -> Probe:
