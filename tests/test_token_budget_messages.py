@@ -16,6 +16,7 @@ from servelab.kv.budget import Chunk
 
 TOPIC = "token-budget"
 Budget = checkpoint(TOPIC, 1)
+Chunked = checkpoint(TOPIC, 2)
 Final = checkpoint(TOPIC, 3)
 
 
@@ -65,6 +66,26 @@ class AdmitNeedsSpareBudget(Budget):
             self.running.append(seq)
             out.scheduled.append(Chunk(seq, 0, n, self.slots(seq, 0, n), True))
             self.computed[seq.seq_id] = n
+            budget -= n
+
+
+class AdmitPastTheBudget(Chunked):
+    """admit loops while requests wait and the cap allows, budget > 0 forgotten."""
+
+    def admit(self, out: Any, budget: int) -> None:
+        while self.waiting and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[0]
+            hit = self.cached_tokens(seq)
+            n = min(seq.num_tokens - hit, budget)
+            try:
+                self.bm.allocate(seq.seq_id, seq.token_ids[: hit + n])
+            except OutOfBlocks:
+                break
+            self.waiting.popleft()
+            self.running.append(seq)
+            samples = hit + n == seq.num_tokens
+            out.scheduled.append(Chunk(seq, hit, n, self.slots(seq, hit, n), samples, hit))
+            self.computed[seq.seq_id] = hit + n
             budget -= n
 
 
@@ -146,6 +167,15 @@ CASES = {
         1,
         [REFERENCE, "your `admit`"],
         [ONE_TOKEN, "This check was written for"],
+    ),
+    "a chunk of 0 tokens within the budget": (
+        AdmitPastTheBudget,
+        2,
+        [
+            "in the reference requests 0 and 1 spend the budget of 10 (6 + 4 tokens)",
+            "it gets no chunk of 0 tokens",
+        ],
+        ["take each chunk's num_tokens from the budget once"],
     ),
     "the victim listed twice": (
         VictimReportedTwice,

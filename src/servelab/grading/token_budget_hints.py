@@ -85,6 +85,11 @@ PROBE_HINTS: dict[str, Hint] = {
         "of preempt does not list it again",
         About(("preempt", "schedule_running"), ("out.preempted",)),
     ),
+    "admit-spent": Hint(
+        "`admit` stops once the budget is spent (while budget > 0): a waiting request past "
+        "that point stays waiting; it gets no chunk of 0 tokens",
+        About(("admit",)),
+    ),
     "no-rule": Hint("the scheduled chunks differ from the reference's", About()),
     "reset": Hint(
         "`preempt`: a preempted request is recomputed: reset its num_computed_tokens to 0, free "
