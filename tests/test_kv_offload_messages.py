@@ -1,7 +1,8 @@
 """A kv-offload check's own message and hint say only what is true of the learner's run: a
 remove that refused quietly is not told it freed the chunk, and a put that stored a chunk it
 had no room for is told what it stored, next to the reference's sum labelled as the
-reference's. Graded end to end."""
+reference's. A None from a put or its victim choice is one of their answers (a miss), not a
+path that forgot to return. Graded end to end."""
 
 from __future__ import annotations
 
@@ -53,6 +54,22 @@ class NeedFromCapacity(Evicting):
         return victims if need <= 0 else None
 
 
+class VictimScanStopsAtHeld(Evicting):
+    """_choose_victims gives up (a miss) at the first chunk can_evict refuses."""
+
+    def _choose_victims(self, size: int) -> list[str] | None:
+        need = size - self.free
+        victims: list[str] = []
+        for key in self._sizes:
+            if need <= 0:
+                break
+            if not self.can_evict(key):
+                return None
+            victims.append(key)
+            need -= self._sizes[key]
+        return victims if need <= 0 else None
+
+
 def _report(impl: Any, step: int) -> str:
     with pytest.raises(GradeFailure) as failed:
         grade(TOPIC, impl, step, quiet=True)
@@ -84,6 +101,12 @@ CASES = {
             "yours stored 'b' beside it: used is 40 of 30",
         ],
         [],
+    ),
+    "a miss where room could be made": (
+        VictimScanStopsAtHeld,
+        2,
+        ["yours answered None (no room) where the reference makes room by evicting ['b', 'c']"],
+        ["every path of", "a name still None"],
     ),
 }
 
