@@ -11,7 +11,8 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from servelab.grading._script import Script
-from servelab.grading.about import RESULT, About, Hint
+from servelab.grading.about import About, Hint
+from servelab.grading.block_manager_hints import HINTS
 from servelab.grading.observe import Canon, blocks_fields, frozen
 from servelab.grading.readings.block_manager import block_manager_reading
 from servelab.grading.replay import TopicReplay, plain, program
@@ -31,6 +32,18 @@ from servelab.testing.block_manager import (
 from servelab.testing.core import InvariantViolation
 
 __all__ = ["HINTS", "TOPIC"]
+
+
+_NO_RULE = Hint("the state differs from the reference's", About())
+"""A probe's hint where what yours did breaks none of the rules the probe knows for certain:
+about no place, so a report shows the place and the difference instead."""
+
+_COPY_REPLACES = Hint(
+    "copy-on-write replaces the shared block with its copy at the end of the writer's table "
+    "(table[-1] = new): the table keeps its length, and the blocks before it stay shared",
+    About(("append_slot",), ("tables",)),
+)
+"""The first-writer probe's hint where the copy was right and the writer's table was not."""
 
 
 def _script(impl: Any) -> Script:
@@ -91,7 +104,7 @@ def _allocate_takes_blocks(impl: Any) -> None:
     )
     s.check(
         s("bm.num_free") == 6,
-        f"num_free is {s.ns['bm'].num_free} after taking 2 of 8",
+        f"num_free is {s.ns['bm'].num_free}, expected 6: the reference takes 2 of the 8 blocks",
         "free-count",
     )
     for b in table:
@@ -162,7 +175,11 @@ def _append_fills_then_allocates(impl: Any) -> None:
         (block, offset, src) == (first, 3, None),
         f"token 3 goes to offset 3 of block {first} (it has room), got ({block}, {offset}, {src})",
     )
-    s.check(s("bm.num_free") == 7, "no block should be allocated while the last one has room")
+    s.check(
+        s("bm.num_free") == 7,
+        f"num_free is {s.ns['bm'].num_free} after the append, expected 7: in the reference "
+        f"token 3 goes into block {first}, which has room, and no block is taken",
+    )
     block, offset, src = _slot(s, "bm.append_slot(0)")
     s.check(
         offset == 0 and src is None and block != first,
@@ -212,11 +229,19 @@ def _fork_tables_independent(impl: Any) -> None:
     s("bm = BlockManager(8, 4)")
     s("bm.allocate(0, 4)")
     s("bm.fork(0, 1)")
+    before = s("bm.block_table(1)")
     s("bm.append_slot(0)")
     child = s("bm.block_table(1)")
+    if len(child) != 1 and child == before:
+        # not a table shared with the parent: the child's own table was wrong from the fork
+        raise s.fail(
+            f"sequence 1's table is {child}, expected 1 block: in the reference the fork "
+            "gives it sequence 0's one block, and sequence 0's append leaves it as it is",
+            hint=_NO_RULE,
+        )
     s.check(
         len(child) == 1,
-        f"sequence 0 crossed a boundary, but sequence 1's table changed too: {child}",
+        f"sequence 0 crossed a boundary, but sequence 1's table changed too: {before} -> {child}",
         "fork-copies-table",
     )
     check_rules(s)
@@ -234,8 +259,22 @@ def _first_writer_copies(impl: Any) -> None:
         f"sequence 0 writes into shared partial block {partial}: expected a new block "
         f"with cow_src={partial} at offset 2, got ({block}, {offset}, {src})",
     )
-    s.check(s("bm.block_table(0)") == [full, block], "only the last entry changes")
-    s.check(s(f"bm.refcount({partial})") == 1, "the copier must drop its reference", "cow-drop")
+    table = s("bm.block_table(0)")
+    if table != [full, block]:
+        # the copy itself was right (block, offset and cow_src): the table is what differs
+        raise s.fail(
+            f"sequence 0's table is {table} after its copy, expected {[full, block]}: in the "
+            f"reference the copy {block} takes the place of block {partial} at the table's "
+            "end; only the last entry changes",
+            hint=_COPY_REPLACES,
+        )
+    ref = s(f"bm.refcount({partial})")
+    s.check(
+        ref == 1,
+        f"refcount({partial}) is {ref} after sequence 0 copied it, expected 1: the reference "
+        "drops the copier's reference, and sequence 1 still holds it",
+        "cow-drop",
+    )
     check_rules(s)
 
 
@@ -247,11 +286,13 @@ def _second_writer_in_place(impl: Any) -> None:
     _full, partial = s("bm.block_table(1)")
     s("bm.append_slot(0)")
     free_before = s("bm.num_free")
+    ref = s.ns["bm"].refcount(partial)
     block, offset, src = _slot(s, "bm.append_slot(1)")
     s.check(
         (block, offset, src) == (partial, 2, None),
-        f"sequence 1 is now the only holder of block {partial}: expected Slot({partial}, "
-        f"2, None), got ({block}, {offset}, {src})",
+        f"in the reference sequence 0's copy leaves sequence 1 the only holder of block "
+        f"{partial} (refcount 1; yours {ref} before this append), so it writes in place: "
+        f"expected Slot({partial}, 2, None), got ({block}, {offset}, {src})",
     )
     s.check(s("bm.num_free") == free_before, "writing in place takes no block")
     check_rules(s)
@@ -314,126 +355,6 @@ def _bad_calls(impl: Any) -> None:
     expect_error(s, "bm.free_seq(1)", "UnknownSequence")
     expect_error(s, "bm.allocate(1, '3')", "InvalidLength")  # not compared with 0 first
     check_rules(s)
-
-
-HINTS: dict[str, Hint] = {
-    "free-list": Hint(
-        "a block is free exactly when its refcount is 0 (free_seq must not ignore the "
-        "refcount): release one reference per table entry, and put the block back on the free "
-        "list when the count reaches 0, and only then",
-        About(("_release", "free_seq"), ("free", "num_free", "refcounts")),
-    ),
-    "refcount-matches-tables": Hint(
-        "every time a table gains or loses a block, its refcount must "
-        "move with it (allocate, fork and free_seq)",
-        About(("allocate", "fork", "free_seq", "_alloc", "_release"), ("refcounts",)),
-    ),
-    "table-distinct": Hint(
-        "each entry of a table is a block of its own: a table never lists one block twice",
-        About(("allocate", "append_slot"), ("tables",)),
-    ),
-    "table-length": Hint(
-        "a table holds ceil(len / block_size) blocks: allocate on a boundary "
-        "crossing, not before and not after",
-        About(("allocate", "append_slot"), ("tables", "lengths")),
-    ),
-    "length": Hint(
-        "a sequence's length counts its tokens: allocate sets it, and append_slot raises "
-        "it by one on every call, whichever branch it takes (a new block, a copy, in place)",
-        About(("allocate", "append_slot"), ("lengths",)),
-    ),
-    "free-order-take": Hint(
-        "the free list is a queue: `_alloc` takes the block at its left end "
-        "(popleft), the block that has been free longest",
-        About(("_alloc",), ("free",)),
-    ),
-    "free-order-return": Hint(
-        "the free list is a queue: `_release` puts a block whose refcount "
-        "reaches 0 at its right end (append), behind the blocks already free",
-        About(("_release",), ("free",)),
-    ),
-    "free-tail-first": Hint(
-        "free_seq releases a table tail first (last block first): the block freed first is "
-        "reused first, so a prefix cache keeps a prompt's shareable head longest",
-        About(("free_seq",), ("free",)),
-    ),
-    "free-count": Hint(
-        "num_free differs from the model's: was a block taken that was not needed (a "
-        "full block copied?) or one never returned?",
-        About((), ("num_free",)),
-    ),
-    "boundary-allocation": Hint(
-        "append_slot allocates only when len % block_size == 0; otherwise "
-        "the token goes to offset len % block_size of the last block",
-        About(("append_slot",), ("tables", "free", "num_free", RESULT)),
-    ),
-    "fork-shares": Hint(
-        "fork must share the parent's blocks themselves (same ids), raising each "
-        "refcount, not allocate new ones",
-        About(("fork",), ("tables", "free", "num_free", "refcounts")),
-    ),
-    "fork-refcount": Hint(
-        "fork must raise the refcount of every block it shares: two tables hold it",
-        About(("fork",), ("refcounts",)),
-    ),
-    "fork-copies-table": Hint(
-        "fork gives the child its own list (list(table)): sharing the parent's "
-        "list object makes every block one sequence appends show up in the other's table",
-        About(("fork",), ("tables",)),
-    ),
-    "cow-drop": Hint(
-        "after copying a shared block, the writer drops its reference to the old one "
-        "(release it), or the block leaks and its other holder keeps copying",
-        About(("append_slot",), ("refcounts",)),
-    ),
-    "cow-full-block": Hint(
-        "copy-on-write applies to the trailing partial block only; full blocks "
-        "are never written again, so copying them turns a fork into a full copy",
-        About(("append_slot",)),
-    ),
-    "cow-sole-owner": Hint(
-        "only the first writer copies: after it drops its reference the other "
-        "holder has refcount 1 and writes in place; decide by refcount, not by 'was forked'",
-        About(("append_slot",)),
-    ),
-    "cow-missing": Hint(
-        "a write into a partial block with refcount > 1 must copy it first "
-        "(return cow_src) — otherwise the sibling sees the token",
-        About(("append_slot",)),
-    ),
-    "write-isolation": Hint(
-        "a write landed in a block another sequence reads: check refcounts "
-        "before writing, and never hand out a block that is still in use",
-        About(("append_slot", "_alloc")),
-    ),
-    "expected-error": Hint(
-        "raise the documented error: OutOfBlocks, UnknownSequence, SequenceExists or InvalidLength",
-        About(("allocate", "append_slot", "fork", "free_seq", "_known", "_new")),
-    ),
-    "room-is-free": Hint(
-        "allocate compares the blocks needed with the free blocks (len(self.free)), not with "
-        "the pool: a request the free list cannot hold raises OutOfBlocks and takes nothing",
-        About(("allocate",), ("free", "num_free", "tables")),
-    ),
-    "all-or-nothing": Hint(
-        "allocate must check that enough blocks are free before taking any: all or nothing",
-        About(("allocate",), ("free", "num_free")),
-    ),
-    "cow-release-before-allocate": Hint(
-        "allocate the replacement block before releasing the shared "
-        "one, so OutOfBlocks leaves the table and refcounts untouched",
-        About(("append_slot",)),
-    ),
-    "exception-safety": Hint(
-        "validate everything before changing anything, so a raised error "
-        "leaves the manager exactly as it was",
-        About(("allocate", "append_slot", "fork", "free_seq")),
-    ),
-    "exception": Hint(
-        "a call raised an unexpected error; the repro above shows which",
-        About(),
-    ),
-}
 
 
 STEP_INVARIANTS: dict[int, list[str]] = {

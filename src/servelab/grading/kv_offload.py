@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from servelab.grading._script import Script, graded_names
-from servelab.grading.about import About, Hint
+from servelab.grading.about import RESULT, About, Hint
 from servelab.grading.kv_offload_hints import HINTS
 from servelab.grading.kv_offload_replay import REPLAY
 from servelab.grading.kv_offload_values import Payload, victims
@@ -141,20 +141,44 @@ def _remove_in_use(impl: Any) -> None:
     _put(s, "a", 10)
     s.call("ref", "a")
     try:
-        s.call("remove", "a")
+        got = s.call("remove", "a")
     except RuntimeError:
         s.expect(s.keys(), ["a"], "resident keys after the refused remove")
         return
     except Exception as exc:
         raise s.fail(f"tier.remove('a') raised {type(exc).__name__}, expected ChunkInUse") from exc
+    if "a" in s.keys():
+        # refused, but quietly: no rule about what may be freed broke
+        raise s.fail(
+            f"tier.remove('a') returned {got!r} and left 'a' resident; the reference raises "
+            "ChunkInUse, as a transfer still reads 'a'",
+            hint=_REFUSED_RAISES,
+        )
     raise s.fail("tier.remove('a') freed a chunk a transfer still reads", "referenced")
+
+
+_REFUSED_RAISES = Hint(
+    "`remove` refuses a chunk that is pinned or referenced by raising ChunkInUse (not by a "
+    "return value the caller may ignore), and changes nothing",
+    About(("remove",), (RESULT,)),
+)
+"""The remove probe's hint where yours kept the chunk but did not raise."""
 
 
 def _full_is_a_miss(impl: Any) -> None:
     s = _tier(impl, 30)
     _put(s, "a", 20)
     s.call("pin", "a")
-    s.expect(victims(_put(s, "b", 20)), None, "tier.put('b', ...) with 'a' pinned")
+    got = victims(_put(s, "b", 20))
+    if got is not None:
+        used = s("tier.used")
+        over = isinstance(used, int | float) and used > 30
+        stored = f"; yours stored 'b' beside it: used is {used} of 30" if over else ""
+        raise s.fail(
+            f"tier.put('b', ...) with 'a' pinned is {got!r}, expected None: in the reference "
+            f"the pinned 'a' leaves 10 of the 30 bytes free, too few for 'b' (20), and nothing "
+            f"can be evicted, so the put is a miss{stored}"
+        )
     s.expect(s.keys(), ["a"], "resident keys")
     s.expect(s("tier.used"), 20, "used")
 

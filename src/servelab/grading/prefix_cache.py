@@ -21,6 +21,7 @@ from typing import Any
 from servelab.grading._script import Script
 from servelab.grading.about import About, Hint
 from servelab.grading.block_manager import check_rules
+from servelab.grading.prefix_cache_hints import HINTS
 from servelab.grading.prefix_cache_replay import REPLAY
 from servelab.grading.topic import MachineCheck, Probe, Step, Topic
 from servelab.testing import prefix_chain
@@ -240,7 +241,11 @@ def _same_prompt_shares(impl: Any) -> None:
         t0[:2] == t1[:2] and t0[2] != t1[2],
         f"the two full blocks are shared and the partial tail is not: {t0} vs {t1}",
     )
-    s.check([s(f"bm.refcount({b})") for b in t0[:2]] == [2, 2], "shared blocks need refcount 2")
+    refs = [s(f"bm.refcount({b})") for b in t0[:2]]
+    s.check(
+        refs == [2, 2],
+        f"the shared blocks' refcounts are {refs}, expected [2, 2]: two tables hold each",
+    )
     _invariants(s)
 
 
@@ -299,7 +304,11 @@ def _decode_fills_cache(impl: Any) -> None:
     s("bm.allocate(0, [1, 2, 3, 4, 5])")  # its third block is named after the second
     s("bm.append_slot(0, 6)")
     got = s("bm.allocate(1, [1, 2, 3, 4, 5, 6, 7])")
-    s.check(got == 6, f"block [5, 6] became full by append_slot and should be cached: got {got}")
+    s.check(
+        got == 6,
+        f"bm.allocate(1, [1, 2, 3, 4, 5, 6, 7]) returned {got}, expected 6: in the reference "
+        "block [5, 6], filled by append_slot(0, 6), is cached, and all three blocks hit",
+    )
     _invariants(s)
 
 
@@ -323,8 +332,17 @@ def _freed_stays_cached(impl: Any) -> None:
     s = _script(impl, f"bm = {NAME}(4, 2)")
     s("bm.allocate(0, [1, 2, 3, 4, 5])")
     s("bm.free_seq(0)")
-    s.check(s("bm.num_free") == 4, "evictable blocks still count as free")
-    s.check(len(s("bm.evictable()")) == 2, "the two full blocks should stay cached (evictable)")
+    free = s("bm.num_free")
+    s.check(
+        free == 4,
+        f"num_free is {free} after free_seq(0), expected 4: in the reference every block is "
+        "free again, the two cached ones as evictable (they still count as free)",
+    )
+    evictable = s("bm.evictable()")
+    s.check(
+        len(evictable) == 2,
+        f"evictable() is {evictable}: the reference keeps the two full blocks cached (evictable)",
+    )
     got = s("bm.allocate(1, [1, 2, 3, 4, 5])")
     s.check(got == 4, f"the freed prefix is still cached: expected 4 tokens, got {got}")
     s.check(s("bm.evictable()") == [], "a hit takes the block off the evictable list")
@@ -338,8 +356,9 @@ def _plain_free_first(impl: Any) -> None:
     got = s("bm.num_cached_tokens([1, 2, 3])")
     s.check(
         got == 2,
-        "two plain free blocks were left, so the cached block [1, 2] must "
-        f"survive; num_cached_tokens([1, 2, 3]) is {got}",
+        f"num_cached_tokens([1, 2, 3]) is {got}, expected 2: in the reference free_seq(0) "
+        "leaves two plain free blocks, which allocate(1, [7, 8, 9]) takes, so the cached "
+        "block [1, 2] survives",
     )
 
 
@@ -354,7 +373,12 @@ def _least_recent_first(impl: Any) -> None:
         s("bm.num_cached_tokens([5, 6])") == 1,
         "the least recently freed block [1] should be reclaimed, not [5]",
     )
-    s.check(s("bm.num_cached_tokens([1, 2])") == 0, "block [1] was the oldest and is gone")
+    got = s("bm.num_cached_tokens([1, 2])")
+    s.check(
+        got == 0,
+        f"num_cached_tokens([1, 2]) is {got}, expected 0: block [1] was freed first, so the "
+        "reference reclaims it for [8, 9]",
+    )
 
 
 def _freed_again_goes_last(impl: Any) -> None:
@@ -408,122 +432,35 @@ def _freed_once(impl: Any) -> None:
     s("bm.allocate(0, [1, 2, 3])")
     s("bm.free_seq(0)")
     free = s("bm.free_list()")
-    s.check(
-        len(free) == len(set(free)) == 4,
-        f"free_list() is {free}: a block appears twice, so it was freed twice",
+    if len(free) == len(set(free)) == 4:
+        _invariants(s)
+        return
+    twice = sorted({b for b in free if free.count(b) > 1})
+    if twice:
+        raise s.fail(
+            f"free_list() is {free}: block {_listed(twice)} listed twice; in the reference "
+            "each of the 4 blocks is listed once after free_seq(0)"
+        )
+    missing = sorted(set(range(4)) - set(free))
+    if not missing:
+        raise s.fail(f"free_list() is {free}, expected the 4 blocks [0, 1, 2, 3] once each")
+    raise s.fail(
+        f"free_list() is {free}: block {_listed(missing)} missing; in the reference each of "
+        "the 4 blocks is listed once after free_seq(0)",
+        hint=_RETURNED,
     )
-    _invariants(s)
 
 
-HINTS: dict[str, Hint] = {
-    "chain-shape": Hint(
-        "_chain names each full block only (len(tokens) // block_size of them), as "
-        "the pair (h, block_tokens) with block_tokens a tuple of that block's tokens",
-        About(("_chain",)),
-    ),
-    "register": Hint(
-        "_register(block, h, block_tokens) sets map[h] = block, hash[block] = h and "
-        "tokens[block] = block_tokens",
-        About(("_register",), ("hashed", "cached")),
-    ),
-    "duplicate": Hint(
-        "_register leaves a block private when its hash is already cached: map keeps "
-        "the first block, and the second gets no hash (else freeing one would remove the other's "
-        "entry)",
-        About(("_register",), ("hashed", "cached")),
-    ),
-    "verify": Hint(
-        "a hit must be verified: map[h] is a hit only if that block's stored tokens equal "
-        "the block's tokens (a hash can collide)",
-        About(("_lookup",)),
-    ),
-    "free-list": Hint(
-        "a block is on the free list twice, or free and held at once: a block whose "
-        "refcount reaches 0 goes to the evictable list if it holds a hash, else to the free "
-        "list — never both",
-        About(("_release", "_alloc"), ("free", "reclaim order")),
-    ),
-    "refcount-matches-tables": Hint(
-        "a block's refcount counts the tables holding it: a hit must raise it like a fork does",
-        About(("_claim",), ("refcounts",)),
-    ),
-    "table-length": Hint(
-        "a table holds ceil(len / block_size) blocks, cached or new",
-        About(("allocate", "append_slot"), ("tables", "lengths")),
-    ),
-    "cache-map": Hint(
-        "the hash map disagrees with the blocks' hashes: when a cached block is reclaimed "
-        "(`_forget`), delete its entry from the hash map and clear the block's hash",
-        About(("_forget", "_alloc"), ("cached", "hashed")),
-    ),
-    "evictable": Hint(
-        "`_release`: a cached block freed by its last holder goes on the evictable "
-        "LRU (and only then); free_list() lists plain free blocks first",
-        About(("_release",), ("reclaim order", "free")),
-    ),
-    "stale-hash": Hint(
-        "did a reclaimed block keep its stale hash? Clear the block's hash and its map entry "
-        "when an evictable block is reused, and check the stored tokens on every hit",
-        About(("_forget", "_alloc", "_lookup"), ("hashed", "cached"), ("reclaim order",)),
-    ),
-    "wrong-data": Hint(
-        "a hit served a block whose contents differ from the prompt: did a stale hash or map "
-        "entry survive reuse? Verify the stored tokens on every hit",
-        About(("_lookup", "_forget")),
-    ),
-    "hit-count": Hint(
-        "a hit is a block whose whole prefix is cached: chain each block's hash over "
-        "the previous block's hash, compare the stored tokens, and stop at the first miss",
-        About(("_chain", "_lookup")),
-    ),
-    "hit-cap": Hint(
-        "`_lookup` caps hits at (len - 1) // block_size blocks: the last prompt token "
-        "is always computed, its logits start decoding",
-        About(("_lookup",)),
-    ),
-    "chain": Hint(
-        "a block's hash must chain over the previous block's hash, so one cached block "
-        "never answers for the same tokens at another place in another prefix",
-        About(("_chain",)),
-    ),
-    "own-tokens": Hint(
-        "`allocate` keeps its own copy of the prompt (seq_tokens[seq] = list(token_ids)): the "
-        "caller's list is not the manager's, and may change after the call",
-        About(("allocate",)),
-    ),
-    "decode-fill": Hint(
-        "when decoding fills a block (`append_slot`), cache it as a prompt block "
-        "is: hash it on the chain and register it, so a later prompt with the same tokens hits it",
-        About(("append_slot",), ("hashed", "cached")),
-    ),
-    "first-miss": Hint(
-        "`_lookup` stops at the first miss: a block after a missing one follows a "
-        "prefix that is not cached",
-        About(("_lookup",)),
-    ),
-    "freed-again": Hint(
-        "a block freed, hit and freed again is the most recently freed: it goes to "
-        "the back of the reclaim order (last time freed, not first time)",
-        About(("_release", "_claim", "allocate"), ("reclaim order",)),
-    ),
-    "lru-eviction": Hint(
-        "reclaim cached blocks only when no plain free block is left, and the "
-        "least recently freed first",
-        About(("_alloc",), ("reclaim order", "free")),
-    ),
-    "expected-error": Hint(
-        "raise the documented error: OutOfBlocks, UnknownSequence or SequenceExists",
-        About(("allocate", "append_slot", "free_seq", "fork", "_room")),
-    ),
-    "exception-safety": Hint(
-        "check that the request fits before claiming hits or taking blocks",
-        About(("allocate", "_room")),
-    ),
-    "exception": Hint(
-        "a call raised an unexpected error; the repro above shows which",
-        About(),
-    ),
-}
+_RETURNED = Hint(
+    "a block whose refcount reaches 0 goes back: to the evictable list if it holds a hash, "
+    "else to the plain free list",
+    About(("_release",), ("free", "num_free", "reclaim order")),
+)
+"""The freed-once probe's hint where a block never came back (no block listed twice)."""
+
+
+def _listed(blocks: list[int]) -> str:
+    return f"{blocks[0]} is" if len(blocks) == 1 else f"s {blocks} are"
 
 
 def _probe(name: str, hint_id: str, run: Callable[[Any], None]) -> Probe:

@@ -168,11 +168,33 @@ def _running_first(impl: Any) -> None:
     s.add(1, [4, 5, 6, 7], 4)
     s.expect(s.step(), [(0, 0, 3, True), (1, 0, 4, True)], CHUNKS + " in the first step")
     s.add(2, [1] * 8, 2)
-    s.expect(
-        s.step(),
-        [(0, 3, 1, True), (1, 4, 1, True), (2, 0, 8, True)],
-        CHUNKS + " (running first, one token each, then the 8-token prompt in the 8 left)",
+    got = s.step()
+    want = [(0, 3, 1, True), (1, 4, 1, True), (2, 0, 8, True)]
+    if got != want:
+        raise _running_first_failure(s, got, want)
+
+
+def _running_first_failure(
+    s: BudgetScript, got: list[tuple[int, int, int, bool]], want: list[tuple[int, int, int, bool]]
+) -> ProbeFailed:
+    """The running-first probe's second step, told from what yours scheduled: the one-token
+    rule only where a running request's chunk was not one token, the order only where the
+    chunks are the reference's in another order; otherwise the place and the difference."""
+    head = (
+        f"{CHUNKS} is {got}, expected {want}: in the reference the running requests 0 and 1 "
+        "decode one token each, in running order, then request 2's 8-token prompt takes the "
+        "8 left of the budget of 10"
     )
+    if sorted(got) == sorted(want):
+        order = [c[0] for c in got]
+        return s.fail(
+            f"{head}; yours scheduled the same chunks in the order {order}",
+            hint=PROBE_HINTS["running-order"],
+        )
+    running = [c for c in got if c[0] in (0, 1)]
+    if any(n != 1 for _, _, n, _ in running):
+        return s.fail(head, hint=PROBE_HINTS["one-token"])
+    return s.fail(head, hint=PROBE_HINTS["no-rule"])
 
 
 def _budget_bounds_the_step(impl: Any) -> None:
@@ -180,11 +202,19 @@ def _budget_bounds_the_step(impl: Any) -> None:
     s.add(0, [1] * 6, 2)
     s.add(1, [2] * 4, 2)
     s.add(2, [3], 2)
-    s.expect(
-        s.step(emit=False),
-        [(0, 0, 6, True), (1, 0, 4, True)],
-        CHUNKS + " (6 + 4 tokens spend the budget of 10: request 2 waits)",
-    )
+    got = s.step(emit=False)
+    want = [(0, 0, 6, True), (1, 0, 4, True)]
+    if got != want:
+        head = (
+            f"{CHUNKS} is {got}, expected {want}: in the reference requests 0 and 1 spend the "
+            "budget of 10 (6 + 4 tokens), and request 2 waits"
+        )
+        spent = sum(n for _, _, n, _ in got if isinstance(n, int))
+        if spent > 10:
+            raise s.fail(f"{head}; yours computes {spent} tokens in the step", "budget")
+        # within the budget: not the rule of charging it
+        empty = any(n == 0 for _, _, n, _ in got)
+        raise s.fail(head, hint=PROBE_HINTS["admit-spent" if empty else "no-rule"])
     s.expect(s.ids("waiting"), [2], "waiting")
 
 
@@ -333,9 +363,15 @@ def _pressure(impl: Any) -> BudgetScript:
 def _victim_latest(impl: Any) -> None:
     s = _pressure(impl)
     got = s.step()
-    s.expect(
-        [v.seq_id for v in s.out.preempted], [2], "preempted (the latest running request is 2)"
-    )
+    preempted = [v.seq_id for v in s.out.preempted]
+    if preempted != [2] and set(preempted) == {2}:
+        # the right victim, listed more than once: no victim rule broke
+        raise s.fail(
+            f"preempted is {preempted}, expected [2]: yours preempted request 2, the latest "
+            f"running, as the reference does, and listed it {len(preempted)} times",
+            hint=PROBE_HINTS["reported-once"],
+        )
+    s.expect(preempted, [2], "preempted (the latest running request is 2)")
     s.expect(got, [(0, 2, 1, True), (1, 2, 1, True)], CHUNKS)
     s.expect(s.ids("waiting"), [2], "waiting")
 

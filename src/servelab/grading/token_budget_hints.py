@@ -74,6 +74,23 @@ PROBE_HINTS: dict[str, Hint] = {
         "but short of its end samples nothing",
         About(("admit", "schedule_running"), ("out.scheduled",)),
     ),
+    "running-order": Hint(
+        "schedule_running walks the running requests in running order (oldest first, as "
+        "admitted), and `admit` adds to the end of running: the oldest request is the first "
+        "to get tokens and the last a short budget cuts",
+        About(("schedule_running", "admit"), ("out.scheduled", "running")),
+    ),
+    "reported-once": Hint(
+        "each victim is reported once: `preempt` appends it to out.preempted, so the caller "
+        "of preempt does not list it again",
+        About(("preempt", "schedule_running"), ("out.preempted",)),
+    ),
+    "admit-spent": Hint(
+        "`admit` stops once the budget is spent (while budget > 0): a waiting request past "
+        "that point stays waiting; it gets no chunk of 0 tokens",
+        About(("admit",)),
+    ),
+    "no-rule": Hint("the scheduled chunks differ from the reference's", About()),
     "reset": Hint(
         "`preempt`: a preempted request is recomputed: reset its num_computed_tokens to 0, free "
         "its blocks and put it back at the front of waiting",

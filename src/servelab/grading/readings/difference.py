@@ -276,11 +276,18 @@ def other_error(d: Difference) -> str | None:
     )
 
 
+NONE_IS_AN_ANSWER = frozenset({"put", "_choose_victims"})
+"""Methods whose reference answers None on purpose where it cannot do what was asked (a tier's
+put that finds no room is a miss): None from yours is an answer there, not a path that forgot
+to return, and the topic's reading tells it."""
+
+
 def returned_none(d: Difference) -> str | None:
     """Yours returned None where the reference returns a list, tuple, set or dict, and nothing
     else differs: a path of the method gives no result. Certain of any topic's method, whatever
-    its rule (a topic reading about the value would read None as a value: "found no hits")."""
-    if d.hidden or d.differ or d.returned("mine") != "None":
+    its rule (a topic reading about the value would read None as a value: "found no hits"),
+    but a method whose None is one of its answers (:data:`NONE_IS_AN_ANSWER`)."""
+    if d.hidden or d.differ or d.returned("mine") != "None" or d.method in NONE_IS_AN_ANSWER:
         return None
     theirs = d.returned("theirs")
     if theirs is None or not theirs.startswith(("[", "(", "{")):

@@ -119,6 +119,12 @@ def _victims(d: Difference) -> str | None:
     mine, theirs = _shown(d.returned("mine")), _shown(d.returned("theirs"))
     if not isinstance(theirs, list) or mine == theirs or not CHOSEN.fits(d):
         return None
+    if mine is None:  # a miss where the reference makes room: which rule, yours does not say
+        return (
+            f"yours answered None (no room) where the reference makes room by evicting "
+            f"{theirs}: it takes victims in policy order, skipping what can_evict refuses, "
+            "until the chunk fits, and misses only when no choice makes room"
+        )
     if isinstance(mine, list) and len(mine) < len(theirs) and mine == theirs[: len(mine)]:
         return (
             f"yours chose {mine}, which leave too little room: choose victims in policy order "
