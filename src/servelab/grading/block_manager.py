@@ -45,7 +45,7 @@ def check_rules(s: Script, check: Callable[[Any], None] | None = None) -> None:
         raise s.fail(exc.detail, exc.invariant) from None
 
 
-def expect_error(s: Script, line: str, kind: str) -> None:
+def expect_error(s: Script, line: str, kind: str, hint: str = "expected-error") -> None:
     """Run ``line``; it must raise ``kind`` and leave ``bm`` exactly as it was."""
     bm = s.ns["bm"]
     before = snapshot(bm)
@@ -59,10 +59,10 @@ def expect_error(s: Script, line: str, kind: str) -> None:
             raise s.fail(
                 f"`{line}` raised {type(exc).__name__}: {exc}; expected {kind}"
                 f"{wrong_class(exc, kind)}",
-                "expected-error",
+                hint,
             ) from None
     else:
-        raise s.fail(f"`{line}` returned normally; expected it to raise {kind}", "expected-error")
+        raise s.fail(f"`{line}` returned normally; expected it to raise {kind}", hint)
     if snapshot(bm) != before:
         raise s.fail(f"`{line}` raised {kind} but changed the state before raising")
 
@@ -308,6 +308,7 @@ def _bad_calls(impl: Any) -> None:
     expect_error(s, "bm.allocate(1, -1)", "InvalidLength")
     expect_error(s, "bm.append_slot(7)", "UnknownSequence")
     expect_error(s, "bm.fork(7, 8)", "UnknownSequence")
+    expect_error(s, "bm.fork(7, 0)", "UnknownSequence", "parent-first")  # child 0 is live
     s("bm.fork(0, 1)")
     expect_error(s, "bm.fork(0, 1)", "SequenceExists")
     s("bm.free_seq(1)")
@@ -409,6 +410,11 @@ HINTS: dict[str, Hint] = {
     "expected-error": Hint(
         "raise the documented error: OutOfBlocks, UnknownSequence, SequenceExists or InvalidLength",
         About(("allocate", "append_slot", "fork", "free_seq", "_known", "_new")),
+    ),
+    "parent-first": Hint(
+        "fork checks its parent before its child: an unknown parent raises UnknownSequence "
+        "whatever the child is, a live child id included",
+        About(("fork", "_known", "_new")),
     ),
     "room-is-free": Hint(
         "allocate compares the blocks needed with the free blocks (len(self.free)), not with "

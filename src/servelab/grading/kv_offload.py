@@ -312,6 +312,7 @@ def _pins_across_retrieve(impl: Any) -> None:
     want = [payload_for(k, 30) for k in "bac"]
     s.expect(list(got or []), want, "h.retrieve(found)", "promote-pinned")
     s.expect(s.call("where", "c"), ["cpu"], "h.where('c')", "promote-pinned")
+    s.expect(s.call("where", "b"), ["cpu"], "h.where('b'), pinned in cpu", "promote-pinned")
 
 
 def _release_each_once(impl: Any) -> None:
@@ -427,6 +428,8 @@ def _worth_loading(impl: Any) -> None:
     s = _cost(impl)
     got = s.call("worth_loading", 8192, "cpu")
     s.expect(got, True, "h.worth_loading(8192, 'cpu')", "worth-loading")
+    got = s.call("worth_loading", 0, "cpu")  # both cost 0 s: a load that ties does not beat
+    s.expect(got, False, "h.worth_loading(0, 'cpu')", "worth-loading")
     _disk_link(s, Link("disk", 0.2e9, 1e-3))  # a network disk: 200 MB/s
     got = s.call("worth_loading", 8192, "disk")
     s.expect(got, False, "h.worth_loading(8192, 'disk')", "worth-loading")
