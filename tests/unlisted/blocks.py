@@ -360,6 +360,16 @@ class SignCheckedBeforeType(Final):
         Forking.allocate(self, seq, n_tokens)
 
 
+class ForkChecksTheChildFirst(Final):
+    """Checks the child id before the parent: fork(unknown, live) raises SequenceExists where
+    the unknown parent (UnknownSequence) comes first."""
+
+    def fork(self, parent, child):
+        self._new(child)
+        self._known(parent)
+        Forking.fork(self, parent, child)
+
+
 MISTAKES = {
     "the length compared with 0 before its type": (4, SignCheckedBeforeType, {"allocate"}),
     "room checked against the whole pool": (1, RoomFromAllBlocks, {"allocate"}),
@@ -388,4 +398,5 @@ MISTAKES = {
     "blocks taken before the id check": (4, BlocksBeforeTheIdCheck, {"allocate"}),
     "free_seq skips the last block": (1, FreeSeqSkipsTheLast, {"free_seq"}),
     "fork gives the child a block": (3, ForkGivesTheChildABlock, {"fork"}),
+    "fork checks the child first": (4, ForkChecksTheChildFirst, {"fork"}),
 }
