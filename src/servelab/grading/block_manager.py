@@ -138,6 +138,12 @@ def _room_is_what_is_free(impl: Any) -> None:
     s("bm = BlockManager(4, 2)")
     s("bm.allocate(0, 4)")
     expect_error(s, "bm.allocate(1, 6)", "OutOfBlocks")
+    s.note("with suppress(KeyError): bm.seq_len(1)")
+    try:
+        left = s.ns["bm"].seq_len(1)
+    except Exception:  # nothing recorded: no length to read
+        left = None
+    s.check(left is None, f"bm.seq_len(1) is {left!r}; sequence 1 was refused", "refused-no-trace")
     check_rules(s)
 
 
@@ -420,6 +426,11 @@ HINTS: dict[str, Hint] = {
         "allocate compares the blocks needed with the free blocks (len(self.free)), not with "
         "the pool: a request the free list cannot hold raises OutOfBlocks and takes nothing",
         About(("allocate",), ("free", "num_free", "tables")),
+    ),
+    "refused-no-trace": Hint(
+        "a refused allocate records nothing: check the room before setting the length or "
+        "taking a block, so the refused sequence has no table and no length",
+        About(("allocate",), ("lengths", "tables")),
     ),
     "all-or-nothing": Hint(
         "allocate must check that enough blocks are free before taking any: all or nothing",

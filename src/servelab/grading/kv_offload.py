@@ -315,6 +315,18 @@ def _pins_across_retrieve(impl: Any) -> None:
     s.expect(s.call("where", "b"), ["cpu"], "h.where('b'), pinned in cpu", "promote-pinned")
 
 
+def _tiers_at_their_edges(impl: Any) -> None:
+    """A chunk of the CPU tier's exact size is promoted; the victim it evicts, which the disk
+    tier (full of the pinned chunk being read) cannot take, is dropped."""
+    s = _hierarchy(impl, 30, 30)
+    _store(s, "a", 30)
+    _store(s, "b", 30)  # 'a' goes down to disk
+    s("found = h.lookup(['a'])")
+    s("h.retrieve(found)")
+    s.expect(s.call("where", "a"), ["cpu", "disk"], "h.where('a') after its retrieve", "promote")
+    s.expect(s.call("where", "b"), [], "h.where('b'): no tier below could take it", "dropped")
+
+
 def _release_each_once(impl: Any) -> None:
     s = _hierarchy(impl, 60, 120)
     for k in "abc":
@@ -540,6 +552,7 @@ TOPIC = Topic(
                     _pins_across_retrieve,
                 ),
                 Probe("a release drops its own pins", HINTS["release"], _release_each_once),
+                Probe("tiers at their edges", HINTS["cascade"], _tiers_at_their_edges),
                 Probe("a crash never leaves a torn chunk", HINTS["torn"], _no_torn_write),
                 Probe("held bytes count each chunk once", HINTS["held-bytes"], _held_bytes_once),
             ),
