@@ -40,3 +40,23 @@ def test_a_load_that_ties_the_recompute_is_not_worth_loading() -> None:
     assert "✗ step 4 · worth loading, both ways" in report
     assert "h.worth_loading(0, 'cpu') is True, expected False" in report
     assert "worth_loading is load_seconds < recompute_seconds" in report
+
+
+def test_a_length_recorded_before_a_refused_allocate_is_caught() -> None:
+    report = _report("block-manager", "length recorded before the room check")
+    assert "✗ step 1 · a request larger than the free blocks takes none" in report
+    assert "bm.seq_len(1) is 6; sequence 1 was refused" in report
+    assert "a refused allocate records nothing" in report
+
+
+def test_a_cascade_that_adds_a_lower_miss_is_caught_in_cascade() -> None:
+    report = _report("kv-offload", "a cascade adds a lower miss")
+    assert "✗ step 3 · tiers at their edges" in report
+    assert "where: the difference starts in your `Hierarchy._cascade`" in report
+
+
+def test_a_chunk_of_the_cpu_tiers_exact_size_is_promoted() -> None:
+    report = _report("kv-offload", "promotion only below the CPU size")
+    assert "✗ step 3 · tiers at their edges" in report
+    assert "h.where('a') after its retrieve is ['disk'], expected ['cpu', 'disk']" in report
+    assert "where: the difference starts in your `Hierarchy.retrieve`" in report
