@@ -66,6 +66,6 @@ def test_a_pinned_key_tried_before_the_caches_size_is_caught() -> None:
     report = _report("weight-cache", "a pinned key tried before the cache's size")
     assert "✗ step 4 · larger than the cache is told before a pin" in report
     assert (
-        "cache.put('a', '<a weights>', 500) raised EntryPinned, expected a EntryTooLarge" in report
+        "cache.put('a', '<a weights>', 500) raised EntryPinned, expected an EntryTooLarge" in report
     )
     assert "where: the difference starts in your `_check_can_admit`" in report
