@@ -11,6 +11,7 @@ from buggy_impls import failing_report
 from servelab import checkpoint
 from servelab.grading.readings.difference import Difference
 from servelab.grading.readings.weight_cache import weight_cache_reading
+from servelab.weights import EntryPinned, EntryTooLarge
 from unlisted import policies, weights, weights_contract
 
 W = "weight-cache"
@@ -228,10 +229,23 @@ def test_clock_is_named_only_where_yours_put_the_key_at_the_hand() -> None:
     assert "CLOCK" not in other, other
 
 
+class _PinnedBeforeBadSizeOnly(checkpoint(W, 4)):  # type: ignore[misc]
+    """Tries larger than the cache, then the pinned key, then a bad size: a pinned key put
+    with size 0 reads EntryPinned, where the bad size (ValueError) comes first."""
+
+    def _check_can_admit(self, key: str, size: Any) -> None:
+        if isinstance(size, int) and size > self.capacity:
+            raise EntryTooLarge(f"{key!r} is larger than the whole cache")
+        if self._pins.get(key):
+            raise EntryPinned(f"{key!r} is pinned")
+        super()._check_can_admit(key, size)
+
+
 SHOWN = [
     (W, weights.EvictPopsOldest, 3, "yours removed 'a', not 'b', the key it was called with"),
     (W, weights.EvictedBytesAssigned, 5, "where the reference adds it to the"),
-    (W, weights_contract.PinnedBeforeBadSize, 4, "is not a positive int, a ValueError, tried"),
+    (W, weights_contract.PinnedBeforeBadSize, 4, "larger than the whole cache, an EntryTooLarge"),
+    (W, _PinnedBeforeBadSizeOnly, 4, "is not a positive int, a ValueError, tried"),
     (W, weights_contract.BoolSizeAccepted, 4, "yours accepted a size of True"),
     (W, weights.ScanStopsAtPinned, 3, "yours returned None though 'b' is resident and not"),
     (W, weights.LastUnpinDropsEntry, 3, "yours removed 'a' from the cache on unpin('a')"),

@@ -360,6 +360,28 @@ class SignCheckedBeforeType(Final):
         Forking.allocate(self, seq, n_tokens)
 
 
+class ForkChecksTheChildFirst(Final):
+    """Checks the child id before the parent: fork(unknown, live) raises SequenceExists where
+    the unknown parent (UnknownSequence) comes first."""
+
+    def fork(self, parent, child):
+        self._new(child)
+        self._known(parent)
+        Forking.fork(self, parent, child)
+
+
+class LengthBeforeTheRoom(Allocating):
+    """Records the length before the room check: a refused request leaves a length behind
+    for a sequence that has no table."""
+
+    def allocate(self, seq, n_tokens):
+        self.lens[seq] = n_tokens
+        need = -(-n_tokens // self.block_size)
+        if need > len(self.free):
+            raise OutOfBlocks(f"sequence {seq} needs {need} blocks")
+        self.tables[seq] = [self._alloc() for _ in range(need)]
+
+
 MISTAKES = {
     "the length compared with 0 before its type": (4, SignCheckedBeforeType, {"allocate"}),
     "room checked against the whole pool": (1, RoomFromAllBlocks, {"allocate"}),
@@ -388,4 +410,6 @@ MISTAKES = {
     "blocks taken before the id check": (4, BlocksBeforeTheIdCheck, {"allocate"}),
     "free_seq skips the last block": (1, FreeSeqSkipsTheLast, {"free_seq"}),
     "fork gives the child a block": (3, ForkGivesTheChildABlock, {"fork"}),
+    "fork checks the child first": (4, ForkChecksTheChildFirst, {"fork"}),
+    "length recorded before the room check": (1, LengthBeforeTheRoom, {"allocate"}),
 }

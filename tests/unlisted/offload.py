@@ -404,6 +404,69 @@ class PutTakesNoVictimsForNoRoom(Evicting):
         return evicted
 
 
+class UnpinBeforePromoting(Final["Hierarchy"]):
+    """Step 3, retrieve: reads every chunk, then unrefs and unpins them all before it
+    promotes: the promotion may evict a chunk the lookup still holds."""
+
+    def retrieve(self, found):
+        payloads = []
+        for key, i in found:
+            self.tiers[i].ref(key)
+            payloads.append(self.tiers[i].get(key))
+        for key, i in found:
+            self.tiers[i].unref(key)
+            self.tiers[i].unpin(key)
+        top = self.tiers[0]
+        for (key, i), payload in zip(found, payloads, strict=True):
+            if i > 0 and key not in top and len(payload) <= top.capacity:
+                evicted = top.put(key, payload)
+                if evicted:
+                    self._cascade(1, evicted)
+        return payloads
+
+
+class LoadOnATie(Final["Hierarchy"]):
+    """Step 4, worth_loading: `<=`: a load that costs exactly the recompute (0 tokens, 0 s
+    each) is taken as worth loading."""
+
+    def worth_loading(self, tokens, tier):
+        return self.load_seconds(tokens, tier) <= self.recompute_seconds(tokens)
+
+
+class CascadeAddsNone(Final["Hierarchy"]):
+    """Step 3, _cascade: adds each lower put's answer to the next batch without `or []`: a
+    lower tier with no room (put returns None) raises TypeError."""
+
+    def _cascade(self, start, chunks):
+        for tier in self.tiers[start:]:
+            below = []
+            for key, payload in chunks:
+                if key not in tier:
+                    below += tier.put(key, payload)
+            chunks = below
+
+
+class PromoteOnlySmaller(Final["Hierarchy"]):
+    """Step 3, retrieve: promotes a lower tier's hit only when it is smaller than the CPU
+    tier: a chunk of exactly the CPU tier's size stays below."""
+
+    def retrieve(self, found):
+        payloads = []
+        for key, i in found:
+            self.tiers[i].ref(key)
+            payloads.append(self.tiers[i].get(key))
+        top = self.tiers[0]
+        for (key, i), payload in zip(found, payloads, strict=True):
+            if i > 0 and key not in top and len(payload) < top.capacity:
+                evicted = top.put(key, payload)
+                if evicted:
+                    self._cascade(1, evicted)
+        for key, i in found:
+            self.tiers[i].unref(key)
+            self.tiers[i].unpin(key)
+        return payloads
+
+
 MISTAKES = {
     "a chunk that exactly fits is a miss": (1, FitNeedsSpare, {"put"}),
     "unref lowers the count before refusing": (1, UnrefCountsFirst, {"unref"}),
@@ -508,4 +571,20 @@ MISTAKES = {
         {"Hierarchy.retrieve"},
     ),
     "no victims taken for no room": (2, PutTakesNoVictimsForNoRoom, {"put"}),
+    "a retrieve unpins before it promotes": (
+        3,
+        {**Final, "Hierarchy": UnpinBeforePromoting},
+        {"Hierarchy.retrieve"},
+    ),
+    "a tie is worth loading": (4, {**Final, "Hierarchy": LoadOnATie}, {"Hierarchy.worth_loading"}),
+    "a cascade adds a lower miss": (
+        3,
+        {**Final, "Hierarchy": CascadeAddsNone},
+        {"Hierarchy._cascade"},
+    ),
+    "promotion only below the CPU size": (
+        3,
+        {**Final, "Hierarchy": PromoteOnlySmaller},
+        {"Hierarchy.retrieve"},
+    ),
 }

@@ -302,6 +302,20 @@ class HitsClaimedByTheirCount(Final):
         return len(hits) * self.block_size
 
 
+class LookupDefaultsToTheLastBlock(Hashing):
+    """Reads a hash missing from map as block -1 and verifies that block's tokens: when the
+    pool's last block caches the same tokens under another prefix, a miss reads as a hit."""
+
+    def _lookup(self, tokens):
+        hits = []
+        for h, block_tokens in self._chain(tokens)[: (len(tokens) - 1) // self.block_size]:
+            block = self.map.get(h, -1)
+            if self.tokens[block] != block_tokens:
+                break
+            hits.append(block % self.num_blocks)
+        return hits
+
+
 MISTAKES = {
     "release parks a held block": (3, ReleaseParksAHeldBlock, {"_release"}),
     "evictable hits revived last": (3, EvictableHitsRevivedLast, {"allocate"}),
@@ -323,4 +337,5 @@ MISTAKES = {
     "room shared among the hits": (3, RoomSharedAmongHits, {"_room"}),
     "room asked for the whole prompt": (2, RoomForTheWholePrompt, {"allocate"}),
     "hits claimed by their count": (3, HitsClaimedByTheirCount, {"allocate"}),
+    "an absent hash read as the last block": (1, LookupDefaultsToTheLastBlock, {"_lookup"}),
 }

@@ -69,6 +69,22 @@ class BoolSizeAccepted(Checked):
         super()._check_can_admit(key, 1 if size is True else size)
 
 
+class PinnedBeforeTooLarge(Checked):
+    """Tries the pinned key before the whole cache's size: a pinned key put with more bytes
+    than the cache reads EntryPinned, where EntryTooLarge comes first."""
+
+    def _check_can_admit(self, key, size):
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise ValueError(f"size must be a positive int number of bytes, got {size!r}")
+        if self._pins.get(key):
+            raise EntryPinned(f"{key!r} is pinned x{self._pins[key]}")
+        if size > self.capacity:
+            raise EntryTooLarge(f"{key!r} is larger than the whole cache")
+        pinned = [k for k in self._entries if self._pins.get(k)]
+        if size > self.capacity - sum(self._entries[k][0] for k in pinned):
+            raise PinnedCapacityExceeded(f"cannot admit {key!r}: {pinned} are pinned")
+
+
 MISTAKES = {
     "unmatched unpin raises KeyError": (4, UnpinRaisesKeyError, {"unpin"}),
     "a size checked for its sign only": (4, SizeSignOnly, {"_check_can_admit"}),
@@ -76,4 +92,5 @@ MISTAKES = {
     "unpin of an absent key returns 0": (4, UnpinOfAbsentReturnsZero, {"unpin"}),
     "a pinned key tried before a bad size": (4, PinnedBeforeBadSize, {"_check_can_admit"}),
     "a size of True accepted": (4, BoolSizeAccepted, {"_check_can_admit"}),
+    "a pinned key tried before the cache's size": (4, PinnedBeforeTooLarge, {"_check_can_admit"}),
 }

@@ -58,7 +58,7 @@ def check_rules(s: Script, check: Callable[[Any], None] | None = None) -> None:
         raise s.fail(exc.detail, exc.invariant) from None
 
 
-def expect_error(s: Script, line: str, kind: str) -> None:
+def expect_error(s: Script, line: str, kind: str, hint: str = "expected-error") -> None:
     """Run ``line``; it must raise ``kind`` and leave ``bm`` exactly as it was."""
     bm = s.ns["bm"]
     before = snapshot(bm)
@@ -72,10 +72,10 @@ def expect_error(s: Script, line: str, kind: str) -> None:
             raise s.fail(
                 f"`{line}` raised {type(exc).__name__}: {exc}; expected {kind}"
                 f"{wrong_class(exc, kind)}",
-                "expected-error",
+                hint,
             ) from None
     else:
-        raise s.fail(f"`{line}` returned normally; expected it to raise {kind}", "expected-error")
+        raise s.fail(f"`{line}` returned normally; expected it to raise {kind}", hint)
     if snapshot(bm) != before:
         raise s.fail(f"`{line}` raised {kind} but changed the state before raising")
 
@@ -151,6 +151,12 @@ def _room_is_what_is_free(impl: Any) -> None:
     s("bm = BlockManager(4, 2)")
     s("bm.allocate(0, 4)")
     expect_error(s, "bm.allocate(1, 6)", "OutOfBlocks")
+    s.note("with suppress(KeyError): bm.seq_len(1)")
+    try:
+        left = s.ns["bm"].seq_len(1)
+    except Exception:  # nothing recorded: no length to read
+        left = None
+    s.check(left is None, f"bm.seq_len(1) is {left!r}; sequence 1 was refused", "refused-no-trace")
     check_rules(s)
 
 
@@ -349,6 +355,7 @@ def _bad_calls(impl: Any) -> None:
     expect_error(s, "bm.allocate(1, -1)", "InvalidLength")
     expect_error(s, "bm.append_slot(7)", "UnknownSequence")
     expect_error(s, "bm.fork(7, 8)", "UnknownSequence")
+    expect_error(s, "bm.fork(7, 0)", "UnknownSequence", "parent-first")  # child 0 is live
     s("bm.fork(0, 1)")
     expect_error(s, "bm.fork(0, 1)", "SequenceExists")
     s("bm.free_seq(1)")

@@ -100,10 +100,20 @@ HINTS: dict[str, Hint] = {
         "raise the documented error: OutOfBlocks, UnknownSequence, SequenceExists or InvalidLength",
         About(("allocate", "append_slot", "fork", "free_seq", "_known", "_new")),
     ),
+    "parent-first": Hint(
+        "fork checks its parent before its child: an unknown parent raises UnknownSequence "
+        "whatever the child is, a live child id included",
+        About(("fork", "_known", "_new")),
+    ),
     "room-is-free": Hint(
         "allocate compares the blocks needed with the free blocks (len(self.free)), not with "
         "the pool: a request the free list cannot hold raises OutOfBlocks and takes nothing",
         About(("allocate",), ("free", "num_free", "tables")),
+    ),
+    "refused-no-trace": Hint(
+        "a refused allocate records nothing: check the room before setting the length or "
+        "taking a block, so the refused sequence has no table and no length",
+        About(("allocate",), ("lengths", "tables")),
     ),
     "all-or-nothing": Hint(
         "allocate must check that enough blocks are free before taking any: all or nothing",

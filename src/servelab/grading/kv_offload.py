@@ -336,6 +336,19 @@ def _pins_across_retrieve(impl: Any) -> None:
     want = [payload_for(k, 30) for k in "bac"]
     s.expect(list(got or []), want, "h.retrieve(found)", "promote-pinned")
     s.expect(s.call("where", "c"), ["cpu"], "h.where('c')", "promote-pinned")
+    s.expect(s.call("where", "b"), ["cpu"], "h.where('b'), pinned in cpu", "promote-pinned")
+
+
+def _tiers_at_their_edges(impl: Any) -> None:
+    """A chunk of the CPU tier's exact size is promoted; the victim it evicts, which the disk
+    tier (full of the pinned chunk being read) cannot take, is dropped."""
+    s = _hierarchy(impl, 30, 30)
+    _store(s, "a", 30)
+    _store(s, "b", 30)  # 'a' goes down to disk
+    s("found = h.lookup(['a'])")
+    s("h.retrieve(found)")
+    s.expect(s.call("where", "a"), ["cpu", "disk"], "h.where('a') after its retrieve", "promote")
+    s.expect(s.call("where", "b"), [], "h.where('b'): no tier below could take it", "dropped")
 
 
 def _release_each_once(impl: Any) -> None:
@@ -451,6 +464,8 @@ def _worth_loading(impl: Any) -> None:
     s = _cost(impl)
     got = s.call("worth_loading", 8192, "cpu")
     s.expect(got, True, "h.worth_loading(8192, 'cpu')", "worth-loading")
+    got = s.call("worth_loading", 0, "cpu")  # both cost 0 s: a load that ties does not beat
+    s.expect(got, False, "h.worth_loading(0, 'cpu')", "worth-loading")
     _disk_link(s, Link("disk", 0.2e9, 1e-3))  # a network disk: 200 MB/s
     got = s.call("worth_loading", 8192, "disk")
     s.expect(got, False, "h.worth_loading(8192, 'disk')", "worth-loading")
@@ -561,6 +576,7 @@ TOPIC = Topic(
                     _pins_across_retrieve,
                 ),
                 Probe("a release drops its own pins", HINTS["release"], _release_each_once),
+                Probe("tiers at their edges", HINTS["cascade"], _tiers_at_their_edges),
                 Probe("a crash never leaves a torn chunk", HINTS["torn"], _no_torn_write),
                 Probe("held bytes count each chunk once", HINTS["held-bytes"], _held_bytes_once),
             ),

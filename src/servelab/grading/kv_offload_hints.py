@@ -61,6 +61,16 @@ HINTS: dict[str, Hint] = {
         "store cascades down: what the first tier evicts goes into the tier below",
         About(("store", "_cascade"), ("keys", "used")),
     ),
+    "promote": Hint(
+        "retrieve copies a lower tier's hit up into the CPU tier whenever it fits the tier "
+        "at all (len(payload) <= capacity), a chunk of exactly its size included",
+        About(("retrieve",), ("keys",)),
+    ),
+    "dropped": Hint(
+        "a victim the tier below cannot take (its put returns None) is dropped: _cascade "
+        "goes on with `tier.put(...) or []`, and the store still succeeded",
+        About(("store", "_cascade"), ("keys",)),
+    ),
     "prefix": Hint(
         "lookup pins the longest prefix of the keys that some tier holds, and stops at "
         "the first key no tier has",

@@ -175,12 +175,19 @@ def _lookup_capped(impl: Any) -> None:
 
 def _lookup_first_miss(impl: Any) -> None:
     s = _script(impl, f"bm = {NAME}(8, 2)")
-    _register_all(s, [1, 2, 3, 4, 5, 6], [0, None, 2])
+    _register_all(s, [1, 2, 3, 4, 5, 6], [0, None, 7])  # 7: the pool's last block
     _lookup_hits(
         s,
         [1, 2, 3, 4, 5, 6, 7],
         [0],
         "block [3, 4] is not cached, so the lookup stops there; [5, 6] after it is unreachable",
+    )
+    got = s("bm._lookup([5, 6, 7])")
+    s.check(
+        list(got) == [],
+        f"bm._lookup([5, 6, 7]) returned {got!r}; expected []: a first block [5, 6] is not in "
+        "map (block 7 caches [5, 6] after [1, 2, 3, 4], under another hash)",
+        "absent-hash",
     )
 
 

@@ -87,6 +87,11 @@ HINTS: dict[str, Hint] = {
         "is: hash it on the chain and register it, so a later prompt with the same tokens hits it",
         About(("append_slot",), ("hashed", "cached")),
     ),
+    "absent-hash": Hint(
+        "a hash that map does not hold is a miss: `map.get(h)` gives None, and no block's "
+        "stored tokens are read or verified for it",
+        About(("_lookup",)),
+    ),
     "first-miss": Hint(
         "`_lookup` stops at the first miss: a block after a missing one follows a "
         "prefix that is not cached",

@@ -28,6 +28,7 @@ from servelab.testing.weight_cache import (
     weight_cache_machine,
     weights_for,
 )
+from servelab.weights import EntryTooLarge
 
 __all__ = ["TOPIC"]
 
@@ -289,6 +290,22 @@ def _pinned_key_not_replaced(impl: Any) -> None:
             ) from None
         return
     raise s.fail(f"{code} returned normally: the bytes a replica reads were replaced under it")
+
+
+def _too_large_before_pinned(impl: Any) -> None:
+    s = CacheScript(impl, 100)
+    s.put("a", 40)
+    s.pin("a")
+    code = "cache.put('a', '<a weights>', 500)"
+    why = "larger than the whole cache is checked before the pin"
+    try:
+        s.put("a", 500)
+    except EntryTooLarge:
+        return  # what it leaves behind is the exception-safety probes' to judge
+    except Exception as exc:  # the line that raised stays the repro's last: no note after it
+        message = f"{code} raised {type(exc).__name__}, expected an EntryTooLarge ({why})"
+        raise Script.fail(s, message, "error-order") from exc
+    raise s.fail(f"{code} returned normally; it should raise EntryTooLarge ({why})")
 
 
 def _decide_before_evicting(impl: Any) -> None:
@@ -643,6 +660,11 @@ TOPIC = Topic(
                     "a pinned key cannot be replaced",
                     HINTS["replace-pinned"],
                     _pinned_key_not_replaced,
+                ),
+                Probe(
+                    "larger than the cache is told before a pin",
+                    HINTS["error-order"],
+                    _too_large_before_pinned,
                 ),
                 Probe(
                     "nothing is evicted before raising",

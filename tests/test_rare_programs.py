@@ -1,0 +1,71 @@
+"""Slips that only a rare program tells from the reference, each graded end to end: the check
+added for it must fail, with its rule in the report (every grade once let these pass)."""
+
+from __future__ import annotations
+
+from buggy_impls import failing_report
+from unlisted import unlisted
+
+
+def _report(topic: str, name: str) -> str:
+    slip = next(u for u in unlisted() if u.name == name)
+    return failing_report(topic, slip.impl, slip.step)[0].text
+
+
+def test_a_fork_that_checks_the_child_first_is_caught_on_an_unknown_parent() -> None:
+    report = _report("block-manager", "fork checks the child first")
+    assert "✗ step 4 · bad ids and lengths raise typed errors" in report
+    assert "`bm.fork(7, 0)` raised SequenceExists" in report
+    assert "where: the difference starts in your `fork`" in report
+    assert "fork checks its parent before its child" in report
+
+
+def test_an_absent_hash_read_as_the_last_block_is_caught_in_lookup() -> None:
+    report = _report("prefix-cache", "an absent hash read as the last block")
+    assert "✗ step 1 · a lookup stops at the first miss" in report
+    assert "bm._lookup([5, 6, 7]) returned [7]; expected []" in report
+    assert "where: the difference starts in your `_lookup`" in report
+
+
+def test_a_retrieve_that_unpins_before_promoting_is_caught() -> None:
+    report = _report("kv-offload", "a retrieve unpins before it promotes")
+    assert "✗ step 3 · pins are held across the retrieve" in report
+    assert "h.where('b'), pinned in cpu is ['disk'], expected ['cpu']" in report
+    assert "where: the difference starts in your `Hierarchy.retrieve`" in report
+    assert "keep every chunk of the lookup pinned" in report
+
+
+def test_a_load_that_ties_the_recompute_is_not_worth_loading() -> None:
+    report = _report("kv-offload", "a tie is worth loading")
+    assert "✗ step 4 · worth loading, both ways" in report
+    assert "h.worth_loading(0, 'cpu') is True, expected False" in report
+    assert "worth_loading is load_seconds < recompute_seconds" in report
+
+
+def test_a_length_recorded_before_a_refused_allocate_is_caught() -> None:
+    report = _report("block-manager", "length recorded before the room check")
+    assert "✗ step 1 · a request larger than the free blocks takes none" in report
+    assert "bm.seq_len(1) is 6; sequence 1 was refused" in report
+    assert "a refused allocate records nothing" in report
+
+
+def test_a_cascade_that_adds_a_lower_miss_is_caught_in_cascade() -> None:
+    report = _report("kv-offload", "a cascade adds a lower miss")
+    assert "✗ step 3 · tiers at their edges" in report
+    assert "where: the difference starts in your `Hierarchy._cascade`" in report
+
+
+def test_a_chunk_of_the_cpu_tiers_exact_size_is_promoted() -> None:
+    report = _report("kv-offload", "promotion only below the CPU size")
+    assert "✗ step 3 · tiers at their edges" in report
+    assert "h.where('a') after its retrieve is ['disk'], expected ['cpu', 'disk']" in report
+    assert "where: the difference starts in your `Hierarchy.retrieve`" in report
+
+
+def test_a_pinned_key_tried_before_the_caches_size_is_caught() -> None:
+    report = _report("weight-cache", "a pinned key tried before the cache's size")
+    assert "✗ step 4 · larger than the cache is told before a pin" in report
+    assert (
+        "cache.put('a', '<a weights>', 500) raised EntryPinned, expected an EntryTooLarge" in report
+    )
+    assert "where: the difference starts in your `_check_can_admit`" in report
