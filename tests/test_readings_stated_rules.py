@@ -11,6 +11,7 @@ import pytest
 
 from buggy_impls import failing_report
 from servelab import checkpoint
+from servelab.grading.mistakes.kv_offload.lookup_skips_gaps import Buggy as SkipsGaps
 from servelab.grading.mistakes.kv_offload.no_cascade import Buggy as NoCascade
 from servelab.grading.mistakes.kv_offload.promotes_unpinned import Buggy as PromotesUnpinned
 from servelab.grading.mistakes.kv_offload.recompute_no_attention import Buggy as NoAttention
@@ -75,6 +76,22 @@ class StoreFallsToDisk(H3["Hierarchy"]):  # type: ignore[misc]
             return self.tiers[1].put(key, payload) is not None
         self._cascade(1, evicted)
         return True
+
+
+class LookupStopsAtDisk(H3["Hierarchy"]):  # type: ignore[misc]
+    """A chunk found only on disk ends the lookup's prefix, once pinned."""
+
+    def lookup(self, keys: Any) -> Any:
+        found = []
+        for key in keys:
+            where = next((i for i, t in enumerate(self.tiers) if key in t), None)
+            if where is None:
+                break
+            self.tiers[where].pin(key)
+            found.append((key, where))
+            if where > 0:
+                break
+        return found
 
 
 class PromoteMoves(H3["Hierarchy"]):  # type: ignore[misc]
@@ -189,6 +206,7 @@ CASES = [
     (OFF, VictimsCountSkipped, 2, "returns None and the put misses", ()),
     (OFF, PutResidentMisses, 2, "raises ChunkTooLarge whatever the tier holds", ()),
     (OFF, _h(StoreFallsToDisk, 3), 3, "store writes into the cpu tier only", ()),
+    (OFF, _h(LookupStopsAtDisk, 3), 3, "stops only at the first key that no tier holds", ()),
     (OFF, _h(PromoteMoves, 3), 3, "the copy below stays", ()),
     (OFF, _h(RecomputeLinearAttention, 4), 4, "grows with their square", ("exactly like",)),
     (S, DecodeAppendsToken, 2, "leaves its tokens alone", ("written for",)),
@@ -216,6 +234,7 @@ def test_a_slip_gets_the_rule_its_call_breaks(case: tuple[Any, ...]) -> None:
         (NoAttention, 4, "grows with their square"),  # the term left out: not a linear one
         (PromotesUnpinned, 3, "the copy below stays"),  # a chunk evicted, not moved
         (NoCascade, 3, "store writes into the cpu tier only"),  # dropped, not written below
+        (SkipsGaps, 3, "stops only at the first key"),  # went on past a gap: not short
     ],
 )
 def test_a_look_alike_does_not_get_that_rule(impl: Any, step: int, unsaid: str) -> None:

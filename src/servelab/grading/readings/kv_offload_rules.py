@@ -5,6 +5,7 @@ promotion leaves below, and (proven by a second call) an attention term that gro
 
 from __future__ import annotations
 
+import ast
 import math
 from typing import Any
 
@@ -171,7 +172,39 @@ def _attention_linear(d: Difference) -> str | None:
     )
 
 
+LOOKUP_SHORT = written_for("pins")
+
+
+def _lookup_stopped_short(d: Difference) -> str | None:
+    """Yours found the reference's first chunks, in its tiers, and stopped before the next one,
+    which some tier holds (the reference found it): a lookup stops only at a key no tier
+    holds, whatever made yours stop."""
+    mine, theirs = _shown(d.returned("mine")), _shown(d.returned("theirs"))
+    tiers = _tiers(d)
+    if not isinstance(mine, list) or not isinstance(theirs, list) or not LOOKUP_SHORT.fits(d):
+        return None
+    if not len(mine) < len(theirs) or theirs[: len(mine)] != mine:
+        return None
+    key, where = theirs[len(mine)] if len(theirs[len(mine)]) == 2 else (None, None)
+    if not isinstance(where, int) or not 0 <= where < len(tiers):
+        return None
+    after = f"after {mine[-1][0]!r}" if mine else "before the first key"
+    return (
+        f"yours stopped {after}, yet {key!r}, the next key, is held in the {tiers[where]} "
+        "tier: a lookup pins key after key while some tier holds the next one, and stops only "
+        "at the first key that no tier holds"
+    )
+
+
+def _shown(value: Any) -> Any:
+    try:
+        return ast.literal_eval(value) if isinstance(value, str) else value
+    except (ValueError, SyntaxError):
+        return value
+
+
 RULES = {
+    "lookup": (_lookup_stopped_short,),
     "put": (_put_resident, _too_large_kept),
     "_choose_victims": (_victims_short,),
     "store": (_store_missed_below,),
