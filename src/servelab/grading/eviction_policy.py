@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from servelab.grading.about import RESULT, About, Hint, either
+from servelab.grading.about import RESULT, About, Hint
 from servelab.grading.observe import (
     Canon,
     frozen,
@@ -100,16 +100,15 @@ HINTS = {
         About(("LFU.eviction_order", "LFU.pop_victim"), ("eviction order",)),
     ),
     "pins": Hint(
-        "candidates ignore pins: update_on_pin must take the key out of the candidates (or "
-        "pop_victim must skip it) until update_on_unpin, and len() counts candidates only.",
+        "a pinned key is not a candidate: from update_on_pin until update_on_unpin it is never "
+        "a victim, and len() counts only the resident keys that are not pinned.",
         # about the candidates (len, a victim returned), not the record of pins: a remove
         # that leaves a pin behind is another rule
         About(("update_on_pin", "update_on_unpin", "pop_victim", "__len__"), ("len", RESULT)),
     ),
     "no-victim": Hint(
-        "when every key is pinned (or none is left) there is no victim: pop_victim must raise "
-        "the notebook's NoVictim, not return a pinned key or None, nor let an IndexError or a "
-        "KeyError out of its heap or dict.",
+        "pop_victim raises the notebook's NoVictim exactly when no resident key is a candidate "
+        "(every one pinned, or none left): then no other error, and no key or None returned.",
         About(("pop_victim",)),
     ),
     "visited": Hint(
@@ -124,7 +123,7 @@ HINTS = {
     ),
     "hand": Hint(
         "SIEVE's hand (`pop_victim`) stays where it stopped: the next sweep starts just after "
-        "the last victim, not back at the oldest key (that is FIFO with a second chance).",
+        "the last victim, wrapping past the newest key only.",
         About(("SIEVE.pop_victim",), ("hand",)),
     ),
     "capped": Hint(
@@ -207,9 +206,36 @@ _MACHINE_HINTS = {
 }
 
 
-def _machine_hints(*order_hints: Hint) -> dict[str, Hint]:
-    """Pins and empty-victim breaks have their own hint; a wrong order gets the step's."""
-    wrong_order = either(*order_hints)
+def _model_rule(text: str, *hints: Hint) -> Hint:
+    """The rule a machine enforces, stated whole, about what each of ``hints`` is about: a
+    wrong order has many causes, and a list of some of them (a tie-break, a pin's history)
+    points at code that is right whenever another one is the slip."""
+    about = hints[0].about
+    for hint in hints[1:]:
+        about = about | hint.about
+    return Hint(text, about)
+
+
+_LFU_ORDER = _model_rule(
+    "each victim and each eviction order is the model LFU's: the least count first (1 on "
+    "update_on_put, +1 per update_on_hit), among equal counts the key that reached its count "
+    "first, a pinned key left out until update_on_unpin and back with its count and tick.",
+    HINTS["counts"],
+    HINTS["tie"],
+    HINTS["history"],
+)
+_SIEVE_ORDER = _model_rule(
+    "each victim and each eviction order is the model SIEVE's: the hand sweeps from where it "
+    "stopped towards newer keys, wrapping past the newest, clears each visited bit it passes "
+    "and evicts the first unvisited key that is not pinned; a pinned key keeps its bit and "
+    "its place.",
+    HINTS["hand"],
+    HINTS["history"],
+)
+
+
+def _machine_hints(wrong_order: Hint) -> dict[str, Hint]:
+    """Pins and empty-victim breaks have their own hint; a wrong order gets the model's rule."""
     return {
         **_MACHINE_HINTS,
         "victim-matches-model": wrong_order,
@@ -217,8 +243,8 @@ def _machine_hints(*order_hints: Hint) -> dict[str, Hint]:
     }
 
 
-_LFU_HINTS = _machine_hints(HINTS["tie"], HINTS["history"])
-_SIEVE_HINTS = _machine_hints(HINTS["hand"], HINTS["history"])
+_LFU_HINTS = _machine_hints(_LFU_ORDER)
+_SIEVE_HINTS = _machine_hints(_SIEVE_ORDER)
 _NO_PINS = frozenset({"put", "hit", "remove"})
 _SIEVE_EVENTS = frozenset({"put", "hit", "pin", "unpin"})
 _FIELDS = frozenset({"fields", "len"})
@@ -391,7 +417,15 @@ TOPIC = Topic(
                 "LFU's order against the model (put, hit, remove)",
                 _machine("LFU", LFUModel, _NO_PINS, frozenset({"order"})),
                 (_INVARIANTS[1],),
-                hints={"order-matches-model": either(HINTS["counts"], HINTS["tie"])},
+                hints={
+                    "order-matches-model": _model_rule(
+                        "the eviction order is the model LFU's: the least count first (1 on "
+                        "update_on_put, +1 per update_on_hit), among equal counts the key that "
+                        "reached its count first.",
+                        HINTS["counts"],
+                        HINTS["tie"],
+                    )
+                },
                 max_examples=40,
                 step_count=25,
             ),
@@ -448,11 +482,26 @@ TOPIC = Topic(
                 hints={
                     "queue-matches-model": HINTS["forget"],
                     "visited-matches-model": HINTS["forget"],
-                    "pinned-matches-model": either(HINTS["forget"], HINTS["pins"]),
-                    "hand-matches-model": either(
-                        HINTS["remove"], HINTS["wrap"], HINTS["hand-elsewhere"]
+                    "pinned-matches-model": _model_rule(
+                        "`pinned` holds exactly the resident keys pinned and not unpinned "
+                        "since: update_on_pin adds its key, update_on_unpin and "
+                        "update_on_remove take it out.",
+                        HINTS["forget"],
+                        HINTS["pins"],
                     ),
-                    "candidate-count": either(HINTS["forget"], HINTS["pins"]),
+                    "hand-matches-model": _model_rule(
+                        "the hand moves only when the cache removes the key under it: on to "
+                        "the next newer key, or to None (the oldest next) past the newest.",
+                        HINTS["remove"],
+                        HINTS["wrap"],
+                        HINTS["hand-elsewhere"],
+                    ),
+                    "candidate-count": _model_rule(
+                        "len() counts the resident keys that are not pinned: a key removed, "
+                        "or pinned and not yet unpinned, is not one.",
+                        HINTS["forget"],
+                        HINTS["pins"],
+                    ),
                 },
                 max_examples=50,
                 step_count=25,

@@ -42,12 +42,14 @@ def _offload_state(ns: dict[str, Any], canon: Canon) -> Hashable:
 
 
 def _offload_value(value: Any, canon: Canon) -> Hashable:
-    """Payloads as bytes, times to three significant digits (a closed form may differ from
-    the reference's in the last digits), containers element by element."""
+    """Payloads as bytes, times to six significant digits (a closed form may differ from
+    the reference's in the last digits; at three, a term a thousand times smaller than the
+    other, such as an attention term linear in the tokens, vanished and two slips looked
+    alike), containers element by element."""
     if isinstance(value, bytes | bytearray):
         return bytes(value)
     if isinstance(value, float):
-        return float(f"{value:.3g}")
+        return float(f"{value:.6g}")
     if isinstance(value, list | tuple):
         return tuple(_offload_value(v, canon) for v in value)
     return plain(value)

@@ -150,7 +150,7 @@ def _lfu_order_by_count(impl: Any) -> None:
     s = PolicyScript(impl, "LFU")
     s.put("a", "b", "c")
     s.hit("a", "a", "c")
-    s.expect_order(["b", "c", "a"], "'b' was never hit (count 1); 'c' has 2, 'a' has 3")
+    s.expect_order(["b", "c", "a"], "in the reference 'b' has count 1 (never hit), 'c' 2, 'a' 3")
 
 
 def _lfu_order_counts_grow(impl: Any) -> None:
@@ -158,7 +158,9 @@ def _lfu_order_counts_grow(impl: Any) -> None:
     s.put("a", "b")
     s.hit(*["b"] * 5)
     s.hit(*["a"] * 4)
-    s.expect_order(["a", "b"], "'a' has count 5, 'b' has 6: counts keep growing, uncapped")
+    s.expect_order(
+        ["a", "b"], "in the reference 'a' has count 5, 'b' 6: counts keep growing, uncapped"
+    )
 
 
 def _lfu_order_ties_fifo(impl: Any) -> None:
@@ -167,7 +169,10 @@ def _lfu_order_ties_fifo(impl: Any) -> None:
     s.hit("d", "b")  # b and d reach count 2, d first
     s.expect_order(
         ["a", "c", "d", "b"],
-        "a and c (count 1) first, in arrival order; then d, which reached count 2 before b",
+        (
+            "in the reference a and c (count 1) first, in arrival order; then d, which "
+            "reached count 2 before b"
+        ),
     )
 
 
@@ -178,7 +183,9 @@ def _lfu_remove_forgets(impl: Any) -> None:
     s.remove("a")
     s.expect_order(["b"], "'a' was removed")
     s.put("a")
-    s.expect_order(["b", "a"], "'a' was put again: count 1, reached after 'b' reached 1")
+    s.expect_order(
+        ["b", "a"], "'a' was put again: in the reference count 1, reached after 'b' reached 1"
+    )
 
 
 # Step 2: the victim.
@@ -189,8 +196,8 @@ def _lfu_counts(impl: Any) -> None:
     s.put("a", "b", "c")
     s.hit("a", "a", "c")
     s.expect_len(3, "three keys, none pinned")
-    s.expect_victim("b", "'b' was never hit (count 1); 'c' has 2, 'a' has 3")
-    s.expect_victim("c", "'c' has count 2, 'a' has 3")
+    s.expect_victim("b", "in the reference 'b' has count 1 (never hit), 'c' 2, 'a' 3")
+    s.expect_victim("c", "in the reference 'c' has count 2, 'a' 3")
     s.expect_len(1, "two of the three keys were evicted")
 
 
@@ -199,7 +206,9 @@ def _lfu_stale_entries(impl: Any) -> None:
     s.put("a", "b", "c")
     s.hit("a")
     s.remove("c")
-    s.expect_victim("b", "'a' was hit (count 2): its first heap entry (1, …) is stale")
+    s.expect_victim(
+        "b", "'a' was hit (in the reference count 2): its first heap entry (1, …) is stale"
+    )
     s.expect_victim("a", "the last resident key")
     s.put("c")
     s.expect_victim("c", "'c' was removed and put again; 'a' was evicted")
@@ -218,16 +227,18 @@ def _lfu_counts_grow(impl: Any) -> None:
     s.put("a", "b")
     s.hit(*["b"] * 5)
     s.hit(*["a"] * 4)
-    s.expect_victim("a", "'a' has count 5, 'b' has 6: counts keep growing, they are not capped")
+    s.expect_victim(
+        "a", "in the reference 'a' has count 5, 'b' 6: counts keep growing, they are not capped"
+    )
 
 
 def _lfu_ties_fifo(impl: Any) -> None:
     s = PolicyScript(impl, "LFU")
     s.put("a", "b", "c", "d")
     s.hit("d", "b")  # b and d reach count 2, d first
-    s.expect_victim("a", "count 1, and it arrived before 'c'")
-    s.expect_victim("c", "count 1")
-    s.expect_victim("d", "count 2, reached before 'b' reached it")
+    s.expect_victim("a", "in the reference count 1, and it arrived before 'c'")
+    s.expect_victim("c", "in the reference count 1")
+    s.expect_victim("d", "in the reference count 2, reached before 'b' reached it")
 
 
 # Step 3: pins.
@@ -242,7 +253,9 @@ def _lfu_unpin_keeps_place(impl: Any) -> None:
         ["a", "b", "c"],
         "a pin and an unpin are not uses: 'a' keeps its place among the keys of count 1",
     )
-    s.expect_victim("a", "'a' is back where it was, first among the keys of count 1")
+    s.expect_victim(
+        "a", "in the reference 'a' is back where it was, first among the keys of count 1"
+    )
 
 
 def _lfu_pinned_history(impl: Any) -> None:
@@ -252,7 +265,9 @@ def _lfu_pinned_history(impl: Any) -> None:
     s.hit("a", "a")  # hits while pinned count
     s.hit("b")
     s.unpin("a")
-    s.expect_order(["c", "b", "a"], "'a' has count 3 (two hits while pinned), 'b' 2, 'c' 1")
+    s.expect_order(
+        ["c", "b", "a"], "in the reference 'a' has count 3 (two hits while pinned), 'b' 2, 'c' 1"
+    )
 
 
 # --------------------------------------------------------------------------- SIEVE probes
@@ -343,7 +358,9 @@ def _sieve_basic(impl: Any) -> None:
     s = PolicyScript(impl, "SIEVE")
     s.put("a", "b", "c")
     s.hit("a")
-    s.expect_victim("b", "the hand starts at the oldest key, passes visited 'a', evicts 'b'")
+    s.expect_victim(
+        "b", "the reference's hand starts at the oldest key, passes visited 'a', evicts 'b'"
+    )
 
 
 def _sieve_clears_bits(impl: Any) -> None:
@@ -352,34 +369,38 @@ def _sieve_clears_bits(impl: Any) -> None:
     s.hit("a")
     s.expect_victim("b", "'a' is visited, 'b' is not")
     s.put("c")
-    s.expect_victim("a", "the hand cleared a's bit on its way past; this sweep evicts it")
+    s.expect_victim(
+        "a", "the reference's hand cleared a's bit on its way past; this sweep evicts it"
+    )
 
 
 def _sieve_wraps(impl: Any) -> None:
     s = PolicyScript(impl, "SIEVE")
     s.put("a", "b", "c")
     s.hit("a", "b")
-    s.expect_victim("c", "a and b are visited (their bits get cleared), c is not")
+    s.expect_victim("c", "a and b were hit (the reference's hand clears their bits), c was not")
     s.put("d")
-    s.expect_victim("a", "c was the newest, so the hand wraps to the oldest key, 'a'")
+    s.expect_victim("a", "c was the newest, so the reference's hand wraps to the oldest key, 'a'")
 
 
 def _sieve_remove_under_hand(impl: Any) -> None:
     s = PolicyScript(impl, "SIEVE")
     s.put("a", "b", "c", "d")
     s.hit("a")
-    s.expect_victim("b", "passes visited 'a' (clearing it), evicts 'b'; the hand rests on 'c'")
+    s.expect_victim(
+        "b", "the reference's hand passes visited 'a' (clearing it), evicts 'b' and rests on 'c'"
+    )
     s.remove("c")
     s.put("e")
-    s.expect_victim("d", "'c' was removed under the hand, so the hand moved on to 'd'")
+    s.expect_victim("d", "'c' was removed under the hand, so the reference's hand moved on to 'd'")
 
 
 def _sieve_hand_stays(impl: Any) -> None:
     s = PolicyScript(impl, "SIEVE")
     s.put("a", "b", "c", "d")
     s.hit("a")
-    s.expect_victim("b", "passes visited 'a' (clearing it), evicts 'b'")
-    s.expect_victim("c", "the hand continues after 'b': 'c' is next, not 'a'")
+    s.expect_victim("b", "the reference's hand passes visited 'a' (clearing it), evicts 'b'")
+    s.expect_victim("c", "the reference's hand continues after 'b': 'c' is next, not 'a'")
 
 
 def policy_namespace(impl: Any) -> dict[str, Any]:

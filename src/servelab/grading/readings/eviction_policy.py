@@ -415,6 +415,10 @@ def eviction_policy_reading(d: Difference) -> str | None:
             f"a removed key is forgotten: {history} and pin all go with it, so a key put "
             "again never comes back pinned",
         )
+    if m == "update_on_pin" and who == "SIEVE" and "visited" in d.differ:
+        bit = _pin_moved_bit(d)
+        if bit:
+            return bit
     if m == "update_on_pin" and d.differ:
         key = d.args[0] if d.args else None
         dropped = [k for k in _pinned(d.before) if k != key and k not in _pinned(d.mine)]
@@ -580,3 +584,30 @@ def _sieve_queue_order(d: Difference) -> str | None:
 def shown_order(fields: Mapping[str, Any]) -> str | None:
     order = fields.get("eviction order")
     return repr(list(order)) if isinstance(order, list) else None
+
+
+PIN_BIT = WrittenFor((SAME,), ("visited", "pinned", "eviction order", "len"))
+"""A pin that changed a visited bit (beside what a pin changes)."""
+
+
+def _pin_moved_bit(d: Difference) -> str | None:
+    """update_on_pin changed the visited bits, which the reference's pin never touches: a pin
+    leaves every bit as it was, whatever made yours change one."""
+    key = d.args[0] if d.args else None
+    before, mine = d.before.get("visited", []), d.mine.get("visited", [])
+    if not isinstance(before, list) or not isinstance(mine, list):
+        return None
+    if d.theirs.get("visited", before) != before:
+        return None
+    cleared = [k for k in before if k not in mine]
+    what = (
+        f"cleared the visited bit of {', '.join(map(repr, cleared))}"
+        if cleared
+        else f"set the visited bit of {', '.join(repr(k) for k in mine if k not in before)}"
+    )
+    return PIN_BIT.show(
+        d,
+        f"yours {what} on update_on_pin({key!r}): a pin leaves the visited bits alone, so the "
+        "key keeps the hit it took before the pin, through the pin and the unpin; "
+        "update_on_pin only adds the key to the pinned ones",
+    )

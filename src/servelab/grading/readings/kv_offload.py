@@ -14,6 +14,7 @@ from servelab.grading.readings.difference import (
     written_for,
 )
 from servelab.grading.readings.kinds import factor_words
+from servelab.grading.readings.kv_offload_rules import rule_reading
 
 # what each reading explains (a tier's ``cpu.pins`` counts as ``pins``); a direction or a value
 # it needs is checked where it is read
@@ -589,5 +590,8 @@ def kv_offload_reading(d: Difference) -> str | None:
     lost = _lost(d) if d.policy == "Hierarchy" else None
     if lost:
         return lost
+    certain = rule_reading(d)
+    if certain:
+        return certain
     read = _READERS.get(d.method)
     return read(d) if read is not None else None

@@ -87,12 +87,36 @@ def _admitted_for_its_future(d: Difference) -> str | None:
         return None
     if call(after, "fits", future) is not False:
         return None
+    asked = "prompt + max_new_tokens?"
+    if future == seq.num_tokens + 1:  # one token to generate: also the tokens and one more
+        asked = _future_or_one_more(d, seq)
     return (
         f"yours left sequence {seq.seq_id} waiting, which your fits({seq.num_tokens}) admits "
-        f"and fits({future}) refuses: does yours ask about prompt + max_new_tokens? admit asks "
+        f"and fits({future}) refuses: does yours ask about {asked} admit asks "
         f"fits(seq.num_tokens), the tokens it allocates now; add() already refused what can "
         "never fit"
     )
+
+
+def _future_or_one_more(d: Difference, seq: Any) -> str:
+    """What your admit asks about, where prompt + max_new_tokens is also the tokens + 1: your
+    admit, called again on a copy with that sequence made one token shorter and given two to
+    generate, admits it when it asks about the tokens + 1, and leaves it waiting when it asks
+    about prompt + max_new_tokens (one more block either way here)."""
+    if seq.num_tokens < 2:
+        return "more tokens than it allocates?"
+    try:
+        obj, out = copy.deepcopy((d.subject, d.args[0] if d.args else None))
+        at = next(i for i, s in enumerate(obj.waiting) if s.seq_id == seq.seq_id)
+        obj.waiting[at] = Sequence.dummy(seq.seq_id, seq.num_tokens - 1, 2)
+        with line_budget(LINES_PER_CALL):
+            obj.admit(out)
+        admitted = any(s.seq_id == seq.seq_id for s in obj.running)
+    except (Exception, OutOfLines):
+        return "more tokens than it allocates?"
+    if admitted:
+        return "a token more than it allocates (a slot for the first decode)?"
+    return "prompt + max_new_tokens?"
 
 
 def _decoded_twice(d: Difference) -> str | None:
@@ -156,7 +180,13 @@ def _scheduler_decode(d: Difference) -> str | None:
     if gone_mine and gone_theirs and gone_mine != gone_theirs and same_count:
         return _other_victim(d, before, gone_mine[0], gone_theirs[0])
     waiting_mine, waiting_theirs = _ids(d.mine.get("waiting")), _ids(d.theirs.get("waiting"))
-    if len(gone_mine) > 1 and set(gone_mine) == set(gone_theirs) and waiting_mine != waiting_theirs:
+    same_victims = _victims(d.mine) == _victims(d.theirs)  # chosen right: no id rule broken
+    if (
+        len(gone_mine) > 1
+        and set(gone_mine) == set(gone_theirs)
+        and waiting_mine != waiting_theirs
+        and not same_victims
+    ):
         victims = [s for s in waiting_mine if s in gone_mine]
         if victims == sorted(victims) and [s for s in before if s in gone_mine] != victims:
             return (
@@ -427,6 +457,10 @@ def scheduler_reading(d: Difference) -> str | None:
     if d.hidden:
         return None
     m, differ = d.method, d.differ
+    first = _FIRST.get(m)
+    found = first(d) if first is not None else None
+    if found is not None:
+        return found
     if m == "add" and TOO_LARGE.fits(d):
         return (
             "a request that can never fit (its prompt + max_new_tokens in blocks, above "
@@ -560,3 +594,106 @@ def scheduler_reading(d: Difference) -> str | None:
             "decoding (a prefill is the admitted sequence's work in this step)"
         )
     return None
+
+
+# --- readings of what a call shows for certain: the rule broken, whatever the cause
+
+
+DECODE_TOKENS = written_for("running", "out.decodes", *_BLOCKS)
+FINISHED_ORDER = written_for("out.finished", "free")
+VICTIMS_QUEUED = written_for("waiting", "running", "out.decodes", "out.preempted", *_BLOCKS)
+PREEMPTED_IDS = written_for("out.preempted")
+
+
+def _tokens(running: Any) -> dict[Any, Any]:
+    """A side's running sequences as shown, ``[(id, tokens), ...]``: tokens by id."""
+    if not isinstance(running, list):
+        return {}
+    return {e[0]: e[1] for e in running if isinstance(e, tuple) and len(e) == 2}
+
+
+def _decode_added_tokens(d: Difference) -> str | None:
+    """Yours left running sequences holding more tokens after decode, where the reference's
+    decode leaves every count as it was: a scheduler never appends a token, whatever made
+    yours do it (the engine appends the sampled token after the step)."""
+    if not DECODE_TOKENS.fits(d) or "running" not in d.differ:
+        return None
+    before, mine = _tokens(d.before.get("running")), _tokens(d.mine.get("running"))
+    theirs = _tokens(d.theirs.get("running"))
+    grew = [
+        s
+        for s, n in mine.items()
+        if s in theirs and theirs[s] == before.get(s) and isinstance(n, int) and n > theirs[s]
+    ]
+    if not grew:
+        return None
+    return (
+        f"yours added tokens to sequence(s) {grew} in decode (sequence {grew[0]} holds "
+        f"{mine[grew[0]]} tokens after it, {theirs[grew[0]]} before): decode asks the block "
+        "manager for each sequence's next slot (bm.append_slot) and leaves its tokens alone; "
+        "the engine appends the sampled token after the step"
+    )
+
+
+def _finished_order(d: Difference) -> str | None:
+    """The same finished sequences listed in another order, running left as the reference
+    leaves it: the step's output lists them in the order of running."""
+    mine, theirs = d.mine.get("out.finished"), d.theirs.get("out.finished")
+    if not isinstance(mine, list) or not isinstance(theirs, list) or mine == theirs:
+        return None
+    if sorted(map(repr, mine)) != sorted(map(repr, theirs)) or not FINISHED_ORDER.fits(d):
+        return None
+    return (
+        f"yours listed this step's finished sequences as {mine}, not {theirs}: retire walks "
+        "running from the oldest to the newest and lists each finished sequence in that order"
+    )
+
+
+def _victims_queued_elsewhere(d: Difference) -> str | None:
+    """The reference's victims, in its order, and running left as the reference leaves it,
+    yet waiting in another order, the requests waiting before in theirs: where a victim went
+    back into waiting is what differs, not which victim was chosen."""
+    mine_v, theirs_v = _victims(d.mine), _victims(d.theirs)
+    if not mine_v or mine_v != theirs_v or not VICTIMS_QUEUED.fits(d):
+        return None
+    if d.mine.get("running") != d.theirs.get("running"):
+        return None
+    mine_w, theirs_w = _ids(d.mine.get("waiting")), _ids(d.theirs.get("waiting"))
+    if mine_w == theirs_w or sorted(mine_w, key=repr) != sorted(theirs_w, key=repr):
+        return None
+    victims = [s for s in theirs_w if s in _ids(d.before.get("running"))]
+    rest = [s for s in mine_w if s not in victims]
+    if not victims or rest != [s for s in theirs_w if s not in victims]:
+        return None
+    return (
+        f"yours preempted the same sequences as the reference, in the same order, yet left "
+        f"waiting as {mine_w}, not {theirs_w}: each victim goes to the front of waiting as it "
+        "is preempted (appendleft), whichever sequence it is, so of a step's victims the "
+        "older stands first"
+    )
+
+
+def _victim_as_id(d: Difference) -> str | None:
+    """Yours put the victim's id in out.preempted where the sequence itself belongs."""
+    victim = _victim_id(d)
+    mine = d.mine.get("out.preempted")
+    if victim is None or not isinstance(mine, list) or not PREEMPTED_IDS.fits(d):
+        return None
+    if not any(isinstance(e, str) and e == str(victim) for e in mine):
+        return None
+    return (
+        f"yours put {victim}, the victim's seq_id, in out.preempted, where the reference puts "
+        "the sequence itself: out.preempted lists Sequence objects, the requests that lost "
+        "their blocks and will run again"
+    )
+
+
+def _first_for_decode(d: Difference) -> str | None:
+    return _decode_added_tokens(d) or _victims_queued_elsewhere(d)
+
+
+_FIRST = {
+    "decode": _first_for_decode,
+    "retire": _finished_order,
+    "preempt": _victim_as_id,
+}

@@ -1,0 +1,222 @@
+"""Readings of a tier's or hierarchy's first diverging call that state a rule the call breaks
+for certain, whatever the code behind it: what a put of a key already held leaves, which
+chunk is too large, victims that cannot make room, where a store that misses writes, what a
+promotion leaves below, and (proven by a second call) an attention term that grows linearly."""
+
+from __future__ import annotations
+
+import ast
+import math
+from typing import Any
+
+from servelab.grading.readings.difference import (
+    THEIRS_RAISED,
+    Difference,
+    written_for,
+)
+
+RESIDENT_PUT = written_for("used", "keys")
+TOO_LARGE = written_for("keys", "used", outcomes=(THEIRS_RAISED,))
+NO_ROOM = written_for()
+STORE_MISSED = written_for("keys", "used", "held_bytes")
+PROMOTED_MOVED = written_for("keys", "used", "pins", "refs", "held_bytes")
+
+
+def _field(state: Any, name: str) -> Any:
+    """A tier's field, from a tier's state (``keys``) or a hierarchy's top tier's (``cpu.keys``)."""
+    if name in state:
+        return state[name]
+    return next((v for k, v in state.items() if k.endswith("." + name)), None)
+
+
+def _tiers(d: Difference) -> list[str]:
+    return [k[: -len(".keys")] for k in d.before if k.endswith(".keys")]
+
+
+def _put_resident(d: Difference) -> str | None:
+    """A put of a key the tier already holds changed `used`: the reference's is a use (a
+    refresh under LRU) and changes no bytes, so any change of them breaks that rule."""
+    key = d.args[0] if d.args else None
+    keys = _field(d.before, "keys") or []
+    was, mine, theirs = (_field(s, "used") for s in (d.before, d.mine, d.theirs))
+    if key not in keys or not RESIDENT_PUT.fits(d) or theirs != was or mine == theirs:
+        return None
+    return (
+        f"yours changed `used` from {was} to {mine} on a put of {key!r}, which the tier "
+        "already holds: a put of a resident key is a use (under LRU a refresh), not a new "
+        "copy, so its bytes and `used` stay as they were"
+    )
+
+
+def _too_large_kept(d: Difference) -> str | None:
+    """The reference raised ChunkTooLarge, yours returned: a chunk larger than the whole tier
+    raises, whatever the tier holds."""
+    if not d.error("theirs").startswith("ChunkTooLarge") or not TOO_LARGE.fits(d):
+        return None
+    payload = d.args[1] if len(d.args) > 1 else None
+    capacity = getattr(d.subject, "capacity", None)
+    if not isinstance(payload, bytes | bytearray) or not isinstance(capacity, int):
+        return None
+    held = d.args[0] in (_field(d.before, "keys") or [])
+    whose = ", whose key it already holds" if held else ""
+    return (
+        f"yours returned {d.returned('mine')} for a chunk of {len(payload)} bytes{whose}, in a "
+        f"tier of {capacity}: a chunk larger than the whole tier raises ChunkTooLarge whatever "
+        "the tier holds, so the size is checked before anything else"
+    )
+
+
+def _victims_short(d: Difference) -> str | None:
+    """Yours chose victims (a list) where the reference finds no room (None), and those
+    victims with the free bytes are short of the chunk: a choice that cannot make room."""
+    mine, theirs = d.returned("mine"), d.returned("theirs")
+    t: Any = d.subject
+    if theirs != "None" or mine is None or not mine.startswith("[") or not NO_ROOM.fits(d):
+        return None
+    size = d.args[0] if d.args else None
+    try:
+        chosen = [k for k in t.keys() if repr(k) in mine]
+        freed = sum(t.size_of(k) for k in chosen)
+        free = t.capacity - t.used
+    except Exception:
+        return None
+    if not isinstance(size, int) or free + freed >= size:
+        return None
+    return (
+        f"yours chose {mine}, which with the {free} free bytes make {free + freed} of the "
+        f"{size} the chunk needs: when what can_evict allows cannot make room, _choose_victims "
+        "returns None and the put misses"
+    )
+
+
+def _store_missed_below(d: Difference) -> str | None:
+    """The reference's store missed (False, nothing changed) and yours wrote the chunk into a
+    tier below the top one: a store writes into the top tier alone."""
+    tiers = _tiers(d)
+    key = d.args[0] if d.args else None
+    if d.returned("theirs") != "False" or d.changed("theirs") or not STORE_MISSED.fits(d):
+        return None
+    below = [
+        t
+        for t in tiers[1:]
+        if key in (d.mine.get(f"{t}.keys") or []) and key not in (d.before.get(f"{t}.keys") or [])
+    ]
+    if not below or len(tiers) < 2:
+        return None
+    return (
+        f"yours stored {key!r} in the {below[0]} tier when the {tiers[0]} tier could make no "
+        f"room: store writes into the {tiers[0]} tier only (a tier below receives only what "
+        "the one above it evicts); when it cannot make room, store is a miss, False, and "
+        "nothing changes"
+    )
+
+
+def _promotion_moved(d: Difference) -> str | None:
+    """A chunk found below and promoted left its lower tier in yours, where the reference keeps
+    it, though that tier had room for it beside what yours wrote there: not an eviction."""
+    tiers = _tiers(d)
+    found = d.args[0] if d.args and isinstance(d.args[0], list) else []
+    h: Any = d.subject
+    if len(tiers) < 2 or not d.same_outcome or not PROMOTED_MOVED.fits(d):
+        return None
+    top = tiers[0]
+    for entry in found:
+        key, where = entry if isinstance(entry, tuple) and len(entry) == 2 else (None, 0)
+        if not isinstance(where, int) or not 0 < where < len(tiers):
+            continue
+        tier = tiers[where]
+        if key not in (d.mine.get(f"{top}.keys") or []):
+            continue
+        gone = key not in (d.mine.get(f"{tier}.keys") or [])
+        if not gone or key not in (d.theirs.get(f"{tier}.keys") or []):
+            continue
+        try:
+            room = d.mine[f"{tier}.used"] + h.tiers[where].size_of(key) <= h.tiers[where].capacity
+        except Exception:
+            return None
+        if room:
+            return (
+                f"yours removed {key!r} from the {tier} tier after copying it up to the {top} "
+                f"tier, though the {tier} tier had room for it: a promotion copies the chunk "
+                f"up and the copy below stays, so the node still holds it once the {top} tier "
+                "evicts it"
+            )
+    return None
+
+
+def _attention_linear(d: Difference) -> str | None:
+    """Yours is the reference's weights term plus an attention term linear in the tokens, at
+    the call's tokens and again (your method called anew) at twice as many."""
+    h: Any = d.subject
+    tokens = d.args[0] if d.args else None
+    if not isinstance(tokens, int) or tokens < 1:
+        return None
+
+    def linear(n: int) -> float:
+        m = h.model
+        return float((2 * m.params * n + 2 * m.layers * m.d_model * n) / h.flops)
+
+    try:
+        mine = float(d.returned("mine") or "")
+        again = d.probe("recompute_seconds", 2 * tokens)
+        ok = math.isclose(mine, linear(tokens), rel_tol=1e-9) and again[0] == "returned"
+        ok = ok and math.isclose(again[1], linear(2 * tokens), rel_tol=1e-9)
+    except Exception:
+        return None
+    if not ok:
+        return None
+    return (
+        f"yours returned {mine:.6g} s for {tokens} tokens, and twice the tokens cost yours "
+        "twice the time: its attention term grows with the tokens, where it grows with their "
+        "square, 2 · layers · d_model · tokens² (each token attends to every token before it)"
+    )
+
+
+LOOKUP_SHORT = written_for("pins")
+
+
+def _lookup_stopped_short(d: Difference) -> str | None:
+    """Yours found the reference's first chunks, in its tiers, and stopped before the next one,
+    which some tier holds (the reference found it): a lookup stops only at a key no tier
+    holds, whatever made yours stop."""
+    mine, theirs = _shown(d.returned("mine")), _shown(d.returned("theirs"))
+    tiers = _tiers(d)
+    if not isinstance(mine, list) or not isinstance(theirs, list) or not LOOKUP_SHORT.fits(d):
+        return None
+    if not len(mine) < len(theirs) or theirs[: len(mine)] != mine:
+        return None
+    key, where = theirs[len(mine)] if len(theirs[len(mine)]) == 2 else (None, None)
+    if not isinstance(where, int) or not 0 <= where < len(tiers):
+        return None
+    after = f"after {mine[-1][0]!r}" if mine else "before the first key"
+    return (
+        f"yours stopped {after}, yet {key!r}, the next key, is held in the {tiers[where]} "
+        "tier: a lookup pins key after key while some tier holds the next one, and stops only "
+        "at the first key that no tier holds"
+    )
+
+
+def _shown(value: Any) -> Any:
+    try:
+        return ast.literal_eval(value) if isinstance(value, str) else value
+    except (ValueError, SyntaxError):
+        return value
+
+
+RULES = {
+    "lookup": (_lookup_stopped_short,),
+    "put": (_put_resident, _too_large_kept),
+    "_choose_victims": (_victims_short,),
+    "store": (_store_missed_below,),
+    "retrieve": (_promotion_moved,),
+    "recompute_seconds": (_attention_linear,),
+}
+
+
+def rule_reading(d: Difference) -> str | None:
+    """The first of the method's certain readings that fits, or None."""
+    for read in RULES.get(d.method, ()):
+        found = read(d)
+        if found is not None:
+            return found
+    return None
