@@ -49,6 +49,14 @@ def test_a_length_recorded_before_a_refused_allocate_is_caught() -> None:
     assert "a refused allocate records nothing" in report
 
 
+def test_a_free_that_keeps_the_length_is_caught() -> None:
+    report = _report("block-manager", "free keeps the length")
+    assert "✗ step 1 · free_seq returns blocks at refcount 0" in report
+    assert "bm.seq_len(0) is 6; sequence 0 was freed" in report
+    assert "where: the difference is in your `free_seq`" in report
+    assert "free_seq forgets the sequence whole" in report
+
+
 def test_a_cascade_that_adds_a_lower_miss_is_caught_in_cascade() -> None:
     report = _report("kv-offload", "a cascade adds a lower miss")
     assert "✗ step 3 · tiers at their edges" in report

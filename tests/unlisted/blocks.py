@@ -382,6 +382,15 @@ class LengthBeforeTheRoom(Allocating):
         self.tables[seq] = [self._alloc() for _ in range(need)]
 
 
+class FreeKeepsTheLength(Allocating):
+    """Frees the table's blocks tail first but keeps the sequence's length: a freed id
+    still answers seq_len, and its entry stays for ever."""
+
+    def free_seq(self, seq):
+        for block in reversed(self.tables.pop(seq)):
+            self._release(block)
+
+
 MISTAKES = {
     "the length compared with 0 before its type": (4, SignCheckedBeforeType, {"allocate"}),
     "room checked against the whole pool": (1, RoomFromAllBlocks, {"allocate"}),
@@ -412,4 +421,5 @@ MISTAKES = {
     "fork gives the child a block": (3, ForkGivesTheChildABlock, {"fork"}),
     "fork checks the child first": (4, ForkChecksTheChildFirst, {"fork"}),
     "length recorded before the room check": (1, LengthBeforeTheRoom, {"allocate"}),
+    "free keeps the length": (1, FreeKeepsTheLength, {"free_seq"}),
 }

@@ -115,6 +115,11 @@ HINTS: dict[str, Hint] = {
         "taking a block, so the refused sequence has no table and no length",
         About(("allocate",), ("lengths", "tables")),
     ),
+    "freed-no-trace": Hint(
+        "free_seq forgets the sequence whole, its length as well as its table (delete its lens "
+        "entry): a freed id is unknown to every method, and nothing of it stays behind",
+        About(("free_seq",), ("lengths", "tables")),
+    ),
     "all-or-nothing": Hint(
         "allocate must check that enough blocks are free before taking any: all or nothing",
         About(("allocate",), ("free", "num_free")),
