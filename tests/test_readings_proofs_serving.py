@@ -25,7 +25,7 @@ from servelab.grading.readings import Difference
 from servelab.grading.readings.block_manager import block_manager_reading
 from servelab.grading.readings.prefix_cache import prefix_cache_reading
 from servelab.grading.readings.scheduler import scheduler_reading
-from servelab.kv.blocks import OutOfBlocks
+from servelab.kv.blocks import OutOfBlocks, SequenceExists
 from unlisted import unlisted
 
 # catalogue slips: what the report of each must say
@@ -74,6 +74,7 @@ UNLISTED = {
     "fork gives the child a block": ("yours took 1 block in fork", "copied the blocks"),
     "the victim holds the most tokens": ("newest running", "preempt again"),
     "hits claimed by their count": ("off the evictable list", "before taking new blocks"),
+    "hits claimed before the fit check": ("only after that test", "check that the request fits"),
     "room asked for the whole prompt": ("which fits: 1 of its 3 blocks is a hit", "free` where"),
     "lookup capped a block short": ("your cap is one block short", "cap one block short?"),
     "evictable hits revived last": ("before taking new blocks", "claiming a hit takes"),
@@ -232,6 +233,36 @@ def test_a_hit_taken_twice_is_told_as_claimed_late_only_when_it_was_reclaimed_un
 
 def unlisted_impl(name: str) -> Any:
     return next(u.impl for u in unlisted() if u.name == name)
+
+
+class _FitsAgainstNumFree(checkpoint("prefix-cache", 3)):  # type: ignore[misc]
+    """Tests the fit first, but against num_free, not _room(hits): an evictable hit counts as
+    room, and the allocate runs out half-way, its hits already claimed."""
+
+    def allocate(self, seq: int, token_ids: list[int]) -> int:
+        if seq in self.tables:
+            raise SequenceExists(f"sequence {seq} exists")
+        tokens = list(token_ids)
+        hits = self._lookup(tokens)
+        need = -(-len(tokens) // self.block_size) - len(hits)
+        if need > self.num_free:
+            raise OutOfBlocks(f"sequence {seq} needs {need} new blocks")
+        for block in hits:
+            self._claim(block)
+        table, chain = list(hits), self._chain(tokens)
+        for i in range(len(hits), len(hits) + need):
+            table.append(self._alloc())
+            if i < len(chain):
+                self._register(table[-1], *chain[i])
+        self.tables[seq], self.seq_tokens[seq] = table, tokens
+        return len(hits) * self.block_size
+
+
+def test_a_failed_allocate_that_tested_first_is_told_the_test_not_an_order() -> None:
+    report, _ = failing_report("prefix-cache", _FitsAgainstNumFree, 3)
+    assert "start at your `allocate`" in report.hint, report.hint
+    assert "more than _room(hits)" in report.hint, report.hint
+    assert "check that the request fits before claiming" not in report.hint, report.hint
 
 
 class _DropsTheLastHit(checkpoint("prefix-cache", 1)):  # type: ignore[misc]

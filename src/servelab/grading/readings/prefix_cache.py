@@ -369,8 +369,9 @@ def prefix_cache_reading(d: Difference) -> str | None:
     if m == "allocate" and d.i_raised and d.they_raised and differ and short:
         return FAILED.show(
             d,
-            "a failed allocate changes nothing: check that the request fits before claiming "
-            "hits or taking blocks (an evictable hit is claimed, no longer free)",
+            "a failed allocate changes nothing: refuse when the new blocks it needs are more "
+            "than _room(hits), the room left once its evictable hits are claimed, and claim "
+            "hits or take blocks only after that test",
         )
     if m == "append_slot" and differ & {"hashed", "cached"} and d.same_outcome:
         return DECODE_UNCACHED.show(
