@@ -265,6 +265,42 @@ def test_a_failed_allocate_that_tested_first_is_told_the_test_not_an_order() -> 
     assert "check that the request fits before claiming" not in report.hint, report.hint
 
 
+class _ReclaimsInPlace(checkpoint("prefix-cache", 3)):  # type: ignore[misc]
+    """Claims its hits right but takes each new block itself: plain free first, else the oldest
+    evictable, forgotten yet never taken off the evictable list."""
+
+    def allocate(self, seq: int, token_ids: list[int]) -> int:
+        if seq in self.tables:
+            raise SequenceExists(f"sequence {seq} exists")
+        tokens = list(token_ids)
+        hits = self._lookup(tokens)
+        need = -(-len(tokens) // self.block_size) - len(hits)
+        if need > self._room(hits):
+            raise OutOfBlocks(f"sequence {seq} needs {need} new blocks")
+        for block in hits:
+            self._claim(block)
+        table, chain = list(hits), self._chain(tokens)
+        for i in range(len(hits), len(hits) + need):
+            block = self.free.popleft() if self.free else next(iter(self.evictable_lru))
+            self._forget(block)
+            self.ref[block] = 1
+            table.append(block)
+            if i < len(chain):
+                self._register(block, *chain[i])
+        self.tables[seq], self.seq_tokens[seq] = table, tokens
+        return len(hits) * self.block_size
+
+
+def test_a_block_left_evictable_is_told_as_a_hit_only_when_it_is_one() -> None:
+    hit = unlisted_impl("hits claimed by their count")
+    report, _ = failing_report("prefix-cache", hit, 3)
+    assert "a hit on an evictable block takes it off the evictable list" in report.hint
+    report, _ = failing_report("prefix-cache", _ReclaimsInPlace, 3)
+    assert "start at your `allocate`" in report.hint, report.hint
+    assert "a hit on an evictable block" not in report.hint, report.hint
+    assert "though this call took it as a new block" in report.hint, report.hint
+
+
 class _DropsTheLastHit(checkpoint("prefix-cache", 1)):  # type: ignore[misc]
     """Returns its hits less the last, however long the prompt."""
 

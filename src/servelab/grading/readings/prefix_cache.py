@@ -416,11 +416,7 @@ def prefix_cache_reading(d: Difference) -> str | None:
         if shifted:
             return shifted
     if m == "allocate" and "reclaim order" in differ and "tables" not in differ:
-        return HIT_LEFT_EVICTABLE.show(
-            d,
-            "a hit on an evictable block takes it off the evictable list: it is held again, "
-            "with refcount 1",
-        )
+        return HIT_LEFT_EVICTABLE.show(d, _left_evictable(d))
     if m == "_lookup" and not d.same_outcome:
         return LOOKED_UP.show(d, _lookup_reading(d))
     if m == "allocate" and d.error("mine") == "OutOfBlocks" and not d.they_raised:
@@ -428,6 +424,33 @@ def prefix_cache_reading(d: Difference) -> str | None:
     if m == "_alloc" and differ:
         return _alloc_reading(d)
     return block_manager_reading(d)
+
+
+def _left_evictable(d: Difference) -> str | None:
+    """The blocks of the call's table yours left on the evictable list: hits (the table's
+    first returned // block_size blocks), or new blocks it reclaimed; each said as what it is."""
+    seq = d.args[0] if d.args else None
+    table, order = d.theirs.get("tables", {}).get(seq), d.mine.get("reclaim order")
+    size, shown = getattr(d.subject, "block_size", 0), d.returned("theirs") or ""
+    if not (isinstance(table, list) and isinstance(order, list) and shown.isdigit()):
+        return None
+    if not isinstance(size, int) or size < 1:
+        return None
+    hits = table[: int(shown) // size]
+    kept = [b for b in table if b in order]
+    if kept and all(b in hits for b in kept):
+        return (
+            "a hit on an evictable block takes it off the evictable list: it is held again, "
+            "with refcount 1"
+        )
+    new = [b for b in kept if b not in hits]
+    if not new:
+        return None
+    return (
+        f"yours left block {new[0]} on the evictable list, though this call took it as a new "
+        f"block of sequence {seq} ({table}): a block reclaimed comes off the evictable list "
+        "(its hash forgotten) and is held by its taker"
+    )
 
 
 def _refused_reading(d: Difference) -> str | None:
