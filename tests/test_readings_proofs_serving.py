@@ -25,7 +25,7 @@ from servelab.grading.readings import Difference
 from servelab.grading.readings.block_manager import block_manager_reading
 from servelab.grading.readings.prefix_cache import prefix_cache_reading
 from servelab.grading.readings.scheduler import scheduler_reading
-from servelab.kv.blocks import OutOfBlocks
+from servelab.kv.blocks import OutOfBlocks, SequenceExists
 from unlisted import unlisted
 
 # catalogue slips: what the report of each must say
@@ -74,6 +74,7 @@ UNLISTED = {
     "fork gives the child a block": ("yours took 1 block in fork", "copied the blocks"),
     "the victim holds the most tokens": ("newest running", "preempt again"),
     "hits claimed by their count": ("off the evictable list", "before taking new blocks"),
+    "hits claimed before the fit check": ("only after that test", "check that the request fits"),
     "room asked for the whole prompt": ("which fits: 1 of its 3 blocks is a hit", "free` where"),
     "lookup capped a block short": ("your cap is one block short", "cap one block short?"),
     "evictable hits revived last": ("before taking new blocks", "claiming a hit takes"),
@@ -181,17 +182,123 @@ def test_another_error_than_out_of_blocks_is_no_prefix_fit_check() -> None:
     assert said is not None and "SequenceExists" in said and "fits" not in said
 
 
-def test_a_hit_taken_twice_is_told_as_claimed_late_only_when_it_is_held_twice() -> None:
-    bm = checkpoint("prefix-cache", 3)(4, 2)
-    before = {"tables": {}, "refcounts": {}, "reclaim order": [0]}
-    theirs = ("returned 2", {"tables": {1: [0, 1]}, "refcounts": {0: 1, 1: 1}})
-    late = ("returned 2", {"tables": {1: [0, 0]}, "refcounts": {0: 2}})
-    said = prefix_cache_reading(_d("allocate", (1, [1, 2, 3]), before, late, theirs, bm))
-    assert "before taking new blocks" in (said or "")
-    once = ("returned 2", {"tables": {1: [0, 0]}, "refcounts": {0: 1}})
-    said = prefix_cache_reading(_d("allocate", (1, [1, 2, 3]), before, once, theirs, bm))
-    assert said is not None and "before taking new blocks" not in said
-    assert "claiming a hit takes it off the evictable list" in said
+class _ClaimsInlineAllocAdds(checkpoint("prefix-cache", 3)):  # type: ignore[misc]
+    """Claims each hit first, by ``ref += 1`` (an evictable hit stays on the evictable list),
+    and ``_alloc`` raises the refcount by one: the hit reclaimed ends held twice, as when the
+    hits are claimed after the new blocks are taken."""
+
+    def allocate(self, seq: int, token_ids: list[int]) -> int:
+        tokens = list(token_ids)
+        hits = self._lookup(tokens)
+        for block in hits:
+            self.ref[block] += 1
+        table, chain = list(hits), self._chain(tokens)
+        for i in range(len(hits), -(-len(tokens) // self.block_size)):
+            table.append(self._alloc())
+            if i < len(chain):
+                self._register(table[-1], *chain[i])
+        self.tables[seq], self.seq_tokens[seq] = table, tokens
+        return len(hits) * self.block_size
+
+    def _alloc(self) -> int:
+        block = self.free.popleft() if self.free else self.evictable_lru.popitem(last=False)[0]
+        self._forget(block)
+        self.ref[block] += 1
+        return block
+
+
+def _hit_oldest_evictable(cls: Any) -> Any:
+    """A pool of three one-token blocks, every one evictable, block 0 ([1]) the oldest."""
+    bm = cls(3, 1)
+    bm.allocate(0, [1])
+    bm.allocate(1, [4, 5])
+    bm.free_seq(0)
+    bm.free_seq(1)
+    return bm
+
+
+def test_a_hit_taken_twice_is_told_as_claimed_late_only_when_it_was_reclaimed_unclaimed() -> None:
+    before = {"tables": {}, "refcounts": {}, "reclaim order": [0, 2, 1]}
+    theirs = ("returned 1", {"tables": {2: [0, 2]}, "refcounts": {0: 1, 2: 1}})
+    twice = ("returned 1", {"tables": {2: [0, 0]}, "refcounts": {0: 2}})
+    late = _hit_oldest_evictable(unlisted_impl("evictable hits revived last"))
+    said = prefix_cache_reading(_d("allocate", (2, [1, 9]), before, twice, theirs, late))
+    assert "before taking new blocks" in (said or ""), said
+    # the same fields from a call that claimed the hit first, yet left it evictable
+    early = _hit_oldest_evictable(_ClaimsInlineAllocAdds)
+    said = prefix_cache_reading(_d("allocate", (2, [1, 9]), before, twice, theirs, early))
+    assert said is not None and "before taking new blocks" not in said, said
+    assert "at refcount 1: claiming a hit takes it off the evictable list" in said
+
+
+def unlisted_impl(name: str) -> Any:
+    return next(u.impl for u in unlisted() if u.name == name)
+
+
+class _FitsAgainstNumFree(checkpoint("prefix-cache", 3)):  # type: ignore[misc]
+    """Tests the fit first, but against num_free, not _room(hits): an evictable hit counts as
+    room, and the allocate runs out half-way, its hits already claimed."""
+
+    def allocate(self, seq: int, token_ids: list[int]) -> int:
+        if seq in self.tables:
+            raise SequenceExists(f"sequence {seq} exists")
+        tokens = list(token_ids)
+        hits = self._lookup(tokens)
+        need = -(-len(tokens) // self.block_size) - len(hits)
+        if need > self.num_free:
+            raise OutOfBlocks(f"sequence {seq} needs {need} new blocks")
+        for block in hits:
+            self._claim(block)
+        table, chain = list(hits), self._chain(tokens)
+        for i in range(len(hits), len(hits) + need):
+            table.append(self._alloc())
+            if i < len(chain):
+                self._register(table[-1], *chain[i])
+        self.tables[seq], self.seq_tokens[seq] = table, tokens
+        return len(hits) * self.block_size
+
+
+def test_a_failed_allocate_that_tested_first_is_told_the_test_not_an_order() -> None:
+    report, _ = failing_report("prefix-cache", _FitsAgainstNumFree, 3)
+    assert "start at your `allocate`" in report.hint, report.hint
+    assert "more than _room(hits)" in report.hint, report.hint
+    assert "check that the request fits before claiming" not in report.hint, report.hint
+
+
+class _ReclaimsInPlace(checkpoint("prefix-cache", 3)):  # type: ignore[misc]
+    """Claims its hits right but takes each new block itself: plain free first, else the oldest
+    evictable, forgotten yet never taken off the evictable list."""
+
+    def allocate(self, seq: int, token_ids: list[int]) -> int:
+        if seq in self.tables:
+            raise SequenceExists(f"sequence {seq} exists")
+        tokens = list(token_ids)
+        hits = self._lookup(tokens)
+        need = -(-len(tokens) // self.block_size) - len(hits)
+        if need > self._room(hits):
+            raise OutOfBlocks(f"sequence {seq} needs {need} new blocks")
+        for block in hits:
+            self._claim(block)
+        table, chain = list(hits), self._chain(tokens)
+        for i in range(len(hits), len(hits) + need):
+            block = self.free.popleft() if self.free else next(iter(self.evictable_lru))
+            self._forget(block)
+            self.ref[block] = 1
+            table.append(block)
+            if i < len(chain):
+                self._register(block, *chain[i])
+        self.tables[seq], self.seq_tokens[seq] = table, tokens
+        return len(hits) * self.block_size
+
+
+def test_a_block_left_evictable_is_told_as_a_hit_only_when_it_is_one() -> None:
+    hit = unlisted_impl("hits claimed by their count")
+    report, _ = failing_report("prefix-cache", hit, 3)
+    assert "a hit on an evictable block takes it off the evictable list" in report.hint
+    report, _ = failing_report("prefix-cache", _ReclaimsInPlace, 3)
+    assert "start at your `allocate`" in report.hint, report.hint
+    assert "a hit on an evictable block" not in report.hint, report.hint
+    assert "though this call took it as a new block" in report.hint, report.hint
 
 
 class _DropsTheLastHit(checkpoint("prefix-cache", 1)):  # type: ignore[misc]

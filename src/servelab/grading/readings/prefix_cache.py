@@ -183,7 +183,10 @@ def _chain_slices(d: Difference) -> str | None:
 
 def _hit_taken_again(d: Difference) -> str | None:
     """A table holding one block twice where the reference's holds none twice, that block
-    evictable before the call: the hit was reclaimed as a new block of the same request."""
+    evictable before the call: a hit of the call that a new block of the same call reclaimed.
+    Why is said only where your call, run again on a copy, shows it: the refcount the block
+    had when your ``_alloc`` reclaimed it (0: not claimed yet, so the claim came after the
+    new blocks; 1 or more: claimed, yet left on the evictable list)."""
     seq = d.args[0] if d.args else None
     mine, theirs = d.mine.get("tables", {}).get(seq), d.theirs.get("tables", {}).get(seq)
     evictable = d.before.get("reclaim order")
@@ -197,17 +200,48 @@ def _hit_taken_again(d: Difference) -> str | None:
     block = twice[0]
     said = f"yours put block {block} in the table of sequence {seq} twice ({mine}): it was"
     said += " evictable"
-    # taken as a new block (refcount 1), then claimed (one up): held once per entry; a claim
-    # that left it on the evictable list, reclaimed after, holds it at 1
-    if d.mine.get("refcounts", {}).get(block) == mine.count(block):
+    held = _held_when_reclaimed(d, block)
+    if held == 0 and d.mine.get("refcounts", {}).get(block) == mine.count(block):
         return (
-            f"{said}, shared as a hit and reclaimed as a new block by the same call. Claim the "
-            "hits (off the evictable list, refcount up) before taking new blocks"
+            f"{said}, a hit of this call, and your `_alloc` reclaimed it as a new block while "
+            "its refcount was still 0, before the hit was claimed. Claim the hits (off the "
+            "evictable list, refcount up) before taking new blocks"
+        )
+    if held:
+        return (
+            f"{said} and, a hit, was reclaimed as a new block by the same call at refcount "
+            f"{held}: claiming a hit takes it off the evictable list (refcount up), so no new "
+            "block can reclaim it"
         )
     return (
-        f"{said} and, a hit, was reclaimed as a new block by the same call: claiming a hit "
-        "takes it off the evictable list (refcount up), so no new block can reclaim it"
+        f"{said}, a hit of this call, and a new block of the same call reclaimed it: claim "
+        "each hit (off the evictable list, refcount up) before taking any new block, so no "
+        "new block can reclaim it"
     )
+
+
+def _held_when_reclaimed(d: Difference, block: Any) -> int | None:
+    """The refcount ``block`` had when your ``_alloc`` returned it, your call run again on a
+    copy of the object before it (the refcount read just before each ``_alloc``); None when
+    your call takes it without ``_alloc`` or cannot be run again."""
+    try:
+        obj = copy.deepcopy(d.subject)
+        taken: list[tuple[Any, Any]] = []
+        alloc = obj._alloc
+
+        def spied() -> Any:
+            refs = list(obj.ref)
+            got = alloc()
+            taken.append((got, refs[got] if isinstance(got, int) else None))
+            return got
+
+        obj._alloc = spied
+        with line_budget(LINES_PER_CALL):
+            getattr(obj, d.method)(*d.args)
+    except (Exception, OutOfLines):
+        return None
+    counts = [ref for got, ref in taken if got == block]
+    return counts[0] if counts and type(counts[0]) is int else None
 
 
 def _alloc_reading(d: Difference) -> str | None:
@@ -335,8 +369,9 @@ def prefix_cache_reading(d: Difference) -> str | None:
     if m == "allocate" and d.i_raised and d.they_raised and differ and short:
         return FAILED.show(
             d,
-            "a failed allocate changes nothing: check that the request fits before claiming "
-            "hits or taking blocks (an evictable hit is claimed, no longer free)",
+            "a failed allocate changes nothing: refuse when the new blocks it needs are more "
+            "than _room(hits), the room left once its evictable hits are claimed, and claim "
+            "hits or take blocks only after that test",
         )
     if m == "append_slot" and differ & {"hashed", "cached"} and d.same_outcome:
         return DECODE_UNCACHED.show(
@@ -381,11 +416,7 @@ def prefix_cache_reading(d: Difference) -> str | None:
         if shifted:
             return shifted
     if m == "allocate" and "reclaim order" in differ and "tables" not in differ:
-        return HIT_LEFT_EVICTABLE.show(
-            d,
-            "a hit on an evictable block takes it off the evictable list: it is held again, "
-            "with refcount 1",
-        )
+        return HIT_LEFT_EVICTABLE.show(d, _left_evictable(d))
     if m == "_lookup" and not d.same_outcome:
         return LOOKED_UP.show(d, _lookup_reading(d))
     if m == "allocate" and d.error("mine") == "OutOfBlocks" and not d.they_raised:
@@ -393,6 +424,33 @@ def prefix_cache_reading(d: Difference) -> str | None:
     if m == "_alloc" and differ:
         return _alloc_reading(d)
     return block_manager_reading(d)
+
+
+def _left_evictable(d: Difference) -> str | None:
+    """The blocks of the call's table yours left on the evictable list: hits (the table's
+    first returned // block_size blocks), or new blocks it reclaimed; each said as what it is."""
+    seq = d.args[0] if d.args else None
+    table, order = d.theirs.get("tables", {}).get(seq), d.mine.get("reclaim order")
+    size, shown = getattr(d.subject, "block_size", 0), d.returned("theirs") or ""
+    if not (isinstance(table, list) and isinstance(order, list) and shown.isdigit()):
+        return None
+    if not isinstance(size, int) or size < 1:
+        return None
+    hits = table[: int(shown) // size]
+    kept = [b for b in table if b in order]
+    if kept and all(b in hits for b in kept):
+        return (
+            "a hit on an evictable block takes it off the evictable list: it is held again, "
+            "with refcount 1"
+        )
+    new = [b for b in kept if b not in hits]
+    if not new:
+        return None
+    return (
+        f"yours left block {new[0]} on the evictable list, though this call took it as a new "
+        f"block of sequence {seq} ({table}): a block reclaimed comes off the evictable list "
+        "(its hash forgotten) and is held by its taker"
+    )
 
 
 def _refused_reading(d: Difference) -> str | None:
