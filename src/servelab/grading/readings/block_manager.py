@@ -524,8 +524,8 @@ def _frees_whatever_held(d: Difference, block: int) -> bool:
     """Yours, called again on a copy where one more table holds ``block`` (its refcount one
     higher), still frees it at refcount 0: the count is not read. A refcount dropped twice, or
     compared with 1 for 0, leaves that block held."""
-    obj = copy.deepcopy(d.subject)
     try:
+        obj = copy.deepcopy(d.subject)
         with line_budget(LINES_PER_CALL):
             obj.ref[block] += 1
             getattr(obj, d.method)(*d.args)
