@@ -224,6 +224,10 @@ class _Tally:
     def remove_two(self, n: int) -> None:
         self.used -= 2 * n  # twice as far, in one line: no method of it counts again
 
+    def remove_each(self, n: int) -> None:
+        self.used -= n  # the slip again, with _drop reached from a list comprehension
+        [self._drop(1) for _ in range(n)]
+
 
 def _tally_diff(method: str, fields: Any = lambda obj: {"used": obj.used}) -> Any:
     d = Difference(
@@ -238,6 +242,12 @@ def test_a_change_made_again_by_a_method_the_call_reaches_is_counted_twice() -> 
         "yours moved `used` from 5 to 3, the reference to 4: counted twice, once in this "
         "method's own lines and again in `_drop`, which it calls"
     )
+
+
+def test_a_second_count_through_a_comprehension_names_the_method_it_reaches() -> None:
+    said = _tally_diff("remove_each")
+    assert said is not None and "again in `_drop`, which it calls" in said, said
+    assert "<listcomp>" not in said
 
 
 def test_twice_as_far_in_the_method_alone_or_unreadable_names_no_second_count() -> None:

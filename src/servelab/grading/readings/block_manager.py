@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -15,6 +16,7 @@ from servelab.grading.readings.difference import (
     WrittenFor,
     failed_call,
 )
+from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 # The difference each reading below was written for (see WrittenFor): a reading is shown only
 # when the first diverging call differs that way and in nothing else.
@@ -85,19 +87,46 @@ def _cow_reading(d: Difference) -> str | None:
                 "copy-on-write is for the first writer of a shared block; the last holder "
                 "(refcount 1) writes in place",
             )
-    if mine > theirs:
+    if mine > theirs and source:
         return TOOK_MORE.show(
             d,
             "yours copied a block the reference does not: copy-on-write copies only a shared "
             "partial last block (a full block is never written again), and only for the first "
             "writer; the last holder writes in place",
         )
-    if "refcounts" in d.differ and mine == theirs:
-        return KEPT_SHARE.show(
+    if mine > theirs:  # no copy named: more blocks taken, whatever for
+        return TOOK_MORE.show(
             d,
-            "after copying, drop the writer's reference to the shared block: its refcount "
-            "falls by one",
+            f"yours took {_many(mine, 'block')} where the reference takes {theirs}: an "
+            "append_slot takes at most one block, a new one on the boundary or the copy of a "
+            "shared partial last block",
         )
+    if "refcounts" in d.differ and mine == theirs:
+        return KEPT_SHARE.show(d, _kept_share(d, theirs_source))
+    return None
+
+
+def _kept_share(d: Difference, theirs_source: re.Match[str] | None) -> str | None:
+    """A refcount yours left high: the shared block's, where the reference copied it, or else
+    a block counted more times than table entries hold it; said only where seen."""
+    refs, want = d.mine.get("refcounts", {}), d.theirs.get("refcounts", {})
+    if theirs_source:
+        shared = int(theirs_source.group(1))
+        if refs.get(shared, 0) > want.get(shared, 0):
+            return (
+                "after copying, drop the writer's reference to the shared block: its refcount "
+                "falls by one"
+            )
+    tables = d.mine.get("tables", {})
+    entries = [b for t in tables.values() if isinstance(t, list) for b in t]
+    for block, count in refs.items():
+        if count > want.get(block, 0) and count > entries.count(block):
+            held = entries.count(block)
+            return (
+                f"yours left block {block} at refcount {count}, though {held} table "
+                f"{'entry holds' if held == 1 else 'entries hold'} it: a block's refcount is "
+                "the number of table entries that hold it"
+            )
     return None
 
 
@@ -149,8 +178,9 @@ def _slot_off_table(d: Difference) -> str | None:
 
 
 def _unheld_block(d: Difference) -> str | None:
-    """A block yours put in a table this call while leaving its refcount at 0: it was not taken
-    through ``_alloc``; the end of the free list it came from, where that is certain."""
+    """A block yours put in a table this call while leaving its refcount at 0, and the end of
+    the free list it was at, where that is certain. Not why: a block never counted and one
+    counted, then lowered (the copy released in place of the shared block) look alike."""
     seq = d.args[0] if d.args else None
     table = d.mine.get("tables", {}).get(seq)
     old = d.before.get("tables", {}).get(seq) or []
@@ -161,11 +191,14 @@ def _unheld_block(d: Difference) -> str | None:
     if len(new) != 1:
         return None
     said = (
-        f"yours put block {new[0]} in sequence {seq}'s table with refcount 0: take every block "
-        "with _alloc, which holds it (refcount 1)"
+        f"yours put block {new[0]} in sequence {seq}'s table with refcount 0: a block a table "
+        "holds is counted, refcount 1 for a new block (as _alloc sets it)"
     )
     if isinstance(free, list) and len(free) > 1 and free[-1] == new[0]:
-        said += " and takes it from the left end of the free list, not the right"
+        said += (
+            f"; block {new[0]} was the right end of the free list, and blocks are taken from "
+            "its left end"
+        )
     return UNHELD_TAKEN.show(d, said)
 
 
@@ -202,18 +235,16 @@ def _slot_reading(d: Difference) -> str | None:
     if at == length + 1:
         return (
             f"yours gave the token the slot of position {at} (block {block}, offset {offset}); "
-            f"the token's position is {length}, the length before the call ({where}): is the "
-            "token counted (the length raised, or the token stored) before its slot is worked "
-            "out? The slot, and whether a block boundary is crossed, come from the length "
-            "before the token"
+            f"the token's position is {length}, the length before the call ({where}): a "
+            "token's slot is block position // block_size of its table, offset position % "
+            "block_size, counted from 0"
         )
     last = (d.before.get("tables", {}).get(seq) or [None])[-1]
     if length % size == 0 and at == length - size and block == last:
         return (
             f"yours gave the token offset {offset} of block {block}, the full block before the "
             f"new one: position {length} starts a block, so on the boundary the token goes to "
-            f"offset 0 of the block just appended ({where}): read the last block after "
-            "appending it"
+            f"offset 0 of the block just appended ({where})"
         )
     return None
 
@@ -461,11 +492,12 @@ def _released(d: Difference) -> str:
     others = [b for b in free if b not in free_before and refs_before.get(b, 0) > table.count(b)]
     if others:
         b = others[0]
+        ignored = " (do not ignore the refcount)" if _frees_whatever_held(d, b) else ""
         return (
             f"yours put block {b} on the free list though another table still holds it "
             f"(refcount {refs_before.get(b)} before the call, {table.count(b)} of them "
             f"from {whose}): a block goes back to the free list when its refcount reaches 0, and "
-            "only then (do not ignore the refcount)"
+            f"only then{ignored}"
         )
     if fewer and not more and not held:
         b = fewer[0]
@@ -486,3 +518,19 @@ def _released(d: Difference) -> str:
             "back to the free list when its refcount reaches 0, and only then"
         )
     return f"{rule}: a block goes back to the free list when its refcount reaches 0"
+
+
+def _frees_whatever_held(d: Difference, block: int) -> bool:
+    """Yours, called again on a copy where one more table holds ``block`` (its refcount one
+    higher), still frees it at refcount 0: the count is not read. A refcount dropped twice, or
+    compared with 1 for 0, leaves that block held."""
+    try:
+        obj = copy.deepcopy(d.subject)
+        with line_budget(LINES_PER_CALL):
+            obj.ref[block] += 1
+            getattr(obj, d.method)(*d.args)
+            return block in obj.free_list() and obj.refcount(block) == 0
+    except Exception:
+        return False
+    except OutOfLines:
+        return False

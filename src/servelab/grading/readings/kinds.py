@@ -205,16 +205,22 @@ def _counted_again(d: Difference, name: str, key: Any, step: float) -> str | Non
     if _read(d, obj, name, key) is _Missing:
         return None
     top: list[Any] = []
+    through: set[int] = set()  # comprehensions of the call's own lines: looked through
     open_calls: dict[int, tuple[str, Any]] = {}
     moves: list[tuple[str, Any]] = []
 
     def watch(frame: Any, event: str, _: Any) -> None:
         # a profiler's own calls are not profiled: the fields read here are not the call's
         if event == "call" and frame.f_locals.get("self") is obj:
+            direct = top and (frame.f_back is top[0] or id(frame.f_back) in through)
             if not top and frame.f_code.co_name == d.method:
                 top.append(frame)
-            elif top and frame.f_back is top[0]:
+            elif direct and frame.f_code.co_name.startswith("<"):
+                through.add(id(frame))  # <listcomp>, <genexpr>: no method a learner named
+            elif direct:
                 open_calls[id(frame)] = (frame.f_code.co_name, _read(d, obj, name, key))
+        elif event == "return" and id(frame) in through:
+            through.discard(id(frame))
         elif event == "return" and id(frame) in open_calls:
             called, was = open_calls.pop(id(frame))
             now = _read(d, obj, name, key)
