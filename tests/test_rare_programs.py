@@ -53,6 +53,7 @@ def test_a_free_that_keeps_the_length_is_caught() -> None:
     report = _report("block-manager", "free keeps the length")
     assert "✗ step 1 · free_seq returns blocks at refcount 0" in report
     assert "bm.seq_len(0) is 6; sequence 0 was freed" in report
+    assert report.split("reproduce:")[1].split("where:")[0].split()[-1] == "bm.seq_len(0)"
     assert "where: the difference is in your `free_seq`" in report
     assert "free_seq forgets the sequence whole" in report
 

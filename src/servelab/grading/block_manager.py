@@ -158,12 +158,19 @@ def _room_is_what_is_free(impl: Any) -> None:
 
 def _no_length(s: Script, seq: int, why: str, hint: str) -> None:
     """A sequence the manager does not hold has no length to read: ``seq_len`` raises, as
-    ``block_table`` does, rather than answer from an entry left behind."""
-    s.note(f"with suppress(KeyError): bm.seq_len({seq})")
+    ``block_table`` does, rather than answer from an entry left behind. The line is written
+    bare where it answered (the line the report is about, pasted it shows the length), and
+    under ``suppress`` where it raised as it should, so a later line still runs."""
+    line = f"bm.seq_len({seq})"
     try:
         left = s.ns["bm"].seq_len(seq)
     except Exception:  # nothing recorded: no length to read
         left = None
+    if left is None:
+        if SUPPRESS_IMPORT not in s.lines:
+            s.lines.insert(0, SUPPRESS_IMPORT)
+        line = f"with suppress(Exception): {line}"
+    s.note(line)
     s.check(left is None, f"bm.seq_len({seq}) is {left!r}; sequence {seq} {why}", hint)
 
 
