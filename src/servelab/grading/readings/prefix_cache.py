@@ -495,7 +495,9 @@ def _room_reading(d: Difference) -> str | None:
     """``_room`` counted other room than the reference's. Each cause is stated only where your
     own ``_room``, called again, shows it: with no hits it must give num_free; a held hit
     subtracted is proven by every extra copy of it taking one more block, not by one count
-    (``num_free // (1 + len(hits))`` matches ``num_free - len(hits)`` at num_free 2)."""
+    (``num_free // (1 + len(hits))`` matches ``num_free - len(hits)`` at num_free 2); and
+    "every hit" only where an evictable block asked alone takes one too (a test the wrong way
+    round subtracts only the held ones)."""
     mine, theirs = _room_probe(d, list(d.args[0]) if d.args else []), d.returned("theirs")
     free = d.before.get("num_free")
     asked = list(d.args[0]) if d.args and isinstance(d.args[0], list | tuple) else []
@@ -515,9 +517,11 @@ def _room_reading(d: Difference) -> str | None:
         return None
     each = all(_room_probe(d, held * n) == free - n * len(held) for n in (1, 2, 3))
     if held and each and mine == int(theirs) - len(held):
+        spare = _room_probe(d, evictable[:1]) if evictable else None
+        which = "every hit" if spare == free - 1 else "every hit on a block another sequence holds"
         return (
             f"yours counted {mine} block(s) of room where {theirs} are left: yours takes one "
-            f"block of room for every hit, and a hit on a block another sequence holds ({held}) "
+            f"block of room for {which}, and a hit on a block another sequence holds ({held}) "
             "takes no free block, so subtract from num_free only the hits on evictable blocks"
         )
     if claimed and mine == free and _room_probe(d, claimed) == free:
