@@ -43,7 +43,7 @@ def test_room_taken_for_every_hit_is_said_only_when_an_evictable_hit_takes_one_t
     assert "yours takes one block of room for every hit, and" in said, said
     said = _room_call(_RoomHeldOnly) or ""
     assert "for every hit," not in said, said
-    assert "for every hit on a block another sequence holds" in said, said
+    assert "for each hit on a block another sequence holds ([0]), and such a hit" in said, said
 
 
 def test_the_room_look_alike_graded_end_to_end_gets_no_account_of_every_hit() -> None:

@@ -568,11 +568,15 @@ def _room_reading(d: Difference) -> str | None:
     each = all(_room_probe(d, held * n) == free - n * len(held) for n in (1, 2, 3))
     if held and each and mine == int(theirs) - len(held):
         spare = _room_probe(d, evictable[:1]) if evictable else None
-        which = "every hit" if spare == free - 1 else "every hit on a block another sequence holds"
+        which = (
+            f"every hit, and a hit on a block another sequence holds ({held})"
+            if spare == free - 1
+            else f"each hit on a block another sequence holds ({held}), and such a hit"
+        )
         return (
             f"yours counted {mine} block(s) of room where {theirs} are left: yours takes one "
-            f"block of room for {which}, and a hit on a block another sequence holds ({held}) "
-            "takes no free block, so subtract from num_free only the hits on evictable blocks"
+            f"block of room for {which} takes no free block, so subtract from num_free only "
+            "the hits on evictable blocks"
         )
     if claimed and mine == free and _room_probe(d, claimed) == free:
         return (
