@@ -374,11 +374,7 @@ def prefix_cache_reading(d: Difference) -> str | None:
             "hits or take blocks only after that test",
         )
     if m == "append_slot" and differ & {"hashed", "cached"} and d.same_outcome:
-        return DECODE_UNCACHED.show(
-            d,
-            "when decoding fills a block, cache it: hash it on the chain and register it, as a "
-            "full prompt block is",
-        )
+        return DECODE_UNCACHED.show(d, _decode_uncached(d))
     if m == "_release" and "reclaim order" in differ:
         block = d.args[0] if d.args else None
         mine_order = d.mine.get("reclaim order", [])
@@ -424,6 +420,60 @@ def prefix_cache_reading(d: Difference) -> str | None:
     if m == "_alloc" and differ:
         return _alloc_reading(d)
     return block_manager_reading(d)
+
+
+def _decode_uncached(d: Difference) -> str:
+    """The block this call filled, left uncached: what your ``append_slot`` did with it is said
+    only as your call, run again on a copy with ``_register`` watched, shows it (never asked,
+    or asked under a hash another block is already cached under, which leaves it private)."""
+    rule = (
+        "when decoding fills a block, cache it: hash it on the chain and register it, as a "
+        "full prompt block is"
+    )
+    before, mine, theirs = (x.get("hashed") for x in (d.before, d.mine, d.theirs))
+    if not all(isinstance(x, list) for x in (before, mine, theirs)):
+        return rule
+    assert isinstance(before, list) and isinstance(mine, list) and isinstance(theirs, list)
+    filled = [b for b in theirs if b not in before and b not in mine]
+    asked = _registered(d)
+    if len(filled) != 1 or asked is None:
+        return rule
+    block = filled[0]
+    hashes = [a[1] for a in asked if len(a) > 1 and a[0] == block]
+    if not hashes:
+        return f"yours did not register block {block}, which this call filled: {rule}"
+    table = getattr(d.subject, "map", None)
+    try:
+        owner = table.get(hashes[0]) if isinstance(table, dict) else None
+    except TypeError:
+        owner = None
+    if owner is None or owner == block:
+        return rule
+    return (
+        f"yours registered block {block}, which this call filled, under the hash block {owner} "
+        "is already cached under, so it stays private: a filled block's hash is "
+        "hash((parent's hash, its own tokens)), its parent the block before it in the table"
+    )
+
+
+def _registered(d: Difference) -> list[tuple[Any, ...]] | None:
+    """The arguments of every ``_register`` your call makes, run again on a copy; None when it
+    cannot be run again."""
+    try:
+        obj = copy.deepcopy(d.subject)
+        asked: list[tuple[Any, ...]] = []
+        register = obj._register
+
+        def spied(*args: Any) -> Any:
+            asked.append(args)
+            return register(*args)
+
+        obj._register = spied
+        with line_budget(LINES_PER_CALL):
+            getattr(obj, d.method)(*d.args)
+    except (Exception, OutOfLines):
+        return None
+    return asked
 
 
 def _left_evictable(d: Difference) -> str | None:
@@ -495,7 +545,9 @@ def _room_reading(d: Difference) -> str | None:
     """``_room`` counted other room than the reference's. Each cause is stated only where your
     own ``_room``, called again, shows it: with no hits it must give num_free; a held hit
     subtracted is proven by every extra copy of it taking one more block, not by one count
-    (``num_free // (1 + len(hits))`` matches ``num_free - len(hits)`` at num_free 2)."""
+    (``num_free // (1 + len(hits))`` matches ``num_free - len(hits)`` at num_free 2); and
+    "every hit" only where an evictable block asked alone takes one too (a test the wrong way
+    round subtracts only the held ones)."""
     mine, theirs = _room_probe(d, list(d.args[0]) if d.args else []), d.returned("theirs")
     free = d.before.get("num_free")
     asked = list(d.args[0]) if d.args and isinstance(d.args[0], list | tuple) else []
@@ -515,10 +567,16 @@ def _room_reading(d: Difference) -> str | None:
         return None
     each = all(_room_probe(d, held * n) == free - n * len(held) for n in (1, 2, 3))
     if held and each and mine == int(theirs) - len(held):
+        spare = _room_probe(d, evictable[:1]) if evictable else None
+        which = (
+            f"every hit, and a hit on a block another sequence holds ({held})"
+            if spare == free - 1
+            else f"each hit on a block another sequence holds ({held}), and such a hit"
+        )
         return (
             f"yours counted {mine} block(s) of room where {theirs} are left: yours takes one "
-            f"block of room for every hit, and a hit on a block another sequence holds ({held}) "
-            "takes no free block, so subtract from num_free only the hits on evictable blocks"
+            f"block of room for {which} takes no free block, so subtract from num_free only "
+            "the hits on evictable blocks"
         )
     if claimed and mine == free and _room_probe(d, claimed) == free:
         return (
