@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from servelab.grading.readings.block_manager_ids import wrong_error_reading
 from servelab.grading.readings.difference import (
     BOTH_RAISED,
     MINE_RAISED,
@@ -190,6 +191,9 @@ def _unheld_block(d: Difference) -> str | None:
     new = [b for b in table if b not in old and not refs.get(b)]
     if len(new) != 1:
         return None
+    dropped = _dropped_copy(d, new[0])
+    if dropped:
+        return UNHELD_TAKEN.show(d, dropped)
     said = (
         f"yours put block {new[0]} in sequence {seq}'s table with refcount 0: a block a table "
         "holds is counted, refcount 1 for a new block (as _alloc sets it)"
@@ -200,6 +204,30 @@ def _unheld_block(d: Difference) -> str | None:
             "its left end"
         )
     return UNHELD_TAKEN.show(d, said)
+
+
+def _dropped_copy(d: Difference, block: int) -> str | None:
+    """A copy-on-write whose new block went back on the free list at refcount 0 while the
+    shared block it copies (the cow_src yours named, the table's last block before the call)
+    kept every reference: the reference dropped by the wrong block, as the fields show it."""
+    seq = d.args[0] if d.args else None
+    source = re.search(r"cow_src=(\d+)", d.returned("mine") or "")
+    old = d.before.get("tables", {}).get(seq) or []
+    free, refs_before = d.mine.get("free"), d.before.get("refcounts", {})
+    if not (source and old and isinstance(free, list) and block in free):
+        return None
+    shared = int(source.group(1))
+    held = refs_before.get(shared)
+    if old[-1] != shared or not isinstance(held, int) or held < 2:
+        return None
+    if d.mine.get("refcounts", {}).get(shared) != held:
+        return None
+    return (
+        f"yours put the copy, block {block}, in sequence {seq}'s table yet back on the free "
+        f"list at refcount 0, and left the shared block {shared} at refcount {held}, as before "
+        "the call: after copying, the writer drops its reference to the shared block (cow_src), "
+        "not to its new copy"
+    )
 
 
 _SLOT = re.compile(r"block=(\d+), offset=(\d+)")
@@ -400,6 +428,10 @@ def block_manager_reading(d: Difference) -> str | None:
                 "before taking any (all or nothing)",
             )
         return failed_call(d)
+    if d.i_raised and not d.they_raised and d.error("mine") != "OutOfBlocks":
+        wrong = wrong_error_reading(d)
+        if wrong:
+            return wrong
     if m == "allocate" and d.args and len(d.args) > 1 and d.args[1] == 0 and "tables" in differ:
         return TOOK_MORE.show(
             d, "a sequence of zero tokens holds no block: ceil(0 / block_size) is 0"
