@@ -329,6 +329,27 @@ def _counted(d: Difference) -> bool:
     return isinstance(before, int) and mine == before + 1
 
 
+def _length_at_alloc(d: Difference) -> int | None:
+    """Your call run again on a copy with ``_alloc`` watched: the sequence's length when it
+    first asked for a block (one up: counted before allocating); None where it never asked or
+    cannot be run again. A token counted after the failure (a ``finally``) asks at the old one."""
+    seq, seen = d.args[0], []
+    try:
+        obj = copy.deepcopy(d.subject)
+        alloc = obj._alloc
+
+        def spied() -> Any:
+            seen.append(obj.seq_len(seq))
+            return alloc()
+
+        obj._alloc = spied
+        with line_budget(LINES_PER_CALL):
+            getattr(obj, d.method)(*d.args)
+    except (Exception, OutOfLines):
+        pass
+    return seen[0] if seen and type(seen[0]) is int else None
+
+
 def _released_shared(d: Difference) -> bool:
     """The failed append was a copy-on-write (the last block shared, the length inside it),
     and yours dropped that block's refcount: released before the copy was in hand."""
@@ -404,10 +425,19 @@ def block_manager_reading(d: Difference) -> str | None:
         return _failed_check(d)
     if failed and differ:
         if m == "append_slot" and differ == {"lengths"} and _counted(d):
+            seq = d.args[0]
+            n = d.before.get("lengths", {}).get(seq)
+            if isinstance(n, int) and _length_at_alloc(d) == n + 1:
+                return FAILED_LENGTH.show(
+                    d,
+                    "yours raised the length before allocating: a failed append_slot changes "
+                    "nothing, so raise the length only once the block is in hand",
+                )
             return FAILED_LENGTH.show(
                 d,
-                "yours raised the length before allocating: a failed append_slot changes "
-                "nothing, so raise the length only once the block is in hand",
+                f"yours counted the token (length {n} -> {n + 1 if isinstance(n, int) else n}) "
+                "though the call raised: a failed append_slot changes nothing, so count the "
+                "token only once its block is in hand",
             )
         if m == "append_slot" and _released_shared(d):
             return FAILED_RELEASE.show(
