@@ -104,7 +104,7 @@ READS = {
     "SIEVE len one short": ("one less than the reference's", "pinned key"),
     "SIEVE pop returns None": ("NoVictim", "the hand moves"),
     "SIEVE put resets the hand": ("eviction order", "joins the newest end"),
-    "allocate of zero tokens raises": ("`tables`", "holds no block"),
+    "allocate of zero tokens raises": ("raised InvalidLength for allocate(", "holds no block"),
     "fork zeroes the parent's length": ("`lengths` of 0", "the child starts"),
     "release parks a held block": ("`reclaim order`", "freed by its last holder"),
     # a reading speaks only when its precondition shows in the call: a refusal with the blocks

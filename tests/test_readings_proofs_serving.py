@@ -18,6 +18,7 @@ from servelab.grading.mistakes.block_manager import (
     allocate_not_atomic,
     fork_copies_blocks,
     free_ignores_refcount,
+    length_before_alloc,
     table_before_check,
 )
 from servelab.grading.mistakes.scheduler import never_retire, one_victim_per_step
@@ -25,7 +26,7 @@ from servelab.grading.readings import Difference
 from servelab.grading.readings.block_manager import block_manager_reading
 from servelab.grading.readings.prefix_cache import prefix_cache_reading
 from servelab.grading.readings.scheduler import scheduler_reading
-from servelab.kv.blocks import OutOfBlocks, SequenceExists
+from servelab.kv.blocks import OutOfBlocks, SequenceExists, Slot
 from unlisted import unlisted
 
 # catalogue slips: what the report of each must say
@@ -155,15 +156,38 @@ def test_a_failed_append_releases_before_the_copy_only_when_a_shared_block_lost_
     assert "before releasing the shared block" not in (said or "")
 
 
+class _CountedInFinally(checkpoint("block-manager", 4)):  # type: ignore[misc]
+    """Counts the token in a ``finally``: after a failed _alloc, not before it."""
+
+    def append_slot(self, seq: int) -> Any:
+        self._known(seq)
+        table, n = self.tables[seq], self.lens[seq]
+        try:
+            if n % self.block_size == 0:
+                table.append(self._alloc())
+            return Slot(table[-1], n % self.block_size, None)
+        finally:
+            self.lens[seq] = n + 1
+
+
 def test_a_failed_append_counted_the_token_only_when_the_length_rose_by_one() -> None:
     raised = "raised OutOfBlocks"
     before = {"tables": {0: [0]}, "lengths": {0: 4}, "refcounts": {0: 1}, "num_free": 0}
-    bm = checkpoint("block-manager", 4)(1, 4)
+    bm = length_before_alloc.Buggy(1, 4)
+    bm.allocate(0, 4)
     one = {**before, "lengths": {0: 5}}
     said = block_manager_reading(
         _d("append_slot", (0,), before, (raised, one), (raised, before), bm)
     )
     assert "raised the length before allocating" in (said or "")
+    # counted after the failure (a finally): the same numbers, told without the order
+    late = _CountedInFinally(1, 4)
+    late.allocate(0, 4)
+    said = block_manager_reading(
+        _d("append_slot", (0,), before, (raised, one), (raised, before), late)
+    )
+    assert "raised the length before" not in (said or ""), said
+    assert "yours counted the token (length 4 -> 5) though the call raised" in (said or "")
     zero = {**before, "lengths": {0: 0}}
     said = block_manager_reading(
         _d("append_slot", (0,), before, (raised, zero), (raised, before), bm)

@@ -76,8 +76,33 @@ def expect_error(s: Script, line: str, kind: str, hint: str = "expected-error") 
             ) from None
     else:
         raise s.fail(f"`{line}` returned normally; expected it to raise {kind}", hint)
-    if snapshot(bm) != before:
+    try:
+        changed = snapshot(bm) != before
+    except Exception as exc:  # an entry left half made: the inspection itself fails
+        raise s.fail(
+            f"`{line}` raised {kind}, but then {_unreadable(bm, exc)}: a call that raises "
+            "changes nothing"
+        ) from None
+    if changed:
         raise s.fail(f"`{line}` raised {kind} but changed the state before raising")
+
+
+def _unreadable(bm: Any, exc: Exception) -> str:
+    """What reading ``bm`` back ran into: a sequence listed with no table or length, where
+    that is the one, else the error the reading raised."""
+    try:
+        for seq in bm.sequences():
+            for read in ("block_table", "seq_len"):
+                try:
+                    getattr(bm, read)(seq)
+                except Exception as err:
+                    return (
+                        f"sequences() lists {seq} while {read}({seq}) raises "
+                        f"{type(err).__name__}: the failed call left sequence {seq} half recorded"
+                    )
+    except Exception:
+        pass
+    return f"reading the manager back raised {type(exc).__name__}: {exc}"
 
 
 def _slot(s: Script, line: str) -> tuple[int, int, int | None]:

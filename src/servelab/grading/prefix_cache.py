@@ -21,7 +21,13 @@ from typing import Any
 from servelab.grading._script import Script
 from servelab.grading.about import About, Hint
 from servelab.grading.block_manager import check_rules
-from servelab.grading.prefix_cache_hints import HINTS
+from servelab.grading.prefix_cache_hints import (
+    HINTS,
+    decode_misnamed,
+    dropped_tokens,
+    parked_in_front,
+    stored_tokens,
+)
 from servelab.grading.prefix_cache_replay import REPLAY
 from servelab.grading.topic import MachineCheck, Probe, Step, Topic
 from servelab.testing import prefix_chain
@@ -310,12 +316,15 @@ def _decode_fills_cache(impl: Any) -> None:
     s = _script(impl, f"bm = {NAME}(8, 2)")
     s("bm.allocate(0, [1, 2, 3, 4, 5])")  # its third block is named after the second
     s("bm.append_slot(0, 6)")
+    misnamed = decode_misnamed(s.ns["bm"], 0, [1, 2, 3, 4, 5, 6])
     got = s("bm.allocate(1, [1, 2, 3, 4, 5, 6, 7])")
-    s.check(
-        got == 6,
-        f"bm.allocate(1, [1, 2, 3, 4, 5, 6, 7]) returned {got}, expected 6: in the reference "
-        "block [5, 6], filled by append_slot(0, 6), is cached, and all three blocks hit",
-    )
+    if got != 6:
+        raise s.fail(
+            f"bm.allocate(1, [1, 2, 3, 4, 5, 6, 7]) returned {got}, expected 6: in the "
+            "reference block [5, 6], filled by append_slot(0, 6), is cached, and all three "
+            "blocks hit",
+            hint=misnamed,
+        )
     _invariants(s)
 
 
@@ -338,7 +347,9 @@ def _own_copy_of_the_prompt(impl: Any) -> None:
 def _freed_stays_cached(impl: Any) -> None:
     s = _script(impl, f"bm = {NAME}(4, 2)")
     s("bm.allocate(0, [1, 2, 3, 4, 5])")
+    stored = stored_tokens(s.ns["bm"])
     s("bm.free_seq(0)")
+    kept = stored_tokens(s.ns["bm"])
     free = s("bm.num_free")
     s.check(
         free == 4,
@@ -350,8 +361,11 @@ def _freed_stays_cached(impl: Any) -> None:
         len(evictable) == 2,
         f"evictable() is {evictable}: the reference keeps the two full blocks cached (evictable)",
     )
+    dropped = dropped_tokens(s.ns["bm"], stored, kept)
     got = s("bm.allocate(1, [1, 2, 3, 4, 5])")
-    s.check(got == 4, f"the freed prefix is still cached: expected 4 tokens, got {got}")
+    if got != 4:
+        message = f"the freed prefix is still cached: expected 4 tokens, got {got}"
+        raise s.fail(message, hint=dropped)
     s.check(s("bm.evictable()") == [], "a hit takes the block off the evictable list")
 
 
@@ -372,20 +386,20 @@ def _plain_free_first(impl: Any) -> None:
 def _least_recent_first(impl: Any) -> None:
     s = _script(impl, f"bm = {NAME}(3, 1)")
     s("bm.allocate(0, [1, 2])")
+    front = parked_in_front(s.ns["bm"], 0)
     s("bm.free_seq(0)")
     s("bm.allocate(1, [5, 6])")
     s("bm.free_seq(1)")
     s("bm.allocate(2, [8, 9])")
-    s.check(
-        s("bm.num_cached_tokens([5, 6])") == 1,
-        "the least recently freed block [1] should be reclaimed, not [5]",
-    )
+    if s("bm.num_cached_tokens([5, 6])") != 1:
+        raise s.fail("the least recently freed block [1] should be reclaimed, not [5]", hint=front)
     got = s("bm.num_cached_tokens([1, 2])")
-    s.check(
-        got == 0,
-        f"num_cached_tokens([1, 2]) is {got}, expected 0: block [1] was freed first, so the "
-        "reference reclaims it for [8, 9]",
-    )
+    if got != 0:
+        raise s.fail(
+            f"num_cached_tokens([1, 2]) is {got}, expected 0: block [1] was freed first, so "
+            "the reference reclaims it for [8, 9]",
+            hint=front,
+        )
 
 
 def _freed_again_goes_last(impl: Any) -> None:

@@ -4,7 +4,11 @@ module short."""
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 from servelab.grading.about import About, Hint
+from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 HINTS: dict[str, Hint] = {
     "chain-shape": Hint(
@@ -120,3 +124,82 @@ HINTS: dict[str, Hint] = {
         About(),
     ),
 }
+
+
+def stored_tokens(bm: Any) -> dict[int, Any]:
+    """Each block's stored tokens (``tokens[b]``), read off the object without a recorded
+    line; empty where the skeleton's ``tokens`` cannot be read."""
+    try:
+        return {b: bm.tokens[b] for b in range(bm.num_blocks)}
+    except Exception:
+        return {}
+
+
+def dropped_tokens(bm: Any, before: dict[int, Any], after: dict[int, Any]) -> Hint | None:
+    """The hint where freeing kept blocks hashed on the evictable list but cleared the tokens
+    they stored before the free, as read off the object; None where that is not what it shows."""
+    try:
+        parked = [b for b in bm.evictable() if bm.block_hash(b) is not None]
+    except Exception:
+        return None
+    lost = [b for b in parked if before.get(b) is not None and b in after and after[b] is None]
+    if not lost:
+        return None
+    b = lost[0]
+    return Hint(
+        f"`_release`: yours kept block {b} hashed on the evictable list but cleared the tokens "
+        f"it stored (tokens[{b}] was {before[b]!r} before free_seq(0), None after): a parked "
+        "block keeps its hash, its tokens and its map entry until it is reclaimed, so a later "
+        "hit can be verified against them",
+        About(("_release",)),
+    )
+
+
+def decode_misnamed(bm: Any, seq: int, tokens: list[int]) -> Hint | None:
+    """The hint where the block decoding filled, the last of ``seq``'s table, is hashed, but
+    under another hash than the learner's own ``_chain`` gives those tokens there (the hash a
+    later prompt looks up); None where that is not what the object shows."""
+    try:
+        table = list(bm.block_table(seq))
+        block, size = table[-1], bm.block_size
+        h = bm.block_hash(block)
+        with line_budget(LINES_PER_CALL):
+            chain = copy.deepcopy(bm)._chain(list(tokens))
+        at = len(table) - 1
+        own = chain[at][0] if len(chain) > at and len(tokens) % size == 0 else None
+    except (Exception, OutOfLines):
+        return None
+    if h is None or own is None or h == own:
+        return None
+    filled = tuple(tokens[-size:])
+    return Hint(
+        f"`append_slot`: yours hashed block {block}, which decoding filled with {filled}, under "
+        f"another hash than your own `_chain` gives that block at position {at} (the hash a "
+        "later prompt with the same tokens looks up): a filled block's hash is "
+        "hash((parent's hash, its own tokens)), its parent the block before it in the table",
+        About(("append_slot",)),
+    )
+
+
+def parked_in_front(bm: Any, seq: int) -> Hint | None:
+    """The hint where ``_release``, called on a copy for each block of ``seq``'s table, last
+    first (as free_seq releases them), lists the evictable blocks in the order they were
+    released last first: each one freed went to the front; None where it does not."""
+    try:
+        obj = copy.deepcopy(bm)
+        table = list(obj.block_table(seq))
+        with line_budget(LINES_PER_CALL):
+            for block in reversed(table):
+                obj._release(block)
+        order = list(obj.evictable())
+    except (Exception, OutOfLines):
+        return None
+    if len(table) < 2 or order != table:
+        return None
+    calls = " and then ".join(f"_release({b})" for b in reversed(table))
+    return Hint(
+        f"`_release`: yours, called on a copy as {calls}, lists evictable() as {order}: the "
+        "block freed last went to the front of the reclaim order. A freed cached block joins "
+        "the back, so the least recently freed is reclaimed first",
+        About(("_release",)),
+    )

@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from servelab.grading.readings.block_manager_ids import wrong_error_reading
 from servelab.grading.readings.difference import (
     BOTH_RAISED,
     MINE_RAISED,
@@ -190,6 +191,9 @@ def _unheld_block(d: Difference) -> str | None:
     new = [b for b in table if b not in old and not refs.get(b)]
     if len(new) != 1:
         return None
+    dropped = _dropped_copy(d, new[0])
+    if dropped:
+        return UNHELD_TAKEN.show(d, dropped)
     said = (
         f"yours put block {new[0]} in sequence {seq}'s table with refcount 0: a block a table "
         "holds is counted, refcount 1 for a new block (as _alloc sets it)"
@@ -200,6 +204,30 @@ def _unheld_block(d: Difference) -> str | None:
             "its left end"
         )
     return UNHELD_TAKEN.show(d, said)
+
+
+def _dropped_copy(d: Difference, block: int) -> str | None:
+    """A copy-on-write whose new block went back on the free list at refcount 0 while the
+    shared block it copies (the cow_src yours named, the table's last block before the call)
+    kept every reference: the reference dropped by the wrong block, as the fields show it."""
+    seq = d.args[0] if d.args else None
+    source = re.search(r"cow_src=(\d+)", d.returned("mine") or "")
+    old = d.before.get("tables", {}).get(seq) or []
+    free, refs_before = d.mine.get("free"), d.before.get("refcounts", {})
+    if not (source and old and isinstance(free, list) and block in free):
+        return None
+    shared = int(source.group(1))
+    held = refs_before.get(shared)
+    if old[-1] != shared or not isinstance(held, int) or held < 2:
+        return None
+    if d.mine.get("refcounts", {}).get(shared) != held:
+        return None
+    return (
+        f"yours put the copy, block {block}, in sequence {seq}'s table yet back on the free "
+        f"list at refcount 0, and left the shared block {shared} at refcount {held}, as before "
+        "the call: after copying, the writer drops its reference to the shared block (cow_src), "
+        "not to its new copy"
+    )
 
 
 _SLOT = re.compile(r"block=(\d+), offset=(\d+)")
@@ -301,6 +329,27 @@ def _counted(d: Difference) -> bool:
     return isinstance(before, int) and mine == before + 1
 
 
+def _length_at_alloc(d: Difference) -> int | None:
+    """Your call run again on a copy with ``_alloc`` watched: the sequence's length when it
+    first asked for a block (one up: counted before allocating); None where it never asked or
+    cannot be run again. A token counted after the failure (a ``finally``) asks at the old one."""
+    seq, seen = d.args[0], []
+    try:
+        obj = copy.deepcopy(d.subject)
+        alloc = obj._alloc
+
+        def spied() -> Any:
+            seen.append(obj.seq_len(seq))
+            return alloc()
+
+        obj._alloc = spied
+        with line_budget(LINES_PER_CALL):
+            getattr(obj, d.method)(*d.args)
+    except (Exception, OutOfLines):
+        pass
+    return seen[0] if seen and type(seen[0]) is int else None
+
+
 def _released_shared(d: Difference) -> bool:
     """The failed append was a copy-on-write (the last block shared, the length inside it),
     and yours dropped that block's refcount: released before the copy was in hand."""
@@ -376,10 +425,19 @@ def block_manager_reading(d: Difference) -> str | None:
         return _failed_check(d)
     if failed and differ:
         if m == "append_slot" and differ == {"lengths"} and _counted(d):
+            seq = d.args[0]
+            n = d.before.get("lengths", {}).get(seq)
+            if isinstance(n, int) and _length_at_alloc(d) == n + 1:
+                return FAILED_LENGTH.show(
+                    d,
+                    "yours raised the length before allocating: a failed append_slot changes "
+                    "nothing, so raise the length only once the block is in hand",
+                )
             return FAILED_LENGTH.show(
                 d,
-                "yours raised the length before allocating: a failed append_slot changes "
-                "nothing, so raise the length only once the block is in hand",
+                f"yours counted the token (length {n} -> {n + 1 if isinstance(n, int) else n}) "
+                "though the call raised: a failed append_slot changes nothing, so count the "
+                "token only once its block is in hand",
             )
         if m == "append_slot" and _released_shared(d):
             return FAILED_RELEASE.show(
@@ -400,6 +458,10 @@ def block_manager_reading(d: Difference) -> str | None:
                 "before taking any (all or nothing)",
             )
         return failed_call(d)
+    if d.i_raised and not d.they_raised and d.error("mine") != "OutOfBlocks":
+        wrong = wrong_error_reading(d)
+        if wrong:
+            return wrong
     if m == "allocate" and d.args and len(d.args) > 1 and d.args[1] == 0 and "tables" in differ:
         return TOOK_MORE.show(
             d, "a sequence of zero tokens holds no block: ceil(0 / block_size) is 0"

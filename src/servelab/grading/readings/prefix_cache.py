@@ -16,6 +16,7 @@ from servelab.grading.readings.difference import (
     WrittenFor,
     call,
 )
+from servelab.grading.readings.prefix_cache_rules import left_unhashed, parked_forgotten
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 ROOT = 0
@@ -391,6 +392,10 @@ def prefix_cache_reading(d: Difference) -> str | None:
             "a cached block freed by its last holder goes on the evictable LRU (still hashed, "
             "reclaimable), not the plain free list",
         )
+    if m == "_release" and differ & {"hashed", "cached"}:
+        forgotten = parked_forgotten(d)
+        if forgotten:
+            return forgotten
     if m == "_room" and not d.same_outcome:
         room = _room_reading(d)
         if room:
@@ -408,7 +413,7 @@ def prefix_cache_reading(d: Difference) -> str | None:
         if twice:
             return twice
     if m == "allocate" and "hashed" in differ and "tables" not in differ:
-        shifted = _registered_elsewhere(d)
+        shifted = _registered_elsewhere(d) or left_unhashed(d)
         if shifted:
             return shifted
     if m == "allocate" and "reclaim order" in differ and "tables" not in differ:

@@ -1,0 +1,58 @@
+"""Readings of a prefix cache's ``_release`` that parks a cached block but forgets part of what
+a later hit needs; apart from :mod:`servelab.grading.readings.prefix_cache` to keep it short."""
+
+from __future__ import annotations
+
+from servelab.grading.readings.difference import SAME, Difference, WrittenFor
+
+PARKED_FORGOTTEN = WrittenFor((SAME,), below=("hashed", "cached"))
+"""A block parked as the reference parks it, with its hash or map entry gone."""
+
+
+def parked_forgotten(d: Difference) -> str | None:
+    """Yours put the freed cached block on the evictable list, as the reference does, yet
+    cleared its hash or removed its map entry in the same call: read off the fields alone."""
+    block = d.args[0] if d.args else None
+    order = d.mine.get("reclaim order")
+    if d.theirs.get("reclaim order") != order or not isinstance(order, list) or block not in order:
+        return None
+    was_hashed, was_cached = (block in (d.before.get(k) or []) for k in ("hashed", "cached"))
+    gone = []
+    if was_hashed and block not in (d.mine.get("hashed") or []):
+        gone.append("cleared its hash")
+    if was_cached and block not in (d.mine.get("cached") or []):
+        gone.append("removed its map entry")
+    if not gone:
+        return None
+    return PARKED_FORGOTTEN.show(
+        d,
+        f"yours put block {block} on the evictable list but {' and '.join(gone)}: a parked "
+        "block keeps its hash, its tokens and its map entry while it waits there, so a later "
+        "prompt can still hit it; only reclaiming it (_alloc) forgets them",
+    )
+
+
+def left_unhashed(d: Difference) -> str | None:
+    """An allocate whose table is the reference's, with a block the reference hashes left
+    without a hash by yours and none hashed in its place: the block and its position, and
+    whether it is the prompt's last full block, read off the call."""
+    seq, tokens = (d.args[0], d.args[1]) if len(d.args) > 1 else (None, None)
+    table = d.theirs.get("tables", {}).get(seq)
+    mine, theirs = d.mine.get("hashed"), d.theirs.get("hashed")
+    size = getattr(d.subject, "block_size", 0)
+    if not (isinstance(table, list) and isinstance(mine, list) and isinstance(theirs, list)):
+        return None
+    if not d.differ <= {"hashed", "cached"} or any(b not in theirs for b in mine):
+        return None
+    missing = [b for b in theirs if b not in mine and b in table]
+    if len(missing) != 1 or not isinstance(tokens, list | tuple) or not isinstance(size, int):
+        return None
+    b, at = missing[0], table.index(missing[0])
+    last = size > 0 and at == len(tokens) // size - 1
+    which = ", the prompt's last full block" if last else ""
+    return (
+        f"yours left block {b} (position {at} of sequence {seq}'s table{which}) without a hash, "
+        "where the reference hashes it: every full block an allocate takes new is registered "
+        "under its chain entry"
+        + (", the last full one too; only a partial last block stays unhashed" if last else "")
+    )
