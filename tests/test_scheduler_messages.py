@@ -112,6 +112,44 @@ class VictimCoolsDownAStep(Final):
         self.cool = {k: v - 1 for k, v in cool.items() if v > 1}
 
 
+class PrefillsAtTheFront(Admitting):
+    """admit() admits first come, first served, but lists each prefill at the front of
+    out.prefills: the output names the newest first, running holds them in arrival order."""
+
+    def admit(self, out: Any) -> None:
+        while self.waiting and self.fits(self.waiting[0].num_tokens):
+            seq = self.waiting.popleft()
+            self.bm.allocate(seq.seq_id, seq.num_tokens)
+            self.running.append(seq)
+            out.prefills.insert(0, Prefill(seq, seq.num_tokens))
+
+
+class ListsTheHeadOnly(Admitting):
+    """admit() admits every request that fits but lists only the step's first in out.prefills."""
+
+    def admit(self, out: Any) -> None:
+        while self.waiting and self.fits(self.waiting[0].num_tokens):
+            seq = self.waiting.popleft()
+            self.bm.allocate(seq.seq_id, seq.num_tokens)
+            self.running.append(seq)
+            if not out.prefills:
+                out.prefills.append(Prefill(seq, seq.num_tokens))
+
+
+class ListsTheVictimOnly(Final):
+    """decode() lists the newest running sequence in out.preempted on OutOfBlocks and stops,
+    never calling preempt: nobody leaves running, nothing is freed."""
+
+    def decode(self, out: Any) -> None:
+        for seq in self.running:
+            try:
+                slot = self.bm.append_slot(seq.seq_id)
+            except OutOfBlocks:
+                out.preempted.append(self.running[-1])
+                break
+            out.decodes.append(Decode(seq, slot))
+
+
 def _report(impl: Any, step: int) -> str:
     with pytest.raises(GradeFailure) as failed:
         grade(TOPIC, impl, step, quiet=True)
@@ -170,6 +208,25 @@ CASES = {
         3,
         ["in the reference sequence 0 finishes and frees its 2 blocks", "goes on taking the head"],
         ["re-queued length = prompt + generated"],
+    ),
+    # out.prefills and the queues disagree: the message says so, not a story built on the list
+    "prefills listed newest first": (
+        PrefillsAtTheFront,
+        1,
+        ["yours admitted [0, 1, 2], as the reference does", "yet lists [2, 1, 0] in out.prefills"],
+        ["ahead of sequence", "admits in arrival order", "nobody behind it may overtake"],
+    ),
+    "the head listed alone": (
+        ListsTheHeadOnly,
+        1,
+        ["yours admitted [0, 1, 2], as the reference does", "yet lists [0] in out.prefills"],
+        ["after admitting [0]", "the reference 4"],
+    ),
+    "a victim listed, never preempted": (
+        ListsTheVictimOnly,
+        3,
+        ["out.preempted lists sequence 1, as the reference's does, yet yours left running [0, 1]"],
+        ["yours preempted sequence 1", "retry the decode of the sequence whose"],
     ),
 }
 

@@ -30,6 +30,7 @@ from servelab.grading.block_manager import graded_blocks
 from servelab.grading.observe import Canon, frozen, scheduler_fields
 from servelab.grading.readings.scheduler import scheduler_reading
 from servelab.grading.replay import TopicReplay, plain, program
+from servelab.grading.scheduler_output import PREEMPTED, listed_not_queued, preempted_not_queued
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
 from servelab.kv.blocks import BlockManager
 from servelab.kv.scheduler import RequestTooLarge, Sequence, StepOutput
@@ -279,6 +280,9 @@ def _watermark_failure(
     arithmetic is labelled as the reference's, and a rule's hint is given only where what
     yours did breaks it whatever the cause (another cause gets the place and the difference)."""
     head = f"admitted is {admitted}, expected [0, 1, 2]"
+    listed = listed_not_queued(admitted, s.running(), s.waiting(), [0, 1, 2])
+    if listed is not None:
+        return s.fail(f"{head}: {listed[0]}", hint=listed[1])
     order = [p[0] for p in plan]
     k = len(admitted)
     if admitted == order:
@@ -326,6 +330,9 @@ def _first_come_first_served(impl: Any) -> None:
     s.add(2, 4, 1)  # 1 block: fits, but may not overtake sequence 1
     out = s.step(emit=False)
     admitted = _ids(out.prefills)
+    listed = listed_not_queued(admitted, s.running(), s.waiting(), [0])
+    if listed is not None:
+        raise s.fail(f"admitted is {admitted}, expected [0]: {listed[0]}", hint=listed[1])
     if admitted != [0]:
         overtook = 2 in admitted and 1 not in admitted
         seen = "; yours admitted sequence 2 while sequence 1, added before it, was not"
@@ -428,6 +435,9 @@ def _preempts_newest(impl: Any) -> None:
         "running, sequence 1, is preempted",
     )
     if _ids(out.decodes) != [0]:
+        seen = preempted_not_queued(1, s.running(), s.waiting())
+        if seen is not None:
+            raise s.fail(f"decoded is {_ids(out.decodes)}, expected [0]: {seen}", hint=PREEMPTED)
         raise s.fail(
             f"decoded is {_ids(out.decodes)}, expected [0]: yours preempted sequence 1, as "
             "the reference does, and in the reference sequence 0 then decodes in the block "

@@ -13,6 +13,7 @@ from servelab.grading.readings.difference import (
     call,
     written_for,
 )
+from servelab.grading.readings.scheduler_listed import listed_not_decoded
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 from servelab.kv.scheduler import Sequence
 
@@ -689,7 +690,7 @@ def _victim_as_id(d: Difference) -> str | None:
 
 
 def _first_for_decode(d: Difference) -> str | None:
-    return _decode_added_tokens(d) or _victims_queued_elsewhere(d)
+    return listed_not_decoded(d) or _decode_added_tokens(d) or _victims_queued_elsewhere(d)
 
 
 _FIRST = {

@@ -13,6 +13,7 @@ import copy
 import itertools
 from typing import Any
 
+from servelab.grading.readings.budget_reported import as_done, blocks_differ, computed_differs
 from servelab.grading.readings.difference import Difference, call, written_for
 from servelab.grading.readings.scheduler import victim_in_output
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
@@ -135,6 +136,9 @@ def _computed(d: Difference, chunks: list[Any], obj: Any) -> str | None:
         sid, end = c.seq.seq_id, c.start + c.num_tokens
         mine = done.get(sid)
         if mine is not None and mine != end:
+            differs = computed_differs(d, c, mine)
+            if differs is not None:
+                return differs
             said = (
                 f"yours set request {sid}'s num_computed_tokens to {mine} after its chunk of "
                 f"{c.num_tokens} tokens from {c.start}"
@@ -229,7 +233,7 @@ def _admitted_blocks(d: Difference, chunks: list[Any]) -> str | None:
     for c in chunks:
         sid, end = c.seq.seq_id, c.start + c.num_tokens
         got = lengths.get(sid)
-        if got is None or got == end:
+        if got is None or got == end or not blocks_differ(d, sid):
             continue
         if got == c.seq.num_tokens:
             return (
@@ -537,18 +541,21 @@ def token_budget_reading(d: Difference) -> str | None:
         return None
     chunks, returned, obj = ran
     found = _computed(d, chunks, obj)
+    # a reading leans on a chunk's numbers only where the chunk agrees with what yours did
+    done = [c for c in chunks if as_done(d, c, obj)]
+    whole = done if len(done) == len(chunks) else []
     if found is None and m == "admit":
         found = (
-            _overspent(d, chunks)
-            or _chunk_sizes(d, chunks)
-            or _admitted_blocks(d, chunks)
-            or _slots(d, chunks)
-            or _hit_left_out(chunks)
+            _overspent(d, whole)
+            or _chunk_sizes(d, whole)
+            or _admitted_blocks(d, done)
+            or _slots(d, done)
+            or _hit_left_out(done)
         )
     if found is None and m == "schedule_running":
         found = (
-            _overspent(d, chunks)
+            _overspent(d, whole)
             or _budget_returned(d, chunks, returned)
             or _skipped(d, chunks, returned)
         )
-    return found or _sampling(chunks)
+    return found or _sampling(done)
