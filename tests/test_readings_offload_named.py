@@ -91,6 +91,31 @@ class _VictimsKeepTheirBytes(Evicting):  # type: ignore[misc]
         return evicted
 
 
+class _VictimsSkipPinnedOnly(Evicting):  # type: ignore[misc]
+    """Skips pinned chunks but not referenced ones: a chunk a transfer reads is chosen."""
+
+    def _choose_victims(self, size):
+        need = size - self.free
+        victims = []
+        for key in self._sizes:
+            if need <= 0:
+                break
+            if self.pin_count(key) == 0:
+                victims.append(key)
+                need -= self._sizes[key]
+        return victims if need <= 0 else None
+
+
+def test_a_victim_a_transfer_reads_is_told_it_is_not_evictable() -> None:
+    hint = _hint(_VictimsSkipPinnedOnly, 2)
+    assert "with 'a', which 1 GPU transfer(s) still reference: such a chunk is not" in hint
+
+
+def test_victims_from_the_wrong_end_are_not_told_a_held_chunk_was_chosen() -> None:
+    hint = _hint(offload.VictimsFromTheBack, 2)
+    assert "not evictable" not in hint
+
+
 def test_a_strict_room_test_is_asked_about_when_a_byte_less_fits_under_any_key() -> None:
     assert "is your test strict" in _hint(offload.FitNeedsSpare, 1)
 

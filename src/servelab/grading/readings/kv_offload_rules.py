@@ -311,6 +311,34 @@ def _store_dropped_below(d: Difference) -> str | None:
     return None
 
 
+HELD_CHOSEN = written_for()
+
+
+def _victim_held(d: Difference) -> str | None:
+    """Yours chose a victim the reference leaves, which a lookup pinned or a transfer
+    references in the state before the call: not evictable, whatever else yours did."""
+    mine, theirs = _shown(d.returned("mine")), _shown(d.returned("theirs"))
+    if not isinstance(mine, list) or not HELD_CHOSEN.fits(d):
+        return None
+    pins, refs = _field(d.before, "pins") or {}, _field(d.before, "refs") or {}
+    left = theirs if isinstance(theirs, list) else []
+    for key in mine:
+        if key in left:
+            continue
+        if pins.get(key):
+            held = f"which a lookup pinned {pins[key]} time(s)"
+        elif refs.get(key):
+            held = f"which {refs[key]} GPU transfer(s) still reference"
+        else:
+            continue
+        return (
+            f"yours chose {mine}, with {key!r}, {held}: such a chunk is not evictable, "
+            "and _choose_victims skips it (a chunk stays while pinned or referenced beyond "
+            "the tier's own reference)"
+        )
+    return None
+
+
 def _shown(value: Any) -> Any:
     try:
         return ast.literal_eval(value) if isinstance(value, str) else value
@@ -321,7 +349,7 @@ def _shown(value: Any) -> Any:
 RULES = {
     "lookup": (_lookup_stopped_short,),
     "put": (_put_resident, _too_large_kept, _put_bytes),
-    "_choose_victims": (_victims_short,),
+    "_choose_victims": (_victim_held, _victims_short),
     "store": (_store_missed_below, _store_dropped_below),
     "_cascade": (_cascade_reordered,),
     "pin": (_count_moved_order,),
