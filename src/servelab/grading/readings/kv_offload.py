@@ -82,15 +82,14 @@ def _put(d: Difference) -> str | None:
     if d.returned("mine") == "None" and d.returned("theirs") not in (None, "None"):
         room = f"once {gone_theirs} is evicted" if gone_theirs else "without evicting anything"
         wait = d.args[2] if len(d.args) > 2 else 0
-        if not gone_theirs and not d.changed("mine") and size and size > 1:
-            # yours takes a chunk one byte smaller: the loop tries, and the size test is off
-            smaller = d.probe("put", d.args[0], bytes(size - 1), *d.args[2:])
-            if smaller[0] == "returned" and smaller[1] is not None:
-                return (
-                    f"yours missed a chunk of {size} bytes that fits {room}, yet takes one of "
-                    f"{size - 1} bytes: a chunk fits while its size <= the free bytes (an "
-                    "exact fit fits); is your test strict (< where <= belongs)?"
-                )
+        exact = not gone_theirs and not d.changed("mine") and size and size > 1
+        # yours takes a chunk one byte smaller, under any key: the size test is off
+        if exact and size and _strict_fit(d, size):
+            return (
+                f"yours missed a chunk of {size} bytes that fits {room}, yet takes one of "
+                f"{size - 1} bytes: a chunk fits while its size <= the free bytes (an "
+                "exact fit fits); is your test strict (< where <= belongs)?"
+            )
         if not gone_theirs and not d.changed("mine") and wait == 0 and _stores_on_retry(d):
             return (
                 f"yours missed a chunk{f' of {size} bytes' if size else ''} that fits "
@@ -107,6 +106,28 @@ def _put(d: Difference) -> str | None:
             "only until the chunk fits, and no more"
         )
     return None
+
+
+def _strict_fit(d: Difference, size: int) -> bool:
+    """Proof of a strict room test: an exact fit (the free bytes) missed, and yours stores a
+    chunk one byte smaller without evicting,
+    under the call's key and under another, longer one, and misses the exact fit under that
+    one too: the size alone decides (a test that also counts the key's characters, or keeps a
+    margin of more than a byte, answers otherwise)."""
+    key, used = d.args[0], _field(d.before, "used")
+    capacity = getattr(d.subject, "capacity", None)
+    if not isinstance(used, int) or not isinstance(capacity, int) or size != capacity - used:
+        return False  # an exact fit only: a miss of a smaller chunk is no strict test
+    other = f"{key}_{key}_x" if isinstance(key, str) else None
+    if other is None or other in (_field(d.before, "keys") or []):
+        return False
+    rest = d.args[2:]
+    answers = (
+        d.probe("put", key, bytes(size - 1), *rest),
+        d.probe("put", other, bytes(size - 1), *rest),
+    )
+    exact = d.probe("put", other, bytes(size), *rest)
+    return all(a == ("returned", []) for a in answers) and exact == ("returned", None)
 
 
 def _stores_on_retry(d: Difference) -> bool:

@@ -196,6 +196,149 @@ def _lookup_stopped_short(d: Difference) -> str | None:
     )
 
 
+PUT_BYTES = written_for("used")
+
+
+def _put_bytes(d: Difference) -> str | None:
+    """A put that stored a new chunk, evicting nothing, and moved `used` by another amount
+    than the reference (the payload's size), the keys the same: the chunk counted at other
+    bytes than len(payload), seen in the call itself."""
+    key = d.args[0] if d.args else None
+    payload = d.args[1] if len(d.args) > 1 else None
+    before = _field(d.before, "keys") or []
+    mine, theirs = _field(d.mine, "keys"), _field(d.theirs, "keys")
+    if not isinstance(payload, bytes | bytearray) or key in before or not PUT_BYTES.fits(d):
+        return None
+    if mine != theirs or not isinstance(mine, list) or key not in mine:
+        return None
+    if any(k not in mine for k in before) or d.returned("mine") != d.returned("theirs"):
+        return None
+    was, now, want = (_field(s, "used") for s in (d.before, d.mine, d.theirs))
+    if not all(isinstance(v, int) for v in (was, now, want)) or want - was != len(payload):
+        return None
+    if now == want:
+        return None
+    return (
+        f"yours added {now - was} to `used` for {key!r}, a chunk of {len(payload)} bytes, "
+        "evicting nothing: a chunk takes exactly its payload's bytes, len(payload), of the "
+        "tier's capacity, so `used` grows by that and no more"
+    )
+
+
+ORDER_ONLY = written_for("keys")
+
+
+def _count_moved_order(d: Difference) -> str | None:
+    """A pin, unpin, ref or unref that left the tier's keys in another order: the reference's
+    changes a count and never the policy order (only a get or a put is a use)."""
+    before, mine = _field(d.before, "keys"), _field(d.mine, "keys")
+    theirs = _field(d.theirs, "keys")
+    if not isinstance(mine, list) or theirs != before or not ORDER_ONLY.fits(d):
+        return None
+    if mine == theirs or sorted(map(repr, mine)) != sorted(map(repr, theirs)):
+        return None
+    what = "pin" if d.method in ("pin", "unpin") else "transfer reference"
+    return (
+        f"yours moved chunks in the policy order on {d.method}({d.args[0]!r}) (keys "
+        f"{before} -> {mine}): a {what} only changes a count; it is not a use, so the order "
+        "(the next victim first) changes only on a get or a put"
+    )
+
+
+CASCADE_ORDER = written_for("keys")
+
+
+def _cascade_reordered(d: Difference) -> str | None:
+    """A cascade that added the same victims to a tier below as the reference, in another
+    order than it was given them, the tier's other keys where the reference's are."""
+    chunks = d.args[1] if len(d.args) > 1 and isinstance(d.args[1], list) else []
+    given = [c[0] for c in chunks if isinstance(c, tuple) and len(c) == 2]
+    if len(given) < 2 or not CASCADE_ORDER.fits(d):
+        return None
+    for tier in _tiers(d)[1:]:
+        was = d.before.get(f"{tier}.keys") or []
+        full_mine, full_theirs = (
+            d.mine.get(f"{tier}.keys") or [],
+            d.theirs.get(f"{tier}.keys") or [],
+        )
+        mine = [k for k in full_mine if k not in was]
+        theirs = [k for k in full_theirs if k not in was]
+        order = [k for k in given if k in theirs]
+        same = sorted(map(repr, mine)) == sorted(map(repr, order))
+        if len(theirs) < 2 or theirs != order or mine == order or not same:
+            continue
+        # the tier's other keys where the reference's are: only the new keys' order differs
+        placed = iter(mine)
+        if full_mine == [next(placed) if k in order else k for k in full_theirs]:
+            return (
+                f"yours wrote {mine} into the {tier} tier, in another order than _cascade was "
+                f"given them ({order}): write the victims down in the order put returned "
+                "them (policy order, the next victim first), so that the tier below keeps "
+                "their order"
+            )
+    return None
+
+
+STORE_KEPT = written_for("keys", "used", "held_bytes")
+
+
+def _store_dropped_below(d: Difference) -> str | None:
+    """A store that removed its own key's copy from a tier below, which keeps it in the
+    reference and had room for it beside what yours wrote there: not an eviction."""
+    key = d.args[0] if d.args else None
+    h: Any = d.subject
+    if not d.same_outcome or not STORE_KEPT.fits(d):
+        return None
+    for i, tier in enumerate(_tiers(d)[1:], start=1):
+        if key not in (d.before.get(f"{tier}.keys") or []):
+            continue
+        if key in (d.mine.get(f"{tier}.keys") or []):
+            continue
+        if key not in (d.theirs.get(f"{tier}.keys") or []):
+            continue
+        try:
+            below = h.tiers[i]
+            room = d.mine[f"{tier}.used"] + below.size_of(key) <= below.capacity
+        except Exception:
+            return None
+        if room:
+            return (
+                f"yours removed {key!r} from the {tier} tier while storing it, though that "
+                "tier had room for it: a store writes into the fastest tier, and a tier "
+                "below changes only by taking what the tier above evicts; the copy below "
+                "stays (the same chunk), so the node keeps it when the faster copy goes"
+            )
+    return None
+
+
+HELD_CHOSEN = written_for()
+
+
+def _victim_held(d: Difference) -> str | None:
+    """Yours chose a victim the reference leaves, which a lookup pinned or a transfer
+    references in the state before the call: not evictable, whatever else yours did."""
+    mine, theirs = _shown(d.returned("mine")), _shown(d.returned("theirs"))
+    if not isinstance(mine, list) or not HELD_CHOSEN.fits(d):
+        return None
+    pins, refs = _field(d.before, "pins") or {}, _field(d.before, "refs") or {}
+    left = theirs if isinstance(theirs, list) else []
+    for key in mine:
+        if key in left:
+            continue
+        if pins.get(key):
+            held = f"which a lookup pinned {pins[key]} time(s)"
+        elif refs.get(key):
+            held = f"which {refs[key]} GPU transfer(s) still reference"
+        else:
+            continue
+        return (
+            f"yours chose {mine}, with {key!r}, {held}: such a chunk is not evictable, "
+            "and _choose_victims skips it (a chunk stays while pinned or referenced beyond "
+            "the tier's own reference)"
+        )
+    return None
+
+
 def _shown(value: Any) -> Any:
     try:
         return ast.literal_eval(value) if isinstance(value, str) else value
@@ -205,9 +348,14 @@ def _shown(value: Any) -> Any:
 
 RULES = {
     "lookup": (_lookup_stopped_short,),
-    "put": (_put_resident, _too_large_kept),
-    "_choose_victims": (_victims_short,),
-    "store": (_store_missed_below,),
+    "put": (_put_resident, _too_large_kept, _put_bytes),
+    "_choose_victims": (_victim_held, _victims_short),
+    "store": (_store_missed_below, _store_dropped_below),
+    "_cascade": (_cascade_reordered,),
+    "pin": (_count_moved_order,),
+    "unpin": (_count_moved_order,),
+    "ref": (_count_moved_order,),
+    "unref": (_count_moved_order,),
     "retrieve": (_promotion_moved,),
     "recompute_seconds": (_attention_linear,),
 }
