@@ -36,7 +36,7 @@ SHOWN = {
     "recompute at one FLOP per parameter": ("weights term counted half", "K and V"),
     "load over the disk link": ("over the 'disk' link", "K and V"),
     "decode restarts after preempting": ("decoded sequence 1 2 times", "counted twice"),
-    "admit reserves the future": ("ask about prompt + max_new_tokens?", "written for"),
+    "admit reserves the future": ("asks about prompt + max_new_tokens", "written for"),
     "admit puts newcomers first": ("admit puts each sequence it admits at the back", "reverse"),
     "worth loading over the host link": ("as a load from the 'cpu' tier would", "the work is"),
 }

@@ -58,8 +58,9 @@ HINTS: dict[str, Hint] = {
         About(("admit", "fits")),
     ),
     "admit-loop": Hint(
-        "`admit` goes on taking the head of waiting while it fits (a loop), and stops only at "
-        "the first request that does not",
+        "`admit` goes on taking the head of waiting while it fits (fits(seq.num_tokens), asked "
+        "of the pool before the head's blocks are allocated), and stops only at the first "
+        "request that does not",
         About(("admit",)),
     ),
     "fcfs": Hint(

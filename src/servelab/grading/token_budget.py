@@ -56,6 +56,11 @@ HINTS: dict[str, Hint] = {
         "what is left of the budget: a long prompt must not starve the decodes",
         About(("schedule_running", "admit")),
     ),
+    "fcfs": Hint(
+        "`admit` is first come, first served: it takes the head of waiting, and stops at the "
+        "first request it cannot admit (budget, cap or blocks); nobody behind it may overtake",
+        About(("admit",)),
+    ),
     "computed": Hint(
         "num_computed_tokens advances by the tokens that ran (start + n), never by the budget",
         About(("schedule_running", "admit"), ("num_computed_tokens",)),
@@ -565,7 +570,17 @@ REPLAY = TopicReplay(
 """How diagnosis replays this topic's programs (:mod:`servelab.grading.diagnose`)."""
 
 
-_ALL = ["budget", "cap", "running-first", "computed", "slots", "sample", "kv-slots", "model"]
+_ALL = [
+    "budget",
+    "cap",
+    "running-first",
+    "fcfs",
+    "computed",
+    "slots",
+    "sample",
+    "kv-slots",
+    "model",
+]
 
 TOPIC = Topic(
     replay=REPLAY,

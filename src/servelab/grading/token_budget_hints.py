@@ -16,6 +16,13 @@ PROBE_HINTS: dict[str, Hint] = {
         "needs one token: n = seq.num_tokens - num_computed_tokens, cut to the budget left",
         About(("schedule_running",)),
     ),
+    "sample": Hint(
+        "a waiting request takes what is left of the budget, one token if that is all: n = "
+        "min(seq.num_tokens - hit, budget); a chunk samples exactly when it reaches the end "
+        "of the request's tokens (start + n == seq.num_tokens), so a one-token chunk "
+        "mid-prompt samples nothing",
+        About(("schedule_running", "admit")),
+    ),
     "chunk": Hint(
         "`admit`: a waiting request takes what is left of the budget: n = "
         "min(seq.num_tokens - hit, budget), and the rest of its prompt runs in later steps as "

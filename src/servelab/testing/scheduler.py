@@ -276,7 +276,15 @@ def compare_step(
     for d in out.decodes:
         sid = d.seq.seq_id
         length = bm.seq_len(sid) if sid in live_in_bm else None
-        if length != model.kv[sid] or tuple(d.slot) != _slot_of(bm, sid):
+        slot = tuple(d.slot) if isinstance(d.slot, tuple) else d.slot  # a Slot, or not
+        if length == model.kv[sid] and slot != _slot_of(bm, sid):
+            raise InvariantViolation(
+                "decode-order",
+                f"`{code}` decoded sequence {sid} with slot {d.slot!r}; its append_slot gave "
+                f"{_slot_of(bm, sid)} (block, offset, cow_src): a Decode carries the Slot that "
+                "bm.append_slot returns",
+            )
+        if length != model.kv[sid]:
             raise InvariantViolation(
                 "decode-order",
                 f"`{code}` decoded sequence {sid} with slot {d.slot}; it should hold "

@@ -40,7 +40,8 @@ __all__ = [
 INVARIANTS: dict[str, str] = {
     "budget": "a step computes at most max_num_batched_tokens tokens",
     "cap": "at most max_num_seqs requests are running",
-    "running-first": "the running requests are scheduled first, in order, then waiting ones FCFS",
+    "running-first": "the running requests are scheduled first, in order, oldest first",
+    "fcfs": "waiting requests are admitted first come, first served: none overtakes the head",
     "computed": "num_computed_tokens advances by exactly the tokens that ran",
     "slots": "a chunk's slots are where its block table puts its positions, distinct in a step",
     "sample": "a chunk samples exactly when it reaches the end of its request's tokens",
@@ -203,7 +204,7 @@ def check_step(
     admitted = [c.seq.seq_id for c in out.admitted]
     if admitted != queue[: len(admitted)]:
         raise InvariantViolation(
-            "running-first", f"waiting {queue} admitted as {admitted}: first come, first served"
+            "fcfs", f"waiting {queue} admitted as {admitted}: first come, first served"
         )
     size = sched.bm.block_size
     seen: set[int] = set()

@@ -10,10 +10,14 @@ from servelab.grading.readings.difference import (
     RETURNED,
     THEIRS_RAISED,
     Difference,
-    call,
     written_for,
 )
 from servelab.grading.readings.scheduler_listed import listed_not_decoded
+from servelab.grading.readings.scheduler_rules import (
+    admitted_for_its_future,
+    retires_at_a_later_step,
+    watermark_twice,
+)
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 from servelab.kv.scheduler import Sequence
 
@@ -72,52 +76,6 @@ def _other_victim(d: Difference, before: list[Any], victim: Any, theirs: Any) ->
     if not facts:
         return f"{said}; {rule}"
     return f"{said}, {' and '.join(facts)}; {rule}, whatever its id or whose append failed"
-
-
-def _admitted_for_its_future(d: Difference) -> str | None:
-    """Yours left the head of waiting where the reference admits it, and your own fits says
-    yes to the tokens it allocates and no to its prompt + max_new_tokens."""
-    waiting = list(getattr(d.subject, "waiting", ()))
-    mine, theirs = _ids(d.mine.get("running")), _ids(d.theirs.get("running"))
-    left = [s for s in waiting if s.seq_id in theirs and s.seq_id not in mine]
-    if not left or left[0] is not waiting[len(mine) - len(_ids(d.before.get("running")))]:
-        return None
-    seq, after = left[0], d.after()  # your fits asked as your admit left the pool
-    future = seq.prompt_len + seq.max_new_tokens
-    if future == seq.num_tokens or call(after, "fits", seq.num_tokens) is not True:
-        return None
-    if call(after, "fits", future) is not False:
-        return None
-    asked = "prompt + max_new_tokens?"
-    if future == seq.num_tokens + 1:  # one token to generate: also the tokens and one more
-        asked = _future_or_one_more(d, seq)
-    return (
-        f"yours left sequence {seq.seq_id} waiting, which your fits({seq.num_tokens}) admits "
-        f"and fits({future}) refuses: does yours ask about {asked} admit asks "
-        f"fits(seq.num_tokens), the tokens it allocates now; add() already refused what can "
-        "never fit"
-    )
-
-
-def _future_or_one_more(d: Difference, seq: Any) -> str:
-    """What your admit asks about, where prompt + max_new_tokens is also the tokens + 1: your
-    admit, called again on a copy with that sequence made one token shorter and given two to
-    generate, admits it when it asks about the tokens + 1, and leaves it waiting when it asks
-    about prompt + max_new_tokens (one more block either way here)."""
-    if seq.num_tokens < 2:
-        return "more tokens than it allocates?"
-    try:
-        obj, out = copy.deepcopy((d.subject, d.args[0] if d.args else None))
-        at = next(i for i, s in enumerate(obj.waiting) if s.seq_id == seq.seq_id)
-        obj.waiting[at] = Sequence.dummy(seq.seq_id, seq.num_tokens - 1, 2)
-        with line_budget(LINES_PER_CALL):
-            obj.admit(out)
-        admitted = any(s.seq_id == seq.seq_id for s in obj.running)
-    except (Exception, OutOfLines):
-        return "more tokens than it allocates?"
-    if admitted:
-        return "a token more than it allocates (a slot for the first decode)?"
-    return "prompt + max_new_tokens?"
 
 
 def _decoded_twice(d: Difference) -> str | None:
@@ -468,7 +426,7 @@ def scheduler_reading(d: Difference) -> str | None:
             "num_blocks - watermark) raises RequestTooLarge in add()"
         )
     if m == "fits" and not d.same_outcome and FITS.fits(d):
-        found = _count_off(d)
+        found = _count_off(d) or watermark_twice(d)
         if found is not None:
             return found
         if d.returned("mine") == "False" and _leaves_the_watermark(d):
@@ -517,6 +475,13 @@ def scheduler_reading(d: Difference) -> str | None:
                         "on a copy where only finished sequences run, yours retires them: "
                         f"retire each finished one, whatever runs beside it; {rule}"
                     )
+                later = retires_at_a_later_step(d, left) if alone is False else None
+                if later is True:  # retired, by later steps: late, not never
+                    return (
+                        f"yours changed nothing: finished sequence(s) {left} stay running at "
+                        "this step, and your step(), run on a copy, retires them only at a later "
+                        f"step: a sequence retires at the first step that finds it finished; {rule}"
+                    )
                 if alone is False:  # a second call and a running list of finished alone
                     return (
                         f"yours changed nothing: finished sequence(s) {left} stay running, and "
@@ -537,7 +502,7 @@ def scheduler_reading(d: Difference) -> str | None:
                 return f"{said}, however the list it walks changes under it"
             return said
     if m == "admit" and "running" in differ:
-        reserved = _admitted_for_its_future(d)
+        reserved = admitted_for_its_future(d)
         if reserved is not None:
             return reserved
     if m in ("admit", "retire") and differ == {"running"}:

@@ -17,6 +17,7 @@ from servelab.grading.readings.budget_reported import as_done, blocks_differ, co
 from servelab.grading.readings.difference import Difference, call, written_for
 from servelab.grading.readings.scheduler import victim_in_output
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
+from servelab.kv.blocks import OutOfBlocks
 from servelab.kv.budget import BudgetStep
 
 _BLOCKS = (
@@ -163,11 +164,17 @@ def _moves_with_budget(d: Difference, sid: Any, mine: int) -> bool:
 
 
 def _chunk_sizes(d: Difference, chunks: list[Any]) -> str | None:
-    """A chunk shorter than the tokens the request needs and the budget allows."""
+    """A chunk shorter than the tokens the request needs and the budget allows, of a request
+    the reference admits too (one it leaves waiting, the pool full, takes no chunk at all)."""
     honest = charged = d.args[1]
+    theirs = d.theirs.get("running")
+    admitted = _ids(theirs) if isinstance(theirs, list) else None  # None: not shown
     for c in chunks:
         need = c.seq.num_tokens - c.start
-        if c.num_tokens < min(need, honest):
+        short = c.num_tokens < min(need, honest)
+        if short and admitted is not None and c.seq.seq_id not in admitted:
+            return None
+        if short:
             said = (
                 f"yours gave request {c.seq.seq_id} {c.num_tokens} tokens with {honest} of the "
                 f"budget left and {need} to run"
@@ -291,6 +298,56 @@ def _trace(d: Difference, names: tuple[str, ...], *args: Any) -> list[tuple[str,
     except (Exception, OutOfLines):
         return None
     return calls
+
+
+def _kept_after_failing(d: Difference, sid: Any) -> bool:
+    """Proof of a failed extend left standing: yours, run again on a copy, calls extend for
+    request ``sid`` and that call raises OutOfBlocks, after which yours calls preempt no
+    more and ``sid`` is still running."""
+    calls: list[tuple[str, Any, bool]] = []
+    try:
+        obj = copy.deepcopy(d.subject)
+        for name in ("extend", "preempt"):
+            bound = getattr(obj, name)
+
+            def recorded(*a: Any, _name: str = name, _bound: Any = bound) -> Any:
+                who = getattr(a[0], "seq_id", None) if a else None
+                try:
+                    result = _bound(*a)
+                except OutOfBlocks:
+                    calls.append((_name, who, True))
+                    raise
+                calls.append((_name, who, False))
+                return result
+
+            setattr(obj, name, recorded)
+        with line_budget(LINES_PER_CALL):
+            getattr(obj, d.method)(BudgetStep(), d.args[1])
+    except (Exception, OutOfLines):
+        return False
+    failed = [i for i, c in enumerate(calls) if c == ("extend", sid, True)]
+    if not failed or any(c[0] == "preempt" for c in calls[failed[-1] :]):
+        return False
+    return any(getattr(s, "seq_id", None) == sid for s in obj.running)
+
+
+def _asker_kept(d: Difference) -> str | None:
+    """The reference preempts a request whose extend failed when it is itself the latest
+    running; yours left it running, last, without a chunk (proven by a re-run)."""
+    if len(d.args) != 2 or not VICTIM.fits(d):
+        return None
+    mine_r = _ids(d.mine.get("running"))
+    waiting = _ids(d.before.get("waiting"))
+    queued = [s for s in _ids(d.theirs.get("waiting")) if s not in waiting]
+    kept = [s for s in queued if s in mine_r]
+    if len(kept) != 1 or mine_r[-1:] != kept or not _kept_after_failing(d, kept[0]):
+        return None
+    return (
+        f"yours left request {kept[0]} running, the latest, after its extend found no free "
+        "block, with no chunk this step: the victim is the latest running request even when "
+        "it is the one whose extend failed (running.pop() takes it), and it goes back to "
+        "waiting"
+    )
 
 
 def _preempts_without_retry(d: Difference) -> bool:
@@ -533,7 +590,7 @@ def token_budget_reading(d: Difference) -> str | None:
         if exact is not None:
             return exact
     if m == "schedule_running" and "waiting" in differ:
-        found = _victim(d)
+        found = _victim(d) or _asker_kept(d)
         if found is not None:
             return found
     ran = _again(d)
