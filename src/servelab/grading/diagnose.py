@@ -270,7 +270,8 @@ class Diagnoser:
     def _alike_on_variants(self, program: str, impl: Any, other: Any) -> bool:
         """``impl`` and ``other`` agree on :data:`VARIANTS` variants of the failing and the
         separating programs, each with its numbers changed (a fixed, seeded choice): an
-        independent signal before a claim of certainty."""
+        independent signal before a claim of certainty; then in the topic's second
+        configuration (:meth:`_alike_configured`)."""
         for text in (program, *self.spec.separating):
             for variant in variants(text, VARIANTS):
                 if replay(variant, self.spec, impl) != replay(variant, self.spec, other):
