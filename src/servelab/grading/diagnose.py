@@ -80,6 +80,9 @@ __all__ = [
 
 #: Variants of each program replayed before a claim of certainty (a count, not seconds).
 VARIANTS = 12
+#: Variants of each program replayed in the topic's other configuration
+#: (:attr:`~servelab.grading.replay.TopicReplay.configured`).
+CONFIGURED_VARIANTS = 3
 _NUMBER = re.compile(r"(?<![\w'\".])\d+(?![\w'\".])")
 
 
@@ -267,10 +270,27 @@ class Diagnoser:
     def _alike_on_variants(self, program: str, impl: Any, other: Any) -> bool:
         """``impl`` and ``other`` agree on :data:`VARIANTS` variants of the failing and the
         separating programs, each with its numbers changed (a fixed, seeded choice): an
-        independent signal before a claim of certainty."""
+        independent signal before a claim of certainty; then in the topic's second
+        configuration (:meth:`_alike_configured`)."""
         for text in (program, *self.spec.separating):
             for variant in variants(text, VARIANTS):
                 if replay(variant, self.spec, impl) != replay(variant, self.spec, other):
+                    return False
+        return self._alike_configured(program, impl, other)
+
+    def _alike_configured(self, program: str, impl: Any, other: Any) -> bool:
+        """``impl`` and ``other`` agree on the failing and the separating programs, and on
+        :data:`CONFIGURED_VARIANTS` variants of each, in the topic's other configuration
+        (:attr:`~servelab.grading.replay.TopicReplay.configured`), where every value the
+        programs take from outside their text differs from every other: two slips that
+        differ only in a factor equal to another in the usual one are told apart there."""
+        configured = self.spec.configured
+        if configured is None:
+            return True
+        mine, theirs = configured(impl), configured(other)
+        for text in (program, *self.spec.separating):
+            for variant in (text, *variants(text, CONFIGURED_VARIANTS)):
+                if replay(variant, self.spec, mine) != replay(variant, self.spec, theirs):
                     return False
         return True
 

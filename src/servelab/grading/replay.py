@@ -147,6 +147,11 @@ class TopicReplay:
     subject_per_program: bool = False
     """The programs build different objects (kv-offload: ``tier``, ``disk`` or ``h``): a report
     names the object the program's first line builds, not :attr:`subject`."""
+    configured: Callable[[Any], Any] | None = None
+    """``impl`` with every value its programs take from outside their text (a class's model,
+    links or chunk size) changed to pairwise-distinct ones: two slips that differ only in
+    such a value give the same numbers in the usual configuration, so a claim of certainty
+    also replays this one. None: the programs spell their whole configuration."""
 
 
 def program(*lines: str) -> str:

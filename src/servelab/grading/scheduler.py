@@ -581,6 +581,14 @@ SEPARATING = (
         "sched.add(Sequence.dummy(2, prompt_len=4, max_new_tokens=1))",
         *_steps(3),
     ),
+    program(  # a request added while the pool is in use: measured against the whole pool
+        "bm = BlockManager(num_blocks=8, block_size=4)",
+        "sched = Scheduler(bm, watermark=1)",
+        "sched.add(Sequence.dummy(0, prompt_len=16, max_new_tokens=1))",
+        *_steps(1),
+        "sched.add(Sequence.dummy(1, prompt_len=20, max_new_tokens=4))",
+        *_steps(3),
+    ),
 )
 
 REPLAY = TopicReplay(
