@@ -78,3 +78,35 @@ def test_a_pinned_key_tried_before_the_caches_size_is_caught() -> None:
         "cache.put('a', '<a weights>', 500) raised EntryPinned, expected an EntryTooLarge" in report
     )
     assert "where: the difference starts in your `_check_can_admit`" in report
+
+
+def test_a_copy_with_no_free_block_written_in_place_is_caught_at_step_3() -> None:
+    report = _report("block-manager", "a copy without room written in place")
+    assert "✗ step 3 · a copy with no free block raises" in report
+    assert "`bm.append_slot(0)` returned Slot(block=1, offset=2, cow_src=None)" in report
+    assert "a slot in block 1, which sequence 1 still holds; expected OutOfBlocks" in report
+    assert "where: the difference starts in your `append_slot`" in report
+
+
+def test_a_running_recomputed_chunk_that_samples_at_the_prompt_is_caught() -> None:
+    report = _report("token-budget", "a running chunk samples at the prompt's end")
+    assert "✗ step 3 · a running recomputed chunk samples only at the request's end" in report
+    assert "is [(1, 2, 2, True)], expected [(1, 2, 2, False)]" in report
+    assert "where: the difference starts in your `schedule_running`" in report
+    assert "start + num_tokens == seq.num_tokens" in report
+
+
+def test_a_remove_of_an_absent_chunk_is_not_found_before_in_use() -> None:
+    report = _report("kv-offload", "remove tries the hold before the chunk")
+    assert "✗ step 1 · remove refuses a chunk a transfer reads" in report
+    assert "tier.remove('zz') raised ChunkInUse; expected ChunkNotFound" in report
+    assert "where: the difference starts in your `remove`" in report
+    assert "ChunkNotFound for an absent chunk" in report
+
+
+def test_victims_that_free_exactly_the_need_are_enough() -> None:
+    report = _report("kv-offload", "victims past an exact fit")
+    assert "✗ step 2 · evict in policy order until it fits" in report
+    assert "victims of put('d', 40 bytes) is ['a', 'b'], expected ['a']" in report
+    assert "where: the difference starts in your `_choose_victims`" in report
+    assert "evict in policy order only until the chunk fits, and no more" in report

@@ -391,6 +391,19 @@ class FreeKeepsTheLength(Allocating):
             self._release(block)
 
 
+class CopyInPlaceWithoutRoom(Forking):
+    """Step 3, append_slot: with no free block for the copy of a shared partial block, writes
+    into the shared block in place (its sibling sees the token) instead of raising."""
+
+    def append_slot(self, seq):
+        table, n = self.tables[seq], self.lens[seq]
+        offset = n % self.block_size
+        if offset and self.ref[table[-1]] > 1 and not self.free:
+            self.lens[seq] = n + 1
+            return Slot(table[-1], offset, None)
+        return super().append_slot(seq)
+
+
 MISTAKES = {
     "the length compared with 0 before its type": (4, SignCheckedBeforeType, {"allocate"}),
     "room checked against the whole pool": (1, RoomFromAllBlocks, {"allocate"}),
@@ -422,4 +435,5 @@ MISTAKES = {
     "fork checks the child first": (4, ForkChecksTheChildFirst, {"fork"}),
     "length recorded before the room check": (1, LengthBeforeTheRoom, {"allocate"}),
     "free keeps the length": (1, FreeKeepsTheLength, {"free_seq"}),
+    "a copy without room written in place": (3, CopyInPlaceWithoutRoom, {"append_slot"}),
 }

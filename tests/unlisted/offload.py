@@ -467,6 +467,34 @@ class PromoteOnlySmaller(Final["Hierarchy"]):
         return payloads
 
 
+class RemoveTriesTheHoldFirst(Pinned):
+    """Step 1, remove: asks can_evict before it looks for the chunk: an absent chunk has no
+    tier reference, so remove('zz') raises ChunkInUse where ChunkNotFound belongs."""
+
+    def remove(self, key):
+        if not self.can_evict(key):
+            raise ChunkInUse(f"{key!r} is pinned or referenced")
+        self._discard(key)
+
+
+class VictimsPastAnExactFit(Evicting):
+    """Step 2, _choose_victims: stops only once need < 0: when the victims so far free exactly
+    the bytes needed, it takes one more."""
+
+    def _choose_victims(self, size):
+        need = size - self.free
+        if need <= 0:
+            return []
+        victims = []
+        for key in self._sizes:
+            if need < 0:
+                break
+            if self.can_evict(key):
+                victims.append(key)
+                need -= self._sizes[key]
+        return victims if need <= 0 else None
+
+
 MISTAKES = {
     "a chunk that exactly fits is a miss": (1, FitNeedsSpare, {"put"}),
     "unref lowers the count before refusing": (1, UnrefCountsFirst, {"unref"}),
@@ -587,4 +615,6 @@ MISTAKES = {
         {**Final, "Hierarchy": PromoteOnlySmaller},
         {"Hierarchy.retrieve"},
     ),
+    "remove tries the hold before the chunk": (1, RemoveTriesTheHoldFirst, {"remove"}),
+    "victims past an exact fit": (2, VictimsPastAnExactFit, {"_choose_victims"}),
 }

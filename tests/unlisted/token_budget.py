@@ -384,6 +384,32 @@ class OneTokenChunkSamples(Chunked):
         return budget
 
 
+class RunningChunkSamplesAtThePrompt(Final):
+    """Step 3, schedule_running: a running chunk samples once it reaches the prompt's end
+    (start + n >= prompt_len): a recomputed request's chunk past its prompt but short of its
+    end samples too early."""
+
+    def schedule_running(self, out, budget):
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            start = self.computed[seq.seq_id]
+            n = min(seq.num_tokens - start, budget)
+            try:
+                slots = self.extend(seq, start, n)
+            except OutOfBlocks:
+                victim = self.running.pop()
+                self.preempt(victim, out)
+                if victim is seq:
+                    return budget
+                continue
+            out.scheduled.append(Chunk(seq, start, n, slots, start + n >= seq.prompt_len))
+            self.computed[seq.seq_id] = start + n
+            budget -= n
+            i += 1
+        return budget
+
+
 MISTAKES = {
     "a one-token chunk taken for a decode": (2, OneTokenChunkSamples, {"schedule_running"}),
     "a prefix hit left out of the chunk": (2, HitNotReported, {"admit"}),
@@ -415,5 +441,10 @@ MISTAKES = {
         2,
         AdmitWaitsForTheWholePrompt,
         {"admit"},
+    ),
+    "a running chunk samples at the prompt's end": (
+        3,
+        RunningChunkSamplesAtThePrompt,
+        {"schedule_running"},
     ),
 }

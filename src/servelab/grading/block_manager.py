@@ -360,6 +360,27 @@ def _full_blocks_not_copied(impl: Any) -> None:
 
 
 # ------------------------------------------------------------------ step 4 probes
+def _copy_needs_a_block(impl: Any) -> None:
+    """The first writer of a shared partial block with no free block for its copy cannot
+    write: a write in place would show its token to the sibling."""
+    s = _script(impl)
+    s("bm = BlockManager(2, 4)")
+    s("bm.allocate(0, 6)")
+    s("bm.fork(0, 1)")
+    line = "bm.append_slot(0)"
+    try:
+        got = eval(compile(line, "<probe>", "eval"), s.ns)
+    except Exception:
+        return  # refused: which error, and the state after it, are step 4's checks
+    s.note(line)
+    shared = s.ns["bm"].block_table(1)[-1]
+    block = got[0] if isinstance(got, tuple) and got else None
+    into = f": a slot in block {shared}, which sequence 1 still holds" if block == shared else ""
+    raise s.fail(
+        f"`{line}` returned {got!r} with no free block for the copy{into}; expected OutOfBlocks"
+    )
+
+
 def _allocate_all_or_nothing(impl: Any) -> None:
     s = _script(impl)
     s("bm = BlockManager(4, 4)")
@@ -599,6 +620,7 @@ TOPIC = Topic(
                     "the second writer writes in place", "cow-sole-owner", _second_writer_in_place
                 ),
                 _probe("full blocks stay shared", "cow-full-block", _full_blocks_not_copied),
+                _probe("a copy with no free block raises", "cow-missing", _copy_needs_a_block),
             ],
             _machine(
                 3,

@@ -144,6 +144,7 @@ def _remove_in_use(impl: Any) -> None:
         got = s.call("remove", "a")
     except RuntimeError:
         s.expect(s.keys(), ["a"], "resident keys after the refused remove")
+        _remove_absent(impl)
         return
     except Exception as exc:
         raise s.fail(f"tier.remove('a') raised {type(exc).__name__}, expected ChunkInUse") from exc
@@ -155,6 +156,23 @@ def _remove_in_use(impl: Any) -> None:
             hint=_REFUSED_RAISES,
         )
     raise s.fail("tier.remove('a') freed a chunk a transfer still reads", "referenced")
+
+
+def _remove_absent(impl: Any) -> None:
+    """A chunk that is not there is not found: it is neither pinned nor read."""
+    s = _tier(impl, 100)
+    _put(s, "a", 10)
+    try:
+        got = s.call("remove", "zz")
+    except LookupError:
+        return
+    except Exception as exc:
+        said = f"raised {type(exc).__name__}"
+    else:
+        said = f"returned {got!r}"
+    raise s.fail(
+        f"tier.remove('zz') {said}; expected ChunkNotFound: 'zz' is not resident", "error-type"
+    )
 
 
 _REFUSED_RAISES = Hint(
@@ -227,6 +245,8 @@ def _evict_until_fits(impl: Any) -> None:
     s = _full(impl)
     s.expect(victims(_put(s, "d", 50)), ["a", "b"], "victims of put('d', 50 bytes)", "no-more")
     s.expect(s.keys(), ["c", "d"], "resident keys")
+    s = _full(impl)  # 'a' alone frees exactly the 30 bytes 'd' lacks
+    s.expect(victims(_put(s, "d", 40)), ["a"], "victims of put('d', 40 bytes)", "no-more")
 
 
 def _skips_held(impl: Any, hold: str, why: str, rule: str) -> None:

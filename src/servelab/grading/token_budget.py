@@ -443,6 +443,19 @@ def _readmitted_past_the_prompt(impl: Any) -> None:
     )
 
 
+def _running_recompute_past_the_prompt(impl: Any) -> None:
+    """Request 1 (a 3-token prompt, 2 generated) is preempted in the sixth step; on a budget of
+    2 it is readmitted with tokens 0-1, then runs tokens 2-3: past its prompt, short of its end."""
+    s = BudgetScript(impl, num_blocks=5, block_size=2, budget=2)
+    s.add(0, [1, 2, 3], 5)
+    s.add(1, [5, 6, 7], 3)
+    for _ in range(6):
+        s.step()
+    s.expect([v.seq_id for v in s.out.preempted], [1], "preempted in the sixth step")
+    s.expect(s.step(), [(1, 0, 2, False)], CHUNKS + " (request 1 comes back)")
+    s.expect(s.step(), [(1, 2, 2, False)], CHUNKS + " (request 1 runs tokens 2-3 of its 5)")
+
+
 def _budget_after_the_retry(impl: Any) -> None:
     """Called with a budget of 2: request 0 takes the last free block, request 1 finds none,
     request 2 is preempted and request 1's retry runs on the budget left (1 token). Through
@@ -668,6 +681,11 @@ TOPIC = Topic(
                     "a recomputed chunk samples only at the request's last token",
                     "samples-at-end",
                     _readmitted_past_the_prompt,
+                ),
+                _probe(
+                    "a running recomputed chunk samples only at the request's end",
+                    "samples-at-end",
+                    _running_recompute_past_the_prompt,
                 ),
                 _probe(
                     "the budget pays for what ran, not for a failed extend",
