@@ -78,7 +78,8 @@ def hand_at_oldest(d: Difference) -> str | None:
 
 def len_fewer(d: Difference) -> str | None:
     """len() below the number of candidates. "Leaves out the visited keys" only where your
-    len() on a copy with every visited bit cleared answers the reference's number."""
+    len() on a copy with every visited bit cleared answers the reference's number; one short
+    with no such proof is left to the kind reading (off by one)."""
     mine, theirs = d.returned("mine"), d.returned("theirs")
     if not (mine or "").isdigit() or not (theirs or "").isdigit() or int(mine) >= int(theirs):
         return None
@@ -97,6 +98,8 @@ def len_fewer(d: Difference) -> str | None:
             "; yours leaves out the visited ones (with their bits cleared, a copy of "
             f"yours counts {theirs}): a visited key is still a candidate, only spared once"
         )
+    elif int(theirs) - int(mine) == 1:
+        return None  # one short, no other cause proven: the kind reading says off by one
     return COUNTED_FEWER.show(d, said)
 
 
