@@ -103,8 +103,10 @@ HINTS = {
         "a pinned key is not a candidate: from update_on_pin until update_on_unpin it is never "
         "a victim, and len() counts only the resident keys that are not pinned.",
         # about the candidates (len, a victim returned), not the record of pins: a remove
-        # that leaves a pin behind is another rule
-        About(("update_on_pin", "update_on_unpin", "pop_victim", "__len__"), ("len", RESULT)),
+        # that leaves a pin behind is another rule. A pop_victim that raised an error of
+        # its own (an IndexError in the sweep) returned no victim: nothing here speaks of it
+        About(("update_on_pin", "update_on_unpin", "__len__"), ("len", RESULT))
+        | About(("pop_victim",), ("len", "eviction order")),
     ),
     "no-victim": Hint(
         "pop_victim raises the notebook's NoVictim exactly when no resident key is a candidate "

@@ -15,6 +15,14 @@ from servelab.grading.readings.difference import (
     WrittenFor,
     other_error,
 )
+from servelab.grading.readings.eviction_policy_rules import (
+    hand_at_oldest,
+    hand_kept,
+    len_fewer,
+    lists_queue_order,
+    put_cleared_bits,
+    queue_moved,
+)
 from servelab.grading.readings.kinds import count_moved
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
@@ -305,7 +313,7 @@ def eviction_policy_reading(d: Difference) -> str | None:
             "per resident key that is not pinned, and it only reads"
         )
     if m == "__len__" and not d.same_outcome:
-        return COUNTED_MORE.show(d, _len(d))
+        return COUNTED_MORE.show(d, _len(d)) or len_fewer(d)
     short = _order_short(d) if m == "eviction_order" and not d.same_outcome else None
     if short:
         return ORDERED.show(d, short)
@@ -342,7 +350,7 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 f"{', '.join(map(repr, lost))}: the hand passes a pinned key without touching "
                 "its bit, so it keeps the hit it took before the pin",
             )
-        past = _sweep_past_hand(d) if who == "SIEVE" else None
+        past = (hand_kept(d) or _sweep_past_hand(d)) if who == "SIEVE" else None
         if past:
             return past
         if who == "SIEVE":  # name what differs: the queue itself may be the same
@@ -354,6 +362,9 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 "where it stopped, just after the victim, for the next sweep",
             )
     key = d.args[0] if d.args else None
+    in_queue = queue_moved(d)
+    if in_queue:
+        return in_queue
     if m == "update_on_unpin" and who == "LFU" and "counts" in d.differ:
         counts = d.mine.get("counts", {})
         return UNPIN_COUNTED.show(
@@ -394,7 +405,7 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 "the cache removes the key under it",
             )
         if queue and key == queue[-1]:
-            return HAND_MOVED.show(
+            return hand_at_oldest(d) or HAND_MOVED.show(
                 d,
                 f"{key!r} was under the hand and the newest key: the hand moves past the "
                 "newest, so it must wrap around to the oldest (hand None)",
@@ -450,7 +461,8 @@ def eviction_policy_reading(d: Difference) -> str | None:
             f"{_owner(who, 'eviction order')}",
         )
     if m == "update_on_put" and who == "SIEVE" and "visited" in d.differ:
-        return VISITED.show(d, "new entries arrive unvisited: only a hit sets the visited bit")
+        new = "new entries arrive unvisited: only a hit sets the visited bit"
+        return VISITED.show(d, put_cleared_bits(d) or new)
     if m == "update_on_hit" and d.differ:
         if who == "SIEVE":
             key = d.args[0] if d.args else None
@@ -572,7 +584,7 @@ def _sieve_queue_order(d: Difference) -> str | None:
     p = d.subject
     queue, pinned = list(getattr(p, "queue", [])), set(getattr(p, "pinned", ()))
     mine = _names(d.returned("mine"))
-    if not mine or mine != [k for k in queue if k not in pinned]:
+    if not mine or mine != [k for k in queue if k not in pinned] or not lists_queue_order(d):
         return None
     return (
         f"yours listed the candidates in queue order, oldest first ({d.returned('mine')}); "

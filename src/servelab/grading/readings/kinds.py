@@ -249,13 +249,37 @@ def _counted_again(d: Difference, name: str, key: Any, step: float) -> str | Non
     return f"`{again[0]}`, which it calls"
 
 
+def _moves_again(d: Difference, name: str, key: Any, step: float) -> bool:
+    """Whether your call, run once more on a copy of the object as yours leaves it, moves
+    field ``name`` (at ``key``) by ``step`` again: a sign written the other way does, a
+    value reset or scaled does not."""
+    obj = d.after() if d.subject is not None and d.fields is not None else None
+    if obj is None:
+        return False
+    was = _read(d, obj, name, key)
+    try:
+        with line_budget(LINES_PER_CALL):
+            getattr(obj, d.method)(*d.args)
+    except (Exception, OutOfLines):
+        return False
+    now = _read(d, obj, name, key)
+    return _Missing not in (was, now) and now - was == step
+
+
 def _value(
-    label: str, before: Any, mine: Any, theirs: Any, again: Callable[[], str | None] | None = None
+    label: str,
+    before: Any,
+    mine: Any,
+    theirs: Any,
+    again: Callable[[], str | None] | None = None,
+    back: Callable[[float], bool] | None = None,
 ) -> str:
     """One value yours left other than the reference: not updated, updated where the
     reference leaves it, moved twice as far or the other way, off by one, a unit's factor.
     Twice as far is said to be counted twice only where ``again`` (the method that moved it
-    a second time, on a copy) names the method that did it."""
+    a second time, on a copy) names the method that did it; the other way is said to be a
+    sign written the other way only where ``back`` (the call run again on a copy) moves it
+    the same wrong step again."""
     if mine == before:
         return f"yours left {label} at {_shown(mine)}; the reference changes it to {_shown(theirs)}"
     if theirs == before:
@@ -275,10 +299,14 @@ def _value(
                 return f"{moved}: twice as far"
             return f"{moved}: counted twice, once in this method's own lines and again in {twice}"
         if step_mine == -step_theirs:
-            return (
+            moved = (
                 f"yours moved {label} from {_shown(before)} to {_shown(mine)}, the reference to "
-                f"{_shown(theirs)}: the other way (+ where - belongs)?"
+                f"{_shown(theirs)}: the same step the other way"
             )
+            if back is None or not back(step_mine):
+                return moved  # a reset or a scaled value can land there once: no cause
+            signs = ("-", "+") if step_mine < 0 else ("+", "-")
+            return f"{moved}, and again on a second call: {signs[0]} where {signs[1]} belongs"
     kind = number_words(mine, theirs)
     return f"{said}: {kind}" if kind else said
 
@@ -300,6 +328,7 @@ def _dict_values(name: str, d: Difference) -> str | None:
                 mine[key],
                 theirs[key],
                 functools.partial(_counted_again, d, name, at, step),
+                functools.partial(_moves_again, d, name, at),
             )
     return None
 
@@ -389,7 +418,12 @@ def _scalar(name: str, d: Difference) -> str | None:
     was: Any = d.before.get(name)
     step = theirs - was if _number(was) is not None else 0
     return _value(
-        f"`{name}`", was, mine, theirs, functools.partial(_counted_again, d, name, _Missing, step)
+        f"`{name}`",
+        was,
+        mine,
+        theirs,
+        functools.partial(_counted_again, d, name, _Missing, step),
+        functools.partial(_moves_again, d, name, _Missing),
     )
 
 
@@ -451,18 +485,27 @@ def _returned(d: Difference) -> str | None:
     return None
 
 
-def count_moved(d: Difference, name: str, key: Any) -> str | None:
-    """How yours moved count ``name`` of ``key`` where the reference moves it too (twice as
-    far, counted twice where a copy proves it, the other way, off by one), or None where
-    either side left it or it is no number."""
+def _count(d: Difference, name: str, key: Any, twice: bool = False) -> str | None:
+    """How yours moved count ``name`` of ``key`` where the reference moves it (with ``twice``,
+    only a move twice as far as the reference's, from where yours may have left it too)."""
     before, mine, theirs = d.before.get(name), d.mine.get(name), d.theirs.get(name)
     if not (isinstance(before, dict) and isinstance(mine, dict) and isinstance(theirs, dict)):
         return None
     was, a, b = (x.get(key, 0) for x in (before, mine, theirs))
-    if not all(_number(x) is not None for x in (was, a, b)) or a == b or was in (a, b):
+    if not all(_number(x) is not None for x in (was, a, b)) or a == b or b == was:
+        return None
+    if (a == was and not twice) or (twice and a - was != 2 * (b - was)):
         return None
     again = functools.partial(_counted_again, d, name, key, b - was)
-    return _value(f"`{name}` of {_shown(key)}", was, a, b, again)
+    back = functools.partial(_moves_again, d, name, key)
+    return _value(f"`{name}` of {_shown(key)}", was, a, b, again, back)
+
+
+def count_moved(d: Difference, name: str, key: Any) -> str | None:
+    """How yours moved count ``name`` of ``key`` where the reference moves it too (twice as
+    far, counted twice where a copy proves it, the other way, off by one), or None where
+    either side left it or it is no number."""
+    return _count(d, name, key)
 
 
 def _count_moved_twice(d: Difference) -> str | None:
@@ -470,16 +513,12 @@ def _count_moved_twice(d: Difference) -> str | None:
     the reference: the returned numbers one apart then say the count's step, not an off-by-one
     (a refcount of 2 dropped to 0 where the reference drops it to 1)."""
     for name in sorted(d.differ):
-        before, mine, theirs = d.before.get(name), d.mine.get(name), d.theirs.get(name)
-        if not (isinstance(before, dict) and isinstance(mine, dict) and isinstance(theirs, dict)):
-            continue
-        for key in sorted({*mine, *theirs}, key=repr):
-            was, a, b = (x.get(key, 0) for x in (before, mine, theirs))
-            if not all(_number(x) is not None for x in (was, a, b)) or a == b or b == was:
-                continue
-            if a - was == 2 * (b - was):
-                again = functools.partial(_counted_again, d, name, key, b - was)
-                return _value(f"`{name}` of {_shown(key)}", was, a, b, again)
+        values = d.mine.get(name), d.theirs.get(name)
+        keys = {k for v in values if isinstance(v, dict) for k in v}
+        for key in sorted(keys, key=repr):
+            said = _count(d, name, key, twice=True)
+            if said:
+                return said
     return None
 
 

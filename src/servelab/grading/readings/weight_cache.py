@@ -16,6 +16,14 @@ from servelab.grading.readings.difference import (
     call,
     failed_call,
 )
+from servelab.grading.readings.weight_cache_rules import (
+    admits_by_pin_count,
+    evict_kept_victim,
+    get_answered_pair,
+    pins_said,
+    replaced_signs_swapped,
+    victim_kinds,
+)
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 # The difference each reading below was written for (see WrittenFor): a reading is shown only
@@ -131,16 +139,7 @@ def _weight_cache_victim(d: Difference) -> str | None:
             f"yours skipped {theirs}, whose pins were all released: an entry is evictable "
             f"again after its last unpin; {rule}"
         )
-    what = []
-    if resident and chosen == resident[-1]:
-        what.append("the most recently used")
-    sizes = {k: call(d.subject, "size_of", k) for k in resident if k not in pins}
-    numbers = [s for s in sizes.values() if isinstance(s, int)]
-    bigger = isinstance(sizes.get(chosen), int) and isinstance(sizes.get(skipped), int)
-    if bigger and sizes[chosen] == max(numbers) and sizes[chosen] > sizes[skipped]:
-        what.append("the largest")
-    if bigger and sizes[chosen] == min(numbers) and sizes[chosen] < sizes[skipped]:
-        what.append("the smallest")  # said beside "most recently used": both are facts
+    what = victim_kinds(d, chosen, skipped)  # each proven on a copy, not read off one call
     if what:
         return f"yours chose {mine}, {' and '.join(what)} entry; {rule}"
     return f"yours chose {mine}; {rule}"
@@ -208,9 +207,11 @@ def _weight_cache_admit(d: Difference) -> str | None:
             )
         if size is None or room is None or size <= room[0] - room[1]:
             return None  # it fits beside the pinned ones: the rule it breaks is not this one
+        by_pins = admits_by_pin_count(d, key, size)
         return ADMITTED_AND_EVICTED.show(
             d,
-            f"an entry that cannot fit beside the pinned ones must raise {error} before "
+            by_pins
+            or f"an entry that cannot fit beside the pinned ones must raise {error} before "
             "evicting anything, so a failed put changes nothing",
         )
     if d.i_raised and d.they_raised:
@@ -444,6 +445,10 @@ def weight_cache_reading(d: Difference) -> str | None:
     if m == "_check_can_admit" and not d.same_outcome:
         return _weight_cache_admit(d)
     absent = bool(d.args) and d.args[0] not in d.before.get("resident", ())
+    if m == "get" and d.outcome_pair == VALUE:
+        pair = CHOSE.show(d, get_answered_pair(d))
+        if pair:
+            return pair
     if m == "get" and d.i_raised and not d.they_raised and absent:
         return GET_RAISED.show(
             d, "a get of an absent key returns None (and counts a miss); it does not raise"
@@ -502,7 +507,7 @@ def weight_cache_reading(d: Difference) -> str | None:
             d, "count every eviction in `evictions` and the victim's size in `evicted_bytes`"
         ) or (EVICTION_OVERCOUNTED.show(d, _counted_more(d)) if m == "_evict" else None)
     if m == "_evict" and "resident" in differ:
-        other = _removed_other(d)
+        other = _removed_other(d) or evict_kept_victim(d)
         if other:
             return REMOVED_OTHER.show(d, other)
     if m == "_evict" and "used" in differ:
@@ -579,7 +584,9 @@ def weight_cache_reading(d: Difference) -> str | None:
     replacing = bool(d.args) and d.args[0] in d.before.get("resident", ())
     if m == "put" and "used" in differ and replacing:
         return REPLACED_SIZE.show(
-            d, "replacing a key must release its old size before adding the new one"
+            d,
+            replaced_signs_swapped(d)
+            or "replacing a key must release its old size before adding the new one",
         )
     if m == "put" and {"hits", "misses"} & differ:
         return PUT_COUNTED.show(d, _weight_cache_counters(d))
@@ -602,6 +609,9 @@ def weight_cache_reading(d: Difference) -> str | None:
             d, f"recency does not change on {m}: the LRU order moves only on get and put"
         )
     if m in ("pin", "unpin") and "pins" in differ:
+        counted = pins_said(d)
+        if counted:
+            return PINS_COUNTED.show(d, counted)
         mine, theirs = d.mine.get("pins", {}), d.theirs.get("pins", {})
         key = d.args[0] if d.args else None
         if m == "pin" and theirs.get(key, 0) > 1 and mine.get(key, 0) == 1:

@@ -1,0 +1,174 @@
+"""Readings of a weight cache's first diverging call that say what yours did only where the
+call's own fields show it, or a second call on a copy proves it: which victim rule a choice
+follows (the newest, the largest, the smallest, asked again on a copy with the keys in
+another order), an eviction that left its victim resident, a get that answered the stored
+pair, pin counts that started above 0 or all went at once, pins counted as bytes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servelab.grading.readings.difference import Difference, call
+from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
+
+
+def _victim_on(d: Difference, order: list[Any], sizes: dict[Any, int]) -> Any:
+    """Your ``_next_victim`` on a new cache of your class holding ``order`` (oldest first)
+    with ``sizes`` and the same pins; a sentinel when it cannot be built as asked."""
+    cache, pins = d.subject, d.before.get("pins", {})
+    failed = object()
+    try:
+        with line_budget(LINES_PER_CALL):
+            twin = type(cache)(cache.capacity)
+            for key in order:
+                twin.put(key, f"<{key} weights>", sizes[key])
+            for key, n in pins.items():
+                for _ in range(n):
+                    twin.pin(key)
+            if call(twin, "keys") != order or getattr(twin, "used", None) != sum(sizes.values()):
+                return failed
+            return twin._next_victim()
+    except Exception:
+        return failed
+    except OutOfLines:
+        return failed
+
+
+def victim_kinds(d: Difference, chosen: Any, skipped: Any) -> list[str]:
+    """What yours chose, proven: "the most recently used" where, on a copy holding the keys
+    in the reverse order, it chooses the newest unpinned key again; "the largest" or "the
+    smallest" where, with the sizes moved one key along, it chooses the entry that is now
+    the largest (smallest). One call's numbers alone fit other rules too (a key first by
+    name can be the newest and the largest at once)."""
+    resident = list(d.before.get("resident", ()))
+    pins = d.before.get("pins", {})
+    capacity = getattr(d.subject, "capacity", None)
+    sizes = {k: call(d.subject, "size_of", k) for k in resident}
+    free = [k for k in resident if k not in pins]
+    if not isinstance(capacity, int) or len(free) < 2:
+        return []
+    if not all(isinstance(n, int) and n > 0 for n in sizes.values()):
+        return []
+    what = []
+    if chosen == free[-1]:
+        reverse = resident[::-1]
+        newest = [k for k in reverse if k not in pins][-1]
+        oldest = next(k for k in reverse if k not in pins)
+        if newest != chosen and newest != oldest and _victim_on(d, reverse, sizes) == newest:
+            what.append("the most recently used")
+    numbers = [sizes[k] for k in free]
+    if len(set(numbers)) == len(numbers):  # sizes all different: one largest, one smallest
+        moved = dict(zip(free, numbers[1:] + numbers[:1], strict=True))
+        moved.update({k: sizes[k] for k in pins if k in sizes})
+        largest = max(free, key=lambda k: moved[k])
+        smallest = min(free, key=lambda k: moved[k])
+        top, bottom = sizes[chosen] == max(numbers), sizes[chosen] == min(numbers)
+        if top and largest != chosen and _victim_on(d, resident, moved) == largest:
+            what.append("the largest")
+        if bottom and smallest != chosen and _victim_on(d, resident, moved) == smallest:
+            what.append("the smallest")
+    return what
+
+
+def evict_kept_victim(d: Difference) -> str | None:
+    """``_evict(key)`` that took the victim's bytes off ``used`` as the reference does but
+    left the victim resident: the call's own fields show it."""
+    victim = d.args[0] if d.args else None
+    before, mine = list(d.before.get("resident", ())), list(d.mine.get("resident", ()))
+    theirs = list(d.theirs.get("resident", ()))
+    if victim not in before or victim not in mine or victim in theirs or mine != before:
+        return None
+    if d.mine.get("used") != d.theirs.get("used"):
+        return None
+    return (
+        f"yours took the bytes of {victim!r} off `used` but left {victim!r} resident: _evict "
+        "removes the entry from the cache too (pop it from `_entries`), or the loop that "
+        "calls it frees bytes that are still held"
+    )
+
+
+def get_answered_pair(d: Difference) -> str | None:
+    """A get that returned the stored (size, value) pair where the reference returns the
+    value: the pair is in the result itself."""
+    key = d.args[0] if d.args else None
+    mine, theirs = d.returned("mine"), d.returned("theirs")
+    size = call(d.subject, "size_of", key) if key in d.before.get("resident", ()) else None
+    if not isinstance(size, int) or theirs is None or mine is None:
+        return None
+    if mine not in (f"({size}, {theirs})", f"({theirs}, {size})"):
+        return None
+    return (
+        f"yours returned {mine}, the stored pair of size and value; get answers the value "
+        f"alone ({theirs} here): an entry is kept as (size, value), so return its [1]"
+    )
+
+
+def pins_said(d: Difference) -> str | None:
+    """A pin count that the call's own fields show started above 0 (a first pin that
+    records 2), or that went to none on one unpin of a key pinned more than once."""
+    key = d.args[0] if d.args else None
+    before, mine, theirs = (x.get("pins", {}) for x in (d.before, d.mine, d.theirs))
+    if not all(isinstance(x, dict) for x in (before, mine, theirs)):
+        return None
+    was, a, b = before.get(key, 0), mine.get(key, 0), theirs.get(key, 0)
+    if d.method == "pin" and was == 0 and b == 1 and isinstance(a, int) and a > 1:
+        return (
+            f"yours recorded {a} pins for the first pin of {key!r}: a key with no pin has "
+            "count 0 (absent), and each pin adds 1"
+        )
+    if d.method == "unpin" and isinstance(was, int) and was > 1 and b == was - 1 and a == 0:
+        return (
+            f"yours took every pin of {key!r} away at once ({was} -> none): each unpin takes "
+            "one pin away, so the key stays pinned while another replica still pins it"
+        )
+    return None
+
+
+def admits_by_pin_count(d: Difference, key: Any, size: int) -> str | None:
+    """Yours admitted an entry the pinned bytes keep out: proven to weigh the pinned entries
+    by their pin counts where your ``_check_can_admit`` on a copy admits exactly up to the
+    capacity less the sum of the pins (that size passes, one byte more raises)."""
+    pins = d.before.get("pins", {})
+    capacity = getattr(d.subject, "capacity", None)
+    if not pins or not isinstance(capacity, int):
+        return None
+    if not all(isinstance(n, int) for n in pins.values()):
+        return None
+    edge = capacity - sum(pins.values())
+    pinned = sum(n for k in pins if isinstance(n := call(d.subject, "size_of", k), int))
+    if edge < 1 or edge == capacity - pinned or edge + 1 > capacity:
+        return None
+    if d.probe("_check_can_admit", key, edge)[0] != "returned":
+        return None
+    if d.probe("_check_can_admit", key, edge + 1)[0] != "raised":
+        return None
+    return (
+        f"yours admitted {size} bytes though {pinned} of the {capacity} are pinned: it "
+        f"admits up to {edge} bytes, the capacity less the pin counts ({sum(pins.values())}); "
+        "the pinned room is the bytes of the pinned entries (each once), not their pins"
+    )
+
+
+def replaced_signs_swapped(d: Difference) -> str | None:
+    """A replacement that moved ``used`` by the old size less the new one, the reference's
+    step the other way: proven where your put, run again on a copy with one byte more, moves
+    it by the old size less that size too (keeping the old size or adding without a release
+    lands elsewhere)."""
+    key = d.args[0] if d.args else None
+    size = d.args[2] if len(d.args) > 2 else None
+    old = call(d.subject, "size_of", key) if key in d.before.get("resident", ()) else None
+    before, mine = d.before.get("used"), d.mine.get("used")
+    if not (isinstance(size, int) and isinstance(old, int) and old != size):
+        return None
+    if not (isinstance(before, int) and isinstance(mine, int)):
+        return None
+    if mine - before != old - size:
+        return None
+    after = d.after(key, d.args[1], size + 1)
+    if after is None or getattr(after, "used", None) != before + old - (size + 1):
+        return None
+    return (
+        f"yours moved `used` by {old - size} on replacing {key!r} ({old} bytes by {size}): "
+        f"the old size added and the new one taken off, the signs swapped; a replacement "
+        f"takes the old size off and adds the new one ({before} - {old} + {size})"
+    )
