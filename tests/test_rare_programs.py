@@ -166,3 +166,9 @@ def test_a_chunk_larger_than_the_cpu_tier_stays_below() -> None:
     assert "where: the difference starts in your `Hierarchy.retrieve`" in report
     assert "yours raised ChunkTooLarge where the reference returns" in report
     assert "wrong field" not in report
+
+
+def test_worth_loading_over_another_link_is_not_read_as_a_missing_latency() -> None:
+    report = _report("kv-offload", "worth loading over the host link")
+    assert "as a load from the 'cpu' tier would" in report
+    assert "no latency" not in report
