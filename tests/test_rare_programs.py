@@ -110,3 +110,65 @@ def test_victims_that_free_exactly_the_need_are_enough() -> None:
     assert "victims of put('d', 40 bytes) is ['a', 'b'], expected ['a']" in report
     assert "where: the difference starts in your `_choose_victims`" in report
     assert "evict in policy order only until the chunk fits, and no more" in report
+
+
+def test_an_unref_taken_for_a_use_is_caught() -> None:
+    report = _report("kv-offload", "an unref taken for a use")
+    assert "✗ step 1 · a count is not a use" in report
+    assert "after ref('a'), unref('a') is ['b', 'a'], expected ['a', 'b']" in report
+    assert "where: the difference starts in your `unref`" in report
+
+
+def test_chunks_promoted_last_first_are_caught() -> None:
+    report = _report("kv-offload", "chunks promoted last first")
+    assert "✗ step 3 · a retrieve keeps each tier's LRU order" in report
+    assert "h.tiers[0].keys() after h.retrieve(h.lookup(['b', 'c'])) is ['c', 'b']" in report
+    assert "where: the difference starts in your `Hierarchy.retrieve`" in report
+    assert "promotes the chunks it read in the lookup's order" in report
+
+
+def test_a_disk_read_without_a_use_is_caught() -> None:
+    report = _report("kv-offload", "a disk read without a use")
+    assert "✗ step 3 · a retrieve keeps each tier's LRU order" in report
+    assert "h.tiers[1].keys() after h.retrieve(h.lookup(['a'])) is ['a', 'b', 'c']" in report
+    assert "where: the difference starts in your `Hierarchy.retrieve`" in report
+    assert "a read from disk is a use there" in report
+
+
+def test_a_chunk_the_cpu_tier_holds_is_not_promoted_again() -> None:
+    report = _report("kv-offload", "a chunk the CPU tier holds promoted again")
+    assert "✗ step 3 · a chunk stored again after its lookup" in report
+    assert "h.tiers[0].keys() after h.retrieve(found) is ['c', 'a'], expected ['a', 'c']" in report
+    assert "where: the difference starts in your `Hierarchy.retrieve`" in report
+    assert "promotes only a chunk the CPU tier does not hold now" in report
+
+
+def test_a_release_that_unpins_where_the_chunk_is_now_is_caught() -> None:
+    report = _report("kv-offload", "release unpins where the chunk is now")
+    assert "✗ step 3 · a chunk stored again after its lookup" in report
+    assert "where: the difference starts in your `Hierarchy.release`" in report
+    assert "'b' is pinned in the disk tier, where the lookup found it" in report
+    assert "release unpins each chunk in the tier its lookup found it in" in report
+
+
+def test_worth_loading_without_the_latency_is_caught_and_named() -> None:
+    report = _report("kv-offload", "worth loading without the latency")
+    assert "✗ step 4 · worth loading, both ways" in report
+    assert "h.worth_loading(65536, 'disk') is True, expected False" in report
+    assert "where: the difference starts in your `Hierarchy.worth_loading`" in report
+    assert "as a load from 'disk' would with no latency" in report
+
+
+def test_a_chunk_larger_than_the_cpu_tier_stays_below() -> None:
+    report = _report("kv-offload", "a chunk larger than the CPU tier promoted")
+    assert "✗ step 3 · tiers at their edges" in report
+    assert "h.tiers[1].put('z', payload('z', 40))" in report
+    assert "where: the difference starts in your `Hierarchy.retrieve`" in report
+    assert "yours raised ChunkTooLarge where the reference returns" in report
+    assert "wrong field" not in report
+
+
+def test_worth_loading_over_another_link_is_not_read_as_a_missing_latency() -> None:
+    report = _report("kv-offload", "worth loading over the host link")
+    assert "as a load from the 'cpu' tier would" in report
+    assert "no latency" not in report

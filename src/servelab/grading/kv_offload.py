@@ -230,6 +230,15 @@ def _policy_order(impl: Any) -> None:
         s.expect(s.keys(), want, f"{policy} order (next victim first) after get('a')", "policy")
 
 
+def _counts_are_not_uses(impl: Any) -> None:
+    s = _tier(impl, 100)
+    _put(s, "a", 10)
+    _put(s, "b", 10)
+    s.call("ref", "a")
+    s.call("unref", "a")
+    s.expect(s.keys(), ["a", "b"], "LRU order (next victim first) after ref('a'), unref('a')")
+
+
 # --- step 2: allocate, evict, retry ------------------------------------------------------
 
 
@@ -369,6 +378,10 @@ def _tiers_at_their_edges(impl: Any) -> None:
     s("h.retrieve(found)")
     s.expect(s.call("where", "a"), ["cpu", "disk"], "h.where('a') after its retrieve", "promote")
     s.expect(s.call("where", "b"), [], "h.where('b'): no tier below could take it", "dropped")
+    big = _hierarchy(impl, 30, 120)
+    big("h.tiers[1].put('z', payload('z', 40))")  # larger than the CPU tier: it stays below
+    big("h.retrieve(h.lookup(['z']))")
+    big.expect(big.call("where", "z"), ["disk"], "h.where('z') after its retrieve", "promote")
 
 
 def _release_each_once(impl: Any) -> None:
@@ -388,6 +401,38 @@ def _release_each_once(impl: Any) -> None:
     s("h.release(third)")
     s.expect(s("h.tiers[1].pin_count('a')"), 0, "h.tiers[1].pin_count('a')", "release")
     s.expect(s.call("where", "a"), ["disk"], "h.where('a') after its release", "release")
+
+
+def _retrieve_keeps_lru_order(impl: Any) -> None:
+    """A disk read is a use there; the chunks read are promoted in the lookup's order."""
+    s = _hierarchy(impl, 60, 120)
+    for k in "abcd":
+        _store(s, k, 30)  # 'a' and 'b' go down to disk
+    s("h.retrieve(h.lookup(['a']))")
+    disk = "h.tiers[1].keys()"
+    s.expect(s(disk), ["b", "a", "c"], f"{disk} after h.retrieve(h.lookup(['a']))", "read-is-use")
+    s("h.retrieve(h.lookup(['b', 'c']))")
+    cpu = "h.tiers[0].keys()"
+    s.expect(s(cpu), ["b", "c"], f"{cpu} after h.retrieve(h.lookup(['b', 'c']))")
+
+
+def _stored_since_the_lookup(impl: Any) -> None:
+    """A chunk the lookup found on disk, stored into the CPU tier before its retrieve or
+    release: the retrieve does not promote it again, the release unpins the disk copy."""
+    s = _hierarchy(impl, 60, 120)
+    for k in "abc":
+        _store(s, k, 30)  # 'a' goes down to disk
+    s("found = h.lookup(['a'])")
+    _store(s, "a", 30)
+    _store(s, "c", 30)  # a use: 'a' is the CPU tier's next victim
+    s("h.retrieve(found)")
+    cpu = "h.tiers[0].keys()"
+    s.expect(s(cpu), ["a", "c"], f"{cpu} after h.retrieve(found)", "promote-once")
+    s("found = h.lookup(['b'])")
+    _store(s, "b", 30)
+    s("h.release(found)")
+    pins = "[h.tiers[0].pin_count('b'), h.tiers[1].pin_count('b')]"
+    s.expect(s(pins), [0, 0], f"{pins} after h.release(found)", "release")
 
 
 def _held_bytes_once(impl: Any) -> None:
@@ -489,6 +534,9 @@ def _worth_loading(impl: Any) -> None:
     _disk_link(s, Link("disk", 0.2e9, 1e-3))  # a network disk: 200 MB/s
     got = s.call("worth_loading", 8192, "disk")
     s.expect(got, False, "h.worth_loading(8192, 'disk')", "worth-loading")
+    _disk_link(s, Link("disk", 2e9, 0.01))  # a remote store: 10 ms a request
+    got = s.call("worth_loading", 65536, "disk")
+    s.expect(got, False, "h.worth_loading(65536, 'disk')", "worth-loading")
 
 
 #: Each level's rules (INVARIANTS); the grade of every step runs 1-3's too (``in_final_grade``)
@@ -565,6 +613,7 @@ TOPIC = Topic(
                     _bytes_once,
                 ),
                 Probe("LRU refreshes, FIFO does not", HINTS["policy"], _policy_order),
+                Probe("a count is not a use", HINTS["count-not-use"], _counts_are_not_uses),
             ),
             _machine(1),
         ),
@@ -599,6 +648,16 @@ TOPIC = Topic(
                 Probe("tiers at their edges", HINTS["cascade"], _tiers_at_their_edges),
                 Probe("a crash never leaves a torn chunk", HINTS["torn"], _no_torn_write),
                 Probe("held bytes count each chunk once", HINTS["held-bytes"], _held_bytes_once),
+                Probe(
+                    "a retrieve keeps each tier's LRU order",
+                    HINTS["promote-order"],
+                    _retrieve_keeps_lru_order,
+                ),
+                Probe(
+                    "a chunk stored again after its lookup",
+                    HINTS["release"],
+                    _stored_since_the_lookup,
+                ),
             ),
             _machine(3),
         ),

@@ -160,6 +160,26 @@ HINTS: dict[str, Hint] = {
         "remove of a held chunk, ChunkTooLarge for a chunk larger than the tier",
         About(("get", "put", "pin", "unpin", "ref", "unref", "remove")),
     ),
+    "count-not-use": Hint(
+        "a count is not a use: ref/unref (like pin/unpin) change a chunk's counts only, "
+        "never its place in the policy order",
+        About(("ref", "unref"), ("keys",)),
+    ),
+    "promote-order": Hint(
+        "retrieve promotes the chunks it read in the lookup's order, so the CPU tier's "
+        "LRU order follows the prefix",
+        About(("retrieve",), ("keys",)),
+    ),
+    "read-is-use": Hint(
+        "retrieve reads each chunk with its tier's `get`: a read from disk is a use there, "
+        "which LRU refreshes",
+        About(("retrieve",), ("keys",)),
+    ),
+    "promote-once": Hint(
+        "retrieve promotes only a chunk the CPU tier does not hold now (a store may have "
+        "put it there since the lookup): a put of a resident key is a use",
+        About(("retrieve",), ("keys",)),
+    ),
     "miss-bounded": Hint(
         "the busy wait never returned: when every chunk is pinned, a wait "
         "without a bound spins forever",

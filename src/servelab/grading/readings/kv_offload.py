@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import math
+from dataclasses import replace
 from typing import Any
 
 from servelab.grading.readings.difference import (
@@ -226,12 +227,36 @@ def _tiers(d: Difference) -> list[str]:
     return [k[: -len(".keys")] for k in d.before if k.endswith(".keys")]
 
 
+def _found_elsewhere(d: Difference, found: list[Any]) -> tuple[str, str, str] | None:
+    """A found chunk pinned in the tier its lookup found it in, and since then also held,
+    unpinned, in a faster tier: (key, the tier found, the faster tier)."""
+    tiers = _tiers(d)
+    for entry in found:
+        if not (isinstance(entry, tuple) and len(entry) == 2 and entry[1] in range(len(tiers))):
+            continue
+        key, i = entry
+        if not (d.before.get(f"{tiers[i]}.pins") or {}).get(key):
+            continue
+        for faster in tiers[:i]:
+            held = key in (d.before.get(f"{faster}.keys") or [])
+            if held and not (d.before.get(f"{faster}.pins") or {}).get(key):
+                return key, tiers[i], faster
+    return None
+
+
 def _release(d: Difference) -> str | None:
     """A hierarchy's release drops each found chunk's pin once, in the tier it was found in,
     and changes nothing else."""
     found = d.args[0] if d.args and isinstance(d.args[0], list) else []
     if RELEASE_RAISED.fits(d):
         error = d.error("mine")
+        moved = _found_elsewhere(d, found) if error == "ChunkNotPinned" else None
+        if moved:
+            return (
+                f"yours raised ChunkNotPinned: {moved[0]!r} is pinned in the {moved[1]} tier, "
+                f"where the lookup found it; the {moved[2]} tier, which holds it now too, has "
+                "no pin on it: release unpins each chunk in the tier its lookup found it in"
+            )
         asked = (
             f"{error}, which removing a chunk still pinned raises: does yours remove chunks? "
             if error == "ChunkInUse"
@@ -496,6 +521,14 @@ def _lost(d: Difference) -> str | None:
 
 def _retrieve(d: Difference) -> str | None:
     """A retrieve refs each copy for its transfer and unrefs it once read: none stays."""
+    tiers = _tiers(d)
+    if d.i_raised and not d.they_raised and d.error("mine") == "ChunkTooLarge" and tiers:
+        return (
+            f"yours raised ChunkTooLarge where the reference returns: a chunk found below "
+            f"that is larger than the whole {tiers[0]} tier stays below, since retrieve "
+            f"promotes a chunk only when it fits the {tiers[0]} tier at all "
+            "(len(payload) <= capacity)"
+        )
     if not RETRIEVE_REFS.fits(d):
         return None
     for tier in _tiers(d):
@@ -550,12 +583,20 @@ def _worth_loading(d: Difference) -> str | None:
         answers = {
             name: [("returned", rule(link, n)) for n in sizes] for name, link in h.links.items()
         }
+        bare = replace(h.links[tier], latency_s=0.0)  # the same link without its latency
+        unlatent = mine == [("returned", rule(bare, n)) for n in sizes]
     except Exception:
         return None
     if tier not in answers or mine == answers[tier]:
         return None
     other = [name for name, said in answers.items() if name != tier and said == mine]
-    if len(other) != 1:
+    if unlatent and not other:
+        return (
+            f"yours answers, at every size tried, as a load from {tier!r} would with no "
+            "latency: worth_loading compares all of load_seconds(tokens, tier), the "
+            "link's latency per chunk request included, with recompute_seconds(tokens)"
+        )
+    if len(other) != 1 or unlatent:
         return None
     return (
         f"yours answers, at every size tried, as a load from the {other[0]!r} tier would, "
