@@ -172,3 +172,21 @@ def test_worth_loading_over_another_link_is_not_read_as_a_missing_latency() -> N
     report = _report("kv-offload", "worth loading over the host link")
     assert "as a load from the 'cpu' tier would" in report
     assert "no latency" not in report
+
+
+def test_evictions_counted_in_put_are_caught_by_a_direct_evict() -> None:
+    report = _report("weight-cache", "evictions counted in put")
+    assert "✓ step 5 · hits, misses and evictions are counted" in report
+    assert "✗ step 5 · an eviction is counted in _evict" in report
+    assert "after cache._evict('a'), (hits, misses, evictions, evicted_bytes) is (0, 0, 0, 0)" in (
+        report
+    )
+    assert "where: the difference starts in your `_evict`" in report
+
+
+def test_a_prefix_hit_held_by_a_running_request_needs_no_free_block() -> None:
+    report = _report("token-budget", "a prefix hit's shared blocks counted as new")
+    assert "✗ step 2 · a prefix hit held by a running request takes no free block" in report
+    assert "is [(0, 9, 1, True)], expected [(0, 9, 1, True), (1, 8, 1, True)]" in report
+    assert "where: the difference starts in your `admit`" in report
+    assert "shared, not taken from the free pool" in report

@@ -410,6 +410,26 @@ class RunningChunkSamplesAtThePrompt(Final):
         return budget
 
 
+class AdmitCountsTheHitsBlocks(Chunked):
+    """Checks the free blocks for the hit's tokens too before allocating: a prefix hit held
+    by a running request is shared, yet it refuses a prompt whose new block is free."""
+
+    def admit(self, out, budget):
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[0]
+            hit = self.cached_tokens(seq)
+            n = min(seq.num_tokens - hit, budget)
+            if self.bm.blocks_needed(hit + n) > self.bm.num_free:
+                break
+            self.bm.allocate(seq.seq_id, seq.token_ids[: hit + n])
+            self.waiting.popleft()
+            self.running.append(seq)
+            samples = hit + n == seq.num_tokens
+            out.scheduled.append(Chunk(seq, hit, n, self.slots(seq, hit, n), samples, hit))
+            self.computed[seq.seq_id] = hit + n
+            budget -= n
+
+
 MISTAKES = {
     "a one-token chunk taken for a decode": (2, OneTokenChunkSamples, {"schedule_running"}),
     "a prefix hit left out of the chunk": (2, HitNotReported, {"admit"}),
@@ -447,4 +467,5 @@ MISTAKES = {
         RunningChunkSamplesAtThePrompt,
         {"schedule_running"},
     ),
+    "a prefix hit's shared blocks counted as new": (2, AdmitCountsTheHitsBlocks, {"admit"}),
 }

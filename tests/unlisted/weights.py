@@ -291,6 +291,27 @@ class MissCountedOnlyAfterFirstHit(Final):
         return Checked.get(self, key)
 
 
+class EvictionsCountedInPut(Final):
+    """Step 5, put: counts evictions and their bytes in put's loop, not in _evict; every put
+    agrees with the reference, a direct _evict counts nothing."""
+
+    def _evict(self, key):
+        Checked._evict(self, key)
+
+    def put(self, key, value, size):
+        self._check_can_admit(key, size)
+        if key in self._entries:
+            old_size, _ = self._entries.pop(key)
+            self._used -= old_size
+        while self._used + size > self.capacity:
+            victim = self._next_victim()
+            self.evictions += 1
+            self.evicted_bytes += self._entries[victim][0]
+            self._evict(victim)
+        self._entries[key] = (size, value)
+        self._used += size
+
+
 MISTAKES = {
     "evict forgets pins with a failing lookup": (5, EvictDropsPinFirst, {"_evict"}),
     "evict subtracts the size twice": (2, EvictSubtractsTwice, {"_evict"}),
@@ -316,4 +337,5 @@ MISTAKES = {
     "room made for twice the new entry": (2, DoubleBufferedLoad, {"put"}),
     "evicted bytes of the free room after": (5, EvictedBytesAddsFree, {"_evict"}),
     "misses counted once a hit came": (5, MissCountedOnlyAfterFirstHit, {"get"}),
+    "evictions counted in put": (5, EvictionsCountedInPut, {"put", "_evict"}),
 }

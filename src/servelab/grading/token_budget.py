@@ -345,6 +345,20 @@ def _chunk_needs_its_own_blocks(impl: Any) -> None:
     )
 
 
+def _shared_prefix_fits(impl: Any) -> None:
+    """Request 0 still runs on the 8 tokens request 1 shares: one block is free, and request
+    1's prompt needs only one block past its hit, so it is admitted."""
+    s = BudgetScript(impl, num_blocks=4, block_size=4, budget=16, prefix=True)
+    s.add(0, list(range(9)), 3)
+    s.step()
+    s.add(1, [*range(8), 50], 1)
+    s.expect(
+        s.step(),
+        [(0, 9, 1, True), (1, 8, 1, True)],
+        CHUNKS + " (request 1's 8 cached tokens sit in request 0's blocks: 1 new block of 1 free)",
+    )
+
+
 # --- step 3: allocation per step and preemption ---------------------------------------
 
 
@@ -550,6 +564,11 @@ TOPIC = Topic(
                     "a chunk needs only its own blocks",
                     "chunk-blocks",
                     _chunk_needs_its_own_blocks,
+                ),
+                _probe(
+                    "a prefix hit held by a running request takes no free block",
+                    "shared-prefix",
+                    _shared_prefix_fits,
                 ),
             ],
             machine=_machine(

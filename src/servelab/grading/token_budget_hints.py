@@ -45,6 +45,12 @@ PROBE_HINTS: dict[str, Hint] = {
         "chunks take their blocks as they run",
         About(("admit",), ("waiting", "running")),
     ),
+    "shared-prefix": Hint(
+        "`admit`: the blocks of a prefix hit held by a running request are shared, not taken "
+        "from the free pool: let allocate decide (stop on OutOfBlocks), or count only the "
+        "blocks past the hit",
+        About(("admit",), ("waiting", "running")),
+    ),
     "hit-reported": Hint(
         "`admit`: an admitted chunk reports its prefix hit: Chunk(seq, hit, n, slots, samples, "
         "hit), its num_cached the hit's tokens (0 without one)",

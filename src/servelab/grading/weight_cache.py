@@ -20,11 +20,11 @@ from typing import Any
 from servelab.grading._script import Script, graded_names
 from servelab.grading.about import About, Hint
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
+from servelab.grading.weight_cache_counts import counts, evict_counts
 from servelab.grading.weight_cache_replay import REPLAY
 from servelab.testing.weight_cache import (
     INVARIANTS,
     snapshot,
-    stats_of,
     weight_cache_machine,
     weights_for,
 )
@@ -351,30 +351,11 @@ def _bad_size(impl: Any) -> None:
         s.expect_raises(ValueError, partial(s.put, "b", size), code, "not a size")
 
 
-# --- step 5: what a miss costs ------------------------------------------------------------
+# --- step 5: what a miss costs (the probes are in weight_cache_counts) ------------------
 
 
-def _counts(impl: Any) -> None:
-    s = CacheScript(impl, 100)
-    s.put("e", 30)  # its value is None: still a resident key, so a get of it is a hit
-    s.put("a", 60)
-    s.get("a")
-    s.get("a")
-    s.get("e")
-    s.get("zz")
-    s.put("b", 60)  # evicts a
-    try:
-        s.put("huge", 500)
-    except ValueError:
-        pass
-    got = stats_of(s.cache)
-    want = (3, 1, 1, 60)
-    if got != want:
-        raise s.fail(
-            f"(hits, misses, evictions, evicted_bytes) is {got}, expected {want}; a get of a "
-            "resident key is a hit even when its value is None, and a failed put is neither a "
-            "miss nor an eviction"
-        )
+def _c(probe: Callable[[Any, Any], None]) -> Callable[[Any], None]:
+    return partial(probe, CacheScript)
 
 
 HINTS = {
@@ -692,7 +673,10 @@ TOPIC = Topic(
         Step(
             5,
             "what a miss costs",
-            (Probe("hits, misses and evictions are counted", HINTS["stats"], _counts),),
+            (
+                Probe("hits, misses and evictions are counted", HINTS["stats"], _c(counts)),
+                Probe("an eviction is counted in _evict", HINTS["stats"], _c(evict_counts)),
+            ),
             _machine(5),
         ),
     ),
