@@ -110,3 +110,33 @@ def test_victims_that_free_exactly_the_need_are_enough() -> None:
     assert "victims of put('d', 40 bytes) is ['a', 'b'], expected ['a']" in report
     assert "where: the difference starts in your `_choose_victims`" in report
     assert "evict in policy order only until the chunk fits, and no more" in report
+
+
+def test_an_append_that_raises_the_length_before_its_block_is_caught_at_step_2() -> None:
+    report = _report("block-manager", "append raises the length before the block")
+    assert "✗ step 2 · an append with no free block changes nothing" in report
+    assert "`bm.append_slot(0)` raised OutOfBlocks but changed the state before raising" in report
+    assert "where: the difference starts in your `append_slot`" in report
+    assert "lengths {0: 4} -> {0: 5}" in report
+
+
+def test_an_append_that_leaves_a_half_made_entry_is_caught_at_step_2() -> None:
+    report = _report("block-manager", "append leaves a half-made entry")
+    assert "✗ step 2 · an append with no free block changes nothing" in report
+    assert "where: the difference starts in your `append_slot`" in report
+    assert "tables {0: [0]} -> {0: [0, None]}" in report
+
+
+def test_admission_sized_at_the_prompt_is_caught_at_step_1() -> None:
+    report = _report("scheduler", "admission sized at the prompt")
+    assert "✗ step 1 · a request with generated tokens is sized at all its tokens" in report
+    assert "is [(0, 3), (1, 2)], expected [(0, 3)]" in report
+    assert "where: the difference starts in your `admit`" in report
+    assert "seq.num_tokens tokens (prompt + generated)" in report
+
+
+def test_fits_asked_about_the_prompt_only_is_caught_at_step_1() -> None:
+    report = _report("scheduler", "fits asked about the prompt only")
+    assert "✗ step 1 · a request with generated tokens is sized at all its tokens" in report
+    assert "OutOfBlocks: sequence 1 needs 3 blocks for 5 tokens, only 2 are free" in report
+    assert "where: the difference starts in your `admit`" in report
