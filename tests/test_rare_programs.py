@@ -130,7 +130,7 @@ def test_an_append_that_leaves_a_half_made_entry_is_caught_at_step_2() -> None:
 def test_admission_sized_at_the_prompt_is_caught_at_step_1() -> None:
     report = _report("scheduler", "admission sized at the prompt")
     assert "✗ step 1 · a request with generated tokens is sized at all its tokens" in report
-    assert "is [(0, 3), (1, 2)], expected [(0, 3)]" in report
+    assert "is [(1, 2)], expected [(1, 5)]: prompt 2 + 3 generated" in report
     assert "where: the difference starts in your `admit`" in report
     assert "seq.num_tokens tokens (prompt + generated)" in report
 
@@ -139,4 +139,11 @@ def test_fits_asked_about_the_prompt_only_is_caught_at_step_1() -> None:
     report = _report("scheduler", "fits asked about the prompt only")
     assert "✗ step 1 · a request with generated tokens is sized at all its tokens" in report
     assert "OutOfBlocks: sequence 1 needs 3 blocks for 5 tokens, only 2 are free" in report
+    assert "where: the difference starts in your `admit`" in report
+
+
+def test_an_admit_that_allocates_the_prompt_only_is_caught_at_step_1() -> None:
+    report = _report("scheduler", "admit allocates the prompt")
+    assert "✗ step 1 · a request with generated tokens is sized at all its tokens" in report
+    assert "bm.seq_len(1) after admission is 2, expected 5" in report
     assert "where: the difference starts in your `admit`" in report

@@ -361,6 +361,21 @@ class AdmitFitsThePromptOnly(Admitting):
             out.prefills.append(Prefill(seq, seq.num_tokens))
 
 
+class AdmitAllocatesThePrompt(Admitting):
+    """Asks `fits` about every token and records them in the prefill, but allocates the
+    prompt only: a request with generated tokens gets too few slots."""
+
+    def admit(self, out):
+        while self.waiting:
+            seq = self.waiting[0]
+            if not self.fits(seq.num_tokens):
+                break
+            self.waiting.popleft()
+            self.bm.allocate(seq.seq_id, seq.prompt_len)
+            self.running.append(seq)
+            out.prefills.append(Prefill(seq, seq.num_tokens))
+
+
 MISTAKES = {
     "victim peeked, not popped": (3, VictimPeekedNotPopped, {"decode"}),
     "fit counts one block too many": (1, FitRoundsUp, {"fits"}),
@@ -387,4 +402,5 @@ MISTAKES = {
     "retire from the back stops at a running one": (2, RetireFromTheBackStops, {"retire"}),
     "admission sized at the prompt": (1, AdmitSizedAtThePrompt, {"admit"}),
     "fits asked about the prompt only": (1, AdmitFitsThePromptOnly, {"admit"}),
+    "admit allocates the prompt": (1, AdmitAllocatesThePrompt, {"admit"}),
 }

@@ -372,6 +372,14 @@ def _prefill_generated_too(impl: Any) -> None:
     """A request that already holds generated tokens (one added back after a preemption) is
     sized and prefilled at prompt + generated, in `fits` as in `allocate`."""
     s = SchedulerScript(impl, num_blocks=4, block_size=2, watermark=0)
+    s("seq = Sequence.dummy(1, prompt_len=2, max_new_tokens=4)")
+    s("for t in (5, 6, 7): seq.append_token(t)")
+    s("sched.add(seq)")
+    out = s.step(emit=False)
+    got = [(p.seq.seq_id, p.num_tokens) for p in out.prefills]
+    s.expect(got, [(1, 5)], "prefills as (seq_id, num_tokens)", "prompt 2 + 3 generated")
+    s.expect(s.bm.seq_len(1), 5, "bm.seq_len(1) after admission", "prompt 2 + 3 generated")
+    s = SchedulerScript(impl, num_blocks=4, block_size=2, watermark=0)
     s.add(0, 3, 1)  # 2 blocks -> 2 free
     s("seq = Sequence.dummy(1, prompt_len=2, max_new_tokens=4)")
     s("for t in (5, 6, 7): seq.append_token(t)")
