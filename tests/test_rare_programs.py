@@ -190,3 +190,40 @@ def test_a_prefix_hit_held_by_a_running_request_needs_no_free_block() -> None:
     assert "is [(0, 9, 1, True)], expected [(0, 9, 1, True), (1, 8, 1, True)]" in report
     assert "where: the difference starts in your `admit`" in report
     assert "shared, not taken from the free pool" in report
+
+
+def test_an_append_that_raises_the_length_before_its_block_is_caught_at_step_2() -> None:
+    report = _report("block-manager", "append raises the length before the block")
+    assert "✗ step 2 · an append with no free block changes nothing" in report
+    assert "`bm.append_slot(0)` raised OutOfBlocks but changed the state before raising" in report
+    assert "where: the difference starts in your `append_slot`" in report
+    assert "lengths {0: 4} -> {0: 5}" in report
+
+
+def test_an_append_that_leaves_a_half_made_entry_is_caught_at_step_2() -> None:
+    report = _report("block-manager", "append leaves a half-made entry")
+    assert "✗ step 2 · an append with no free block changes nothing" in report
+    assert "where: the difference starts in your `append_slot`" in report
+    assert "tables {0: [0]} -> {0: [0, None]}" in report
+
+
+def test_admission_sized_at_the_prompt_is_caught_at_step_1() -> None:
+    report = _report("scheduler", "admission sized at the prompt")
+    assert "✗ step 1 · a request with generated tokens is sized at all its tokens" in report
+    assert "is [(1, 2)], expected [(1, 5)]: prompt 2 + 3 generated" in report
+    assert "where: the difference starts in your `admit`" in report
+    assert "seq.num_tokens tokens (prompt + generated)" in report
+
+
+def test_fits_asked_about_the_prompt_only_is_caught_at_step_1() -> None:
+    report = _report("scheduler", "fits asked about the prompt only")
+    assert "✗ step 1 · a request with generated tokens is sized at all its tokens" in report
+    assert "OutOfBlocks: sequence 1 needs 3 blocks for 5 tokens, only 2 are free" in report
+    assert "where: the difference starts in your `admit`" in report
+
+
+def test_an_admit_that_allocates_the_prompt_only_is_caught_at_step_1() -> None:
+    report = _report("scheduler", "admit allocates the prompt")
+    assert "✗ step 1 · a request with generated tokens is sized at all its tokens" in report
+    assert "bm.seq_len(1) after admission is 2, expected 5" in report
+    assert "where: the difference starts in your `admit`" in report

@@ -25,7 +25,7 @@ from unlisted import unlisted
 
 # what the report of each slip must say, and must not
 SHOWN = {
-    "fit counts a partial block free": ("admits 11 tokens but refuses 12", "watermark stays"),
+    "fit counts a partial block free": ("admits 5 tokens but refuses 6", "watermark stays"),
     "the victim is never the asker": ("the oldest running", "whose append failed;"),
     "admitted prompts never charged": ("with a budget of 10", "twice"),
     "no retry after preempting": ("whose extend failed is retried", "off by one"),

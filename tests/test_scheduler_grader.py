@@ -78,26 +78,20 @@ def test_reports_are_deterministic() -> None:
 
 
 def test_the_state_machine_finds_a_bug_no_probe_names() -> None:
-    # Sizes the watermark check by the prompt but allocates prompt + generated: only a
-    # re-admission under a nonzero watermark shows it, which no probe scenario has.
+    # Puts each victim after the earlier victims of the step: only two preemptions in one
+    # step show it (the newest goes first where the older belongs), which no probe has.
     correct = correct_module(TOPIC).Scheduler
-    from servelab.kv.scheduler import Prefill
 
-    class SizesByPrompt(correct):  # type: ignore[misc, valid-type]
-        def admit(self, out: Any) -> None:
-            while self.waiting:
-                seq = self.waiting[0]
-                if not self.fits(seq.prompt_len):
-                    break
-                self.waiting.popleft()
-                self.bm.allocate(seq.seq_id, seq.num_tokens)
-                self.running.append(seq)
-                out.prefills.append(Prefill(seq, seq.num_tokens))
+    class VictimsInPreemptionOrder(correct):  # type: ignore[misc, valid-type]
+        def preempt(self, victim: Any, out: Any) -> None:
+            self.bm.free_seq(victim.seq_id)
+            self.waiting.insert(len(out.preempted), victim)
+            out.preempted.append(victim)
 
     with pytest.raises(GradeFailure) as failure:
-        grade(TOPIC, SizesByPrompt, step=3, out=io.StringIO())
-    assert "state machine" in failure.value.report.text
-    assert "watermark" in failure.value.report.hint
+        grade(TOPIC, VictimsInPreemptionOrder, step=3, out=io.StringIO())
+    assert "✗ step 3 · state machine" in failure.value.report.text
+    assert "where: the difference starts in your `preempt`" in failure.value.report.text
 
 
 @pytest.mark.slow

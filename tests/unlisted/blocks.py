@@ -404,6 +404,33 @@ class CopyInPlaceWithoutRoom(Forking):
         return super().append_slot(seq)
 
 
+class AppendRaisesTheLengthFirst(Growing):
+    """Records the token before taking the block: an OutOfBlocks on a boundary leaves the
+    length one too long."""
+
+    def append_slot(self, seq):
+        table, n = self.tables[seq], self.lens[seq]
+        self.lens[seq] = n + 1
+        offset = n % self.block_size
+        if offset == 0:
+            table.append(self._alloc())
+        return Slot(table[-1], offset, None)
+
+
+class AppendLeavesAHalfMadeEntry(Growing):
+    """Grows the table before the block is in hand: an OutOfBlocks on a boundary leaves a
+    None at the table's end."""
+
+    def append_slot(self, seq):
+        table, n = self.tables[seq], self.lens[seq]
+        offset = n % self.block_size
+        if offset == 0:
+            table.append(None)
+            table[-1] = self._alloc()
+        self.lens[seq] = n + 1
+        return Slot(table[-1], offset, None)
+
+
 MISTAKES = {
     "the length compared with 0 before its type": (4, SignCheckedBeforeType, {"allocate"}),
     "room checked against the whole pool": (1, RoomFromAllBlocks, {"allocate"}),
@@ -436,4 +463,6 @@ MISTAKES = {
     "length recorded before the room check": (1, LengthBeforeTheRoom, {"allocate"}),
     "free keeps the length": (1, FreeKeepsTheLength, {"free_seq"}),
     "a copy without room written in place": (3, CopyInPlaceWithoutRoom, {"append_slot"}),
+    "append raises the length before the block": (2, AppendRaisesTheLengthFirst, {"append_slot"}),
+    "append leaves a half-made entry": (2, AppendLeavesAHalfMadeEntry, {"append_slot"}),
 }

@@ -330,6 +330,52 @@ class RetireFromTheBackStops(Decoding):
             out.finished.append(seq)
 
 
+class AdmitSizedAtThePrompt(Admitting):
+    """Sizes and prefills a request at its prompt: one that already holds generated tokens
+    (added back after a preemption) is admitted short."""
+
+    def admit(self, out):
+        while self.waiting:
+            seq = self.waiting[0]
+            n = seq.prompt_len
+            if not self.fits(n):
+                break
+            self.waiting.popleft()
+            self.bm.allocate(seq.seq_id, n)
+            self.running.append(seq)
+            out.prefills.append(Prefill(seq, n))
+
+
+class AdmitFitsThePromptOnly(Admitting):
+    """Asks `fits` about the prompt but allocates every token: a request with generated
+    tokens can pass the check and not fit."""
+
+    def admit(self, out):
+        while self.waiting:
+            seq = self.waiting[0]
+            if not self.fits(seq.prompt_len):
+                break
+            self.waiting.popleft()
+            self.bm.allocate(seq.seq_id, seq.num_tokens)
+            self.running.append(seq)
+            out.prefills.append(Prefill(seq, seq.num_tokens))
+
+
+class AdmitAllocatesThePrompt(Admitting):
+    """Asks `fits` about every token and records them in the prefill, but allocates the
+    prompt only: a request with generated tokens gets too few slots."""
+
+    def admit(self, out):
+        while self.waiting:
+            seq = self.waiting[0]
+            if not self.fits(seq.num_tokens):
+                break
+            self.waiting.popleft()
+            self.bm.allocate(seq.seq_id, seq.prompt_len)
+            self.running.append(seq)
+            out.prefills.append(Prefill(seq, seq.num_tokens))
+
+
 MISTAKES = {
     "victim peeked, not popped": (3, VictimPeekedNotPopped, {"decode"}),
     "fit counts one block too many": (1, FitRoundsUp, {"fits"}),
@@ -354,4 +400,7 @@ MISTAKES = {
     "the victim holds the fewest tokens": (3, VictimHoldsTheFewestTokens, {"decode"}),
     "retire retires one per step": (2, RetireOnePerStep, {"retire"}),
     "retire from the back stops at a running one": (2, RetireFromTheBackStops, {"retire"}),
+    "admission sized at the prompt": (1, AdmitSizedAtThePrompt, {"admit"}),
+    "fits asked about the prompt only": (1, AdmitFitsThePromptOnly, {"admit"}),
+    "admit allocates the prompt": (1, AdmitAllocatesThePrompt, {"admit"}),
 }

@@ -246,6 +246,16 @@ def _append_to_empty(impl: Any) -> None:
     check_rules(s)
 
 
+def _append_without_room(impl: Any) -> None:
+    """An append on a boundary with no free block raises OutOfBlocks from `_alloc` before the
+    length or the table changes (the introduction's rule 4)."""
+    s = _script(impl)
+    s("bm = BlockManager(1, 4)")
+    s("bm.allocate(0, 4)")
+    expect_error(s, "bm.append_slot(0)", "OutOfBlocks", "exception-safety")
+    check_rules(s)
+
+
 # ------------------------------------------------------------------ step 3 probes
 def _fork_counts(impl: Any) -> None:
     s = _script(impl)
@@ -591,6 +601,11 @@ TOPIC = Topic(
                 ),
                 _probe(
                     "first append of an empty sequence", "boundary-allocation", _append_to_empty
+                ),
+                _probe(
+                    "an append with no free block changes nothing",
+                    "exception-safety",
+                    _append_without_room,
                 ),
             ],
             _machine(

@@ -65,7 +65,7 @@ HINTS: dict[str, Hint] = {
     ),
     "prefill-length": Hint(
         "a prefill covers every token the sequence has: `admit` allocates and prefills "
-        "seq.num_tokens tokens",
+        "seq.num_tokens tokens (prompt + generated)",
         About(("admit",), ("tables", "lengths", "out.prefills")),
     ),
     "finished-freed": Hint(
@@ -368,6 +368,34 @@ def _prefill_whole_prompt(impl: Any) -> None:
     s.expect(s.running(), [0], "running")
 
 
+def _prefill_generated_too(impl: Any) -> None:
+    """A request that already holds generated tokens (one added back after a preemption) is
+    sized and prefilled at prompt + generated, in `fits` as in `allocate`."""
+    s = SchedulerScript(impl, num_blocks=4, block_size=2, watermark=0)
+    s("seq = Sequence.dummy(1, prompt_len=2, max_new_tokens=4)")
+    s("for t in (5, 6, 7): seq.append_token(t)")
+    s("sched.add(seq)")
+    out = s.step(emit=False)
+    got = [(p.seq.seq_id, p.num_tokens) for p in out.prefills]
+    s.expect(got, [(1, 5)], "prefills as (seq_id, num_tokens)", "prompt 2 + 3 generated")
+    s.expect(s.bm.seq_len(1), 5, "bm.seq_len(1) after admission", "prompt 2 + 3 generated")
+    s = SchedulerScript(impl, num_blocks=4, block_size=2, watermark=0)
+    s.add(0, 3, 1)  # 2 blocks -> 2 free
+    s("seq = Sequence.dummy(1, prompt_len=2, max_new_tokens=4)")
+    s("for t in (5, 6, 7): seq.append_token(t)")
+    s("sched.add(seq)")
+    out = s.step(emit=False)
+    got = [(p.seq.seq_id, p.num_tokens) for p in out.prefills]
+    s.expect(
+        got,
+        [(0, 3)],
+        "prefills as (seq_id, num_tokens)",
+        "in the reference sequence 1 holds 5 tokens (prompt 2 + 3 generated), which need 3 "
+        "blocks, and only 2 are free after sequence 0",
+    )
+    s.expect(s.waiting(), [1], "waiting")
+
+
 # --- step 2: decode and retire -------------------------------------------------------------
 
 
@@ -516,6 +544,11 @@ TOPIC = Topic(
                 _probe("nobody overtakes the head of the queue", "fcfs", _first_come_first_served),
                 _probe(
                     "a prefill covers the whole prompt", "prefill-length", _prefill_whole_prompt
+                ),
+                _probe(
+                    "a request with generated tokens is sized at all its tokens",
+                    "prefill-length",
+                    _prefill_generated_too,
                 ),
             ],
             machine=_machine(
