@@ -170,11 +170,13 @@ def _removals(sieve: type) -> dict[str, type]:
     return {"LFU": checkpoint(P, 3)["LFU"], "SIEVE": sieve}
 
 
-def test_step_three_shows_the_queue_so_a_pin_or_unpin_that_moves_a_key_is_placed() -> None:
+def test_step_three_places_a_pin_or_unpin_that_moves_a_key() -> None:
+    # step 3 does not observe the queue (a finished class graded at step 3 must compare with
+    # the step-3 reference field for field), so the place is found by the hybrids alone
     said = _hint(P, _removals(_PinMovesOldest), 3)
-    assert "moved keys in the queue on update_on_pin('b')" in said
-    report, _ = failing_report(P, _removals(_UnpinRequeues), 3)
-    assert "moved keys in the queue on update_on_unpin(" in report.hint
+    assert "start at your `update_on_pin`" in said
+    report, _ = failing_report(P, _removals(_UnpinRequeues), 3)  # caught; not placed
+    assert "✗ step 3" in report.text
     assert "moved keys in the queue" not in _hint(P, _removals(_PinClearsBit), 3)
 
 

@@ -123,8 +123,9 @@ def test_the_watermark_check_names_the_request_that_fitted_and_waited() -> None:
     )
     assert "yours had the same 4 free and left it waiting" in report.text
     assert "start at your `admit`" in report.hint
-    # the hint is the loop's, not the watermark comparison's (which this code gets right)
-    assert "a loop" in report.hint and ">= watermark" not in report.hint
+    # the hint is the loop's rule, not the watermark comparison's (which this code gets right)
+    assert "goes on taking the head of waiting while it fits" in report.hint
+    assert ">= watermark" not in report.hint
 
 
 def test_the_free_list_is_a_queue() -> None:

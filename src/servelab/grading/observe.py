@@ -101,8 +101,7 @@ def policy_history(policy: Any, canon: Callable[[Any], Any] = _same) -> dict[str
     """What the skeleton keeps and no call shows until later: an LFU's counts (``count``), a
     SIEVE's visited keys and hand, either's pinned keys. A hit that forgets to count changes
     no order at once, so a report that left these out would show "nothing changed" where the
-    count did. A SIEVE whose sweep is not written yet (no eviction order to read) shows its
-    queue: a pin that moves a key differs where it happens."""
+    count did."""
     out: dict[str, Any] = {}
     count = getattr(policy, "count", None)
     if isinstance(count, dict):
@@ -115,9 +114,6 @@ def policy_history(policy: Any, canon: Callable[[Any], Any] = _same) -> dict[str
         out["pinned"] = sorted(pinned, key=repr)
     if "hand" in getattr(policy, "__dict__", {}):
         out["hand"] = policy.hand
-    queue = getattr(policy, "queue", None)
-    if isinstance(queue, list) and not callable(getattr(policy, "pop_victim", None)):
-        out["queue"] = list(queue)  # before the sweep is written, nothing else shows the order
     return out
 
 
