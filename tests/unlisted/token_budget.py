@@ -430,6 +430,27 @@ class AdmitCountsTheHitsBlocks(Chunked):
             budget -= n
 
 
+class AdmitChargesWholeBlocks(Chunked):
+    """Charges an admitted chunk the whole blocks it fills (blocks * block_size), not its
+    tokens: a 6-token chunk in blocks of 4 costs 8, and the next request's chunk runs short."""
+
+    def admit(self, out, budget):
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[0]
+            hit = self.cached_tokens(seq)
+            n = min(seq.num_tokens - hit, budget)
+            try:
+                self.bm.allocate(seq.seq_id, seq.token_ids[: hit + n])
+            except OutOfBlocks:
+                break
+            self.waiting.popleft()
+            self.running.append(seq)
+            samples = hit + n == seq.num_tokens
+            out.scheduled.append(Chunk(seq, hit, n, self.slots(seq, hit, n), samples, hit))
+            self.computed[seq.seq_id] = hit + n
+            budget = max(0, budget - self.bm.blocks_needed(n) * self.bm.block_size)
+
+
 MISTAKES = {
     "a one-token chunk taken for a decode": (2, OneTokenChunkSamples, {"schedule_running"}),
     "a prefix hit left out of the chunk": (2, HitNotReported, {"admit"}),
@@ -468,4 +489,5 @@ MISTAKES = {
         {"schedule_running"},
     ),
     "a prefix hit's shared blocks counted as new": (2, AdmitCountsTheHitsBlocks, {"admit"}),
+    "an admitted chunk charged its whole blocks": (2, AdmitChargesWholeBlocks, {"admit"}),
 }

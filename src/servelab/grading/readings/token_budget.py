@@ -13,6 +13,7 @@ import copy
 import itertools
 from typing import Any
 
+from servelab.grading.readings.budget_charged import whole_blocks_charged
 from servelab.grading.readings.budget_reported import as_done, blocks_differ, computed_differs
 from servelab.grading.readings.difference import Difference, call, written_for
 from servelab.grading.readings.scheduler import victim_in_output
@@ -188,7 +189,15 @@ def _chunk_sizes(d: Difference, chunks: list[Any]) -> str | None:
                         "that run (num_tokens) come off the budget"
                     )
                 return f"{said}: a chunk takes min(tokens still to run, budget left)"
-            return f"{said}: a chunk takes min(tokens still to run, budget left)"
+            blocks = whole_blocks_charged(
+                chunks,
+                d.args[1],
+                getattr(getattr(d.subject, "bm", None), "block_size", None),
+                c,
+                said,
+                lambda b: (_again(d, b) or (None,))[0],
+            )
+            return blocks or f"{said}: a chunk takes min(tokens still to run, budget left)"
         honest -= c.num_tokens
         charged -= c.num_tokens + c.num_cached
     return None

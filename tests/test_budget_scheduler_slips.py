@@ -1,0 +1,50 @@
+"""Scheduler and token-budget slips graded end to end: a reading that names a cause is shown
+where the slip is that cause, and not for a look-alike whose numbers differ on the proof."""
+
+from __future__ import annotations
+
+from buggy_impls import failing_report
+from servelab import checkpoint
+from servelab.kv.blocks import OutOfBlocks
+from servelab.kv.budget import Chunk
+from unlisted import unlisted
+
+
+def _report(topic: str, name: str) -> str:
+    slip = next(u for u in unlisted() if u.name == name)
+    return failing_report(topic, slip.impl, slip.step)[0].text
+
+
+class AdmitChargesTheSample(checkpoint("token-budget", 2)):  # type: ignore[misc]
+    """Charges an admitted chunk one token more, for the token it will sample: short chunks
+    after it too, by another count than whole blocks."""
+
+    def admit(self, out, budget):  # type: ignore[no-untyped-def]
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[0]
+            hit = self.cached_tokens(seq)
+            n = min(seq.num_tokens - hit, budget)
+            try:
+                self.bm.allocate(seq.seq_id, seq.token_ids[: hit + n])
+            except OutOfBlocks:
+                break
+            self.waiting.popleft()
+            self.running.append(seq)
+            samples = hit + n == seq.num_tokens
+            out.scheduled.append(Chunk(seq, hit, n, self.slots(seq, hit, n), samples, hit))
+            self.computed[seq.seq_id] = hit + n
+            budget = max(0, budget - n - 1)
+
+
+def test_an_admit_that_charges_whole_blocks_is_named_with_its_proof() -> None:
+    report = _report("token-budget", "an admitted chunk charged its whole blocks")
+    assert "where: the difference starts in your `admit`" in report
+    assert "their whole blocks of 4" in report
+    assert "not the blocks they fill" in report
+    assert "a chunk takes min(tokens still to run, budget left)" not in report
+
+
+def test_an_admit_that_charges_another_cost_is_not_read_as_whole_blocks() -> None:
+    report = failing_report("token-budget", AdmitChargesTheSample, 2)[0].text
+    assert "where: the difference starts in your `admit`" in report
+    assert "whole blocks" not in report
