@@ -48,3 +48,24 @@ def test_an_admit_that_charges_another_cost_is_not_read_as_whole_blocks() -> Non
     report = failing_report("token-budget", AdmitChargesTheSample, 2)[0].text
     assert "where: the difference starts in your `admit`" in report
     assert "whole blocks" not in report
+
+
+def test_a_victim_other_than_the_latest_is_named_not_read_from_the_returned_budget() -> None:
+    report = _report("token-budget", "the victim spares a request mid-prompt")
+    assert "where: the difference starts in your `schedule_running`" in report
+    assert "yours preempted request 1 first, with 2 running after it" in report
+    assert "off by one" not in report
+
+
+def test_two_victims_that_start_with_the_latest_get_no_first_victim_sentence() -> None:
+    report = _report("token-budget", "a failed extend preempts two")
+    assert "where: the difference starts in your `schedule_running`" in report
+    assert "first, with" not in report
+
+
+def test_a_victim_taken_by_the_highest_id_is_caught_on_ids_added_out_of_order() -> None:
+    report = _report("token-budget", "the victim has the highest id")
+    assert "✗ step 3 · the latest running request is the victim, whatever its id" in report
+    assert "ids added as 2, 1, 0: the latest running request is 0, whatever its id" in report
+    assert "where: the difference starts in your `schedule_running`" in report
+    assert "yours preempted request 2; the victim is the latest running request" in report

@@ -36,6 +36,14 @@ VICTIM = written_for(
     "running", "waiting", "num_computed_tokens", "out.scheduled", "out.preempted", *_BLOCKS
 )
 KEPT_BLOCKS = written_for(*_BLOCKS)
+FIRST_VICTIM = written_for(
+    "running",
+    "waiting",
+    "num_computed_tokens",
+    "out.scheduled",
+    "out.preempted",
+    *_BLOCKS,
+)
 KEPT_COMPUTED = written_for("num_computed_tokens")
 QUEUED_BACK = written_for("waiting")
 CAP = written_for("running", "waiting", "num_computed_tokens", "out.scheduled", *_BLOCKS)
@@ -285,6 +293,29 @@ def _victim(d: Difference) -> str | None:
     return (
         f"yours preempted request {mine[0]}; the victim is the latest running request, the "
         f"last of running ({theirs[0]} here): running.pop(), retried until the request fits"
+    )
+
+
+def _victim_ids(victims: Any) -> list[Any]:
+    """``out.preempted`` as the fields show it: ids, or the sequences themselves."""
+    if not isinstance(victims, list):
+        return []
+    return [getattr(v, "seq_id", v) for v in victims]
+
+
+def _first_victim(d: Difference) -> str | None:
+    """Victims of another count whose first is not the latest running request: that first
+    choice breaks the rule whatever the count (a returned budget is only its by-product)."""
+    before = _ids(d.before.get("running"))
+    if not before or not FIRST_VICTIM.fits(d):
+        return None
+    mine, theirs = (_victim_ids(side.get("out.preempted")) for side in (d.mine, d.theirs))
+    if not mine or not theirs or theirs[0] != before[-1] or mine[0] not in before[:-1]:
+        return None
+    return (
+        f"yours preempted request {mine[0]} first, with {before[-1]} running after it: the "
+        f"victim is the latest running request, the last of running ({before[-1]} here): "
+        "running.pop(), retried until the request fits"
     )
 
 
@@ -599,7 +630,7 @@ def token_budget_reading(d: Difference) -> str | None:
         if exact is not None:
             return exact
     if m == "schedule_running" and "waiting" in differ:
-        found = _victim(d) or _asker_kept(d)
+        found = _victim(d) or _asker_kept(d) or _first_victim(d)
         if found is not None:
             return found
     ran = _again(d)
