@@ -69,3 +69,18 @@ def test_a_victim_taken_by_the_highest_id_is_caught_on_ids_added_out_of_order() 
     assert "ids added as 2, 1, 0: the latest running request is 0, whatever its id" in report
     assert "where: the difference starts in your `schedule_running`" in report
     assert "yours preempted request 2; the victim is the latest running request" in report
+
+
+def test_a_victim_restarting_from_its_hit_is_not_matched_with_the_kept_count() -> None:
+    report = _report("token-budget", "a victim restarts from its prefix hit")
+    assert "where: the difference starts in your `preempt`" in report
+    assert "yours left request 2's num_computed_tokens at 2" in report
+    assert "exactly like" not in report
+
+
+def test_a_victim_that_keeps_its_count_is_still_matched() -> None:
+    from buggy_impls import mistakes
+
+    keep = next(m for m in mistakes("token-budget") if m.name == "preempt_keeps_computed")
+    report = failing_report("token-budget", keep.impl, 3)[0].text
+    assert "exactly like one that preempts a request without a reset" in report

@@ -506,6 +506,17 @@ class VictimHighestId(Final):
         return budget
 
 
+class PreemptRestoresTheHit(Final):
+    """Sets a victim's num_computed_tokens to its prefix hit, not 0, as if its cached blocks
+    still counted: equal to the count it had wherever that count ends on a block's edge."""
+
+    def preempt(self, victim, out):
+        self.bm.free_seq(victim.seq_id)
+        self.computed[victim.seq_id] = self.cached_tokens(victim)
+        self.waiting.appendleft(victim)
+        out.preempted.append(victim)
+
+
 MISTAKES = {
     "a one-token chunk taken for a decode": (2, OneTokenChunkSamples, {"schedule_running"}),
     "a prefix hit left out of the chunk": (2, HitNotReported, {"admit"}),
@@ -547,4 +558,5 @@ MISTAKES = {
     "an admitted chunk charged its whole blocks": (2, AdmitChargesWholeBlocks, {"admit"}),
     "the victim spares a request mid-prompt": (3, VictimSkipsPrefilling, {"schedule_running"}),
     "the victim has the highest id": (3, VictimHighestId, {"schedule_running"}),
+    "a victim restarts from its prefix hit": (3, PreemptRestoresTheHit, {"preempt"}),
 }
