@@ -98,7 +98,6 @@ SEPARATING = (
         "sched.add(Sequence.from_prompt(2, [21, 22, 23], 3))",
         *_steps(2),
         "sched.num_computed_tokens(2)",
-        *_steps(3),
     ),
     program(  # a victim and a newcomer in the queue: who comes back first
         "bm = PrefixCachingBlockManager(num_blocks=4, block_size=2)",

@@ -312,6 +312,8 @@ def _first_victim(d: Difference) -> str | None:
     mine, theirs = (_victim_ids(side.get("out.preempted")) for side in (d.mine, d.theirs))
     if not mine or not theirs or theirs[0] != before[-1] or mine[0] not in before[:-1]:
         return None
+    if before[-1] not in [*_ids(d.mine.get("running")), *mine]:
+        return None  # the latest left running some other way: no order to speak of
     return (
         f"yours preempted request {mine[0]} first, with {before[-1]} running after it: the "
         f"victim is the latest running request, the last of running ({before[-1]} here): "
