@@ -430,6 +430,93 @@ class AdmitCountsTheHitsBlocks(Chunked):
             budget -= n
 
 
+class AdmitChargesWholeBlocks(Chunked):
+    """Charges an admitted chunk the whole blocks it fills (blocks * block_size), not its
+    tokens: a 6-token chunk in blocks of 4 costs 8, and the next request's chunk runs short."""
+
+    def admit(self, out, budget):
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[0]
+            hit = self.cached_tokens(seq)
+            n = min(seq.num_tokens - hit, budget)
+            try:
+                self.bm.allocate(seq.seq_id, seq.token_ids[: hit + n])
+            except OutOfBlocks:
+                break
+            self.waiting.popleft()
+            self.running.append(seq)
+            samples = hit + n == seq.num_tokens
+            out.scheduled.append(Chunk(seq, hit, n, self.slots(seq, hit, n), samples, hit))
+            self.computed[seq.seq_id] = hit + n
+            budget = max(0, budget - self.bm.blocks_needed(n) * self.bm.block_size)
+
+
+class VictimSkipsPrefilling(Final):
+    """Spares a request still in its prompt: the victim is the latest running request whose
+    prompt has run, the latest of all only when none has."""
+
+    def schedule_running(self, out, budget):
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            start = self.computed[seq.seq_id]
+            n = min(seq.num_tokens - start, budget)
+            try:
+                slots = self.extend(seq, start, n)
+            except OutOfBlocks:
+                later = self.running[i + 1 :]
+                done = [s for s in later if self.computed[s.seq_id] >= s.prompt_len]
+                victim = done[-1] if done else self.running[-1]
+                self.running.remove(victim)
+                self.preempt(victim, out)
+                if victim is seq:
+                    return budget
+                continue
+            out.scheduled.append(Chunk(seq, start, n, slots, start + n == seq.num_tokens))
+            self.computed[seq.seq_id] = start + n
+            budget -= n
+            i += 1
+        return budget
+
+
+class VictimHighestId(Final):
+    """Takes the running request with the highest seq_id for the latest: right while ids grow
+    with arrival, wrong for ids added out of order."""
+
+    def schedule_running(self, out, budget):
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            start = self.computed[seq.seq_id]
+            n = min(seq.num_tokens - start, budget)
+            try:
+                slots = self.extend(seq, start, n)
+            except OutOfBlocks:
+                victim = max(self.running, key=lambda s: s.seq_id)
+                self.running.remove(victim)
+                self.preempt(victim, out)
+                if victim is seq:
+                    return budget
+                i = self.running.index(seq)
+                continue
+            out.scheduled.append(Chunk(seq, start, n, slots, start + n == seq.num_tokens))
+            self.computed[seq.seq_id] = start + n
+            budget -= n
+            i += 1
+        return budget
+
+
+class PreemptRestoresTheHit(Final):
+    """Sets a victim's num_computed_tokens to its prefix hit, not 0, as if its cached blocks
+    still counted: equal to the count it had wherever that count ends on a block's edge."""
+
+    def preempt(self, victim, out):
+        self.bm.free_seq(victim.seq_id)
+        self.computed[victim.seq_id] = self.cached_tokens(victim)
+        self.waiting.appendleft(victim)
+        out.preempted.append(victim)
+
+
 MISTAKES = {
     "a one-token chunk taken for a decode": (2, OneTokenChunkSamples, {"schedule_running"}),
     "a prefix hit left out of the chunk": (2, HitNotReported, {"admit"}),
@@ -468,4 +555,8 @@ MISTAKES = {
         {"schedule_running"},
     ),
     "a prefix hit's shared blocks counted as new": (2, AdmitCountsTheHitsBlocks, {"admit"}),
+    "an admitted chunk charged its whole blocks": (2, AdmitChargesWholeBlocks, {"admit"}),
+    "the victim spares a request mid-prompt": (3, VictimSkipsPrefilling, {"schedule_running"}),
+    "the victim has the highest id": (3, VictimHighestId, {"schedule_running"}),
+    "a victim restarts from its prefix hit": (3, PreemptRestoresTheHit, {"preempt"}),
 }

@@ -388,6 +388,22 @@ def _victim_latest(impl: Any) -> None:
     s.expect(s.ids("waiting"), [2], "waiting")
 
 
+def _victim_latest_whatever_its_id(impl: Any) -> None:
+    """As in :func:`_pressure`, with the ids added in falling order: the latest running request
+    is the one added last (id 0 here), not the one with the highest id."""
+    s = BudgetScript(impl, num_blocks=4, block_size=2, budget=8, prefix=True)
+    for sid in (2, 1, 0):
+        s.add(sid, [10 * sid + 1, 10 * sid + 2], 3)
+    s.step()
+    got = s.step()
+    s.expect(
+        [v.seq_id for v in s.out.preempted],
+        [0],
+        "preempted (ids added as 2, 1, 0: the latest running request is 0, whatever its id)",
+    )
+    s.expect(got, [(2, 2, 1, True), (1, 2, 1, True)], CHUNKS)
+
+
 def _requeued_at_front(impl: Any) -> None:
     s = _pressure(impl)
     s.add(3, [31], 1)
@@ -584,6 +600,11 @@ TOPIC = Topic(
             "allocation per step, preemption by recompute of the latest running request",
             probes=[
                 _probe("the latest running request is the victim", "victim-latest", _victim_latest),
+                _probe(
+                    "the latest running request is the victim, whatever its id",
+                    "victim-latest",
+                    _victim_latest_whatever_its_id,
+                ),
                 _probe("the victim goes back to the front of waiting", "front", _requeued_at_front),
                 _probe(
                     "two victims of one step come back oldest first",

@@ -90,6 +90,15 @@ SEPARATING = (
         "sched.add(Sequence.from_prompt(2, [60, 61, 62], 1))",
         *_steps(1),
     ),
+    program(  # a victim preempted with 3 tokens computed, 2 of them in a cached block
+        "bm = PrefixCachingBlockManager(num_blocks=4, block_size=2)",
+        "sched = TokenBudgetScheduler(bm, max_num_batched_tokens=8, max_num_seqs=4)",
+        "sched.add(Sequence.from_prompt(0, [1, 2], 3))",
+        "sched.add(Sequence.from_prompt(1, [11, 12], 3))",
+        "sched.add(Sequence.from_prompt(2, [21, 22, 23], 3))",
+        *_steps(2),
+        "sched.num_computed_tokens(2)",
+    ),
     program(  # a victim and a newcomer in the queue: who comes back first
         "bm = PrefixCachingBlockManager(num_blocks=4, block_size=2)",
         "sched = TokenBudgetScheduler(bm, max_num_batched_tokens=8, max_num_seqs=4)",

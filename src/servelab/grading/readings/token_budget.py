@@ -13,6 +13,7 @@ import copy
 import itertools
 from typing import Any
 
+from servelab.grading.readings.budget_charged import whole_blocks_charged
 from servelab.grading.readings.budget_reported import as_done, blocks_differ, computed_differs
 from servelab.grading.readings.difference import Difference, call, written_for
 from servelab.grading.readings.scheduler import victim_in_output
@@ -35,6 +36,14 @@ VICTIM = written_for(
     "running", "waiting", "num_computed_tokens", "out.scheduled", "out.preempted", *_BLOCKS
 )
 KEPT_BLOCKS = written_for(*_BLOCKS)
+FIRST_VICTIM = written_for(
+    "running",
+    "waiting",
+    "num_computed_tokens",
+    "out.scheduled",
+    "out.preempted",
+    *_BLOCKS,
+)
 KEPT_COMPUTED = written_for("num_computed_tokens")
 QUEUED_BACK = written_for("waiting")
 CAP = written_for("running", "waiting", "num_computed_tokens", "out.scheduled", *_BLOCKS)
@@ -188,7 +197,15 @@ def _chunk_sizes(d: Difference, chunks: list[Any]) -> str | None:
                         "that run (num_tokens) come off the budget"
                     )
                 return f"{said}: a chunk takes min(tokens still to run, budget left)"
-            return f"{said}: a chunk takes min(tokens still to run, budget left)"
+            blocks = whole_blocks_charged(
+                chunks,
+                d.args[1],
+                getattr(getattr(d.subject, "bm", None), "block_size", None),
+                c,
+                said,
+                lambda b: (_again(d, b) or (None,))[0],
+            )
+            return blocks or f"{said}: a chunk takes min(tokens still to run, budget left)"
         honest -= c.num_tokens
         charged -= c.num_tokens + c.num_cached
     return None
@@ -276,6 +293,31 @@ def _victim(d: Difference) -> str | None:
     return (
         f"yours preempted request {mine[0]}; the victim is the latest running request, the "
         f"last of running ({theirs[0]} here): running.pop(), retried until the request fits"
+    )
+
+
+def _victim_ids(victims: Any) -> list[Any]:
+    """``out.preempted`` as the fields show it: ids, or the sequences themselves."""
+    if not isinstance(victims, list):
+        return []
+    return [getattr(v, "seq_id", v) for v in victims]
+
+
+def _first_victim(d: Difference) -> str | None:
+    """Victims of another count whose first is not the latest running request: that first
+    choice breaks the rule whatever the count (a returned budget is only its by-product)."""
+    before = _ids(d.before.get("running"))
+    if not before or not FIRST_VICTIM.fits(d):
+        return None
+    mine, theirs = (_victim_ids(side.get("out.preempted")) for side in (d.mine, d.theirs))
+    if not mine or not theirs or theirs[0] != before[-1] or mine[0] not in before[:-1]:
+        return None
+    if before[-1] not in [*_ids(d.mine.get("running")), *mine]:
+        return None  # the latest left running some other way: no order to speak of
+    return (
+        f"yours preempted request {mine[0]} first, with {before[-1]} running after it: the "
+        f"victim is the latest running request, the last of running ({before[-1]} here): "
+        "running.pop(), retried until the request fits"
     )
 
 
@@ -590,7 +632,7 @@ def token_budget_reading(d: Difference) -> str | None:
         if exact is not None:
             return exact
     if m == "schedule_running" and "waiting" in differ:
-        found = _victim(d) or _asker_kept(d)
+        found = _victim(d) or _asker_kept(d) or _first_victim(d)
         if found is not None:
             return found
     ran = _again(d)
