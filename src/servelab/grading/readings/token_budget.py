@@ -273,9 +273,14 @@ def _victim(d: Difference) -> str | None:
     # failed extend always takes the same ones, latest first
     if len(mine) != len(theirs) or set(mine) == set(theirs):
         return None
+    # the request named is one the reference kept; its victims wait in running order
+    victim = next(s for s in mine if s not in theirs)
+    here = f"{theirs[0]} here"
+    if len(theirs) > 1:  # in the order taken
+        here = f"here {', then '.join(str(s) for s in theirs[::-1])}"
     return (
-        f"yours preempted request {mine[0]}; the victim is the latest running request, the "
-        f"last of running ({theirs[0]} here): running.pop(), retried until the request fits"
+        f"yours preempted request {victim}; the victim is the latest running request, the "
+        f"last of running ({here}): running.pop(), retried until the request fits"
     )
 
 
