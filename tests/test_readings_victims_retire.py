@@ -65,15 +65,18 @@ def _full_pool() -> Any:
     return sched
 
 
-def _budget_victims(mine: list[Any], theirs: list[Any]) -> str:
+def _budget_victims(
+    mine: list[Any], theirs: list[Any], taken: tuple[list[int], list[int]] | None = None
+) -> str:
     before = {"running": [(0, 3), (1, 3), (2, 3)], "waiting": []}
+    listed = ({"out.preempted": taken[0]}, {"out.preempted": taken[1]}) if taken else ({}, {})
     d = Difference(
         "schedule_running",
         "",
         (BudgetStep(), 10),
         before,
-        {**before, "waiting": mine},
-        {**before, "waiting": theirs},
+        {**before, "waiting": mine, **listed[0]},
+        {**before, "waiting": theirs, **listed[1]},
         "returned 8",
         "returned 8",
         _full_pool(),
@@ -89,6 +92,16 @@ def test_a_budget_victim_named_is_one_the_reference_kept() -> None:
     assert "yours preempted request 0; " in two, two
     assert "(here 2, then 1)" in two, two
     assert "yours preempted request 2" not in two
+
+
+def test_a_budget_first_victim_is_named_only_where_both_lists_show_it() -> None:
+    # yours took 1 alone; the reference 2, then 1: yours's first victim was not the latest
+    taken = _budget_victims([(1, 3)], [(1, 3), (2, 3)], ([1], [2, 1]))
+    assert "yours preempted request 1 first" in taken and "(2 here)" in taken, taken
+    # yours took the latest first and stopped short: no other victim to name
+    short = _budget_victims([(2, 3)], [(1, 3), (2, 3)], ([2], [2, 1]))
+    assert "first;" not in short
+    assert "first;" not in _budget_victims([(1, 3)], [(1, 3), (2, 3)])  # no lists shown
 
 
 class _RetiresWhatDecodeSaw(Decoding):  # type: ignore[misc,valid-type]
