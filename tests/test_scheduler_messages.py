@@ -150,6 +150,34 @@ class ListsTheVictimOnly(Final):
             out.decodes.append(Decode(seq, slot))
 
 
+class AdmitDropsARefusedHead(Admitting):
+    """admit() pops the head before asking fits, for its tokens and its first decode's: a
+    refused head is dropped, in neither queue."""
+
+    def admit(self, out: Any) -> None:
+        while self.waiting:
+            seq = self.waiting.popleft()
+            if not self.fits(seq.num_tokens + 1):
+                break
+            self.bm.allocate(seq.seq_id, seq.num_tokens)
+            self.running.append(seq)
+            out.prefills.append(Prefill(seq, seq.num_tokens))
+
+
+class AdmitRunsBeforeAsking(Admitting):
+    """admit() moves the head to running before asking fits (for its tokens and its first
+    decode's): a refused head stays in running with no blocks and no prefill."""
+
+    def admit(self, out: Any) -> None:
+        while self.waiting:
+            seq = self.waiting.popleft()
+            self.running.append(seq)
+            if not self.fits(seq.num_tokens + 1):
+                break
+            self.bm.allocate(seq.seq_id, seq.num_tokens)
+            out.prefills.append(Prefill(seq, seq.num_tokens))
+
+
 def _report(impl: Any, step: int) -> str:
     with pytest.raises(GradeFailure) as failed:
         grade(TOPIC, impl, step, quiet=True)
@@ -227,6 +255,19 @@ CASES = {
         3,
         ["out.preempted lists sequence 1, as the reference's does, yet yours left running [0, 1]"],
         ["yours preempted sequence 1", "retry the decode of the sequence whose"],
+    ),
+    # the watermark probe's request that yours did not admit: where it is, not "waiting"
+    "a refused head dropped": (
+        AdmitDropsARefusedHead,
+        1,
+        ["sequence 2 is in neither running [0, 1] nor waiting [3]", "yours did not admit"],
+        ["left it waiting", "yours left sequence 2 waiting"],
+    ),
+    "a refused head running with no blocks": (
+        AdmitRunsBeforeAsking,
+        1,
+        ["yours put [2] in running with no blocks (running [0, 1, 2], waiting [3])"],
+        ["as the reference does", "left it waiting"],
     ),
 }
 

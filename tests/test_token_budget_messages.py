@@ -11,7 +11,7 @@ import pytest
 
 from servelab import checkpoint
 from servelab.grading import GradeFailure, grade
-from servelab.kv.blocks import OutOfBlocks
+from servelab.kv.blocks import OutOfBlocks, UnknownSequence
 from servelab.kv.budget import Chunk
 
 TOPIC = "token-budget"
@@ -114,6 +114,40 @@ class VictimReportedTwice(Final):
         return budget
 
 
+class VictimNotPopped(Final):
+    """Takes the victim as running[-1] without popping it, and preempt passes over a victim
+    already freed: request 2 is preempted twice (it waits twice), not listed twice."""
+
+    def preempt(self, victim: Any, out: Any) -> None:
+        try:
+            self.bm.free_seq(victim.seq_id)
+        except UnknownSequence:
+            pass
+        self.computed[victim.seq_id] = 0
+        self.waiting.appendleft(victim)
+        out.preempted.append(victim)
+
+    def schedule_running(self, out: Any, budget: int) -> int:
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            start = self.computed[seq.seq_id]
+            n = min(seq.num_tokens - start, budget)
+            try:
+                slots = self.extend(seq, start, n)
+            except OutOfBlocks:
+                victim = self.running[-1]
+                self.preempt(victim, out)
+                if victim is seq:
+                    return budget
+                continue
+            out.scheduled.append(Chunk(seq, start, n, slots, start + n == seq.num_tokens))
+            self.computed[seq.seq_id] = start + n
+            budget -= n
+            i += 1
+        return budget
+
+
 class VictimTheOldest(Final):
     """schedule_running preempts the oldest running request (pop(0)), not the latest."""
 
@@ -182,6 +216,12 @@ CASES = {
         3,
         ["yours preempted request 2, the latest running, as the reference does, and listed it 2"],
         ["preempt the latest running request (running.pop())"],
+    ),
+    "the victim preempted twice, not listed twice": (
+        VictimNotPopped,
+        3,
+        ["preempted (the latest running request is 2) is [2, 2]"],
+        ["listed it 2 times", "each victim is reported once"],
     ),
     "the oldest preempted": (
         VictimTheOldest,

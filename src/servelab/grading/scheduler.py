@@ -276,6 +276,10 @@ def _watermark_failure(
     arithmetic is labelled as the reference's, and a rule's hint is given only where what
     yours did breaks it whatever the cause (another cause gets the place and the difference)."""
     head = f"admitted is {admitted}, expected [0, 1, 2]"
+    bare = [sid for sid in s.running() if not _holds_blocks(s, sid)]
+    if bare:  # running without a block: not admitted, whatever out.prefills lists
+        queues = f"running {s.running()}, waiting {s.waiting()}"
+        return s.fail(f"{head}: yours put {bare} in running with no blocks ({queues})", hint=None)
     listed = listed_not_queued(admitted, s.running(), s.waiting(), [0, 1, 2])
     if listed is not None:
         return s.fail(f"{head}: {listed[0]}", hint=listed[1])
@@ -313,10 +317,24 @@ def _watermark_failure(
             f"yours has {_blocks(free)} free after admitting {admitted}, the reference {before}"
         )
         return s.fail(f"{head}: {differs}; {expected}", hint=Hint(differs, About()))
+    if sid not in s.waiting():  # neither admitted nor waiting: yours dropped it
+        return s.fail(
+            f"{head}: {expected}; yours had the same {before} free, and sequence {sid} is "
+            f"in neither running {s.running()} nor waiting {s.waiting()}",
+            hint=None,
+        )
     return s.fail(
         f"{head}: {expected}; yours had the same {before} free and left it waiting",
         hint=None if after == 2 else HINTS["admit-loop"],
     )
+
+
+def _holds_blocks(s: SchedulerScript, sid: int) -> bool:
+    """Whether the block manager holds a table for ``sid`` (a request admitted holds one)."""
+    try:
+        return bool(s.bm.block_table(sid))
+    except Exception:
+        return False
 
 
 def _first_come_first_served(impl: Any) -> None:

@@ -109,6 +109,17 @@ SEPARATING = (
         "sched.add(Sequence.from_prompt(3, [31], 1))",
         *_steps(4),
     ),
+    program(  # a victim preempted mid-prompt (its own extend fails), a newcomer waiting
+        "bm = PrefixCachingBlockManager(num_blocks=4, block_size=2)",
+        "sched = TokenBudgetScheduler(bm, max_num_batched_tokens=3, max_num_seqs=4)",
+        "sched.add(Sequence.from_prompt(0, [1, 2], 4))",
+        "sched.add(Sequence.from_prompt(1, [11, 12, 13, 14, 15, 16], 1))",
+        *_steps(1),
+        "sched.add(Sequence.from_prompt(2, [21], 1))",
+        *_steps(2),
+        "sched.num_computed_tokens(1)",
+        *_steps(5),
+    ),
 )
 
 REPLAY = TopicReplay(

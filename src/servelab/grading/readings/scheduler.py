@@ -62,9 +62,15 @@ def _asker(d: Difference, before: list[Any]) -> Any:
     return None
 
 
-def _other_victim(d: Difference, before: list[Any], victim: Any, theirs: Any) -> str:
-    """Another victim than the newest: what that victim was, where the state proves it."""
-    rule = f"the victim is the newest running sequence, running[-1] ({theirs} here)"
+def _other_victim(d: Difference, before: list[Any], mine: list[Any], theirs: list[Any]) -> str:
+    """Another victim than the newest: what that victim was, where the state proves it. With
+    several victims, the one named is one the reference kept, and "here" names the
+    reference's victims, the newest first (each was running[-1] when it was taken)."""
+    victim = next(s for s in mine if s not in theirs)
+    here = f"{theirs[0]} here"
+    if len(theirs) > 1:  # in the order taken
+        here = f"here {', then '.join(str(s) for s in theirs[::-1])}"
+    rule = f"the victim is the newest running sequence, running[-1] ({here})"
     said = f"yours preempted sequence {victim}"
     facts = []
     if victim == _asker(d, before):
@@ -137,7 +143,7 @@ def _scheduler_decode(d: Difference) -> str | None:
         )
     same_count = len(gone_mine) == len(gone_theirs) and VICTIM.fits(d)
     if gone_mine and gone_theirs and gone_mine != gone_theirs and same_count:
-        return _other_victim(d, before, gone_mine[0], gone_theirs[0])
+        return _other_victim(d, before, gone_mine, gone_theirs)
     waiting_mine, waiting_theirs = _ids(d.mine.get("waiting")), _ids(d.theirs.get("waiting"))
     same_victims = _victims(d.mine) == _victims(d.theirs)  # chosen right: no id rule broken
     if (
@@ -482,7 +488,7 @@ def scheduler_reading(d: Difference) -> str | None:
                         "this step, and your step(), run on a copy, retires them only at a later "
                         f"step: a sequence retires at the first step that finds it finished; {rule}"
                     )
-                if alone is False:  # a second call and a running list of finished alone
+                if alone is False and later is False:  # two steps ran, none retired
                     return (
                         f"yours changed nothing: finished sequence(s) {left} stay running, and "
                         "yours retires none on a second call either, nor with only finished "

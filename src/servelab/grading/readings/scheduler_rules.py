@@ -40,8 +40,10 @@ def admitted_for_its_future(d: Difference) -> str | None:
     asked = _asked_about(d, seq, future, after)
     if asked is None:
         return None
+    kept = seq.seq_id in _ids(d.mine.get("waiting"))  # or dropped from both queues
+    said = f"left sequence {seq.seq_id} waiting" if kept else f"did not admit sequence {seq.seq_id}"
     return (
-        f"yours left sequence {seq.seq_id} waiting, which your fits({seq.num_tokens}) admits "
+        f"yours {said}, which your fits({seq.num_tokens}) admits "
         f"and fits({future}) refuses: {asked}; admit asks fits(seq.num_tokens), the tokens it "
         "allocates now; add() already refused what can never fit"
     )

@@ -288,11 +288,24 @@ def _victim(d: Difference) -> str | None:
         )
     # the same victims queued in another order is no other victim: running.pop() at each
     # failed extend always takes the same ones, latest first
+    first = _first_taken(d.mine)  # the first victim of each, taken from `before`
+    latest_first = _first_taken(d.theirs) == before[-1]
+    if len(mine) != len(theirs) and first not in (None, before[-1]) and latest_first:
+        return (
+            f"yours preempted request {first} first; the victim is the latest running "
+            f"request, the last of running ({before[-1]} here): running.pop(), retried until "
+            "the request fits"
+        )
     if len(mine) != len(theirs) or set(mine) == set(theirs):
         return None
+    # the request named is one the reference kept; its victims wait in running order
+    victim = next(s for s in mine if s not in theirs)
+    here = f"{theirs[0]} here"
+    if len(theirs) > 1:  # in the order taken
+        here = f"here {', then '.join(str(s) for s in theirs[::-1])}"
     return (
-        f"yours preempted request {mine[0]}; the victim is the latest running request, the "
-        f"last of running ({theirs[0]} here): running.pop(), retried until the request fits"
+        f"yours preempted request {victim}; the victim is the latest running request, the "
+        f"last of running ({here}): running.pop(), retried until the request fits"
     )
 
 
@@ -319,6 +332,15 @@ def _first_victim(d: Difference) -> str | None:
         f"victim is the latest running request, the last of running ({before[-1]} here): "
         "running.pop(), retried until the request fits"
     )
+
+
+def _first_taken(side: Any) -> Any:
+    """The first victim a side's call took (``out.preempted`` as shown); None unknown."""
+    shown = side.get("out.preempted")
+    if not isinstance(shown, list) or not shown:
+        return None
+    first = str(shown[0]).removeprefix("<sequence ").removesuffix(">")
+    return int(first) if first.isdigit() else None
 
 
 def _trace(d: Difference, names: tuple[str, ...], *args: Any) -> list[tuple[str, Any]] | None:
