@@ -53,7 +53,8 @@ def test_an_admit_that_charges_another_cost_is_not_read_as_whole_blocks() -> Non
 def test_a_victim_other_than_the_latest_is_named_not_read_from_the_returned_budget() -> None:
     report = _report("token-budget", "the victim spares a request mid-prompt")
     assert "where: the difference starts in your `schedule_running`" in report
-    assert "yours preempted request 1 first, with 2 running after it" in report
+    assert "yours preempted request 1 first" in report
+    assert "the last of running (2 here)" in report
     assert "off by one" not in report
 
 
