@@ -59,3 +59,11 @@ def test_worth_loading_prices_the_tokens_not_whole_chunks() -> None:
     assert "✗ step 4 · worth loading, both ways" in report
     assert "h.worth_loading(257, 'disk') is False, expected True" in report
     assert "worth_loading is load_seconds < recompute_seconds for those tokens" in report
+
+
+def test_a_remove_that_refuses_only_referenced_chunks_is_caught_on_a_pinned_one() -> None:
+    report = _report("remove of a pinned chunk")
+    assert "tier.remove('a') freed a chunk a lookup pinned" in report
+    assert "where: the difference starts in your `remove`" in report
+    assert "`remove` refuses a chunk a transfer reads or a lookup pinned" in report
+    assert "can_evict is False while pin_count > 0" not in report

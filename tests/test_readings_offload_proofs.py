@@ -116,3 +116,24 @@ def test_a_write_that_leaves_its_temporary_file_is_not_told_about_the_path() -> 
     report = failing_report(OFF, slip.impl, slip.step)[0].text
     assert "your `DiskTier._write`" in report
     assert WRITE_PATH not in report
+
+
+class VictimsListedTwice(Evicting):
+    """Step 2, _choose_victims: appends each victim twice: 'a' is the reference's victim too,
+    listed once there, so no victim is one the reference leaves out."""
+
+    def _choose_victims(self, size):
+        need, victims = size - self.free, []
+        for key in self._sizes:
+            if need <= 0:
+                break
+            if self.can_evict(key):
+                victims += [key, key]
+                need -= self._sizes[key]
+        return victims if need <= 0 else None
+
+
+def test_a_victim_listed_twice_is_told_how_often_not_that_the_reference_leaves_it_out() -> None:
+    report = failing_report(OFF, VictimsListedTwice, 2)[0].text
+    assert "yours returned ['a', 'a', 'b', 'b'], with 'a' 2 times: the reference returns" in report
+    assert "the reference leaves out" not in report

@@ -5,7 +5,7 @@ import os
 import shutil
 
 from servelab import checkpoint
-from servelab.kv.offload.errors import ChunkNotPinned, ChunkNotReferenced
+from servelab.kv.offload.errors import ChunkInUse, ChunkNotPinned, ChunkNotReferenced
 
 TOPIC = "kv-offload"
 Pinned = checkpoint(TOPIC, 1)
@@ -48,6 +48,17 @@ class UnrefCountsBeforeResidence(Pinned):
         else:
             del self._refs[key]
         return self.ref_count(key)
+
+
+class RemoveRefusesOnlyReferenced(Pinned):
+    """Step 1, remove: refuses only a chunk a transfer reads (ref_count > 1): a chunk a lookup
+    pinned is removed under it."""
+
+    def remove(self, key):
+        self._resident(key, "remove")
+        if self.ref_count(key) > 1:
+            raise ChunkInUse(f"{key!r} is referenced")
+        self._discard(key)
 
 
 def _discard_keeping_the_copy(self, key):
@@ -95,6 +106,7 @@ class WorthLoadingWholeChunks(Final["Hierarchy"]):
 
 MISTAKES = {
     "an absent chunk evictable": (1, CanEvictAtMostOneReference, {"can_evict"}),
+    "remove of a pinned chunk": (1, RemoveRefusesOnlyReferenced, {"remove"}),
     "unpin of an absent chunk not pinned": (1, UnpinCountsBeforeResidence, {"unpin"}),
     "unref of an absent chunk not referenced": (1, UnrefCountsBeforeResidence, {"unref"}),
     "a discarded chunk keeps its file": (

@@ -1,13 +1,12 @@
 """Grader topic ``kv-offload``: the four steps of notebook 06, KV tiers under the GPU.
 
-Steps 1-2 grade one tier class (``Tier(capacity_bytes, policy)``: ``can_evict``, ``pin``/``unpin``,
-``ref``/``unref``, ``get``, ``put``, ``remove``); steps 3-4 the dict ``{"Tier", "DiskTier",
-"Hierarchy"}`` their grade cells pass, each class localised on its own and the hierarchy built
-on the dict's tier classes. Step 3 grades ``store``, ``lookup``, ``retrieve``, ``release``,
-``held_bytes`` and the disk tier's ``_write``, which must survive a crash; step 4 the cost
-model against the simulator of :mod:`servelab.kv.offload.cost`. Each probe is one realistic
-mistake (LMCache's issues: a pinned chunk evicted, a referenced one freed, a torn write, a busy
-wait without an end); the state machines of :mod:`servelab.testing.kv_offload` search for the rest.
+Steps 1-2 grade one tier class (``Tier(capacity_bytes, policy)``); steps 3-4 the dict
+``{"Tier", "DiskTier", "Hierarchy"}`` their grade cells pass, each class localised on its own
+and the hierarchy built on the dict's tier classes. Step 3 grades the hierarchy and the disk
+tier's ``_write``, which must survive a crash; step 4 the cost model against the simulator of
+:mod:`servelab.kv.offload.cost`. Each probe is one realistic mistake (LMCache's issues: a pinned
+chunk evicted, a referenced one freed, a torn write, a busy wait without an end); the state
+machines of :mod:`servelab.testing.kv_offload` search for the rest.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from typing import Any
 
 from servelab.grading._script import Script, graded_names
 from servelab.grading.about import RESULT, About, Hint
-from servelab.grading.kv_offload_hints import HINTS
+from servelab.grading.kv_offload_hints import HINTS, REMOVE_HOLDS
 from servelab.grading.kv_offload_replay import REPLAY
 from servelab.grading.kv_offload_values import Payload, victims
 from servelab.grading.topic import MachineCheck, Probe, Step, Topic
@@ -132,26 +131,28 @@ def _counted_pins(impl: Any) -> None:
     s.expect(s.call("pin_count", "a"), 1, "pin_count('a')")
 
 
-def _remove_in_use(impl: Any) -> None:
+def _remove_in_use(impl: Any, hold: str = "ref") -> None:
     s = _tier(impl, 100)
     _put(s, "a", 10)
-    s.call("ref", "a")
+    s.call(hold, "a")
+    why, rule = REMOVE_HOLDS[hold]
     try:
         got = s.call("remove", "a")
     except RuntimeError:
         s.expect(s.keys(), ["a"], "resident keys after the refused remove")
-        _absent(impl, "remove")
+        if hold == "ref":
+            _remove_in_use(impl, "pin")
+            _absent(impl, "remove")
         return
     except Exception as exc:
         raise s.fail(f"tier.remove('a') raised {type(exc).__name__}, expected ChunkInUse") from exc
-    if "a" in s.keys():
-        # refused, but quietly: no rule about what may be freed broke
+    if "a" in s.keys():  # refused, but quietly: no rule about what may be freed broke
         raise s.fail(
             f"tier.remove('a') returned {got!r} and left 'a' resident; the reference raises "
-            "ChunkInUse, as a transfer still reads 'a'",
+            f"ChunkInUse, as {why} 'a'",
             hint=_REFUSED_RAISES,
         )
-    raise s.fail("tier.remove('a') freed a chunk a transfer still reads", "referenced")
+    raise s.fail(f"tier.remove('a') freed a chunk {why}", rule)
 
 
 def _absent(impl: Any, method: str) -> None:
@@ -175,8 +176,7 @@ _REFUSED_RAISES = Hint(
     "`remove` refuses a chunk that is pinned or referenced by raising ChunkInUse (not by a "
     "return value the caller may ignore), and changes nothing",
     About(("remove",), (RESULT,)),
-)
-"""The remove probe's hint where yours kept the chunk but did not raise."""
+)  # the remove probe's hint where yours kept the chunk but did not raise
 
 
 def _full_is_a_miss(impl: Any) -> None:

@@ -92,6 +92,11 @@ HINTS: dict[str, Hint] = {
         "which `_read` and `_drop` use later",
         About(("DiskTier._write",), ("files",)),
     ),
+    "remove-held": Hint(
+        "`remove` refuses a chunk a transfer reads or a lookup pinned: it raises ChunkInUse "
+        "while can_evict refuses, and changes nothing",
+        About(("remove",), ("keys", "used")),
+    ),
     "temp-left": Hint(
         "`DiskTier._write` leaves one file per chunk, the chunk's own (`self.path(key)`), "
         "and nothing else: a temporary file is moved over it with os.replace",
@@ -205,4 +210,11 @@ HINTS: dict[str, Hint] = {
         "without a bound spins forever",
         About(("put",)),
     ),
+}
+
+
+#: What holds the chunk a remove must refuse, as the remove probe says it, and its rule.
+REMOVE_HOLDS = {
+    "ref": ("a transfer still reads", "remove-held"),
+    "pin": ("a lookup pinned", "remove-held"),
 }
