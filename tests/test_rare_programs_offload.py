@@ -67,3 +67,10 @@ def test_a_remove_that_refuses_only_referenced_chunks_is_caught_on_a_pinned_one(
     assert "where: the difference starts in your `remove`" in report
     assert "`remove` refuses a chunk a transfer reads or a lookup pinned" in report
     assert "can_evict is False while pin_count > 0" not in report
+
+
+def test_worth_loading_compares_the_times_unrounded() -> None:
+    report = _report("worth loading in whole milliseconds")
+    assert "✗ step 4 · worth loading, both ways" in report
+    assert "h.worth_loading(1, 'cpu') is False, expected True" in report
+    assert "where: the difference starts in your `Hierarchy.worth_loading`" in report

@@ -104,6 +104,15 @@ class WorthLoadingWholeChunks(Final["Hierarchy"]):
         return self.load_seconds(whole, tier) < self.recompute_seconds(tokens)
 
 
+class WorthLoadingInMilliseconds(Final["Hierarchy"]):
+    """Step 4, worth_loading: compares the two times rounded to whole milliseconds: a short
+    prefix ties at 0 ms and is not worth loading."""
+
+    def worth_loading(self, tokens, tier):
+        load, again = self.load_seconds(tokens, tier), self.recompute_seconds(tokens)
+        return round(load * 1000) < round(again * 1000)
+
+
 MISTAKES = {
     "an absent chunk evictable": (1, CanEvictAtMostOneReference, {"can_evict"}),
     "remove of a pinned chunk": (1, RemoveRefusesOnlyReferenced, {"remove"}),
@@ -123,6 +132,11 @@ MISTAKES = {
         4,
         {**Final, "Hierarchy": LoadAtLeastOneRequest},
         {"Hierarchy.load_seconds"},
+    ),
+    "worth loading in whole milliseconds": (
+        4,
+        {**Final, "Hierarchy": WorthLoadingInMilliseconds},
+        {"Hierarchy.worth_loading"},
     ),
     "worth loading priced at whole chunks": (
         4,
