@@ -79,6 +79,31 @@ class AttentionScaledByHeads(H):
         return (2 * m.params * tokens + attention) / self.flops
 
 
+PromotesUnpinned = next(m for m in mistakes(OFF) if m.name == "promotes_unpinned").impl
+
+
+class RefreshesEveryRead(PromotesUnpinned["Hierarchy"]):
+    """Unpins before promoting, as promotes_unpinned does, and refreshes each lower tier's copy
+    it reads by hand, whatever the policy: under LRU that is the reference's refresh, under
+    FIFO it is not. No program spells the hierarchy's policy: only the second configuration,
+    where each tier takes the other policy, tells the two apart."""
+
+    def retrieve(self, found: Any) -> list[Any]:
+        self.release(found)
+        payloads, top = [], self.tiers[0]
+        for key, i in found:
+            tier = self.tiers[i]
+            payload = tier._read(key) if key in tier else None
+            if payload is not None:
+                tier._sizes.move_to_end(key)
+            payloads.append(payload)
+            if i > 0 and payload is not None and key not in top:
+                evicted = top.put(key, payload)
+                if evicted:
+                    self._cascade(1, evicted)
+        return payloads
+
+
 class TooLargeForFreeBlocks(Final):
     """A request is too large when it needs more than the blocks free now."""
 
@@ -96,6 +121,7 @@ LOOK_ALIKES = [
     (OFF, {**KV, "Hierarchy": HeadsHalved}, 4, "kv_bytes_keys_only"),
     (OFF, {**KV, "Hierarchy": ChunkInHeadValues}, 4, "latency_once"),
     (OFF, {**KV, "Hierarchy": AttentionScaledByHeads}, 4, "recompute_no_attention"),
+    (OFF, {**KV, "Hierarchy": RefreshesEveryRead}, 3, "promotes_unpinned"),
     ("scheduler", TooLargeForFreeBlocks, 3, "too_large_ignores_watermark"),
 ]
 
@@ -147,4 +173,12 @@ def test_the_second_configuration_changes_every_figure_to_a_distinct_one() -> No
         *[x for link in OTHER_LINKS.values() for x in (link.bandwidth, link.latency_s)],
     ]
     assert len(set(figures)) == len(figures) and 2 not in figures
-    assert configured(checkpoint(OFF, 1)) is checkpoint(OFF, 1)  # a lone tier: nothing to change
+    tier = configured(checkpoint(OFF, 1))  # a lone tier: the other policy than the program's
+    assert issubclass(tier, checkpoint(OFF, 1))
+    assert [tier(100).policy, tier(100, "LRU").policy, tier(100, "FIFO").policy] == [
+        "FIFO",
+        "FIFO",
+        "LRU",
+    ]
+    disk = configured(KV)["DiskTier"](100)
+    assert disk.policy == "FIFO" and disk.root.is_dir()

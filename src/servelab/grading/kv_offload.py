@@ -1,30 +1,24 @@
 """Grader topic ``kv-offload``: the four steps of notebook 06, KV tiers under the GPU.
 
-Steps 1-2 grade one tier class (``Tier(capacity_bytes, policy)`` with ``can_evict``, ``pin``/
-``unpin``, ``ref``/``unref``, ``get``, ``put``, ``remove`` and the skeleton's inspection API).
-Steps 3-4 grade the dict ``{"Tier": ..., "DiskTier": ..., "Hierarchy": ...}`` their grade
-cells pass, as eviction-policy's later steps pass a dict: each class is localised on its own,
-and the hierarchy is built on the dict's tier classes, so the probes of steps 1-2 check the
-tier it uses. Step 3 grades the hierarchy (``Hierarchy(cpu_bytes, disk_bytes)``: ``store``,
-``lookup``, ``retrieve``, ``release``, ``held_bytes``) and the disk tier's ``_write``, which
-must survive a crash; step 4 the cost model (``recompute_seconds``, ``load_seconds``,
-``worth_loading``) against the simulator of :mod:`servelab.kv.offload.cost`.
-
-Each probe is one realistic mistake (LMCache's issues and the seed's list: a pinned chunk
-evicted, a referenced one freed, a retrieve that unpins before it promotes, a torn write, a
-busy wait without an end, bytes counted twice); the state machines of
-:mod:`servelab.testing.kv_offload` search for the rest.
+Steps 1-2 grade one tier class (``Tier(capacity_bytes, policy)``); steps 3-4 the dict
+``{"Tier", "DiskTier", "Hierarchy"}`` their grade cells pass, each class localised on its own
+and the hierarchy built on the dict's tier classes. Step 3 grades the hierarchy and the disk
+tier's ``_write``, which must survive a crash; step 4 the cost model against the simulator of
+:mod:`servelab.kv.offload.cost`. Each probe is one realistic mistake (LMCache's issues: a pinned
+chunk evicted, a referenced one freed, a torn write, a busy wait without an end); the state
+machines of :mod:`servelab.testing.kv_offload` search for the rest.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from servelab.grading._script import Script, graded_names
 from servelab.grading.about import RESULT, About, Hint
-from servelab.grading.kv_offload_hints import HINTS
+from servelab.grading.kv_offload_hints import HINTS, REMOVE_HOLDS
 from servelab.grading.kv_offload_replay import REPLAY
 from servelab.grading.kv_offload_values import Payload, victims
 from servelab.grading.topic import MachineCheck, Probe, Step, Topic
@@ -124,6 +118,7 @@ def _can_evict_pins_and_refs(impl: Any) -> None:
     s.expect(s.call("can_evict", "a"), False, "can_evict('a') while referenced", "referenced")
     s.call("unref", "a")
     s.expect(s.call("can_evict", "a"), True, "can_evict('a') after the transfer")
+    s.expect(s.call("can_evict", "zz"), False, "can_evict('zz') of an absent chunk", "absent")
 
 
 def _counted_pins(impl: Any) -> None:
@@ -136,34 +131,36 @@ def _counted_pins(impl: Any) -> None:
     s.expect(s.call("pin_count", "a"), 1, "pin_count('a')")
 
 
-def _remove_in_use(impl: Any) -> None:
+def _remove_in_use(impl: Any, hold: str = "ref") -> None:
     s = _tier(impl, 100)
     _put(s, "a", 10)
-    s.call("ref", "a")
+    s.call(hold, "a")
+    why, rule = REMOVE_HOLDS[hold]
     try:
         got = s.call("remove", "a")
     except RuntimeError:
         s.expect(s.keys(), ["a"], "resident keys after the refused remove")
-        _remove_absent(impl)
+        if hold == "ref":
+            _remove_in_use(impl, "pin")
+            _absent(impl, "remove")
         return
     except Exception as exc:
         raise s.fail(f"tier.remove('a') raised {type(exc).__name__}, expected ChunkInUse") from exc
-    if "a" in s.keys():
-        # refused, but quietly: no rule about what may be freed broke
+    if "a" in s.keys():  # refused, but quietly: no rule about what may be freed broke
         raise s.fail(
             f"tier.remove('a') returned {got!r} and left 'a' resident; the reference raises "
-            "ChunkInUse, as a transfer still reads 'a'",
+            f"ChunkInUse, as {why} 'a'",
             hint=_REFUSED_RAISES,
         )
-    raise s.fail("tier.remove('a') freed a chunk a transfer still reads", "referenced")
+    raise s.fail(f"tier.remove('a') freed a chunk {why}", rule)
 
 
-def _remove_absent(impl: Any) -> None:
+def _absent(impl: Any, method: str) -> None:
     """A chunk that is not there is not found: it is neither pinned nor read."""
     s = _tier(impl, 100)
     _put(s, "a", 10)
     try:
-        got = s.call("remove", "zz")
+        got = s.call(method, "zz")
     except LookupError:
         return
     except Exception as exc:
@@ -171,7 +168,7 @@ def _remove_absent(impl: Any) -> None:
     else:
         said = f"returned {got!r}"
     raise s.fail(
-        f"tier.remove('zz') {said}; expected ChunkNotFound: 'zz' is not resident", "error-type"
+        f"tier.{method}('zz') {said}; expected ChunkNotFound: 'zz' is not resident", "error-type"
     )
 
 
@@ -179,8 +176,7 @@ _REFUSED_RAISES = Hint(
     "`remove` refuses a chunk that is pinned or referenced by raising ChunkInUse (not by a "
     "return value the caller may ignore), and changes nothing",
     About(("remove",), (RESULT,)),
-)
-"""The remove probe's hint where yours kept the chunk but did not raise."""
+)  # the remove probe's hint where yours kept the chunk but did not raise
 
 
 def _full_is_a_miss(impl: Any) -> None:
@@ -209,6 +205,8 @@ def _unpin_never_below_zero(impl: Any) -> None:
     s.expect_raises((ValueError, LookupError, RuntimeError), "unpin", "a")
     s.expect_raises((ValueError, LookupError, RuntimeError), "unref", "a")
     s.expect_raises((LookupError,), "pin", "zz")
+    _absent(impl, "unpin")
+    _absent(impl, "unref")
 
 
 def _bytes_once(impl: Any) -> None:
@@ -472,6 +470,26 @@ def _no_torn_write(impl: Any) -> None:
     s.expect(s.call("get", "a"), payload_for("a", 20), "disk.get('a')")
 
 
+def _one_file_each(impl: Any) -> None:
+    """A disk tier keeps one file per resident chunk: no temporary one, none for a chunk gone."""
+    w = OffloadScript(impl, "disk = DiskTier(100)")
+    got = w("path = disk._write('a', payload('a', 20))") or w.ns.get("path")
+    name = repr(Path(got).name) if isinstance(got, str | Path) else repr(got)
+    name += "" if isinstance(got, Path) else f" (a {type(got).__name__}, not a Path)"
+    said = f"disk._write('a', ...) returned the path {name}; the chunk's file is 'a.chunk'"
+    w.check(w("path == disk.path('a')") is True, said, "write-path")
+    s = OffloadScript(impl, "disk = DiskTier(100)")
+    files = "sorted(p.name for p in disk.root.iterdir())"
+    _put(s, "a", 20)
+    s.expect(s.call("get", "a"), payload_for("a", 20), "disk.get('a')")
+    lines = ((None, "temp-left"), ("disk.put('b', payload('b', 90))", "file-left"))
+    for line, rule in (*lines, ("disk.remove('b')", "file-left")):  # 'b' evicts 'a', then goes
+        if line:
+            s(line)
+        got, keys = s(files), s.keys()
+        s.check(len(got) == len(keys), f"{files} is {got!r} with {keys!r} resident", rule)
+
+
 # --- step 4: when offload beats recompute ----------------------------------------------------
 
 
@@ -510,6 +528,7 @@ def _latency_per_chunk(impl: Any) -> None:
     slow = Link("disk", 1e12, 1e-3)  # latency dominates: a request costs 1 ms
     _disk_link(s, slow)
     _close(s, "h.load_seconds(1000, 'disk')", simulate_load(LLAMA_8B, 1000, slow, 256), "latency")
+    _close(s, "h.load_seconds(0, 'disk')", 0.0, "latency")  # no chunk, no request
 
 
 def _own_numbers(impl: Any) -> None:
@@ -529,14 +548,17 @@ def _worth_loading(impl: Any) -> None:
     s = _cost(impl)
     got = s.call("worth_loading", 8192, "cpu")
     s.expect(got, True, "h.worth_loading(8192, 'cpu')", "worth-loading")
-    got = s.call("worth_loading", 0, "cpu")  # both cost 0 s: a load that ties does not beat
-    s.expect(got, False, "h.worth_loading(0, 'cpu')", "worth-loading")
-    _disk_link(s, Link("disk", 0.2e9, 1e-3))  # a network disk: 200 MB/s
+    s.expect(s.call("worth_loading", 0, "cpu"), False, "h.worth_loading(0, 'cpu')", "worth-loading")
+    _disk_link(s, Link("disk", 0.2e9, 1e-3))  # a network disk: 200 MB/s (a tie above: 0 s each)
     got = s.call("worth_loading", 8192, "disk")
     s.expect(got, False, "h.worth_loading(8192, 'disk')", "worth-loading")
     _disk_link(s, Link("disk", 2e9, 0.01))  # a remote store: 10 ms a request
     got = s.call("worth_loading", 65536, "disk")
     s.expect(got, False, "h.worth_loading(65536, 'disk')", "worth-loading")
+    _disk_link(s, Link("disk", 5e9, 1e-5))  # 257 tokens load in 6.8 ms, 512 would take 13.4
+    got = s.call("worth_loading", 257, "disk")  # the recompute takes 10.3 ms
+    s.expect(got, True, "h.worth_loading(257, 'disk')", "worth-loading")
+    s.expect(s.call("worth_loading", 1, "cpu"), True, "h.worth_loading(1, 'cpu')", "worth-loading")
 
 
 #: Each level's rules (INVARIANTS); the grade of every step runs 1-3's too (``in_final_grade``)
@@ -636,6 +658,7 @@ TOPIC = Topic(
             3,
             "the hierarchy: cascade down, promote up",
             (
+                Probe("one file per chunk", HINTS["file-left"], _one_file_each),
                 Probe("store cascades down", HINTS["cascade"], _cascade),
                 Probe("lookup pins the longest prefix", HINTS["prefix"], _longest_prefix),
                 Probe("a pinned chunk survives a store", HINTS["pinned"], _pinned_survives_store),

@@ -87,6 +87,31 @@ HINTS: dict[str, Hint] = {
         "victim: a write that fails leaves the tier as it was",
         About(("put",), ("keys", "used")),
     ),
+    "write-path": Hint(
+        "`DiskTier._write` returns the path of the chunk's own file (`self.path(key)`), "
+        "which `_read` and `_drop` use later",
+        About(("DiskTier._write",), ("files",)),
+    ),
+    "remove-held": Hint(
+        "`remove` refuses a chunk a transfer reads or a lookup pinned: it raises ChunkInUse "
+        "while can_evict refuses, and changes nothing",
+        About(("remove",), ("keys", "used")),
+    ),
+    "temp-left": Hint(
+        "`DiskTier._write` leaves one file per chunk, the chunk's own (`self.path(key)`), "
+        "and nothing else: a temporary file is moved over it with os.replace",
+        About(("DiskTier._write",), ("files",)),
+    ),
+    "file-left": Hint(
+        "a chunk that leaves a tier, evicted or removed, takes its copy with it: `_drop` "
+        "deletes a disk chunk's file",
+        About(("_discard", "remove"), ("files",)),
+    ),
+    "absent": Hint(
+        "can_evict is False for a chunk that is not in the tier: it has no tier reference "
+        "(ref_count 0), and the rule asks for ref_count == 1",
+        About(("can_evict",)),
+    ),
     "torn": Hint(
         "a crash during the disk write leaves the chunk file torn: write a temporary file in "
         "the same directory, flush and fsync it, then os.replace it over the chunk's name",
@@ -185,4 +210,11 @@ HINTS: dict[str, Hint] = {
         "without a bound spins forever",
         About(("put",)),
     ),
+}
+
+
+#: What holds the chunk a remove must refuse, as the remove probe says it, and its rule.
+REMOVE_HOLDS = {
+    "ref": ("a transfer still reads", "remove-held"),
+    "pin": ("a lookup pinned", "remove-held"),
 }

@@ -116,12 +116,37 @@ OTHER_MODEL = ModelShape(
 OTHER_LINKS = {"cpu": Link("cpu", 41.0, 43.0), "disk": Link("disk", 47.0, 53.0)}
 
 
+_OTHER_POLICY = {"LRU": "FIFO", "FIFO": "LRU"}
+
+
+def _other_policy(cls: Any, at: int) -> Any:
+    """``cls`` that takes the other policy than the one a program gives it (FIFO where it
+    gives none: the class's default is LRU); ``at`` is the policy's place among the
+    constructor's arguments. A claim of certainty must hold under both policies."""
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if len(args) > at:
+            args = (*args[:at], _OTHER_POLICY.get(args[at], args[at]), *args[at + 1 :])
+        else:
+            kwargs["policy"] = _OTHER_POLICY.get(kwargs.get("policy", "LRU"), kwargs.get("policy"))
+        cls.__init__(self, *args, **kwargs)
+
+    return type(cls.__name__, (cls,), {"__init__": __init__, "__module__": cls.__module__})
+
+
 def _configured(impl: Any) -> Any:
-    """``impl`` whose hierarchy takes :data:`OTHER_MODEL`, :data:`OTHER_LINKS`, 37 FLOP/s
-    and chunks of 13 tokens in place of the class's own (the programs never spell them)."""
-    if not isinstance(impl, dict) or "Hierarchy" not in impl:
+    """``impl`` whose tiers take the other policy than the program gives them (FIFO for LRU,
+    LRU for FIFO), and whose hierarchy takes :data:`OTHER_MODEL`, :data:`OTHER_LINKS`, 37
+    FLOP/s and chunks of 13 tokens in place of the class's own (the programs never spell
+    them)."""
+    if not isinstance(impl, dict):
+        return _other_policy(impl, 1) if isinstance(impl, type) else impl
+    impl = {**impl, "Tier": _other_policy(impl["Tier"], 1)}
+    if "DiskTier" in impl:
+        impl["DiskTier"] = _other_policy(impl["DiskTier"], 2)
+    if "Hierarchy" not in impl:
         return impl
-    h = impl["Hierarchy"]
+    h = impl["Hierarchy"]  # it hands its policy to its tiers, which take the other one
     other = {
         "model": OTHER_MODEL,
         "links": OTHER_LINKS,

@@ -480,6 +480,9 @@ def _returned(d: Difference) -> str | None:
                 f"yours returned {_shown(a)}, without {_shown(missing[0])}: the reference "
                 f"returns {_shown(b)}"
             )
+        if extra and not missing and extra[0] in b:  # the reference's entry, more times
+            said = f"yours returned {_shown(a)}, with {_shown(extra[0])} {a.count(extra[0])} times"
+            return f"{said}: the reference returns {_shown(b)}"
         if extra and not missing:
             return f"yours returned {_shown(a)}, with {_shown(extra[0])} the reference leaves out"
     return None

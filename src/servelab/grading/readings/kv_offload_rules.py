@@ -14,6 +14,7 @@ from servelab.grading.readings.difference import (
     Difference,
     written_for,
 )
+from servelab.grading.readings.kv_offload_proofs import PROOFS
 
 RESIDENT_PUT = written_for("used", "keys")
 TOO_LARGE = written_for("keys", "used", outcomes=(THEIRS_RAISED,))
@@ -363,8 +364,8 @@ RULES = {
 
 def rule_reading(d: Difference) -> str | None:
     """The first of the method's certain readings that fits, or None."""
-    for read in RULES.get(d.method, ()):
-        found = read(d)
+    for read in (*RULES.get(d.method, ()), *PROOFS.get(d.method, ())):
+        found: str | None = read(d)
         if found is not None:
             return found
     return None
