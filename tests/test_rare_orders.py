@@ -21,7 +21,7 @@ def _report(topic: str, name: str) -> str:
 def test_a_table_built_as_a_set_is_caught_at_step_1() -> None:
     report = _report("block-manager", "table built as a set")
     assert "✗ step 1 · a table lists its blocks in the order taken" in report
-    assert "bm.block_table(1) is [0, 1, 2]; the free list was [2, 1, 0]" in report
+    assert "bm.block_table(1) is [1, 2, 3]; the free list was [3, 2, 1, 0]" in report
     assert "where: the difference starts in your `allocate`" in report
 
 
