@@ -13,6 +13,7 @@ from typing import Any
 from servelab.grading._script import Script
 from servelab.grading.about import About, Hint
 from servelab.grading.block_manager_hints import HINTS
+from servelab.grading.block_manager_order import table_in_taken_order
 from servelab.grading.observe import Canon, blocks_fields, frozen
 from servelab.grading.readings.block_manager import block_manager_reading
 from servelab.grading.replay import TopicReplay, plain, program
@@ -30,6 +31,7 @@ from servelab.testing.block_manager import (
     wrong_class,
 )
 from servelab.testing.core import InvariantViolation
+from servelab.testing.expected_error import describe_change
 
 __all__ = ["HINTS", "TOPIC"]
 
@@ -77,14 +79,17 @@ def expect_error(s: Script, line: str, kind: str, hint: str = "expected-error") 
     else:
         raise s.fail(f"`{line}` returned normally; expected it to raise {kind}", hint)
     try:
-        changed = snapshot(bm) != before
+        after = snapshot(bm)
     except Exception as exc:  # an entry left half made: the inspection itself fails
         raise s.fail(
             f"`{line}` raised {kind}, but then {_unreadable(bm, exc)}: a call that raises "
             "changes nothing"
         ) from None
-    if changed:
-        raise s.fail(f"`{line}` raised {kind} but changed the state before raising")
+    if after != before:
+        raise s.fail(
+            f"`{line}` raised {kind} but changed the state before raising "
+            f"({describe_change(before, after)})"
+        )
 
 
 def _unreadable(bm: Any, exc: Exception) -> str:
@@ -586,6 +591,11 @@ TOPIC = Topic(
                     "a request larger than the free blocks takes none",
                     "room-is-free",
                     _room_is_what_is_free,
+                ),
+                _probe(
+                    "a table lists its blocks in the order taken",
+                    "table-order",
+                    lambda impl: table_in_taken_order(_script(impl)),
                 ),
             ],
             _machine(1, "allocate / free_seq vs the model", append=False, fork=False, errors=False),

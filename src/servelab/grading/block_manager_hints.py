@@ -37,6 +37,11 @@ HINTS: dict[str, Hint] = {
         "(popleft), the block that has been free longest",
         About(("_alloc",), ("free",)),
     ),
+    "table-order": Hint(
+        "allocate builds the table in the order `_alloc` hands the blocks out, left end of "
+        "the free list first: logical block i is the i-th block taken",
+        About(("allocate",), ("tables",)),
+    ),
     "free-order-return": Hint(
         "the free list is a queue: `_release` puts a block whose refcount "
         "reaches 0 at its right end (append), behind the blocks already free",

@@ -28,6 +28,11 @@ from servelab.grading.prefix_cache_hints import (
     parked_in_front,
     stored_tokens,
 )
+from servelab.grading.prefix_cache_order import (
+    decode_names_the_copy,
+    plain_free_at_the_right_end,
+    unverified_hit_ends_lookup,
+)
 from servelab.grading.prefix_cache_replay import REPLAY
 from servelab.grading.topic import MachineCheck, Probe, Step, Topic
 from servelab.testing import prefix_chain
@@ -207,6 +212,10 @@ def _lookup_verifies(impl: Any) -> None:
         [0],
         "block 1 is in map under the right hash, but its stored tokens (0, 0) are not [3, 4]",
     )
+
+
+def _verified_in_a_chain(impl: Any) -> None:
+    unverified_hit_ends_lookup(_script(impl, f"bm = {NAME}(8, 2)"))
 
 
 def _duplicate_stays_private(impl: Any) -> None:
@@ -563,6 +572,11 @@ TOPIC = Topic(
                     "verify",
                     _skeleton_or(_lookup_verifies, _no_public_equivalent),
                 ),
+                _probe(
+                    "a hit that fails its check ends the lookup",
+                    "verify",
+                    _skeleton_or(_verified_in_a_chain, _no_public_equivalent),
+                ),
             ],
             MachineCheck(
                 "chain / register / lookup vs the model",
@@ -596,6 +610,11 @@ TOPIC = Topic(
                     "own-tokens",
                     _own_copy_of_the_prompt,
                 ),
+                _probe(
+                    "a decode that fills a copy names the copy",
+                    "decode-fill",
+                    lambda impl: decode_names_the_copy(Script.graded(REPLAY, impl, HINTS)),
+                ),
             ],
             MachineCheck(
                 "allocate / append / fork vs the model (nothing freed yet)",
@@ -622,6 +641,11 @@ TOPIC = Topic(
                 ),
                 _probe("freed again goes to the back", "freed-again", _freed_again_goes_last),
                 _probe("a lookup stops at the first miss", "first-miss", _lookup_stops_at_a_miss),
+                _probe(
+                    "a freed plain block joins the right end",
+                    "free-order-return",
+                    lambda impl: plain_free_at_the_right_end(Script.graded(REPLAY, impl, HINTS)),
+                ),
             ],
             MachineCheck(
                 "allocate / append / fork / free vs the model",

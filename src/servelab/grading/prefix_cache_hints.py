@@ -32,6 +32,11 @@ HINTS: dict[str, Hint] = {
         "the block's tokens (a hash can collide)",
         About(("_lookup",)),
     ),
+    "free-order-return": Hint(
+        "the plain free list is a queue: `_release` puts a block that holds no hash, once its "
+        "refcount reaches 0, at its right end (append), behind the blocks already free",
+        About(("_release",), ("free",)),
+    ),
     "free-list": Hint(
         "a block is on the free list twice, or free and held at once: a block whose "
         "refcount reaches 0 goes to the evictable list if it holds a hash, else to the free "

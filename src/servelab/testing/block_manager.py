@@ -28,6 +28,7 @@ from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from servelab.testing.block_model import BlockManagerModel
 from servelab.testing.core import InvariantViolation, RecordingMachine
+from servelab.testing.expected_error import error_matches, expect_error, wrong_class
 from servelab.testing.free_order import check_free_order, check_freed_tail_first
 from servelab.testing.pasteable import SUPPRESS_IMPORT
 
@@ -152,68 +153,6 @@ def snapshot(bm: BlockManagerLike) -> tuple[Any, ...]:
         tuple(bm.free_list()),
         bm.num_free,
     )
-
-
-# Errors are matched by class name anywhere in the exception's class hierarchy, so the
-# notebook's classes (and a learner's own ``class OutOfBlocks(MemoryError)``) pass. Their
-# builtin bases are not enough: a plain KeyError for an unknown sequence is not the
-# notebook's UnknownSequence, and a caller that catches UnknownSequence would miss it.
-ERROR_FAMILIES: dict[str, tuple[type[BaseException], ...]] = {
-    "OutOfBlocks": (MemoryError,),
-    "UnknownSequence": (KeyError,),
-    "SequenceExists": (ValueError,),
-    "InvalidLength": (ValueError,),
-}
-"""The builtin base of each documented error, for the messages that name what was raised."""
-
-
-def wrong_class(exc: BaseException, kind: str) -> str:
-    """What to add when ``exc`` is of ``kind``'s builtin base but not of ``kind`` itself."""
-    if isinstance(exc, ERROR_FAMILIES.get(kind, ())):
-        return f": raise the notebook's {kind}, not a plain {type(exc).__name__}"
-    return ""
-
-
-def error_matches(exc: BaseException, kind: str) -> bool:
-    """Whether ``exc`` is the documented error ``kind``: a class of that name in its MRO."""
-    return any(cls.__name__ == kind for cls in type(exc).__mro__)
-
-
-def expect_error(
-    machine: RecordingMachine,
-    code: str,
-    fn: Callable[[], object],
-    kind: str,
-    why: str,
-    state: Callable[[], object],
-    on_change: str = "exception-safety",
-) -> None:
-    """Run a call that must raise ``kind`` and change nothing that ``state()`` sees.
-
-    The call is recorded as ``with suppress(kind): code`` so the repro stays pasteable.
-    """
-    before = state()
-    if SUPPRESS_IMPORT not in machine.log:
-        machine.log.insert(1, SUPPRESS_IMPORT)
-    try:
-        machine.do(f"with suppress({kind}): {code}", fn)
-    except Exception as exc:
-        if not error_matches(exc, kind):
-            raise InvariantViolation(
-                "expected-error",
-                f"`{code}` raised {type(exc).__name__}: {exc}; expected {kind} ({why})"
-                f"{wrong_class(exc, kind)}",
-            ) from exc
-    else:
-        raise InvariantViolation(
-            "expected-error", f"`{code}` returned normally; expected {kind} ({why})"
-        )
-    if state() != before:
-        raise InvariantViolation(
-            on_change,
-            f"`{code}` raised {kind} as it should, but changed the state first "
-            "(tables, lengths, refcounts or free list differ from before the call)",
-        )
 
 
 SEQ_IDS = st.integers(min_value=0, max_value=5)

@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from servelab.grading.readings.block_manager_cow import copy_given_back, over_released_reading
 from servelab.grading.readings.block_manager_ids import wrong_error_reading
 from servelab.grading.readings.difference import (
     BOTH_RAISED,
@@ -104,7 +105,7 @@ def _cow_reading(d: Difference) -> str | None:
         )
     if "refcounts" in d.differ and mine == theirs:
         return KEPT_SHARE.show(d, _kept_share(d, theirs_source))
-    return None
+    return over_released_reading(d)
 
 
 def _kept_share(d: Difference, theirs_source: re.Match[str] | None) -> str | None:
@@ -191,7 +192,7 @@ def _unheld_block(d: Difference) -> str | None:
     new = [b for b in table if b not in old and not refs.get(b)]
     if len(new) != 1:
         return None
-    dropped = _dropped_copy(d, new[0])
+    dropped = _dropped_copy(d, new[0]) or copy_given_back(d, new[0])
     if dropped:
         return UNHELD_TAKEN.show(d, dropped)
     said = (

@@ -16,7 +16,11 @@ from servelab.grading.readings.difference import (
     WrittenFor,
     call,
 )
-from servelab.grading.readings.prefix_cache_rules import left_unhashed, parked_forgotten
+from servelab.grading.readings.prefix_cache_rules import (
+    claim_forgotten,
+    left_unhashed,
+    parked_forgotten,
+)
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 ROOT = 0
@@ -400,6 +404,8 @@ def prefix_cache_reading(d: Difference) -> str | None:
         room = _room_reading(d)
         if room:
             return ROOM.show(d, room)
+    if m == "_claim" and differ & {"hashed", "cached"}:
+        return claim_forgotten(d)
     if m == "_claim" and "reclaim order" in differ:
         kept, taken = d.mine.get("reclaim order", []), d.theirs.get("reclaim order", [])
         if isinstance(kept, list) and isinstance(taken, list) and len(kept) > len(taken):

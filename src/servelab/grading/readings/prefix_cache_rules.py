@@ -56,3 +56,29 @@ def left_unhashed(d: Difference) -> str | None:
         "under its chain entry"
         + (", the last full one too; only a partial last block stays unhashed" if last else "")
     )
+
+
+CLAIM_FORGOT = WrittenFor((SAME,), below=("hashed", "cached"))
+"""A hit claimed as the reference claims it, with its hash or map entry gone."""
+
+
+def claim_forgotten(d: Difference) -> str | None:
+    """Yours claimed a cached block for a hit and, in the same call, cleared its hash or removed
+    its map entry, where the reference keeps both: read off the fields alone."""
+    block = d.args[0] if d.args else None
+    if d.method != "_claim" or not d.differ <= {"hashed", "cached"}:
+        return None
+    gone = []
+    for field, what in (("hashed", "cleared its hash"), ("cached", "removed its map entry")):
+        was, kept = d.before.get(field) or [], d.theirs.get(field) or []
+        if block in was and block in kept and block not in (d.mine.get(field) or []):
+            gone.append(what)
+    if not gone:
+        return None
+    return CLAIM_FORGOT.show(
+        d,
+        f"yours claimed block {block} for a hit but {' and '.join(gone)}: a claimed block "
+        "stays cached (its hash, tokens and map entry), so the next prompt with the same "
+        "prefix hits it too; _claim only takes it off the evictable list and counts the new "
+        "holder, and only reclaiming it (_alloc) forgets it",
+    )

@@ -1,0 +1,59 @@
+"""Prefix-cache probes for slips only a rare program shows: a lookup past a hit that failed
+verification, a decode that names the block it copied from, a plain free block put back at
+the wrong end. Apart from :mod:`servelab.grading.prefix_cache` to keep it short."""
+
+from __future__ import annotations
+
+from servelab.grading._script import Script
+
+
+def unverified_hit_ends_lookup(s: Script) -> None:
+    """A hit whose stored tokens differ is a miss: the lookup stops there, as at an absent
+    hash, and the blocks after it (chained over the wrong prefix) are unreachable."""
+    s("chain = bm._chain([1, 2, 3, 4, 5, 6])")
+    for i in range(3):
+        s(f"bm._register({i}, *chain[{i}])")
+    s("bm.tokens[1] = (0, 0)  # as if another block answered to this hash")
+    got = s("bm._lookup([1, 2, 3, 4, 5, 6, 7])")
+    s.check(
+        list(got) == [0],
+        f"bm._lookup([1, 2, 3, 4, 5, 6, 7]) returned {got!r}; expected [0]: block 1's stored "
+        "tokens (0, 0) are not [3, 4], so it is a miss and the lookup stops there; block 2 "
+        "after it follows another prefix",
+    )
+
+
+def decode_names_the_copy(s: Script) -> None:
+    """A decode into a shared partial block writes into its copy; when that write fills the
+    block, the copy (the slot's block) is the one named, not the block it was copied from."""
+    s("bm = PrefixBlockManager(8, 2)")
+    s("bm.allocate(0, [1])")
+    s("bm.fork(0, 1)")
+    s("bm.append_slot(1, 2)  # copies the shared block, then fills the copy with [1, 2]")
+    shared, copy = s("bm.block_table(0)")[0], s("bm.block_table(1)")[0]
+    named = [s(f"bm.block_hash({b})") is not None for b in (shared, copy)]
+    said = " and ".join(
+        f"block {b} {'has a hash' if n else 'none'}"
+        for b, n in zip((shared, copy), named, strict=True)
+    )
+    s.check(
+        named == [False, True],
+        f"append_slot(1, 2) wrote into block {copy}, the copy of the shared partial block "
+        f"{shared}, and filled it: the copy is the block cached as [1, 2]; block {shared} "
+        f"still holds sequence 0's [1] and stays unhashed; yours left {said}",
+    )
+
+
+def plain_free_at_the_right_end(s: Script) -> None:
+    """A freed block that holds no hash joins the right end of the plain free list (a queue,
+    as in the block manager), behind the blocks already free."""
+    s("bm = PrefixBlockManager(4, 2)")
+    s("bm.allocate(0, [1])  # one partial block: never cached")
+    before = list(s("bm.free_list()"))
+    s("bm.free_seq(0)")
+    after = list(s("bm.free_list()"))
+    s.check(
+        after[: len(before)] == before,
+        f"free_list() went from {before} to {after}: a freed block that holds no hash joins "
+        f"the right end of the plain free list, behind the blocks already free ({before})",
+    )

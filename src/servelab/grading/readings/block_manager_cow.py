@@ -1,0 +1,101 @@
+"""A copy-on-write that dropped the shared block's refcount by more than one, read again on a
+copy with one more holder: the writer holds the shared block once, so it releases it once."""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from servelab.grading.readings.difference import SAME, Difference, WrittenFor
+from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
+
+OVER_RELEASED = WrittenFor((SAME,), ("refcounts", "free", "num_free"))
+"""The same slot returned; the shared block's refcount (and the free list) went further."""
+
+
+def _refcount_after(d: Difference, seq: Any) -> int | None:
+    """The shared block's refcount after yours copies it for ``seq`` on a copy where one more
+    sequence (a fork of ``seq``) holds it; None when that cannot run."""
+    tables = d.before.get("tables", {})
+    ids = [s for s in tables if isinstance(s, int)]
+    if not ids:
+        return None
+    fresh = max(ids) + 1
+    try:
+        obj = copy.deepcopy(d.subject)
+        with line_budget(LINES_PER_CALL):
+            obj.fork(seq, fresh)
+            slot = obj.append_slot(seq)
+            got = obj.refcount(slot[2]) if slot[2] is not None else None
+    except Exception:
+        return None
+    except OutOfLines:
+        return None
+    return got if isinstance(got, int) else None
+
+
+def over_released_reading(d: Difference) -> str | None:
+    """Yours and the reference copied the same shared block into the same slot, and yours left
+    the shared block's refcount lower: dropped by ``k`` > 1 where the writer held it once. The
+    cause is stated only when, with one more holder, the same call drops it by ``k`` again
+    (released ``k`` times) or to 0 again (freed whatever held it)."""
+    if d.method != "append_slot" or not d.args or d.returned("mine") != d.returned("theirs"):
+        return None
+    source = re.search(r"cow_src=(\d+)", d.returned("mine") or "")
+    refs: Mapping[Any, Any] = d.before.get("refcounts", {})
+    if source is None or not isinstance(refs, Mapping):
+        return None
+    shared, seq = int(source.group(1)), d.args[0]
+    held, mine = refs.get(shared), d.mine.get("refcounts", {}).get(shared, 0)
+    theirs = d.theirs.get("refcounts", {}).get(shared, 0)
+    if not (isinstance(held, int) and isinstance(mine, int) and theirs == held - 1 > mine):
+        return None
+    drop = held - mine
+    again = _refcount_after(d, seq)
+    if again is None:
+        return None
+    others = held - 1
+    if again == held + 1 - drop and drop == 2:
+        said = (
+            f"after copying, yours dropped the shared block {shared}'s refcount by 2 ({held} "
+            f"-> {mine}), and by 2 again when one more sequence held it, as a release made "
+            "twice would: the writer holds it once, so its refcount falls by one, and the "
+            f"{others} other {'holder keeps' if others == 1 else 'holders keep'} it"
+        )
+    elif again == 0 and mine == 0:
+        said = (
+            f"after copying, yours dropped the shared block {shared} to refcount 0 ({held} -> "
+            "0), and to 0 again when one more sequence held it: the writer drops only its own "
+            f"reference (the refcount falls by one), and the {others} other "
+            f"{'holder keeps' if others == 1 else 'holders keep'} it"
+        )
+    else:
+        return None
+    return OVER_RELEASED.show(d, said)
+
+
+def copy_given_back(d: Difference, block: int) -> str | None:
+    """A copy-on-write whose copy ``block`` went from the left end of the free list to its
+    right end at refcount 0 (taken, then given back) while the writer's table holds it, and
+    the shared block it copies fell by exactly one: both blocks released, read off the
+    fields alone."""
+    seq = d.args[0] if d.args else None
+    source = re.search(r"cow_src=(\d+)", d.returned("mine") or "")
+    before, after = d.before.get("free"), d.mine.get("free")
+    refs, mine = d.before.get("refcounts", {}), d.mine.get("refcounts", {})
+    if source is None or not isinstance(before, list) or not isinstance(after, list):
+        return None
+    shared = int(source.group(1))
+    held = refs.get(shared) if isinstance(refs, Mapping) else None
+    if len(before) < 2 or before[0] != block or after != [*before[1:], block]:
+        return None  # one free block: a copy never taken off the list looks the same
+    if not isinstance(held, int) or mine.get(shared) != held - 1 or mine.get(block):
+        return None
+    return (
+        f"yours took block {block} for the copy and gave it back: it is at the right end of "
+        f"the free list at refcount 0 while sequence {seq}'s table holds it, and the shared "
+        f"block {shared} fell by one ({held} -> {held - 1}), as it should. After copying, only "
+        "the shared block (cow_src) is released; the copy stays held, at refcount 1"
+    )
