@@ -51,6 +51,7 @@ from servelab.grading.mistakes import Mistake, correct_impl, mistakes
 from servelab.grading.observe import Canon
 from servelab.grading.readings import kind, reading
 from servelab.grading.readings.contrast import agrees_near, appended, condition, second_results
+from servelab.grading.readings.kinds_offset import other_results
 from servelab.grading.registry import TOPICS, load_topic
 from servelab.grading.replay import (
     Observation,
@@ -406,7 +407,12 @@ class Diagnoser:
         d = place.divergence
         if start is None or d is None:
             return start
-        seen = kind(d, lambda: second_results(self.skeleton, d), self.skeleton.fields)
+        seen = kind(
+            d,
+            lambda: second_results(self.skeleton, d),
+            self.skeleton.fields,
+            lambda: other_results(self.skeleton, d),
+        )
         if seen is None:
             return start
         return f"start at your `{d.method}`: {seen}"

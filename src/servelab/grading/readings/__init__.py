@@ -47,6 +47,7 @@ def _difference(
     program: str,
     second: Callable[[], tuple[Any, Any, Any] | None] | None = None,
     fields: Callable[[Any], Mapping[str, Any]] | None = None,
+    others: Callable[[], list[tuple[Any, Any]]] | None = None,
 ) -> Difference:
     policy, _, method = divergence.method.rpartition(".")
     return Difference(
@@ -62,6 +63,7 @@ def _difference(
         program,
         second=second,
         fields=fields,
+        others=others,
     )
 
 
@@ -98,17 +100,19 @@ def kind(
     divergence: Divergence | None,
     second: Callable[[], tuple[Any, Any, Any] | None] | None = None,
     fields: Callable[[Any], Mapping[str, Any]] | None = None,
+    others: Callable[[], list[tuple[Any, Any]]] | None = None,
 ) -> str | None:
     """What kind of difference ``divergence`` shows (off by one, a unit's factor, an entry
     missing, ...), whatever the topic, or None. Unlike a reading it states no rule of the
     method: the report keeps the check's own hint beside it. ``second``: the same call from
     a second state (:attr:`Difference.second`), to confirm a factor one state cannot;
     ``fields``: the topic's fields of an object (:attr:`Difference.fields`), to prove a
-    change counted twice."""
+    change counted twice; ``others``: other calls of the method (:attr:`Difference.others`),
+    to prove an off by one the method's own."""
     if divergence is None:
         return None
     try:
-        d = _difference(divergence, "", second, fields)
+        d = _difference(divergence, "", second, fields, others)
         return unreadable(d) or kind_reading(d)
     except Exception:  # a learner's object read in an unexpected shape: no kind
         return None

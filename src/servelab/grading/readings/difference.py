@@ -76,6 +76,12 @@ class Difference:
     )
     """The topic's fields of an object, by name, as a learner reads them (the names of
     ``before``, ``mine`` and ``theirs``): to read one of them on a copy while a probe runs."""
+    others: Callable[[], list[tuple[Any, Any]]] | None = field(
+        default=None, compare=False, repr=False
+    )
+    """The same method called with other arguments on copies of the state: the values yours
+    and the reference return (:func:`~servelab.grading.readings.kinds_offset.other_results`),
+    to tell an offset of the method's own from a by-product of one call."""
 
     def probe(self, method: str, *args: Any) -> tuple[str, Any]:
         """Your ``method`` called on a fresh copy of the object as it was before the call:

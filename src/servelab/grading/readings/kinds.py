@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from servelab.grading.readings.difference import Difference, failed_call, other_error
+from servelab.grading.readings.kinds_offset import offset_holds
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 __all__ = ["block_size_of", "count_moved", "factor_words", "kind_reading", "number_words"]
@@ -83,7 +84,7 @@ def number_words(mine: Any, theirs: Any, block_size: Any = None, second: Any = N
         )
     if isinstance(mine, int) and isinstance(theirs, int) and abs(mine - theirs) == 1:
         more = "one more" if mine > theirs else "one less"
-        return f"{more} than the reference's: off by one?"
+        return f"{more} than the reference's"  # a cause only where offset_holds proves it
     return factor_words(a, b)
 
 
@@ -466,6 +467,11 @@ def _returned(d: Difference) -> str | None:
         moved = _count_moved_twice(d)
         if moved:  # a count dropped by 2 where the reference drops 1 is no off-by-one
             return f"yours returned {_shown(a)}, the reference {_shown(b)}; {moved}"
+        # fields that differ after a call of yours that changed none are read through your
+        # own methods (len): the number is still the method's own answer
+        own = not d.differ or not d.changed("mine")
+        if offset_holds(a - b, not own, d.others, d.second):
+            kind += " here and in another call: off by one?"
     if kind:
         return f"yours returned {_shown(a)}, the reference {_shown(b)}: {kind}"
     if not d.differ and _factor_shown(a, b, size):
