@@ -68,6 +68,8 @@ from servelab.grading.policy_probes import (
     _sieve_remove_forgets,
     _sieve_remove_under_hand,
     _sieve_wraps,
+    no_victim_hang,
+    pinned_passed_hang,
     policy_class,
     policy_namespace,
 )
@@ -445,8 +447,14 @@ TOPIC = Topic(
                     "pinned keys are not candidates",
                     HINTS["pins"],
                     _pins_leave_the_candidates("LFU", ["a", "c"]),
+                    hang_hint=pinned_passed_hang("LFU"),
                 ),
-                Probe("nothing to evict raises", HINTS["no-victim"], _nothing_to_evict("LFU")),
+                Probe(
+                    "nothing to evict raises",
+                    HINTS["no-victim"],
+                    _nothing_to_evict("LFU"),
+                    hang_hint=no_victim_hang,
+                ),
                 Probe("pinning keeps the history", HINTS["history"], _lfu_pinned_history),
             ],
             machine=MachineCheck(
@@ -523,8 +531,14 @@ TOPIC = Topic(
                     "pinned keys are not candidates",
                     HINTS["pins"],
                     _pins_leave_the_candidates("SIEVE", ["c", "a"]),
+                    hang_hint=pinned_passed_hang("SIEVE"),
                 ),
-                Probe("nothing to evict raises", HINTS["no-victim"], _nothing_to_evict("SIEVE")),
+                Probe(
+                    "nothing to evict raises",
+                    HINTS["no-victim"],
+                    _nothing_to_evict("SIEVE"),
+                    hang_hint=no_victim_hang,
+                ),
             ],
             machine=MachineCheck(
                 "LFU and SIEVE against their models",

@@ -142,6 +142,43 @@ def _nothing_to_evict(name: str) -> Callable[[Any], None]:
     return run
 
 
+def _last_line_pops(code: str) -> bool:
+    lines = [line.strip() for line in code.splitlines() if line.strip()]
+    return bool(lines) and lines[-1] == "p.pop_victim()"
+
+
+def no_victim_hang(code: str) -> str:
+    """The hang of :func:`_nothing_to_evict`'s pop: every key pinned, so there is no victim."""
+    if not _last_line_pops(code):
+        return ""
+    return (
+        "yours never returned from pop_victim() with every key pinned ('a' and 'b'): with no "
+        "candidate there is no victim to look for, so raise NoVictim before looking (len() "
+        "is 0 here)"
+    )
+
+
+def pinned_passed_hang(name: str) -> Callable[[str], str]:
+    """The hang of :func:`_pins_leave_the_candidates`'s pop: the least used (or the oldest
+    unvisited) key 'a' pinned, 'b' and 'c' candidates."""
+    how = (
+        "an LFU loop that pushes a pinned key's entry back onto the heap pops that same "
+        "entry again at once: leave it off (update_on_unpin pushes it again)"
+        if name == "LFU"
+        else "the sweep steps past a pinned key (no bit cleared, nothing evicted) to the next"
+    )
+
+    def hint(code: str) -> str:
+        if not _last_line_pops(code):
+            return ""
+        return (
+            "yours never returned from pop_victim() with 'a' pinned and 'b', 'c' candidates "
+            f"(the reference evicts 'b'): a pinned key is passed over, not waited on; {how}"
+        )
+
+    return hint
+
+
 # --------------------------------------------------------------------------- LFU probes
 # Step 1 reads the order through the given eviction_order() (a sort by count, then tick).
 

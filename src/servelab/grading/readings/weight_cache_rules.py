@@ -6,6 +6,7 @@ pair, pin counts that started above 0 or all went at once, pins counted as bytes
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from servelab.grading.readings.difference import Difference, call
@@ -171,4 +172,32 @@ def replaced_signs_swapped(d: Difference) -> str | None:
         f"yours moved `used` by {old - size} on replacing {key!r} ({old} bytes by {size}): "
         f"the old size added and the new one taken off, the signs swapped; a replacement "
         f"takes the old size off and adds the new one ({before} - {old} + {size})"
+    )
+
+
+def missed_only_never_put(d: Difference, key: Any) -> str | None:
+    """A get of the absent ``key`` that counted no miss, proven on a copy to count none for
+    ``key`` again while it counts one for a key never put: yours tells the two apart, which
+    the rule does not (an evicted key is missed as a never-put one is)."""
+    cache = d.subject
+    try:
+        with line_budget(LINES_PER_CALL):
+            twin = copy.deepcopy(cache)
+            start = twin.misses
+            twin.get(key)
+            again = twin.misses
+            twin.get("~never-put")
+            fresh = twin.misses
+    except Exception:
+        return None
+    except OutOfLines:
+        return None
+    if not all(isinstance(n, int) for n in (start, again, fresh)):
+        return None
+    if again != start or fresh != again + 1:
+        return None
+    return (
+        f"yours counts a miss for a key never put (a copy asked for '~never-put' counts one) "
+        f"but none for {key!r}, absent as well: a get of any key that is not resident is a "
+        "miss, whether it was never put or was put and evicted since"
     )

@@ -1,0 +1,119 @@
+"""Weight-cache and eviction-policy slips whose report once named nothing: a pop_victim that
+never returns with pins, and a get that misses only keys never put. Each is graded end to end
+with its named hint, beside a look-alike that must not get it."""
+
+from __future__ import annotations
+
+import heapq
+
+from buggy_impls import failing_report
+
+from servelab import checkpoint
+from servelab.grading.policy_probes import no_victim_hang, pinned_passed_hang
+from servelab.weights.policies import NoVictim
+
+LFU = checkpoint("eviction-policy", 2)
+FINAL = checkpoint("eviction-policy", 4)
+CACHE = checkpoint("weight-cache", 5)
+
+
+class LFUPopPushesPinnedBack(LFU):
+    """Pushes a pinned key's current entry back onto the heap and pops again: the same entry
+    comes straight back, for ever."""
+
+    def pop_victim(self):
+        while self.heap:
+            count, reached, key = heapq.heappop(self.heap)
+            if (self.count.get(key), self.reached.get(key)) != (count, reached):
+                continue
+            if key in self.pinned:
+                heapq.heappush(self.heap, (count, reached, key))
+                continue
+            self.update_on_remove(key)
+            return key
+        raise NoVictim("every resident key is pinned")
+
+
+class SIEVESweepWithoutGuard(FINAL["SIEVE"]):
+    """No len() test before the sweep: with every key pinned it goes round for ever."""
+
+    def pop_victim(self):
+        if not self.queue:
+            raise NoVictim("empty")
+        i = 0 if self.hand is None else self.queue.index(self.hand)
+        while True:
+            if i == len(self.queue):
+                i = 0
+            key = self.queue[i]
+            if key in self.pinned or self.visited[key]:
+                self.visited[key] = False if key not in self.pinned else self.visited[key]
+                i += 1
+                continue
+            self.hand = key
+            self.update_on_remove(key)
+            return key
+
+
+class MissOnlyNeverPut(CACHE):
+    """Counts a miss only for a key never put: a get of an evicted key counts nothing."""
+
+    def put(self, key, value, size):
+        self.__dict__.setdefault("seen", set()).add(key)
+        return super().put(key, value, size)
+
+    def get(self, key):
+        if key not in self._entries and key in self.__dict__.get("seen", ()):
+            return None
+        return super().get(key)
+
+
+class SeenKeyCountsHit(CACHE):
+    """Look-alike: a get of a key put before (evicted since) counts a hit, not a miss."""
+
+    def put(self, key, value, size):
+        self.__dict__.setdefault("seen", set()).add(key)
+        return super().put(key, value, size)
+
+    def get(self, key):
+        if key not in self._entries and key in self.__dict__.get("seen", ()):
+            self.hits += 1
+            return None
+        return super().get(key)
+
+
+def test_an_lfu_pop_that_pushes_pinned_entries_back_is_named() -> None:
+    report = failing_report("eviction-policy", LFUPopPushesPinnedBack, 2)[0].text
+    assert "✗ step 2 · pinned keys are not candidates" in report
+    assert "`p.pop_victim()` did not return within" in report
+    assert "yours never returned from pop_victim() with 'a' pinned" in report
+    assert "pushes a pinned key's entry back onto the heap" in report
+
+
+def test_a_sieve_sweep_without_a_guard_is_named_on_every_key_pinned() -> None:
+    impl = {"LFU": FINAL["LFU"], "SIEVE": SIEVESweepWithoutGuard}
+    report = failing_report("eviction-policy", impl, 4)[0].text
+    assert "✗ step 4 · nothing to evict raises" in report
+    assert "yours never returned from pop_victim() with every key pinned" in report
+    assert "raise NoVictim before looking" in report
+
+
+def test_a_hang_outside_pop_victim_keeps_the_general_hint() -> None:
+    # The named hints speak of the pop; a program that hung on another line gets none.
+    hung_on_pin = "p = LFU()\np.update_on_put('a', 1)\np.update_on_pin('a')"
+    assert no_victim_hang(hung_on_pin) == ""
+    assert pinned_passed_hang("LFU")(hung_on_pin) == ""
+    assert pinned_passed_hang("SIEVE")(hung_on_pin + "\np.pop_victim()").startswith("yours")
+
+
+def test_a_miss_counted_only_for_keys_never_put_is_named() -> None:
+    report = failing_report("weight-cache", MissOnlyNeverPut, 5)[0].text
+    assert "where: the difference starts in your `get`" in report
+    assert "yours counts a miss for a key never put" in report
+    assert "whether it was never put or was put and evicted since" in report
+
+
+def test_a_seen_key_counted_as_a_hit_is_not_read_as_missed_only_when_never_put() -> None:
+    report = failing_report("weight-cache", SeenKeyCountsHit, 5)[0].text
+    assert "where: the difference starts in your `get`" in report
+    assert "never put" not in report
+    assert "counts one miss and no hit" in report
