@@ -117,3 +117,71 @@ def test_a_seen_key_counted_as_a_hit_is_not_read_as_missed_only_when_never_put()
     assert "where: the difference starts in your `get`" in report
     assert "never put" not in report
     assert "counts one miss and no hit" in report
+
+
+class LFUPinRemovesEntry(LFU):
+    """Takes the pinned key's entry out of the heap with list.remove and no heapify."""
+
+    def update_on_pin(self, key):
+        super().update_on_pin(key)
+        for entry in [e for e in self.heap if e[2] == key]:
+            self.heap.remove(entry)
+
+
+class LFUPinMovesLastIntoSlot(LFU):
+    """Moves the heap's last entry into the pinned key's slot, with no sift."""
+
+    def update_on_pin(self, key):
+        super().update_on_pin(key)
+        for i, entry in enumerate(self.heap):
+            if entry[2] == key:
+                self.heap[i] = self.heap[-1]
+                self.heap.pop()
+                break
+
+
+class LFUPinHeapifiesButUnpinTicks(LFU):
+    """Look-alike: the pin's removal keeps heap order (heapify), but the unpin takes a new
+    tick, as a use: a wrong victim with the heap in order."""
+
+    def update_on_pin(self, key):
+        super().update_on_pin(key)
+        self.heap = [e for e in self.heap if e[2] != key]
+        heapq.heapify(self.heap)
+
+    def update_on_unpin(self, key):
+        self.pinned.discard(key)
+        self.clock += 1
+        self.reached[key] = self.clock
+        heapq.heappush(self.heap, (self.count[key], self.clock, key))
+
+
+def test_a_pin_that_leaves_the_heap_out_of_order_is_named() -> None:
+    for slip in (LFUPinRemovesEntry, LFUPinMovesLastIntoSlot):
+        report = failing_report("eviction-policy", slip, 2)[0].text
+        assert "yours left `heap` out of heap order before this pop_victim()" in report, slip
+        assert "with the list put back in order (heapq.heapify) evicts 'b'" in report
+        assert "your `update_on_pin`" in report
+
+
+def test_a_wrong_victim_with_the_heap_in_order_is_not_read_as_heap_order() -> None:
+    report = failing_report("eviction-policy", LFUPinHeapifiesButUnpinTicks, 2)[0].text
+    assert "heap order" not in report
+    assert "update_on_unpin" in report
+
+
+def test_the_heap_order_proof_holds_only_where_heapify_gives_the_victim() -> None:
+    from servelab.grading.policy_probes import heap_order_broken
+
+    right = LFU()
+    for key in "abc":
+        right.update_on_put(key, 1)
+    assert not heap_order_broken(right, "a")
+    broken = LFUPinRemovesEntry()
+    for key in "abc":
+        broken.update_on_put(key, 1)
+    broken.update_on_pin("a")
+    broken.update_on_unpin("a")
+    broken.update_on_pin("a")
+    assert heap_order_broken(broken, "b")
+    assert not heap_order_broken(broken, "c")  # put back in order it pops 'b', not 'c'

@@ -48,6 +48,7 @@ from servelab.grading.policy_probes import (
     _lfu_order_by_count,
     _lfu_order_counts_grow,
     _lfu_order_ties_fifo,
+    _lfu_pin_keeps_heap_order,
     _lfu_pinned_history,
     _lfu_remove_forgets,
     _lfu_stale_entries,
@@ -456,6 +457,7 @@ TOPIC = Topic(
                     hang_hint=no_victim_hang,
                 ),
                 Probe("pinning keeps the history", HINTS["history"], _lfu_pinned_history),
+                Probe("a pin keeps the heap in order", HINTS["pins"], _lfu_pin_keeps_heap_order),
             ],
             machine=MachineCheck(
                 "LFU against the model",

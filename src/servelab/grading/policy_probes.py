@@ -6,6 +6,8 @@ program run through :class:`~servelab.grading._script.Script` on the learner's o
 
 from __future__ import annotations
 
+import copy
+import heapq
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -122,7 +124,10 @@ def _pins_leave_the_candidates(name: str, after_unpin: list[str]) -> Callable[[A
         s.hit("b", "c")
         s.pin("a")  # the natural victim in both policies
         s.expect_len(2, "a pinned key is not a candidate")
-        s.expect_victim("b", "the pinned key 'a' may not be evicted")
+        if name == "LFU":
+            expect_victim_in_order(s, "b", "the pinned key 'a' may not be evicted")
+        else:
+            s.expect_victim("b", "the pinned key 'a' may not be evicted")
         s.unpin("a")
         s.expect_len(2, "after update_on_unpin the key is a candidate again")
         s.expect_order(after_unpin, "'a' is a candidate again, where its history puts it")
@@ -249,6 +254,69 @@ def _lfu_stale_entries(impl: Any) -> None:
     s.expect_victim("a", "the last resident key")
     s.put("c")
     s.expect_victim("c", "'c' was removed and put again; 'a' was evicted")
+
+
+def _out_of_heap_order(heap: Any) -> bool:
+    """True where ``heap`` is a list some entry of which is smaller than its parent."""
+    if not isinstance(heap, list):
+        return False
+    try:
+        return any(heap[i] < heap[(i - 1) // 2] for i in range(1, len(heap)))
+    except TypeError:
+        return False
+
+
+def heap_order_broken(policy: Any, want: str) -> bool:
+    """Proof that a wrong victim comes of ``heap`` out of heap order: the list is out of order
+    before the pop, and a copy of yours with it put back in order (heapq.heapify) pops
+    ``want``."""
+    try:
+        twin = copy.deepcopy(policy)
+        if not _out_of_heap_order(getattr(twin, "heap", None)):
+            return False
+        heapq.heapify(twin.heap)
+        return bool(twin.pop_victim() == want)
+    except Exception:
+        return False
+
+
+def expect_victim_in_order(s: PolicyScript, want: str, why: str) -> None:
+    """``s.expect_victim``, whose failure names a heap left out of order where that is
+    proven (:func:`heap_order_broken`)."""
+    broken = heap_order_broken(s.policy, want)
+    try:
+        s.expect_victim(want, why)
+    except ProbeFailed as failed:
+        if not broken:
+            raise
+        raise ProbeFailed(failed.message, failed.code, heap_order_hint(want)) from None
+
+
+def _lfu_pin_keeps_heap_order(impl: Any) -> None:
+    """A pin that takes the key's entry out of the middle of ``heap`` (list.remove, or the last
+    entry moved into its slot) with no heapify: the second pin below leaves 'c' above 'b', so
+    heappop returns 'c'. Fails only where :func:`heap_order_broken` proves that cause; any
+    other wrong victim is left to the model."""
+    s = PolicyScript(impl, "LFU")
+    s.put("a", "b", "c")
+    s.pin("a")
+    s.unpin("a")
+    s.pin("a")
+    if heap_order_broken(s.policy, "b"):
+        expect_victim_in_order(
+            s, "b", "'a' is pinned; 'b' and 'c' have count 1, 'b' reached it first"
+        )
+
+
+def heap_order_hint(want: str) -> str:
+    return (
+        "yours left `heap` out of heap order before this pop_victim() (an entry sits below a "
+        f"larger one), and a copy of yours with the list put back in order (heapq.heapify) "
+        f"evicts {want!r}: heappop returns the smallest entry only while the list keeps heap "
+        "order. An entry taken out of the middle of the list (list.remove, or the last one "
+        "moved into its slot) needs heapq.heapify after it; or leave it there: pop_victim "
+        "skips a pinned key's entry"
+    )
 
 
 def _lfu_empty(impl: Any) -> None:
