@@ -185,3 +185,30 @@ def test_the_heap_order_proof_holds_only_where_heapify_gives_the_victim() -> Non
     broken.update_on_pin("a")
     assert heap_order_broken(broken, "b")
     assert not heap_order_broken(broken, "c")  # put back in order it pops 'b', not 'c'
+
+
+class EvictedBytesOfLastVictim(CACHE):
+    """Evicts in put's own loop (its _evict, called directly, counts as it should), adding
+    the bytes once per put: the last victim's only."""
+
+    def put(self, key, value, size):
+        self._check_can_admit(key, size)
+        if key in self._entries:
+            old_size, _ = self._entries.pop(key)
+            self._used -= old_size
+        last = 0
+        while self._used + size > self.capacity:
+            victim = self._next_victim()
+            self.evictions += 1
+            last = self._entries[victim][0]
+            checkpoint("weight-cache", 3)._evict(self, victim)
+        self.evicted_bytes += last
+        self._entries[key] = (size, value)
+        self._used += size
+
+
+def test_evicted_bytes_of_one_victim_of_several_is_named_not_off_by_one() -> None:
+    report = failing_report("weight-cache", EvictedBytesOfLastVictim, 5)[0].text
+    assert "to `evicted_bytes` in this put, the size of" in report
+    assert "alone; the put evicted" in report
+    assert "off by one" not in report

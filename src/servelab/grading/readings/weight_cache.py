@@ -18,6 +18,7 @@ from servelab.grading.readings.difference import (
 )
 from servelab.grading.readings.weight_cache_rules import (
     admits_by_pin_count,
+    bytes_of_some_victims,
     evict_kept_victim,
     get_answered_pair,
     missed_only_never_put,
@@ -497,6 +498,9 @@ def weight_cache_reading(d: Difference) -> str | None:
         and differ & {"evictions", "evicted_bytes"}
         and "resident" not in differ
     ):
+        some = bytes_of_some_victims(d)
+        if some:
+            return COUNTED_OTHERWISE.show(d, some)
         if m == "put" and "used" not in differ:
             return REPLACE_COUNTED.show(
                 d,

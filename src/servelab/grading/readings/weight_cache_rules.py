@@ -201,3 +201,36 @@ def missed_only_never_put(d: Difference, key: Any) -> str | None:
         f"but none for {key!r}, absent as well: a get of any key that is not resident is a "
         "miss, whether it was never put or was put and evicted since"
     )
+
+
+def bytes_of_some_victims(d: Difference) -> str | None:
+    """A put whose evictions agree with the reference's but whose ``evicted_bytes`` grew by
+    the sizes of only some of its victims, exactly one such set: what yours added, named by
+    the victims it matches (a difference of 1 here is a victim's size, not an off-by-one)."""
+    if d.method != "put" or d.differ != {"evicted_bytes"}:
+        return None
+    before = d.before.get("evicted_bytes")
+    mine, theirs = d.mine.get("evicted_bytes"), d.theirs.get("evicted_bytes")
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (before, mine, theirs)):
+        return None
+    resident = list(d.before.get("resident", ()))
+    gone = [k for k in resident if k not in d.theirs.get("resident", ()) and k != d.args[0]]
+    sizes = {k: call(d.subject, "size_of", k) for k in gone}
+    if len(gone) < 2 or not all(isinstance(s, int) for s in sizes.values()):
+        return None
+    if sum(sizes.values()) != theirs - before:
+        return None
+    added = mine - before
+    matches = [
+        [k for i, k in enumerate(gone) if mask >> i & 1]
+        for mask in range(1, 2 ** len(gone) - 1)
+        if sum(sizes[k] for i, k in enumerate(gone) if mask >> i & 1) == added
+    ]
+    if len(matches) != 1:
+        return None
+    some = ", ".join(f"{k!r} ({sizes[k]})" for k in matches[0])
+    every = ", ".join(f"{k!r} ({sizes[k]})" for k in gone)
+    return (
+        f"yours added {added} to `evicted_bytes` in this put, the size of {some} alone; the "
+        f"put evicted {every}, {theirs - before} bytes: each eviction adds its victim's size"
+    )
