@@ -7,7 +7,6 @@ from __future__ import annotations
 import heapq
 
 from buggy_impls import failing_report
-
 from servelab import checkpoint
 from servelab.grading.policy_probes import no_victim_hang, pinned_passed_hang
 from servelab.weights.policies import NoVictim

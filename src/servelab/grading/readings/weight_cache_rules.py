@@ -194,7 +194,7 @@ def missed_only_never_put(d: Difference, key: Any) -> str | None:
         return None
     if not all(isinstance(n, int) for n in (start, again, fresh)):
         return None
-    if again != start or fresh != again + 1:
+    if again != start or fresh != int(again) + 1:
         return None
     return (
         f"yours counts a miss for a key never put (a copy asked for '~never-put' counts one) "
@@ -209,10 +209,11 @@ def bytes_of_some_victims(d: Difference) -> str | None:
     the victims it matches (a difference of 1 here is a victim's size, not an off-by-one)."""
     if d.method != "put" or d.differ != {"evicted_bytes"}:
         return None
-    before = d.before.get("evicted_bytes")
-    mine, theirs = d.mine.get("evicted_bytes"), d.theirs.get("evicted_bytes")
-    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (before, mine, theirs)):
+    numbers = [x.get("evicted_bytes") for x in (d.before, d.mine, d.theirs)]
+    counts = [n for n in numbers if isinstance(n, int) and not isinstance(n, bool)]
+    if len(counts) != 3:
         return None
+    before, mine, theirs = counts
     resident = list(d.before.get("resident", ()))
     gone = [k for k in resident if k not in d.theirs.get("resident", ()) and k != d.args[0]]
     sizes = {k: call(d.subject, "size_of", k) for k in gone}
