@@ -211,3 +211,40 @@ def test_evicted_bytes_of_one_victim_of_several_is_named_not_off_by_one() -> Non
     assert "to `evicted_bytes` in this put, the size of" in report
     assert "alone; the put evicted" in report
     assert "off by one" not in report
+
+
+class LFUPinnedHitKeepsTheClock(LFU):
+    """Advances the clock on the unpinned path only: a hit while pinned takes the tick of the
+    event before it, and ties with the key that event touched."""
+
+    def update_on_hit(self, key):
+        if key in self.pinned:
+            self.count[key] += 1
+            self.reached[key] = self.clock
+            return
+        super().update_on_hit(key)
+
+
+class LFUHitPushesBeforeCounting(LFU):
+    """Look-alike: an unpinned hit pushes the entry before raising the count (stale at once)."""
+
+    def update_on_hit(self, key):
+        self.clock += 1
+        if key not in self.pinned:
+            heapq.heappush(self.heap, (self.count[key], self.clock, key))
+        self.count[key] += 1
+        self.reached[key] = self.clock
+
+
+def test_a_hit_while_pinned_without_its_own_tick_is_caught_and_named() -> None:
+    report = failing_report("eviction-policy", LFUPinnedHitKeepsTheClock, 2)[0].text
+    assert "✗ step 2 · a hit while pinned takes its own tick" in report
+    assert "your `update_on_hit`" in report
+    assert "'a' was hit while pinned here: no entry then" in report
+    assert "heap entry it pushes" not in report  # the reference pushes none for a pinned key
+
+
+def test_an_unpinned_hit_pushing_a_stale_entry_keeps_the_heap_entry_reading() -> None:
+    report = failing_report("eviction-policy", LFUHitPushesBeforeCounting, 2)[0].text
+    assert "your `update_on_hit`" in report
+    assert "was hit while pinned" not in report

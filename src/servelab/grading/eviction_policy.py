@@ -50,6 +50,7 @@ from servelab.grading.policy_probes import (
     _lfu_order_ties_fifo,
     _lfu_pin_keeps_heap_order,
     _lfu_pinned_history,
+    _lfu_pinned_hit_ticks,
     _lfu_remove_forgets,
     _lfu_stale_entries,
     _lfu_ties_fifo,
@@ -148,6 +149,12 @@ HINTS = {
         About(
             ("update_on_pin", "update_on_unpin", "update_on_hit"), ("eviction order",), ("pinned",)
         ),
+    ),
+    "pinned-tick": Hint(
+        "a hit while pinned is a use like any other: it advances the clock and the key "
+        "reaches its new count at that new tick (only the heap push waits for "
+        "update_on_unpin); equal counts then leave in the order their keys reached them.",
+        About(("LFU.update_on_hit", "LFU.update_on_unpin"), ("eviction order",), ("pinned",)),
     ),
     "remove": Hint(
         "when the cache removes the key under SIEVE's hand (update_on_remove), the hand moves "
@@ -458,6 +465,11 @@ TOPIC = Topic(
                 ),
                 Probe("pinning keeps the history", HINTS["history"], _lfu_pinned_history),
                 Probe("a pin keeps the heap in order", HINTS["pins"], _lfu_pin_keeps_heap_order),
+                Probe(
+                    "a hit while pinned takes its own tick",
+                    HINTS["pinned-tick"],
+                    _lfu_pinned_hit_ticks,
+                ),
             ],
             machine=MachineCheck(
                 "LFU against the model",

@@ -375,6 +375,23 @@ def _lfu_pinned_history(impl: Any) -> None:
     )
 
 
+def _lfu_pinned_hit_ticks(impl: Any) -> None:
+    """A hit while pinned is a use of its own: it takes the next tick, so 'a', which reaches
+    count 2 after 'b' did, leaves after it (a clock advanced on the unpinned path only gives
+    'a' the tick of 'b''s hit, and the tie then goes by key)."""
+    s = PolicyScript(impl, "LFU")
+    s.put("a", "b")
+    s.hit("b")
+    s.pin("a")
+    s.hit("a")
+    s.unpin("a")
+    s.expect_order(
+        ["b", "a"],
+        "in the reference both have count 2; 'b' reached it first, 'a' with its hit while "
+        "pinned, one tick later",
+    )
+
+
 # --------------------------------------------------------------------------- SIEVE probes
 # Steps 4 and 5 come before the sweep: they read the skeleton's attributes.
 
