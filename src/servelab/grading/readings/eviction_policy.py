@@ -263,7 +263,7 @@ def _hit_while_pinned(program: str) -> str | None:
     pinned: set[str] = set()
     for verb, key in re.findall(r"\.update_on_(pin|unpin|hit|remove)\(\s*'([^']*)'", program):
         if verb == "hit" and key in pinned:
-            return key
+            return str(key)
         if verb == "pin":
             pinned.add(key)
         elif verb in ("unpin", "remove"):
