@@ -631,7 +631,7 @@ def _machine_check(
     if isinstance(exc, InvariantViolation):
         hint = check.hints.get(exc.invariant, check.generic_hint)
     elif isinstance(exc, ImplementationHung):
-        return _hang_failure(topic, label, exc, code, impl, final)
+        return _hang_failure(topic, label, exc, code, impl, final, HANG_HINT)
     elif _hypothesis_flaky(exc):
         hint = check.generic_hint
     else:
@@ -662,12 +662,12 @@ def _diagnosed_failure(
 
 
 def _hang_failure(
-    topic: Topic, label: str, exc: BaseException, code: str, impl: Any, step: int
+    topic: Topic, label: str, exc: BaseException, code: str, impl: Any, step: int, hint: str
 ) -> _Failure:
     """A call that never returned: that is the hint (the evidence is the hang itself), with
     where the difference starts when localisation finds it (never at the cost of the hint)."""
     if topic.diagnose is not None or not code:
-        return _Failure(label, exc, HANG_HINT, code)
+        return _Failure(label, exc, hint, code)
     try:
         with hang_guard("diagnose", DIAGNOSE_TIMEOUT_S), redirect_stdout(io.StringIO()):
             finding = located(topic.name, code, impl, step)
@@ -675,8 +675,8 @@ def _hang_failure(
         _log.warning("localising a %s hang failed: %r", topic.name, error)
         if os.environ.get("SERVELAB_DEBUG") == "1":
             raise
-        return _Failure(label, exc, HANG_HINT, code)
-    return _Failure(label, exc, HANG_HINT, code, finding.where, finding.divergence)
+        return _Failure(label, exc, hint, code)
+    return _Failure(label, exc, hint, code, finding.where, finding.divergence)
 
 
 def _probe_failure(
@@ -690,7 +690,8 @@ def _probe_failure(
     code, about = "\n".join(program), getattr(probe.hint, "about", About()).methods
     label = unreached(label, about, exc, program[-1] if program else None)
     if isinstance(exc, ImplementationHung):
-        return _hang_failure(topic, label, exc, code, impl, step)
+        hint = (probe.hang_hint and probe.hang_hint(code)) or HANG_HINT
+        return _hang_failure(topic, label, exc, code, impl, step, hint)
     # The exception's hint says what kind of slip it is; the check's name says what the call
     # was meant to do (an entry as large as the budget fits), which the type alone cannot.
     explained = exception_hint(exc)

@@ -48,7 +48,9 @@ from servelab.grading.policy_probes import (
     _lfu_order_by_count,
     _lfu_order_counts_grow,
     _lfu_order_ties_fifo,
+    _lfu_pin_keeps_heap_order,
     _lfu_pinned_history,
+    _lfu_pinned_hit_ticks,
     _lfu_remove_forgets,
     _lfu_stale_entries,
     _lfu_ties_fifo,
@@ -68,6 +70,8 @@ from servelab.grading.policy_probes import (
     _sieve_remove_forgets,
     _sieve_remove_under_hand,
     _sieve_wraps,
+    no_victim_hang,
+    pinned_passed_hang,
     policy_class,
     policy_namespace,
 )
@@ -145,6 +149,12 @@ HINTS = {
         About(
             ("update_on_pin", "update_on_unpin", "update_on_hit"), ("eviction order",), ("pinned",)
         ),
+    ),
+    "pinned-tick": Hint(
+        "a hit while pinned is a use like any other: it advances the clock and the key "
+        "reaches its new count at that new tick (only the heap push waits for "
+        "update_on_unpin); equal counts then leave in the order their keys reached them.",
+        About(("LFU.update_on_hit", "LFU.update_on_unpin"), ("eviction order",), ("pinned",)),
     ),
     "remove": Hint(
         "when the cache removes the key under SIEVE's hand (update_on_remove), the hand moves "
@@ -445,9 +455,21 @@ TOPIC = Topic(
                     "pinned keys are not candidates",
                     HINTS["pins"],
                     _pins_leave_the_candidates("LFU", ["a", "c"]),
+                    hang_hint=pinned_passed_hang("LFU"),
                 ),
-                Probe("nothing to evict raises", HINTS["no-victim"], _nothing_to_evict("LFU")),
+                Probe(
+                    "nothing to evict raises",
+                    HINTS["no-victim"],
+                    _nothing_to_evict("LFU"),
+                    hang_hint=no_victim_hang,
+                ),
                 Probe("pinning keeps the history", HINTS["history"], _lfu_pinned_history),
+                Probe("a pin keeps the heap in order", HINTS["pins"], _lfu_pin_keeps_heap_order),
+                Probe(
+                    "a hit while pinned takes its own tick",
+                    HINTS["pinned-tick"],
+                    _lfu_pinned_hit_ticks,
+                ),
             ],
             machine=MachineCheck(
                 "LFU against the model",
@@ -523,8 +545,14 @@ TOPIC = Topic(
                     "pinned keys are not candidates",
                     HINTS["pins"],
                     _pins_leave_the_candidates("SIEVE", ["c", "a"]),
+                    hang_hint=pinned_passed_hang("SIEVE"),
                 ),
-                Probe("nothing to evict raises", HINTS["no-victim"], _nothing_to_evict("SIEVE")),
+                Probe(
+                    "nothing to evict raises",
+                    HINTS["no-victim"],
+                    _nothing_to_evict("SIEVE"),
+                    hang_hint=no_victim_hang,
+                ),
             ],
             machine=MachineCheck(
                 "LFU and SIEVE against their models",

@@ -6,6 +6,8 @@ program run through :class:`~servelab.grading._script.Script` on the learner's o
 
 from __future__ import annotations
 
+import copy
+import heapq
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -122,7 +124,10 @@ def _pins_leave_the_candidates(name: str, after_unpin: list[str]) -> Callable[[A
         s.hit("b", "c")
         s.pin("a")  # the natural victim in both policies
         s.expect_len(2, "a pinned key is not a candidate")
-        s.expect_victim("b", "the pinned key 'a' may not be evicted")
+        if name == "LFU":
+            expect_victim_in_order(s, "b", "the pinned key 'a' may not be evicted")
+        else:
+            s.expect_victim("b", "the pinned key 'a' may not be evicted")
         s.unpin("a")
         s.expect_len(2, "after update_on_unpin the key is a candidate again")
         s.expect_order(after_unpin, "'a' is a candidate again, where its history puts it")
@@ -140,6 +145,43 @@ def _nothing_to_evict(name: str) -> Callable[[Any], None]:
         s.expect_no_victim()
 
     return run
+
+
+def _last_line_pops(code: str) -> bool:
+    lines = [line.strip() for line in code.splitlines() if line.strip()]
+    return bool(lines) and lines[-1] == "p.pop_victim()"
+
+
+def no_victim_hang(code: str) -> str:
+    """The hang of :func:`_nothing_to_evict`'s pop: every key pinned, so there is no victim."""
+    if not _last_line_pops(code):
+        return ""
+    return (
+        "yours never returned from pop_victim() with every key pinned ('a' and 'b'): with no "
+        "candidate there is no victim to look for, so raise NoVictim before looking (len() "
+        "is 0 here)"
+    )
+
+
+def pinned_passed_hang(name: str) -> Callable[[str], str]:
+    """The hang of :func:`_pins_leave_the_candidates`'s pop: the least used (or the oldest
+    unvisited) key 'a' pinned, 'b' and 'c' candidates."""
+    how = (
+        "an LFU loop that pushes a pinned key's entry back onto the heap pops that same "
+        "entry again at once: leave it off (update_on_unpin pushes it again)"
+        if name == "LFU"
+        else "the sweep steps past a pinned key (no bit cleared, nothing evicted) to the next"
+    )
+
+    def hint(code: str) -> str:
+        if not _last_line_pops(code):
+            return ""
+        return (
+            "yours never returned from pop_victim() with 'a' pinned and 'b', 'c' candidates "
+            f"(the reference evicts 'b'): a pinned key is passed over, not waited on; {how}"
+        )
+
+    return hint
 
 
 # --------------------------------------------------------------------------- LFU probes
@@ -214,6 +256,69 @@ def _lfu_stale_entries(impl: Any) -> None:
     s.expect_victim("c", "'c' was removed and put again; 'a' was evicted")
 
 
+def _out_of_heap_order(heap: Any) -> bool:
+    """True where ``heap`` is a list some entry of which is smaller than its parent."""
+    if not isinstance(heap, list):
+        return False
+    try:
+        return any(heap[i] < heap[(i - 1) // 2] for i in range(1, len(heap)))
+    except TypeError:
+        return False
+
+
+def heap_order_broken(policy: Any, want: str) -> bool:
+    """Proof that a wrong victim comes of ``heap`` out of heap order: the list is out of order
+    before the pop, and a copy of yours with it put back in order (heapq.heapify) pops
+    ``want``."""
+    try:
+        twin = copy.deepcopy(policy)
+        if not _out_of_heap_order(getattr(twin, "heap", None)):
+            return False
+        heapq.heapify(twin.heap)
+        return bool(twin.pop_victim() == want)
+    except Exception:
+        return False
+
+
+def expect_victim_in_order(s: PolicyScript, want: str, why: str) -> None:
+    """``s.expect_victim``, whose failure names a heap left out of order where that is
+    proven (:func:`heap_order_broken`)."""
+    broken = heap_order_broken(s.policy, want)
+    try:
+        s.expect_victim(want, why)
+    except ProbeFailed as failed:
+        if not broken:
+            raise
+        raise ProbeFailed(failed.message, failed.code, heap_order_hint(want)) from None
+
+
+def _lfu_pin_keeps_heap_order(impl: Any) -> None:
+    """A pin that takes the key's entry out of the middle of ``heap`` (list.remove, or the last
+    entry moved into its slot) with no heapify: the second pin below leaves 'c' above 'b', so
+    heappop returns 'c'. Fails only where :func:`heap_order_broken` proves that cause; any
+    other wrong victim is left to the model."""
+    s = PolicyScript(impl, "LFU")
+    s.put("a", "b", "c")
+    s.pin("a")
+    s.unpin("a")
+    s.pin("a")
+    if heap_order_broken(s.policy, "b"):
+        expect_victim_in_order(
+            s, "b", "'a' is pinned; 'b' and 'c' have count 1, 'b' reached it first"
+        )
+
+
+def heap_order_hint(want: str) -> str:
+    return (
+        "yours left `heap` out of heap order before this pop_victim() (an entry sits below a "
+        f"larger one), and a copy of yours with the list put back in order (heapq.heapify) "
+        f"evicts {want!r}: heappop returns the smallest entry only while the list keeps heap "
+        "order. An entry taken out of the middle of the list (list.remove, or the last one "
+        "moved into its slot) needs heapq.heapify after it; or leave it there: pop_victim "
+        "skips a pinned key's entry"
+    )
+
+
 def _lfu_empty(impl: Any) -> None:
     s = PolicyScript(impl, "LFU")
     s.put("a")
@@ -267,6 +372,23 @@ def _lfu_pinned_history(impl: Any) -> None:
     s.unpin("a")
     s.expect_order(
         ["c", "b", "a"], "in the reference 'a' has count 3 (two hits while pinned), 'b' 2, 'c' 1"
+    )
+
+
+def _lfu_pinned_hit_ticks(impl: Any) -> None:
+    """A hit while pinned is a use of its own: it takes the next tick, so 'a', which reaches
+    count 2 after 'b' did, leaves after it (a clock advanced on the unpinned path only gives
+    'a' the tick of 'b''s hit, and the tie then goes by key)."""
+    s = PolicyScript(impl, "LFU")
+    s.put("a", "b")
+    s.hit("b")
+    s.pin("a")
+    s.hit("a")
+    s.unpin("a")
+    s.expect_order(
+        ["b", "a"],
+        "in the reference both have count 2; 'b' reached it first, 'a' with its hit while "
+        "pinned, one tick later",
     )
 
 

@@ -61,6 +61,9 @@ class Probe:
     seconds: float | None = None
     """CPU seconds the probe may run before it is reported hung; None: the grader's default.
     A topic whose probes compile code (Triton on a GPU) needs longer than a loop ever should."""
+    hang_hint: Callable[[str], str] | None = None
+    """The hint where a call of this probe never returns, from the program that hung, when
+    that program tells why (every key pinned); "" or None: the grader's general hint."""
 
 
 @dataclass(frozen=True)

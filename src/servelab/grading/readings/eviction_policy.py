@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -256,6 +257,20 @@ def _sweep_past_hand(d: Difference) -> str | None:
     )
 
 
+def _hit_while_pinned(program: str) -> str | None:
+    """The first key ``program`` hits while it is pinned (None: no such hit), read from its
+    lines in order."""
+    pinned: set[str] = set()
+    for verb, key in re.findall(r"\.update_on_(pin|unpin|hit|remove)\(\s*'([^']*)'", program):
+        if verb == "hit" and key in pinned:
+            return str(key)
+        if verb == "pin":
+            pinned.add(key)
+        elif verb in ("unpin", "remove"):
+            pinned.discard(key)
+    return None
+
+
 def eviction_policy_reading(d: Difference) -> str | None:
     """The rule an LFU or SIEVE policy's first diverging call breaks."""
     m, who = d.method, _policy(d)
@@ -265,6 +280,17 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 "yours leaves every field a call shows as the reference's does, yet it differs "
                 "in what it keeps for pop_victim: update_on_unpin makes the key a candidate "
                 "again, so push it back onto the heap with its count and the time it reached it"
+            )
+        hit_pinned = _hit_while_pinned(d.program)
+        if m == "update_on_hit" and who == "LFU" and hit_pinned is not None:
+            return (
+                "yours leaves every field a call shows (the counts) as the reference's does, "
+                "yet with the reference's update_on_hit in its place the program behaves: "
+                "what differs is what it keeps for later. On every hit the reference advances "
+                "the clock and records that new tick as the time the key reached its count "
+                "(`reached`); it pushes the key's entry (count, reached, key) only for a key "
+                f"that is not pinned. {hit_pinned!r} was hit while pinned here: no entry then, "
+                "and update_on_unpin pushes it with that tick"
             )
         if m in ("update_on_hit", "update_on_put") and who == "LFU":
             count = "its count after the hit" if m == "update_on_hit" else "count 1"

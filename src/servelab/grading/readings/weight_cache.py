@@ -18,8 +18,10 @@ from servelab.grading.readings.difference import (
 )
 from servelab.grading.readings.weight_cache_rules import (
     admits_by_pin_count,
+    bytes_of_some_victims,
     evict_kept_victim,
     get_answered_pair,
+    missed_only_never_put,
     pins_said,
     replaced_signs_swapped,
     victim_kinds,
@@ -255,6 +257,8 @@ def _weight_cache_counters(d: Difference) -> str | None:
         if d.mine.get("misses") == 0 and d.theirs.get("misses") == 1:
             if _misses_after_a_hit(d) == 0:
                 return f"yours left misses at 0: so far it never counts misses; {rule}"
+            if "hits" not in d.differ and (only_fresh := missed_only_never_put(d, key)):
+                return only_fresh
             return f"yours left misses at 0 on this get; {rule}"
         return rule
     return f"a get of a resident key ({key!r}) counts one hit and no miss"
@@ -494,6 +498,9 @@ def weight_cache_reading(d: Difference) -> str | None:
         and differ & {"evictions", "evicted_bytes"}
         and "resident" not in differ
     ):
+        some = bytes_of_some_victims(d)
+        if some:
+            return COUNTED_OTHERWISE.show(d, some)
         if m == "put" and "used" not in differ:
             return REPLACE_COUNTED.show(
                 d,

@@ -6,6 +6,7 @@ pair, pin counts that started above 0 or all went at once, pins counted as bytes
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from servelab.grading.readings.difference import Difference, call
@@ -171,4 +172,66 @@ def replaced_signs_swapped(d: Difference) -> str | None:
         f"yours moved `used` by {old - size} on replacing {key!r} ({old} bytes by {size}): "
         f"the old size added and the new one taken off, the signs swapped; a replacement "
         f"takes the old size off and adds the new one ({before} - {old} + {size})"
+    )
+
+
+def missed_only_never_put(d: Difference, key: Any) -> str | None:
+    """A get of the absent ``key`` that counted no miss, proven on a copy to count none for
+    ``key`` again while it counts one for a key never put: yours tells the two apart, which
+    the rule does not (an evicted key is missed as a never-put one is)."""
+    cache = d.subject
+    try:
+        with line_budget(LINES_PER_CALL):
+            twin = copy.deepcopy(cache)
+            start = twin.misses
+            twin.get(key)
+            again = twin.misses
+            twin.get("~never-put")
+            fresh = twin.misses
+    except Exception:
+        return None
+    except OutOfLines:
+        return None
+    if not all(isinstance(n, int) for n in (start, again, fresh)):
+        return None
+    if again != start or fresh != int(again) + 1:
+        return None
+    return (
+        f"yours counts a miss for a key never put (a copy asked for '~never-put' counts one) "
+        f"but none for {key!r}, absent as well: a get of any key that is not resident is a "
+        "miss, whether it was never put or was put and evicted since"
+    )
+
+
+def bytes_of_some_victims(d: Difference) -> str | None:
+    """A put whose evictions agree with the reference's but whose ``evicted_bytes`` grew by
+    the sizes of only some of its victims, exactly one such set: what yours added, named by
+    the victims it matches (a difference of 1 here is a victim's size, not an off-by-one)."""
+    if d.method != "put" or d.differ != {"evicted_bytes"}:
+        return None
+    numbers = [x.get("evicted_bytes") for x in (d.before, d.mine, d.theirs)]
+    counts = [n for n in numbers if isinstance(n, int) and not isinstance(n, bool)]
+    if len(counts) != 3:
+        return None
+    before, mine, theirs = counts
+    resident = list(d.before.get("resident", ()))
+    gone = [k for k in resident if k not in d.theirs.get("resident", ()) and k != d.args[0]]
+    sizes = {k: call(d.subject, "size_of", k) for k in gone}
+    if len(gone) < 2 or not all(isinstance(s, int) for s in sizes.values()):
+        return None
+    if sum(sizes.values()) != theirs - before:
+        return None
+    added = mine - before
+    matches = [
+        [k for i, k in enumerate(gone) if mask >> i & 1]
+        for mask in range(1, 2 ** len(gone) - 1)
+        if sum(sizes[k] for i, k in enumerate(gone) if mask >> i & 1) == added
+    ]
+    if len(matches) != 1:
+        return None
+    some = ", ".join(f"{k!r} ({sizes[k]})" for k in matches[0])
+    every = ", ".join(f"{k!r} ({sizes[k]})" for k in gone)
+    return (
+        f"yours added {added} to `evicted_bytes` in this put, the size of {some} alone; the "
+        f"put evicted {every}, {theirs - before} bytes: each eviction adds its victim's size"
     )
