@@ -58,7 +58,14 @@ READS: dict[str, tuple[str, ...]] = {
         "(cache.hits, cache.misses, cache.evictions, cache.evicted_bytes)",
         "(cache.stats.hits, cache.stats.misses, cache.stats.evictions, cache.stats.evicted_bytes)",
     ),
-    "eviction-policy": ("len(p)", "list(p.eviction_order())"),
+    "eviction-policy": (
+        "len(p)",
+        "list(p.eviction_order())",
+        "p.count",
+        "p.visited",
+        "sorted(p.pinned)",
+        "p.hand",
+    ),
     "block-manager": _on(_BM, "bm"),
     "prefix-cache": _on(_BM + _PREFIX, "bm"),
     "scheduler": _STEP_OUT + _QUEUES + _on(_BM, "sched.bm"),
@@ -229,13 +236,13 @@ def _with_reads_between(
         between += [line, *reads] if line in calls else [line]
     between.append(lines[-1])
     try:
+        theirs = _run(between, namespace(reference))
+    except _Raised:
+        return None  # reads the reference cannot make at this step
+    try:
         mine = _run(between, namespace(impl))
     except _Raised:
         return "\n".join(between)
-    try:
-        theirs = _run(between, namespace(reference))
-    except _Raised:
-        return None
     return "\n".join(between) if plain(mine) != plain(theirs) else None
 
 
