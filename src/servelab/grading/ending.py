@@ -94,7 +94,10 @@ READS: dict[str, tuple[str, ...]] = {
 #: What a state machine reads after each call, where a read of yours may change the object
 #: (an eviction order trialled on the policy itself): written between the calls when the
 #: program shows the difference only with them, as they ran.
-BETWEEN: dict[str, tuple[str, ...]] = {"eviction-policy": ("len(p)", "list(p.eviction_order())")}
+BETWEEN: dict[str, tuple[str, ...]] = {
+    "weight-cache": ("list(cache.keys())",),
+    "eviction-policy": ("len(p)", "list(p.eviction_order())"),
+}
 
 _ASSIGNED = re.compile(r"^([A-Za-z_]\w*)\s*=[^=]")
 #: Reads of one key, made for each key the program's calls name first (a pin of an absent key).
@@ -151,14 +154,16 @@ def shown_at_end(topic: Topic, code: str, impl: Any, exc: BaseException | None, 
     spec = topic.replay
     if spec is None or not code or topic.name not in READS:
         return code
-    if not isinstance(exc, ProbeFailed | InvariantViolation):
-        return code  # the learner's own exception: pasted, its line raises it
+    if not isinstance(exc, Exception):
+        return code
     from servelab.checkpoints import checkpoint  # the checkpoints import the grading package
 
     try:
         reference = checkpoint(topic.name, step)
         with redirect_stdout(io.StringIO()):
-            return _ended(topic.name, spec, code, impl, reference, str(exc))
+            # a learner's exception's own text is not read: its __str__ may never return
+            said = str(exc) if isinstance(exc, ProbeFailed | InvariantViolation) else ""
+            return _ended(topic.name, spec, code, impl, reference, said)
     except Exception:  # a failure to find the read never hides the check's report
         return code
 
@@ -171,32 +176,57 @@ def _ended(
     def namespace(classes: Any) -> dict[str, Any]:
         return {names.get(k, k): v for k, v in spec.namespace(classes).items()}
 
+    def shows(lines: list[str]) -> bool:
+        """Pasted, ``lines`` raise on yours alone or end in a value not the reference's."""
+        try:
+            theirs = _run(lines, namespace(reference))
+        except _Raised:
+            return False
+        try:
+            mine = _run(lines, namespace(impl))
+        except _Raised:
+            return True
+        return plain(mine) != plain(theirs)
+
+    def raises(lines: list[str], classes: Any) -> bool:
+        try:
+            _run(lines, namespace(classes))
+        except _Raised:
+            return True
+        return False
+
     lines = code.splitlines()
-    mine_ns, theirs_ns = namespace(impl), namespace(reference)
     try:
-        mine = _run(lines, mine_ns)
+        mine = _run(lines, namespace(impl))
     except _Raised:
         return code  # pasted, it stops at the line that raised
     try:
-        theirs = _run(lines, theirs_ns)
+        theirs = _run(lines, namespace(reference))
     except _Raised:
         return code  # the reference raises where yours did not: the check says so
     if plain(mine) != plain(theirs):
         return code  # its last value differs already
     bare = _unsuppressed(lines)
-    if bare is not None:
-        try:
-            _run(bare, namespace(impl))
-        except _Raised:
-            bare = None
-        else:
-            try:
-                _run(bare, namespace(reference))
-                bare = None
-            except _Raised:
-                pass  # yours returns where the reference raises: that line is the difference
-        if bare is not None:
-            return "\n".join(bare)
+    if bare is not None and not raises(bare, impl) and raises(bare, reference):
+        return "\n".join(bare)  # yours returns where the reference raises
+    for program in _with_reads_between(topic, lines):
+        if program is not lines and shows(program):
+            return "\n".join(program)
+        for read in _differing(topic, program, namespace(impl), namespace(reference), message):
+            if shows([*program, read]):  # each read on a fresh run: a read may change yours
+                return "\n".join([*program, read])
+    return code
+
+
+def _differing(
+    topic: str, lines: list[str], mine_ns: dict[str, Any], theirs_ns: dict[str, Any], message: str
+) -> list[str]:
+    """The reads whose values differ after ``lines`` (those the message quotes first)."""
+    try:
+        _run(lines, mine_ns)
+        _run(lines, theirs_ns)
+    except _Raised:
+        return []
     differing: list[tuple[str, Any]] = []
     for read in _candidates(topic, lines):
         try:
@@ -210,10 +240,8 @@ def _ended(
             continue
         if isinstance(got, _DATA) and isinstance(want, _DATA) and plain(got) != plain(want):
             differing.append((read, got))
-    if not differing:
-        return _with_reads_between(topic, lines, names, namespace, impl, reference) or code
     quoted = [read for read, got in differing if _quoted(got, message)]
-    return f"{code}\n{(quoted or [differing[0][0]])[0]}"
+    return [*quoted, *(read for read, _ in differing if read not in quoted)][:3]
 
 
 def _quoted(value: Any, message: str) -> bool:
@@ -222,28 +250,17 @@ def _quoted(value: Any, message: str) -> bool:
     return value is not None and len(form) > 2 and form in message
 
 
-def _with_reads_between(
-    topic: str, lines: list[str], names: Any, namespace: Any, impl: Any, reference: Any
-) -> str | None:
-    """The program with the machine's reads after each call but the last, where that one
-    shows the difference (it raises, or its last value is not the reference's)."""
+def _with_reads_between(topic: str, lines: list[str]) -> list[list[str]]:
+    """The program as it is, then with the machine's reads after each call but the last, then
+    after the last too: what ran where a read of yours changes the object."""
     reads = BETWEEN.get(topic)
-    if not reads or len(lines) < 3:
-        return None
-    calls = [line for line in lines[1:-1] if not line.startswith(("from ", "import ", "#"))]
+    if not reads or len(lines) < 2:
+        return [lines]
+    calls = {line for line in lines[1:] if not line.startswith(("from ", "import ", "#"))}
     between = [lines[0]]
     for line in lines[1:-1]:
         between += [line, *reads] if line in calls else [line]
-    between.append(lines[-1])
-    try:
-        theirs = _run(between, namespace(reference))
-    except _Raised:
-        return None  # reads the reference cannot make at this step
-    try:
-        mine = _run(between, namespace(impl))
-    except _Raised:
-        return "\n".join(between)
-    return "\n".join(between) if plain(mine) != plain(theirs) else None
+    return [lines, [*between, lines[-1]], [*between, lines[-1], *reads]]
 
 
 def _unsuppressed(lines: list[str]) -> list[str] | None:
