@@ -131,12 +131,18 @@ def _run(lines: list[str], ns: dict[str, Any]) -> Any:
 _DATA = (list, tuple, dict, int, float, str, bool)
 
 
+class _Hung(Exception):
+    """A read never returned: no further read is tried (each would cost its seconds again)."""
+
+
 def _read(line: str, ns: dict[str, Any]) -> Any:
-    """The value of ``line`` in ``ns``; ``_Raised`` when reading it raised or hung."""
+    """The value of ``line`` in ``ns``; ``_Raised`` when reading it raised."""
     try:
         with hang_guard(line, _LINE_S):
             return eval(line, ns)
-    except (Exception, ImplementationHung) as exc:
+    except ImplementationHung as exc:
+        raise _Hung from exc
+    except Exception as exc:
         raise _Raised from exc
 
 
