@@ -83,6 +83,7 @@ READS: dict[str, tuple[str, ...]] = {
         "tier.used",
         "list(disk.keys())",
         "disk.used",
+        "{f.name: f.stat().st_size for f in sorted(disk.root.iterdir())}",
         "[list(t.keys()) for t in h.tiers]",
         "[t.used for t in h.tiers]",
         "h.held_bytes()",
