@@ -13,11 +13,7 @@ from typing import Any
 
 from servelab.grading._script import graded_names
 from servelab.grading.diagnose import SPECS
-from servelab.grading.replay import plain
-from servelab.testing.core import ImplementationHung, hang_guard
-
-#: CPU seconds one pasted line may run before it counts as a hang (which the learner sees).
-LINE_S = 2.0
+from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget, plain
 
 
 class _Stopped(Exception):
@@ -29,7 +25,7 @@ def _pasted(program: str, ns: dict[str, Any]) -> Any:
     value = None
     for line in program.splitlines():
         try:
-            with hang_guard(line, LINE_S):
+            with line_budget(LINES_PER_CALL):  # counted, not timed: a hang is run twice here
                 try:
                     code = compile(line, "<pasted>", "eval")
                 except SyntaxError:
@@ -39,7 +35,7 @@ def _pasted(program: str, ns: dict[str, Any]) -> Any:
                 value = eval(code, ns)
         except NameError:
             raise  # a name the notebook does not hold: the program cannot be pasted
-        except (Exception, ImplementationHung) as exc:
+        except (Exception, OutOfLines) as exc:
             raise _Stopped from exc
     return value
 
