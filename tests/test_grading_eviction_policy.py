@@ -102,11 +102,17 @@ def test_the_state_machine_catches_what_no_probe_names() -> None:
     name = bug.impl["LFU"].__name__  # the program builds the graded class by its own name
     namespace: dict[str, Any] = {name: bug.impl["LFU"]}
     replay: dict[str, Any] = {name: correct_module(TOPIC).LFU}
-    for line in report.code.splitlines():
+    *calls, last = report.code.splitlines()
+    for line in calls:
         for ns in (namespace, replay):
             with contextlib.suppress(NoVictim):
                 exec(line, ns)
     assert replay["p"].__len__() != namespace["p"].__len__()
+    # the program ends in the read the check made: pasted, len() of yours (-1) raises
+    assert last == "len(p)"
+    with pytest.raises(ValueError):
+        exec(last, namespace)
+    assert eval(last, replay) == 0
 
 
 class _SieveWithoutQueue:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from buggy_impls import failing_report
+from pasted import fails_as_printed
 from servelab import checkpoint
 from servelab.grading.diagnose import HOOKS, variants, where_lines
 from servelab.grading.localise import changed_methods, graft, skeleton_methods
@@ -160,6 +161,9 @@ def test_an_unlisted_mistake_fails_is_localised_and_gets_no_certainty(u: Unliste
         said, unsaid = READS[u.name]
         assert said in report.hint and unsaid not in report.hint, report.hint
     _runs_to_its_last_line(u, program)
+    # pasted as printed, under its own class names, it fails: a line raises, or the last
+    # line's value is not the reference's
+    assert fails_as_printed(u.topic, program, u.impl, checkpoint(u.topic, u.step)), program
 
 
 def _runs_to_its_last_line(u: Unlisted, program: str) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from buggy_impls import failing_report
+from pasted import fails_as_printed
 from servelab.grading import load_topic
 from servelab.grading._script import graded_names
 from servelab.grading.diagnose import SPECS
@@ -123,6 +124,9 @@ def test_the_printed_program_reproduces_the_failure_under_the_learners_names(m: 
         assert not re.search(rf"(?<![\w.]){usual}\(", program), program
     namespace = _namespace(m.topic, learner)
     _run_as_printed(program, namespace(learner))
+    # and it ends in the line that shows the difference: one raises, or the last line's value
+    # is not the reference's (a check that read the state between its calls wrote that read)
+    assert fails_as_printed(m.topic, program, learner, correct_impl(m.topic)), program
     spec = replace(SPECS[m.topic], namespace=namespace)
     assert replay(program, spec, learner) != replay(program, spec, correct_impl(m.topic)), program
 

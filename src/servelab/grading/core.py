@@ -78,6 +78,7 @@ from servelab.grading.diagnose import (
     topic_hook,
     with_place,
 )
+from servelab.grading.ending import shown_at_end
 from servelab.grading.failures import GradeFailure, GradeInterrupted, StepNotWritten
 from servelab.grading.registry import load_topic, topics
 from servelab.grading.structure_picture import picture
@@ -653,12 +654,13 @@ def _diagnosed_failure(
 ) -> _Failure:
     """A failure with diagnosis's hint when it earned one, and where the difference starts."""
     shown, where, divergence = _diagnosed(topic, code, impl, exc, step, hint, check_hint)
+    printed = shown_at_end(topic, code, impl, exc, step)  # ends in the read that differs
     if exc is not None and not isinstance(exc, Exception):
-        return _Failure(label, exc, shown, code, where, divergence)
+        return _Failure(label, exc, shown, printed, where, divergence)
     choice = functools.partial(
         _shown_for_hint, topic=topic.name, exc=exc, code=code, check_hint=check_hint
     )
-    return _Failure(label, exc, shown, code, where, divergence, choice)
+    return _Failure(label, exc, shown, printed, where, divergence, choice)
 
 
 def _hang_failure(

@@ -22,6 +22,7 @@ from servelab.grading.about import About, Hint
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
 from servelab.grading.weight_cache_counts import counts, evict_counts
 from servelab.grading.weight_cache_replay import REPLAY
+from servelab.testing.pasteable import SUPPRESS_IMPORT
 from servelab.testing.weight_cache import (
     INVARIANTS,
     snapshot,
@@ -64,6 +65,15 @@ class CacheScript(Script):
     ) -> ProbeFailed:
         self.note(f"cache.keys()  # {self.keys()}")
         return super().fail(message, rule, hint=hint)
+
+    def fail_raising(self, message: str, code: str) -> ProbeFailed:
+        """A call raised the kind asked for, with the wrong error: the program ends in that
+        call, bare, so pasted it raises the very error the message quotes."""
+        at = max(i for i, line in enumerate(self.lines) if line.endswith(code))
+        lines = [*self.lines[:at], code]
+        if not any(line.startswith("with suppress(") for line in lines):
+            lines = [line for line in lines if line != SUPPRESS_IMPORT]
+        return ProbeFailed(message, lines, None)
 
     def expect_keys(self, want: list[str], why: str, diagnose: bool = True) -> None:
         got = self.keys()
@@ -260,12 +270,15 @@ def _pinned_out_is_memory_error(impl: Any) -> None:
         "it fits the budget, but 60 of its 100 bytes are pinned",
     )
     if isinstance(exc, ValueError):
-        raise s.fail(f"{code} raised {type(exc).__name__}, which is also a ValueError")
+        raise s.fail_raising(
+            f"{code} raised {type(exc).__name__}, which is also a ValueError", code
+        )
     missing = [k for k in ("llama-8b", "qwen-7b") if k not in str(exc)]
     if missing:
-        raise s.fail(
+        raise s.fail_raising(
             f"the MemoryError says {str(exc)!r}; it should name the pinned keys, but "
-            f"{missing} are not in it"
+            f"{missing} are not in it",
+            code,
         )
 
 
