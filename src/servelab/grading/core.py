@@ -23,8 +23,7 @@ Design choices, each for the learner in front of a grade cell:
 * ``SystemExit`` and ``KeyboardInterrupt`` raised by the implementation fail the grade, and so
   does any other exception from it, Hypothesis's own control exceptions (``reject()``) and
   ``BaseException`` subclasses included; a passing report states how many programs ran;
-* a real Ctrl-C (the stop button) ends the grade with :class:`GradeInterrupted`, one line and
-  no grader frames;
+* a real Ctrl-C (the stop button) ends the grade with :class:`GradeInterrupted`, one line;
 * the report is printed once. On failure :class:`GradeFailure` is raised as well, so a notebook
   whose stored outputs were edited still fails under ``pytest --nbval-lax``; in IPython its
   traceback is one line (``_render_traceback_``), so the report is not shown twice. A
