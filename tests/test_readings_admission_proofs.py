@@ -340,7 +340,7 @@ CASES = {
         AdmitChargesWholeBlocks,
         "token-budget",
         2,
-        "a chunk takes min(tokens still to run, budget left)",
+        "their whole blocks of 4",
         "This check was written for",
     ),
     "no victim at all": (

@@ -200,7 +200,10 @@ def test_a_prefix_hit_charged_is_said_where_no_hits_give_the_whole_budget() -> N
         "admit", "", (BudgetStep(), 12), {}, {}, {}, "returned None", "returned None", sched
     )
     other = token_budget_reading(d) or ""
-    assert "yours gave request 2 2 tokens with 10 of the budget left" in other, other
+    assert (
+        "yours gave request 2 2 of its 3 tokens to run, where the tokens run before it leave 10"
+        in other
+    ), other
     assert "cached" not in other and "prefix hit" not in other
 
 

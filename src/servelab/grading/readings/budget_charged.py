@@ -54,7 +54,7 @@ def whole_blocks_charged(
     charged = sum(_whole(c.num_tokens, size) for c in before)
     ran = sum(c.num_tokens for c in before)
     return (
-        f"{said}: {budget - charged} left, the budget of {budget} less {charged} charged for "
+        f"{said}: yours left {budget - charged}, the budget of {budget} less {charged} charged for "
         f"the {ran} tokens before it, that is, their whole blocks of {size} (run again with "
         "one more token of budget, yours moves as that charge predicts). A chunk costs its "
         "num_tokens: only the tokens that run come off the budget, not the blocks they fill"

@@ -185,8 +185,8 @@ def _chunk_sizes(d: Difference, chunks: list[Any]) -> str | None:
             return None
         if short:
             said = (
-                f"yours gave request {c.seq.seq_id} {c.num_tokens} tokens with {honest} of the "
-                f"budget left and {need} to run"
+                f"yours gave request {c.seq.seq_id} {c.num_tokens} of its {need} tokens to run, "
+                f"where the tokens run before it leave {honest} of the budget"
             )
             if c.num_tokens == min(need, charged) and charged < honest:
                 if _full_without_hits(d, c.seq.seq_id):
