@@ -168,10 +168,17 @@ def test_a_hint_about_another_method_is_left_out_whatever_its_prose_names() -> N
 
 
 def test_a_hint_about_the_only_fields_that_differ_follows_the_place() -> None:
-    pins = Hint("pins are counts", About(("pin",), ("pins",)))
+    pins = Hint("pins are counts", About((), ("pins",)))
     only_pins = _call({"pins": {}}, {"pins": {"a": 2}})
     finding = Finding(place=PLACE, methods=("unpin",), divergence=only_pins)
     assert WRITTEN_FOR in with_place(finding, pins)
+    # a hint that names its methods states their rule: the same field changed by another
+    # method (a get that adds a pin) is an extra amount from there, not the hint's rule
+    pin_rule = Hint("pins are counts", About(("pin",), ("pins",)))
+    assert with_place(finding, pin_rule) == PLACE
+    assert WRITTEN_FOR in with_place(dataclasses.replace(finding, methods=("pin",)), pin_rule)
+    qualified = Hint("pins are counts", About(("LFU.pin",), ("pins",)))
+    assert WRITTEN_FOR in with_place(dataclasses.replace(finding, methods=("pin",)), qualified)
     # another field differs too, or the results differ: the hint may be about something else
     both = _call({"pins": {}, "used": 0}, {"pins": {"a": 2}, "used": 10})
     assert with_place(dataclasses.replace(finding, divergence=both), pins) == PLACE
@@ -419,3 +426,26 @@ def test_the_history_hint_needs_a_pinned_key_before_the_call() -> None:
         {**fields, "eviction order": ["m3", "m0"], "pinned": []},
     )
     assert order.fits(("SIEVE.update_on_unpin",), unpin)
+
+
+class _GetPinsAgain(checkpoint("weight-cache", 5)):  # type: ignore[misc]
+    """Keeps pins as counts, but a get of a pinned key pins it once more."""
+
+    def get(self, key: str) -> Any:
+        value = super().get(key)
+        if self._pins.get(key):
+            self._pins[key] += 1
+        return value
+
+
+def test_a_field_hint_of_other_methods_is_not_shown_for_an_extra_amount_from_get() -> None:
+    """The pins hint (about pin and unpin) states a rule this cache keeps: the extra pin comes
+    from get, so the report shows the place and the difference without that rule."""
+    import servelab
+    from servelab.grading import GradeFailure
+
+    with pytest.raises(GradeFailure) as failed:
+        servelab.grade("weight-cache", _GetPinsAgain, 5, quiet=True)
+    hint = next(line for line in str(failed.value).splitlines() if "hint:" in line)
+    assert "start at your `get`" in hint and "`pins` of 'a' to 2" in hint, hint
+    assert WRITTEN_FOR not in hint and "pins are counts" not in hint, hint

@@ -604,6 +604,21 @@ def fits_raise(about: About, divergence: Divergence | None) -> bool:
     return not about.fields or RESULT in about.fields
 
 
+def _rule_fits(about: About, finding: Finding) -> bool:
+    """Whether a hint fits the place found (:meth:`About.fits`) and, where it names the methods
+    whose rule it states, the call found is one of them: a field of the hint changed by
+    another method (a ``get`` that adds a pin) is an extra amount from that method, whose
+    rule the hint does not state, while the hint's own methods may keep theirs."""
+    if about.alternatives:
+        return any(_rule_fits(a, finding) for a in about.alternatives)
+    if not about.fits(finding.methods, finding.divergence):
+        return False
+    if finding.divergence is None or not about.methods or not finding.methods:
+        return True
+    own = {m.rpartition(".")[2] for m in about.methods}  # "LFU.update_on_put" or bare
+    return any(m.rpartition(".")[2] in own for m in finding.methods)
+
+
 def with_place(
     finding: Finding, check_hint: str, gate: bool = True, code: str = "", searched: bool = True
 ) -> str:
@@ -631,7 +646,7 @@ def with_place(
         if finding.raised:  # the error's place: a hint shown only where it fits the call
             fits = about is not None and fits_raise(about, finding.divergence)
         else:
-            fits = about is not None and about.fits(finding.methods, finding.divergence)
+            fits = about is not None and _rule_fits(about, finding)
         if fits or not (gate or finding.raised):
             return f"{finding.place}{stop} This check was written for: {check_hint}"
         return finding.place
