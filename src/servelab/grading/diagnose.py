@@ -48,6 +48,7 @@ from servelab.grading.localise import (
     localise,
 )
 from servelab.grading.mistakes import Mistake, correct_impl, mistakes
+from servelab.grading.name_variants import name_variants
 from servelab.grading.observe import Canon
 from servelab.grading.readings import kind, reading
 from servelab.grading.readings.contrast import agrees_near, appended, condition, second_results
@@ -270,11 +271,12 @@ class Diagnoser:
 
     def _alike_on_variants(self, program: str, impl: Any, other: Any) -> bool:
         """``impl`` and ``other`` agree on :data:`VARIANTS` variants of the failing and the
-        separating programs, each with its numbers changed (a fixed, seeded choice): an
+        separating programs, each with its numbers changed (a fixed, seeded choice), and on
+        each with its key names exchanged (:mod:`~servelab.grading.name_variants`): an
         independent signal before a claim of certainty; then in the topic's second
         configuration (:meth:`_alike_configured`)."""
         for text in (program, *self.spec.separating):
-            for variant in variants(text, VARIANTS):
+            for variant in (*variants(text, VARIANTS), *name_variants(text)):
                 if replay(variant, self.spec, impl) != replay(variant, self.spec, other):
                     return False
         return self._alike_configured(program, impl, other)
