@@ -31,7 +31,7 @@ from servelab.testing.block_manager import (
     wrong_class,
 )
 from servelab.testing.core import InvariantViolation
-from servelab.testing.expected_error import describe_change
+from servelab.testing.expected_error import describe_change, half_made
 
 __all__ = ["HINTS", "TOPIC"]
 
@@ -82,7 +82,7 @@ def expect_error(s: Script, line: str, kind: str, hint: str = "expected-error") 
         after = snapshot(bm)
     except Exception as exc:  # an entry left half made: the inspection itself fails
         raise s.fail(
-            f"`{line}` raised {kind}, but then {_unreadable(bm, exc)}: a call that raises "
+            f"`{line}` raised {kind}, but then {half_made(bm, exc)}: a call that raises "
             "changes nothing"
         ) from None
     if after != before:
@@ -90,24 +90,6 @@ def expect_error(s: Script, line: str, kind: str, hint: str = "expected-error") 
             f"`{line}` raised {kind} but changed the state before raising "
             f"({describe_change(before, after)})"
         )
-
-
-def _unreadable(bm: Any, exc: Exception) -> str:
-    """What reading ``bm`` back ran into: a sequence listed with no table or length, where
-    that is the one, else the error the reading raised."""
-    try:
-        for seq in bm.sequences():
-            for read in ("block_table", "seq_len"):
-                try:
-                    getattr(bm, read)(seq)
-                except Exception as err:
-                    return (
-                        f"sequences() lists {seq} while {read}({seq}) raises "
-                        f"{type(err).__name__}: the failed call left sequence {seq} half recorded"
-                    )
-    except Exception:
-        pass
-    return f"reading the manager back raised {type(exc).__name__}: {exc}"
 
 
 def _slot(s: Script, line: str) -> tuple[int, int, int | None]:

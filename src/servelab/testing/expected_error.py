@@ -13,7 +13,14 @@ from typing import Any
 from servelab.testing.core import InvariantViolation, RecordingMachine
 from servelab.testing.pasteable import SUPPRESS_IMPORT
 
-__all__ = ["ERROR_FAMILIES", "describe_change", "error_matches", "expect_error", "wrong_class"]
+__all__ = [
+    "ERROR_FAMILIES",
+    "describe_change",
+    "error_matches",
+    "expect_error",
+    "half_made",
+    "wrong_class",
+]
 
 # Errors are matched by class name anywhere in the exception's class hierarchy, so the
 # notebook's classes (and a learner's own ``class OutOfBlocks(MemoryError)``) pass. Their
@@ -93,7 +100,7 @@ def describe_change(before: tuple[Any, ...], after: tuple[Any, ...]) -> str:
     return "; ".join(parts)
 
 
-def _half_made(bm: Any, exc: Exception) -> str:
+def half_made(bm: Any, exc: Exception) -> str:
     """What reading ``bm`` back ran into: a sequence listed whose table or length cannot be
     read, where that is the one, else the error the reading raised."""
     try:
@@ -146,7 +153,7 @@ def expect_error(
     except Exception as exc:  # an entry left half made: the inspection itself fails
         raise InvariantViolation(
             on_change,
-            f"`{code}` raised {kind} as it should, but then {_half_made(bm, exc)}: a call "
+            f"`{code}` raised {kind} as it should, but then {half_made(bm, exc)}: a call "
             "that raises changes nothing",
         ) from None
     if after != before:
