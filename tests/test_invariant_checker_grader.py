@@ -172,3 +172,39 @@ def test_a_flagged_legal_state_names_the_learners_check_that_fired() -> None:
     text = failed.value.report.text
     assert 'fired (assert bm.refcount(b) == 1, f"block {b} shared")' in text
     assert "this state breaks no invariant" in text
+
+
+def _pasted(program: str, name: str, checker: Any) -> bool:
+    """Whether ``program``, pasted into a notebook holding ``checker`` as ``name``, fails."""
+    namespace: dict[str, Any] = {name: checker}
+    try:
+        exec(program, namespace)
+    except Exception:
+        return True
+    return False
+
+
+@pytest.mark.parametrize(("name", "mistake"), MISTAKES, ids=[name for name, _ in MISTAKES])
+def test_each_printed_program_fails_when_pasted_and_holds_on_a_right_checker(
+    name: str, mistake: ModuleType
+) -> None:
+    with pytest.raises(GradeFailure) as failure:
+        grade(TOPIC, mistake.Buggy, out=io.StringIO())
+    program = failure.value.report.code
+    assert "Buggy(bm)" in program and "# must" not in program, program
+    assert _pasted(program, "Buggy", mistake.Buggy), program
+    assert not _pasted(program, "Buggy", CORRECT.check_invariants), program
+
+
+def test_a_legal_state_flagged_by_returning_false_fails_when_pasted() -> None:
+    def check_invariants(bm: Any) -> bool:
+        return all(bm.refcount(b) < 2 for b in range(bm.num_blocks))
+
+    with pytest.raises(GradeFailure) as failure:
+        grade(TOPIC, check_invariants, out=io.StringIO())
+    program = failure.value.report.code
+    assert program.endswith(
+        '"a legal state: check_invariants(bm) must neither raise nor return False"'
+    )
+    assert _pasted(program, "check_invariants", check_invariants)
+    assert not _pasted(program, "check_invariants", CORRECT.check_invariants)
