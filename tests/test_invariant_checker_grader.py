@@ -158,7 +158,11 @@ def test_a_missed_broken_state_says_no_check_fired_and_which_invariant_it_breaks
     with pytest.raises(GradeFailure) as failed:
         grade("invariant-checker", lenient, out=io.StringIO())
     text = failed.value.report.text
-    assert "none of your checks fired; this state breaks " in text
+    # it returned None: whether a check of its own "fired" is not known, only that it passed
+    assert (
+        "your checker neither raised nor returned False: it returned None; this state breaks "
+        in text
+    )
 
 
 def test_a_flagged_legal_state_names_the_learners_check_that_fired() -> None:
@@ -208,3 +212,34 @@ def test_a_legal_state_flagged_by_returning_false_fails_when_pasted() -> None:
     )
     assert _pasted(program, "check_invariants", check_invariants)
     assert not _pasted(program, "check_invariants", CORRECT.check_invariants)
+
+
+def test_a_checker_that_reports_problems_in_its_return_value_is_told_to_raise() -> None:
+    def collects(bm: Any) -> list[str]:
+        free = bm.free_list()
+        return ["a block is free twice"] if len(free) != len(set(free)) else []
+
+    with pytest.raises(GradeFailure) as failed:
+        grade(TOPIC, collects, out=io.StringIO())
+    report = failed.value.report
+    assert "it returned ['a block is free twice']; this state breaks free-list" in report.text
+    assert report.hint.startswith("your checker told this state from the legal ones"), report.hint
+    assert "returned ['a block is free twice'] here and [] on each legal state" in report.hint
+
+
+def test_a_return_that_varies_among_legal_states_is_no_report_of_a_problem() -> None:
+    # returns True for an empty manager and falls off (None) otherwise; it lacks the
+    # free-list check, and its None on the broken state is no verdict of its own
+    def early(bm: Any) -> bool | None:
+        if not bm.sequences():
+            return True
+        for block in bm.free_list():
+            assert bm.refcount(block) == 0
+        return None
+
+    with pytest.raises(GradeFailure) as failed:
+        grade(TOPIC, early, out=io.StringIO())
+    report = failed.value.report
+    assert "a block on the free list twice is flagged" in report.text
+    assert "told this state" not in report.hint
+    assert report.hint == "check that no block appears twice on the free list"

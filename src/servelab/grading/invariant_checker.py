@@ -353,7 +353,51 @@ def _which_check(checker: Callable[[Any], Any], state: BlockState) -> str:
         return f"your check at line {frame.lineno} fired ({source}): {what}"
     if verdict is False:
         return "your checker returned False"
-    return "none of your checks fired"
+    return f"your checker neither raised nor returned False: it returned {_shown(verdict)}"
+
+
+def _shown(value: Any) -> str:
+    """A checker's return value, short (a learner's ``__repr__`` that raises is not read)."""
+    try:
+        text = repr(value)
+    except Exception:
+        return f"a {type(value).__name__}"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _reported_by_return(
+    checker: Callable[[Any], Any], broken: BlockState, legal: Sequence[BlockState] = ()
+) -> Hint | None:
+    """The hint where the checker saw the broken state and said so only in its return value:
+    it returns one value on every legal state (the step-1 states, and ``legal``) and another,
+    not False, on ``broken``, so its checks told them apart. None otherwise: a return that
+    varies among legal states (a path that falls off without ``return``) carries no verdict,
+    and a rule the checker lacks is then the likelier cause."""
+
+    def returned(state: BlockState) -> tuple[bool, Any]:
+        try:
+            return True, checker(state.copy())
+        except Exception:
+            return False, None
+
+    ok, mine = returned(broken)
+    if not ok or mine is False:
+        return None
+    on_legal = [returned(case.state) for case in GOOD_STATES] + [returned(s) for s in legal]
+    if not all(ok for ok, _ in on_legal):
+        return None
+    passed = on_legal[0][1]
+    try:
+        if not all(bool(value == passed) for _, value in on_legal) or bool(mine == passed):
+            return None
+    except Exception:
+        return None
+    return Hint(
+        f"your checker told this state from the legal ones (it returned {_shown(mine)} here "
+        f"and {_shown(passed)} on each legal state), but only raising (or returning False) "
+        "flags a state: raise, or assert, where a check finds a problem",
+        CHECKER,
+    )
 
 
 def _which_invariant(state: BlockState) -> str:
@@ -388,6 +432,7 @@ def _bad_probe(case: NamedState) -> Probe:
                 f"your checker passed a broken state: {case.story}\n"
                 f"{_verdicts(checker, case.state)}",
                 _must_flag(checker, case.state),
+                _reported_by_return(checker, case.state),
             )
 
     return Probe(case.name + " is flagged", Hint(case.hint, CHECKER), run)
@@ -561,6 +606,7 @@ def _random_probe(checker: Any) -> None:
                 f"your checker passed a broken state ({name}) after: {calls}\n"
                 f"{_verdicts(checker, broken)}",
                 _must_flag(checker, broken),
+                _reported_by_return(checker, broken, [state]),
             )
 
 
