@@ -243,3 +243,12 @@ def test_a_return_that_varies_among_legal_states_is_no_report_of_a_problem() -> 
     assert "a block on the free list twice is flagged" in report.text
     assert "told this state" not in report.hint
     assert report.hint == "check that no block appears twice on the free list"
+
+
+def test_the_reference_counts_one_holder_in_the_singular() -> None:
+    one = BlockState(2, 4, [1], [2, 0], {0: [0]}, {0: 1})
+    with pytest.raises(InvariantViolation, match="refcount 2 but 1 table entry holds it"):
+        check_block_manager_invariants(one)
+    none = BlockState(2, 4, [1], [1, 0], {}, {})
+    with pytest.raises(InvariantViolation, match="refcount 1 but 0 table entries hold it"):
+        check_block_manager_invariants(none)
