@@ -289,3 +289,15 @@ def test_an_error_of_yours_is_shown_once_and_no_kv_rule_is_claimed() -> None:
     assert report.hint.startswith("your code raised the error above"), report.hint
     for kv_rule in HINTS.values():  # it broke none of the KV rules the probes check
         assert kv_rule not in report.text
+
+
+def test_a_copy_onto_itself_is_said_where_append_slot_asked_for_one() -> None:
+    by_name = {m.name: m for m in mistakes("engine")}
+    texts = {}
+    for name in ("cow_wrong_source", "no_copy"):
+        with pytest.raises(GradeFailure) as failed:
+            grade("engine", by_name[name].impl, out=io.StringIO())
+        texts[name] = failed.value.report.text
+    said = "a copy of a block onto itself (block 2 -> 2, block 3 -> 3) copies nothing"
+    assert said in texts["cow_wrong_source"], texts["cow_wrong_source"]
+    assert "onto itself" not in texts["no_copy"]  # its copies were asked right, never made
