@@ -286,3 +286,16 @@ def test_a_learners_print_in_a_neighbouring_call_stays_quiet(
     said = condition(HOOKS["block-manager"].skeleton, d)
     assert said is not None and "only at 1" in said
     assert capsys.readouterr().out == ""
+
+
+def test_a_field_whose_reading_raised_holds_no_keys_for_the_key_sentence() -> None:
+    # ("unreadable", "TypeError") marks a `len` whose reading raised: its two words are not
+    # keys the field holds ("for one already in `len` ('unreadable', 'TypeError')")
+    from servelab.grading.observe import Unreadable
+    from servelab.grading.readings.contrast import _holders, _present_keys
+
+    for marker in (Unreadable(TypeError()), ("unreadable", "TypeError")):
+        before = {"len": marker, "order": ["a", "b"]}
+        assert _present_keys(before, "x") == [("a", "order"), ("b", "order")]
+        assert _holders(before, "unreadable") == []
+        assert _present_keys({"len": marker}, "x") == []

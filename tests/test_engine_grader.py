@@ -263,3 +263,41 @@ def test_progress_shows_the_capstone() -> None:
     result = run_notebook(ROOT / "exercises" / "09_serving_your_model.ipynb")
     assert [(s.topic, s.step, s.status) for s in result.steps] == [("engine", 1, "not written")]
     assert "09_serving_your_model  engine  1     not written" in format_table([result])
+
+
+class _Refused(Exception):
+    """A learner's own error type."""
+
+
+def test_an_error_of_yours_is_shown_once_and_no_kv_rule_is_claimed() -> None:
+    engine = correct_impl("engine")
+
+    class RefusingBlocks(engine.block_manager_class):  # type: ignore[name-defined, misc]
+        def append_slot(self, seq_id, *args):  # type: ignore[no-untyped-def]
+            if self.seq_len(seq_id) >= 9:
+                raise _Refused(f"sequence {seq_id} has no room left")
+            return super().append_slot(seq_id, *args)
+
+    class Refusing(engine):  # type: ignore[valid-type, misc]
+        block_manager_class = RefusingBlocks
+
+    with pytest.raises(GradeFailure) as failed:
+        grade("engine", Refusing, out=io.StringIO())
+    report = failed.value.report
+    assert report.text.count("_Refused: sequence 0 has no room left") == 1, report.text
+    assert "raised in your append_slot()" in report.text
+    assert report.hint.startswith("your code raised the error above"), report.hint
+    for kv_rule in HINTS.values():  # it broke none of the KV rules the probes check
+        assert kv_rule not in report.text
+
+
+def test_a_copy_onto_itself_is_said_where_append_slot_asked_for_one() -> None:
+    by_name = {m.name: m for m in mistakes("engine")}
+    texts = {}
+    for name in ("cow_wrong_source", "no_copy"):
+        with pytest.raises(GradeFailure) as failed:
+            grade("engine", by_name[name].impl, out=io.StringIO())
+        texts[name] = failed.value.report.text
+    said = "a copy of a block onto itself (block 2 -> 2, block 3 -> 3) copies nothing"
+    assert said in texts["cow_wrong_source"], texts["cow_wrong_source"]
+    assert "onto itself" not in texts["no_copy"]  # its copies were asked right, never made

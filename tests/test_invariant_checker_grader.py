@@ -158,7 +158,11 @@ def test_a_missed_broken_state_says_no_check_fired_and_which_invariant_it_breaks
     with pytest.raises(GradeFailure) as failed:
         grade("invariant-checker", lenient, out=io.StringIO())
     text = failed.value.report.text
-    assert "none of your checks fired; this state breaks " in text
+    # it returned None: whether a check of its own "fired" is not known, only that it passed
+    assert (
+        "your checker neither raised nor returned False: it returned None; this state breaks "
+        in text
+    )
 
 
 def test_a_flagged_legal_state_names_the_learners_check_that_fired() -> None:
@@ -172,3 +176,79 @@ def test_a_flagged_legal_state_names_the_learners_check_that_fired() -> None:
     text = failed.value.report.text
     assert 'fired (assert bm.refcount(b) == 1, f"block {b} shared")' in text
     assert "this state breaks no invariant" in text
+
+
+def _pasted(program: str, name: str, checker: Any) -> bool:
+    """Whether ``program``, pasted into a notebook holding ``checker`` as ``name``, fails."""
+    namespace: dict[str, Any] = {name: checker}
+    try:
+        exec(program, namespace)
+    except Exception:
+        return True
+    return False
+
+
+@pytest.mark.parametrize(("name", "mistake"), MISTAKES, ids=[name for name, _ in MISTAKES])
+def test_each_printed_program_fails_when_pasted_and_holds_on_a_right_checker(
+    name: str, mistake: ModuleType
+) -> None:
+    with pytest.raises(GradeFailure) as failure:
+        grade(TOPIC, mistake.Buggy, out=io.StringIO())
+    program = failure.value.report.code
+    assert "Buggy(bm)" in program and "# must" not in program, program
+    assert _pasted(program, "Buggy", mistake.Buggy), program
+    assert not _pasted(program, "Buggy", CORRECT.check_invariants), program
+
+
+def test_a_legal_state_flagged_by_returning_false_fails_when_pasted() -> None:
+    def check_invariants(bm: Any) -> bool:
+        return all(bm.refcount(b) < 2 for b in range(bm.num_blocks))
+
+    with pytest.raises(GradeFailure) as failure:
+        grade(TOPIC, check_invariants, out=io.StringIO())
+    program = failure.value.report.code
+    assert program.endswith(
+        '"a legal state: check_invariants(bm) must neither raise nor return False"'
+    )
+    assert _pasted(program, "check_invariants", check_invariants)
+    assert not _pasted(program, "check_invariants", CORRECT.check_invariants)
+
+
+def test_a_checker_that_reports_problems_in_its_return_value_is_told_to_raise() -> None:
+    def collects(bm: Any) -> list[str]:
+        free = bm.free_list()
+        return ["a block is free twice"] if len(free) != len(set(free)) else []
+
+    with pytest.raises(GradeFailure) as failed:
+        grade(TOPIC, collects, out=io.StringIO())
+    report = failed.value.report
+    assert "it returned ['a block is free twice']; this state breaks free-list" in report.text
+    assert report.hint.startswith("your checker told this state from the legal ones"), report.hint
+    assert "returned ['a block is free twice'] here and [] on each legal state" in report.hint
+
+
+def test_a_return_that_varies_among_legal_states_is_no_report_of_a_problem() -> None:
+    # returns True for an empty manager and falls off (None) otherwise; it lacks the
+    # free-list check, and its None on the broken state is no verdict of its own
+    def early(bm: Any) -> bool | None:
+        if not bm.sequences():
+            return True
+        for block in bm.free_list():
+            assert bm.refcount(block) == 0
+        return None
+
+    with pytest.raises(GradeFailure) as failed:
+        grade(TOPIC, early, out=io.StringIO())
+    report = failed.value.report
+    assert "a block on the free list twice is flagged" in report.text
+    assert "told this state" not in report.hint
+    assert report.hint == "check that no block appears twice on the free list"
+
+
+def test_the_reference_counts_one_holder_in_the_singular() -> None:
+    one = BlockState(2, 4, [1], [2, 0], {0: [0]}, {0: 1})
+    with pytest.raises(InvariantViolation, match="refcount 2 but 1 table entry holds it"):
+        check_block_manager_invariants(one)
+    none = BlockState(2, 4, [1], [1, 0], {}, {})
+    with pytest.raises(InvariantViolation, match="refcount 1 but 0 table entries hold it"):
+        check_block_manager_invariants(none)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import linecache
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -148,15 +149,18 @@ def test_an_unlisted_mistake_is_placed_without_a_guessed_cause() -> None:
     assert "exactly the numbers" not in report.hint
 
 
-def test_the_reproduce_lines_run_as_printed() -> None:
+def test_the_reproduce_lines_fail_as_printed_and_hold_on_a_right_function() -> None:
     attend = _define(UNSCALED, "attend", _scope())
     report = _failure(attend, step=2)
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
+    with pytest.raises(AssertionError) as failed:  # pasted, the program fails where the grade did
         exec(report.code, {"attend": attend})
     first = next(line for line in report.text.splitlines() if "first wrong element" in line)
-    assert first.split("first wrong element: ")[1] in out.getvalue()
-    assert "`attend` differs at" in out.getvalue()
+    assert first.split("first wrong element: ")[1] in str(failed.value)
+    assert str(failed.value).startswith("`attend` differs at")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(report.code, {"attend": helper(correct_impl(TOPIC), "attend")})
+    assert "`attend` agrees with the oracle on this case" in out.getvalue()
 
 
 def test_a_skeleton_still_raising_is_not_written_yet() -> None:
@@ -311,3 +315,9 @@ def test_a_lost_cuda_context_is_said_to_last_without_cudas_debugging_advice() ->
     assert "until you restart the kernel" in said and "TORCH_USE_CUDA_DSA" not in said
     other = RuntimeError("CUDA error: out of memory")
     assert _describe(other) == "RuntimeError: CUDA error: out of memory"
+
+
+def test_a_case_counts_one_head_in_the_singular() -> None:
+    one = Case(block_size=2, tables=((0,),), lens=(1,), num_blocks=1, kv_heads=1, group=1)
+    assert "1 query head over 1 kv head," in one.describe()
+    assert "4 query heads over 2 kv heads," in replace(one, kv_heads=2, group=2).describe()

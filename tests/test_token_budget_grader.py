@@ -72,3 +72,38 @@ def test_the_repro_is_code_that_shows_the_mistake() -> None:
     )
     sched = namespace["sched"]
     assert any(sched.num_computed_tokens(s.seq_id) for s in sched.waiting)
+
+
+def test_a_schedule_no_rule_explains_says_where_the_chunks_come_from_not_the_difference() -> None:
+    from servelab import checkpoint
+    from servelab.grading.token_budget import _budget_bounds_the_step
+    from servelab.grading.token_budget_hints import PROBE_HINTS
+    from servelab.grading.topic import ProbeFailed
+    from servelab.kv.blocks import OutOfBlocks
+    from servelab.kv.budget import Chunk
+
+    class AdmitsOnePerStep(checkpoint(TOPIC, 1)):  # type: ignore[misc]
+        """Admits at most one prompt a step, within the budget: no rule the chunks name."""
+
+        def admit(self, out: Any, budget: int) -> None:
+            if not self.waiting or len(self.running) >= self.max_num_seqs:
+                return
+            seq = self.waiting[0]
+            if seq.num_tokens > budget:
+                return
+            try:
+                self.bm.allocate(seq.seq_id, seq.token_ids)
+            except OutOfBlocks:
+                return
+            self.waiting.popleft()
+            self.running.append(seq)
+            n = seq.num_tokens
+            out.scheduled.append(Chunk(seq, 0, n, self.slots(seq, 0, n), True))
+            self.computed[seq.seq_id] = n
+
+    with pytest.raises(ProbeFailed) as failed:
+        _budget_bounds_the_step(AdmitsOnePerStep)
+    hint = failed.value.hint
+    assert hint == PROBE_HINTS["no-rule"]
+    assert "`schedule_running`" in hint and "`admit`" in hint
+    assert "differ from the reference's" not in hint  # the message above says that already

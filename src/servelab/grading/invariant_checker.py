@@ -19,6 +19,7 @@ Every state in a report is printed as one ``BlockState(...)`` line the learner c
 
 from __future__ import annotations
 
+import keyword
 import random
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -307,6 +308,35 @@ def _state_line(state: BlockState) -> str:
     return f"bm = {state!r}"
 
 
+def _name(checker: Callable[[Any], Any]) -> str:
+    """The name the learner's notebook holds the checker under (``check_invariants`` unless
+    the function was defined under another)."""
+    name = getattr(checker, "__name__", "")
+    return name if name.isidentifier() and not keyword.iskeyword(name) else "check_invariants"
+
+
+def _must_pass(checker: Callable[[Any], Any], state: BlockState) -> list[str]:
+    """The program of a flagged legal state: pasted, it raises where the checker raises and
+    fails its assert where the checker returns False, and runs silently on a right one."""
+    call = f"{_name(checker)}(bm)"
+    return [
+        IMPORT_LINE,
+        _state_line(state),
+        f'assert {call} is not False, "a legal state: {call} must neither raise nor return False"',
+    ]
+
+
+def _must_flag(checker: Callable[[Any], Any], state: BlockState) -> list[str]:
+    """The program of a missed broken state: pasted, its assert fails where the checker
+    neither raises nor returns False (what ``flags`` asks), and holds on a right one."""
+    call = f"{_name(checker)}(bm)"
+    return [
+        f"{IMPORT_LINE}, flags",
+        _state_line(state),
+        f'assert flags({_name(checker)}, bm), "a broken state: {call} must raise or return False"',
+    ]
+
+
 def _which_check(checker: Callable[[Any], Any], state: BlockState) -> str:
     """Which of the learner's checks fired on ``state``: the line that raised, a ``False``
     returned, or none."""
@@ -323,7 +353,51 @@ def _which_check(checker: Callable[[Any], Any], state: BlockState) -> str:
         return f"your check at line {frame.lineno} fired ({source}): {what}"
     if verdict is False:
         return "your checker returned False"
-    return "none of your checks fired"
+    return f"your checker neither raised nor returned False: it returned {_shown(verdict)}"
+
+
+def _shown(value: Any) -> str:
+    """A checker's return value, short (a learner's ``__repr__`` that raises is not read)."""
+    try:
+        text = repr(value)
+    except Exception:
+        return f"a {type(value).__name__}"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _reported_by_return(
+    checker: Callable[[Any], Any], broken: BlockState, legal: Sequence[BlockState] = ()
+) -> Hint | None:
+    """The hint where the checker saw the broken state and said so only in its return value:
+    it returns one value on every legal state (the step-1 states, and ``legal``) and another,
+    not False, on ``broken``, so its checks told them apart. None otherwise: a return that
+    varies among legal states (a path that falls off without ``return``) carries no verdict,
+    and a rule the checker lacks is then the likelier cause."""
+
+    def returned(state: BlockState) -> tuple[bool, Any]:
+        try:
+            return True, checker(state.copy())
+        except Exception:
+            return False, None
+
+    ok, mine = returned(broken)
+    if not ok or mine is False:
+        return None
+    on_legal = [returned(case.state) for case in GOOD_STATES] + [returned(s) for s in legal]
+    if not all(ok for ok, _ in on_legal):
+        return None
+    passed = on_legal[0][1]
+    try:
+        if not all(bool(value == passed) for _, value in on_legal) or bool(mine == passed):
+            return None
+    except Exception:
+        return None
+    return Hint(
+        f"your checker told this state from the legal ones (it returned {_shown(mine)} here "
+        f"and {_shown(passed)} on each legal state), but only raising (or returning False) "
+        "flags a state: raise, or assert, where a check finds a problem",
+        CHECKER,
+    )
 
 
 def _which_invariant(state: BlockState) -> str:
@@ -345,7 +419,7 @@ def _good_probe(case: NamedState) -> Probe:
             raise ProbeFailed(
                 f"your checker flagged a legal state: {case.story}\n"
                 f"{_verdicts(checker, case.state)}",
-                [IMPORT_LINE, _state_line(case.state), "check_invariants(bm)  # must pass"],
+                _must_pass(checker, case.state),
             )
 
     return Probe(case.name + " passes", Hint(case.hint, CHECKER), run)
@@ -357,7 +431,8 @@ def _bad_probe(case: NamedState) -> Probe:
             raise ProbeFailed(
                 f"your checker passed a broken state: {case.story}\n"
                 f"{_verdicts(checker, case.state)}",
-                [IMPORT_LINE, _state_line(case.state), "check_invariants(bm)  # must raise"],
+                _must_flag(checker, case.state),
+                _reported_by_return(checker, case.state),
             )
 
     return Probe(case.name + " is flagged", Hint(case.hint, CHECKER), run)
@@ -522,7 +597,7 @@ def _random_probe(checker: Any) -> None:
             raise ProbeFailed(
                 f"your checker flagged a legal state, reached by: {calls}\n"
                 f"{_verdicts(checker, state)}",
-                [IMPORT_LINE, _state_line(state), "check_invariants(bm)  # must pass"],
+                _must_pass(checker, state),
             )
         broken = state.copy()
         name = rng.choice(_CORRUPTIONS)(broken, rng)
@@ -530,7 +605,8 @@ def _random_probe(checker: Any) -> None:
             raise ProbeFailed(
                 f"your checker passed a broken state ({name}) after: {calls}\n"
                 f"{_verdicts(checker, broken)}",
-                [IMPORT_LINE, _state_line(broken), "check_invariants(bm)  # must raise"],
+                _must_flag(checker, broken),
+                _reported_by_return(checker, broken, [state]),
             )
 
 

@@ -113,10 +113,11 @@ def fixed_cases(step: int) -> list[Any]:
     ]
 
 
-def compare(fn: Any, case: Any, *, step: int | None = None) -> None:
+def compare(fn: Any, case: Any, *, step: int | None = None, must_agree: bool = False) -> None:
     """Run ``fn`` (a step function of notebook 08) on ``case`` and print the first element
     that differs from the oracle, or that it agrees. ``step`` defaults to the step that grades
-    a function of ``fn``'s name."""
+    a function of ``fn``'s name. With ``must_agree`` a difference raises AssertionError
+    instead of printing: a report's program, pasted, fails where the grade did."""
     pk = _pk()
     pk.unwritten(fn)  # a stub says so, on a GPU too (compiled Triton cannot run a raise)
     name = getattr(getattr(fn, "fn", fn), "__name__", "")
@@ -125,8 +126,11 @@ def compare(fn: Any, case: Any, *, step: int | None = None) -> None:
     diff = pk.first_difference(number, case, got, want)
     if diff is None:
         print(f"`{name}` agrees with the oracle on this case")
-    else:
-        print(f"`{name}` differs at {diff.text}: expected {diff.want:.6g}, got {diff.got:.6g}")
+        return
+    said = f"`{name}` differs at {diff.text}: expected {diff.want:.6g}, got {diff.got:.6g}"
+    if must_agree:
+        raise AssertionError(said)
+    print(said)
 
 
 def _quiet() -> settings:
@@ -230,10 +234,13 @@ def _report(step: int, fn: Any, case: Any, label: str) -> ProbeFailed:
             length, before = prefix
             pos = length - 1
             j, off = divmod(pos, case.block_size)
-            agrees = f"with its first {before} it agrees" if before else "its first token alone"
-            tokens = "token" if length == 1 else "tokens"
+            cut = (
+                f"with its first {length} tokens (with its first {before} it agrees)"
+                if before
+                else "already with its first token alone"
+            )
             lines.append(
-                f"  sequence {seq} alone differs with its first {length} {tokens} ({agrees}); "
+                f"  sequence {seq} alone differs {cut}; "
                 f"position {pos} is logical block {j}, offset {off}, and the block table "
                 f"says block {case.tables[seq][j]}"
             )
@@ -252,7 +259,7 @@ def _report(step: int, fn: Any, case: Any, label: str) -> ProbeFailed:
     code = [
         "from servelab.grading.paged_kernel import compare",
         "from servelab.testing.paged_kernel import Case",
-        f"compare({name}, {case.code()})",
+        f"compare({name}, {case.code()}, must_agree=True)",
     ]
     return ProbeFailed("\n".join(lines), code, hint)
 

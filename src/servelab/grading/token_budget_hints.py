@@ -103,7 +103,13 @@ PROBE_HINTS: dict[str, Hint] = {
         "that point stays waiting; it gets no chunk of 0 tokens",
         About(("admit",)),
     ),
-    "no-rule": Hint("the scheduled chunks differ from the reference's", About()),
+    # no rule can be told from the chunks alone: where the step's chunks come from, no cause
+    "no-rule": Hint(
+        "a step's chunks come from `schedule_running` (the running requests, in running "
+        "order) and then `admit` (prompts from the head of waiting, while the budget lasts): "
+        "the first chunk that differs from the expected list above says which of the two",
+        About(),
+    ),
     "reset": Hint(
         "`preempt`: a preempted request is recomputed: reset its num_computed_tokens to 0, free "
         "its blocks and put it back at the front of waiting",

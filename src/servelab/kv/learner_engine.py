@@ -343,9 +343,15 @@ class EngineSkeleton(Engine):
 
         if not asked and not self._copies:
             return ""
+        onto_itself = [(s, d) for s, d in asked if s == d]  # a fact, whatever the cause
         return (
             f"in this step, append_slot asked for copy-on-write copies: {pairs(asked)}; "
             f"execute had copied before this read: {pairs(self._copies)}"
+        ) + (
+            f"; a copy of a block onto itself ({pairs(onto_itself)}) copies nothing: a copy's "
+            "source is the shared block the sequence held"
+            if onto_itself
+            else ""
         )
 
     def _check_rows(self, out: StepOutput, rows: Any) -> None:

@@ -132,7 +132,8 @@ def check_block_manager_invariants(bm: BlockManagerLike) -> None:
         if held[b] != ref:
             raise InvariantViolation(
                 "refcount-matches-tables",
-                f"block {b} has refcount {ref} but {held[b]} table entries hold it",
+                f"block {b} has refcount {ref} but {held[b]} table "
+                + ("entry holds it" if held[b] == 1 else "entries hold it"),
             )
         if ref == 0 and b not in on_free:
             raise InvariantViolation(

@@ -105,7 +105,8 @@ class Case:
 
     def describe(self) -> str:
         shared = _shared_blocks(self.tables)
-        heads = f"{self.q_heads} query heads over {self.kv_heads} kv heads"
+        q, kv = self.q_heads, self.kv_heads
+        heads = f"{q} query head{'s' * (q != 1)} over {kv} kv head{'s' * (kv != 1)}"
         extra = f", blocks {sorted(shared)} shared after a fork" if shared else ""
         scale = f", queries x{self.q_scale:g}" if self.q_scale != 1.0 else ""
         return (

@@ -134,11 +134,14 @@ def _parameters(subject: Any, name: str, count: int) -> list[str]:
 
 
 def _collections(before: dict[str, Any]) -> dict[str, Any]:
-    """The before-state's collection fields, by name (step outputs left out)."""
+    """The before-state's collection fields, by name (step outputs left out, and a field
+    whose reading raised: its marker, ("unreadable", "TypeError"), holds no keys)."""
     return {
         k: v
         for k, v in before.items()
-        if isinstance(v, list | tuple | set | frozenset | dict) and not k.startswith("out.")
+        if isinstance(v, list | tuple | set | frozenset | dict)
+        and not k.startswith("out.")
+        and not (isinstance(v, tuple) and len(v) == 2 and v[0] == "unreadable")
     }
 
 
