@@ -38,6 +38,7 @@ from typing import Any
 from servelab.grading._learner import exception_meaning, learner_frame
 from servelab.grading._script import graded_names, renamed
 from servelab.grading.about import RESULT, About, Hint
+from servelab.grading.ending import shown_at_end
 from servelab.grading.graft import _classes as graft_classes
 from servelab.grading.graft import _split, graft
 from servelab.grading.localise import (
@@ -491,7 +492,16 @@ def explained(
     program = code or (program_of(exc) if exc is not None else "")
     if hook is None or not program:
         return Finding()
-    return hook.explain(program, impl, step, catalogue, read=not _slip(exc), raised=own_error(exc))
+    read, raised = not _slip(exc), own_error(exc)
+    finding = hook.explain(program, impl, step, catalogue, read=read, raised=raised)
+    if finding.where or finding.hint or not code or step is None:
+        return finding
+    # the check saw a difference its program's replay does not (a free list's order, which
+    # only a later read shows): the program as printed, ending in that read, is diagnosed
+    ended = shown_at_end(load_topic(topic), code, impl, exc, step)
+    if ended == code:
+        return finding
+    return hook.explain(ended, impl, step, catalogue, read=read, raised=raised)
 
 
 def located(topic: str, code: str, impl: Any, step: int | None = None) -> Finding:

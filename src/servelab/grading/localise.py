@@ -116,6 +116,8 @@ class Divergence:
     program: str = field(default="", compare=False, repr=False)
     impl: Any = field(default=None, compare=False, repr=False)
     """The program replayed and the learner's classes, to build the same call's state anew."""
+    unkeyed: bool = field(default=False, compare=False, repr=False)
+    """The call differs only in fields the state's key leaves out (an order)."""
 
 
 @dataclass(frozen=True)
@@ -274,8 +276,11 @@ class _Spy:
     """Repeats each outermost call into ``method`` on a copy of the object, by the checkpoint's
     method, and keeps the first call whose outcome differs."""
 
-    def __init__(self, skeleton: Skeleton, method: str, hybrid: type, graded_return: bool) -> None:
+    def __init__(
+        self, skeleton: Skeleton, method: str, hybrid: type, graded_return: bool, strict: bool
+    ) -> None:
         self.skeleton = skeleton
+        self.strict = strict
         self.method = method
         self.hybrid = hybrid
         self.graded_return = graded_return
@@ -336,7 +341,9 @@ class _Spy:
             mine, error = ("raised", exc), exc
         my_fields = {**self._fields(obj), **_out_fields(args, kwargs)}
         sides = ((mine, obj, _plain_args(args, kwargs)), (theirs, clone, their_args))
-        if not agree(self.skeleton, *sides, graded=self.graded_return):
+        if not agree(self.skeleton, *sides, graded=self.graded_return) or (
+            self.strict and my_fields != their_fields
+        ):
             names = _parameters(original, len(args))
             # the arguments as they were passed: a method that empties a list it was given
             # (``found.pop()``) is shown the list it received
@@ -480,12 +487,19 @@ def _spied(cls: type, name: str, spy: Spy) -> type | None:
 
 
 def _divergence(
-    skeleton: Skeleton, program: str, impl: Any, reference: Any, method: str, support: Sequence[str]
+    skeleton: Skeleton,
+    program: str,
+    impl: Any,
+    reference: Any,
+    method: str,
+    support: Sequence[str],
+    strict: bool = False,
 ) -> Divergence | None:
+    """The first call into ``method`` that differs; ``strict``: in any field, not the key alone."""
     prefix, name = _split(method)
     classes = _classes(impl)
     hybrid = _classes(graft(impl, reference, [method, *support]))[prefix]
-    spy = _Spy(skeleton, method, hybrid, name not in skeleton.ungraded_returns)
+    spy = _Spy(skeleton, method, hybrid, name not in skeleton.ungraded_returns, strict)
     watched = _spied(classes[prefix], name, spy)
     if watched is None:
         return None
@@ -493,7 +507,7 @@ def _divergence(
     _run(skeleton, program, spied_impl)
     if spy.found is None:
         return None
-    return dataclasses.replace(spy.found, program=program, impl=impl)
+    return dataclasses.replace(spy.found, program=program, impl=impl, unkeyed=strict)
 
 
 class _Capture:
@@ -600,13 +614,17 @@ def localise(skeleton: Skeleton, program: str, impl: Any, reference: Any) -> Loc
             "reference's, makes this program behave as expected"
         )
     best: tuple[tuple[str, ...], Divergence | None] | None = None
-    for group in fixers:
-        for method in group:
-            found = _divergence(skeleton, program, impl, reference, method, support)
-            if found is not None and (
-                best is None or best[1] is None or found.index < best[1].index
-            ):
-                best = (group, found)
+    # by the key first; then by every field (a free list's order, which a later line reads)
+    for strict in (False, True):
+        for group in fixers:
+            for method in group:
+                found = _divergence(skeleton, program, impl, reference, method, support, strict)
+                if found is not None and (
+                    best is None or best[1] is None or found.index < best[1].index
+                ):
+                    best = (group, found)
+        if best is not None:
+            break
     if best is None:
         best = (fixers[0], None)
     if len(fixers) > 1 and best[1] is None:

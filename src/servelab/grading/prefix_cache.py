@@ -212,6 +212,15 @@ def _lookup_verifies(impl: Any) -> None:
         [0],
         "block 1 is in map under the right hash, but its stored tokens (0, 0) are not [3, 4]",
     )
+    got = (1 in s("bm.map").values(), s("bm.hash[1]"), s("bm.tokens[1]"))
+    s.check(
+        got[0] and got[1] is not None and got[2] == (0, 0),
+        "bm._lookup([1, 2, 3, 4, 5]) changed block 1's entry: it should stay in map with its "
+        f"hash and stored tokens (0, 0); now block 1 in map: {got[0]}, hash[1]: "
+        f"{'set' if got[1] is not None else None}, tokens[1]: {got[2]!r}. A lookup only "
+        "reads, and block 1 stays cached for the prompt it holds",
+        "lookup-reads",
+    )
 
 
 def _verified_in_a_chain(impl: Any) -> None:

@@ -32,6 +32,11 @@ HINTS: dict[str, Hint] = {
         "the block's tokens (a hash can collide)",
         About(("_lookup",)),
     ),
+    "lookup-reads": Hint(
+        "a lookup only reads: _lookup returns the hits and changes no map entry, hash or "
+        "stored tokens; a block whose tokens do not match stays cached for the prompt it holds",
+        About(("_lookup",), ("hashed", "cached")),
+    ),
     "free-order-return": Hint(
         "the plain free list is a queue: `_release` puts a block that holds no hash, once its "
         "refcount reaches 0, at its right end (append), behind the blocks already free",
@@ -174,9 +179,36 @@ def decode_misnamed(bm: Any, seq: int, tokens: list[int]) -> Hint | None:
         own = chain[at][0] if len(chain) > at and len(tokens) % size == 0 else None
     except (Exception, OutOfLines):
         return None
-    if h is None or own is None or h == own:
+    if h is None or own is None:
         return None
     filled = tuple(tokens[-size:])
+    if h == own:
+        stored = _stored(bm, block)
+        if stored is None or stored == filled:
+            return None
+        return Hint(
+            f"`append_slot`: yours hashed block {block} under the right hash but stored its "
+            f"tokens as {stored!r}, not {filled!r}: a hit is verified by comparing "
+            "tokens[block] with the block's tokens as a tuple, so register exactly that tuple",
+            About(("append_slot",)),
+        )
+    if h == filled and _registers_in_order(bm, block, own, filled):
+        return Hint(
+            f"`append_slot`: yours passed block {block}'s hash and tokens to `_register` in "
+            f"the wrong order: hash[{block}] is its tokens {filled} and tokens[{block}] the "
+            f"hash, while your `_register({block}, h, block_tokens)`, tried on a copy, stores "
+            "them right: the call is _register(block, h, block_tokens), the hash first",
+            About(("append_slot",)),
+        )
+    stored = _stored(bm, block)
+    if isinstance(stored, tuple) and len(stored) == size and stored != filled:
+        return Hint(
+            f"`append_slot`: yours stored block {block}'s tokens as {stored}, but decoding "
+            f"filled it with {filled} (and its hash is not the one your own `_chain` gives "
+            "it): a filled block is named and stored by its own tokens, the sequence's last "
+            "block_size tokens once this token is appended",
+            About(("append_slot",)),
+        )
     return Hint(
         f"`append_slot`: yours hashed block {block}, which decoding filled with {filled}, under "
         f"another hash than your own `_chain` gives that block at position {at} (the hash a "
@@ -184,6 +216,32 @@ def decode_misnamed(bm: Any, seq: int, tokens: list[int]) -> Hint | None:
         "hash((parent's hash, its own tokens)), its parent the block before it in the table",
         About(("append_slot",)),
     )
+
+
+def _stored(bm: Any, block: int) -> Any:
+    """The tokens the learner's object stores for ``block`` (None where it cannot be read)."""
+    try:
+        return bm.tokens[block]
+    except Exception:
+        return None
+
+
+def _registers_in_order(bm: Any, block: int, h: Any, block_tokens: tuple[int, ...]) -> bool:
+    """Whether the learner's ``_register``, called on a copy with ``block`` made private again,
+    stores ``h`` as its hash and ``block_tokens`` as its tokens, as the arguments are ordered;
+    and whether the object stored them the other way round (what a call with the two swapped
+    leaves)."""
+    try:
+        if bm.tokens[block] != h:
+            return False
+        obj = copy.deepcopy(bm)
+        obj.map.pop(obj.hash[block], None)
+        obj.hash[block] = obj.tokens[block] = None
+        with line_budget(LINES_PER_CALL):
+            obj._register(block, h, block_tokens)
+        return bool(obj.hash[block] == h and obj.tokens[block] == block_tokens)
+    except (Exception, OutOfLines):
+        return False
 
 
 def parked_in_front(bm: Any, seq: int) -> Hint | None:

@@ -80,15 +80,18 @@ def reading(
     call of it differs where a learner sees (:attr:`Difference.hidden`)."""
     if reader is None:
         return None
-    if divergence is None:
-        if hidden_in is None:
+    if divergence is None or divergence.unkeyed:  # no call differs in the state's key
+        named = hidden_in if divergence is None else divergence.method
+        if named is None:
             return None
-        policy, _, method = hidden_in.rpartition(".")
+        policy, _, method = named.rpartition(".")
         hidden = Difference(method, policy, (), {}, {}, {}, "", "", None, program, True)
         try:
-            return reader(hidden)
+            said = reader(hidden)
         except Exception:
-            return None
+            said = None
+        if divergence is None or said:
+            return said
     d = _difference(divergence, program)
     try:
         return returned_none(d) or reader(d)

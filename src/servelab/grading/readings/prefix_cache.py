@@ -528,8 +528,15 @@ def _refused_reading(d: Difference) -> str | None:
     hits = table[: int(shown) // size]
     claimed = [b for b in hits if isinstance(evictable, list) and b in evictable]
     need, room = -(-len(tokens) // size) - len(hits), free - len(claimed)
-    if not hits or need > room:
+    if need > room:
         return None
+    if not hits:
+        parked = " (its evictable blocks count too)" if evictable else ""
+        return (
+            f"yours refused sequence {seq}, which fits: it has no hit and needs "
+            f"{_plural(need, 'new block')}, and num_free is {free}{parked}: refuse only when "
+            "the new blocks beside the hits are more than the room"
+        )
     one = len(hits) == 1
     are = f"{len(hits)} of its {len(table)} blocks {'is a hit' if one else 'are hits'} ({hits}"
     if claimed:
