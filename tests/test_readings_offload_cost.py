@@ -168,3 +168,29 @@ def test_a_put_that_counts_the_new_chunk_twice_is_not_told_it_kept_victim_bytes(
     report = failing_report("kv-offload", PutCountsNewTwiceOnEviction, 2)[0].text
     assert "where: the difference starts in your `put`" in report
     assert "but left its bytes in `used`" not in report
+
+
+def test_a_lookup_that_is_a_use_is_told_it_moved_the_chunk() -> None:
+    report = _report("a lookup that is a use")
+    assert "where: the difference starts in your `Hierarchy.lookup`" in report
+    assert "yours moved 'a' to the newest end of `disk.keys`" in report
+    assert "a lookup only finds and pins a chunk; it is not a use" in report
+
+
+def test_a_cascade_that_refreshes_the_copy_below_is_told_so() -> None:
+    report = _report("a cascade that refreshes the copy below")
+    assert "where: the difference starts in your `Hierarchy._cascade`" in report
+    assert "a victim the tier below already holds is not put there again" in report
+
+
+def test_a_cascade_that_writes_newest_first_is_not_told_it_moved_one_chunk() -> None:
+    hierarchy = checkpoint("kv-offload", 3)["Hierarchy"]
+
+    class CascadeLastFirst(hierarchy):
+        def _cascade(self, start, chunks):
+            super()._cascade(start, list(reversed(chunks)))
+
+    impl = {**checkpoint("kv-offload", 3), "Hierarchy": CascadeLastFirst}
+    report = failing_report("kv-offload", impl, 3)[0].text
+    assert "where: the difference starts in your `Hierarchy._cascade`" in report
+    assert "to the newest end of" not in report

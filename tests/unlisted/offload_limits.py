@@ -110,6 +110,33 @@ class StoreSkipsHeldBelow(Staged["Hierarchy"]):
         return super().store(key, payload)
 
 
+class LookupByGet(Staged["Hierarchy"]):
+    """Step 3, lookup: tests presence with `tier.get(key) is not None`: the lookup is a use,
+    so a chunk looked up and released moves to the newest end of its tier's order."""
+
+    def lookup(self, keys):
+        found = []
+        for key in keys:
+            where = next((i for i, t in enumerate(self.tiers) if t.get(key) is not None), None)
+            if where is None:
+                break
+            self.tiers[where].pin(key)
+            found.append((key, where))
+        return found
+
+
+class CascadeRefreshesCopyBelow(Staged["Hierarchy"]):
+    """Step 3, _cascade: puts every victim into the tier below, one it holds already too: a
+    put of a held key is a use there, and refreshes the disk copy's place."""
+
+    def _cascade(self, start, chunks):
+        for tier in self.tiers[start:]:
+            below = []
+            for key, payload in chunks:
+                below += tier.put(key, payload) or []
+            chunks = below
+
+
 class DiskLoadAddsHostHop(Final["Hierarchy"]):
     """Step 4, load_seconds: a disk load also pays the CPU link's whole load (two hops)."""
 
@@ -166,6 +193,12 @@ MISTAKES = {
         3,
         {**Staged, "Hierarchy": StoreSkipsHeldBelow},
         {"Hierarchy.store"},
+    ),
+    "a lookup that is a use": (3, {**Staged, "Hierarchy": LookupByGet}, {"Hierarchy.lookup"}),
+    "a cascade that refreshes the copy below": (
+        3,
+        {**Staged, "Hierarchy": CascadeRefreshesCopyBelow},
+        {"Hierarchy._cascade"},
     ),
     "a disk load that adds the host link": (
         4,

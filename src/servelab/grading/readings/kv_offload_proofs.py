@@ -156,9 +156,47 @@ def _victim_bytes_kept(d: Difference) -> str | None:
     )
 
 
+_NOT_A_USE = {
+    "lookup": "a lookup only finds and pins a chunk; it is not a use",
+    "release": "a release only drops the lookup's pins; it is not a use",
+    "_cascade": (
+        "a victim the tier below already holds is not put there again (a put of a key a "
+        "tier holds is a use of it there)"
+    ),
+}
+
+
+def _moved_newest(d: Difference) -> str | None:
+    """A lookup, release or cascade that moved one chunk it was given to the newest end of a
+    tier's order, all else as the reference left it (which kept the order): a use where the
+    call makes none. Seen in the fields alone."""
+    if d.method not in _NOT_A_USE or not d.same_outcome or not d.args:
+        return None
+    given = d.args[-1] if isinstance(d.args[-1], list) else []  # _cascade(start, chunks)
+    keys = [e[0] if isinstance(e, tuple) and e else e for e in given]
+    order = [n for n in d.differ if n.endswith(".keys")]
+    if len(order) != 1 or len(d.differ) != 1:
+        return None
+    name = order[0]
+    was, mine = d.before.get(name) or [], d.mine.get(name) or []
+    if d.theirs.get(name) != was or not mine or mine[-1] not in keys:
+        return None
+    moved = mine[-1]
+    if mine != [k for k in was if k != moved] + [moved]:
+        return None
+    return (
+        f"yours moved {moved!r} to the newest end of `{name}` (its eviction order), where the "
+        f"reference leaves the order as it was: {_NOT_A_USE[d.method]}, so it leaves the "
+        "chunk's place alone (under LRU a read, get in retrieve, refreshes it)"
+    )
+
+
 PROOFS = {
     "put": (_read_after_discard, _victim_bytes_kept),
     "store": (_store_refreshed_below, _store_left_out),
     "load_seconds": LOAD_READINGS,
     "retrieve": (_payload_not_returned,),
+    "lookup": (_moved_newest,),
+    "release": (_moved_newest,),
+    "_cascade": (_moved_newest,),
 }
