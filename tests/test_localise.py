@@ -68,7 +68,7 @@ READS = {
     "LFU heap entry pushed with the old count": ("heap entry it pushes", "smallest count"),
     "a second pin of a resident key refused": ("which is resident", "each pin adds 1"),
     "decode walks a slice of running": ("still visit a sequence it has preempted", "written for"),
-    "store writes one victim down": ("yours lost 'c'", "written for"),
+    "store writes one victim down": ("yours lost 'y'", "written for"),
     "a refused add takes back the head": ("changed waiting first", "size rule"),
     "the budget checked for below zero": ("no chunk of 0 tokens", "one token each"),
     "preempt keeps the victim's blocks": ("bm.free_seq", "written for"),

@@ -49,7 +49,7 @@ def test_a_temporary_file_left_behind_is_caught_in_write() -> None:
 
 def test_a_load_of_no_tokens_costs_nothing() -> None:
     report = _report("a load of no tokens pays a latency")
-    assert "✗ step 4 · latency is paid per chunk" in report
+    assert "✗ step 4 · a load where latency dominates" in report
     assert "h.load_seconds(0, 'disk') is 0.001 s; the simulator takes 0 s" in report
     assert "where: the difference starts in your `Hierarchy.load_seconds`" in report
 

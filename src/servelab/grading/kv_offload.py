@@ -16,10 +16,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from servelab.grading._script import Script, graded_names
 from servelab.grading.about import RESULT, About, Hint
+from servelab.grading.kv_offload_edges import (
+    EDGE_HINTS,
+    cascade_past_a_refusal,
+    latency_per_chunk,
+    payload_checked,
+    store_too_large,
+)
 from servelab.grading.kv_offload_hints import HINTS, REMOVE_HOLDS
 from servelab.grading.kv_offload_replay import REPLAY
+from servelab.grading.kv_offload_script import OffloadScript
+from servelab.grading.kv_offload_script import hierarchy_script as _hierarchy
+from servelab.grading.kv_offload_script import put_chunk as _put
+from servelab.grading.kv_offload_script import store_chunk as _store
+from servelab.grading.kv_offload_script import tier_script as _tier
 from servelab.grading.kv_offload_values import Payload, victims
 from servelab.grading.topic import MachineCheck, Probe, Step, Topic
 from servelab.kv.offload.cost import (
@@ -35,72 +46,9 @@ from servelab.testing.kv_offload import (
     crashing_writes,
     kv_offload_machine,
     payload_for,
-    tier_fields,
 )
 
 __all__ = ["TOPIC"]
-
-
-class OffloadScript(Script):
-    """A :class:`Script` on one fresh tier, disk tier or hierarchy, built by ``first``
-    (``tier = Tier(100, 'LRU')``); ``call`` writes a method call on it as a line and runs it."""
-
-    def __init__(self, impl: Any, first: str) -> None:
-        super().__init__(REPLAY.namespace(impl), graded_names(REPLAY, impl), HINTS)
-        self.subject = first.split("=", 1)[0].strip()
-        self(first)
-
-    @property
-    def obj(self) -> Any:
-        return self.ns[self.subject]
-
-    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        shown = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
-        return self(f"{self.subject}.{method}({', '.join(shown)})")
-
-    def keys(self) -> list[Any]:
-        return list(self(f"{self.subject}.keys()"))
-
-    def expect(self, got: Any, want: Any, what: str, rule: str | None = None) -> None:
-        """``got`` must equal ``want``; ``rule`` names the hint when it is not the probe's own."""
-        if got != want:
-            raise self.fail(f"{what} is {got!r}, expected {want!r}", rule)
-
-    def expect_raises(
-        self, kinds: tuple[type[BaseException], ...], method: str, *args: Any
-    ) -> None:
-        """The call must raise one of ``kinds`` and change nothing."""
-        before = tier_fields(self.obj)
-        code = f"{self.subject}.{method}({', '.join(repr(a) for a in args)})"
-        try:
-            self.call(method, *args)
-        except kinds:
-            after = tier_fields(self.obj)
-            if after != before:
-                raise self.fail(
-                    f"{code} raised, but the tier changed: {before} -> {after}"
-                ) from None
-            return
-        except Exception as exc:
-            names = " or ".join(k.__name__ for k in kinds)
-            raise self.fail(f"{code} raised {type(exc).__name__}, expected a {names}") from exc
-        raise self.fail(f"{code} returned normally; it must raise and change nothing")
-
-
-def _tier(impl: Any, capacity: int, policy: str = "LRU") -> OffloadScript:
-    return OffloadScript(impl, f"tier = Tier({capacity}, {policy!r})")
-
-
-def _hierarchy(impl: Any, cpu: int, disk: int) -> OffloadScript:
-    return OffloadScript(impl, f"h = Hierarchy({cpu}, {disk})")
-
-
-def _put(s: OffloadScript, key: str, size: int, **kw: Any) -> Any:
-    return s.call("put", key, Payload(key, size), **kw)
-
-
-def _store(s: OffloadScript, key: str, size: int) -> Any:
-    return s.call("store", key, Payload(key, size))
 
 
 # --- step 1: one tier, can_evict --------------------------------------------------------
@@ -523,14 +471,6 @@ def _load_bytes(impl: Any) -> None:
     _close(s, "h.load_seconds(4096, 'cpu')", want, "kv-bytes")
 
 
-def _latency_per_chunk(impl: Any) -> None:
-    s = _cost(impl)
-    slow = Link("disk", 1e12, 1e-3)  # latency dominates: a request costs 1 ms
-    _disk_link(s, slow)
-    _close(s, "h.load_seconds(1000, 'disk')", simulate_load(LLAMA_8B, 1000, slow, 256), "latency")
-    _close(s, "h.load_seconds(0, 'disk')", 0.0, "latency")  # no chunk, no request
-
-
 def _own_numbers(impl: Any) -> None:
     s = _cost(impl)
     small = ModelShape(
@@ -636,6 +576,7 @@ TOPIC = Topic(
                 ),
                 Probe("LRU refreshes, FIFO does not", HINTS["policy"], _policy_order),
                 Probe("a count is not a use", HINTS["count-not-use"], _counts_are_not_uses),
+                Probe("a chunk is non-empty bytes", EDGE_HINTS["payload"], payload_checked),
             ),
             _machine(1),
         ),
@@ -669,6 +610,12 @@ TOPIC = Topic(
                 ),
                 Probe("a release drops its own pins", HINTS["release"], _release_each_once),
                 Probe("tiers at their edges", HINTS["cascade"], _tiers_at_their_edges),
+                Probe("larger than the cpu tier", EDGE_HINTS["store-too-large"], store_too_large),
+                Probe(
+                    "a cascade goes on past a refused victim",
+                    EDGE_HINTS["cascade-on"],
+                    cascade_past_a_refusal,
+                ),
                 Probe("a crash never leaves a torn chunk", HINTS["torn"], _no_torn_write),
                 Probe("held bytes count each chunk once", HINTS["held-bytes"], _held_bytes_once),
                 Probe(
@@ -690,7 +637,7 @@ TOPIC = Topic(
             (
                 Probe("recompute includes attention", HINTS["attention"], _recompute_long),
                 Probe("a load moves K and V", HINTS["kv-bytes"], _load_bytes),
-                Probe("latency is paid per chunk", HINTS["latency"], _latency_per_chunk),
+                Probe("a load where latency dominates", EDGE_HINTS["load"], latency_per_chunk),
                 Probe("the hierarchy's own numbers", HINTS["own-numbers"], _own_numbers),
                 Probe("worth loading, both ways", HINTS["worth-loading"], _worth_loading),
             ),

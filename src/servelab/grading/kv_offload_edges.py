@@ -1,0 +1,133 @@
+"""kv-offload probes at the edges of what the notebook asks: a payload that is no chunk, a
+chunk larger than the whole CPU tier offered to the hierarchy, a load whose latency dominates.
+Each names the rule it checks only where the evidence shows that rule broken."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from servelab.grading.about import RESULT, About, Hint
+from servelab.grading.kv_offload_script import hierarchy_script, store_chunk, tier_script
+from servelab.grading.kv_offload_values import Payload
+from servelab.kv.offload.cost import LLAMA_8B, Link, simulate_load
+from servelab.testing.kv_offload import offload_fields
+
+__all__ = [
+    "EDGE_HINTS",
+    "cascade_past_a_refusal",
+    "latency_per_chunk",
+    "payload_checked",
+    "store_too_large",
+]
+
+EDGE_HINTS: dict[str, Hint] = {
+    "payload": Hint(
+        "`put` sizes the payload with `self._payload_size(payload)` before anything else: a "
+        "chunk is non-empty bytes, and anything else (b'', a str) raises TypeError and changes "
+        "nothing",
+        About(("put",), (RESULT, "keys", "used")),
+    ),
+    "store-too-large": Hint(
+        "a chunk larger than the whole CPU tier is refused: `store` raises ChunkTooLarge (the "
+        "CPU tier's put does) and no tier changes; every chunk enters through the CPU tier",
+        About(("store",), (RESULT, "keys", "used", "held_bytes")),
+    ),
+    "cascade-on": Hint(
+        "a victim the tier below has no room for is dropped, and the cascade goes on with the "
+        "next victim: each of them is put into the tier below on its own",
+        About(("store", "_cascade"), ("keys", "used", "held_bytes")),
+    ),
+    "load": Hint(
+        "load_seconds(tokens, tier) is ceil(tokens / chunk_tokens) · latency_s + tokens · KV "
+        "bytes per token / bandwidth, over self.links[tier]",
+        About(("load_seconds",)),
+    ),
+}
+
+
+def payload_checked(impl: Any) -> None:
+    """An empty payload and a str are no chunk: put raises TypeError and stores nothing."""
+    s = tier_script(impl, 100)
+    s.call("put", "a", Payload("a", 10))
+    for bad in (b"", "abc"):
+        before = offload_fields(s.obj)
+        code = f"tier.put('e', {bad!r})"
+        try:
+            got = s(code)
+        except (TypeError, ValueError):
+            after = offload_fields(s.obj)
+            if after != before:
+                raise s.fail(f"{code} raised, but the tier changed: {before} -> {after}") from None
+            continue
+        except Exception as exc:
+            raise s.fail(f"{code} raised {type(exc).__name__}, expected TypeError") from exc
+        raise s.fail(
+            f"{code} returned {got!r}; the reference raises TypeError: a chunk is non-empty "
+            "bytes, and _payload_size refuses anything else before the tier changes"
+        )
+
+
+def store_too_large(impl: Any) -> None:
+    """A chunk larger than the CPU tier but not the disk tier: store raises ChunkTooLarge and
+    no tier changes (it is not written straight to disk, nor taken for a miss)."""
+    s = hierarchy_script(impl, 60, 120)
+    for k in "abc":
+        store_chunk(s, k, 30)  # 'a' goes down to disk
+    before = offload_fields(s.obj)
+    code = "h.store('big', payload('big', 90))"
+    try:
+        got = s(code)
+    except ValueError:
+        after = offload_fields(s.obj)
+        if after != before:
+            changed = ", ".join(k for k in after if after[k] != before.get(k))
+            raise s.fail(f"{code} raised, but it changed {changed}") from None
+        return
+    except Exception as exc:
+        raise s.fail(f"{code} raised {type(exc).__name__}, expected ChunkTooLarge") from exc
+    raise s.fail(
+        f"{code} returned {got!r}; a chunk of 90 bytes is larger than the whole 60-byte cpu "
+        "tier: the reference raises ChunkTooLarge and changes no tier"
+    )
+
+
+def cascade_past_a_refusal(impl: Any) -> None:
+    """The disk tier (40 bytes) holds a pinned 30-byte chunk; a store evicts 'x' (25 bytes),
+    which finds no room below, then 'y' (5 bytes), which fits: 'y' is written down."""
+    s = hierarchy_script(impl, 60, 40)
+    for k in "pqr":
+        store_chunk(s, k, 30)  # 'p' goes down to disk
+    s("found = h.lookup(['p'])")
+    for k, size in (("x", 25), ("y", 5), ("z", 30)):
+        store_chunk(s, k, size)  # the CPU tier holds x, y, z in that order
+    store_chunk(s, "d", 30)  # evicts x and y
+    got = s("h.where('y')")
+    if got != ["disk"]:
+        raise s.fail(
+            f"h.where('y') after storing 'd' is {got!r}, expected ['disk']: 'x', the first "
+            "victim, found no room in the disk tier, but 'y' fits there",
+            hint=EDGE_HINTS["cascade-on"],
+        )
+
+
+def latency_per_chunk(impl: Any) -> None:
+    """Over a link whose latency dominates (1 ms a request, 1 TB/s), a load of 1000 tokens
+    pays 4 requests and one of 0 tokens none. The latency rule is the hint only where yours
+    is off from the simulator by a whole number of latencies; else the load's whole formula."""
+    s = hierarchy_script(impl, 1000, 1000)
+    slow = Link("disk", 1e12, 1e-3)
+    s(f"h.links = {{**h.links, 'disk': {slow!r}}}")
+    for tokens in (1000, 0):
+        code = f"h.load_seconds({tokens}, 'disk')"
+        want = simulate_load(LLAMA_8B, tokens, slow, 256)
+        got = s(code)
+        if not isinstance(got, (int, float)) or isinstance(got, bool):
+            raise s.fail(f"{code} returned {got!r}, not a number of seconds")
+        if abs(got - want) <= 0.02 * want:
+            continue
+        extra = (got - want) / slow.latency_s
+        whole = math.isclose(extra, round(extra), abs_tol=1e-6) and round(extra) != 0
+        rule = "latency" if whole else None
+        said = f"{code} is {got:.4g} s; the simulator takes {want:.4g} s"
+        raise s.fail(said, rule, hint=None if whole else EDGE_HINTS["load"])

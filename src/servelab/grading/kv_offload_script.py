@@ -1,0 +1,76 @@
+"""The program a kv-offload probe writes and runs: one fresh tier, disk tier or hierarchy, and
+method calls on it, each written as a line the report can reproduce."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servelab.grading._script import Script, graded_names
+from servelab.grading.kv_offload_hints import HINTS
+from servelab.grading.kv_offload_replay import REPLAY
+from servelab.grading.kv_offload_values import Payload
+from servelab.testing.kv_offload import tier_fields
+
+__all__ = ["OffloadScript", "hierarchy_script", "put_chunk", "store_chunk", "tier_script"]
+
+
+class OffloadScript(Script):
+    """A :class:`Script` on one fresh tier, disk tier or hierarchy, built by ``first``
+    (``tier = Tier(100, 'LRU')``); ``call`` writes a method call on it as a line and runs it."""
+
+    def __init__(self, impl: Any, first: str) -> None:
+        super().__init__(REPLAY.namespace(impl), graded_names(REPLAY, impl), HINTS)
+        self.subject = first.split("=", 1)[0].strip()
+        self(first)
+
+    @property
+    def obj(self) -> Any:
+        return self.ns[self.subject]
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        shown = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+        return self(f"{self.subject}.{method}({', '.join(shown)})")
+
+    def keys(self) -> list[Any]:
+        return list(self(f"{self.subject}.keys()"))
+
+    def expect(self, got: Any, want: Any, what: str, rule: str | None = None) -> None:
+        """``got`` must equal ``want``; ``rule`` names the hint when it is not the probe's own."""
+        if got != want:
+            raise self.fail(f"{what} is {got!r}, expected {want!r}", rule)
+
+    def expect_raises(
+        self, kinds: tuple[type[BaseException], ...], method: str, *args: Any
+    ) -> None:
+        """The call must raise one of ``kinds`` and change nothing."""
+        before = tier_fields(self.obj)
+        code = f"{self.subject}.{method}({', '.join(repr(a) for a in args)})"
+        try:
+            self.call(method, *args)
+        except kinds:
+            after = tier_fields(self.obj)
+            if after != before:
+                raise self.fail(
+                    f"{code} raised, but the tier changed: {before} -> {after}"
+                ) from None
+            return
+        except Exception as exc:
+            names = " or ".join(k.__name__ for k in kinds)
+            raise self.fail(f"{code} raised {type(exc).__name__}, expected a {names}") from exc
+        raise self.fail(f"{code} returned normally; it must raise and change nothing")
+
+
+def tier_script(impl: Any, capacity: int, policy: str = "LRU") -> OffloadScript:
+    return OffloadScript(impl, f"tier = Tier({capacity}, {policy!r})")
+
+
+def hierarchy_script(impl: Any, cpu: int, disk: int) -> OffloadScript:
+    return OffloadScript(impl, f"h = Hierarchy({cpu}, {disk})")
+
+
+def put_chunk(s: OffloadScript, key: str, size: int, **kw: Any) -> Any:
+    return s.call("put", key, Payload(key, size), **kw)
+
+
+def store_chunk(s: OffloadScript, key: str, size: int) -> Any:
+    return s.call("store", key, Payload(key, size))
