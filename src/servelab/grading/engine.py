@@ -98,6 +98,8 @@ def _probe_machine(
     except InvariantViolation as exc:
         hint = HINTS.get(exc.invariant)
         raise ProbeFailed(exc.detail, machine.log, hint=hint) from None
+    finally:
+        machine.teardown()
 
 
 def _fork_shares_partial(impl: Any) -> None:
