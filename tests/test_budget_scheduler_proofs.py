@@ -49,7 +49,16 @@ def test_a_hit_kept_from_an_earlier_step_is_caught_at_step_2() -> None:
     report = _text("token-budget", HitKeptFromTheFirstLookup, 2)
     assert "✗ step 2 · a waiting request's prefix hit is looked up when it is admitted" in report
     assert "where: the difference starts in your `admit`" in report
-    assert "what the cache holds when it is admitted" in report
+    assert "yours admitted request 2 from token 2 (num_cached 2), where the cache holds 4" in report
+
+
+def test_a_chunk_that_leaves_its_hit_unreported_is_not_read_as_a_stale_lookup() -> None:
+    from unlisted import unlisted
+
+    slip = next(u for u in unlisted() if u.name == "a prefix hit left out of the chunk")
+    report = _text("token-budget", slip.impl, slip.step)
+    assert "where: the difference starts in your `admit`" in report
+    assert "at its admission (bm.num_cached_tokens)" not in report
 
 
 class PreemptsForFreshBlocks(Budget3):  # type: ignore[misc,valid-type]
