@@ -171,24 +171,6 @@ def _same_tokens(
     )
 
 
-def _one_thread() -> int:
-    """Run the tiny model on one thread, returning the count to restore: its matrices are too
-    small for threads to pay, and on a busy machine the threads spin, which multiplies a
-    grade's CPU time (and the hang guard counts CPU time)."""
-    import torch
-
-    before = torch.get_num_threads()
-    _threads(1)
-    return before
-
-
-def _threads(n: int) -> None:
-    import torch
-
-    if torch.get_num_threads() != n:
-        torch.set_num_threads(n)
-
-
 def engine_machine(impl: Any, *, max_spare: int = 3) -> type[RecordingMachine]:
     """A state machine serving random workloads with ``impl`` (an
     :class:`~servelab.kv.learner_engine.EngineSkeleton` subclass)."""
@@ -203,10 +185,6 @@ def engine_machine(impl: Any, *, max_spare: int = 3) -> type[RecordingMachine]:
             super().__init__()
             self.engine: Any = None
             self.requests: dict[int, Any] = {}
-            self.threads = _one_thread()
-
-        def teardown(self) -> None:
-            _threads(self.threads)
 
         @initialize(
             block_size=st.sampled_from([2, 1, 4]),
