@@ -11,8 +11,8 @@ from servelab import checkpoint
 from servelab.grading.readings import Difference
 from servelab.grading.readings.scheduler import scheduler_reading
 from servelab.grading.readings.token_budget import token_budget_reading
-from servelab.kv.blocks import BlockManager
-from servelab.kv.budget import BudgetStep
+from servelab.kv.blocks import BlockManager, OutOfBlocks
+from servelab.kv.budget import BudgetStep, Chunk
 from servelab.kv.scheduler import Decode, Sequence, StepOutput
 
 Decoding = checkpoint("scheduler", 2)
@@ -54,9 +54,34 @@ def test_a_scheduler_victim_is_named_with_the_reference_victims_in_the_order_tak
     assert "(2 here)" not in two  # sequence 2 was running[-1] only after 3 had gone
 
 
-def _full_pool() -> Any:
+class _SparesTheLatest(BudgetFinal):  # type: ignore[misc,valid-type]
+    """Preempts the request before the latest (running[-2]) while there are two or more."""
+
+    def schedule_running(self, out: Any, budget: int) -> int:
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            start = self.computed[seq.seq_id]
+            n = min(seq.num_tokens - start, budget)
+            try:
+                slots = self.extend(seq, start, n)
+            except OutOfBlocks:
+                victim = self.running.pop(-2 if len(self.running) > 1 else -1)
+                self.preempt(victim, out)
+                if victim is seq:
+                    return budget
+                i = self.running.index(seq) if seq in self.running else i
+                continue
+            out.scheduled.append(Chunk(seq, start, n, slots, start + n == seq.num_tokens))
+            self.computed[seq.seq_id] = start + n
+            budget -= n
+            i += 1
+        return budget
+
+
+def _full_pool(cls: Any = BudgetFinal) -> Any:
     """Three running requests of one full block each, one block free."""
-    sched = BudgetFinal(BlockManager(num_blocks=4, block_size=2), max_num_batched_tokens=10)
+    sched = cls(BlockManager(num_blocks=4, block_size=2), max_num_batched_tokens=10)
     for i in range(3):
         sched.add(Sequence.from_prompt(i, [i + 1, i + 1], 4))
     sched.step()
@@ -66,7 +91,10 @@ def _full_pool() -> Any:
 
 
 def _budget_victims(
-    mine: list[Any], theirs: list[Any], taken: tuple[list[int], list[int]] | None = None
+    mine: list[Any],
+    theirs: list[Any],
+    taken: tuple[list[int], list[int]] | None = None,
+    cls: Any = BudgetFinal,
 ) -> str:
     before = {"running": [(0, 3), (1, 3), (2, 3)], "waiting": []}
     listed = ({"out.preempted": taken[0]}, {"out.preempted": taken[1]}) if taken else ({}, {})
@@ -79,7 +107,7 @@ def _budget_victims(
         {**before, "waiting": theirs, **listed[1]},
         "returned 8",
         "returned 8",
-        _full_pool(),
+        _full_pool(cls),
     )
     return token_budget_reading(d) or ""
 
@@ -95,9 +123,13 @@ def test_a_budget_victim_named_is_one_the_reference_kept() -> None:
 
 
 def test_a_budget_first_victim_is_named_only_where_both_lists_show_it() -> None:
-    # yours took 1 alone; the reference 2, then 1: yours's first victim was not the latest
-    taken = _budget_victims([(1, 3)], [(1, 3), (2, 3)], ([1], [2, 1]))
+    # yours took 1 alone; the reference 2, then 1: yours's first victim was not the latest,
+    # as yours, run again, proves by calling preempt with request 1 first
+    taken = _budget_victims([(1, 3)], [(1, 3), (2, 3)], ([1], [2, 1]), _SparesTheLatest)
     assert "yours preempted request 1 first" in taken and "(2 here)" in taken, taken
+    # the same lists from a scheduler whose re-run takes the latest first: nothing proven
+    listed = _budget_victims([(1, 3)], [(1, 3), (2, 3)], ([1], [2, 1]))
+    assert "first, with" not in listed, listed
     # yours took the latest first and stopped short: no other victim to name
     short = _budget_victims([(2, 3)], [(1, 3), (2, 3)], ([2], [2, 1]))
     assert "first;" not in short

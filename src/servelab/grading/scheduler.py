@@ -90,9 +90,8 @@ HINTS: dict[str, Hint] = {
         About(("decode",), ("out.decodes",)),
     ),
     "victim-newest": Hint(
-        "on OutOfBlocks, `decode` preempts the newest running sequence (running.pop()), not "
-        "the one whose append_slot failed, and retry; preempt only when a decode finds no free "
-        "block",
+        "on OutOfBlocks, `decode` preempts the newest running sequence, the last of running "
+        "(running.pop()), and retries; preempt only when a decode finds no free block",
         About(("decode", "preempt"), ("running", "tables", "lengths", "out.decodes")),
     ),
     "requeue-front": Hint(

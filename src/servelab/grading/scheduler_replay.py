@@ -40,12 +40,19 @@ def _scheduler_state(ns: dict[str, Any], canon: Canon) -> Hashable:
     if out is not None:
         step = (
             tuple((p.seq.seq_id, p.num_tokens) for p in out.prefills),
-            tuple(d.seq.seq_id for d in out.decodes),
+            # a decode is its sequence and the slot it carries: a decode reported with
+            # another slot differs at the call that wrote it
+            tuple((d.seq.seq_id, _slot(d)) for d in out.decodes),
             tuple(s.seq_id for s in out.preempted),
             tuple(s.seq_id for s in out.finished),
         )
     fields = scheduler_fields(sched, canon)
     return (step, graded_blocks(fields) if "tables" in fields else frozen(fields))
+
+
+def _slot(decode: Any) -> Hashable:
+    slot = getattr(decode, "slot", None)
+    return slot if isinstance(slot, tuple | int | None) else repr(slot)
 
 
 def _steps(n: int) -> list[str]:

@@ -103,6 +103,18 @@ PROBE_HINTS: dict[str, Hint] = {
         "that point stays waiting; it gets no chunk of 0 tokens",
         About(("admit",)),
     ),
+    "hit-fresh": Hint(
+        "`admit`: a request's prefix hit is what the cache holds when it is admitted: look it "
+        "up (self.cached_tokens(seq)) at every admission try, as blocks fill and are reclaimed "
+        "while it waits",
+        About(("admit",), ("out.scheduled",)),
+    ),
+    "preempt-when-short": Hint(
+        "schedule_running preempts only when the extend's new blocks do not fit: a running "
+        "request needs blocks_needed(start + n) - blocks_needed(start) new blocks, so tokens "
+        "that fit the room left in its last block need none",
+        About(("schedule_running",), ("running", "out.preempted")),
+    ),
     # no rule can be told from the chunks alone: where the step's chunks come from, no cause
     "no-rule": Hint(
         "a step's chunks come from `schedule_running` (the running requests, in running "

@@ -63,3 +63,25 @@ def blocks_differ(d: Difference, sid: Any) -> bool:
     reference does: an allocation that matched the reference's is not what differs."""
     mine, theirs = d.mine.get("lengths"), d.theirs.get("lengths")
     return isinstance(mine, dict) and isinstance(theirs, dict) and mine.get(sid) != theirs.get(sid)
+
+
+def hit_not_fresh(d: Difference, chunks: list[Any], obj: Any) -> str | None:
+    """The first request yours admitted in the call (yours run again into ``obj``) starts,
+    and says it starts, at another hit than the block manager finds for it as the call
+    begins: its chunk agrees with the count yours left, so the start is the difference."""
+    admitted = [c for c in chunks if c.seq.seq_id not in _ids(d.before.get("running"))]
+    if not admitted:
+        return None
+    c = admitted[0]
+    sid = c.seq.seq_id
+    hit = call(getattr(d.subject, "bm", None), "num_cached_tokens", c.seq.token_ids)
+    if not isinstance(hit, int) or c.start == hit or getattr(c, "num_cached", None) != c.start:
+        return None
+    if call(obj, "num_computed_tokens", sid) != c.start + c.num_tokens:
+        return None
+    return (
+        f"yours admitted request {sid} from token {c.start} (num_cached {c.start}), where the "
+        f"cache holds {hit} of its tokens at its admission (bm.num_cached_tokens): an "
+        "admitted chunk starts at the hit the cache holds then (self.cached_tokens(seq), "
+        "looked up at each admission)"
+    )

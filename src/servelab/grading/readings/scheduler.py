@@ -12,7 +12,7 @@ from servelab.grading.readings.difference import (
     Difference,
     written_for,
 )
-from servelab.grading.readings.scheduler_listed import listed_not_decoded
+from servelab.grading.readings.scheduler_listed import listed_not_decoded, slot_not_appended
 from servelab.grading.readings.scheduler_rules import (
     admitted_for_its_future,
     retires_at_a_later_step,
@@ -79,9 +79,16 @@ def _other_victim(d: Difference, before: list[Any], mine: list[Any], theirs: lis
         facts.append("the oldest running")
     if before and victim == max(before) and before[-1] != victim:
         facts.append("the highest id")
+    # a victim chosen by its length can hold the highest id too: its length is said as well
+    held = {e[0]: e[1] for e in d.before.get("running") or () if isinstance(e, tuple)}
+    most = max(held.values(), default=None)
+    longest = bool(facts) and held.get(victim) == most and held.get(before[-1]) != most
+    if longest:
+        facts.append("one holding the most tokens")
     if not facts:
         return f"{said}; {rule}"
-    return f"{said}, {' and '.join(facts)}; {rule}, whatever its id or whose append failed"
+    whatever = "its id, its length" if longest else "its id"
+    return f"{said}, {' and '.join(facts)}; {rule}, whatever {whatever} or whose append failed"
 
 
 def _decoded_twice(d: Difference) -> str | None:
@@ -180,7 +187,8 @@ def _count_off(d: Difference) -> str | None:
         return None
     return (
         f"yours admits {low} tokens but refuses {high}, which need the same {blocks} blocks: "
-        "count the blocks as ceil(n / block_size)"
+        "a request of n tokens needs ceil(n / block_size) blocks, the blocks of the tokens "
+        "fits is asked about and no more"
     )
 
 
@@ -661,7 +669,12 @@ def _victim_as_id(d: Difference) -> str | None:
 
 
 def _first_for_decode(d: Difference) -> str | None:
-    return listed_not_decoded(d) or _decode_added_tokens(d) or _victims_queued_elsewhere(d)
+    return (
+        listed_not_decoded(d)
+        or slot_not_appended(d)
+        or _decode_added_tokens(d)
+        or _victims_queued_elsewhere(d)
+    )
 
 
 _FIRST = {

@@ -14,7 +14,12 @@ import itertools
 from typing import Any
 
 from servelab.grading.readings.budget_charged import whole_blocks_charged
-from servelab.grading.readings.budget_reported import as_done, blocks_differ, computed_differs
+from servelab.grading.readings.budget_reported import (
+    as_done,
+    blocks_differ,
+    computed_differs,
+    hit_not_fresh,
+)
 from servelab.grading.readings.difference import Difference, call, written_for
 from servelab.grading.readings.scheduler import victim_in_output
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
@@ -287,15 +292,8 @@ def _victim(d: Difference) -> str | None:
             "as it fits"
         )
     # the same victims queued in another order is no other victim: running.pop() at each
-    # failed extend always takes the same ones, latest first
-    first = _first_taken(d.mine)  # the first victim of each, taken from `before`
-    latest_first = _first_taken(d.theirs) == before[-1]
-    if len(mine) != len(theirs) and first not in (None, before[-1]) and latest_first:
-        return (
-            f"yours preempted request {first} first; the victim is the latest running "
-            f"request, the last of running ({before[-1]} here): running.pop(), retried until "
-            "the request fits"
-        )
+    # failed extend always takes the same ones, latest first (a first victim other than the
+    # latest, with another count, is _first_victim's, proven by a re-run)
     if len(mine) != len(theirs) or set(mine) == set(theirs):
         return None
     # the request named is one the reference kept; its victims wait in running order
@@ -309,6 +307,22 @@ def _victim(d: Difference) -> str | None:
     )
 
 
+def _reordered(d: Difference) -> str | None:
+    """Yours left the requests it kept running in another order than they ran before the
+    call: which victim running.pop() takes follows from that order, so the order is said."""
+    before, mine = _ids(d.before.get("running")), _ids(d.mine.get("running"))
+    kept = [s for s in before if s in mine]
+    if len(mine) < 2 or mine == kept or sorted(mine, key=repr) != sorted(kept, key=repr):
+        return None
+    if not VICTIM.fits(d):
+        return None
+    return (
+        f"yours left running as {mine}, where it ran as {before} before the call: running "
+        "keeps the order of admission, the latest last, so running.pop() takes the latest "
+        "running request"
+    )
+
+
 def _victim_ids(victims: Any) -> list[Any]:
     """``out.preempted`` as the fields show it: ids, or the sequences themselves."""
     if not isinstance(victims, list):
@@ -317,30 +331,25 @@ def _victim_ids(victims: Any) -> list[Any]:
 
 
 def _first_victim(d: Difference) -> str | None:
-    """Victims of another count whose first is not the latest running request: that first
-    choice breaks the rule whatever the count (a returned budget is only its by-product)."""
+    """Victims whose first is not the latest running request, where the reference's first is:
+    that first choice breaks the rule whatever the count (a returned budget, a victim more or
+    fewer, is only its by-product). Proven by a re-run: yours, called again on a copy, calls
+    preempt first with that request (a list of victims written in another order is not it)."""
     before = _ids(d.before.get("running"))
     if not before or not FIRST_VICTIM.fits(d):
         return None
     mine, theirs = (_victim_ids(side.get("out.preempted")) for side in (d.mine, d.theirs))
     if not mine or not theirs or theirs[0] != before[-1] or mine[0] not in before[:-1]:
         return None
-    if before[-1] not in [*_ids(d.mine.get("running")), *mine]:
-        return None  # the latest left running some other way: no order to speak of
+    budget = d.args[1] if len(d.args) == 2 else None
+    calls = [c for c in _trace(d, ("preempt",), BudgetStep(), budget) or () if c[0] == "preempt"]
+    if not calls or getattr(calls[0][1], "seq_id", None) != mine[0]:
+        return None
     return (
         f"yours preempted request {mine[0]} first, with {before[-1]} running after it: the "
         f"victim is the latest running request, the last of running ({before[-1]} here): "
         "running.pop(), retried until the request fits"
     )
-
-
-def _first_taken(side: Any) -> Any:
-    """The first victim a side's call took (``out.preempted`` as shown); None unknown."""
-    shown = side.get("out.preempted")
-    if not isinstance(shown, list) or not shown:
-        return None
-    first = str(shown[0]).removeprefix("<sequence ").removesuffix(">")
-    return int(first) if first.isdigit() else None
 
 
 def _trace(d: Difference, names: tuple[str, ...], *args: Any) -> list[tuple[str, Any]] | None:
@@ -654,7 +663,7 @@ def token_budget_reading(d: Difference) -> str | None:
         if exact is not None:
             return exact
     if m == "schedule_running" and "waiting" in differ:
-        found = _victim(d) or _asker_kept(d) or _first_victim(d)
+        found = _reordered(d) or _victim(d) or _first_victim(d) or _asker_kept(d)
         if found is not None:
             return found
     ran = _again(d)
@@ -667,7 +676,8 @@ def token_budget_reading(d: Difference) -> str | None:
     whole = done if len(done) == len(chunks) else []
     if found is None and m == "admit":
         found = (
-            _overspent(d, whole)
+            hit_not_fresh(d, chunks, obj)
+            or _overspent(d, whole)
             or _chunk_sizes(d, whole)
             or _admitted_blocks(d, done)
             or _slots(d, done)
