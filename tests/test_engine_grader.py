@@ -301,3 +301,25 @@ def test_a_copy_onto_itself_is_said_where_append_slot_asked_for_one() -> None:
     said = "a copy of a block onto itself (block 2 -> 2, block 3 -> 3) copies nothing"
     assert said in texts["cow_wrong_source"], texts["cow_wrong_source"]
     assert "onto itself" not in texts["no_copy"]  # its copies were asked right, never made
+
+
+def test_a_grade_runs_the_model_on_one_thread_and_gives_the_kernel_its_count_back() -> None:
+    import torch
+
+    bug = next(m for m in MISTAKES if m.name == "prefill_before_decode")
+    seen: list[int] = []
+
+    class Counting(bug.impl):  # type: ignore[name-defined,misc]
+        def step(self, *args: object, **kwargs: object) -> object:
+            seen.append(torch.get_num_threads())
+            return super().step(*args, **kwargs)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        with pytest.raises(GradeFailure):
+            grade("engine", Counting, step=1, out=io.StringIO(), quiet=True)
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
+    assert seen and set(seen) == {1}

@@ -291,9 +291,8 @@ def _keep_hypothesis_files_out_of_the_notebook_folder() -> None:
     """Hypothesis writes ``.hypothesis/`` into the working directory even without a database."""
     if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY") or _HOME_MOVED:
         return
-    hypothesis.configuration.set_hypothesis_home_dir(
-        Path(tempfile.gettempdir()) / "servelab-hypothesis"
-    )
+    home = Path(tempfile.gettempdir()) / "servelab-hypothesis"
+    hypothesis.configuration.set_hypothesis_home_dir(home)
     _HOME_MOVED.append(True)
 
 
@@ -497,7 +496,8 @@ def _grade(
 
     try:
         every_step = step is None and len(steps) > 1
-        failure = _run_checks(steps, final, impl, report, interrupts, the_topic, every_step)
+        with the_topic.around():
+            failure = _run_checks(steps, final, impl, report, interrupts, the_topic, every_step)
     except _NotWritten as missing:
         report.passed, report.verdict = False, "not written"
         frame = learner_frame(missing.cause)

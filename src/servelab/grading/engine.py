@@ -18,6 +18,8 @@ scenario; then the state machine over random workloads. Needs torch.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from servelab.grading.about import About, Hint
@@ -141,17 +143,28 @@ def _reclaimed_block_not_found_again(impl: Any) -> None:
 
 
 def _machine(impl: Any) -> Any:
-    import torch
-
     from servelab.testing.engine import engine_machine
 
-    # the course's model is 64 wide: threads cost more than they give, and on a busy machine
-    # they spin, multiplying a grade's CPU time (which the hang guard counts); as the demo does
-    torch.set_num_threads(1)
     return engine_machine(impl)
 
 
+@contextmanager
+def _one_torch_thread() -> Iterator[None]:
+    """The course's model is 64 wide: threads cost more than they give, and on a busy machine
+    they spin, multiplying a grade's CPU time (which the hang guard counts). The learner's
+    kernel gets its own thread count back when the grade ends."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 TOPIC = Topic(
+    around=_one_torch_thread,
     checkpoint="engine",
     catalogue="run-only",
     name="engine",

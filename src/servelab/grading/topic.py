@@ -9,6 +9,7 @@ and diagnosis (:mod:`servelab.grading.diagnose`) read everything about a topic f
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -131,6 +132,9 @@ class Topic:
     wrong KV slot themselves), ``"kernels"`` when the graded objects are Triton kernels
     (compared on cases, not replayed). None for a topic without a catalogue, and for one with a
     :attr:`replay`, whose catalogue is replayed."""
+    around: Callable[[], AbstractContextManager[object]] = nullcontext
+    """What the topic's checks run inside, undone when the grade ends (the engine's runs the
+    model on one torch thread and gives the learner's kernel its own count back)."""
 
     def step(self, number: int) -> Step:
         for s in self.steps:
