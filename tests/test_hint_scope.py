@@ -75,10 +75,15 @@ def test_a_hint_is_left_out_where_another_rule_of_the_method_declares_the_action
     assert WRITTEN_FOR in with_place(finding, victim, topic="token-budget")
     # a by-product no other rule of the method declares (a block named on the chain) is no
     # other rule's action
-    named = _call({"hashed": [0, 1], "num_computed_tokens": {0: 6, 1: 3}}, {})
+    named = _call(
+        {"hashed": [0, 1], "num_computed_tokens": {0: 6, 1: 3}},
+        {"num_computed_tokens": {0: 6, 1: 4}},
+    )
+    assert one_sided(named) == ["hashed"]
     assert covers_actions(sized, named, "token-budget")
-    # a hint that declares no fields is left to the rules that hold it without them
-    assert covers_actions(About(("schedule_running",)), PREEMPTED, "token-budget")
+    # a hint that declares no fields is about none of them: the preemption is another rule's
+    assert not covers_actions(About(("schedule_running",)), PREEMPTED, "token-budget")
+    assert covers_actions(About(("schedule_running",)), named, "token-budget")
 
 
 class PreemptsForWholeChunkBlocks(_S3):  # type: ignore[misc,valid-type]

@@ -1,13 +1,13 @@
 """Whether a check's hint speaks of the whole difference found, not only of part of it.
 
-A check's hint that declares fields (:class:`~servelab.grading.about.About`) fits a call whose
-difference touches one of them. But a call can also differ in what only one side did at all:
-yours preempted a request, moved a key or took a block where the reference left that field as
-it was (or the other way round). Such an action is a rule of its own; when the hint does not
-declare the field it changed, the hint was written for another rule of the same method (the
-number of tokens a request runs, where the learner's call preempted one too many), and it
-would send the learner to code that keeps its rule. The place and the difference then stand
-alone.
+A check's hint fits a call of one of its methods (:class:`~servelab.grading.about.About`);
+one that declares fields, a call whose difference touches one of them. But a call can also
+differ in what only one side did at all: yours preempted a request, moved a key or dropped a
+table where the reference left that field as it was (or the other way round). When another
+rule of the same method declares that field and the hint does not, the action is that rule's:
+the hint was written for another rule of the method (the number of tokens a request runs,
+where the learner's call preempted one too many) and would send the learner to code that keeps
+its rule. The place and the difference then stand alone.
 """
 
 from __future__ import annotations
@@ -46,15 +46,15 @@ def one_sided(divergence: Divergence | None) -> list[str]:
 
 
 def covers_actions(about: About, divergence: Divergence | None, topic: str = "") -> bool:
-    """Whether a hint that declares fields is about every action at the call: each field only
-    one side changed (:func:`one_sided`) is one of its fields, or one that no other hint of
-    ``topic`` about the method found declares (a block list that a preemption empties is its
-    by-product, not another rule). A hint that declares no fields says nothing of them and is
-    left to the rules that hold it without; no topic, no other hints to weigh. Of hints offered
-    as alternatives, one suffices."""
+    """Whether a hint is about every action at the call: each field only one side changed
+    (:func:`one_sided`) is one of its fields, or one that no other hint of ``topic`` about the
+    method found declares (a block list that a preemption empties is its by-product, not
+    another rule). A hint that declares no fields is about none of them: where another rule of
+    the method declares one, the action is that rule's. No topic, no other hints to weigh. Of
+    hints offered as alternatives, one suffices."""
     if about.alternatives:
         return any(covers_actions(a, divergence, topic) for a in about.alternatives)
-    if not about.fields or divergence is None or not topic:
+    if divergence is None or not topic:
         return True
     method = divergence.method
     others = [o for o in topic_hints(topic) if o.about != about and o.about.names_method(method)]

@@ -3,20 +3,7 @@ with the methods (and fields) it is about."""
 
 from __future__ import annotations
 
-from servelab.grading.about import RESULT, About, Hint
-
-_CHUNK: tuple[str, ...] = (
-    RESULT,
-    "num_computed_tokens",
-    "out.scheduled",
-    "lengths",
-    "tables",
-    "refcounts",
-    "free",
-    "num_free",
-)
-"""What a running request's chunk changes (the budget left, what it computed, its blocks): a
-rule of its size is about these, not about a preemption (``running``, ``out.preempted``)."""
+from servelab.grading.about import About, Hint
 
 PROBE_HINTS: dict[str, Hint] = {
     "spent": Hint(
@@ -77,7 +64,7 @@ PROBE_HINTS: dict[str, Hint] = {
     "retry-budget": Hint(
         "schedule_running: take n from the budget only after extend succeeds; a failed extend "
         "ran nothing, so the retry (after preempting the latest) has the whole budget left",
-        About(("schedule_running",), _CHUNK),
+        About(("schedule_running",)),
     ),
     "front": Hint(
         "`preempt` puts a request back at the front of waiting (waiting.appendleft): it came "
@@ -87,7 +74,7 @@ PROBE_HINTS: dict[str, Hint] = {
     "recompute": Hint(
         "a running request needs seq.num_tokens - num_computed_tokens tokens, whatever it "
         "generated before: a recomputed request's prompt and generated tokens all run again",
-        About(("schedule_running",), _CHUNK),
+        About(("schedule_running",)),
     ),
     "victim-latest": Hint(
         "when a request's new blocks do not fit, preempt the latest running request "
