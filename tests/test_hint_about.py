@@ -271,7 +271,7 @@ NOT_ABOUT = {
 ABOUT = {
     "weight-cache": "miss_instead_of_raise",
     "eviction-policy": "lfu_hit_no_count",
-    "block-manager": "freed_twice",
+    "block-manager": "free_ignores_refcount",
     "scheduler": "skip_ahead",
     "prefix-cache": "chain_partial_block",
     "kv-offload": "fifo_refreshes",

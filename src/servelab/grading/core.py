@@ -396,7 +396,7 @@ def shown_for(
         # the type's usual cause and a check's hint would guess between the two
         stop = "" if finding.place.endswith(("?", ".")) else "."
         return f"{finding.place}{stop} {later_raise(own)}"
-    return with_place(finding, hint, ruled, code, topic_hook(topic) is not None)
+    return with_place(finding, hint, ruled, code, topic_hook(topic) is not None, topic)
 
 
 def _shown_for_hint(

@@ -41,6 +41,7 @@ from servelab.grading.about import RESULT, About, Hint
 from servelab.grading.ending import shown_at_end
 from servelab.grading.graft import _classes as graft_classes
 from servelab.grading.graft import _split, graft
+from servelab.grading.hint_scope import covers_actions
 from servelab.grading.localise import (
     Divergence,
     Localisation,
@@ -616,14 +617,16 @@ def fits_raise(about: About, divergence: Divergence | None) -> bool:
     return not about.fields or RESULT in about.fields
 
 
-def _rule_fits(about: About, finding: Finding) -> bool:
+def _rule_fits(about: About, finding: Finding, topic: str = "") -> bool:
     """Whether a hint fits the place found (:meth:`About.fits`) and, where it names the methods
     whose rule it states, the call found is one of them: a field of the hint changed by
     another method (a ``get`` that adds a pin) is an extra amount from that method, whose
     rule the hint does not state, while the hint's own methods may keep theirs."""
     if about.alternatives:
-        return any(_rule_fits(a, finding) for a in about.alternatives)
+        return any(_rule_fits(a, finding, topic) for a in about.alternatives)
     if not about.fits(finding.methods, finding.divergence):
+        return False
+    if not covers_actions(about, finding.divergence, topic):  # another rule's action
         return False
     if finding.divergence is None or not about.methods or not finding.methods:
         return True
@@ -632,7 +635,12 @@ def _rule_fits(about: About, finding: Finding) -> bool:
 
 
 def with_place(
-    finding: Finding, check_hint: str, gate: bool = True, code: str = "", searched: bool = True
+    finding: Finding,
+    check_hint: str,
+    gate: bool = True,
+    code: str = "",
+    searched: bool = True,
+    topic: str = "",
 ) -> str:
     """The hint a report shows: the one diagnosis earned; else where to start, then the
     check's own hint as what the check was written for, but only when that hint's declared
@@ -658,7 +666,7 @@ def with_place(
         if finding.raised:  # the error's place: a hint shown only where it fits the call
             fits = about is not None and fits_raise(about, finding.divergence)
         else:
-            fits = about is not None and _rule_fits(about, finding)
+            fits = about is not None and _rule_fits(about, finding, topic)
         if fits or not (gate or finding.raised):
             return f"{finding.place}{stop} This check was written for: {check_hint}"
         return finding.place
