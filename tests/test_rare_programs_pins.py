@@ -50,7 +50,7 @@ def test_a_hit_that_pushes_nothing_is_told_by_the_entries_it_left() -> None:
 def test_a_hit_that_pushes_a_stale_entry_is_not_told_it_pushed_none() -> None:
     report = failing_report("eviction-policy", HitPushesOldTick, 1)[0].text
     assert "[(1, 1, 'b'), (1, 2, 'a'), (1, 3, 'c'), (2, 3, 'c')])" in report
-    assert "it holds no entry for 'c' that is (count, reached, key)" in report
+    assert "the heap entry it pushes (the heap on the last line holds no entry for 'c'" in report
     assert "holds 1 entry" not in report
 
 
@@ -85,6 +85,38 @@ def test_a_hit_that_takes_another_keys_entry_out_is_told_so() -> None:
     assert "after p.update_on_hit('c'), p.heap holds no entry (1, 1, 'b')" in report
     assert "this hit of 'c' took 'b''s current entry (1, 1, 'b') out of it" in report
     assert "holds 1 entry" not in report and "fresh tick" not in report
+
+
+class HitRemovesOwnOldEntry(COUNTS):
+    """Pushes the fresh entry, then list.remove's its own old one: no heapify."""
+
+    def update_on_hit(self, key):
+        old = (self.count[key], self.reached[key], key)
+        super().update_on_hit(key)
+        if old in self.heap:
+            self.heap.remove(old)
+
+
+def test_a_heap_left_out_of_heap_order_is_told_so() -> None:
+    report = failing_report("eviction-policy", HitRemovesOwnOldEntry, 1)[0].text
+    assert "after p.update_on_hit('d'), p.heap is out of heap order" in report
+    assert "what differs is the heap's order (the last line)" in report
+    assert "holds no entry" not in report
+
+
+class OrderDropsHotKeys(COUNTS):
+    """Look-alike of a packed order: leaves out keys whose count reached 1000."""
+
+    def eviction_order(self):
+        candidates = [k for k in self.count if k not in self.pinned and self.count[k] < 1000]
+        return sorted(candidates, key=lambda k: (self.count[k], self.reached[k]))
+
+
+def test_an_order_that_drops_a_key_is_not_told_a_tick_outweighs_a_count() -> None:
+    report = failing_report("eviction-policy", OrderDropsHotKeys, 1)[0].text
+    assert "eviction_order() is ['b', 'a'], expected ['b', 'a', 'c']" in report
+    assert "where: the difference is in your `eviction_order`" in report
+    assert "single number" not in report and "higher count first" not in report
 
 
 class HitTickOfTheEventBefore(COUNTS):

@@ -50,8 +50,8 @@ class OrderPackedIntoOneNumber(COUNTS):
 
 
 MISTAKES = {
-    "LFU hit pushes only when pinned": (1, HitPushOnlyWhenPinned, {"LFU.update_on_hit"}),
-    "LFU hit pushes the old tick": (1, HitPushesOldTick, {"LFU.update_on_hit"}),
-    "LFU put takes no tick": (1, PutTakesNoTick, {"LFU.update_on_put"}),
-    "LFU order packed into one number": (1, OrderPackedIntoOneNumber, {"LFU.eviction_order"}),
+    "LFU hit pushes only when pinned": (1, HitPushOnlyWhenPinned, {"update_on_hit"}),
+    "LFU hit pushes the old tick": (1, HitPushesOldTick, {"update_on_hit"}),
+    "LFU put takes no tick": (1, PutTakesNoTick, {"update_on_put"}),
+    "LFU order packed into one number": (1, OrderPackedIntoOneNumber, {"eviction_order"}),
 }

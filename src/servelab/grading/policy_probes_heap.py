@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from servelab.grading.about import About, Hint
-from servelab.grading.policy_probes import PolicyScript
+from servelab.grading.policy_probes import PolicyScript, _out_of_heap_order
 
 __all__ = ["FRESH_ENTRY", "PAIR_ORDER", "lfu_fresh_entries", "lfu_order_past_many_ticks"]
 
@@ -65,6 +65,12 @@ def _after(s: PolicyScript, call: str, key: str) -> None:
                 "now: step 2's pop_victim finds a key only by that entry and skips every "
                 "other entry of the key as stale"
             )
+    if _out_of_heap_order(p.heap):
+        s.note(shown)
+        raise s.fail(
+            f"after {line}, p.heap is out of heap order (an entry sits below a larger one): "
+            "step 2's heappop returns the smallest entry only while the list keeps heap order"
+        )
 
 
 def _skeleton(p: Any) -> bool:
@@ -78,7 +84,7 @@ def _skeleton(p: Any) -> bool:
 
 def lfu_fresh_entries(impl: Any) -> None:
     s = PolicyScript(impl, "LFU")
-    calls = ("put b", "put a", "put c", "hit c", "hit b", "hit a", "hit b")
+    calls = ("put b", "put a", "put c", "hit c", "hit b", "hit a", "hit b", "put d", "hit d")
     for call, key in (c.split() for c in calls):
         getattr(s, call)(key)
         if not _skeleton(s.policy):

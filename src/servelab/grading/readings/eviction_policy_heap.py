@@ -11,6 +11,7 @@ import ast
 import re
 from typing import Any
 
+from servelab.grading.policy_probes import _out_of_heap_order
 from servelab.grading.readings.difference import Difference
 
 __all__ = ["lfu_kept"]
@@ -34,7 +35,7 @@ def lfu_kept(d: Difference) -> str | None:
         f"reference's {d.method} in its place the program behaves"
     )
     if note.group(1) == "eviction_order()":
-        return _order(d, head, lines)
+        return _order(d, head, lines, shown)
     call = _CALL.fullmatch(lines[-2]) if len(lines) > 1 else None
     if call is None or call.group(1) != d.method:
         return None
@@ -65,7 +66,7 @@ def lfu_kept(d: Difference) -> str | None:
     if current(key):
         gone = sorted((k for k in count if not current(k)), key=repr)
         if not gone:
-            return None
+            return _out_of_order(head, what, key, heap)
         k = gone[0]
         return (
             f"{head}: what differs is the heap (the last line): this {what} of {key!r} took "
@@ -85,17 +86,31 @@ def lfu_kept(d: Difference) -> str | None:
             "finds a key only by its current entry and skips every other as stale"
         )
     return (
-        f"{head}: what differs is the heap (the last line): it holds no entry for {key!r} "
-        f"that is (count, reached, key) as this {what} leaves them, "
-        f"{(count[key], reached.get(key), key)!r}. Push that tuple, after updating count and "
+        f"{head}: what differs is the heap entry it pushes (the heap on the last line holds "
+        f"no entry for {key!r} that is (count, reached, key) as this {what} leaves them, "
+        f"{(count[key], reached.get(key), key)!r}). Push that tuple, after updating count and "
         "reached: an entry of another shape or other values is stale to step 2's pop_victim, "
         "which skips it"
     )
 
 
-def _order(d: Difference, head: str, lines: list[str]) -> str | None:
+def _out_of_order(head: str, what: str, key: Any, heap: list[Any]) -> str | None:
+    if not _out_of_heap_order(heap):
+        return None
+    return (
+        f"{head}: what differs is the heap's order (the last line): after this {what} of "
+        f"{key!r} an entry sits below a larger one, and step 2's heappop returns the smallest "
+        "entry only while the list keeps heap order. Change the heap with heapq.heappush "
+        "alone; an entry taken out of the list (list.remove) needs heapq.heapify after it, "
+        "or leave it there: pop_victim skips a stale entry"
+    )
+
+
+def _order(d: Difference, head: str, lines: list[str], shown: Any) -> str | None:
     if d.method != "eviction_order" or not any("range(999)" in line for line in lines):
         return None
+    if not isinstance(shown, list) or sorted(map(repr, shown)) != ["'a'", "'b'", "'c'"]:
+        return None  # a key left out or added: not an order of the same keys
     return (
         f"{head}: yours orders the keys by count on the checks before this one, whose ticks "
         "stay small, and here, past 1000 ticks, puts a key of a higher count first. The "
