@@ -75,6 +75,12 @@ from servelab.grading.policy_probes import (
     policy_class,
     policy_namespace,
 )
+from servelab.grading.policy_probes_heap import (
+    FRESH_ENTRY,
+    PAIR_ORDER,
+    lfu_fresh_entries,
+    lfu_order_past_many_ticks,
+)
 from servelab.grading.readings.eviction_policy import eviction_policy_reading
 from servelab.grading.replay import TopicReplay, plain, program
 from servelab.grading.topic import MachineCheck, Probe, Step, Topic
@@ -424,6 +430,8 @@ TOPIC = Topic(
                 Probe("counts keep growing", HINTS["capped"], _lfu_order_counts_grow),
                 Probe("ties leave first in, first out", HINTS["tie"], _lfu_order_ties_fifo),
                 Probe("a removed key is forgotten", HINTS["forget"], _lfu_remove_forgets),
+                Probe("each put and hit leaves a fresh heap entry", FRESH_ENTRY, lfu_fresh_entries),
+                Probe("the count decides past many ticks", PAIR_ORDER, lfu_order_past_many_ticks),
             ],
             machine=MachineCheck(
                 "LFU's order against the model (put, hit, remove)",

@@ -21,6 +21,7 @@ from servelab.grading._script import Script, graded_names
 from servelab.grading.about import About, Hint
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
 from servelab.grading.weight_cache_counts import counts, evict_counts
+from servelab.grading.weight_cache_pins import NO_VICTIM, every_entry_pinned
 from servelab.grading.weight_cache_replay import REPLAY
 from servelab.testing.pasteable import SUPPRESS_IMPORT
 from servelab.testing.weight_cache import (
@@ -616,6 +617,7 @@ TOPIC = Topic(
                     ),
                     _unpin_releases,
                 ),
+                Probe("every entry pinned: no victim", NO_VICTIM, _c(every_entry_pinned)),
             ),
             _machine(3),
         ),

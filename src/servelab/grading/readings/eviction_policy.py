@@ -16,6 +16,7 @@ from servelab.grading.readings.difference import (
     WrittenFor,
     other_error,
 )
+from servelab.grading.readings.eviction_policy_heap import lfu_kept
 from servelab.grading.readings.eviction_policy_rules import (
     hand_at_oldest,
     hand_kept,
@@ -292,6 +293,9 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 f"that is not pinned. {hit_pinned!r} was hit while pinned here: no entry then, "
                 "and update_on_unpin pushes it with that tick"
             )
+        kept = lfu_kept(d) if who == "LFU" else None
+        if kept:
+            return kept
         if m in ("update_on_hit", "update_on_put") and who == "LFU":
             count = "its count after the hit" if m == "update_on_hit" else "count 1"
             return (
