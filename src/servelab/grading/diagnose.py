@@ -38,6 +38,7 @@ from typing import Any
 from servelab.grading._learner import exception_meaning, learner_frame
 from servelab.grading._script import graded_names, renamed
 from servelab.grading.about import RESULT, About, Hint
+from servelab.grading.certainty import agrees_everywhere
 from servelab.grading.graft import _classes as graft_classes
 from servelab.grading.graft import _split, graft
 from servelab.grading.localise import (
@@ -344,6 +345,7 @@ class Diagnoser:
             and at_place(strict[0])
             and self._alike_on_variants(program, impl, strict[0].impl)
             and self._shows_apart(impl, strict[0].impl)
+            and agrees_everywhere(self.spec, program, impl, strict[0].impl)
         ):
             hint = f"your {self.spec.noun} behaves exactly like one that {strict[0].like}"
             return Finding(hint, where, True, place.methods, divergence=place.divergence)
