@@ -33,10 +33,10 @@ from servelab.grading.replay import OutOfLines, TopicReplay, line_budget, replay
 __all__ = ["SEEDED_PROGRAMS", "agrees_everywhere", "programs_around"]
 
 #: Seeded programs of the failing program's calls, and the calls in each.
-SEEDED_PROGRAMS = 30
+SEEDED_PROGRAMS = 20
 SEEDED_CALLS = 12
 #: Continuations after each prefix of the failing program, and the seeded calls after each.
-CONTINUATIONS = 6
+CONTINUATIONS = 4
 TAIL_CALLS = 3
 #: Different calls the programs draw from, at most (the failing program's first).
 VOCABULARY = 60
