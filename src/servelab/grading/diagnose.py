@@ -38,10 +38,11 @@ from typing import Any
 from servelab.grading._learner import exception_meaning, learner_frame
 from servelab.grading._script import graded_names, renamed
 from servelab.grading.about import RESULT, About, Hint
+from servelab.grading.certainty import agrees_everywhere
 from servelab.grading.ending import shown_at_end
 from servelab.grading.graft import _classes as graft_classes
 from servelab.grading.graft import _split, graft
-from servelab.grading.hint_scope import covers_actions
+from servelab.grading.hint_scope import covers_actions, fits_raise
 from servelab.grading.localise import (
     Divergence,
     Localisation,
@@ -346,6 +347,7 @@ class Diagnoser:
             and at_place(strict[0])
             and self._alike_on_variants(program, impl, strict[0].impl)
             and self._shows_apart(impl, strict[0].impl)
+            and agrees_everywhere(self.spec, program, impl, strict[0].impl)
         ):
             hint = f"your {self.spec.noun} behaves exactly like one that {strict[0].like}"
             return Finding(hint, where, True, place.methods, divergence=place.divergence)
@@ -604,17 +606,6 @@ def fits_observed(about: About, code: str) -> bool:
         named = any(m.rpartition(".")[2] == method for m in about.methods)
         return named and (not about.fields or RESULT in about.fields)
     return False
-
-
-def fits_raise(about: About, divergence: Divergence | None) -> bool:
-    """Whether a hint declared ``about`` speaks of a call that raised the learner's own
-    error: one of its methods is the call's, and it explains a result or declares no field
-    (the fields after a raise show a method cut short, not the rule a field hint states)."""
-    if about.alternatives:
-        return any(fits_raise(a, divergence) for a in about.alternatives)
-    if divergence is None or not about.names_method(divergence.method):
-        return False
-    return not about.fields or RESULT in about.fields
 
 
 def _rule_fits(about: About, finding: Finding, topic: str = "") -> bool:

@@ -16,13 +16,13 @@ from collections.abc import Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from servelab.grading.about import About, Hint
+from servelab.grading.about import RESULT, About, Hint
 from servelab.grading.registry import load_topic
 
 if TYPE_CHECKING:
     from servelab.grading.localise import Divergence
 
-__all__ = ["covers_actions", "one_sided", "topic_hints"]
+__all__ = ["covers_actions", "fits_raise", "one_sided", "topic_hints"]
 
 
 def one_sided(divergence: Divergence | None) -> list[str]:
@@ -73,3 +73,14 @@ def topic_hints(topic: str) -> tuple[Hint, ...]:
         if step.machine is not None:
             found += [h for h in step.machine.hints.values() if isinstance(h, Hint)]
     return tuple(dict.fromkeys(found))
+
+
+def fits_raise(about: About, divergence: Divergence | None) -> bool:
+    """Whether a hint declared ``about`` speaks of a call that raised the learner's own
+    error: one of its methods is the call's, and it explains a result or declares no field
+    (the fields after a raise show a method cut short, not the rule a field hint states)."""
+    if about.alternatives:
+        return any(fits_raise(a, divergence) for a in about.alternatives)
+    if divergence is None or not about.names_method(divergence.method):
+        return False
+    return not about.fields or RESULT in about.fields
