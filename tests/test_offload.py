@@ -195,6 +195,27 @@ def test_write_back_demotes_victims_and_drops_only_from_the_last_tier(tmp_path: 
     assert set(results[3].dropped) == {ks[0]}
 
 
+def test_a_victim_larger_than_the_tier_below_is_dropped_as_the_course_reference_does(
+    tmp_path: Path,
+) -> None:
+    """The library and the notebook's reference agree: a store whose victim cannot fit the
+    whole tier below succeeds, drops that victim and still writes the next one down."""
+    from servelab import checkpoint
+
+    h = OffloadHierarchy([Tier(60, name="cpu"), Tier(40, name="disk")])
+    h.store("a", b"a" * 50)
+    h.store("b", b"b" * 10)
+    got = h.store("c", b"c" * 60)
+    assert got.stored and got.dropped == ("a",) and got.demoted == (("disk", "b"),)
+    assert [h.where(k) for k in "abc"] == [[], ["disk"], ["cpu"]]
+    ref = checkpoint("kv-offload", 3)["Hierarchy"](60, 40, root=tmp_path / "ref")
+    ref.store("a", b"a" * 50)
+    ref.store("b", b"b" * 10)
+    assert ref.store("c", b"c" * 60) is True
+    assert [ref.where(k) for k in "abc"] == [[], ["disk"], ["cpu"]]
+    assert sorted(p.name for p in (tmp_path / "ref").iterdir()) == ["b.chunk"]
+
+
 def test_a_failed_disk_write_leaves_every_tier_unchanged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -74,3 +74,11 @@ def test_worth_loading_compares_the_times_unrounded() -> None:
     assert "✗ step 4 · worth loading, both ways" in report
     assert "h.worth_loading(1, 'cpu') is False, expected True" in report
     assert "where: the difference starts in your `Hierarchy.worth_loading`" in report
+
+
+def test_a_cascade_that_raises_on_a_victim_too_large_for_disk_is_caught() -> None:
+    report = _report("a cascade that raises on a victim too large for disk")
+    assert "✗ step 3 · a victim larger than the tier below is dropped" in report
+    assert "raised ChunkTooLarge after changing cpu.keys" in report
+    assert "where: the difference starts in your `Hierarchy._cascade`" in report
+    assert "a victim larger than the whole tier below is dropped" in report

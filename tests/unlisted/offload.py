@@ -441,7 +441,7 @@ class CascadeAddsNone(Final["Hierarchy"]):
         for tier in self.tiers[start:]:
             below = []
             for key, payload in chunks:
-                if key not in tier:
+                if key not in tier and len(payload) <= tier.capacity:
                     below += tier.put(key, payload)
             chunks = below
 

@@ -47,7 +47,7 @@ class CascadeLastFirst(Final["Hierarchy"]):
         for tier in self.tiers[start:]:
             below = []
             for key, payload in reversed(chunks):
-                if key not in tier:
+                if key not in tier and len(payload) <= tier.capacity:
                     below += tier.put(key, payload) or []
             chunks = below
 

@@ -92,7 +92,7 @@ class CascadeStopsAtRefusal(Staged["Hierarchy"]):
         for tier in self.tiers[start:]:
             below = []
             for key, payload in chunks:
-                if key not in tier:
+                if key not in tier and len(payload) <= tier.capacity:
                     got = tier.put(key, payload)
                     if got is None:
                         break
@@ -133,7 +133,22 @@ class CascadeRefreshesCopyBelow(Staged["Hierarchy"]):
         for tier in self.tiers[start:]:
             below = []
             for key, payload in chunks:
-                below += tier.put(key, payload) or []
+                if len(payload) <= tier.capacity:
+                    below += tier.put(key, payload) or []
+            chunks = below
+
+
+class CascadeRaisesOnLargeVictim(Staged["Hierarchy"]):
+    """Step 3, _cascade: puts every victim into the tier below without checking its size: a
+    victim larger than the whole disk tier raises ChunkTooLarge from the disk tier's put,
+    after the CPU tier has evicted it (the store left half done instead of the victim dropped)."""
+
+    def _cascade(self, start, chunks):
+        for tier in self.tiers[start:]:
+            below = []
+            for key, payload in chunks:
+                if key not in tier:
+                    below += tier.put(key, payload) or []
             chunks = below
 
 
@@ -187,6 +202,11 @@ MISTAKES = {
     "a cascade that stops at a refused victim": (
         3,
         {**Staged, "Hierarchy": CascadeStopsAtRefusal},
+        {"Hierarchy._cascade"},
+    ),
+    "a cascade that raises on a victim too large for disk": (
+        3,
+        {**Staged, "Hierarchy": CascadeRaisesOnLargeVictim},
         {"Hierarchy._cascade"},
     ),
     "a chunk held below not stored again": (

@@ -317,11 +317,13 @@ class Hierarchy(HierarchySkeleton):
         return True
 
     def _cascade(self, start, chunks):
-        """Write evicted (key, payload) pairs into the tiers from `start` down."""
+        """Write evicted (key, payload) pairs into the tiers from `start` down. A victim a
+        tier has no room for, or larger than the whole tier, is dropped: the tiers above have
+        changed already, so raising here would leave the store half done."""
         for tier in self.tiers[start:]:
             below = []
             for key, payload in chunks:
-                if key not in tier:
+                if key not in tier and len(payload) <= tier.capacity:
                     below += tier.put(key, payload) or []
             chunks = below
 

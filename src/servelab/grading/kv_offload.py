@@ -19,6 +19,7 @@ from typing import Any
 from servelab.grading.about import RESULT, About, Hint
 from servelab.grading.kv_offload_edges import (
     EDGE_HINTS,
+    cascade_past_a_large_victim,
     cascade_past_a_refusal,
     latency_per_chunk,
     payload_checked,
@@ -615,6 +616,11 @@ TOPIC = Topic(
                     "a cascade goes on past a refused victim",
                     EDGE_HINTS["cascade-on"],
                     cascade_past_a_refusal,
+                ),
+                Probe(
+                    "a victim larger than the tier below is dropped",
+                    EDGE_HINTS["victim-too-large"],
+                    cascade_past_a_large_victim,
                 ),
                 Probe("a crash never leaves a torn chunk", HINTS["torn"], _no_torn_write),
                 Probe("held bytes count each chunk once", HINTS["held-bytes"], _held_bytes_once),

@@ -15,6 +15,7 @@ from servelab.testing.kv_offload import offload_fields
 
 __all__ = [
     "EDGE_HINTS",
+    "cascade_past_a_large_victim",
     "cascade_past_a_refusal",
     "latency_per_chunk",
     "payload_checked",
@@ -37,6 +38,11 @@ EDGE_HINTS: dict[str, Hint] = {
         "a victim the tier below has no room for is dropped, and the cascade goes on with the "
         "next victim: each of them is put into the tier below on its own",
         About(("store", "_cascade"), ("keys", "used", "held_bytes")),
+    ),
+    "victim-too-large": Hint(
+        "a victim larger than the whole tier below is dropped, like one it has no room for, "
+        "and the cascade goes on with the next victim: the store succeeds, it does not raise",
+        About(("store", "_cascade"), (RESULT, "keys", "used", "held_bytes")),
     ),
     "load": Hint(
         "load_seconds(tokens, tier) is ceil(tokens / chunk_tokens) · latency_s + tokens · KV "
@@ -109,6 +115,30 @@ def cascade_past_a_refusal(impl: Any) -> None:
             "victim, found no room in the disk tier, but 'y' fits there",
             hint=EDGE_HINTS["cascade-on"],
         )
+
+
+def cascade_past_a_large_victim(impl: Any) -> None:
+    """The disk tier (40 bytes) is smaller than the CPU tier's 50-byte chunk 'a'; a store that
+    evicts 'a' drops it and succeeds, and the 10-byte victim 'b' behind it is written down."""
+    s = hierarchy_script(impl, 60, 40)
+    store_chunk(s, "a", 50)
+    store_chunk(s, "b", 10)
+    code = "h.store('c', payload('c', 60))"
+    before = offload_fields(s.obj)
+    try:
+        got = s(code)
+    except ValueError as exc:
+        after = offload_fields(s.obj)
+        changed = [k for k in after if after[k] != before.get(k)]
+        half = f" after changing {', '.join(changed)}" if changed else ""
+        raise s.fail(
+            f"{code} raised {type(exc).__name__}{half}; the reference drops the victim 'a' "
+            "(50 bytes, larger than the whole 40-byte disk tier), stores 'c' and writes 'b' down",
+            hint=EDGE_HINTS["victim-too-large"],
+        ) from None
+    s.expect(got, True, code)
+    s.expect(s.call("where", "a"), [], "h.where('a')")
+    s.expect(s.call("where", "b"), ["disk"], "h.where('b')")
 
 
 def latency_per_chunk(impl: Any) -> None:

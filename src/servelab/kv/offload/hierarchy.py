@@ -7,9 +7,11 @@ a disk tier). The flow, as LMCache's backends run it:
 * :meth:`OffloadHierarchy.store` when a GPU block holding a cached prefix is reclaimed
   (*write-back*): the chunk goes into the first tier; what that tier evicts to make room is
   written into the tier below (unless that tier holds a copy already), and so on; what the last
-  tier evicts is dropped. With ``write_through=True`` a stored chunk is also written into the
-  second tier at once: a later eviction from the first costs no write, at the price of a disk
-  write for every chunk, hot or not.
+  tier evicts is dropped, and so is a victim the tier below has no room for or is smaller than
+  (the store succeeds, the victim is in ``dropped``; the course's reference drops it too). With
+  ``write_through=True`` a stored chunk is also written into the second tier at once: a later
+  eviction from the first costs no write, at the price of a disk write for every chunk, hot or
+  not.
 * :meth:`OffloadHierarchy.lookup` finds the longest prefix of a request's chunk keys held by
   any tier and *pins* each found copy, so nothing evicts it before it is read;
 * :meth:`OffloadHierarchy.retrieve` reads the chunks (each under a transfer reference), promotes
@@ -220,6 +222,7 @@ class OffloadHierarchy:
         plans: list[_Plan] = []
         evicted: list[tuple[str, Any]] = []
         demoted: list[tuple[str, Any]] = []
+        too_large: set[Any] = set()  # victims larger than the whole tier below: dropped too
         try:
             plan = tiers[0]._plan([(k, p, s) for k, _, (p, s) in adds], best_effort=best_effort)
             plans.append(plan)
@@ -236,11 +239,13 @@ class OffloadHierarchy:
                     prepared, size = tier.storage.prepare(payload)
                     if size <= tier.capacity:
                         down.append((k, prepared, size))
+                    else:
+                        too_large.add(k)
                 plan = tier._plan(down, best_effort=True)
                 plans.append(plan)
                 demoted += [(tier.name, k) for k, _, _ in plan.adds]
                 carry = self._victims(plan, i, evicted)
-            dropped = {k for k, _ in carry}
+            dropped = {k for k, _ in carry} | too_large
             for p in plans[1:]:
                 dropped.update(p.rejected)
             for p in plans:
