@@ -213,18 +213,3 @@ def test_a_fit_that_keeps_a_decode_slot_is_told_the_count_not_a_formula_to_chang
     assert "yours admits 3 tokens but refuses 4, which need the same 1 blocks" in report
     assert "the blocks of the tokens fits is asked about and no more" in report
     assert "count the blocks as" not in report
-
-
-def test_the_engine_machine_runs_the_model_on_one_thread() -> None:
-    import torch
-
-    from servelab.grading.engine import _machine
-    from servelab.grading.mistakes import correct_impl
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        _machine(correct_impl("engine"))
-        assert torch.get_num_threads() == 1
-    finally:
-        torch.set_num_threads(before)

@@ -45,16 +45,23 @@ def one_sided(divergence: Divergence | None) -> list[str]:
     return found
 
 
+def _idle(divergence: Divergence) -> bool:
+    """Whether your call changed none of the fields it shows."""
+    before: Mapping[str, Any] = divergence.before
+    return all(value == before.get(name) for name, value in divergence.mine[1].items())
+
+
 def covers_actions(about: About, divergence: Divergence | None, topic: str = "") -> bool:
     """Whether a hint is about every action at the call: each field only one side changed
     (:func:`one_sided`) is one of its fields, or one that no other hint of ``topic`` about the
     method found declares (a block list that a preemption empties is its by-product, not
     another rule). A hint that declares no fields is about none of them: where another rule of
-    the method declares one, the action is that rule's. No topic, no other hints to weigh. Of
-    hints offered as alternatives, one suffices."""
+    the method declares one, the action is that rule's. A call of yours that changed nothing
+    took no action of another rule: every rule of the method is in play. No topic, no other
+    hints to weigh. Of hints offered as alternatives, one suffices."""
     if about.alternatives:
         return any(covers_actions(a, divergence, topic) for a in about.alternatives)
-    if divergence is None or not topic:
+    if divergence is None or not topic or _idle(divergence):
         return True
     method = divergence.method
     others = [o for o in topic_hints(topic) if o.about != about and o.about.names_method(method)]

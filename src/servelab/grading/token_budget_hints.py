@@ -113,7 +113,11 @@ PROBE_HINTS: dict[str, Hint] = {
         "schedule_running preempts only when the extend's new blocks do not fit: a running "
         "request needs blocks_needed(start + n) - blocks_needed(start) new blocks, so tokens "
         "that fit the room left in its last block need none",
-        About(("schedule_running",), ("running", "out.preempted")),
+        # a preemption moves the request and frees its blocks: all of it is this rule's action
+        About(
+            ("schedule_running",),
+            ("running", "waiting", "out.preempted", "tables", "refcounts", "free", "num_free"),
+        ),
     ),
     # no rule can be told from the chunks alone: where the step's chunks come from, no cause
     "no-rule": Hint(
