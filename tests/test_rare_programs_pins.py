@@ -70,6 +70,42 @@ def test_an_order_packed_into_one_number_is_told_past_a_thousand_ticks() -> None
     assert "break ties another way" not in report  # the general question: not this slip
 
 
+class OrderTickModThousand(COUNTS):
+    """eviction_order sorts by (count, reached % 1000), a tick kept in three digits: right
+    until equal counts sit on both sides of tick 1000."""
+
+    def eviction_order(self):
+        candidates = [k for k in self.count if k not in self.pinned]
+        return sorted(candidates, key=lambda k: (self.count[k], self.reached[k] % 1000))
+
+
+def test_a_tick_cut_to_three_digits_is_caught_where_equal_counts_pass_a_thousand_ticks() -> None:
+    report = failing_report("eviction-policy", OrderTickModThousand, 1)[0].text
+    assert "✓ step 1 · the count decides past many ticks" in report
+    assert "✗ step 1 · the tick decides equal counts past many ticks" in report
+    assert "eviction_order() is ['c', 'b', 'd', 'a'], expected ['b', 'c', 'd', 'a']" in report
+    assert "puts a key of a higher count first" not in report  # counts are kept here
+    assert "where: the difference is in your `eviction_order`" in report
+
+
+class ReachedKeptInThreeDigits(COUNTS):
+    """update_on_put records the tick as clock % 1000 (pushing the full clock): eviction_order
+    reads `reached`, so equal counts past tick 1000 come out of order."""
+
+    def update_on_put(self, key, size):
+        self.clock += 1
+        self.count[key] = 1
+        self.reached[key] = self.clock % 1000
+        heapq.heappush(self.heap, (1, self.clock, key))
+
+
+def test_a_tick_recorded_in_three_digits_is_not_said_to_differ_in_the_heap_alone() -> None:
+    report = failing_report("eviction-policy", ReachedKeptInThreeDigits, 1)[0].text
+    assert "✗ step 1 · the tick decides equal counts past many ticks" in report
+    assert "start at your `update_on_put`" in report
+    assert "the tick it records (`reached`) or the heap entry it pushes" in report
+
+
 class HitPopsItsOldEntry(COUNTS):
     """Look-alike of a hit that pushes nothing: it pushes, then heappops once to drop its
     own old entry, which takes another key's entry where that one is smaller."""

@@ -47,6 +47,22 @@ def test_a_victim_is_called_the_newest_only_where_a_reversed_copy_takes_the_newe
     assert "yours chose 'a'" in said and "most recently used" not in said
 
 
+class _LargestTiesNewest(checkpoint(W, 3)):  # type: ignore[misc]
+    """The largest unpinned entry goes, ties to the newest (a stable sort's last): among
+    equal sizes it takes the newest on a reversed copy too, but not where sizes differ."""
+
+    def _next_victim(self):
+        unpinned = [k for k in self._entries if not self._pins.get(k)]
+        return sorted(unpinned, key=lambda k: self._entries[k][0])[-1] if unpinned else None
+
+
+def test_a_victim_is_called_the_newest_only_where_copies_with_sizes_moved_agree() -> None:
+    said = _hint(W, _LargestTiesNewest, 3)
+    assert "yours chose 'e' (20 bytes), the reference 'a' (20 bytes)" in said, said
+    assert "recently used entry" not in said, said
+    assert "the most recently used entry" in _hint(W, _VictimNewest, 2)
+
+
 class _EvictKeepsEntry(checkpoint(W, 2)):  # type: ignore[misc]
     """Lowers `used` by the victim's size but never removes the entry."""
 

@@ -89,6 +89,28 @@ class AdmitPastTheBudget(Chunked):
             budget -= n
 
 
+class HitLookedUpOncePerStep(Chunked):
+    """admit looks every waiting request's hit up once, before the loop: blocks an earlier
+    admission of the step fills are not seen by a later request that shares them."""
+
+    def admit(self, out: Any, budget: int) -> None:
+        hits = {s.seq_id: self.cached_tokens(s) for s in self.waiting}
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[0]
+            hit = hits[seq.seq_id]
+            n = min(seq.num_tokens - hit, budget)
+            try:
+                self.bm.allocate(seq.seq_id, seq.token_ids[: hit + n])
+            except OutOfBlocks:
+                break
+            self.waiting.popleft()
+            self.running.append(seq)
+            samples = hit + n == seq.num_tokens
+            out.scheduled.append(Chunk(seq, hit, n, self.slots(seq, hit, n), samples, hit))
+            self.computed[seq.seq_id] = hit + n
+            budget -= n
+
+
 class VictimReportedTwice(Final):
     """schedule_running lists the victim in out.preempted itself, as preempt already does."""
 
@@ -211,6 +233,12 @@ CASES = {
         ],
         ["take each chunk's num_tokens from the budget once"],
     ),
+    "a chunk of no token, the budget kept": (
+        HitLookedUpOncePerStep,
+        2,
+        ["scheduled with no token", "a scheduled chunk runs at least one token", "your `admit`"],
+        ["take each chunk's num_tokens from the budget once", "computes at most max_num_batched"],
+    ),
     "the victim listed twice": (
         VictimReportedTwice,
         3,
@@ -240,3 +268,40 @@ def test_a_checks_message_and_hint_say_only_what_the_run_shows(case: str) -> Non
         assert part in text, text
     for part in never:
         assert part not in text, text
+
+
+def test_a_chunk_of_no_token_breaks_its_own_rule_and_an_overspent_step_the_budget() -> None:
+    """The machine files a chunk of no token under its own rule, whose hint states no budget
+    rule; a step past the budget keeps the budget rule and its hint (twice, prefix hit)."""
+    from servelab.grading.token_budget import HINTS
+    from servelab.kv.budget import BudgetStep
+    from servelab.kv.prefix import PrefixCachingBlockManager
+    from servelab.kv.scheduler import Sequence
+    from servelab.testing.core import InvariantViolation
+    from servelab.testing.token_budget import _state, check_step
+
+    def violation(tokens: int, budget: int) -> InvariantViolation:
+        sched = Final(
+            PrefixCachingBlockManager(num_blocks=8, block_size=2), max_num_batched_tokens=budget
+        )
+        seq = Sequence.from_prompt(0, [1, 2, 3, 4], 1)
+        sched.add(seq)
+        before = _state(sched)
+        sched.bm.allocate(0, seq.token_ids[:tokens])
+        sched.waiting.popleft()
+        sched.running.append(seq)
+        sched.computed[0] = tokens
+        out = BudgetStep()
+        out.scheduled.append(Chunk(seq, 0, tokens, sched.slots(seq, 0, tokens), False, 0))
+        with pytest.raises(InvariantViolation) as broken:
+            check_step(sched, before, out)
+        return broken.value
+
+    empty, over = violation(0, 4), violation(3, 2)
+    assert (empty.invariant, str(empty.detail)) == (
+        "nonempty",
+        "sequence 0 scheduled with no token",
+    )
+    assert over.invariant == "budget", over
+    assert "budget" not in HINTS["nonempty"] and "twice" not in HINTS["nonempty"]
+    assert "twice" in HINTS["budget"] and "prefix hit" in HINTS["budget"]

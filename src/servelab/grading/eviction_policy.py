@@ -80,6 +80,7 @@ from servelab.grading.policy_probes_heap import (
     PAIR_ORDER,
     lfu_fresh_entries,
     lfu_order_past_many_ticks,
+    lfu_ties_past_many_ticks,
 )
 from servelab.grading.readings.eviction_policy import eviction_policy_reading
 from servelab.grading.replay import TopicReplay, plain, program
@@ -432,6 +433,11 @@ TOPIC = Topic(
                 Probe("a removed key is forgotten", HINTS["forget"], _lfu_remove_forgets),
                 Probe("each put and hit leaves a fresh heap entry", FRESH_ENTRY, lfu_fresh_entries),
                 Probe("the count decides past many ticks", PAIR_ORDER, lfu_order_past_many_ticks),
+                Probe(
+                    "the tick decides equal counts past many ticks",
+                    PAIR_ORDER,
+                    lfu_ties_past_many_ticks,
+                ),
             ],
             machine=MachineCheck(
                 "LFU's order against the model (put, hit, remove)",

@@ -5,8 +5,8 @@ step 2's ``pop_victim`` reads neither, only ``heap``. A put or a hit that pushes
 entry, or takes no fresh tick, leaves that order right and the victims of step 2 wrong, so
 the first probe reads the skeleton's ``heap`` and ``reached`` after each call, as step 3
 reads SIEVE's fields (a class of another design is judged by its behaviour alone). The last
-probe runs past a thousand ticks: the order compares the pair (count, tick), and a single
-number made of both holds only while the ticks stay small.
+two probes run past a thousand ticks: the order compares the pair (count, tick), and a single
+number made of both, or a tick cut to its last digits, holds only while the ticks stay small.
 """
 
 from __future__ import annotations
@@ -16,7 +16,13 @@ from typing import Any
 from servelab.grading.about import About, Hint
 from servelab.grading.policy_probes import PolicyScript, _out_of_heap_order
 
-__all__ = ["FRESH_ENTRY", "PAIR_ORDER", "lfu_fresh_entries", "lfu_order_past_many_ticks"]
+__all__ = [
+    "FRESH_ENTRY",
+    "PAIR_ORDER",
+    "lfu_fresh_entries",
+    "lfu_order_past_many_ticks",
+    "lfu_ties_past_many_ticks",
+]
 
 FRESH_ENTRY = Hint(
     "update_on_put and update_on_hit each take a fresh tick (later than every tick before "
@@ -109,3 +115,25 @@ def lfu_order_past_many_ticks(impl: Any) -> None:
         "'a' 2 and 'c' 1000, whatever their ticks (here past 1000)"
     )
     raise s.fail(why)
+
+
+def lfu_ties_past_many_ticks(impl: Any) -> None:
+    """Equal counts on both sides of tick 1000 ('b' early, 'c' and 'd' at ticks 1000 and
+    1001, one of them a multiple of 1000 whether the clock starts at 0 or 1): a tick cut to
+    its last three digits puts a late key before 'b'."""
+    s = PolicyScript(impl, "LFU")
+    s.put("b")
+    s.put("a")
+    s("for _ in range(997): p.update_on_hit('a')")
+    s.put("c")
+    s.put("d")
+    want = ["b", "c", "d", "a"]
+    got = list(s.policy.eviction_order())
+    if got == want:
+        return
+    s.note(f"p.eviction_order()  # {got}")
+    raise s.fail(
+        f"eviction_order() is {got}, expected {want}: in the reference 'b', 'c' and 'd' have "
+        "count 1 and reached it in that order, 'b' first and the others past 1000 ticks; "
+        "'a' has count 998"
+    )

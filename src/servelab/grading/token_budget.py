@@ -40,6 +40,12 @@ HINTS: dict[str, Hint] = {
         "from the budget once (not twice), and a prefix hit not at all (it is not computed)",
         About(("schedule_running", "admit"), ("out.scheduled",)),
     ),
+    # its own rule: a chunk of no token breaks none of the budget's charging rules above
+    "nonempty": Hint(
+        "a scheduled chunk runs at least one token: a request with no token to run in the "
+        "step is not put in out.scheduled",
+        About(("schedule_running", "admit"), ("out.scheduled",)),
+    ),
     "cap": Hint(
         "`admit` only while len(running) < max_num_seqs",
         About(("admit",)),
@@ -451,6 +457,7 @@ def _machine(
 
 _ALL = [
     "budget",
+    "nonempty",
     "cap",
     "running-first",
     "fcfs",

@@ -39,6 +39,7 @@ __all__ = [
 
 INVARIANTS: dict[str, str] = {
     "budget": "a step computes at most max_num_batched_tokens tokens",
+    "nonempty": "every scheduled chunk runs at least one token",
     "cap": "at most max_num_seqs requests are running",
     "running-first": "the running requests are scheduled first, in order, oldest first",
     "fcfs": "waiting requests are admitted first come, first served: none overtakes the head",
@@ -216,7 +217,7 @@ def check_step(
                 f"sequence {sid} had {computed[sid]} computed, chunk starts at {chunk.start}",
             )
         if chunk.num_tokens < 1:
-            raise InvariantViolation("budget", f"sequence {sid} scheduled with no token")
+            raise InvariantViolation("nonempty", f"sequence {sid} scheduled with no token")
         if sched.num_computed_tokens(sid) != chunk.start + chunk.num_tokens:
             raise InvariantViolation(
                 "computed",

@@ -301,7 +301,8 @@ def eviction_policy_reading(d: Difference) -> str | None:
             return (
                 f"yours leaves every field a call shows (the counts) as the reference's does, "
                 f"yet with the reference's {m} in its place the program behaves: what differs "
-                f"is the heap entry it pushes for pop_victim. Push the key's current entry, "
+                "is what it keeps for later, the tick it records (`reached`) or the heap "
+                "entry it pushes for pop_victim. Push the key's current entry, "
                 f"({count}, the time it reached it, key), after updating count and reached: "
                 "an entry that no longer matches them is stale and pop_victim skips it. Does "
                 "yours push before it updates them, or with another count or tick than theirs?"

@@ -144,6 +144,9 @@ def _weight_cache_victim(d: Difference) -> str | None:
     what = victim_kinds(d, chosen, skipped)  # each proven on a copy, not read off one call
     if what:
         return f"yours chose {mine}, {' and '.join(what)} entry; {rule}"
+    a, b = (call(d.subject, "size_of", k) for k in (chosen, skipped))
+    if skipped is not None and isinstance(a, int) and isinstance(b, int):
+        return f"yours chose {mine} ({a} bytes), the reference {theirs} ({b} bytes); {rule}"
     return f"yours chose {mine}; {rule}"
 
 

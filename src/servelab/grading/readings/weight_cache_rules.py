@@ -55,7 +55,8 @@ def victim_kinds(d: Difference, chosen: Any, skipped: Any) -> list[str]:
         reverse = resident[::-1]
         newest = [k for k in reverse if k not in pins][-1]
         oldest = next(k for k in reverse if k not in pins)
-        if newest != chosen and newest != oldest and _victim_on(d, reverse, sizes) == newest:
+        reversed_too = newest not in (chosen, oldest) and _victim_on(d, reverse, sizes) == newest
+        if reversed_too and _newest_whatever_its_size(d, resident, free, sizes):
             what.append("the most recently used")
     numbers = [sizes[k] for k in free]
     if len(set(numbers)) == len(numbers):  # sizes all different: one largest, one smallest
@@ -69,6 +70,20 @@ def victim_kinds(d: Difference, chosen: Any, skipped: Any) -> list[str]:
         if bottom and smallest != chosen and _victim_on(d, resident, moved) == smallest:
             what.append("the smallest")
     return what
+
+
+def _newest_whatever_its_size(
+    d: Difference, resident: list[Any], free: list[Any], sizes: dict[Any, int]
+) -> bool:
+    """Yours chooses the newest unpinned key again on copies where it is the only smallest
+    (it keeps 1 byte, the others at least 2) and the only largest (the others keep 1 byte):
+    a rule by size, whatever it does with ties, chooses another key on one of them."""
+    newest, others = free[-1], free[:-1]
+    if sizes[newest] < 2 or min(sizes[k] for k in others) < 2:
+        return False
+    small = {**sizes, newest: 1}
+    large = {**sizes, **{k: 1 for k in others}}
+    return bool(_victim_on(d, resident, small) == newest == _victim_on(d, resident, large))
 
 
 def evict_kept_victim(d: Difference) -> str | None:
