@@ -187,10 +187,11 @@ def _is_step_output(value: Any) -> bool:
 
 def _entry(item: Any) -> Any:
     """A step output's entry as a report shows it: the sequence id (of a decode or chunk too)."""
-    seq_id = getattr(item, "seq_id", None)
-    if seq_id is None:
-        seq_id = getattr(getattr(item, "seq", None), "seq_id", None)
-    return seq_id if seq_id is not None else _show(item)
+    seq_id = getattr(item, "seq_id", getattr(getattr(item, "seq", None), "seq_id", None))
+    if seq_id is not None:
+        return seq_id
+    number = isinstance(item, int | float) and not isinstance(item, bool)  # else read as an id
+    return _Text(f"<{type(item).__name__} {item!r}>" if number else _show(item))
 
 
 def _out_fields(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:

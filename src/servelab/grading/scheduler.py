@@ -29,6 +29,7 @@ from servelab.grading.about import About, Hint
 from servelab.grading.scheduler_output import PREEMPTED, listed_not_queued, preempted_not_queued
 from servelab.grading.scheduler_replay import REPLAY
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
+from servelab.kv.blocks import OutOfBlocks
 from servelab.kv.scheduler import RequestTooLarge, Sequence, StepOutput
 from servelab.testing.scheduler import INVARIANTS, scheduler_machine
 
@@ -453,6 +454,35 @@ def _frees_finished_anywhere(impl: Any) -> None:
     s.expect(s.running(), [0], "running after sequence 1 finished")
 
 
+_NO_SKIP = Hint(
+    "a decode that finds no free block is no reason to skip the sequence: at step 2 let "
+    "OutOfBlocks from bm.append_slot reach the caller (step 3 preempts the newest instead); "
+    "a sequence left out of out.decodes in silence loses its token",
+    About(("decode",), ("out.decodes",)),
+)
+
+
+def _full_pool_raises(impl: Any) -> None:
+    """A decode with no free block: the step-2 reference lets OutOfBlocks out of step(), a
+    step-3 one preempts; a decode that skips the sequence hides the full pool."""
+    s = SchedulerScript(impl, num_blocks=4, block_size=2, watermark=0)
+    s.add(0, 4, 2)
+    s.add(1, 2, 2)
+    s.step()  # prefill: 3 blocks taken, 1 free; both sequences' blocks are full
+    try:
+        out = s.step(emit=False)
+    except OutOfBlocks:
+        return
+    decoded = _ids(out.decodes)
+    if 1 not in decoded and not out.preempted:
+        raise s.fail(
+            f"decoded is {decoded}, and step() returned without an error: sequence 0's "
+            "decode takes the last free block and sequence 1 needs another; in the reference "
+            "sequence 1's append_slot raises OutOfBlocks and step() lets it reach the caller",
+            hint=_NO_SKIP,
+        )
+
+
 # --- step 3: preemption --------------------------------------------------------------------
 
 
@@ -598,6 +628,9 @@ TOPIC = Topic(
                     "a finished sequence retires wherever it stands in running",
                     "finished-freed",
                     _frees_finished_anywhere,
+                ),
+                Probe(
+                    "a full pool is not hidden: no decode is skipped", _NO_SKIP, _full_pool_raises
                 ),
             ],
             machine=_machine(

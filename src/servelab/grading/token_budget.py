@@ -25,7 +25,14 @@ from typing import Any
 
 from servelab.grading.about import About, Hint
 from servelab.grading.token_budget_hints import PROBE_HINTS
-from servelab.grading.token_budget_probes import early_preemption, hit_at_admission
+from servelab.grading.token_budget_probes import (
+    OWN_SLOTS,
+    REFUSED_UNCHANGED,
+    early_preemption,
+    hit_at_admission,
+    refused_admission_unchanged,
+    running_chunk_slots,
+)
 from servelab.grading.token_budget_replay import NAME, REPLAY
 from servelab.grading.token_budget_script import CHUNKS, BudgetScript
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
@@ -487,6 +494,7 @@ TOPIC = Topic(
                 ),
                 _probe("at most max_num_seqs requests run", "cap", _cap),
                 _probe("num_computed_tokens counts what ran", "computed", _computed_tokens),
+                Probe("a decode writes its own position's slot", OWN_SLOTS, running_chunk_slots),
             ],
             machine=_machine(
                 1, "state machine: add and step, whole prompts", [*_ALL, "no-leak"], 80, 25
@@ -518,6 +526,11 @@ TOPIC = Topic(
                     "a request the pool cannot hold stays waiting",
                     "blocks-wait",
                     _admission_waits_for_blocks,
+                ),
+                Probe(
+                    "a refused admission records no progress",
+                    REFUSED_UNCHANGED,
+                    refused_admission_unchanged,
                 ),
                 _probe(
                     "a chunk needs only its own blocks",

@@ -5,10 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from servelab.grading.about import About, Hint
 from servelab.grading.token_budget_hints import PROBE_HINTS
 from servelab.grading.token_budget_script import CHUNKS, BudgetScript
 
-__all__ = ["early_preemption", "hit_at_admission"]
+__all__ = [
+    "OWN_SLOTS",
+    "REFUSED_UNCHANGED",
+    "early_preemption",
+    "hit_at_admission",
+    "refused_admission_unchanged",
+    "running_chunk_slots",
+]
 
 
 def hit_at_admission(impl: Any) -> None:
@@ -57,3 +65,43 @@ def early_preemption(s: BudgetScript, k: int) -> None:
         "preempted",
         hint=PROBE_HINTS["preempt-when-short"],
     )
+
+
+REFUSED_UNCHANGED = Hint(
+    "an admission that OutOfBlocks refused ran nothing: the request stays at the head of "
+    "waiting with its num_computed_tokens as it was (0 for a new request) until a chunk of it "
+    "is scheduled",
+    About(("admit",), ("num_computed_tokens",)),
+)
+
+
+def refused_admission_unchanged(impl: Any) -> None:
+    """Request 1 needs 3 blocks and 1 is free: its admission is refused, and a refused
+    admission records no progress (only a scheduled chunk moves num_computed_tokens)."""
+    s = BudgetScript(impl, num_blocks=4, block_size=2, budget=16, prefix=True)
+    s.add(0, [1, 2, 3, 4, 5, 6], 1)
+    s.add(1, [11, 12, 13, 14, 15, 16], 1)
+    s.expect(s.step(), [(0, 0, 6, True)], CHUNKS + " (request 1 needs 3 blocks, 1 is free)")
+    s.expect(
+        s.computed(1),
+        0,
+        "num_computed_tokens(1) after its admission was refused (no chunk of it ran)",
+    )
+
+
+OWN_SLOTS = Hint(
+    "a running request's chunk carries the slots of the positions it computes, start .. "
+    "start + n - 1 (self.slots(seq, start, n), once extend gave them blocks)",
+    About(("schedule_running", "slots"), ("out.scheduled",)),
+)
+
+
+def running_chunk_slots(impl: Any) -> None:
+    """Request 0's 3-token prompt fills slots 0-2 of block 0: its decode, position 3, writes
+    slot 3. Only this field of a chunk tells where the token's KV goes."""
+    s = BudgetScript(impl, num_blocks=16, block_size=4, budget=10)
+    s.add(0, [1, 2, 3], 3)
+    s.step()
+    s.step(emit=False)
+    got = [(c.seq.seq_id, c.start, list(c.slots)) for c in s.out.scheduled]
+    s.expect(got, [(0, 3, [3])], "the decode as (seq_id, start, slots): position 3 of block 0")

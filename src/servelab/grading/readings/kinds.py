@@ -15,6 +15,7 @@ import ast
 import copy
 import functools
 import math
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -378,6 +379,32 @@ def _moves(name: str, before: list[Any], theirs: list[Any], args: Any = ()) -> s
     return "the reference " + " and ".join(said) if said else None
 
 
+_FIELD = re.compile(r"\b(\w+)=")
+
+
+def _parted(x: Any, missing: list[Any]) -> tuple[str, str] | None:
+    """One entry in place of the reference's one, both shown as ``Type(field=...)`` (a
+    ``Chunk``): the first field where they part, for text that a cut would show alike."""
+    if len(missing) != 1:
+        return None
+    a, b = str(x), str(missing[0])
+    kind = a.split("(", 1)[0]
+    if not (isinstance(x, str) and isinstance(missing[0], str)) or "(" not in a:
+        return None
+    if b.split("(", 1)[0] != kind:
+        return None
+    i = next((k for k, (p, q) in enumerate(zip(a, b, strict=False)) if p != q), None)
+    starts = [m.start() for m in _FIELD.finditer(a[:i] if i is not None else "")]
+    if i is None or not starts:
+        return None
+
+    def field(text: str) -> str:
+        nxt = _FIELD.search(text, i + 1)
+        return text[starts[-1] : nxt.start() - 2 if nxt else len(text) - 1]
+
+    return f"a {kind} with {field(a)}", field(b)
+
+
 def _collection(name: str, d: Difference) -> str | None:
     """One collection field: another order, an entry missing, an entry left or added."""
     before = _entries(d.before.get(name)) or []
@@ -403,6 +430,11 @@ def _collection(name: str, d: Difference) -> str | None:
             return f"yours has {_shown(x)} in `{name}` {mine.count(x)} times; the reference once"
         if x in before:
             return f"yours left {_shown(x)} in `{name}`; the reference removes it"
+        parted = _parted(x, missing) if len(extra) == 1 else None
+        if parted:
+            return (
+                f"yours added {parted[0]} to `{name}` where the reference adds one with {parted[1]}"
+            )
         return f"yours added {_shown(x)} to `{name}`; the reference does not"
     if missing:
         x = missing[0]
