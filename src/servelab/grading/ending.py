@@ -65,6 +65,7 @@ READS: dict[str, tuple[str, ...]] = {
         "p.visited",
         "sorted(p.pinned)",
         "p.hand",
+        "list(p.queue)",
     ),
     "block-manager": _on(_BM, "bm"),
     "prefix-cache": _on(_BM + _PREFIX, "bm"),

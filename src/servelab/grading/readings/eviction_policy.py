@@ -16,7 +16,7 @@ from servelab.grading.readings.difference import (
     WrittenFor,
     other_error,
 )
-from servelab.grading.readings.eviction_policy_heap import lfu_kept
+from servelab.grading.readings.eviction_policy_heap import front_taken, lfu_kept
 from servelab.grading.readings.eviction_policy_rules import (
     hand_at_oldest,
     hand_kept,
@@ -359,7 +359,8 @@ def eviction_policy_reading(d: Difference) -> str | None:
         if order and d.returned("mine") != repr(order[0]):
             return POPPED.show(
                 d,
-                f"yours popped {d.returned('mine')} though eviction_order() starts with "
+                front_taken(d)
+                or f"yours popped {d.returned('mine')} though eviction_order() starts with "
                 f"{order[0]!r}: pop the least used key, and skip each stale heap entry (one "
                 "whose count or tick is no longer the key's)",
             )

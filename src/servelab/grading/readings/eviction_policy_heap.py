@@ -13,8 +13,59 @@ from typing import Any
 
 from servelab.grading.policy_probes import _out_of_heap_order
 from servelab.grading.readings.difference import Difference
+from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
-__all__ = ["lfu_kept"]
+__all__ = ["front_taken", "lfu_kept"]
+
+#: Calls that leave a heap whose list order is not its sorted order: the smallest entry
+#: first, ('b', 1, 4) next, then a's newer entries, then c's. Heap order gives 'b' then 'c';
+#: taking the list's first live entry each time gives 'b' then 'a' (count 3).
+_FRONT = (("put", "a"), ("hit", "a"), ("hit", "a"), ("put", "b"), ("put", "c"))
+
+
+def front_taken(d: Difference) -> str | None:
+    """An LFU pop_victim that took the heap list's first live entry though it is not the
+    smallest: shown only where yours does so again on a fresh policy of your class, after
+    calls that leave a heap in heap order but not sorted (it evicts 'b' then 'a', count 3,
+    where the least used is 'c'), and where its victim here is the list's first live entry."""
+    heap = getattr(d.subject, "heap", None)
+    count, reached = getattr(d.subject, "count", None), getattr(d.subject, "reached", None)
+    pinned: Any = getattr(d.subject, "pinned", set())
+    if not (isinstance(heap, list) and isinstance(count, dict) and isinstance(reached, dict)):
+        return None
+    live = [
+        e[-1]
+        for e in heap
+        if isinstance(e, tuple)
+        and len(e) == 3
+        and e[-1] not in pinned
+        and (count.get(e[-1]), reached.get(e[-1])) == tuple(e[:2])
+    ]
+    if not live or d.returned("mine") != repr(live[0]):
+        return None
+    try:
+        fresh = type(d.subject)()
+        for what, key in _FRONT:
+            with line_budget(LINES_PER_CALL):
+                fresh.update_on_put(key, 1) if what == "put" else fresh.update_on_hit(key)
+        popped = []
+        for _ in range(2):
+            with line_budget(LINES_PER_CALL):
+                popped.append(fresh.pop_victim())
+    except (Exception, OutOfLines):
+        return None
+    if popped != ["b", "a"]:
+        return None
+    return (
+        f"yours popped {d.returned('mine')}, the first live entry in the heap list's order, "
+        f"where the reference pops {d.returned('theirs')}: a heap keeps only its "
+        "smallest entry at index 0, and only while entries leave through heapq.heappop. "
+        "Yours does the same on a fresh LFU after put 'a', two hits of 'a', put 'b', put "
+        "'c': it evicts 'b', then 'a' (count 3) where 'c' (count 1) is the least used. Take "
+        "each entry with heapq.heappop(self.heap) (list.pop(0) leaves the rest out of heap "
+        "order), skipping stale and pinned ones as yours does"
+    )
+
 
 _CALL = re.compile(r"p\.(update_on_put|update_on_hit)\(('[^']*')(?:, \d+)?\)")
 _NOTE = re.compile(r"p\.(count, p\.reached, p\.heap|eviction_order\(\))  # (.*)")

@@ -17,9 +17,11 @@ from servelab.grading.readings.difference import (
     call,
 )
 from servelab.grading.readings.prefix_cache_rules import (
+    chain_short_at_end,
     claim_forgotten,
     left_unhashed,
     parked_forgotten,
+    reclaim_refused,
 )
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
@@ -367,7 +369,7 @@ def prefix_cache_reading(d: Difference) -> str | None:
             )
         return None
     if m == "_chain" and not d.same_outcome:
-        found = _chain_by_parent(d) or _chain_slices(d)
+        found = _chain_by_parent(d) or _chain_slices(d) or chain_short_at_end(d)
         if found:
             return found
     short = d.error("mine") == d.error("theirs") == "OutOfBlocks"
@@ -429,7 +431,7 @@ def prefix_cache_reading(d: Difference) -> str | None:
     if m == "allocate" and d.error("mine") == "OutOfBlocks" and not d.they_raised:
         return REFUSED.show(d, _refused_reading(d))
     if m == "_alloc" and differ:
-        return _alloc_reading(d)
+        return reclaim_refused(d) or _alloc_reading(d)
     return block_manager_reading(d)
 
 
