@@ -46,9 +46,12 @@ def one_sided(divergence: Divergence | None) -> list[str]:
 
 
 def _idle(divergence: Divergence) -> bool:
-    """Whether your call changed none of the fields it shows."""
+    """Whether your call returned and changed none of the fields it shows (one that raised did
+    something: the raise is its action)."""
+    outcome, fields = divergence.mine
     before: Mapping[str, Any] = divergence.before
-    return all(value == before.get(name) for name, value in divergence.mine[1].items())
+    returned = outcome.startswith("returned")
+    return returned and all(value == before.get(name) for name, value in fields.items())
 
 
 def covers_actions(about: About, divergence: Divergence | None, topic: str = "") -> bool:
@@ -56,9 +59,9 @@ def covers_actions(about: About, divergence: Divergence | None, topic: str = "")
     (:func:`one_sided`) is one of its fields, or one that no other hint of ``topic`` about the
     method found declares (a block list that a preemption empties is its by-product, not
     another rule). A hint that declares no fields is about none of them: where another rule of
-    the method declares one, the action is that rule's. A call of yours that changed nothing
-    took no action of another rule: every rule of the method is in play. No topic, no other
-    hints to weigh. Of hints offered as alternatives, one suffices."""
+    the method declares one, the action is that rule's. A call of yours that returned having
+    changed nothing took no action of another rule: every rule of the method is in play. No
+    topic, no other hints to weigh. Of hints offered as alternatives, one suffices."""
     if about.alternatives:
         return any(covers_actions(a, divergence, topic) for a in about.alternatives)
     if divergence is None or not topic or _idle(divergence):
