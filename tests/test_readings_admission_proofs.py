@@ -277,11 +277,13 @@ CASES = {
         "keeps free blocks for the next decode step",
         "max_new_tokens",
     ),
+    # yours also moved the free list (allocated, then released): an action another hint of
+    # admit declares, so the check's own rule is held back and the place and difference stand
     "fits asked after allocating": (
         AdmitChecksAfterAllocate,
         "scheduler",
         1,
-        "asked of the pool before the head's blocks are allocated",
+        "yours put (0, 16) in `waiting` where the reference puts it in `running`",
         "(a loop)",
     ),
     "the watermark taken twice": (

@@ -659,7 +659,8 @@ def _victim_as_id(d: Difference) -> str | None:
     mine = d.mine.get("out.preempted")
     if victim is None or not isinstance(mine, list) or not PREEMPTED_IDS.fits(d):
         return None
-    if not any(isinstance(e, str) and e == str(victim) for e in mine):
+    shown = (str(victim), f"<int {victim}>")  # an id entry, as localise shows a number
+    if not any(isinstance(e, str) and e in shown for e in mine):
         return None
     return (
         f"yours put {victim}, the victim's seq_id, in out.preempted, where the reference puts "
