@@ -1,7 +1,7 @@
 """Token-budget and scheduler reports that name an admission held back by a block, a victim
-still walked or left running, a victim taken off running twice, and a fit asked after the
-allocation it should decide: each shown on a real slip graded end to end, and kept back on a
-look-alike with another cause."""
+still walked or left running, a request served twice in a step, a victim taken off running
+twice, and a fit asked after the allocation it should decide: each shown on a real slip
+graded end to end, and kept back on a look-alike with another cause."""
 
 from __future__ import annotations
 
@@ -157,6 +157,29 @@ class VictimTheOldest(T3):
         return _indexed(self, out, budget, lambda running: running.pop(0))
 
 
+class ServedAgainAfterPreempting(T3):
+    """After a preemption restarts its walk from the first running request."""
+
+    def schedule_running(self, out: Any, budget: int) -> int:
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            start = self.computed[seq.seq_id]
+            n = min(seq.num_tokens - start, budget)
+            try:
+                slots = self.extend(seq, start, n)
+            except OutOfBlocks:
+                victim = self.running.pop()
+                self.preempt(victim, out)
+                if victim is seq:
+                    return budget
+                i = 0
+                continue
+            budget = _run(self, out, budget, seq, start, n, slots)
+            i += 1
+        return budget
+
+
 class PreemptRemovesAgain(T3):
     """preempt also takes the victim off running, which schedule_running has popped."""
 
@@ -219,6 +242,7 @@ BLOCK = "The budget counts tokens, not blocks"
 COPY = "Does yours walk a copy of running?"
 LEFT = "and left it in running"
 TWICE = "off running, where it no longer is"
+AGAIN = "room twice in one call"
 LATE = "then asked fits("
 
 # slip, topic, step, what the report must say, what it must not say
@@ -227,9 +251,11 @@ CASES = {
     "a block of budget, step 2": (ChunkWantsABlockOfBudget, "token-budget", 2, BLOCK, COPY),
     "no chunk under a block": (NoChunkUnderABlock, "token-budget", 2, "one token if", BLOCK),
     "room to spare": (ExactFitWaits, "token-budget", 1, "room to spare", BLOCK),
-    "a walk over a copy": (WalksACopyOfRunning, "token-budget", 3, COPY, LEFT),
+    "a walk over a copy": (WalksACopyOfRunning, "token-budget", 3, COPY, AGAIN),
+    "a walk restarted": (ServedAgainAfterPreempting, "token-budget", 3, AGAIN, COPY),
     "a victim left running": (VictimLeftRunning, "token-budget", 3, LEFT, COPY),
     "the oldest for victim": (VictimTheOldest, "token-budget", 3, "the latest running", LEFT),
+    "the oldest, not served twice": (VictimTheOldest, "token-budget", 3, "pop()", AGAIN),
     "taken off running twice": (
         PreemptRemovesAgain,
         "token-budget",

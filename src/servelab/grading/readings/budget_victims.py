@@ -1,10 +1,11 @@
 """What becomes of a victim after ``preempt`` within the same step, read from a re-run that
 records your calls (kept even where the call ends by raising).
 
-Two slips, each named only where the record shows it: a request preempted earlier in the step
+Each slip is named only where the record shows it: a request preempted earlier in the step
 that ``schedule_running`` later extends again (a walk that still visits it: over a copy of
-running), and a ``preempt`` that takes the victim off running when ``schedule_running`` has
-already popped it.
+running), a request given room twice in one call with a preemption between (a walk that goes
+back over requests already served), a victim left in running, and a ``preempt`` that takes
+the victim off running when ``schedule_running`` has already popped it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ def _recorded(
     subject: Any, method: str, args: tuple[Any, ...]
 ) -> tuple[list[tuple[str, Any, bool]], Any] | None:
     """Your ``method`` run again on a copy, each call of your ``extend`` and ``preempt``
-    recorded in order with its request's id and whether that request was running then, up
+    recorded in order with its request's id and whether that request was running then (an
+    extend that found room recorded again as "room" once it returns), up
     to the end of the call or its raise, and the copy as the call left it; None when the
     copy or the record cannot be made."""
     calls: list[tuple[str, Any, bool]] = []
@@ -33,7 +35,10 @@ def _recorded(
                 sid = getattr(a[0], "seq_id", None) if a else None
                 running = [getattr(s, "seq_id", None) for s in getattr(obj, "running", ())]
                 calls.append((_name, sid, sid in running))
-                return _bound(*a)
+                result = _bound(*a)
+                if _name == "extend":  # it found room
+                    calls.append(("room", sid, sid in running))
+                return result
 
             setattr(obj, name, record)
     except Exception:
@@ -56,9 +61,20 @@ def victim_visited(d: Any) -> str | None:
     calls, obj = record
     preempted: list[Any] = []
     kept: list[Any] = []  # extended again while still running, after its preempt
+    served: dict[Any, int] = {}  # request -> preemptions seen when it first found room
     for name, sid, running_then in calls:
         if name == "preempt":
             preempted.append(sid)
+        elif name == "room" and sid in served and len(preempted) > served[sid]:
+            return (
+                f"yours gave request {sid} room twice in one call (its extend found room, "
+                f"then again after preempting request {preempted[-1]}): each running request "
+                "gets one chunk a step. After a preemption, retry only the request whose "
+                "extend failed, at the same index (the victim came off the end, so the "
+                "requests before it did not move)"
+            )
+        elif name == "room":
+            served.setdefault(sid, len(preempted))
         elif sid in preempted and running_then:
             kept.append(sid)
         elif sid in preempted:
@@ -70,6 +86,7 @@ def victim_visited(d: Any) -> str | None:
             )
     running = [getattr(s, "seq_id", None) for s in getattr(obj, "running", None) or ()]
     kept = [sid for sid in preempted if sid in running] or kept
+    kept = [sid for sid in kept if sid is not None]
     if kept:
         return (
             f"yours preempted request {kept[0]} and left it in running: a victim leaves "

@@ -664,10 +664,9 @@ def token_budget_reading(d: Difference) -> str | None:
         exact = _exact_fit_left_waiting(d)
         if exact is not None:
             return exact
-    if m == "schedule_running" and ("waiting" in differ or "running" in differ):
-        found = victim_visited(d)
-        if found is not None:
-            return found
+    found = victim_visited(d) if m == "schedule_running" else None
+    if found is not None:
+        return found
     if m == "schedule_running" and "waiting" in differ:
         found = _reordered(d) or _victim(d) or _first_victim(d) or _asker_kept(d)
         if found is not None:
