@@ -277,14 +277,14 @@ CASES = {
         "keeps free blocks for the next decode step",
         "max_new_tokens",
     ),
-    # yours also moved the free list (allocated, then released): an action another hint of
-    # admit declares, so the check's own rule is held back and the place and difference stand
+    # yours also moved the free list (allocated, then released): the check's own rule stays
+    # held back; a re-run that records the allocation before the refusing fits names it
     "fits asked after allocating": (
         AdmitChecksAfterAllocate,
         "scheduler",
         1,
-        "yours put (0, 16) in `waiting` where the reference puts it in `running`",
-        "(a loop)",
+        "yours allocated request 0's blocks, then asked fits(16)",
+        "This check was written for",
     ),
     "the watermark taken twice": (
         FitsWatermarkTwice,

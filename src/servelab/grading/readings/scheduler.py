@@ -12,6 +12,7 @@ from servelab.grading.readings.difference import (
     Difference,
     written_for,
 )
+from servelab.grading.readings.scheduler_admission import fits_after_allocating
 from servelab.grading.readings.scheduler_listed import listed_not_decoded, slot_not_appended
 from servelab.grading.readings.scheduler_rules import (
     admitted_for_its_future,
@@ -519,6 +520,11 @@ def scheduler_reading(d: Difference) -> str | None:
         reserved = admitted_for_its_future(d)
         if reserved is not None:
             return reserved
+        mine_r, theirs_r = _ids(d.mine.get("running")), _ids(d.theirs.get("running"))
+        refused = [s for s in theirs_r if s not in mine_r]
+        asked_late = fits_after_allocating(d, refused) if refused else None
+        if asked_late is not None:
+            return asked_late
     if m in ("admit", "retire") and differ == {"running"}:
         mine_r, theirs_r = _ids(d.mine.get("running")), _ids(d.theirs.get("running"))
         if sorted(mine_r) == sorted(theirs_r) and mine_r != theirs_r:

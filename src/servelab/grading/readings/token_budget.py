@@ -13,6 +13,7 @@ import copy
 import itertools
 from typing import Any
 
+from servelab.grading.readings.budget_admission import block_of_budget
 from servelab.grading.readings.budget_charged import whole_blocks_charged
 from servelab.grading.readings.budget_reported import (
     as_done,
@@ -20,6 +21,7 @@ from servelab.grading.readings.budget_reported import (
     computed_differs,
     hit_not_fresh,
 )
+from servelab.grading.readings.budget_victims import removed_twice, victim_visited
 from servelab.grading.readings.difference import Difference, call, written_for
 from servelab.grading.readings.scheduler import victim_in_output
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
@@ -641,7 +643,7 @@ def token_budget_reading(d: Difference) -> str | None:
     if m == "step":
         return _starved(d)
     if m == "preempt":
-        return _preempt(d)
+        return removed_twice(d) or (None if d.i_raised else _preempt(d))
     if m == "slots" and not d.same_outcome:
         return _slots_call(d)
     if m not in ("admit", "schedule_running"):
@@ -662,6 +664,9 @@ def token_budget_reading(d: Difference) -> str | None:
         exact = _exact_fit_left_waiting(d)
         if exact is not None:
             return exact
+    found = victim_visited(d) if m == "schedule_running" else None
+    if found is not None:
+        return found
     if m == "schedule_running" and "waiting" in differ:
         found = _reordered(d) or _victim(d) or _first_victim(d) or _asker_kept(d)
         if found is not None:
@@ -671,6 +676,8 @@ def token_budget_reading(d: Difference) -> str | None:
         return None
     chunks, returned, obj = ran
     found = _computed(d, chunks, obj)
+    if found is None and m == "admit" and EXACT_FIT.fits(d):
+        found = block_of_budget(d.args[1], ran, d.theirs.get("waiting"), lambda b: _again(d, b))
     # a reading leans on a chunk's numbers only where the chunk agrees with what yours did
     done = [c for c in chunks if as_done(d, c, obj)]
     whole = done if len(done) == len(chunks) else []
