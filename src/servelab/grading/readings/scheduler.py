@@ -12,6 +12,13 @@ from servelab.grading.readings.difference import (
     Difference,
     written_for,
 )
+from servelab.grading.readings.scheduler_ends import (
+    admits_newest_first,
+    decoded_a_victim,
+    fits_waives_the_watermark_when_idle,
+    retried_its_own_victim,
+    skips_a_full_decode,
+)
 from servelab.grading.readings.scheduler_listed import listed_not_decoded, slot_not_appended
 from servelab.grading.readings.scheduler_rules import (
     admitted_for_its_future,
@@ -455,7 +462,10 @@ def scheduler_reading(d: Difference) -> str | None:
             # a strict comparison, a block too many, a count of tokens: all refuse here
             return f"{said}: {rule}"
         if d.returned("mine") == "True" and d.returned("theirs") == "False":
-            return "admit only while num_free - needed >= watermark: the watermark stays free"
+            return (
+                fits_waives_the_watermark_when_idle(d)
+                or "admit only while num_free - needed >= watermark: the watermark stays free"
+            )
         return None
     if m == "retire" and differ:
         before = _ids(d.before.get("running"))
@@ -543,7 +553,7 @@ def scheduler_reading(d: Difference) -> str | None:
         gone = [x for x in before if x not in _ids(d.mine.get("running"))]
         # the error a block manager raises for a sequence it has freed: an append for a victim
         if gone and d.error("mine") in ("UnknownSequence", "KeyError"):
-            return (
+            return retried_its_own_victim(d) or (
                 f"yours preempted sequence(s) {gone} in this call, as the reference does, "
                 f"then raised {d.error('mine')}: does your loop still visit a sequence it has "
                 "preempted, whose blocks are gone? A loop over a copy of running "
@@ -675,10 +685,13 @@ def _first_for_decode(d: Difference) -> str | None:
         or slot_not_appended(d)
         or _decode_added_tokens(d)
         or _victims_queued_elsewhere(d)
+        or skips_a_full_decode(d)
+        or decoded_a_victim(d)
     )
 
 
 _FIRST = {
+    "admit": admits_newest_first,
     "decode": _first_for_decode,
     "retire": _finished_order,
     "preempt": _victim_as_id,
