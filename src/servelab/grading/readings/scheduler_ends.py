@@ -179,10 +179,13 @@ def retried_its_own_victim(d: Difference) -> str | None:
 
 
 def decoded_a_victim(d: Difference) -> str | None:
-    """Your decode, run again on a copy, lists in out.decodes a sequence it also lists in
-    out.preempted and no longer holds in running: it decoded its own victim."""
+    """Your decode took the reference's victims, and run again on a copy it lists in
+    out.decodes a sequence it also lists in out.preempted and no longer holds in running: it
+    decoded its own victim."""
     if d.method != "decode" or d.i_raised or "out.decodes" not in d.differ:
         return None
+    if d.mine.get("out.preempted") != d.theirs.get("out.preempted"):
+        return None  # another victim: the victim rule speaks first
     ran = _appends(d)
     if ran is None:
         return None
