@@ -7,12 +7,16 @@ scheduler, and your step's error is the one shown."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from buggy_impls import failing_report
+from buggy_impls import failing_check, failing_report, shown_hint
 from servelab import checkpoint
+from servelab.grading import load_topic
+from servelab.grading.diagnose import explained
+from servelab.grading.mistakes import mistakes
 from servelab.kv.blocks import OutOfBlocks
 from servelab.kv.scheduler import Decode, Prefill
 
@@ -204,6 +208,20 @@ def test_a_victim_listed_among_the_decodes_is_named() -> None:
 
 def test_decodes_listed_twice_are_not_called_a_decoded_victim() -> None:
     assert DECODED_VICTIM not in _text(DecodesTwice, 3)
+
+
+def test_another_victim_is_told_by_the_victim_rule_not_as_a_decoded_victim() -> None:
+    """The catalogue's highest-id victim, with its own entry left out: the sequence it takes
+    was decoded earlier in the call, and the victim rule, not the decoded-victim sentence,
+    tells it."""
+    listed = {m.name: m for m in mistakes(TOPIC)}
+    victim = listed["victim_highest_id"]
+    undiagnosed = replace(load_topic(TOPIC), diagnose=lambda program, impl: None)
+    report, program, exc = failing_check(undiagnosed, victim.impl)
+    others = [m for m in listed.values() if m.name != victim.name]
+    said = shown_hint(explained(TOPIC, program, exc, victim.impl, None, others), report)
+    assert DECODED_VICTIM not in said
+    assert "yours preempted sequence" in said
 
 
 class WatermarkOnlyWhileRunning(Admitting):  # type: ignore[misc,valid-type]
