@@ -50,8 +50,8 @@ def test_a_decode_that_skips_a_full_pool_is_caught_at_step_2() -> None:
     for impl in (DecodeSkipsAFullPool, DecodeStopsAtAFullPool):
         report = _text("scheduler", impl, 2)
         assert "✗ step 2 · a full pool is not hidden: no decode is skipped" in report
-        assert "append_slot raises OutOfBlocks and step() lets it reach the caller" in report
-        assert "start at your `decode`" in report
+        assert "the step-2 reference lets it reach the caller" in report
+        assert "start at your `decode`: yours skipped sequence 1" in report
 
 
 def test_the_full_pool_check_passes_a_decode_that_preempts() -> None:

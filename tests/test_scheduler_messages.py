@@ -195,8 +195,8 @@ CASES = {
     "admitted from the back": (
         AdmitFromTheBack,
         1,
-        ["yours admitted sequence 3 while sequence 0", "nobody behind it may overtake"],
-        ["so it fits, yet was left waiting", "goes on taking the head"],
+        ["yours admitted sequence 3 while sequence 0", "yours admits the newest waiting"],
+        ["so it fits, yet was left waiting", "goes on taking the head", "may overtake"],
     ),
     "allocates a slot more": (
         AdmitAllocatesNextSlot,

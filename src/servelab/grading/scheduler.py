@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from servelab.grading._script import Script, graded_names
-from servelab.grading.about import About, Hint
+from servelab.grading.about import RESULT, About, Hint
 from servelab.grading.scheduler_output import PREEMPTED, listed_not_queued, preempted_not_queued
 from servelab.grading.scheduler_replay import REPLAY
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
@@ -458,7 +458,8 @@ _NO_SKIP = Hint(
     "a decode that finds no free block is no reason to skip the sequence: at step 2 let "
     "OutOfBlocks from bm.append_slot reach the caller (step 3 preempts the newest instead); "
     "a sequence left out of out.decodes in silence loses its token",
-    About(("decode",), ("out.decodes",)),
+    # the result too: at step 2 yours returns where the reference's call raises
+    About(("decode",), ("out.decodes", RESULT)),
 )
 
 
@@ -477,8 +478,9 @@ def _full_pool_raises(impl: Any) -> None:
     if 1 not in decoded and not out.preempted:
         raise s.fail(
             f"decoded is {decoded}, and step() returned without an error: sequence 0's "
-            "decode takes the last free block and sequence 1 needs another; in the reference "
-            "sequence 1's append_slot raises OutOfBlocks and step() lets it reach the caller",
+            "decode takes the last free block and sequence 1 needs another, and its append_slot "
+            "raises OutOfBlocks: the step-2 reference lets it reach the caller, the step-3 one "
+            "preempts; neither skips sequence 1",
             hint=_NO_SKIP,
         )
 

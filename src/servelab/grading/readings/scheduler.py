@@ -13,6 +13,13 @@ from servelab.grading.readings.difference import (
     written_for,
 )
 from servelab.grading.readings.scheduler_admission import fits_after_allocating
+from servelab.grading.readings.scheduler_ends import (
+    admits_newest_first,
+    decoded_a_victim,
+    fits_waives_the_watermark_when_idle,
+    retried_its_own_victim,
+    skips_a_full_decode,
+)
 from servelab.grading.readings.scheduler_listed import listed_not_decoded, slot_not_appended
 from servelab.grading.readings.scheduler_rules import (
     admitted_for_its_future,
@@ -456,7 +463,10 @@ def scheduler_reading(d: Difference) -> str | None:
             # a strict comparison, a block too many, a count of tokens: all refuse here
             return f"{said}: {rule}"
         if d.returned("mine") == "True" and d.returned("theirs") == "False":
-            return "admit only while num_free - needed >= watermark: the watermark stays free"
+            return (
+                fits_waives_the_watermark_when_idle(d)
+                or "admit only while num_free - needed >= watermark: the watermark stays free"
+            )
         return None
     if m == "retire" and differ:
         before = _ids(d.before.get("running"))
@@ -517,14 +527,13 @@ def scheduler_reading(d: Difference) -> str | None:
                 return f"{said}, however the list it walks changes under it"
             return said
     if m == "admit" and "running" in differ:
-        reserved = admitted_for_its_future(d)
-        if reserved is not None:
-            return reserved
         mine_r, theirs_r = _ids(d.mine.get("running")), _ids(d.theirs.get("running"))
         refused = [s for s in theirs_r if s not in mine_r]
-        asked_late = fits_after_allocating(d, refused) if refused else None
-        if asked_late is not None:
-            return asked_late
+        said = admitted_for_its_future(d) or (
+            fits_after_allocating(d, refused) if refused else None
+        )
+        if said is not None:
+            return said
     if m in ("admit", "retire") and differ == {"running"}:
         mine_r, theirs_r = _ids(d.mine.get("running")), _ids(d.theirs.get("running"))
         if sorted(mine_r) == sorted(theirs_r) and mine_r != theirs_r:
@@ -549,7 +558,7 @@ def scheduler_reading(d: Difference) -> str | None:
         gone = [x for x in before if x not in _ids(d.mine.get("running"))]
         # the error a block manager raises for a sequence it has freed: an append for a victim
         if gone and d.error("mine") in ("UnknownSequence", "KeyError"):
-            return (
+            return retried_its_own_victim(d) or (
                 f"yours preempted sequence(s) {gone} in this call, as the reference does, "
                 f"then raised {d.error('mine')}: does your loop still visit a sequence it has "
                 "preempted, whose blocks are gone? A loop over a copy of running "
@@ -676,15 +685,13 @@ def _victim_as_id(d: Difference) -> str | None:
 
 
 def _first_for_decode(d: Difference) -> str | None:
-    return (
-        listed_not_decoded(d)
-        or slot_not_appended(d)
-        or _decode_added_tokens(d)
-        or _victims_queued_elsewhere(d)
-    )
+    readings = (listed_not_decoded, slot_not_appended, _decode_added_tokens)
+    later = (_victims_queued_elsewhere, skips_a_full_decode, decoded_a_victim)
+    return next((said for r in readings + later if (said := r(d)) is not None), None)
 
 
 _FIRST = {
+    "admit": admits_newest_first,
     "decode": _first_for_decode,
     "retire": _finished_order,
     "preempt": _victim_as_id,

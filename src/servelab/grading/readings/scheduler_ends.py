@@ -1,0 +1,234 @@
+"""Readings of which end of a queue a scheduler's call works from, proven by re-runs.
+
+An ``admit`` that takes the newest waiting request first is told apart from one that only
+puts what it admits in another order: yours is run again on fresh schedulers of its own class
+whose waiting requests all fit, or only two of three fit, and the reading speaks only where
+yours admits the newest in both and leaves the oldest waiting. A ``decode`` that skips a
+sequence whose append found no free block is told from a re-run that records each
+``bm.append_slot`` and what it raised.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from servelab.grading.readings.difference import Difference
+from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
+from servelab.kv.blocks import BlockManager, OutOfBlocks
+from servelab.kv.scheduler import Sequence, StepOutput
+
+__all__ = ["admits_newest_first", "skips_a_full_decode"]
+
+
+def _admitted(d: Difference, num_blocks: int) -> tuple[list[int], list[int]] | None:
+    """Your admit on a fresh scheduler of your class (block size 4, watermark 1) whose
+    waiting holds requests 0, 1 and 2 of one block each: the ids it put in running and the
+    ids it left waiting; None when that fails."""
+    try:
+        sched = type(d.subject)(BlockManager(num_blocks=num_blocks, block_size=4), watermark=1)
+        sched.waiting.clear()
+        sched.waiting.extend(Sequence.dummy(i, 4, 1) for i in range(3))
+        with line_budget(LINES_PER_CALL):
+            sched.admit(StepOutput())
+        return [s.seq_id for s in sched.running], [s.seq_id for s in sched.waiting]
+    except (Exception, OutOfLines):
+        return None
+
+
+def admits_newest_first(d: Difference) -> str | None:
+    """Your admit takes waiting from its back: with room for all of waiting [0, 1, 2] it
+    admits 2, 1, 0 in that order, and with room for two it admits 2 and 1 and leaves 0, the
+    oldest, waiting. (One that only puts each admitted request at the front of running
+    admits 0 and 1 there and leaves 2.)"""
+    if d.method != "admit" or not {"running", "waiting"} & d.differ:
+        return None
+    if getattr(d.subject, "waiting", None) is None:
+        return None
+    every = _admitted(d, num_blocks=4)  # 3 requests + watermark 1
+    two = _admitted(d, num_blocks=3)  # room for two of them
+    if every != ([2, 1, 0], []) or two != ([2, 1], [0]):
+        return None
+    return (
+        "yours admits the newest waiting request first: on a fresh scheduler of yours with "
+        "waiting [0, 1, 2] and room for all three, yours admitted 2, then 1, then 0; with room "
+        "for two, it admitted 2 and 1 and left 0, the oldest, waiting. Take requests from the "
+        "front of waiting, the oldest first (waiting[0], waiting.popleft()), not from its back "
+        "(pop())"
+    )
+
+
+def _appends(d: Difference) -> tuple[list[tuple[Any, bool]], StepOutput, Any] | None:
+    """Your decode, run again on a copy of the scheduler as it was, with each
+    ``bm.append_slot`` recorded as (seq_id, whether it raised OutOfBlocks); the step output
+    and the copy it ran on. None when the call raises or runs too long."""
+    try:
+        obj = copy.deepcopy(d.subject)
+        bm = obj.bm
+        calls: list[tuple[Any, bool]] = []
+        append = bm.append_slot
+
+        def recorded(seq_id: Any, *rest: Any) -> Any:
+            try:
+                slot = append(seq_id, *rest)
+            except OutOfBlocks:
+                calls.append((seq_id, True))
+                raise
+            calls.append((seq_id, False))
+            return slot
+
+        bm.append_slot = recorded
+        out = StepOutput()
+        with line_budget(LINES_PER_CALL):
+            obj.decode(out)
+        return calls, out, obj
+    except (Exception, OutOfLines):
+        return None
+
+
+def skips_a_full_decode(d: Difference) -> str | None:
+    """Your decode returned, and on a re-run a sequence's append_slot raised OutOfBlocks,
+    nobody was preempted, and that sequence stays running without a Decode: it was skipped."""
+    if d.method != "decode" or d.i_raised:
+        return None
+    ran = _appends(d)
+    if ran is None:
+        return None
+    calls, out, obj = ran
+    if out.preempted:
+        return None
+    decoded = {getattr(getattr(x, "seq", None), "seq_id", None) for x in out.decodes}
+    running = [getattr(s, "seq_id", None) for s in getattr(obj, "running", ())]
+    failed = [sid for sid, raised in calls if raised]
+    skipped = [s for s in dict.fromkeys(failed) if s in running and s not in decoded]
+    if not skipped:
+        return None
+    sid = skipped[0]
+    said = (
+        f"yours skipped sequence {sid}: its bm.append_slot raised OutOfBlocks (no free "
+        "block), yours caught the error, and sequence "
+        f"{sid} stays running with no Decode in this step while nobody was preempted"
+    )
+    if d.they_raised:  # a reference that lets the error out: step 2
+        return (
+            f"{said}; at this step let OutOfBlocks from bm.append_slot reach the caller "
+            "(step 3 preempts instead): a sequence left out in silence loses its token"
+        )
+    return (
+        f"{said}; on OutOfBlocks preempt the newest running sequence (running.pop()) and "
+        "retry the same sequence's append, until it gets a block or is itself the victim"
+    )
+
+
+def _events(d: Difference) -> list[tuple[str, Any, str]] | None:
+    """Your decode, run again on a copy of the scheduler as it was, with each
+    ``bm.append_slot`` and ``bm.free_seq`` recorded in order as (call, seq_id, the error it
+    raised or ""); None when the copy cannot be made or the call runs too long."""
+    try:
+        obj = copy.deepcopy(d.subject)
+    except Exception:
+        return None
+    bm = obj.bm
+    events: list[tuple[str, Any, str]] = []
+
+    def recording(name: str) -> Any:
+        inner = getattr(bm, name)
+
+        def recorded(seq_id: Any, *rest: Any) -> Any:
+            try:
+                result = inner(seq_id, *rest)
+            except Exception as exc:
+                events.append((name, seq_id, type(exc).__name__))
+                raise
+            events.append((name, seq_id, ""))
+            return result
+
+        return recorded
+
+    bm.append_slot, bm.free_seq = recording("append_slot"), recording("free_seq")
+    try:
+        with line_budget(LINES_PER_CALL):
+            obj.decode(StepOutput())
+    except OutOfLines:
+        return None
+    except Exception:
+        pass
+    return events
+
+
+def retried_its_own_victim(d: Difference) -> str | None:
+    """On a re-run, a sequence's append_slot raised OutOfBlocks, yours then freed that same
+    sequence (it was the newest: the victim), and the very next call asked append_slot for
+    it again: the retry after a preemption did not stop when the asker was the victim."""
+    events = _events(d)
+    if not events:
+        return None
+    for i in range(len(events) - 2):
+        (c1, s1, e1), (c2, s2, e2), (c3, s3, e3) = events[i : i + 3]
+        asked_again = c3 == "append_slot" and e3 not in ("", "OutOfBlocks")
+        failed_then_freed = c1 == "append_slot" and e1 == "OutOfBlocks" and c2 == "free_seq"
+        if failed_then_freed and not e2 and s1 == s2 == s3 and asked_again:
+            return (
+                f"sequence {s1}'s append_slot found no free block, yours preempted "
+                f"sequence {s1} itself (bm.free_seq({s1})) and then asked "
+                f"bm.append_slot for it again, which raised {e3}: when the sequence "
+                "asking is itself the victim, stop retrying: it holds no blocks now and "
+                "waits to be prefilled again; retry only while the victim is another"
+            )
+    return None
+
+
+def decoded_a_victim(d: Difference) -> str | None:
+    """Your decode took the reference's victims, and run again on a copy it lists in
+    out.decodes a sequence it also lists in out.preempted and no longer holds in running: it
+    decoded its own victim."""
+    if d.method != "decode" or d.i_raised or "out.decodes" not in d.differ:
+        return None
+    if d.mine.get("out.preempted") != d.theirs.get("out.preempted"):
+        return None  # another victim: the victim rule speaks first
+    ran = _appends(d)
+    if ran is None:
+        return None
+    _, out, obj = ran
+    victims = {getattr(v, "seq_id", None) for v in out.preempted}
+    running = {getattr(s, "seq_id", None) for s in getattr(obj, "running", ())}
+    decoded = [getattr(getattr(x, "seq", None), "seq_id", None) for x in out.decodes]
+    both = [s for s in decoded if s is not None and s in victims and s not in running]
+    if not both:
+        return None
+    return (
+        f"yours listed sequence {both[0]} in out.decodes and also preempted it in this call "
+        "(it left running and waits again): a sequence that is itself the victim gets no "
+        "Decode; it has no slot in this step and is prefilled again when it is readmitted"
+    )
+
+
+def _fits_with_running(d: Difference, running: list[Any]) -> Any:
+    """Your fits, asked the call's question again on a copy whose running list is
+    ``running`` (the block manager untouched: the same free blocks); None when it fails."""
+    try:
+        obj = copy.deepcopy(d.subject)
+        obj.running = running
+        with line_budget(LINES_PER_CALL):
+            return obj.fits(*d.args)
+    except (Exception, OutOfLines):
+        return None
+
+
+def fits_waives_the_watermark_when_idle(d: Difference) -> str | None:
+    """Your fits said yes where the reference says no, with nothing running; asked again with
+    one (dummy) sequence running and the same free blocks, it says no: the watermark is kept
+    only while something runs."""
+    if d.method != "fits" or d.returned("mine") != "True" or d.returned("theirs") != "False":
+        return None
+    if getattr(d.subject, "running", None) != [] or len(d.args) != 1:
+        return None
+    if _fits_with_running(d, []) is not True:
+        return None
+    if _fits_with_running(d, [Sequence.dummy(10**6, 1, 1)]) is not False:
+        return None
+    return (
+        f"yours answers fits({d.args[0]}) True with nothing running, and False from the same "
+        "free blocks once one sequence runs: the watermark holds whether or not anything "
+        "runs (num_free - needed >= watermark), since the next step's decodes need it"
+    )
