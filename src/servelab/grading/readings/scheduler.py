@@ -529,11 +529,11 @@ def scheduler_reading(d: Difference) -> str | None:
     if m == "admit" and "running" in differ:
         mine_r, theirs_r = _ids(d.mine.get("running")), _ids(d.theirs.get("running"))
         refused = [s for s in theirs_r if s not in mine_r]
-        said = admitted_for_its_future(d) or (
+        told = admitted_for_its_future(d) or (
             fits_after_allocating(d, refused) if refused else None
         )
-        if said is not None:
-            return said
+        if told is not None:
+            return told
     if m in ("admit", "retire") and differ == {"running"}:
         mine_r, theirs_r = _ids(d.mine.get("running")), _ids(d.theirs.get("running"))
         if sorted(mine_r) == sorted(theirs_r) and mine_r != theirs_r:
