@@ -9,6 +9,7 @@ from typing import Any
 
 from servelab.grading.readings.block_manager_cow import copy_given_back, over_released_reading
 from servelab.grading.readings.block_manager_ids import wrong_error_reading
+from servelab.grading.readings.block_manager_taken import taken_order_reading
 from servelab.grading.readings.difference import (
     BOTH_RAISED,
     MINE_RAISED,
@@ -531,7 +532,7 @@ def block_manager_reading(d: Difference) -> str | None:
         )
     if m in ("free_seq", "_release") and differ & {"refcounts", "num_free"}:
         return RELEASED.show(d, _released(d))
-    return None
+    return taken_order_reading(d)
 
 
 def _released(d: Difference) -> str:

@@ -16,6 +16,7 @@ from servelab.grading.readings.difference import (
     WrittenFor,
     call,
 )
+from servelab.grading.readings.prefix_cache_decode import decode_hash_place
 from servelab.grading.readings.prefix_cache_rules import (
     chain_short_at_end,
     claim_forgotten,
@@ -367,7 +368,7 @@ def prefix_cache_reading(d: Difference) -> str | None:
                 "it keeps for a lookup. Record all three: map[h] = block, hash[block] = h and "
                 "tokens[block] = block_tokens, the tokens a hit is verified against"
             )
-        return None
+        return decode_hash_place(d)
     if m == "_chain" and not d.same_outcome:
         found = _chain_by_parent(d) or _chain_slices(d) or chain_short_at_end(d)
         if found:
