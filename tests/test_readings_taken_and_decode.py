@@ -12,6 +12,7 @@ from buggy_impls import failing_report
 from servelab import checkpoint
 from servelab.grading.readings.block_manager_taken import taken_order_reading
 from servelab.grading.readings.difference import Difference
+from servelab.kv.blocks import OutOfBlocks
 from unlisted import blocks_taken, prefix_decode
 
 B1 = checkpoint("block-manager", 1)
@@ -80,7 +81,7 @@ def test_a_free_list_handed_out_backwards_is_not_read_as_freed_order() -> None:
     free = list(bm.free_list())
     said = taken_order_reading(_alloc_difference(bm, free[-1], free[0]))
     assert said is not None, free
-    assert "the free list from its right end, the block freed last first" in said
+    assert "the free list taken from its right end (pop)" in said
     assert "in the order they were put there" not in said
 
 
@@ -108,3 +109,25 @@ def test_a_decode_hash_of_no_cause_seen_shows_the_place_and_no_cause(unsaid: str
     assert "the 2nd `bm.append_slot(1, 3)` fills block 2 with (3, 3)" in hint
     assert "block 1 before it in sequence 1's table has no hash" in hint
     assert unsaid not in hint
+
+
+class _PlainFreeFromTheRight(checkpoint("prefix-cache", 3)):  # type: ignore[misc]
+    """Step 3's _alloc takes plain free blocks from the right end of the free list."""
+
+    def _alloc(self) -> int:
+        if self.free:
+            block = self.free.pop()
+        elif self.evictable_lru:
+            block, _ = self.evictable_lru.popitem(last=False)
+            self._forget(block)
+        else:
+            raise OutOfBlocks("no free block")
+        self.ref[block] = 1
+        return int(block)
+
+
+def test_a_plain_free_block_taken_from_the_right_is_caught_and_not_read_as_reclaim() -> None:
+    report = failing_report("prefix-cache", _PlainFreeFromTheRight, 3)[0]
+    assert "✗ step 3 · a new block leaves the plain free list from the left" in report.text
+    assert "hands out [3, 2, 1, 0], where the free list is [0, 1, 2, 3]" in report.hint
+    assert "reclaim a cached one" not in report.hint

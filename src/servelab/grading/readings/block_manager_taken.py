@@ -55,7 +55,7 @@ def _alloc_order(d: Difference) -> str | None:
             f"{free[:k]}; {rule}"
         )
     if out == free[::-1] and len(free) > 2:
-        return f"{said}: the free list from its right end, the block freed last first; {rule}"
+        return f"{said}: the free list taken from its right end (pop); {rule}"
     return f"{said}; {rule}"
 
 

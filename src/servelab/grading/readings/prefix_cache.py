@@ -7,6 +7,7 @@ import copy
 from typing import Any
 
 from servelab.grading.readings.block_manager import block_manager_reading
+from servelab.grading.readings.block_manager_taken import taken_order_reading
 from servelab.grading.readings.difference import (
     BOTH_RAISED,
     MINE_RAISED,
@@ -268,6 +269,9 @@ def _alloc_reading(d: Difference) -> str | None:
         )
     if d.same_outcome:
         return None
+    reclaim = d.before.get("reclaim order", [])
+    if all(str(b) not in map(str, reclaim) for b in (shown, d.returned("theirs"))):
+        return taken_order_reading(d)  # both plain free blocks: the plain list's order
     return OTHER_BLOCK.show(
         d,
         "take a plain free block first, and reclaim a cached one only when none is left, "
