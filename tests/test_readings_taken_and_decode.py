@@ -35,6 +35,31 @@ def test_a_table_built_back_to_front_is_read_as_the_reverse_order() -> None:
     assert "lists them as [2, 1, 0], the reverse of the order they leave the free list" in hint
 
 
+def test_blocks_taken_from_the_right_end_are_read_as_that_end() -> None:
+    hint = _hint(blocks_taken, "blocks taken from the freed end")
+    assert "yours took [1], the right end of the free list [0, 1]" in hint
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("table built back to front", None),
+        ("freed blocks reused first", None),
+        ("copy writes at the start", "yours gave the token offset 0 of block 2; its position is 6"),
+    ],
+)
+def test_a_token_offset_sentence_only_where_the_block_is_the_same(
+    name: str, said: str | None
+) -> None:
+    hint = _hint(blocks_taken, name)
+    if said is None:
+        assert "so its offset is" not in hint
+        assert "the right end of the free list [" not in hint
+    else:
+        assert said in hint
+        assert "so its offset is 6 % 4 = 2 (a copy holds the shared block's tokens" in hint
+
+
 def _alloc_difference(obj: Any, mine: int, theirs: int) -> Difference:
     free = list(obj.free_list())
     return Difference(

@@ -276,6 +276,14 @@ def _slot_reading(d: Difference) -> str | None:
             f"new one: position {length} starts a block, so on the boundary the token goes to "
             f"offset 0 of the block just appended ({where})"
         )
+    if str(block) == theirs.group(1) and offset != length % size:
+        copy = "cow_src=None" not in (d.returned("mine") or "cow_src=None")
+        kept = " (a copy holds the shared block's tokens at their offsets)" if copy else ""
+        return (
+            f"yours gave the token offset {offset} of block {block}; its position is {length}, "
+            f"the length before the call, so its offset is {length} % {size} = "
+            f"{length % size}{kept}"
+        )
     return None
 
 

@@ -16,6 +16,8 @@ __all__ = ["taken_order_reading"]
 TAKEN_OTHER = WrittenFor((VALUE,), ("tables", "refcounts", "free"))
 """Yours handed out another block than the free list's left end."""
 LISTED_OTHER = WrittenFor((SAME,), ("tables",))
+TOOK_RIGHT_END = WrittenFor((SAME,), ("tables", "refcounts", "free"))
+"""Yours took other blocks than the reference, the same number of them."""
 """Yours took the same blocks as the reference, and only the table's order differs."""
 
 
@@ -64,6 +66,16 @@ def _table_order(d: Difference) -> str | None:
     mine = d.mine.get("tables", {}).get(seq)
     theirs = d.theirs.get("tables", {}).get(seq)
     if not (isinstance(mine, list) and isinstance(theirs, list)) or mine == theirs:
+        return None
+    free = d.before.get("free")
+    if sorted(mine, key=repr) != sorted(theirs, key=repr) and isinstance(free, list):
+        if len(mine) < len(free) and mine == free[len(free) - len(mine) :]:
+            return TOOK_RIGHT_END.show(
+                d,
+                f"yours took {mine}, the right end of the free list {free} (where `_release` "
+                f"puts each block it frees), in list order: allocate takes its blocks from the "
+                f"left end, the blocks free longest first ({theirs})",
+            )
         return None
     if sorted(mine, key=repr) != sorted(theirs, key=repr) or len(mine) < 2:
         return None
