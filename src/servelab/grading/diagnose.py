@@ -356,8 +356,8 @@ class Diagnoser:
         if place.divergence is not None:
             found = [m for m in found if self._alike_at_call(place.divergence, m)]
         hidden_in = place.methods[0] if len(place.methods) == 1 else None
-        rule = reading(self.spec.reader, place.divergence, program, hidden_in) if read else None
         d = place.divergence
+        rule = reading(self.spec.reader, d, program, hidden_in, impl) if read else None
         if (
             rule is None  # a reading written for this raise states its rule; else the facts
             and raised is not None

@@ -31,6 +31,7 @@ from servelab.grading.prefix_cache_hints import (
 from servelab.grading.prefix_cache_order import (
     decode_names_the_copy,
     plain_free_at_the_right_end,
+    plain_free_from_the_left_end,
     unverified_hit_ends_lookup,
 )
 from servelab.grading.prefix_cache_replay import REPLAY
@@ -654,6 +655,11 @@ TOPIC = Topic(
                     "a freed plain block joins the right end",
                     "free-order-return",
                     lambda impl: plain_free_at_the_right_end(Script.graded(REPLAY, impl, HINTS)),
+                ),
+                _probe(
+                    "a new block leaves the plain free list from the left",
+                    "free-order-take",
+                    lambda impl: plain_free_from_the_left_end(Script.graded(REPLAY, impl, HINTS)),
                 ),
             ],
             MachineCheck(

@@ -42,6 +42,11 @@ HINTS: dict[str, Hint] = {
         "refcount reaches 0, at its right end (append), behind the blocks already free",
         About(("_release",), ("free",)),
     ),
+    "free-order-take": Hint(
+        "the plain free list is a queue: `_alloc` takes a plain free block from its left end "
+        "(popleft), the block that has been free longest",
+        About(("_alloc",), ("free",)),
+    ),
     "free-list": Hint(
         "a block is on the free list twice, or free and held at once: a block whose "
         "refcount reaches 0 goes to the evictable list if it holds a hash, else to the free "

@@ -1,6 +1,6 @@
 """Prefix-cache probes for slips only a rare program shows: a lookup past a hit that failed
 verification, a decode that names the block it copied from, a plain free block put back at
-the wrong end. Apart from :mod:`servelab.grading.prefix_cache` to keep it short."""
+or taken from the wrong end. Apart from :mod:`servelab.grading.prefix_cache` to keep it short."""
 
 from __future__ import annotations
 
@@ -56,4 +56,19 @@ def plain_free_at_the_right_end(s: Script) -> None:
         after[: len(before)] == before,
         f"free_list() went from {before} to {after}: a freed block that holds no hash joins "
         f"the right end of the plain free list, behind the blocks already free ({before})",
+    )
+
+
+def plain_free_from_the_left_end(s: Script) -> None:
+    """A new block leaves the plain free list from its left end (a queue, as in the block
+    manager): read against the implementation's own free list."""
+    s("bm = PrefixBlockManager(4, 2)")
+    free = list(s("bm.free_list()"))
+    s("bm.allocate(0, [1])  # one partial block, taken from the plain free list")
+    table = list(s("bm.block_table(0)"))
+    s.check(
+        table == free[:1],
+        f"bm.block_table(0) is {table}; the free list was {free}: a new block leaves the "
+        f"plain free list from its left end (popleft), the block free longest first "
+        f"({free[:1]})",
     )

@@ -72,12 +72,14 @@ def reading(
     divergence: Divergence | None,
     program: str = "",
     hidden_in: str | None = None,
+    impl: Any = None,
 ) -> str | None:
     """The rule ``divergence`` breaks, in words, or None when ``reader`` (a topic's, declared in
     its :class:`~servelab.grading.replay.TopicReplay`; None: the topic has none) finds none that
     fits; ``program`` is the failing program the divergence was found in. Without a
     divergence, ``hidden_in`` names the one method whose graft fixes the program though no
-    call of it differs where a learner sees (:attr:`Difference.hidden`)."""
+    call of it differs where a learner sees (:attr:`Difference.hidden`); ``impl``, the
+    learner's class, lets its reading replay the program (:attr:`Difference.impl`)."""
     if reader is None:
         return None
     if divergence is None or divergence.unkeyed:  # no call differs in the state's key
@@ -85,7 +87,7 @@ def reading(
         if named is None:
             return None
         policy, _, method = named.rpartition(".")
-        hidden = Difference(method, policy, (), {}, {}, {}, "", "", None, program, True)
+        hidden = Difference(method, policy, (), {}, {}, {}, "", "", None, program, True, impl=impl)
         try:
             said = reader(hidden)
         except Exception:

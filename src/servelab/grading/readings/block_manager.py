@@ -9,6 +9,7 @@ from typing import Any
 
 from servelab.grading.readings.block_manager_cow import copy_given_back, over_released_reading
 from servelab.grading.readings.block_manager_ids import wrong_error_reading
+from servelab.grading.readings.block_manager_taken import taken_order_reading
 from servelab.grading.readings.difference import (
     BOTH_RAISED,
     MINE_RAISED,
@@ -275,6 +276,14 @@ def _slot_reading(d: Difference) -> str | None:
             f"new one: position {length} starts a block, so on the boundary the token goes to "
             f"offset 0 of the block just appended ({where})"
         )
+    if str(block) == theirs.group(1) and offset != length % size:
+        copy = "cow_src=None" not in (d.returned("mine") or "cow_src=None")
+        kept = " (a copy holds the shared block's tokens at their offsets)" if copy else ""
+        return (
+            f"yours gave the token offset {offset} of block {block}; its position is {length}, "
+            f"the length before the call, so its offset is {length} % {size} = "
+            f"{length % size}{kept}"
+        )
     return None
 
 
@@ -531,7 +540,7 @@ def block_manager_reading(d: Difference) -> str | None:
         )
     if m in ("free_seq", "_release") and differ & {"refcounts", "num_free"}:
         return RELEASED.show(d, _released(d))
-    return None
+    return taken_order_reading(d)
 
 
 def _released(d: Difference) -> str:

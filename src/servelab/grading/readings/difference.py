@@ -82,6 +82,9 @@ class Difference:
     """The same method called with other arguments on copies of the state: the values yours
     and the reference return (:func:`~servelab.grading.readings.kinds_offset.other_results`),
     to tell an offset of the method's own from a by-product of one call."""
+    impl: Any = field(default=None, compare=False, repr=False)
+    """The learner's class, for a hidden difference (no call, no fields): a reading may replay
+    ``program`` on it to find the call the fields do not show."""
 
     def probe(self, method: str, *args: Any) -> tuple[str, Any]:
         """Your ``method`` called on a fresh copy of the object as it was before the call:

@@ -7,6 +7,7 @@ import copy
 from typing import Any
 
 from servelab.grading.readings.block_manager import block_manager_reading
+from servelab.grading.readings.block_manager_taken import taken_order_reading
 from servelab.grading.readings.difference import (
     BOTH_RAISED,
     MINE_RAISED,
@@ -16,6 +17,7 @@ from servelab.grading.readings.difference import (
     WrittenFor,
     call,
 )
+from servelab.grading.readings.prefix_cache_decode import decode_hash_place
 from servelab.grading.readings.prefix_cache_rules import (
     chain_short_at_end,
     claim_forgotten,
@@ -267,6 +269,9 @@ def _alloc_reading(d: Difference) -> str | None:
         )
     if d.same_outcome:
         return None
+    reclaim = d.before.get("reclaim order", [])
+    if all(str(b) not in map(str, reclaim) for b in (shown, d.returned("theirs"))):
+        return taken_order_reading(d)  # both plain free blocks: the plain list's order
     return OTHER_BLOCK.show(
         d,
         "take a plain free block first, and reclaim a cached one only when none is left, "
@@ -367,7 +372,7 @@ def prefix_cache_reading(d: Difference) -> str | None:
                 "it keeps for a lookup. Record all three: map[h] = block, hash[block] = h and "
                 "tokens[block] = block_tokens, the tokens a hit is verified against"
             )
-        return None
+        return decode_hash_place(d)
     if m == "_chain" and not d.same_outcome:
         found = _chain_by_parent(d) or _chain_slices(d) or chain_short_at_end(d)
         if found:
