@@ -27,7 +27,7 @@ from servelab.grading.kv_offload_edges import (
 )
 from servelab.grading.kv_offload_hints import HINTS, REMOVE_HOLDS
 from servelab.grading.kv_offload_replay import REPLAY
-from servelab.grading.kv_offload_script import OffloadScript
+from servelab.grading.kv_offload_script import OffloadScript, chunks_in_memory
 from servelab.grading.kv_offload_script import hierarchy_script as _hierarchy
 from servelab.grading.kv_offload_script import put_chunk as _put
 from servelab.grading.kv_offload_script import store_chunk as _store
@@ -351,7 +351,8 @@ def _release_each_once(impl: Any) -> None:
 
 
 def _retrieve_keeps_lru_order(impl: Any) -> None:
-    """A disk read is a use there; the chunks read are promoted in the lookup's order."""
+    """A disk read is a use there; the chunks read are promoted in the lookup's order, after
+    every chunk is read: a promoted chunk ends up more recently used than a CPU hit read."""
     s = _hierarchy(impl, 60, 120)
     for k in "abcd":
         _store(s, k, 30)  # 'a' and 'b' go down to disk
@@ -361,6 +362,9 @@ def _retrieve_keeps_lru_order(impl: Any) -> None:
     s("h.retrieve(h.lookup(['b', 'c']))")
     cpu = "h.tiers[0].keys()"
     s.expect(s(cpu), ["b", "c"], f"{cpu} after h.retrieve(h.lookup(['b', 'c']))")
+    s("h.retrieve(h.lookup(['a', 'b']))")  # 'a' from disk, 'b' from the CPU tier
+    after = f"{cpu} after h.retrieve(h.lookup(['a', 'b']))"
+    s.expect(s(cpu), ["b", "a"], after, "read-then-promote")
 
 
 def _stored_since_the_lookup(impl: Any) -> None:
@@ -545,6 +549,7 @@ def _machine(level: int) -> MachineCheck:
 
 
 TOPIC = Topic(
+    around=chunks_in_memory,
     replay=REPLAY,
     checkpoint="kv_offload",
     name="kv-offload",
