@@ -1,7 +1,8 @@
 """A load_seconds hint shown only where it is true of the learner's load: a check's hint about
 the KV bytes (or the latency) follows the place only when calling yours again with the link
-cut to its bandwidth alone (its latency alone) shows that term differing; and the disk tiers
-a grade builds keep their files in memory where the system has such a folder."""
+cut to its bandwidth alone (its latency alone) shows that term differing; a model number the
+bytes part leaves out (or follows where the KV does not) named by doubling it; and the disk
+tiers a grade builds keep their files in memory where the system has such a folder."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from servelab import checkpoint
 from servelab.grading.kv_offload_script import chunks_in_memory
 from servelab.grading.kv_offload_terms import load_terms, own_numbers_missed
 from servelab.grading.localise import Divergence
+from servelab.grading.mistakes.kv_offload import kv_bytes_keys_only
 from servelab.kv.offload.cost import ModelShape
 
 FINAL = checkpoint("kv-offload", 4)
@@ -65,10 +67,51 @@ def test_a_latency_slip_is_not_sent_to_the_kv_bytes_rule() -> None:
     assert KV_BYTES not in report
 
 
-def test_a_kv_bytes_slip_keeps_the_kv_bytes_rule() -> None:
-    report = _report(LoadWithoutLayers)
+class LoadAllHeads(FINAL["Hierarchy"]):  # type: ignore[misc]
+    """load_seconds: a token's KV over every query head, d_model wide, not kv_heads."""
+
+    def load_seconds(self, tokens: int, tier: str) -> float:
+        m, link = self.model, self.links[tier]
+        kv_bytes = 2 * m.layers * m.d_model * m.bytes_per_value
+        chunks = -(-tokens // self.chunk_tokens)
+        return chunks * link.latency_s + tokens * kv_bytes / link.bandwidth
+
+
+class LoadWithAHeader(FINAL["Hierarchy"]):  # type: ignore[misc]
+    """load_seconds: moves a 16 MiB header with every load, on top of the KV."""
+
+    def load_seconds(self, tokens: int, tier: str) -> float:
+        m, link = self.model, self.links[tier]
+        chunks = -(-tokens // self.chunk_tokens)
+        moved = tokens * _kv_bytes(m) + 16 * 2**20
+        return chunks * link.latency_s + moved / link.bandwidth
+
+
+def test_a_bytes_slip_keeps_the_kv_bytes_rule() -> None:
+    report = _report(LoadWithAHeader)
     assert "✗ step 4 · a load moves K and V" in report
     assert KV_BYTES in report
+
+
+GEOMETRY = "with the link's latency set to 0 (the bytes part alone), doubling model."
+
+
+def test_a_load_without_the_layers_is_named_by_doubling_them() -> None:
+    report = _report(LoadWithoutLayers)
+    assert "✗ step 4 · a load moves K and V" in report
+    assert GEOMETRY + "layers doubles the reference's load and leaves yours as it was" in report
+
+
+def test_a_load_over_every_query_head_is_named_by_doubling_the_width() -> None:
+    report = _report(LoadAllHeads)
+    assert GEOMETRY + "kv_heads or model.head_dim doubles the reference's load" in report
+    assert "doubling model.d_model leaves the reference's load as it was" in report
+
+
+def test_a_load_whose_bytes_agree_names_no_model_number() -> None:
+    assert GEOMETRY not in _report(ChunksOfAHundredTokens)
+    kv_keys_only = failing_report("kv-offload", kv_bytes_keys_only.Buggy, 4)
+    assert GEOMETRY not in kv_keys_only[0].text  # every number followed, a factor of 2 off
 
 
 def _divergence(cls: type, tokens: int, tier: str, **numbers: Any) -> Divergence:
