@@ -11,7 +11,7 @@ it, and one that says "the count" is about ``counts`` all the same.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +41,13 @@ class About:
     alternatives: tuple[About, ...] = field(default=(), compare=False, repr=False)
     """The hints' own Abouts, for hints offered as alternatives (:func:`either`): the pair
     fits where one of them fits, never by one's method with the other's fields."""
+    holds: Callable[[Divergence | None], bool] | None = field(
+        default=None, compare=False, repr=False
+    )
+    """For a hint about a method whose call only returns a number (no field shows what it
+    did): whether the hint is true of the first diverging call, proved by calling the
+    learner's method again (a hint about the latency term, where the latency term agrees, is
+    about code that is right). None: no such proof is asked."""
 
     def __post_init__(self) -> None:
         named = (("methods", self.methods), ("fields", self.fields), ("needs", self.needs))
@@ -70,6 +77,8 @@ class About:
         if self.alternatives:
             return any(a.fits(methods, divergence) for a in self.alternatives)
         if self.needs and not _holds_one(self.needs, divergence):
+            return False
+        if self.holds is not None and not self.holds(divergence):
             return False
         touched = _touched(divergence)
         if self.fields and touched and not any(self.names_field(k) for k in touched):

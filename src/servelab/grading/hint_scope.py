@@ -93,4 +93,6 @@ def fits_raise(about: About, divergence: Divergence | None) -> bool:
         return any(fits_raise(a, divergence) for a in about.alternatives)
     if divergence is None or not about.names_method(divergence.method):
         return False
+    if about.holds is not None and not about.holds(divergence):
+        return False
     return not about.fields or RESULT in about.fields

@@ -4,6 +4,11 @@ the methods (and fields) it is about."""
 from __future__ import annotations
 
 from servelab.grading.about import About, Hint
+from servelab.grading.kv_offload_terms import (
+    bytes_term_differs,
+    latency_term_differs,
+    own_numbers_missed,
+)
 
 HINTS: dict[str, Hint] = {
     "pinned": Hint(
@@ -146,17 +151,17 @@ HINTS: dict[str, Hint] = {
     "kv-bytes": Hint(
         "load_seconds: KV bytes per token = 2 (K and V) · layers · kv_heads · head_dim "
         "· bytes_per_value",
-        About(("load_seconds",)),
+        About(("load_seconds",), holds=bytes_term_differs),
     ),
     "latency": Hint(
         "load_seconds: a load pays the link's latency once per chunk request "
         "(chunk_tokens tokens), not per token and not once in all",
-        About(("load_seconds",)),
+        About(("load_seconds",), holds=latency_term_differs),
     ),
     "own-numbers": Hint(
         "use the hierarchy's own model, flops, links and chunk_tokens: a grader "
         "(or a deployment) sets them",
-        About(("recompute_seconds", "load_seconds")),
+        About(("recompute_seconds", "load_seconds"), holds=own_numbers_missed),
     ),
     "worth-loading": Hint(
         "worth_loading is load_seconds < recompute_seconds for those tokens",
@@ -193,6 +198,12 @@ HINTS: dict[str, Hint] = {
     "promote-order": Hint(
         "retrieve promotes the chunks it read in the lookup's order, so the CPU tier's "
         "LRU order follows the prefix",
+        About(("retrieve",), ("keys",)),
+    ),
+    "read-then-promote": Hint(
+        "retrieve reads every found chunk first (a read from the CPU tier is a use there, "
+        "which LRU refreshes) and only then promotes the lower tiers' hits: a chunk just "
+        "promoted is the CPU tier's most recently used",
         About(("retrieve",), ("keys",)),
     ),
     "read-is-use": Hint(

@@ -3,6 +3,10 @@ method calls on it, each written as a line the report can reproduce."""
 
 from __future__ import annotations
 
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from servelab.grading._script import Script, graded_names
@@ -11,7 +15,33 @@ from servelab.grading.kv_offload_replay import REPLAY
 from servelab.grading.kv_offload_values import Payload
 from servelab.testing.kv_offload import tier_fields
 
-__all__ = ["OffloadScript", "hierarchy_script", "put_chunk", "store_chunk", "tier_script"]
+__all__ = [
+    "OffloadScript",
+    "chunks_in_memory",
+    "hierarchy_script",
+    "put_chunk",
+    "store_chunk",
+    "tier_script",
+]
+
+_MEMORY = "/dev/shm"  # a file system in memory, on Linux
+
+
+@contextmanager
+def chunks_in_memory() -> Iterator[None]:
+    """Within the block, a temporary folder (the disk tier's own, when no root is given) is
+    made in memory where the system has such a file system: the same files and the same
+    calls, but a write's fsync and a folder's removal cost next to nothing, and a grade's
+    state machine builds a disk tier for every program it runs."""
+    before = tempfile.tempdir
+    usable = os.path.isdir(_MEMORY) and os.access(_MEMORY, os.W_OK | os.X_OK)
+    if usable:
+        tempfile.tempdir = _MEMORY
+    try:
+        yield
+    finally:
+        if usable:
+            tempfile.tempdir = before
 
 
 class OffloadScript(Script):

@@ -9,6 +9,7 @@ from typing import Any
 
 from servelab.grading.readings.difference import Difference
 from servelab.grading.readings.kinds import factor_words
+from servelab.grading.readings.kv_offload_geometry import kv_geometry
 
 _TOKENS = (1, 300, 2048)  # a partial chunk, a chunk and a bit, whole chunks (256 each)
 
@@ -100,4 +101,4 @@ def _latency_scaled(d: Difference) -> str | None:
     )
 
 
-READINGS = (_added_link, _latency_scaled)
+READINGS = (_added_link, _latency_scaled, kv_geometry)

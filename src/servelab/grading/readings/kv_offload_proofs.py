@@ -10,6 +10,7 @@ from typing import Any
 
 from servelab.grading.readings.difference import Difference
 from servelab.grading.readings.kv_offload_cost import READINGS as LOAD_READINGS
+from servelab.grading.readings.kv_offload_promote import PROMOTE_PROOFS
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 
@@ -193,9 +194,9 @@ def _moved_newest(d: Difference) -> str | None:
 
 PROOFS = {
     "put": (_read_after_discard, _victim_bytes_kept),
-    "store": (_store_refreshed_below, _store_left_out),
+    "store": (_store_refreshed_below, _store_left_out, *PROMOTE_PROOFS["store"]),
     "load_seconds": LOAD_READINGS,
-    "retrieve": (_payload_not_returned,),
+    "retrieve": (_payload_not_returned, *PROMOTE_PROOFS["retrieve"]),
     "lookup": (_moved_newest,),
     "release": (_moved_newest,),
     "_cascade": (_moved_newest,),
