@@ -188,9 +188,11 @@ def _removals(sieve: type) -> dict[str, type]:
 
 def test_step_three_places_a_pin_or_unpin_that_moves_a_key() -> None:
     # step 3 does not observe the queue (a finished class graded at step 3 must compare with
-    # the step-3 reference field for field), so the place is found by the hybrids alone
+    # the step-3 reference field for field), so the place is found by the hybrids alone; the
+    # call that moved the key, by a second localisation that reads the queue
     said = _hint(P, _removals(_PinMovesOldest), 3)
-    assert "start at your `update_on_pin`" in said
+    assert "start at your `SIEVE.update_on_pin`" in said
+    assert "moved 'b' to the oldest end of the queue" in said
     report, _ = failing_report(P, _removals(_UnpinRequeues), 3)  # caught; not placed
     assert "✗ step 3" in report.text
     assert "moved keys in the queue" not in _hint(P, _removals(_PinClearsBit), 3)

@@ -190,7 +190,7 @@ PROVEN = [
     (W, _FourEntries, 2, "the budget counts bytes, not entries"),
     (W, _SkipsReleased, 3, "whose pins were all released"),
     (P, _TiesByKey, 1, "yours orders keys of equal count by key"),
-    (P, {"LFU": POLICIES["LFU"], "SIEVE": _NewestFirstAtRest}, 4, "the wrong way is newest"),
+    (P, {"LFU": POLICIES["LFU"], "SIEVE": _NewestFirstAtRest}, 4, "starts its sweep at the newest"),
 ]
 UNPROVEN = [
     (W, _PinsLookupMisses, 3, "pass over the pinned ones"),  # none is pinned to pass over

@@ -42,6 +42,7 @@ from servelab.grading.certainty import agrees_everywhere
 from servelab.grading.ending import shown_at_end
 from servelab.grading.graft import _classes as graft_classes
 from servelab.grading.graft import _split, graft
+from servelab.grading.hidden_reading import placed_reading
 from servelab.grading.hint_scope import covers_actions, fits_raise
 from servelab.grading.localise import (
     Divergence,
@@ -53,7 +54,7 @@ from servelab.grading.localise import (
 from servelab.grading.mistakes import Mistake, correct_impl, mistakes
 from servelab.grading.name_variants import name_variants
 from servelab.grading.observe import Canon
-from servelab.grading.readings import kind, reading
+from servelab.grading.readings import kind
 from servelab.grading.readings.contrast import agrees_near, appended, condition, second_results
 from servelab.grading.readings.kinds_offset import other_results
 from servelab.grading.registry import TOPICS, load_topic
@@ -300,13 +301,19 @@ class Diagnoser:
                     return False
         return True
 
-    def localised(self, program: str, impl: Any, step: int | None = None) -> Localisation:
-        """Where ``impl`` starts to differ from the checkpoint of ``step`` (the last: None)."""
+    def localised(
+        self, program: str, impl: Any, step: int | None = None, deeper: bool = False
+    ) -> Localisation:
+        """Where ``impl`` starts to differ from the checkpoint of ``step`` (the last: None);
+        ``deeper``: reading the topic's hidden fields too (:mod:`.hidden_reading`)."""
         from servelab.checkpoints import checkpoint
 
         reference = correct_impl(self.topic) if step is None else checkpoint(self.topic, step)
         program = self.usual_names(program, impl)
         skeleton = self.skeleton
+        more = self.spec.hidden_fields
+        if deeper and more is not None:
+            skeleton = dataclasses.replace(skeleton, fields=more, detail=more)
         first = program.lstrip().split("=", 1)[0].strip()
         if self.spec.subject_per_program and first.isidentifier() and first != skeleton.subject:
             skeleton = dataclasses.replace(skeleton, subject=first)
@@ -356,8 +363,8 @@ class Diagnoser:
         if place.divergence is not None:
             found = [m for m in found if self._alike_at_call(place.divergence, m)]
         hidden_in = place.methods[0] if len(place.methods) == 1 else None
+        rule = placed_reading(self, program, impl, step, place, hidden_in) if read else None
         d = place.divergence
-        rule = reading(self.spec.reader, d, program, hidden_in, impl) if read else None
         if (
             rule is None  # a reading written for this raise states its rule; else the facts
             and raised is not None

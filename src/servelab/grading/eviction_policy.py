@@ -38,6 +38,7 @@ from servelab.grading.about import RESULT, About, Hint
 from servelab.grading.observe import (
     Canon,
     frozen,
+    policy_hidden_fields,
     policy_history,
     policy_skeleton_fields,
 )
@@ -83,6 +84,7 @@ from servelab.grading.policy_probes_heap import (
     lfu_ties_past_many_ticks,
 )
 from servelab.grading.readings.eviction_policy import eviction_policy_reading
+from servelab.grading.readings.eviction_policy_ticks import tick_went_back
 from servelab.grading.replay import TopicReplay, plain, program
 from servelab.grading.topic import MachineCheck, Probe, Step, Topic
 from servelab.testing.core import RecordingMachine
@@ -412,6 +414,8 @@ REPLAY = TopicReplay(
     classes=CLASSES,
     fields=policy_skeleton_fields,
     detail=policy_history,
+    hidden_fields=policy_hidden_fields,
+    hidden_reader=tick_went_back,
     reader=eviction_policy_reading,
 )
 """How diagnosis replays this topic's programs (:mod:`servelab.grading.diagnose`)."""

@@ -21,6 +21,7 @@ __all__ = [
     "changes",
     "frozen",
     "policy_fields",
+    "policy_hidden_fields",
     "policy_history",
     "policy_skeleton_fields",
     "prefix_fields",
@@ -120,6 +121,20 @@ def policy_history(policy: Any, canon: Callable[[Any], Any] = _same) -> dict[str
 def policy_skeleton_fields(policy: Any, canon: Callable[[Any], Any] = _same) -> dict[str, Any]:
     """A policy's observable fields, then the history its skeleton keeps."""
     return {**policy_fields(policy), **policy_history(policy)}
+
+
+def policy_hidden_fields(policy: Any, canon: Callable[[Any], Any] = _same) -> dict[str, Any]:
+    """A policy's fields and history, then what a call keeps for much later: a SIEVE's queue
+    (keys oldest first, pinned ones too) and an LFU's ticks (``reached``). Read only where no
+    call differs without them (a pin that moves its key, a tick that wraps)."""
+    out = policy_skeleton_fields(policy, canon)
+    queue = getattr(policy, "queue", None)
+    if isinstance(queue, list):
+        out["queue"] = list(queue)
+    reached = getattr(policy, "reached", None)
+    if isinstance(reached, dict):
+        out["ticks"] = dict(reached)
+    return out
 
 
 def blocks_fields(bm: Any, canon: Callable[[Any], Any] = _same) -> dict[str, Any]:

@@ -141,6 +141,13 @@ class TopicReplay:
     detail: Callable[[Any], dict[str, Any]] | None = None
     """The graded object's own fields that no call shows at once (an LFU's counts), compared
     after each call localisation spies on (:class:`~servelab.grading.localise.Skeleton`)."""
+    hidden_fields: Callable[[Any], dict[str, Any]] | None = None
+    """More of the graded object's own fields (a SIEVE's queue), read only where one method's
+    graft fixes the program yet no call of it differs in :attr:`fields` and :attr:`detail`:
+    a second localisation with these finds the call, for a reading only. None: no second one."""
+    hidden_reader: Callable[[str, Any, Any, str], str | None] | None = None
+    """Reads such a program on the learner's own class where no call of the one method found
+    differs even with :attr:`hidden_fields`: ``(program, impl, reference, method)``."""
     reader: Callable[[Any], str | None] | None = None
     """Reads the first diverging call as the rule it breaks (:mod:`servelab.grading.readings`);
     None: the report points at the place only."""

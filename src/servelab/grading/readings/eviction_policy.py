@@ -24,6 +24,7 @@ from servelab.grading.readings.eviction_policy_rules import (
     lists_queue_order,
     put_cleared_bits,
     queue_moved,
+    tick_not_fresh,
 )
 from servelab.grading.readings.kinds import count_moved
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
@@ -130,6 +131,35 @@ def _sweeps_newest_first(d: Difference) -> bool:
     return bool(_trial(make, lambda p: p.pop_victim()) == candidates[-1])
 
 
+def _starts_at_newest(d: Difference) -> bool:
+    """With the hand at rest (None) yours began at the newest key: on copies with every bit
+    clear, yours evicts the newest candidate with the hand at None and the oldest with the
+    hand set on the oldest key; with the oldest visited too, the next older one (its sweep
+    goes towards newer keys once it has a start)."""
+    queue, pinned = list(getattr(d.subject, "queue", [])), set(getattr(d.subject, "pinned", ()))
+    candidates = [k for k in queue if k not in pinned]
+    if len(candidates) < 3 or getattr(d.subject, "hand", 0) is not None:
+        return False
+
+    def make(hand: Any, seen: Any = None) -> Callable[[], Any]:
+        def fresh() -> Any:
+            p = copy.deepcopy(d.subject)
+            p.visited = {k: k == seen for k in p.visited}
+            p.hand = hand
+            return p
+
+        return fresh
+
+    def pop(p: Any) -> Any:
+        return p.pop_victim()
+
+    return bool(
+        _trial(make(None), pop) == candidates[-1]
+        and _trial(make(candidates[0]), pop) == candidates[0]
+        and _trial(make(candidates[0], candidates[0]), pop) == candidates[1]
+    )
+
+
 def _sieve_victim(d: Difference) -> str | None:
     p = d.subject
     queue, visited = list(getattr(p, "queue", [])), getattr(p, "visited", {})
@@ -155,6 +185,13 @@ def _sieve_victim(d: Difference) -> str | None:
             f"yours evicted {mine}, whose visited bit was set, where {theirs} had none: the "
             "hand clears a visited key's bit and moves on to the next newer key, so a hit "
             "protects a key once; it evicts the first unvisited key it reaches"
+        )
+    if _starts_at_newest(d):
+        return (
+            f"yours evicted {mine}, the reference {theirs}: with the hand at rest (None) yours "
+            "starts its sweep at the newest key; on copies with every bit clear it evicts the "
+            "newest key then, and the oldest once the hand is set on the oldest. None means "
+            "'start at the oldest key'; from there the hand moves to newer keys"
         )
     # the direction is stated only where yours, asked again from the oldest with no bit set,
     # evicts the newest key: a sweep that goes the right way one key too far takes a newer
@@ -334,6 +371,9 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 "or pop from the policy's heap as it reads?"
             )
         return None
+    tick = tick_not_fresh(d)
+    if tick:
+        return tick
     other = other_error(d)
     if other:
         return other

@@ -13,7 +13,7 @@ from servelab.grading.readings.difference import SAME, VALUE, Difference, Writte
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 QUEUE_MOVED = WrittenFor((SAME,), ("queue", "visited", "pinned"))
-"""A pin or unpin that moved keys in SIEVE's queue (beside what it changes as it should)."""
+"""A pin, unpin or hit that moved keys in SIEVE's queue (beside what it changes as it should)."""
 HAND_KEPT = WrittenFor((SAME,), ("hand", "eviction order", "visited"))
 """The right victim, and the hand left where it was."""
 HAND_AT_OLDEST = WrittenFor((SAME,), ("hand",))
@@ -23,9 +23,13 @@ COUNTED_FEWER = WrittenFor((VALUE,), ("len", "eviction order"))
 
 
 def queue_moved(d: Difference) -> str | None:
-    """update_on_pin or update_on_unpin changed SIEVE's queue, which the reference's leaves
-    as it was: seen in the call's own fields."""
-    if d.method not in ("update_on_pin", "update_on_unpin") or "queue" not in d.differ:
+    """update_on_pin, update_on_unpin or update_on_hit changed SIEVE's queue, which the
+    reference's leaves as it was: seen in the call's own fields (the queue itself, where a
+    second localisation reads it). Where the call's key alone moved, to one end, that end is
+    said; otherwise the queue before and after."""
+    if d.method not in ("update_on_pin", "update_on_unpin", "update_on_hit"):
+        return None
+    if "queue" not in d.differ:
         return None
     key = d.args[0] if d.args else None
     before, mine = d.before.get("queue"), d.mine.get("queue")
@@ -33,12 +37,24 @@ def queue_moved(d: Difference) -> str | None:
         return None
     if d.theirs.get("queue") != before or sorted(map(repr, mine)) != sorted(map(repr, before)):
         return None
-    return QUEUE_MOVED.show(
-        d,
-        f"yours moved keys in the queue on {d.method}({key!r}) ({before!r} -> {mine!r}): a "
-        "pin and an unpin move nothing, so the key keeps its place (and its bit) in the "
-        "queue and is swept there once it is a candidate again",
-    )
+    rest = [k for k in before if k != key]
+    if key in before and mine == [*rest, key]:
+        moved = f"yours moved {key!r} to the newest end of the queue ({before!r} -> {mine!r})"
+    elif key in before and mine == [key, *rest]:
+        moved = f"yours moved {key!r} to the oldest end of the queue ({before!r} -> {mine!r})"
+    else:
+        moved = f"yours moved keys in the queue on {d.method}({key!r}) ({before!r} -> {mine!r})"
+    if d.method == "update_on_hit":
+        rule = (
+            "a hit only sets the visited bit and moves nothing: the key keeps its arrival "
+            "place, and the bit is what spares it when the hand comes"
+        )
+    else:
+        rule = (
+            "a pin and an unpin move nothing, so the key keeps its place (and its bit) in the "
+            "queue and is swept there once it is a candidate again"
+        )
+    return QUEUE_MOVED.show(d, f"{moved} on {d.method}({key!r}): {rule}")
 
 
 def hand_kept(d: Difference) -> str | None:
@@ -152,3 +168,58 @@ def lists_queue_order(d: Difference) -> bool:
         return False
     except OutOfLines:
         return False
+
+
+def tick_not_fresh(d: Difference) -> str | None:
+    """An LFU put or hit that recorded a tick no later than one a key already holds: read on
+    copies of yours before and after the call (its own `reached`), only where the call
+    differs in nothing but the order and the ticks. A tick equal to the key's own before a
+    hit is the tick left where it was; equal to another key's, the clock not advanced;
+    below one, the clock gone back (with the reference's tick beside it where a second
+    localisation reads the ticks)."""
+    if _policy_of(d) != "LFU" or d.method not in ("update_on_put", "update_on_hit"):
+        return None
+    if d.outcome_pair != SAME or not d.differ <= {"ticks", "eviction order"} or not d.args:
+        return None
+    key = d.args[0]
+    before = getattr(d.subject, "reached", None)
+    after = getattr(d.after(), "reached", None)
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return None
+    ticks = [t for t in [*before.values(), after.get(key)] if not isinstance(t, int | float)]
+    if ticks or isinstance(after.get(key), bool) or not before:
+        return None
+    new = after[key]
+    what = "put" if d.method == "update_on_put" else "hit"
+    if what == "hit" and before.get(key) == new:
+        return (
+            f"yours left the tick of {key!r} at {new!r}, where it reached its old count, "
+            f"though this hit raised its count: `reached` records when the key reached its "
+            "current count, so a hit records the fresh tick it takes"
+        )
+    top_key = max(before, key=lambda k: (before[k], repr(k)))
+    top = before[top_key]
+    if new > top:
+        return None
+    fresh = (
+        "each put and each hit takes a fresh tick, later than every tick before it, so among "
+        "equal counts the key that reached its count first leaves first"
+    )
+    if new == top:
+        return (
+            f"yours recorded tick {new!r} for {key!r} on this {what}, the tick {top_key!r} "
+            f"already has: advance the clock before recording it; {fresh}"
+        )
+    theirs = d.theirs.get("ticks", {})
+    ref = theirs.get(key) if isinstance(theirs, dict) else None
+    beside = f" (the reference records {ref!r})" if isinstance(ref, int) and ref > top else ""
+    return (
+        f"yours recorded tick {new!r} for {key!r} on this {what}{beside}, below tick {top!r} "
+        f"that {top_key!r} reached its count at before it: your tick went back. A tick only "
+        f"grows, however many calls come: {fresh}"
+    )
+
+
+def _policy_of(d: Difference) -> str:
+    """The call's own prefix (``SIEVE``), or LFU where a step grades one class alone."""
+    return d.policy or "LFU"

@@ -21,9 +21,11 @@ from servelab.grading.readings.weight_cache_rules import (
     bytes_of_some_victims,
     evict_kept_victim,
     get_answered_pair,
+    get_moved,
     missed_only_never_put,
     pins_said,
     replaced_signs_swapped,
+    returned_other_count,
     victim_kinds,
 )
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
@@ -451,6 +453,8 @@ def weight_cache_reading(d: Difference) -> str | None:
         return CHOSE.show(d, _weight_cache_victim(d))
     if m == "_check_can_admit" and not d.same_outcome:
         return _weight_cache_admit(d)
+    if m in ("pin", "unpin") and d.outcome_pair == VALUE and not differ:
+        return returned_other_count(d)
     absent = bool(d.args) and d.args[0] not in d.before.get("resident", ())
     if m == "get" and d.outcome_pair == VALUE:
         pair = CHOSE.show(d, get_answered_pair(d))
@@ -604,7 +608,7 @@ def weight_cache_reading(d: Difference) -> str | None:
         return COUNTED.show(d, _weight_cache_counters(d))
     if m == "get" and "resident" in differ:
         return REFRESHED.show(
-            d, "a hit refreshes the key: get moves it to the most recently used end"
+            d, get_moved(d) or "a hit refreshes the key: get moves it to the most recently used end"
         )
     gone = key not in d.mine.get("resident", ()) and key in d.theirs.get("resident", ())
     if m in ("pin", "unpin") and resident and gone:

@@ -7,6 +7,7 @@ pair, pin counts that started above 0 or all went at once, pins counted as bytes
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from servelab.grading.readings.difference import Difference, call
@@ -251,3 +252,121 @@ def bytes_of_some_victims(d: Difference) -> str | None:
         f"yours added {added} to `evicted_bytes` in this put, the size of {some} alone; the "
         f"put evicted {every}, {theirs - before} bytes: each eviction adds its victim's size"
     )
+
+
+#: What a pin() or unpin() of one key may return instead of that key's own count, read from
+#: the pins after the call (every non-zero pin count, by key).
+def _keys_pinned(pins: dict[Any, int]) -> int:
+    return len(pins)
+
+
+def _pins_together(pins: dict[Any, int]) -> int:
+    return sum(pins.values())
+
+
+_OTHER_COUNTS: dict[str, Callable[[dict[Any, int]], int]] = {
+    "the number of keys pinned": _keys_pinned,
+    "the pins of every key together": _pins_together,
+}
+
+
+def returned_other_count(d: Difference) -> str | None:
+    """A pin() or unpin() that returned another count than its key's: the number of keys
+    pinned, or the pins of every key together, after the call. Said only where exactly one
+    of those equals yours here and on the same call for each other resident key that accepts
+    it (run on copies), and the reference's differs from it on one of those calls at least."""
+    if d.method not in ("pin", "unpin") or d.differ or not d.args:
+        return None
+    key, mine, theirs = d.args[0], d.returned("mine"), d.returned("theirs")
+    pins = d.mine.get("pins")
+    if mine is None or theirs is None or mine == theirs or not isinstance(pins, dict):
+        return None
+    left = {n: f for n, f in _OTHER_COUNTS.items() if repr(f(pins)) == mine}
+    others = [k for k in d.before.get("resident", ()) if k != key][:3]
+    # the same call on another key, and on this key once another has one pin more
+    trials = [(None, o) for o in others] + [(o, key) for o in others]
+    parted = False
+    for extra, target in trials:
+        try:
+            obj = copy.deepcopy(d.subject)
+            with line_budget(LINES_PER_CALL):
+                if extra is not None:
+                    obj.pin(extra)
+                if d.method == "unpin" and not obj.pin_count(target):
+                    continue  # an unpin of a key with no pin raises
+                value = getattr(obj, d.method)(target)
+                counts = {k: obj.pin_count(k) for k in obj.keys()}
+        except (Exception, OutOfLines):
+            return None
+        after = {k: n for k, n in counts.items() if n}
+        left = {n: f for n, f in left.items() if f(after) == value}
+        parted = parted or any(f(after) != after.get(target, 0) for f in left.values())
+    if len(left) != 1 or not parted:
+        return None
+    (name,) = left
+    own_count = (
+        "the pin count of that key after the pin"
+        if d.method == "pin"
+        else ("the pins left on that key")
+    )
+    return (
+        f"yours returned {mine}, {name} ({pins!r}), where the reference returns {theirs}: "
+        f"{d.method}() returns {own_count}, not a count over the whole cache; yours does the "
+        f"same from other states (another key's {d.method}(), or one more pin elsewhere)"
+    )
+
+
+def get_moved(d: Difference) -> str | None:
+    """Where a hit left its key, where the reference moves it to the most recently used end:
+    at the least recently used end (the call's own fields show it, or a hit of yours on a
+    copy on a key that is not there already), or where it was while it is pinned, only where
+    your hit on the same key once unpinned (on a copy) moves it."""
+    if d.method != "get" or not d.args:
+        return None
+    key = d.args[0]
+    before, mine = d.before.get("resident"), d.mine.get("resident")
+    if not isinstance(before, list) or not isinstance(mine, list) or key not in before:
+        return None
+    front = (
+        "where the next victim is taken: a hit makes the key the most recently used, at the "
+        "end of keys() (move_to_end's default, last=True)"
+    )
+    rest = [k for k in before if k != key]
+    if len(before) > 1 and mine == [key, *rest] != before:
+        moved = f"({before!r} -> {mine!r})"
+        return f"yours moved {key!r} to the least recently used end {moved}, {front}"
+    pins = d.before.get("pins", {})
+    if mine != before or len(before) < 2 or not isinstance(pins, dict):
+        return None
+    if pins.get(key) and before[-1] != key:
+        order = _on_copy(d, lambda c: [c.unpin(key) for _ in range(pins[key])] and c.get(key))
+        if order is not None and order[-1] == key:
+            return (
+                f"yours left {key!r} where it was ({before!r}): it is pinned, and a hit of "
+                f"yours on {key!r} once unpinned (on a copy) moves it to the most recently "
+                "used end. A pin keeps a key from being evicted; it does not stop a hit from "
+                "counting as a use, so get refreshes a pinned key too"
+            )
+        return None
+    if before[0] != key:
+        return None
+    other = before[-1]
+    order = _on_copy(d, lambda c: c.get(other))
+    if order is not None and order == [other, *[k for k in before if k != other]]:
+        return (
+            f"yours left {key!r} first, where it was ({before!r}), and a hit of yours on "
+            f"{other!r} (on a copy) moves it to the front too: yours moves a hit's key to the "
+            f"least recently used end, {front}"
+        )
+    return None
+
+
+def _on_copy(d: Difference, act: Any) -> list[Any] | None:
+    """keys() of a copy of yours after ``act`` (None when it cannot run)."""
+    try:
+        obj = copy.deepcopy(d.subject)
+        with line_budget(LINES_PER_CALL):
+            act(obj)
+            return list(obj.keys())
+    except (Exception, OutOfLines):
+        return None
