@@ -37,7 +37,6 @@ import functools
 import io
 import logging
 import os
-import re
 import sys
 import tempfile
 import warnings
@@ -64,7 +63,7 @@ from servelab.grading._learner import (
 )
 from servelab.grading._programs import run_programs, shrinking_bounded_by_count
 from servelab.grading._script import graded_names, renamed
-from servelab.grading.about import About, Hint
+from servelab.grading.about import About
 from servelab.grading.check_side import check_stopped
 from servelab.grading.diagnose import (
     Finding,
@@ -80,6 +79,7 @@ from servelab.grading.diagnose import (
 from servelab.grading.ending import shown_at_end
 from servelab.grading.failures import GradeFailure, GradeInterrupted, StepNotWritten
 from servelab.grading.registry import load_topic, topics
+from servelab.grading.steady import cut_short, diagnosis_budget, stable_text
 from servelab.grading.structure_picture import picture
 from servelab.grading.topic import (
     Diagnose,
@@ -115,7 +115,6 @@ __all__ = [
 ]
 
 PROBE_TIMEOUT_S = 3.0
-DIAGNOSE_TIMEOUT_S = 5.0
 HANG_HINT = (
     "a call never returned — an eviction or retry loop that cannot make progress? Check how "
     "each loop ends, including when nothing can be removed"
@@ -338,7 +337,7 @@ def _diagnosed(
         # SystemExit, KeyboardInterrupt: replaying them would only raise again
         return hint, (), None
     try:
-        with hang_guard("diagnose", DIAGNOSE_TIMEOUT_S), redirect_stdout(io.StringIO()):
+        with diagnosis_budget():
             if topic.diagnose is not None:
                 found = topic.diagnose(code.splitlines(), impl) if code else None
                 return (found if isinstance(found, str) and found else hint), (), None
@@ -349,21 +348,7 @@ def _diagnosed(
         _log.warning("diagnosis of a failed %s check failed: %r", topic.name, error)
         if os.environ.get("SERVELAB_DEBUG") == "1":
             raise
-        return hint, (), None
-
-
-#: A folder made under the temporary directory (a disk tier's, a learner's ``mkdtemp``) has a
-#: random name: shown as is, the report would differ from run to run.
-_TEMPORARY_FOLDER = re.compile(re.escape(tempfile.gettempdir()) + r"[/\\][^/\\\s'\"]+")
-
-
-def stable_text(text: str) -> str:
-    """``text`` with every temporary folder named the same way on every run (a hint keeps
-    what it is about)."""
-    if not _TEMPORARY_FOLDER.search(text):
-        return text
-    shown = _TEMPORARY_FOLDER.sub("<temporary folder>", text)
-    return Hint(shown, text.about) if isinstance(text, Hint) else shown
+        return cut_short(hint, error), (), None
 
 
 def shown_for(
@@ -487,6 +472,8 @@ def _grade(
     report.lines.append(head)
 
     stale = stacking_problem(impl)
+    if stale is None and the_topic.misfit is not None:
+        stale = the_topic.misfit(impl, final.number)
     if stale is not None:
         what, hint = stale
         report.passed, report.verdict, report.hint = False, "failed", hint
@@ -670,13 +657,13 @@ def _hang_failure(
     if topic.diagnose is not None or not code:
         return _Failure(label, exc, hint, code)
     try:
-        with hang_guard("diagnose", DIAGNOSE_TIMEOUT_S), redirect_stdout(io.StringIO()):
+        with diagnosis_budget():
             finding = located(topic.name, code, impl, step)
     except (Exception, ImplementationHung) as error:
         _log.warning("localising a %s hang failed: %r", topic.name, error)
         if os.environ.get("SERVELAB_DEBUG") == "1":
             raise
-        return _Failure(label, exc, hint, code)
+        return _Failure(label, exc, cut_short(hint, error), code)
     return _Failure(label, exc, hint, code, finding.where, finding.divergence)
 
 
