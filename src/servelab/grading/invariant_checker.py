@@ -301,6 +301,15 @@ BAD_STATES: tuple[NamedState, ...] = (
         "a table lists each block once; counting holders alone cannot see a block listed twice "
         "by the same table",
     ),
+    NamedState(
+        "a block twice in one table with refcount 1",
+        "append_slot put block 0 into sequence 0's table a second time instead of a new block, "
+        "its refcount left at 1, block 1 back on the free list: two of its logical blocks share "
+        "one physical block",
+        BlockState(6, 4, [1, 2, 3, 4, 5], [1, 0, 0, 0, 0, 0], {0: [0, 0]}, {0: 6}),
+        "a table lists each block once, whatever the refcounts say: look for a block listed "
+        "twice by the same table",
+    ),
 )
 
 
