@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -82,3 +83,25 @@ def test_a_diagnosis_cut_by_the_wall_clock_cap_says_so_plainly(
     assert "behaves exactly like" not in report
     assert "too busy to finish diagnosing this failure within 0.001 s of wall-clock time" in report
     assert "grade again when the machine is less busy" in report
+
+
+class _Slow(CERTAIN.impl):  # type: ignore[misc, name-defined]
+    def put(self, *args: Any) -> Any:
+        time.sleep(0.01)  # on a starved machine: all of it spent waiting for a CPU
+        return super().put(*args)
+
+
+def test_a_check_stopped_by_the_cap_is_no_hang_of_the_learners(
+    starved: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(core, "WALL_CAP_MIN_S", 0.0)
+    monkeypatch.setattr(core, "WALL_CAP_FACTOR", 1e-3)  # a check's cap: 3 ms
+    with pytest.raises(GradeFailure) as failed:
+        grade("weight-cache", _Slow, quiet=True)
+    lines = str(failed.value).splitlines()
+    assert lines[2] == (
+        "      `cache.put('a', '<a weights>', 10)` was stopped after 0.003 s of wall-clock time, "
+        "its own time not spent: the machine was too busy to finish it"
+    )
+    assert lines[-2] == f"    hint: {steady.BUSY_HINT}"
+    assert "did not return" not in "\n".join(lines) and "never returned" not in "\n".join(lines)

@@ -79,7 +79,13 @@ from servelab.grading.diagnose import (
 from servelab.grading.ending import shown_at_end
 from servelab.grading.failures import GradeFailure, GradeInterrupted, StepNotWritten
 from servelab.grading.registry import load_topic, topics
-from servelab.grading.steady import cut_short, diagnosis_budget, stable_text
+from servelab.grading.steady import (
+    BUSY_HINT,
+    cut_short,
+    diagnosis_budget,
+    hang_line,
+    stable_text,
+)
 from servelab.grading.structure_picture import picture
 from servelab.grading.topic import (
     Diagnose,
@@ -94,6 +100,7 @@ from servelab.testing.core import (
     INVARIANT_READS,
     ImplementationHung,
     InvariantViolation,
+    WallClockCapped,
     hang_guard,
     without_local_constants,
 )
@@ -510,7 +517,7 @@ def _grade(
         hung = f"`{program[-1]}`"
         if exc.code == INVARIANT_READS:  # the call returned; what the check read after it hung
             hung = f"after `{program[-1]}` returned, {exc.code}"
-        report.lines.append(f"      {hung} did not return within {exc.seconds:g} s")
+        report.lines.append(f"      {hang_line(hung, exc)}")
     else:
         report.lines.extend(_indent(_describe(exc)))
     if _learner_exception(exc) or isinstance(exc, ImplementationHung):
@@ -654,6 +661,8 @@ def _hang_failure(
 ) -> _Failure:
     """A call that never returned: that is the hint (the evidence is the hang itself), with
     where the difference starts when localisation finds it (never at the cost of the hint)."""
+    if isinstance(exc, WallClockCapped):  # no hang: the machine did not run it to its end
+        return _Failure(label, exc, BUSY_HINT, code)
     if topic.diagnose is not None or not code:
         return _Failure(label, exc, hint, code)
     try:

@@ -8,6 +8,8 @@
   it ends as it does on an idle one. Only the last-resort cap of :data:`DIAGNOSE_WALL_CAP_S`
   seconds of wall-clock time ends it otherwise, and then the report says so
   (:func:`cut_short`) instead of passing the check's hint off as the whole diagnosis.
+* A check's call stopped by that cap is no hang of the learner's: the report says the machine
+  was too busy (:func:`hang_line`, :data:`BUSY_HINT`), not that a loop never ends.
 """
 
 from __future__ import annotations
@@ -19,13 +21,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stdout
 
 from servelab.grading.about import Hint
-from servelab.testing.core import WallClockCapped, hang_guard
+from servelab.testing.core import ImplementationHung, WallClockCapped, hang_guard
 
 __all__ = [
+    "BUSY_HINT",
     "DIAGNOSE_TIMEOUT_S",
     "DIAGNOSE_WALL_CAP_S",
     "cut_short",
     "diagnosis_budget",
+    "hang_line",
     "stable_text",
 ]
 
@@ -65,3 +69,20 @@ def cut_short(hint: str, error: BaseException) -> str:
         "again when the machine is less busy for the full report)"
     )
     return Hint(shown, hint.about) if isinstance(hint, Hint) else shown
+
+
+#: The hint of a check stopped by the wall-clock cap: nothing shows that the learner's code hangs.
+BUSY_HINT = (
+    "the machine was too busy to run this check to its end, so nothing here says that your code "
+    "hangs: grade again when the machine is less busy"
+)
+
+
+def hang_line(call: str, exc: ImplementationHung) -> str:
+    """What the report says of ``call``, which a hang guard stopped with ``exc``."""
+    if isinstance(exc, WallClockCapped):
+        return (
+            f"{call} was stopped after {exc.seconds:g} s of wall-clock time, its own time not "
+            "spent: the machine was too busy to finish it"
+        )
+    return f"{call} did not return within {exc.seconds:g} s"
