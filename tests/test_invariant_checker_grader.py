@@ -252,3 +252,60 @@ def test_the_reference_counts_one_holder_in_the_singular() -> None:
     none = BlockState(2, 4, [1], [1, 0], {}, {})
     with pytest.raises(InvariantViolation, match="refcount 1 but 0 table entries hold it"):
         check_block_manager_invariants(none)
+
+
+def _counts_each_table_once(bm: Any) -> None:
+    """The notebook's checker with its holders counted per table (``set(table)``) and no check
+    that a table lists each block once: a repeat whose refcount counts it once looks legal."""
+    free = bm.free_list()
+    assert len(free) == len(set(free))
+    held = [0] * bm.num_blocks
+    for seq in bm.sequences():
+        table, n = bm.block_table(seq), bm.seq_len(seq)
+        assert len(table) == -(-n // bm.block_size)
+        for block in set(table):
+            held[block] += 1
+    for block in range(bm.num_blocks):
+        assert bm.refcount(block) == held[block]
+        assert (block in free) == (held[block] == 0)
+
+
+def test_a_repeat_counted_once_by_its_refcount_is_a_step_two_case() -> None:
+    grade(TOPIC, _counts_each_table_once, step=1, out=io.StringIO())
+    with pytest.raises(GradeFailure) as failure:
+        grade(TOPIC, _counts_each_table_once, step=2, out=io.StringIO())
+    text = failure.value.report.text
+    assert "✗ step 2 · a block twice in one table with refcount 1 is flagged" in text
+    assert "ref=[1, 0, 0, 0, 0, 0], tables={0: [0, 0]}" in text
+    # the repeat whose refcount counts both entries is flagged by its refcount already
+    assert "✓ step 2 · a block twice in one table is flagged" in text
+
+
+def _skips_the_last_sequence(bm: Any) -> None:
+    """The notebook's checker whose loop over the sequences stops one short."""
+    held = [0] * bm.num_blocks
+    seqs = bm.sequences()
+    for i in range(len(seqs) - 1):
+        for block in bm.block_table(seqs[i]):
+            held[block] += 1
+    for block in range(bm.num_blocks):
+        assert bm.refcount(block) == held[block]
+
+
+def test_a_checker_that_flags_the_plainer_state_too_is_not_told_about_sharing() -> None:
+    with pytest.raises(GradeFailure) as failure:
+        grade(TOPIC, _skips_the_last_sequence, step=1, out=io.StringIO())
+    report = failure.value.report
+    assert "✗ step 1 · blocks shared after a fork passes" in report.text
+    assert report.hint.startswith(
+        "your checker also flags a plainer legal state, allocate(0, 6) alone, nothing shared "
+        "(bm = BlockState(num_blocks=6, block_size=4, free=[2, 3, 4, 5], ref=[1, 1, 0, 0, 0, 0]"
+    )
+    assert "not with 1" not in report.hint
+
+
+def test_a_checker_wrong_only_about_sharing_keeps_the_sharing_hint() -> None:
+    blind = dict(MISTAKES)["refcount_must_be_one"].Buggy
+    with pytest.raises(GradeFailure) as failure:
+        grade(TOPIC, blind, step=1, out=io.StringIO())
+    assert failure.value.report.hint.startswith("a refcount above 1 is legal")

@@ -141,8 +141,14 @@ def _scope() -> dict[str, Any]:
     return {"triton": triton, "tl": tl, "load_block": helper(correct_impl(TOPIC), "load_block")}
 
 
+HALVED = UNSCALED.replace(
+    "s = tl.sum(k * q[None, :], axis=1)", "s = tl.sum(k * q[None, :], axis=1) * scale * 0.5"
+)
+
+
 def test_an_unlisted_mistake_is_placed_without_a_guessed_cause() -> None:
-    attend = _define(UNSCALED, "attend", _scope())  # forgets the 1/sqrt(d) scale
+    # half the 1/sqrt(d) scale: no catalogued mistake and no variant of the oracle gives it
+    attend = _define(HALVED, "attend", _scope())
     report = _failure(rebuilt(correct_impl(TOPIC), attend=attend))
     assert "✗ step 2 ·" in report.text and "`attend` differs from the oracle" in report.text
     assert report.hint.startswith("the values first differ in your attend (step 2)")

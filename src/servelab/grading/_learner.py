@@ -66,6 +66,10 @@ EXCEPTION_HINTS: Mapping[str, str] = {
         "a method that calls itself without end: call the previous step's version with "
         "super().method(...), not self.method(...)"
     ),
+    "ExecuteError": (
+        "what execute returned or passed to a helper is not what this step needed: the "
+        "message says what it got and what the step asked for"
+    ),
     "ZeroDivisionError": "a division by zero: check the empty case first",
     "UnboundLocalError": "a local variable used before it is assigned on every path",
     "NameError": "a name that is not defined in your cell: a typo, or a missing import",

@@ -37,7 +37,6 @@ import functools
 import io
 import logging
 import os
-import re
 import sys
 import tempfile
 import warnings
@@ -64,7 +63,7 @@ from servelab.grading._learner import (
 )
 from servelab.grading._programs import run_programs, shrinking_bounded_by_count
 from servelab.grading._script import graded_names, renamed
-from servelab.grading.about import About, Hint
+from servelab.grading.about import About
 from servelab.grading.check_side import check_stopped
 from servelab.grading.diagnose import (
     Finding,
@@ -80,6 +79,13 @@ from servelab.grading.diagnose import (
 from servelab.grading.ending import shown_at_end
 from servelab.grading.failures import GradeFailure, GradeInterrupted, StepNotWritten
 from servelab.grading.registry import load_topic, topics
+from servelab.grading.steady import (
+    BUSY_HINT,
+    cut_short,
+    diagnosis_budget,
+    hang_line,
+    stable_text,
+)
 from servelab.grading.structure_picture import picture
 from servelab.grading.topic import (
     Diagnose,
@@ -94,6 +100,7 @@ from servelab.testing.core import (
     INVARIANT_READS,
     ImplementationHung,
     InvariantViolation,
+    WallClockCapped,
     hang_guard,
     without_local_constants,
 )
@@ -115,7 +122,6 @@ __all__ = [
 ]
 
 PROBE_TIMEOUT_S = 3.0
-DIAGNOSE_TIMEOUT_S = 5.0
 HANG_HINT = (
     "a call never returned — an eviction or retry loop that cannot make progress? Check how "
     "each loop ends, including when nothing can be removed"
@@ -338,7 +344,7 @@ def _diagnosed(
         # SystemExit, KeyboardInterrupt: replaying them would only raise again
         return hint, (), None
     try:
-        with hang_guard("diagnose", DIAGNOSE_TIMEOUT_S), redirect_stdout(io.StringIO()):
+        with diagnosis_budget():
             if topic.diagnose is not None:
                 found = topic.diagnose(code.splitlines(), impl) if code else None
                 return (found if isinstance(found, str) and found else hint), (), None
@@ -349,21 +355,7 @@ def _diagnosed(
         _log.warning("diagnosis of a failed %s check failed: %r", topic.name, error)
         if os.environ.get("SERVELAB_DEBUG") == "1":
             raise
-        return hint, (), None
-
-
-#: A folder made under the temporary directory (a disk tier's, a learner's ``mkdtemp``) has a
-#: random name: shown as is, the report would differ from run to run.
-_TEMPORARY_FOLDER = re.compile(re.escape(tempfile.gettempdir()) + r"[/\\][^/\\\s'\"]+")
-
-
-def stable_text(text: str) -> str:
-    """``text`` with every temporary folder named the same way on every run (a hint keeps
-    what it is about)."""
-    if not _TEMPORARY_FOLDER.search(text):
-        return text
-    shown = _TEMPORARY_FOLDER.sub("<temporary folder>", text)
-    return Hint(shown, text.about) if isinstance(text, Hint) else shown
+        return cut_short(hint, error), (), None
 
 
 def shown_for(
@@ -487,6 +479,8 @@ def _grade(
     report.lines.append(head)
 
     stale = stacking_problem(impl)
+    if stale is None and the_topic.misfit is not None:
+        stale = the_topic.misfit(impl, final.number)
     if stale is not None:
         what, hint = stale
         report.passed, report.verdict, report.hint = False, "failed", hint
@@ -523,7 +517,7 @@ def _grade(
         hung = f"`{program[-1]}`"
         if exc.code == INVARIANT_READS:  # the call returned; what the check read after it hung
             hung = f"after `{program[-1]}` returned, {exc.code}"
-        report.lines.append(f"      {hung} did not return within {exc.seconds:g} s")
+        report.lines.append(f"      {hang_line(hung, exc)}")
     else:
         report.lines.extend(_indent(_describe(exc)))
     if _learner_exception(exc) or isinstance(exc, ImplementationHung):
@@ -667,16 +661,18 @@ def _hang_failure(
 ) -> _Failure:
     """A call that never returned: that is the hint (the evidence is the hang itself), with
     where the difference starts when localisation finds it (never at the cost of the hint)."""
+    if isinstance(exc, WallClockCapped):  # no hang: the machine did not run it to its end
+        return _Failure(label, exc, BUSY_HINT, code)
     if topic.diagnose is not None or not code:
         return _Failure(label, exc, hint, code)
     try:
-        with hang_guard("diagnose", DIAGNOSE_TIMEOUT_S), redirect_stdout(io.StringIO()):
+        with diagnosis_budget():
             finding = located(topic.name, code, impl, step)
     except (Exception, ImplementationHung) as error:
         _log.warning("localising a %s hang failed: %r", topic.name, error)
         if os.environ.get("SERVELAB_DEBUG") == "1":
             raise
-        return _Failure(label, exc, hint, code)
+        return _Failure(label, exc, cut_short(hint, error), code)
     return _Failure(label, exc, hint, code, finding.where, finding.divergence)
 
 

@@ -109,12 +109,18 @@ class BlockState:
 
 @dataclass(frozen=True)
 class NamedState:
-    """A state with the story of how a manager got there; ``hint`` is for the learner."""
+    """A state with the story of how a manager got there; ``hint`` is for the learner.
+
+    A legal state's ``hint`` names the one thing it adds to a plainer legal state, its
+    ``contrast`` (story, state): a checker that flags the contrast too is wrong about more
+    than that one thing, and is told so instead.
+    """
 
     name: str
     story: str
     state: BlockState
     hint: str
+    contrast: tuple[str, BlockState] | None = None
 
 
 def flags(checker: Callable[[Any], Any], state: BlockState) -> bool:
@@ -161,18 +167,21 @@ GOOD_STATES: tuple[NamedState, ...] = (
         _FORK,
         "a refcount above 1 is legal: compare each block's refcount with the number of table "
         "entries that hold it, not with 1",
+        ("allocate(0, 6) alone, nothing shared", _after(6, 4, "allocate(0, 6)")),
     ),
     NamedState(
         "a sequence of zero tokens",
         "allocate(0, 0): an empty table",
         _after(4, 4, "allocate(0, 0)"),
         "ceil(0 / block_size) is 0: an empty table is right for an empty sequence",
+        ("allocate(0, 3): one block for three tokens", _after(4, 4, "allocate(0, 3)")),
     ),
     NamedState(
         "a length on a block boundary",
         "allocate(0, 8) with 4-token blocks: exactly 2 full blocks",
         _after(4, 4, "allocate(0, 8)"),
         "use ceil(len / block_size) (in ints: -(-len // block_size)), not len // size + 1",
+        ("allocate(0, 7): the last of two blocks partly filled", _after(4, 4, "allocate(0, 7)")),
     ),
     NamedState(
         "a free list out of order",
@@ -187,6 +196,7 @@ GOOD_STATES: tuple[NamedState, ...] = (
         "allocate(0, 16) on 4 blocks of 4: nothing is free",
         _after(4, 4, "allocate(0, 16)"),
         "an empty free list is legal when every block is held",
+        ("allocate(0, 12) on 4 blocks of 4: one block free", _after(4, 4, "allocate(0, 12)")),
     ),
     NamedState(
         "after copy-on-write",
@@ -199,6 +209,7 @@ GOOD_STATES: tuple[NamedState, ...] = (
         "allocate(0, 3); fork(0, 1); fork(0, 2); fork(1, 3)",
         _after(4, 4, "allocate(0, 3)", "fork(0, 1)", "fork(0, 2)", "fork(1, 3)"),
         "a refcount of 4 with 4 table entries holding the block is legal",
+        ("allocate(0, 3); fork(0, 1): two holders", _after(4, 4, "allocate(0, 3)", "fork(0, 1)")),
     ),
 )
 
@@ -300,6 +311,15 @@ BAD_STATES: tuple[NamedState, ...] = (
         BlockState(6, 4, [1, 2, 3, 4, 5], [2, 0, 0, 0, 0, 0], {0: [0, 0]}, {0: 6}),
         "a table lists each block once; counting holders alone cannot see a block listed twice "
         "by the same table",
+    ),
+    NamedState(
+        "a block twice in one table with refcount 1",
+        "append_slot put block 0 into sequence 0's table a second time instead of a new block, "
+        "its refcount left at 1, block 1 back on the free list: two of its logical blocks share "
+        "one physical block",
+        BlockState(6, 4, [1, 2, 3, 4, 5], [1, 0, 0, 0, 0, 0], {0: [0, 0]}, {0: 6}),
+        "a table lists each block once, whatever the refcounts say: look for a block listed "
+        "twice by the same table",
     ),
 )
 
@@ -420,9 +440,24 @@ def _good_probe(case: NamedState) -> Probe:
                 f"your checker flagged a legal state: {case.story}\n"
                 f"{_verdicts(checker, case.state)}",
                 _must_pass(checker, case.state),
+                _also_plainer(checker, case),
             )
 
     return Probe(case.name + " passes", Hint(case.hint, CHECKER), run)
+
+
+def _also_plainer(checker: Callable[[Any], Any], case: NamedState) -> Hint | None:
+    """The hint where the checker flags the legal state's plainer contrast too: the state's
+    own hint names what this state adds, which is then not what the checker gets wrong."""
+    if case.contrast is None or not flags(checker, case.contrast[1]):
+        return None
+    story, plainer = case.contrast
+    return Hint(
+        f"your checker also flags a plainer legal state, {story} ({_state_line(plainer)}), "
+        f"so what it gets wrong is not only what this state adds: follow the check that fired "
+        "on the state above, and compare what it computes with the rule it checks",
+        CHECKER,
+    )
 
 
 def _bad_probe(case: NamedState) -> Probe:

@@ -27,7 +27,7 @@ from servelab.grading.kv_offload_edges import (
 )
 from servelab.grading.kv_offload_hints import HINTS, REMOVE_HOLDS
 from servelab.grading.kv_offload_replay import REPLAY
-from servelab.grading.kv_offload_script import OffloadScript, chunks_in_memory
+from servelab.grading.kv_offload_script import OffloadScript, chunks_in_memory, misfit
 from servelab.grading.kv_offload_script import hierarchy_script as _hierarchy
 from servelab.grading.kv_offload_script import put_chunk as _put
 from servelab.grading.kv_offload_script import store_chunk as _store
@@ -556,6 +556,7 @@ def _machine(level: int) -> MachineCheck:
 
 TOPIC = Topic(
     around=chunks_in_memory,
+    misfit=misfit,
     replay=REPLAY,
     checkpoint="kv_offload",
     name="kv-offload",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -19,6 +19,7 @@ __all__ = [
     "OffloadScript",
     "chunks_in_memory",
     "hierarchy_script",
+    "misfit",
     "put_chunk",
     "store_chunk",
     "tier_script",
@@ -104,3 +105,34 @@ def put_chunk(s: OffloadScript, key: str, size: int, **kw: Any) -> Any:
 
 def store_chunk(s: OffloadScript, key: str, size: int) -> Any:
     return s.call("store", key, Payload(key, size))
+
+
+#: The classes steps 3 and 4 grade, as the notebook's grade cells pass them.
+CLASSES = ("Tier", "DiskTier", "Hierarchy")
+_NOTEBOOK = {3: ("EvictingTier", "DiskTier", "Hierarchy")}
+_NOTEBOOK[4] = ("EvictingTier", "DiskTier", "CostAwareHierarchy")
+
+
+def _passed(impl: Any) -> str:
+    if isinstance(impl, Mapping):
+        missing = [repr(k) for k in CLASSES if k not in impl]
+        return f"a dict without {' and '.join(missing)}"
+    if isinstance(impl, type):
+        return f"the class `{impl.__name__}` alone"
+    return f"a {type(impl).__name__}"
+
+
+def misfit(impl: Any, step: int) -> tuple[str, str] | None:
+    """From step 3 on, the grade takes a dict of the three classes: said before any check
+    runs when a grade cell passes anything else (a check would meet a missing class as a
+    ``NameError`` in its own program, and read it as a typo of the learner's)."""
+    if step < 3 or (isinstance(impl, Mapping) and all(k in impl for k in CLASSES)):
+        return None
+    names = _NOTEBOOK.get(step, _NOTEBOOK[4])
+    wanted = ", ".join(f'"{key}": {name}' for key, name in zip(CLASSES, names, strict=True))
+    return (
+        f"from step 3 on, the grade takes a dict of three classes, {{{wanted}}}; this grade "
+        f"cell passed {_passed(impl)}",
+        f'pass the dict, as the notebook\'s grade cell does: grade("kv-offload", {{{wanted}}}, '
+        f"step={step})",
+    )

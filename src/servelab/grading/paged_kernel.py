@@ -29,6 +29,7 @@ from hypothesis.errors import NoSuchExample
 
 from servelab.grading._programs import shrinking_bounded_by_count
 from servelab.grading.about import About, Hint
+from servelab.grading.paged_kernel_variants import variant_like
 from servelab.grading.topic import Probe, ProbeFailed, Step, Topic
 
 __all__ = ["TOPIC", "compare", "fixed_cases"]
@@ -244,7 +245,9 @@ def _report(step: int, fn: Any, case: Any, label: str) -> ProbeFailed:
                 f"position {pos} is logical block {j}, offset {off}, and the block table "
                 f"says block {case.tables[seq][j]}"
             )
-    known = _known_mistake(step, fn, case)
+    known = _known_mistake(step, fn, case) or variant_like(
+        step, fn, [case, *fixed_cases(step)], _same
+    )
     if known is not None:
         hint = Hint(
             f"on this case and the step's fixed cases your {name} gives exactly the numbers "

@@ -111,9 +111,10 @@ class Topic:
     program exactly as the report shows it under "reproduce:" (paste-able lines, the first one
     constructing the object, comment-only annotations such as ``cache.keys()  # [...]``
     included); ``impl`` is what was graded. A string it returns replaces the check's hint in
-    the report; None keeps the check's hint. It runs under a hang guard of
-    ``DIAGNOSE_TIMEOUT_S`` seconds of CPU; if it raises or hangs, the check's hint is kept. It
-    must not print, and must return the same answer for the same inputs.
+    the report; None keeps the check's hint. It runs within the budget of
+    :func:`~servelab.grading.steady.diagnosis_budget` (5 s of CPU); if it raises or hangs,
+    the check's hint is kept. It must not print, and must return the same answer for the
+    same inputs.
     """
 
     name: str
@@ -132,6 +133,10 @@ class Topic:
     wrong KV slot themselves), ``"kernels"`` when the graded objects are Triton kernels
     (compared on cases, not replayed). None for a topic without a catalogue, and for one with a
     :attr:`replay`, whose catalogue is replayed."""
+    misfit: Callable[[Any, int], tuple[str, str] | None] | None = None
+    """``misfit(impl, step)``: where what a grade cell passed is not what the step grades (a
+    class where the step takes a dict of classes), ``(what was passed and what is expected,
+    hint)``, reported before any check runs; else None."""
     around: Callable[[], AbstractContextManager[object]] = nullcontext
     """What the topic's checks run inside, undone when the grade ends (the engine's runs the
     model on one torch thread and gives the learner's kernel its own count back)."""

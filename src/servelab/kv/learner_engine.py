@@ -34,7 +34,7 @@ from typing import Any, ClassVar, cast
 import torch
 
 from servelab.kv.attention import Backend
-from servelab.kv.blocks import KVCacheError
+from servelab.kv.blocks import InvalidBlock, KVCacheError
 from servelab.kv.engine import Engine, EngineConfig, _Sample
 from servelab.kv.ledger import KVDivergence, SlotLedger
 from servelab.kv.model import TinyLlama
@@ -52,7 +52,8 @@ Rows = list[tuple[Sequence, torch.Tensor]]
 
 
 class ExecuteError(KVCacheError, ValueError):
-    """``execute`` returned the wrong rows: one ``(sequence, logits)`` per computed sequence."""
+    """``execute`` returned the wrong rows (one ``(sequence, logits)`` per computed sequence),
+    or handed a helper what this step never asked for."""
 
 
 class LearnerBlocks:
@@ -210,6 +211,7 @@ class EngineSkeleton(Engine):
         self.records: list[StepRecord] = []
         self.prefix_hits = 0  # prefills that found at least one cached block
         self._copies: list[tuple[int, int]] = []
+        self._asked: list[tuple[int, int]] = []  # the copies this step's append_slot asked for
         self._reads: dict[int, list[tuple[int, int]]] = {}
 
     def _tokens(self, seq_id: int) -> list[int]:
@@ -225,8 +227,21 @@ class EngineSkeleton(Engine):
     def copy(self, pairs: Iterable[tuple[int, int]]) -> None:
         """Copy whole blocks, ``(src, dst)`` each, in one batched copy."""
         pairs = [(int(s), int(d)) for s, d in pairs]
+        asked = self._asked
+        if pairs and all((d, s) in asked and (s, d) not in asked for s, d in pairs):
+            raise ExecuteError(
+                f"execute copied {pairs}: each pair is a copy this step's append_slot asked for, "
+                "reversed; copy takes (source, destination) pairs, (d.slot.cow_src, "
+                f"d.slot.block), here {[(s, d) for s, d in asked]}"
+            )
+        try:
+            self.pool.copy_blocks(pairs)
+        except InvalidBlock as exc:  # about the pairs execute built: said against the step's
+            raise ExecuteError(
+                f"execute copied {pairs}: {exc}; this step's append_slot asked for the copies "
+                f"(d.slot.cow_src, d.slot.block) {[(s, d) for s, d in asked]}"
+            ) from None
         self.ledger.copy(pairs)
-        self.pool.copy_blocks(pairs)
         self._copies += pairs
 
     def decode(self, decodes: Seq[Decode]) -> Rows:
@@ -311,6 +326,7 @@ class EngineSkeleton(Engine):
         self._copies = []
         self._reads = {}
         out = self.learner_scheduler.step()
+        self._asked = _asked(out)
         try:
             rows = self.execute(out)
         except KVDivergence as exc:
@@ -332,11 +348,7 @@ class EngineSkeleton(Engine):
         return len(tokens)
 
     def _copies_note(self, out: StepOutput) -> str:
-        asked = [
-            (int(d.slot.cow_src), int(d.slot.block))
-            for d in out.decodes
-            if d.slot is not None and d.slot.cow_src is not None
-        ]
+        asked = _asked(out)
 
         def pairs(items: list[tuple[int, int]]) -> str:
             return ", ".join(f"block {s} -> {d}" for s, d in items) or "none"
@@ -361,15 +373,24 @@ class EngineSkeleton(Engine):
             raise ExecuteError("execute must return a list of (sequence, logits) pairs")
         want = sorted(s.seq_id for s in out.computed())
         got = sorted(s.seq_id for s, _ in rows)
-        forked = sorted(set(got) - set(want))
-        if (
-            sorted(set(got)) != got
-            or not set(want) <= set(got)
-            or any(self._samples[s].index == 0 for s in forked)
-        ):
+        stray = [s for s in sorted(set(got) - set(want)) if self._samples[s].index == 0]
+        twice = sorted({s for s in got if got.count(s) > 1})
+        if twice or stray or not set(want) <= set(got):
+            decodes = sorted(d.seq.seq_id for d in out.decodes)
+            prefills = sorted(p.seq.seq_id for p in out.prefills)
+            wrong = [
+                f"no row for the {what} of sequence(s) {missing}"
+                for what, seqs in (("decode", decodes), ("prefill", prefills))
+                if (missing := [s for s in seqs if s not in got])
+            ]
+            wrong += [f"sequence(s) {twice} more than once"] if twice else []
+            wrong += (
+                [f"rows for sequence(s) {stray}, which this step does not compute"] if stray else []
+            )
             raise ExecuteError(
-                f"execute returned rows for sequences {got}; this step computes {want} (and "
-                "the forks of a first prefill), each exactly once"
+                f"execute returned rows for sequences {got}; this step decodes {decodes} and "
+                f"prefills {prefills} (and the forks of a first prefill), each exactly once: "
+                + "; ".join(wrong)
             )
 
     def _check_held(self) -> None:
@@ -393,17 +414,22 @@ class EngineSkeleton(Engine):
             finished=[s.seq_id for s in out.finished],
             prefills={p.seq.seq_id: (p.num_tokens, p.num_cached) for p in out.prefills},
             decodes=[d.seq.seq_id for d in out.decodes],
-            copies=[
-                (int(d.slot.cow_src), int(d.slot.block))
-                for d in out.decodes
-                if d.slot is not None and d.slot.cow_src is not None
-            ],
+            copies=_asked(out),
             reads=dict(self._reads),
             blocks=snapshot(self.blocks.bm, caption=f"after step {self.ledger.step}"),
             tokens={
                 s.seq_id: list(s.token_ids[s.prompt_len :]) for s in [*sched.running, *out.finished]
             },
         )
+
+
+def _asked(out: StepOutput) -> list[tuple[int, int]]:
+    """The copy-on-write copies ``(cow_src, block)`` this step's append_slot asked for."""
+    return [
+        (int(d.slot.cow_src), int(d.slot.block))
+        for d in out.decodes
+        if d.slot is not None and d.slot.cow_src is not None
+    ]
 
 
 def _with_backend(config: EngineConfig, backend: Backend) -> EngineConfig:

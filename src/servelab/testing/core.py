@@ -35,9 +35,11 @@ __all__ = [
     "ImplementationHung",
     "InvariantViolation",
     "RecordingMachine",
+    "WallClockCapped",
     "hang_guard",
     "is_library_code",
     "thoroughness",
+    "waiting_s",
     "without_local_constants",
 ]
 
@@ -66,6 +68,19 @@ class ImplementationHung(BaseException):
         super().__init__(f"`{code}` did not return within {seconds:g} s")
         self.code = code
         self.seconds = seconds
+
+
+class WallClockCapped(ImplementationHung):
+    """A guarded body stopped by the last-resort wall-clock cap of :func:`hang_guard`: neither
+    its CPU time nor its own wall time (time the machine gave to other work not counted) had
+    run out, so the machine was too busy to finish it, and it need not hang at all."""
+
+    def __init__(self, code: str, seconds: float) -> None:
+        super().__init__(code, seconds)
+        self.args = (
+            f"`{code}` was stopped after {seconds:g} s of wall-clock time, its own time not "
+            "spent: the machine was too busy to finish it",
+        )
 
 
 _LIBRARY_DIRS = tuple(
@@ -126,16 +141,38 @@ def _in_finalizer(frame: FrameType | None) -> bool:
 
 _guard_depth = threading.local()
 WALL_FACTOR = 5.0
+#: The last-resort cap, in multiples of ``seconds`` and at least ``WALL_CAP_MIN_S``: wall-clock
+#: time after which a body is stopped however busy the machine (:class:`WallClockCapped`).
+WALL_CAP_FACTOR = 20.0
+WALL_CAP_MIN_S = 30.0
 REPEAT_S = 0.05
+_SCHEDSTAT = "/proc/thread-self/schedstat"
+
+
+def waiting_s() -> float:
+    """Seconds this thread has spent ready to run but waiting for a CPU that other work held
+    (Linux's schedstat); 0.0 where the kernel does not say."""
+    try:
+        with open(_SCHEDSTAT, "rb") as stat:
+            return int(stat.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 @contextmanager
-def hang_guard(code: str, seconds: float) -> Iterator[None]:
+def hang_guard(code: str, seconds: float, *, wall_cap: float | None = None) -> Iterator[None]:
     """Raise :class:`ImplementationHung` if the body spins for ``seconds`` of CPU time.
 
     Two interval timers interrupt pure-Python loops: CPU time (``seconds``), so a busy machine
     does not make an honest call look hung, and wall time (``WALL_FACTOR`` times longer), so a
-    loop that sleeps between retries is caught too. Once fired, they fire again every
+    loop that sleeps between retries is caught too. The wall time counted is the body's own:
+    time it spent ready to run while the machine ran other work (:func:`waiting_s`) is left
+    out, so on a loaded machine the same body is stopped, or not, as on an idle one. Only
+    ``wall_cap`` seconds of wall-clock time (by default ``WALL_CAP_FACTOR`` times ``seconds``,
+    at least ``WALL_CAP_MIN_S``), waiting for a CPU included, stop it all the same, as
+    :class:`WallClockCapped`: the last resort where the kernel does not report waiting, or a
+    machine too busy to finish the body at all.
+    Once fired, they fire again every
     ``REPEAT_S`` until the body ends, and after each alarm the learner's next line raises
     again, so a loop that catches the exception (``while ...: try: ... except: pass``) is still
     stopped; a body that swallowed it and returned is reported as hung all the same. An alarm
@@ -161,9 +198,11 @@ def hang_guard(code: str, seconds: float) -> Iterator[None]:
         yield
         return
 
-    state = {"armed": True, "fired": False, "collecting": False}
+    cap = max(seconds * WALL_CAP_FACTOR, WALL_CAP_MIN_S) if wall_cap is None else wall_cap
+    state = {"armed": True, "fired": False, "collecting": False, "capped": False}
     clocks = (time.process_time, time.perf_counter)  # what ITIMER_PROF and ITIMER_REAL count
     started = [clock() for clock in clocks]
+    waited = waiting_s()
     collected = [0.0, 0.0]  # the collector's time so far, on each clock
     collecting_since = [0.0, 0.0]
 
@@ -179,13 +218,24 @@ def hang_guard(code: str, seconds: float) -> Iterator[None]:
         state["collecting"] = phase == "start"
 
     def time_left(signum: int) -> float:
-        """What the body has left on the timer that fired, the collector's time not counted."""
+        """What the body has left on the timer that fired, the collector's time not counted
+        (nor, on the wall clock, time spent waiting for a CPU, up to the cap)."""
         i = 0 if signum == signal.SIGPROF else 1
         now = clocks[i]()
         spent = now - started[i] - collected[i]
         if state["collecting"]:
             spent -= now - collecting_since[i]
-        return (seconds if i == 0 else seconds * WALL_FACTOR) - spent
+        if i == 0:
+            return seconds - spent
+        capped = cap - spent  # the collector's time left out, waiting for a CPU counted
+        if capped <= 0:
+            state["capped"] = True
+            return 0.0
+        left = seconds * WALL_FACTOR - spent + (waiting_s() - waited)
+        return min(left, capped) if left > 0 else left
+
+    def hung() -> ImplementationHung:
+        return WallClockCapped(code, cap) if state["capped"] else ImplementationHung(code, seconds)
 
     def again_on_next_line(frame: FrameType, event: str, arg: Any) -> Any:
         # Raised from the learner's next line: inside an ``except:`` that caught the last one,
@@ -198,7 +248,7 @@ def hang_guard(code: str, seconds: float) -> Iterator[None]:
             and not state["collecting"]
             and not _in_finalizer(frame)
         ):
-            raise ImplementationHung(code, seconds)
+            raise hung()
         return again_on_next_line
 
     def on_alarm(signum: int, frame: FrameType | None) -> None:
@@ -223,7 +273,7 @@ def hang_guard(code: str, seconds: float) -> Iterator[None]:
         if in_finalizer:
             return  # the next line outside the finalizer raises (see _in_finalizer)
         if first or in_learner_code:  # later alarms leave library frames to the tracer
-            raise ImplementationHung(code, seconds)
+            raise hung()
 
     previous_trace = sys.gettrace()
     previous_real = signal.signal(signal.SIGALRM, on_alarm)
@@ -231,13 +281,13 @@ def hang_guard(code: str, seconds: float) -> Iterator[None]:
     _guard_depth.n = 1
     gc.callbacks.insert(0, note_collection)  # first at "start", so the flag covers the rest
     signal.setitimer(signal.ITIMER_PROF, seconds, REPEAT_S)
-    signal.setitimer(signal.ITIMER_REAL, seconds * WALL_FACTOR, REPEAT_S)
+    signal.setitimer(signal.ITIMER_REAL, min(seconds * WALL_FACTOR, cap), REPEAT_S)
     try:
         yield
     except BaseException as exc:
         state["armed"] = False
         if state["fired"] and not isinstance(exc, ImplementationHung | GeneratorExit):
-            raise ImplementationHung(code, seconds) from exc
+            raise hung() from exc
         raise
     finally:
         state["armed"] = False
@@ -251,7 +301,7 @@ def hang_guard(code: str, seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGPROF, previous_prof)
         _guard_depth.n = 0
     if state["fired"]:  # the body caught every ImplementationHung and then returned
-        raise ImplementationHung(code, seconds)
+        raise hung()
 
 
 #: What a hang in an invariant's read is called: the reads follow the program's last line.
