@@ -149,7 +149,7 @@ def test_a_budget_charged_twice_is_told_so_only_when_a_longer_chunk_proves_it() 
 def test_a_miss_is_put_on_a_loop_of_wait_tries_only_when_a_retry_stores_it() -> None:
     assert "wait + 1 tries" in _unlisted_hint("retries count the first try")
     hint = _unlisted_hint("no victims taken for no room")
-    assert "wait + 1 tries" not in hint and "fits without evicting anything" in hint
+    assert "wait + 1 tries" not in hint and "that fits in the free bytes" in hint
 
 
 class _CapOneShort(Chunked):  # type: ignore[misc,valid-type]

@@ -81,7 +81,16 @@ def _put(d: Difference) -> str | None:
             "they make room; a miss changes nothing"
         )
     if d.returned("mine") == "None" and d.returned("theirs") not in (None, "None"):
-        room = f"once {gone_theirs} is evicted" if gone_theirs else "without evicting anything"
+        if d.args and d.args[0] in before:
+            return (
+                f"{d.args[0]!r} is already here, and yours missed (None): a put of a key already "
+                "here is a use (as a get) and returns [], whatever the free bytes; does yours "
+                "test the room before it asks whether the key is here?"
+            )
+        free = _free(d)
+        if not gone_theirs and size is not None and free is not None and size > free:
+            return None  # the reference made room some other way: no rule to state
+        room = f"once {gone_theirs} is evicted" if gone_theirs else "in the free bytes"
         wait = d.args[2] if len(d.args) > 2 else 0
         exact = not gone_theirs and not d.changed("mine") and size and size > 1
         # yours takes a chunk one byte smaller, under any key: the size test is off
@@ -97,6 +106,12 @@ def _put(d: Difference) -> str | None:
                 f"{room}, with wait={wait}: a put always makes a first try, and wait counts the "
                 "retries after it (wait + 1 tries in all); does your loop try only wait times?"
             )
+        if not gone_theirs:
+            return (
+                f"yours missed a chunk{f' of {size} bytes' if size else ''} that fits {room}"
+                f"{f' ({free} of {capacity})' if free is not None else ''}: a chunk that fits "
+                "in the free bytes is stored, and put returns []"
+            )
         return (
             f"yours missed a chunk{f' of {size} bytes' if size else ''} that fits {room}: a "
             "put misses only when even every evictable chunk would not make room"
@@ -107,6 +122,14 @@ def _put(d: Difference) -> str | None:
             "only until the chunk fits, and no more"
         )
     return None
+
+
+def _free(d: Difference) -> int | None:
+    """The free bytes before the call, where the tier's capacity and used bytes are known."""
+    used, capacity = _field(d.before, "used"), getattr(d.subject, "capacity", None)
+    if not isinstance(used, int) or not isinstance(capacity, int):
+        return None
+    return capacity - used
 
 
 def _strict_fit(d: Difference, size: int) -> bool:
