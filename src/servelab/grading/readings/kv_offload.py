@@ -15,6 +15,7 @@ from servelab.grading.readings.difference import (
     written_for,
 )
 from servelab.grading.readings.kinds import factor_words
+from servelab.grading.readings.kv_offload_free import free_holds_chunk
 from servelab.grading.readings.kv_offload_rules import rule_reading
 
 # what each reading explains (a tier's ``cpu.pins`` counts as ``pins``); a direction or a value
@@ -165,6 +166,9 @@ def _victims(d: Difference) -> str | None:
     mine, theirs = _shown(d.returned("mine")), _shown(d.returned("theirs"))
     if not isinstance(theirs, list) or mine == theirs or not CHOSEN.fits(d):
         return None
+    held = free_holds_chunk(d)
+    if held:
+        return held
     if mine is None:  # a miss where the reference makes room: which rule, yours does not say
         return (
             f"yours answered None (no room) where the reference makes room by evicting "

@@ -21,10 +21,10 @@ from servelab.grading.readings.prefix_cache_decode import decode_hash_place
 from servelab.grading.readings.prefix_cache_rules import (
     chain_short_at_end,
     claim_forgotten,
-    left_unhashed,
     parked_forgotten,
     reclaim_refused,
 )
+from servelab.grading.readings.prefix_cache_unhashed import left_unhashed, registered_calls
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 ROOT = 0
@@ -453,7 +453,7 @@ def _decode_uncached(d: Difference) -> str:
         return rule
     assert isinstance(before, list) and isinstance(mine, list) and isinstance(theirs, list)
     filled = [b for b in theirs if b not in before and b not in mine]
-    asked = _registered(d)
+    asked = registered_calls(d)
     if len(filled) != 1 or asked is None:
         return rule
     block = filled[0]
@@ -472,26 +472,6 @@ def _decode_uncached(d: Difference) -> str:
         "is already cached under, so it stays private: a filled block's hash is "
         "hash((parent's hash, its own tokens)), its parent the block before it in the table"
     )
-
-
-def _registered(d: Difference) -> list[tuple[Any, ...]] | None:
-    """The arguments of every ``_register`` your call makes, run again on a copy; None when it
-    cannot be run again."""
-    try:
-        obj = copy.deepcopy(d.subject)
-        asked: list[tuple[Any, ...]] = []
-        register = obj._register
-
-        def spied(*args: Any) -> Any:
-            asked.append(args)
-            return register(*args)
-
-        obj._register = spied
-        with line_budget(LINES_PER_CALL):
-            getattr(obj, d.method)(*d.args)
-    except (Exception, OutOfLines):
-        return None
-    return asked
 
 
 def _left_evictable(d: Difference) -> str | None:

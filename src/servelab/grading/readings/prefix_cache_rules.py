@@ -32,32 +32,6 @@ def parked_forgotten(d: Difference) -> str | None:
     )
 
 
-def left_unhashed(d: Difference) -> str | None:
-    """An allocate whose table is the reference's, with a block the reference hashes left
-    without a hash by yours and none hashed in its place: the block and its position, and
-    whether it is the prompt's last full block, read off the call."""
-    seq, tokens = (d.args[0], d.args[1]) if len(d.args) > 1 else (None, None)
-    table = d.theirs.get("tables", {}).get(seq)
-    mine, theirs = d.mine.get("hashed"), d.theirs.get("hashed")
-    size = getattr(d.subject, "block_size", 0)
-    if not (isinstance(table, list) and isinstance(mine, list) and isinstance(theirs, list)):
-        return None
-    if not d.differ <= {"hashed", "cached"} or any(b not in theirs for b in mine):
-        return None
-    missing = [b for b in theirs if b not in mine and b in table]
-    if len(missing) != 1 or not isinstance(tokens, list | tuple) or not isinstance(size, int):
-        return None
-    b, at = missing[0], table.index(missing[0])
-    last = size > 0 and at == len(tokens) // size - 1
-    which = ", the prompt's last full block" if last else ""
-    return (
-        f"yours left block {b} (position {at} of sequence {seq}'s table{which}) without a hash, "
-        "where the reference hashes it: every full block an allocate takes new is registered "
-        "under its chain entry"
-        + (", the last full one too; only a partial last block stays unhashed" if last else "")
-    )
-
-
 CLAIM_FORGOT = WrittenFor((SAME,), below=("hashed", "cached"))
 """A hit claimed as the reference claims it, with its hash or map entry gone."""
 
