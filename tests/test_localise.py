@@ -94,7 +94,7 @@ READS = {
     "evicted size read after removing": ("before removing it", "count every eviction"),
     "a request needing exactly the budget waits": ("exactly the budget left fits", "in `running`"),
     "slots counted from position 0": ("those of positions from 0", "written for"),
-    "alloc takes from the right end": ("`_alloc` takes the block at its left end", "_release"),
+    "alloc takes from the right end": ("the free list taken from its right end (pop)", "_release"),
     # a reading is shown only on the difference it was written for (WrittenFor): a victim's
     # size taken twice is no size forgotten, a raise no eviction, an off by one no pin
     # a Python error of the learner's own: where it was raised, not the fields it cut short

@@ -163,7 +163,7 @@ SLIPS: dict[str, tuple[Any, int, str, str | None]] = {
     "copy inherits the count": (
         _CopyInheritsCount,
         3,
-        "left block 2 at refcount 2, though 1 table entry",
+        "the refcount the shared block 1 had before the call (2; made again on copies",
         "drop the writer's reference",
     ),
     "every shared block copied": (_CopiesWholeTable, 3, "copied a block the reference", None),

@@ -7,6 +7,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from servelab.grading.readings.block_manager_counts import (
+    copy_took_the_count,
+    count_set,
+    fork_left_partial,
+    shared_kept,
+)
 from servelab.grading.readings.block_manager_cow import copy_given_back, over_released_reading
 from servelab.grading.readings.block_manager_ids import wrong_error_reading
 from servelab.grading.readings.block_manager_taken import taken_order_reading
@@ -490,6 +496,10 @@ def block_manager_reading(d: Difference) -> str | None:
                 f"yours recorded the length {got} for allocate({d.args[0]}, {d.args[1]}): a "
                 "sequence's length counts its tokens, so it is n_tokens itself",
             )
+    if m == "append_slot" and "refcounts" in differ:
+        took_count = copy_took_the_count(d)
+        if took_count:
+            return took_count
     if m in ("allocate", "append_slot") and "refcounts" in differ:
         unheld = _unheld_block(d)
         if unheld:
@@ -521,6 +531,9 @@ def block_manager_reading(d: Difference) -> str | None:
     if m == "fork" and _blocks_taken(d, d.mine) > 0:
         return TOOK_MORE.show(d, _fork_took(d))
     if m == "fork" and "refcounts" in differ:
+        counted = count_set(d) or fork_left_partial(d)
+        if counted:
+            return counted
         return SHARED_UNCOUNTED.show(
             d, "fork shares each block: raise its refcount by one for the child's table"
         )
@@ -573,6 +586,9 @@ def _released(d: Difference) -> str:
         )
     if fewer and not more and not held:
         b = fewer[0]
+        kept = shared_kept(d, b)
+        if kept:
+            return kept
         return (
             f"yours left block {b} at refcount {refs.get(b, 0)}: it lost {lost[b]} of the "
             f"{table.count(b)} reference(s) {whose} holds; {rule}, every entry"

@@ -34,6 +34,49 @@ def _handed_out(d: Difference) -> tuple[list[Any], list[Any]] | None:
     return (free, out) if sorted(out) == sorted(free) else None
 
 
+FRESH = (4, (1, 0))
+"""A new manager of 4 blocks of 1 token, and the blocks it holds and then releases (in that
+order, as free_seq releases a table [0, 1] tail first): free list [2, 3, 1, 0]."""
+
+
+def _fresh_handed_out(d: Difference) -> tuple[list[Any], list[Any]] | None:
+    """On a new manager of your class (:data:`FRESH`) whose blocks 0 and 1 were held and then
+    given to your ``_release``: (its free list, the blocks your ``_alloc`` hands out until it
+    is empty); None where it cannot run, or its free list is not [2, 3, 1, 0]."""
+    blocks, held = FRESH
+    try:
+        with line_budget(LINES_PER_CALL):
+            obj = type(d.subject)(blocks, 1)
+            for b in held:
+                obj.free.remove(b)
+                obj.ref[b] = 1
+            for b in held:
+                obj._release(b)
+            free = list(obj.free_list())
+            if free != [2, 3, 1, 0]:
+                return None
+            out = [obj._alloc() for _ in free]
+    except (Exception, OutOfLines):
+        return None
+    return (free, out) if sorted(out) == sorted(free) else None
+
+
+def _order_words(free: list[Any], out: list[Any], rule: str) -> str | None:
+    """What ``out`` does with ``free``'s order, where more than two blocks tell it."""
+    if len(free) <= 2:
+        return None
+    k = next((i for i in range(1, len(free)) if out == free[i:] + free[:i]), None)
+    if k is not None:
+        return (
+            f"first {free[k:]}, the right end of the free list (where `_release` puts each "
+            f"block it frees), in the order they were put there, and only then {free[:k]}; "
+            f"{rule}"
+        )
+    if out == free[::-1]:
+        return f"the free list taken from its right end (pop); {rule}"
+    return None
+
+
 def _alloc_order(d: Difference) -> str | None:
     got = _handed_out(d)
     if got is None:
@@ -49,15 +92,19 @@ def _alloc_order(d: Difference) -> str | None:
         "blocks leave the free list from its left end (popleft), the block free longest "
         f"first: {free}"
     )
-    k = next((i for i in range(1, len(free)) if out == free[i:] + free[:i]), None)
-    if k is not None and len(free) > 2:
+    words = _order_words(free, out, rule)
+    if words:
+        return f"{said}: {words}"
+    fresh = _fresh_handed_out(d) if len(free) <= 2 else None
+    longer = _order_words(*fresh, "") if fresh and fresh[1] != fresh[0] else None
+    if fresh and longer:
+        blocks, held = FRESH
         return (
-            f"{said}: first {free[k:]}, the right end of the free list (where `_release` puts "
-            f"each block it frees), in the order they were put there, and only then "
-            f"{free[:k]}; {rule}"
+            f"{said}; on a new manager of {blocks} blocks whose blocks {sorted(held)} were held "
+            f"and then released ({held[0]}, then {held[1]}), the free list is {fresh[0]} and "
+            f"yours hands out {fresh[1]}: {longer}blocks leave the free list from its left end "
+            f"(popleft), the block free longest first: {free} here, {fresh[0]} there"
         )
-    if out == free[::-1] and len(free) > 2:
-        return f"{said}: the free list taken from its right end (pop); {rule}"
     return f"{said}; {rule}"
 
 

@@ -7,6 +7,7 @@ import copy
 from typing import Any
 
 from servelab.grading.readings.block_manager import block_manager_reading
+from servelab.grading.readings.block_manager_counts import claim_took_oldest, count_set
 from servelab.grading.readings.block_manager_taken import taken_order_reading
 from servelab.grading.readings.difference import (
     BOTH_RAISED,
@@ -18,6 +19,7 @@ from servelab.grading.readings.difference import (
     call,
 )
 from servelab.grading.readings.prefix_cache_decode import decode_hash_place
+from servelab.grading.readings.prefix_cache_names import chain_other_formula, lookup_moved
 from servelab.grading.readings.prefix_cache_rules import (
     chain_short_at_end,
     claim_forgotten,
@@ -374,7 +376,12 @@ def prefix_cache_reading(d: Difference) -> str | None:
             )
         return decode_hash_place(d)
     if m == "_chain" and not d.same_outcome:
-        found = _chain_by_parent(d) or _chain_slices(d) or chain_short_at_end(d)
+        found = (
+            _chain_by_parent(d)
+            or _chain_slices(d)
+            or chain_short_at_end(d)
+            or chain_other_formula(d)
+        )
         if found:
             return found
     short = d.error("mine") == d.error("theirs") == "OutOfBlocks"
@@ -421,6 +428,13 @@ def prefix_cache_reading(d: Difference) -> str | None:
                 "yours took the hit but left its block on the evictable list: a hit on an "
                 "evictable block takes it off that list, since it is held again",
             )
+        oldest = claim_took_oldest(d)
+        if oldest:
+            return oldest
+    if m == "_claim" and d.differ == {"refcounts"}:
+        counted = count_set(d)
+        if counted:
+            return counted
     if m == "allocate" and "tables" in differ:
         twice = _hit_taken_again(d)
         if twice:
@@ -431,6 +445,8 @@ def prefix_cache_reading(d: Difference) -> str | None:
             return shifted
     if m == "allocate" and "reclaim order" in differ and "tables" not in differ:
         return HIT_LEFT_EVICTABLE.show(d, _left_evictable(d))
+    if m == "_lookup" and d.same_outcome and "reclaim order" in differ:
+        return lookup_moved(d)
     if m == "_lookup" and not d.same_outcome:
         return LOOKED_UP.show(d, _lookup_reading(d))
     if m == "allocate" and d.error("mine") == "OutOfBlocks" and not d.they_raised:
