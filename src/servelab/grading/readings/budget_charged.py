@@ -6,6 +6,8 @@ ran *and* on the same call run again with one more token of budget (the cause's 
 or stays, with it): charging a chunk its whole blocks (ceil(num_tokens / block_size) blocks of
 block_size tokens) instead of its tokens. Another cost (a sampled token, a block per request)
 predicts other numbers on one of the two calls, and the reading keeps to the difference.
+A chunk cut back to a block edge is named the same way, where the cut predicts the call and
+two re-runs (one and a block's worth more budget).
 """
 
 from __future__ import annotations
