@@ -78,6 +78,7 @@ from servelab.grading.diagnose import (
 )
 from servelab.grading.ending import shown_at_end
 from servelab.grading.failures import GradeFailure, GradeInterrupted, StepNotWritten
+from servelab.grading.no_return import none_returned
 from servelab.grading.registry import load_topic, topics
 from servelab.grading.steady import (
     BUSY_HINT,
@@ -383,6 +384,8 @@ def shown_for(
         return grafted
     if finding.raised:  # the learner's own error, placed: the check's hint if it fits
         return with_place(finding, check_hint or hint)
+    if finding.place and not finding.hint and (told := none_returned(finding.divergence, exc)):
+        return told
     if own is not None and finding.place and not finding.hint:
         # raised after the first difference: the place, then where it was raised;
         # the type's usual cause and a check's hint would guess between the two

@@ -14,7 +14,8 @@ import itertools
 from typing import Any
 
 from servelab.grading.readings.budget_admission import block_of_budget
-from servelab.grading.readings.budget_charged import whole_blocks_charged
+from servelab.grading.readings.budget_charged import charged_or_cut
+from servelab.grading.readings.budget_one_call import one_per_call
 from servelab.grading.readings.budget_reported import (
     as_done,
     blocks_differ,
@@ -43,14 +44,7 @@ VICTIM = written_for(
     "running", "waiting", "num_computed_tokens", "out.scheduled", "out.preempted", *_BLOCKS
 )
 KEPT_BLOCKS = written_for(*_BLOCKS)
-FIRST_VICTIM = written_for(
-    "running",
-    "waiting",
-    "num_computed_tokens",
-    "out.scheduled",
-    "out.preempted",
-    *_BLOCKS,
-)
+FIRST_VICTIM = VICTIM  # the same fields
 KEPT_COMPUTED = written_for("num_computed_tokens")
 QUEUED_BACK = written_for("waiting")
 CAP = written_for("running", "waiting", "num_computed_tokens", "out.scheduled", *_BLOCKS)
@@ -204,7 +198,7 @@ def _chunk_sizes(d: Difference, chunks: list[Any]) -> str | None:
                         "that run (num_tokens) come off the budget"
                     )
                 return f"{said}: a chunk takes min(tokens still to run, budget left)"
-            blocks = whole_blocks_charged(
+            blocks = charged_or_cut(
                 chunks,
                 d.args[1],
                 getattr(getattr(d.subject, "bm", None), "block_size", None),
@@ -689,6 +683,7 @@ def token_budget_reading(d: Difference) -> str | None:
             or _admitted_blocks(d, done)
             or _slots(d, done)
             or _hit_left_out(done)
+            or one_per_call(d.subject, d.args[1], d.theirs.get("running"), lambda b: _again(d, b))
         )
     if found is None and m == "schedule_running":
         found = (
