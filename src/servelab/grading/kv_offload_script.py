@@ -13,6 +13,7 @@ from servelab.grading._script import Script, graded_names
 from servelab.grading.kv_offload_hints import HINTS
 from servelab.grading.kv_offload_replay import REPLAY
 from servelab.grading.kv_offload_values import Payload
+from servelab.grading.steady import MEMORY_FOLDER
 from servelab.testing.kv_offload import tier_fields
 
 __all__ = [
@@ -25,7 +26,7 @@ __all__ = [
     "tier_script",
 ]
 
-_MEMORY = "/dev/shm"  # a file system in memory, on Linux
+_MEMORY = MEMORY_FOLDER
 
 
 @contextmanager

@@ -1,7 +1,7 @@
 """What keeps a report the same from run to run and from machine to machine.
 
-* A folder made under the temporary directory (a disk tier's, a learner's ``mkdtemp``) has a
-  random name: :func:`stable_text` names every such folder the same way.
+* A folder made under the temporary directory or in memory (a disk tier's, a learner's
+  ``mkdtemp``) has a random name: :func:`stable_text` names every such folder the same way.
 * A diagnosis (localisation, the catalogue, the readings and their proofs by replay) is
   budgeted in CPU seconds (:data:`DIAGNOSE_TIMEOUT_S`) and in its own wall time, time spent
   waiting for a CPU left out (:func:`~servelab.testing.core.hang_guard`): on a loaded machine
@@ -27,6 +27,7 @@ __all__ = [
     "BUSY_HINT",
     "DIAGNOSE_TIMEOUT_S",
     "DIAGNOSE_WALL_CAP_S",
+    "MEMORY_FOLDER",
     "cut_short",
     "diagnosis_budget",
     "hang_line",
@@ -38,7 +39,11 @@ DIAGNOSE_TIMEOUT_S = 5.0
 #: Wall-clock seconds after which a diagnosis ends however its time went: the last resort.
 DIAGNOSE_WALL_CAP_S = 100.0
 
-_TEMPORARY_FOLDER = re.compile(re.escape(tempfile.gettempdir()) + r"[/\\][^/\\\s'\"]+")
+#: A file system in memory (Linux), where a grade may make its temporary folders instead.
+MEMORY_FOLDER = "/dev/shm"
+
+_ROOTS = "|".join(re.escape(root) for root in (tempfile.gettempdir(), MEMORY_FOLDER))
+_TEMPORARY_FOLDER = re.compile(rf"(?:{_ROOTS})[/\\][^/\\\s'\"]+")
 
 
 def stable_text(text: str) -> str:
