@@ -15,6 +15,7 @@ from servelab.grading.readings.difference import (
     written_for,
 )
 from servelab.grading.readings.kinds import factor_words
+from servelab.grading.readings.kv_offload_reads import held_size_asked, retrieve_order
 from servelab.grading.readings.kv_offload_rules import rule_reading
 
 # what each reading explains (a tier's ``cpu.pins`` counts as ``pins``); a direction or a value
@@ -432,8 +433,9 @@ def _lookup(d: Difference) -> str | None:
     """A lookup pins each found chunk once, in the first (fastest) tier that holds it."""
     if not LOOKUP.fits(d):
         return None
-    if not d.same_outcome:
-        return _pinned_slower(d) or _found_index(d)
+    slower = _pinned_slower(d)
+    if slower or not d.same_outcome:
+        return slower or _found_index(d)
     extra = _extra_pins(d)
     if not extra:
         return None
@@ -540,7 +542,7 @@ def _retrieve(d: Difference) -> str | None:
                 "tier after retrieve returned: each transfer refs the copy it reads and unrefs "
                 "it when the copy is done, so retrieve leaves no reference behind"
             )
-    return _not_promoted(d)
+    return _not_promoted(d) or retrieve_order(d)
 
 
 def _not_promoted(d: Difference) -> str | None:
@@ -624,6 +626,10 @@ def _torn(d: Difference) -> str | None:
     )
 
 
+def _held(d: Difference) -> str | None:
+    return _held_bytes(d) or held_size_asked(d)
+
+
 _READERS = {
     "lookup": _lookup,
     "retrieve": _retrieve,
@@ -635,7 +641,7 @@ _READERS = {
     "_choose_victims": _victims,
     "can_evict": _can_evict,
     "pin": _pin,
-    "held_bytes": _held_bytes,
+    "held_bytes": _held,
 }
 
 
