@@ -14,9 +14,11 @@ from unlisted.offload_reads import (
     HeldBytesTopDict,
     HeldBytesTopSizes,
     LookupPinsLastHolder,
+    ReleaseInTheCpuTierFirst,
     RetrieveFirstTwice,
     RetrieveReversed,
     RetrieveTierOrder,
+    WriteAgainUnderTheFinalName,
 )
 
 T = "kv-offload"
@@ -66,10 +68,51 @@ def test_a_payload_returned_twice_is_not_an_order() -> None:
 
 def test_a_chunk_pinned_on_disk_only_is_not_said_pinned_also() -> None:
     hint = _hint(LookupPinsLastHolder)
-    assert "yours pinned 'b' in the disk tier where the cpu tier holds it too" in hint
+    assert "yours pinned 'a' in the disk tier where the cpu tier holds it too" in hint
     assert "also pinned" not in hint
 
 
 def test_a_chunk_pinned_in_both_tiers_is_said_pinned_also() -> None:
     hint = _hint(offload.LookupPinsEachTierHolding)
     assert "also pinned" in hint
+
+
+class _WriteInPlace(S3["DiskTier"]):  # type: ignore[misc]
+    """Writes the chunk's file in place: the first write tears it."""
+
+    def _write(self, key, payload):  # type: ignore[no-untyped-def]
+        final = self.path(key)
+        with open(final, "wb") as f:
+            f.write(payload)
+        return final
+
+
+def _report(classes: dict[str, Any]) -> str:
+    report, _ = failing_report(T, classes, 3)
+    return str(report.text)
+
+
+def test_a_chunk_torn_in_a_second_write_under_its_name_is_caught_and_named() -> None:
+    text = _report({**S3, "DiskTier": WriteAgainUnderTheFinalName})
+    assert "with crashing_writes('.chunk'): disk.put('b', payload('b', 40))" in text
+    assert "b.chunk holds 20 of 40 bytes (the crash cut a write to a .chunk file)" in text
+    assert "yours left b.chunk holding 20 of its 40 bytes when the write was cut short" in text
+
+
+def test_a_chunk_torn_in_its_first_write_is_shown_by_the_first_crash() -> None:
+    text = _report({**S3, "DiskTier": _WriteInPlace})
+    assert "with crashing_writes(): disk.put('b', payload('b', 40))" in text
+    assert "cut a write to a .chunk file" not in text
+
+
+def test_a_release_in_the_cpu_tier_of_a_disk_find_is_named() -> None:
+    hint = _hint(ReleaseInTheCpuTierFirst)
+    assert (
+        "yours took the pin on 'a' off the cpu tier, which holds it too, and left the one in "
+        "the disk tier, the tier found names (('a', 1))"
+    ) in hint
+
+
+def test_a_release_unpinning_twice_is_not_said_to_unpin_elsewhere() -> None:
+    hint = _hint(offload.ReleaseEveryPin)
+    assert "the tier found names" not in hint

@@ -1,6 +1,8 @@
 """KV offload slips in a hierarchy's reads: where held_bytes takes a chunk's size, the order a
 retrieve returns its payloads in, the tier a lookup pins a chunk in."""
 
+import os
+
 from servelab import checkpoint
 
 TOPIC = "kv-offload"
@@ -84,6 +86,33 @@ class LookupPinsLastHolder(Hierarchy):
         return found
 
 
+class WriteAgainUnderTheFinalName(Staged["DiskTier"]):
+    """Step 3, DiskTier._write: a whole temporary file, then the payload written again under
+    the chunk's own name (no os.replace): a crash in that second write tears the chunk."""
+
+    def _write(self, key, payload):
+        final = self.path(key)
+        temporary = final.with_name(final.name + ".tmp")
+        with open(temporary, "wb") as f:
+            f.write(payload)
+        with open(final, "wb") as f:
+            f.write(payload)
+        os.remove(temporary)
+        return final
+
+
+class ReleaseInTheCpuTierFirst(Hierarchy):
+    """Step 3, release: unpins a chunk in the cpu tier whenever it holds a pinned copy there,
+    whatever tier the lookup found it in."""
+
+    def release(self, found):
+        for key, i in found:
+            if key in self.tiers[0] and self.tiers[0].pin_count(key):
+                self.tiers[0].unpin(key)
+            else:
+                self.tiers[i].unpin(key)
+
+
 def _at3(cls, method):
     return (3, {**Staged, "Hierarchy": cls}, {f"Hierarchy.{method}"})
 
@@ -95,4 +124,10 @@ MISTAKES = {
     "payloads returned last found first": _at3(RetrieveReversed, "retrieve"),
     "the first payload returned twice": _at3(RetrieveFirstTwice, "retrieve"),
     "a chunk pinned in the last tier holding it": _at3(LookupPinsLastHolder, "lookup"),
+    "a chunk written again under its final name": (
+        3,
+        {**Staged, "DiskTier": WriteAgainUnderTheFinalName},
+        {"DiskTier._write"},
+    ),
+    "a release in the cpu tier first": _at3(ReleaseInTheCpuTierFirst, "release"),
 }

@@ -15,7 +15,11 @@ from servelab.grading.readings.difference import (
     written_for,
 )
 from servelab.grading.readings.kinds import factor_words
-from servelab.grading.readings.kv_offload_reads import held_size_asked, retrieve_order
+from servelab.grading.readings.kv_offload_reads import (
+    held_size_asked,
+    retrieve_order,
+    unpinned_elsewhere,
+)
 from servelab.grading.readings.kv_offload_rules import rule_reading
 
 # what each reading explains (a tier's ``cpu.pins`` counts as ``pins``); a direction or a value
@@ -275,6 +279,9 @@ def _release(d: Difference) -> str | None:
             f"yours changed the transfer references of the {refs[0]} tier: release drops the "
             "lookup's pins (unpin), not references (those are a transfer's, ref/unref)"
         )
+    other = unpinned_elsewhere(d, found)
+    if other:
+        return other
     for tier in _tiers(d):
         had = d.before.get(f"{tier}.pins") or {}
         mine, theirs = d.mine.get(f"{tier}.pins") or {}, d.theirs.get(f"{tier}.pins") or {}
@@ -608,11 +615,13 @@ def _worth_loading(d: Difference) -> str | None:
 
 
 def _torn(d: Difference) -> str | None:
-    """A write cut short (both raised) that left the chunk's own file shorter than its
+    """A write cut short (both raised, or yours by the simulated crash where the reference's
+    write to that name was never cut) that left the chunk's own file shorter than its
     payload: a torn chunk under its final name, seen in the files themselves."""
     files, before = d.mine.get("files"), d.before.get("files") or {}
     payload = d.args[1] if len(d.args) > 1 else None
-    if not (d.i_raised and d.they_raised) or not isinstance(files, dict) or not payload:
+    crashed = d.they_raised or d.error("mine").startswith("SimulatedCrash")
+    if not (d.i_raised and crashed) or not isinstance(files, dict) or not payload:
         return None
     name = f"{d.args[0]}.chunk"
     held = files.get(name)

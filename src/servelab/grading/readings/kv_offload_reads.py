@@ -1,6 +1,6 @@
 """Readings of a hierarchy's reads, each proved by running yours on a copy of the state
 under where: the tier a held_bytes asked a chunk's size of, and the order a retrieve
-returned its payloads in."""
+returned its payloads in; and the tier a release took a pin off."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from servelab.grading.readings.difference import Difference
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
-__all__ = ["held_size_asked", "retrieve_order"]
+__all__ = ["held_size_asked", "retrieve_order", "unpinned_elsewhere"]
 
 
 def _asked_sizes(h: Any) -> tuple[list[tuple[int, Any, bool]], BaseException | None]:
@@ -104,3 +104,33 @@ def retrieve_order(d: Difference) -> str | None:
         + ": retrieve returns each payload at its chunk's place in found (the prefix's "
         "order), whichever tier it was read from"
     )
+
+
+def unpinned_elsewhere(d: Difference, found: list[Any]) -> str | None:
+    """Yours took a found chunk's pin off another tier than the one found names, and left the
+    named tier's pin, where the reference took it off the named tier."""
+    tiers = [k[: -len(".keys")] for k in d.before if k.endswith(".keys")]
+
+    def off(side: Any, tier: str, key: Any) -> int:
+        had = (d.before.get(f"{tier}.pins") or {}).get(key, 0)
+        return int(had - (side.get(f"{tier}.pins") or {}).get(key, 0))
+
+    for entry in found:
+        if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[1], int)):
+            continue
+        key, i = entry
+        if (
+            not 0 <= i < len(tiers)
+            or off(d.mine, tiers[i], key)
+            or not off(d.theirs, tiers[i], key)
+        ):
+            continue
+        for tier in tiers:
+            if tier != tiers[i] and off(d.mine, tier, key) > off(d.theirs, tier, key):
+                return (
+                    f"yours took the pin on {key!r} off the {tier} tier, which holds it too, "
+                    f"and left the one in the {tiers[i]} tier, the tier found names "
+                    f"({entry!r}), where its lookup pinned it: release unpins each chunk in "
+                    f"the tier found names; the {tier} tier's pin is not this lookup's"
+                )
+    return None
