@@ -57,4 +57,10 @@ def fails_as_printed(topic: str, program: str, impl: Any, reference: Any) -> boo
         theirs = _pasted(program, namespace(reference))
     except _Stopped:
         return True  # the reference raises where yours ran on: the last line shows that
+    if _payloads(mine) and _payloads(theirs):
+        return bool(mine != theirs)  # chunk payloads, which plain shows by their type alone
     return plain(mine) != plain(theirs)
+
+
+def _payloads(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, bytes) for v in value)

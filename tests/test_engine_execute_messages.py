@@ -102,3 +102,17 @@ def test_rows_that_lost_a_decode_name_the_decode() -> None:
     assert "this step decodes [0] and prefills [1]" in report
     assert "no row for the decode of sequence(s) [0]" in report
     assert "your code raised" not in report  # the engine raised it, about what execute returned
+
+
+def test_rows_replaced_by_the_last_helper_call_say_so() -> None:
+    report = _report(RowsReplaced)
+    assert (
+        "The list execute returned is the one its last helper call, prefill, returned "
+        "(rows for [1]), unchanged; the rows handed earlier in this step (decode for "
+        "sequence(s) [0]) are not in it"
+    ) in report
+
+
+def test_rows_of_a_prefill_left_out_are_not_said_replaced() -> None:
+    report = _report(FirstPrefillOnly)
+    assert "last helper call" not in report

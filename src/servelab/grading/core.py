@@ -390,7 +390,8 @@ def shown_for(
         # raised after the first difference: the place, then where it was raised;
         # the type's usual cause and a check's hint would guess between the two
         stop = "" if finding.place.endswith(("?", ".")) else "."
-        return f"{finding.place}{stop} {later_raise(own)}"
+        later = (d := finding.divergence) is None or d.mine[0] != f"raised {own.kind}"
+        return f"{finding.place}{stop} {later_raise(own, later)}"
     return with_place(finding, hint, ruled, code, topic_hook(topic) is not None, topic)
 
 

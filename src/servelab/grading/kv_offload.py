@@ -354,6 +354,14 @@ def _release_each_once(impl: Any) -> None:
     s("h.release(third)")
     s.expect(s("h.tiers[1].pin_count('a')"), 0, "h.tiers[1].pin_count('a')", "release")
     s.expect(s.call("where", "a"), ["disk"], "h.where('a') after its release", "release")
+    # a chunk found on disk, promoted meanwhile, then pinned in the cpu tier by another lookup:
+    # the release of the disk find unpins the disk copy, the one it pinned
+    s("fourth = h.lookup(['a'])")
+    s("h.retrieve(h.lookup(['a']))")
+    s("fifth = h.lookup(['a'])")
+    s("h.release(fourth)")
+    both = "[h.tiers[0].pin_count('a'), h.tiers[1].pin_count('a')]"
+    s.expect(s(both), [1, 0], f"{both} after h.release(fourth)", "release")
 
 
 def _retrieve_keeps_lru_order(impl: Any) -> None:
@@ -404,25 +412,35 @@ def _held_bytes_once(impl: Any) -> None:
 
 
 def _no_torn_write(impl: Any) -> None:
+    """A crash in a put's first write leaves the chunk absent or whole, and so does one in
+    a write to the chunk's final name (a chunk written there after a whole temporary)."""
+    for suffix in ("", ".chunk"):
+        _no_torn_write_to(impl, suffix)
+
+
+def _no_torn_write_to(impl: Any, suffix: str) -> None:
+    """One put under crashing_writes(suffix): no torn chunk after it."""
     s = OffloadScript(impl, "disk = DiskTier(100)")
     _put(s, "a", 20)
     crashed: list[str] = []
 
     @contextmanager
-    def counted_crash() -> Iterator[list[str]]:  # crashing_writes, the files it cut kept
-        with crashing_writes() as cut:
+    def counted_crash(suffix: str = "") -> Iterator[list[str]]:  # the files it cut kept
+        with crashing_writes(suffix) as cut:
             yield cut
         crashed.extend(cut)
 
     s.ns["crashing_writes"] = counted_crash
-    s("with crashing_writes(): disk.put('b', payload('b', 40))")
+    args = repr(suffix) if suffix else ""
+    s(f"with crashing_writes({args}): disk.put('b', payload('b', 40))")
     if not crashed:
-        return  # the write does not go through open(): nothing this probe can interrupt
+        return  # no such write goes through open(): nothing this probe can interrupt
     path = s.obj.path("b")
     if path.exists() and path.stat().st_size != 40:
+        nth = f" (the crash cut a write to a {suffix} file)" if suffix else ""
         raise s.fail(
-            f"after the crash {path.name} holds {path.stat().st_size} of 40 bytes: a torn "
-            "chunk, which a restart would serve as KV",
+            f"after the crash {path.name} holds {path.stat().st_size} of 40 bytes{nth}: a "
+            "torn chunk, which a restart would serve as KV",
             "torn",
         )
     s.expect(s.keys(), ["a"], "resident keys after the failed write")

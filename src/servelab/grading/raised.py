@@ -86,16 +86,18 @@ def raised_place(d: Divergence, raised: Raised) -> str:
     )
 
 
-def later_raise(raised: Raised) -> str:
+def later_raise(raised: Raised, later: bool = True) -> str:
     """The learner's own error raised after the first difference, in a sentence: where it
-    was raised, which the place before it may explain."""
+    was raised, which the place before it may explain (not ``later``: the first call raised)."""
     said = f"{raised.kind}: {raised.message}" if raised.message else raised.kind
     if raised.meaning:
         said += f" ({raised.meaning})"
     if not raised.function:
-        return f"Later, the last line under reproduce: raised {said}"
-    at = f"line {raised.line} of your {raised.function}()" if raised.line else "your code"
-    return f"Later, on the last line under reproduce:, {at} raised {said}"
+        line = f"the last line under reproduce: raised {said}"
+    else:
+        at = f"line {raised.line} of your {raised.function}()" if raised.line else "your code"
+        line = f"on the last line under reproduce:, {at} raised {said}"
+    return f"Later, {line}" if later else line[0].upper() + line[1:]
 
 
 def raised_outside(exc: BaseException | None) -> Raised | None:

@@ -213,6 +213,7 @@ class EngineSkeleton(Engine):
         self._copies: list[tuple[int, int]] = []
         self._asked: list[tuple[int, int]] = []  # the copies this step's append_slot asked for
         self._reads: dict[int, list[tuple[int, int]]] = {}
+        self._handed_rows: list[tuple[str, list[int], Rows]] = []  # (helper, seq ids, rows)
 
     def _tokens(self, seq_id: int) -> list[int]:
         return self._seqs[seq_id].token_ids
@@ -246,6 +247,19 @@ class EngineSkeleton(Engine):
 
     def decode(self, decodes: Seq[Decode]) -> Rows:
         """Every decode in one batch: each writes its newest token's KV, then attends."""
+        return self._handed("decode", self._decode_rows(decodes))
+
+    def prefill(self, p: Prefill) -> Rows:
+        """One prefill, skipping the ``num_cached`` tokens found in the prefix cache; a
+        request with ``n > 1`` samples is forked right after its first prefill."""
+        return self._handed("prefill", self._prefill_rows(p))
+
+    def _handed(self, what: str, rows: Rows) -> Rows:
+        """Note the rows a helper hands to execute, as handed, to say later what became of them."""
+        self._handed_rows.append((what, [s.seq_id for s, _ in rows], rows))
+        return rows
+
+    def _decode_rows(self, decodes: Seq[Decode]) -> Rows:
         if not decodes:
             return []
         tables = [self.blocks.block_table(d.seq.seq_id) for d in decodes]
@@ -263,9 +277,7 @@ class EngineSkeleton(Engine):
         logits = self.model.decode(self.pool, tokens, tables, lens, backend=self.config.backend)
         return [(d.seq, logits[i]) for i, d in enumerate(decodes)]
 
-    def prefill(self, p: Prefill) -> Rows:
-        """One prefill, skipping the ``num_cached`` tokens found in the prefix cache; a
-        request with ``n > 1`` samples is forked right after its first prefill."""
+    def _prefill_rows(self, p: Prefill) -> Rows:
         seq, n, cached = p.seq, p.num_tokens, p.num_cached
         table = self.blocks.block_table(seq.seq_id)
         self._check_length(seq, n, table, "prefill")
@@ -325,6 +337,7 @@ class EngineSkeleton(Engine):
         self.ledger.step = self.stats.steps + 1
         self._copies = []
         self._reads = {}
+        self._handed_rows = []
         out = self.learner_scheduler.step()
         self._asked = _asked(out)
         try:
@@ -391,7 +404,27 @@ class EngineSkeleton(Engine):
                 f"execute returned rows for sequences {got}; this step decodes {decodes} and "
                 f"prefills {prefills} (and the forks of a first prefill), each exactly once: "
                 + "; ".join(wrong)
+                + self._replaced_note(rows, set(want) - set(got))
             )
+
+    def _replaced_note(self, rows: Rows, missing: set[int]) -> str:
+        """When execute returned, as it was handed, the very list its last helper call
+        returned, while an earlier call in this step had handed it rows now missing."""
+        if not self._handed_rows or not missing:
+            return ""
+        what, ids, last = self._handed_rows[-1]
+        if rows is not last or [s.seq_id for s, _ in rows] != ids:
+            return ""
+        dropped = [(name, sorted(set(seqs) & missing)) for name, seqs, _ in self._handed_rows[:-1]]
+        dropped = [(name, seqs) for name, seqs in dropped if seqs]
+        if not dropped:
+            return ""
+        earlier = ", ".join(f"{name} for sequence(s) {seqs}" for name, seqs in dropped)
+        return (
+            f". The list execute returned is the one its last helper call, {what}, returned "
+            f"(rows for {ids}), unchanged; the rows handed earlier in this step ({earlier}) "
+            "are not in it: each call's rows are added to the step's rows, not put in their place"
+        )
 
     def _check_held(self) -> None:
         """Every running sequence's slots, after the step, still hold its own tokens' KV."""

@@ -113,11 +113,12 @@ class SimulatedCrash(OSError):
 
 
 @contextmanager
-def crashing_writes() -> Iterator[list[str]]:
-    """Inside the block, a file opened for writing keeps half of the first write to it, then the
-    machine "crashes" (:class:`SimulatedCrash`): what a kill or a power cut in mid-write leaves
-    on disk. The crash ends the block (the program goes on as after a restart). Yields the
-    names of the files it cut short."""
+def crashing_writes(suffix: str = "") -> Iterator[list[str]]:
+    """Inside the block, a file opened for writing whose name ends with ``suffix`` (any file
+    by default) keeps half of the first write to it, then the machine "crashes"
+    (:class:`SimulatedCrash`): what a kill or a power cut in mid-write leaves on disk. The
+    crash ends the block (the program goes on as after a restart). Yields the names of the
+    files it cut short."""
     real = builtins.open
     crashed: list[str] = []
 
@@ -143,7 +144,8 @@ def crashing_writes() -> Iterator[list[str]]:
 
     def crashing(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
         f = real(file, mode, *args, **kwargs)
-        return Half(f, str(file)) if any(c in mode for c in "wax+") else f
+        cut = any(c in mode for c in "wax+") and str(file).endswith(suffix)
+        return Half(f, str(file)) if cut else f
 
     # In a notebook, `open` is IPython's wrapper, which calls the `io_open` it imported.
     shell = sys.modules.get("IPython.core.interactiveshell")

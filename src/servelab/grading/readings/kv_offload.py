@@ -16,6 +16,11 @@ from servelab.grading.readings.difference import (
 )
 from servelab.grading.readings.kinds import factor_words
 from servelab.grading.readings.kv_offload_free import free_holds_chunk
+from servelab.grading.readings.kv_offload_reads import (
+    held_size_asked,
+    retrieve_order,
+    unpinned_elsewhere,
+)
 from servelab.grading.readings.kv_offload_rules import rule_reading
 
 # what each reading explains (a tier's ``cpu.pins`` counts as ``pins``); a direction or a value
@@ -166,8 +171,7 @@ def _victims(d: Difference) -> str | None:
     mine, theirs = _shown(d.returned("mine")), _shown(d.returned("theirs"))
     if not isinstance(theirs, list) or mine == theirs or not CHOSEN.fits(d):
         return None
-    held = free_holds_chunk(d)
-    if held:
+    if held := free_holds_chunk(d):
         return held
     if mine is None:  # a miss where the reference makes room: which rule, yours does not say
         return (
@@ -301,6 +305,8 @@ def _release(d: Difference) -> str | None:
             f"yours changed the transfer references of the {refs[0]} tier: release drops the "
             "lookup's pins (unpin), not references (those are a transfer's, ref/unref)"
         )
+    if other := unpinned_elsewhere(d, found):
+        return other
     for tier in _tiers(d):
         had = d.before.get(f"{tier}.pins") or {}
         mine, theirs = d.mine.get(f"{tier}.pins") or {}, d.theirs.get(f"{tier}.pins") or {}
@@ -459,8 +465,9 @@ def _lookup(d: Difference) -> str | None:
     """A lookup pins each found chunk once, in the first (fastest) tier that holds it."""
     if not LOOKUP.fits(d):
         return None
-    if not d.same_outcome:
-        return _pinned_slower(d) or _found_index(d)
+    slower = _pinned_slower(d)
+    if slower or not d.same_outcome:
+        return slower or _found_index(d)
     extra = _extra_pins(d)
     if not extra:
         return None
@@ -567,7 +574,7 @@ def _retrieve(d: Difference) -> str | None:
                 "tier after retrieve returned: each transfer refs the copy it reads and unrefs "
                 "it when the copy is done, so retrieve leaves no reference behind"
             )
-    return _not_promoted(d)
+    return _not_promoted(d) or retrieve_order(d)
 
 
 def _not_promoted(d: Difference) -> str | None:
@@ -633,11 +640,13 @@ def _worth_loading(d: Difference) -> str | None:
 
 
 def _torn(d: Difference) -> str | None:
-    """A write cut short (both raised) that left the chunk's own file shorter than its
+    """A write cut short (both raised, or yours by the simulated crash where the reference's
+    write to that name was never cut) that left the chunk's own file shorter than its
     payload: a torn chunk under its final name, seen in the files themselves."""
     files, before = d.mine.get("files"), d.before.get("files") or {}
     payload = d.args[1] if len(d.args) > 1 else None
-    if not (d.i_raised and d.they_raised) or not isinstance(files, dict) or not payload:
+    crashed = d.they_raised or d.error("mine").startswith("SimulatedCrash")
+    if not (d.i_raised and crashed) or not isinstance(files, dict) or not payload:
         return None
     name = f"{d.args[0]}.chunk"
     held = files.get(name)
@@ -651,6 +660,10 @@ def _torn(d: Difference) -> str | None:
     )
 
 
+def _held(d: Difference) -> str | None:
+    return _held_bytes(d) or held_size_asked(d)
+
+
 _READERS = {
     "lookup": _lookup,
     "retrieve": _retrieve,
@@ -662,7 +675,7 @@ _READERS = {
     "_choose_victims": _victims,
     "can_evict": _can_evict,
     "pin": _pin,
-    "held_bytes": _held_bytes,
+    "held_bytes": _held,
 }
 
 
