@@ -1,4 +1,4 @@
-"""Step 1 of eviction-policy reads LFU's heap entries past tick 1000 (a tick cut to its last
+"""Step 1 of eviction-policy reads LFU's heap entries past tick 4096 (a tick cut to its last
 digits in the heap entry alone leaves `reached` right and the key never popped again), and
 a removed key put again starts at count 1 (a count kept aside and resumed is caught)."""
 
@@ -34,6 +34,16 @@ class _HeapTickModulo(ALONE):  # type: ignore[misc,valid-type]
         self.reached[key] = self.clock
         if key not in self.pinned:
             heapq.heappush(self.heap, (self.count[key], self.clock % 1000, key))
+
+
+class _PutTickBits(ALONE):  # type: ignore[misc,valid-type]
+    """The put's entry keeps the tick's last ten bits; hits are right."""
+
+    def update_on_put(self, key, size):
+        self.clock += 1
+        self.count[key] = 1
+        self.reached[key] = self.clock
+        heapq.heappush(self.heap, (1, self.clock & 1023, key))
 
 
 class _HeapTickSorted(ALONE):  # type: ignore[misc,valid-type]
@@ -88,8 +98,13 @@ class _RemembersCounts(ALONE):  # type: ignore[misc,valid-type]
 def test_a_heap_tick_cut_past_1000_is_caught_at_its_entry() -> None:
     said = _report(_HeapTickModulo)
     assert "✗ step 1 · each put and hit leaves a fresh heap entry past many ticks" in said
-    assert "p.heap holds no entry (1000, 1000, 'a')" in said
-    assert "# [(1000, 0, 'a')]" in said
+    assert "p.heap holds no entry (4100, 4100, 'a')" in said
+    assert "# [(4100, 100, 'a')]" in said
+
+
+def test_a_put_tick_cut_to_its_bits_is_caught_at_the_put() -> None:
+    said = _report(_PutTickBits)
+    assert "after p.update_on_put('b', 1), p.heap holds no entry (1, 4101, 'b')" in said
 
 
 def test_full_ticks_with_an_extra_field_pass_the_probe() -> None:

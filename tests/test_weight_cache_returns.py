@@ -52,6 +52,33 @@ class _GetReturnsThirty(Sized):  # type: ignore[misc,valid-type]
         return 30
 
 
+class _GetReturnsKey(Sized):  # type: ignore[misc,valid-type]
+    def get(self, key):
+        if key not in self._entries:
+            return None
+        self._entries.move_to_end(key)
+        return key
+
+
+class _GetReturnsA(Sized):  # type: ignore[misc,valid-type]
+    """Answers 'a' for every key: the key asked for only by chance."""
+
+    def get(self, key):
+        if key not in self._entries:
+            return None
+        self._entries.move_to_end(key)
+        return "a"
+
+
+def test_a_get_answering_its_key_is_named() -> None:
+    said = _hint(_GetReturnsKey, 1)
+    assert "yours returned 'a', the key asked for" in said and "answers 'b' too" in said
+
+
+def test_a_get_answering_one_constant_key_is_not_said_to_answer_the_key() -> None:
+    assert "the key asked for" not in _hint(_GetReturnsA, 1)
+
+
 def test_a_pin_answering_the_count_before_it_is_named() -> None:
     said = _hint(_PinReturnsOldCount, 3)
     assert "the pins 'a' had before this pin" in said

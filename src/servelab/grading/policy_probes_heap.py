@@ -106,14 +106,14 @@ def lfu_fresh_entries(impl: Any) -> None:
 
 
 def lfu_fresh_entries_past_many_ticks(impl: Any) -> None:
-    """The entries of a put and a hit past tick 1000: an entry whose tick is cut to its last
-    digits while ``reached`` keeps growing is stale the moment it is pushed, and that key is
-    never popped again."""
+    """The entries of a put and a hit past tick 4096 (past 1000, 1024, 2048 and 4096): an
+    entry whose tick is cut to its last digits or bits while ``reached`` keeps growing is
+    stale the moment it is pushed, and that key is never popped again."""
     s = PolicyScript(impl, "LFU")
     s.put("a")
     if not _skeleton(s.policy):
         return
-    s("for _ in range(999): p.update_on_hit('a')")
+    s("for _ in range(4099): p.update_on_hit('a')")
     _after(s, "hit", "a", long=True)
     for call in ("put", "hit"):
         getattr(s, call)("b")

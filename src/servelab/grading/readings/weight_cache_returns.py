@@ -1,7 +1,7 @@
 """Readings of what a weight cache's call returned in place of the reference's answer, said
 only where calls of yours on copies return the same thing from other states: a pin() or
 unpin() that answers its key's pin count from before the call, a get that answers the
-entry's size. A pin count one off that no reading proves is shown as the difference alone:
+entry's size or the key itself. A pin count one off that no reading proves is shown as the difference alone:
 one state with one resident key cannot tell an off by one from another count."""
 
 from __future__ import annotations
@@ -77,6 +77,25 @@ def pin_count_shown(d: Difference) -> str | None:
     return f"yours returned {mine}, the reference {theirs}"
 
 
+def _answered_key(d: Difference, key: Any, resident: list[Any], theirs: str) -> str | None:
+    """A get that returned its key: said where a get of yours on a copy of another resident
+    key answers that key too."""
+    for other in (k for k in resident if k != key):
+        try:
+            twin = copy.deepcopy(d.subject)
+            with line_budget(LINES_PER_CALL):
+                answer = twin.get(other)
+        except (Exception, OutOfLines):
+            continue
+        if answer == other:
+            return (
+                f"yours returned {key!r}, the key asked for, where the reference returns its "
+                f"value {theirs}; a get of {other!r} on a copy answers {other!r} too: get "
+                "returns the value stored under the key, the [1] of its (size, value) entry"
+            )
+    return None
+
+
 def get_answered_size(d: Difference) -> str | None:
     """A get that returned the entry's size where the reference returns its value: said where
     a get of yours on a copy answers another resident key's size, one that differs from this
@@ -85,6 +104,8 @@ def get_answered_size(d: Difference) -> str | None:
         return None
     key, mine, theirs = d.args[0], d.returned("mine"), d.returned("theirs")
     resident = list(d.before.get("resident", ()))
+    if mine == repr(key) and theirs is not None and mine != theirs:
+        return _answered_key(d, key, resident, theirs)
     size = call(d.subject, "size_of", key) if key in resident else None
     if not isinstance(size, int) or mine != repr(size) or theirs is None or mine == theirs:
         return None
