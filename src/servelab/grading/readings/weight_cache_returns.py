@@ -1,8 +1,9 @@
 """Readings of what a weight cache's call returned in place of the reference's answer, said
 only where calls of yours on copies return the same thing from other states: a pin() or
 unpin() that answers its key's pin count from before the call, a get that answers the
-entry's size or the key itself. A pin count one off that no reading proves is shown as the difference alone:
-one state with one resident key cannot tell an off by one from another count."""
+entry's size or the key itself. A pin count one off that no reading proves is shown as the
+difference alone: one state with one resident key cannot tell an off by one from another
+count."""
 
 from __future__ import annotations
 
