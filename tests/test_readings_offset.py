@@ -42,7 +42,8 @@ class _PinAnswersOneMore(checkpoint("kv-offload", 1)):  # type: ignore[misc]
 
 
 def test_an_off_by_one_of_the_methods_own_is_asked_about() -> None:
-    assert OFF in _hint("weight-cache", weights.UnpinReturnsOldCount, 3)
+    said = _hint("weight-cache", weights.UnpinReturnsOldCount, 3)  # named by what it returns
+    assert "the pins 'a' had before this unpin" in said and OFF not in said
     sieve = {**checkpoint("eviction-policy", 4), "SIEVE": policies.SIEVELenOneShort}
     said = _hint("eviction-policy", sieve, 4)  # a query: its fields are read through len()
     assert "one less than the reference's" in said and OFF in said

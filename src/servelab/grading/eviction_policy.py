@@ -80,6 +80,7 @@ from servelab.grading.policy_probes_heap import (
     FRESH_ENTRY,
     PAIR_ORDER,
     lfu_fresh_entries,
+    lfu_fresh_entries_past_many_ticks,
     lfu_order_past_many_ticks,
     lfu_ties_past_many_ticks,
 )
@@ -441,6 +442,11 @@ TOPIC = Topic(
                     "the tick decides equal counts past many ticks",
                     PAIR_ORDER,
                     lfu_ties_past_many_ticks,
+                ),
+                Probe(
+                    "each put and hit leaves a fresh heap entry past many ticks",
+                    FRESH_ENTRY,
+                    lfu_fresh_entries_past_many_ticks,
                 ),
             ],
             machine=MachineCheck(

@@ -221,12 +221,14 @@ def _lfu_order_ties_fifo(impl: Any) -> None:
 def _lfu_remove_forgets(impl: Any) -> None:
     s = PolicyScript(impl, "LFU")
     s.put("a", "b")
-    s.hit("a", "a")
+    s.hit("a", "a", "b")
     s.remove("a")
     s.expect_order(["b"], "'a' was removed")
     s.put("a")
     s.expect_order(
-        ["b", "a"], "'a' was put again: in the reference count 1, reached after 'b' reached 1"
+        ["a", "b"],
+        "'a' was put again: in the reference it starts afresh at count 1, below 'b''s 2 "
+        "(its 3 uses before the removal are forgotten)",
     )
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "FRESH_ENTRY",
     "PAIR_ORDER",
     "lfu_fresh_entries",
+    "lfu_fresh_entries_past_many_ticks",
     "lfu_order_past_many_ticks",
     "lfu_ties_past_many_ticks",
 ]
@@ -46,9 +47,10 @@ def _entries(heap: Any) -> list[tuple[Any, ...]]:
         return []
 
 
-def _after(s: PolicyScript, call: str, key: str) -> None:
+def _after(s: PolicyScript, call: str, key: str, *, long: bool = False) -> None:
     """The call just made on ``key`` left it a tick no other key of its count shares, and every
-    key's current entry in the heap (extra fields between the tick and the key allowed)."""
+    key's current entry in the heap (extra fields between the tick and the key allowed). A
+    ``long`` heap is shown by the entries of the key at its current count alone."""
     p = s.policy
     line = s.lines[-1]
     shown = f"p.count, p.reached, p.heap  # {(dict(p.count), dict(p.reached), list(p.heap))!r}"
@@ -65,7 +67,12 @@ def _after(s: PolicyScript, call: str, key: str) -> None:
     for k in sorted(p.count, key=lambda k: (k != key, repr(k))):
         now = (p.count[k], p.reached.get(k))
         if not any(e[:2] == now and e[-1] == k for e in entries):
-            s.note(shown)
+            if long:
+                mine = [e for e in entries if e[-1] == k and e[0] == now[0]]
+                s.note(f"p.count, p.reached  # {(dict(p.count), dict(p.reached))!r}")
+                s.note(f"[e for e in p.heap if e[0] == {now[0]!r} and e[-1] == {k!r}]  # {mine!r}")
+            else:
+                s.note(shown)
             raise s.fail(
                 f"after {line}, p.heap holds no entry {(*now, k)!r}, {k!r}'s count and tick "
                 "now: step 2's pop_victim finds a key only by that entry and skips every "
@@ -96,6 +103,21 @@ def lfu_fresh_entries(impl: Any) -> None:
         if not _skeleton(s.policy):
             return
         _after(s, call, key)
+
+
+def lfu_fresh_entries_past_many_ticks(impl: Any) -> None:
+    """The entries of a put and a hit past tick 4096 (past 1000, 1024, 2048 and 4096): an
+    entry whose tick is cut to its last digits or bits while ``reached`` keeps growing is
+    stale the moment it is pushed, and that key is never popped again."""
+    s = PolicyScript(impl, "LFU")
+    s.put("a")
+    if not _skeleton(s.policy):
+        return
+    s("for _ in range(4099): p.update_on_hit('a')")
+    _after(s, "hit", "a", long=True)
+    for call in ("put", "hit"):
+        getattr(s, call)("b")
+        _after(s, call, "b", long=True)
 
 
 def lfu_order_past_many_ticks(impl: Any) -> None:

@@ -57,14 +57,45 @@ def queue_moved(d: Difference) -> str | None:
     return QUEUE_MOVED.show(d, f"{moved} on {d.method}({key!r}): {rule}")
 
 
+def survivors_requeued(d: Difference) -> str | None:
+    """A sweep of yours that moves the keys it passes to the newest end, CLOCK's way: proven
+    on a new policy of your class (put 'a', 'b', 'c', hit 'a', pop_victim()) whose victim is
+    the reference's, 'b', and whose queue is ['c', 'a'] where the reference's keeps ['a', 'c']."""
+    try:
+        with line_budget(4 * LINES_PER_CALL):
+            p = type(d.subject)()
+            for key in ("a", "b", "c"):
+                p.update_on_put(key, 1)
+            p.update_on_hit("a")
+            victim = p.pop_victim()
+            queue = list(p.queue)
+    except (Exception, OutOfLines):
+        return None
+    if victim != "b" or queue != ["c", "a"]:
+        return None
+    return (
+        f"yours evicted the right key, {d.returned('mine')}, but moves each key the sweep "
+        "passes to the newest end: a new policy of yours given put 'a', 'b', 'c', hit 'a', "
+        "pop_victim() evicts 'b' and leaves the queue ['c', 'a'], the reference ['a', 'c']. "
+        "SIEVE clears the bit of a key it passes and leaves the key in place; the hand, set "
+        "to the victim before its removal, keeps where the next sweep starts (moving keys "
+        "is CLOCK's way)"
+    )
+
+
 def hand_kept(d: Difference) -> str | None:
     """pop_victim returned the reference's victim but left the hand where it was before the
-    call, where the reference moves it: the call's own fields show both."""
+    call, where the reference moves it: the call's own fields show both. A sweep that moves
+    the keys it passes is said as that (:func:`survivors_requeued`)."""
     if "hand" not in d.differ or "hand" not in d.before:
         return None
     before, mine, theirs = d.before.get("hand"), d.mine.get("hand"), d.theirs.get("hand")
     if mine != before or theirs == before:
         return None
+    if d.method == "pop_victim":
+        moved = HAND_KEPT.show(d, survivors_requeued(d))
+        if moved:
+            return moved
     return HAND_KEPT.show(
         d,
         f"yours evicted the right key, {d.returned('mine')}, but left the hand at {before!r}, "

@@ -16,6 +16,11 @@ from servelab.grading.readings.difference import (
     call,
     failed_call,
 )
+from servelab.grading.readings.weight_cache_returns import (
+    get_answered_size,
+    pin_count_shown,
+    returned_count_before,
+)
 from servelab.grading.readings.weight_cache_rules import (
     admits_by_pin_count,
     bytes_of_some_victims,
@@ -454,10 +459,10 @@ def weight_cache_reading(d: Difference) -> str | None:
     if m == "_check_can_admit" and not d.same_outcome:
         return _weight_cache_admit(d)
     if m in ("pin", "unpin") and d.outcome_pair == VALUE and not differ:
-        return returned_other_count(d)
+        return returned_other_count(d) or returned_count_before(d) or pin_count_shown(d)
     absent = bool(d.args) and d.args[0] not in d.before.get("resident", ())
     if m == "get" and d.outcome_pair == VALUE:
-        pair = CHOSE.show(d, get_answered_pair(d))
+        pair = CHOSE.show(d, get_answered_pair(d) or get_answered_size(d))
         if pair:
             return pair
     if m == "get" and d.i_raised and not d.they_raised and absent:
