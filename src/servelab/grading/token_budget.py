@@ -38,7 +38,12 @@ from servelab.grading.token_budget_script import CHUNKS, BudgetScript
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
 from servelab.testing.token_budget import INVARIANTS, token_budget_machine
 
-__all__ = ["HINTS", "TOPIC"]
+__all__ = ["HINTS", "SHRINK_PROGRAMS", "TOPIC"]
+
+#: Programs Hypothesis may run while shrinking one failure of this topic's machines: each
+#: program drives a scheduler, a block manager and the model step for step (and drains them
+#: at its end), so the topic-wide bound would take a failing grade past its CPU budget.
+SHRINK_PROGRAMS = 250
 
 
 HINTS: dict[str, Hint] = {
@@ -459,6 +464,7 @@ def _machine(
         hints=HINTS,
         max_examples=examples,
         step_count=steps,
+        shrink_programs=SHRINK_PROGRAMS,
     )
 
 
