@@ -171,8 +171,7 @@ def hang_guard(code: str, seconds: float, *, wall_cap: float | None = None) -> I
     ``wall_cap`` seconds of wall-clock time (by default ``WALL_CAP_FACTOR`` times ``seconds``,
     at least ``WALL_CAP_MIN_S``), waiting for a CPU included, stop it all the same, as
     :class:`WallClockCapped`: the last resort where the kernel does not report waiting, or a
-    machine too busy to finish the body at all.
-    Once fired, they fire again every
+    machine too busy to finish the body at all. Once fired, they fire again every
     ``REPEAT_S`` until the body ends, and after each alarm the learner's next line raises
     again, so a loop that catches the exception (``while ...: try: ... except: pass``) is still
     stopped; a body that swallowed it and returned is reported as hung all the same. An alarm
