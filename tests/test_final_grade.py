@@ -54,11 +54,11 @@ def test_an_unlisted_mistake_carried_through_the_last_step_fails_the_grade_of_ev
 def test_the_promotion_slip_fails_every_step_as_its_own_step_reports_it() -> None:
     # The last machine checks step 3's rules among the cost model's, in fewer programs: alone it
     # let a retrieve that never promotes a disk hit pass. The grade of every step runs step 3's
-    # checks too (its probe of a chunk the CPU tier's exact size now meets it before its
-    # machine), so it fails there, with step 3's own report.
+    # checks too (its probe of a release after a promotion now meets it before its machine),
+    # so it fails there, with step 3's own report.
     u = _promotion_slip()
     everything = _failure(carried(u))
-    assert everything[0] == "  ✗ step 3 · tiers at their edges"
+    assert everything[0] == "  ✗ step 3 · a release drops its own pins"
     assert "promotes a chunk found below" in everything[-2]
     assert everything == _failure(u.impl, step=3)
 

@@ -81,7 +81,7 @@ READS = {
     "fits takes a count of blocks": ("needed in blocks (ceil(n_tokens", "one block early"),
     "a size checked for its sign only": ("a size of 2.5", "beside the pinned ones"),
     "admit stops after one admission": ("taking the head of waiting while it fits", ">="),
-    "unpin returns the count it found": ("unpin() the pins left", "exactly like"),
+    "unpin returns the count it found": ("unpin() returns the pins left", "exactly like"),
     "LFU len counts stale heap entries": ("stale copies", "pinned key is not"),
     "lookup capped a block short": ("one block short", "chained on the previous"),
     "room counts held hits": ("another sequence holds", "1/block_size"),

@@ -145,10 +145,9 @@ def test_a_chunk_the_cpu_tier_holds_is_not_promoted_again() -> None:
 
 def test_a_release_that_unpins_where_the_chunk_is_now_is_caught() -> None:
     report = _report("kv-offload", "release unpins where the chunk is now")
-    assert "✗ step 3 · a chunk stored again after its lookup" in report
+    assert "✗ step 3 · a release drops its own pins" in report
     assert "where: the difference starts in your `Hierarchy.release`" in report
-    assert "'b' is pinned in the disk tier, where the lookup found it" in report
-    assert "release unpins each chunk in the tier its lookup found it in" in report
+    assert "the tier found names" in report and "the cpu tier's pin is not this lookup's" in report
 
 
 def test_worth_loading_without_the_latency_is_caught_and_named() -> None:

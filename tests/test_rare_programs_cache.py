@@ -240,7 +240,7 @@ def test_a_hit_while_pinned_without_its_own_tick_is_caught_and_named() -> None:
     report = failing_report("eviction-policy", LFUPinnedHitKeepsTheClock, 2)[0].text
     assert "✗ step 2 · a hit while pinned takes its own tick" in report
     assert "your `update_on_hit`" in report
-    assert "'a' was hit while pinned here: no entry then" in report
+    assert "the tick 'b' already has: advance the clock before recording it" in report
     assert "heap entry it pushes" not in report  # the reference pushes none for a pinned key
 
 

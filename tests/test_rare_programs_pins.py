@@ -103,7 +103,7 @@ def test_a_tick_recorded_in_three_digits_is_not_said_to_differ_in_the_heap_alone
     report = failing_report("eviction-policy", ReachedKeptInThreeDigits, 1)[0].text
     assert "✗ step 1 · the tick decides equal counts past many ticks" in report
     assert "start at your `update_on_put`" in report
-    assert "the tick it records (`reached`) or the heap entry it pushes" in report
+    assert "yours recorded tick 0 for 'c' on a put" in report and "your tick went back" in report
 
 
 class HitPopsItsOldEntry(COUNTS):

@@ -128,7 +128,9 @@ def _events(d: Difference) -> list[tuple[str, Any, str]] | None:
         obj = copy.deepcopy(d.subject)
     except Exception:
         return None
-    bm = obj.bm
+    bm = getattr(obj, "bm", None)
+    if bm is None:
+        return None  # no scheduler at hand (a difference read without its object)
     events: list[tuple[str, Any, str]] = []
 
     def recording(name: str) -> Any:
