@@ -39,7 +39,7 @@ def test_an_unpin_that_pushes_nothing_is_caught_at_steps_2_and_3() -> None:
         assert "✗ step 2 · an unpinned key is found again" in report
         assert "p.pop_victim()  # raised NoVictim" in report
         assert "the heap holds no current entry for it" in report
-        assert "update_on_unpin` " in report or "update_on_unpin`:" in report
+        assert "update_on_unpin`: with the reference's in its place" in report
         assert "push it back onto the heap" in report
 
 
