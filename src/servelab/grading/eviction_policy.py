@@ -79,10 +79,12 @@ from servelab.grading.policy_probes import (
 from servelab.grading.policy_probes_heap import (
     FRESH_ENTRY,
     PAIR_ORDER,
+    UNPIN_PUSH,
     lfu_fresh_entries,
     lfu_fresh_entries_past_many_ticks,
     lfu_order_past_many_ticks,
     lfu_ties_past_many_ticks,
+    lfu_unpinned_key_found,
 )
 from servelab.grading.readings.eviction_policy import eviction_policy_reading
 from servelab.grading.readings.eviction_policy_ticks import tick_went_back
@@ -475,6 +477,7 @@ TOPIC = Topic(
                 Probe("counts keep growing", HINTS["capped"], _lfu_counts_grow),
                 Probe("ties leave first in, first out", HINTS["tie"], _lfu_ties_fifo),
                 Probe("an unpin keeps a key's place", HINTS["unpin-place"], _lfu_unpin_keeps_place),
+                Probe("an unpinned key is found again", UNPIN_PUSH, lfu_unpinned_key_found),
                 Probe(
                     "pinned keys are not candidates",
                     HINTS["pins"],

@@ -7,6 +7,8 @@ the first probe reads the skeleton's ``heap`` and ``reached`` after each call, a
 reads SIEVE's fields (a class of another design is judged by its behaviour alone). The last
 two probes run past a thousand ticks: the order compares the pair (count, tick), and a single
 number made of both, or a tick cut to its last digits, holds only while the ticks stay small.
+One probe of step 2 reads the heap the same way, through the victims: a key hit while pinned
+is found after its unpin only by the entry that unpin pushes.
 """
 
 from __future__ import annotations
@@ -15,14 +17,17 @@ from typing import Any
 
 from servelab.grading.about import About, Hint
 from servelab.grading.policy_probes import PolicyScript, _out_of_heap_order
+from servelab.weights.policies import NoVictim
 
 __all__ = [
     "FRESH_ENTRY",
     "PAIR_ORDER",
+    "UNPIN_PUSH",
     "lfu_fresh_entries",
     "lfu_fresh_entries_past_many_ticks",
     "lfu_order_past_many_ticks",
     "lfu_ties_past_many_ticks",
+    "lfu_unpinned_key_found",
 ]
 
 FRESH_ENTRY = Hint(
@@ -31,6 +36,14 @@ FRESH_ENTRY = Hint(
     "pinned key pushes none): step 2's pop_victim finds a key only by that entry, and entries "
     "that tie on (count, tick) are ordered by key",
     About(("LFU.update_on_put", "LFU.update_on_hit")),
+)
+
+UNPIN_PUSH = Hint(
+    "update_on_unpin makes the key a candidate again: push it back onto the heap with its "
+    "count and the tick it reached it. While it was pinned its entries may have gone stale "
+    "(a hit pushes none) or been popped and skipped, so that push may be the only entry "
+    "pop_victim can find it by",
+    About(("LFU.update_on_unpin",), ("heap",), ("pinned",)),
 )
 
 PAIR_ORDER = Hint(
@@ -159,3 +172,24 @@ def lfu_ties_past_many_ticks(impl: Any) -> None:
         "count 1 and reached it in that order, 'b' first and the others past 1000 ticks; "
         "'a' has count 998"
     )
+
+
+def lfu_unpinned_key_found(impl: Any) -> None:
+    """A key hit while pinned has only a stale entry on the heap (the hit pushes none), so
+    after its unpin only the entry the unpin pushes lets pop_victim find it. The order, read
+    from ``count`` and ``reached``, is right either way: only the victims show it."""
+    s = PolicyScript(impl, "LFU")
+    s.put("a", "b")
+    s.pin("a")
+    s.hit("a")
+    s.unpin("a")
+    s.expect_victim("b", "in the reference 'b' has count 1, 'a' 2")
+    try:
+        s.expect_victim("a", "'a' is unpinned and the only key left")
+    except NoVictim:
+        s.lines[-1] += "  # raised NoVictim"
+        raise s.fail(
+            "pop_victim() raised NoVictim, expected 'a': 'a' was unpinned and is the only "
+            "key left, but the heap holds no current entry for it (its hit while pinned "
+            "pushed none)"
+        ) from None

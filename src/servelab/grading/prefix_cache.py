@@ -478,14 +478,14 @@ def _freed_once(impl: Any) -> None:
     twice = sorted({b for b in free if free.count(b) > 1})
     if twice:
         raise s.fail(
-            f"free_list() is {free}: block {_listed(twice)} listed twice; in the reference "
+            f"free_list() is {free}: block{_listed(twice)} listed twice; in the reference "
             "each of the 4 blocks is listed once after free_seq(0)"
         )
     missing = sorted(set(range(4)) - set(free))
     if not missing:
         raise s.fail(f"free_list() is {free}, expected the 4 blocks [0, 1, 2, 3] once each")
     raise s.fail(
-        f"free_list() is {free}: block {_listed(missing)} missing; in the reference each of "
+        f"free_list() is {free}: block{_listed(missing)} missing; in the reference each of "
         "the 4 blocks is listed once after free_seq(0)",
         hint=_RETURNED,
     )
@@ -500,7 +500,8 @@ _RETURNED = Hint(
 
 
 def _listed(blocks: list[int]) -> str:
-    return f"{blocks[0]} is" if len(blocks) == 1 else f"s {blocks} are"
+    """What follows the word "block": " 0 is", or "s [0, 1] are"."""
+    return f" {blocks[0]} is" if len(blocks) == 1 else f"s {blocks} are"
 
 
 def _probe(name: str, hint_id: str, run: Callable[[Any], None]) -> Probe:
