@@ -99,3 +99,48 @@ def copy_given_back(d: Difference, block: int) -> str | None:
         f"block {shared} fell by one ({held} -> {held - 1}), as it should. After copying, only "
         "the shared block (cow_src) is released; the copy stays held, at refcount 1"
     )
+
+
+def _copies_with(d: Difference, counts: Mapping[int, int]) -> bool | None:
+    """Whether your ``append_slot`` (the call's own) copies, on a copy of the state where the
+    blocks of ``counts`` have those refcounts; None where it cannot run."""
+    try:
+        obj = copy.deepcopy(d.subject)
+        for block, k in counts.items():
+            obj.ref[block] = k
+        with line_budget(LINES_PER_CALL):
+            slot = obj.append_slot(*d.args)
+        return slot[2] is not None
+    except (Exception, OutOfLines):
+        return None
+
+
+def copy_decided_by_other(d: Difference, block: int) -> str | None:
+    """Yours copied the last block ``block`` that only the writer holds, while another block
+    of its table is shared. Said only when, on copies, yours copies exactly as that other
+    block's count says (shared: copies; held once: writes in place, even where ``block`` is
+    shared): the decision reads the wrong entry of the table."""
+    seq = d.args[0] if d.args else None
+    table = d.before.get("tables", {}).get(seq)
+    refs = d.before.get("refcounts", {})
+    if not isinstance(table, list) or len(table) < 2 or table[-1] != block:
+        return None
+    for j, other in enumerate(table[:-1]):
+        if other == block or not isinstance(refs.get(other), int) or refs[other] < 2:
+            continue
+        if _copies_with(d, {other: 1}) is not False:
+            continue
+        if _copies_with(d, {other: 1, block: 2}) is not False:
+            continue
+        if _copies_with(d, {other: 2, block: 1}) is not True:
+            continue
+        which = "the table's first block" if j == 0 else f"entry {j} of the table"
+        return (
+            f"yours copied block {block}, which only sequence {seq} holds (refcount 1); made "
+            f"again on copies, yours copies where block {other}, {which}, has count 2 and "
+            f"block {block} count 1, and writes in place where block {other} has count 1, "
+            f"even with block {block} at count 2: yours decides by block {other}'s refcount. "
+            "Copy-on-write reads the "
+            "refcount of the block the token goes into, the table's last (table[-1])"
+        )
+    return None
