@@ -20,14 +20,18 @@ from servelab.grading.readings.difference import (
 )
 from servelab.grading.readings.prefix_cache_decode import decode_hash_place
 from servelab.grading.readings.prefix_cache_names import chain_other_formula, lookup_moved
-from servelab.grading.readings.prefix_cache_returns import cached_by_subtraction
+from servelab.grading.readings.prefix_cache_returns import cached_by_subtraction, chained_from_rest
 from servelab.grading.readings.prefix_cache_rules import (
     chain_short_at_end,
     claim_forgotten,
     parked_forgotten,
     reclaim_refused,
 )
-from servelab.grading.readings.prefix_cache_unhashed import left_unhashed, registered_calls
+from servelab.grading.readings.prefix_cache_unhashed import (
+    left_unhashed,
+    registered_calls,
+    unnamed_after_private,
+)
 from servelab.grading.readings.prefix_cache_verify import stopped_at_unheld, verified_first_only
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
@@ -442,7 +446,7 @@ def prefix_cache_reading(d: Difference) -> str | None:
         if twice:
             return twice
     if m == "allocate" and "hashed" in differ and "tables" not in differ:
-        shifted = _registered_elsewhere(d) or left_unhashed(d)
+        shifted = _registered_elsewhere(d) or left_unhashed(d) or chained_from_rest(d)
         if shifted:
             return shifted
     if m == "allocate" and "reclaim order" in differ and "tables" not in differ:
@@ -479,7 +483,9 @@ def _decode_uncached(d: Difference) -> str:
     block = filled[0]
     hashes = [a[1] for a in asked if len(a) > 1 and a[0] == block]
     if not hashes:
-        return f"yours did not register block {block}, which this call filled: {rule}"
+        return unnamed_after_private(d, block) or (
+            f"yours did not register block {block}, which this call filled: {rule}"
+        )
     table = getattr(d.subject, "map", None)
     try:
         owner = table.get(hashes[0]) if isinstance(table, dict) else None

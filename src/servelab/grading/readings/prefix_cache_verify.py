@@ -53,13 +53,14 @@ def verified_first_only(d: Difference, mine: list[Any], theirs: list[Any]) -> st
     if any(_found(d, tokens, mine, j) != mine for j in later):
         return None
     where = "block 1" if len(mine) == 2 else f"blocks 1 to {len(mine) - 1}"
+    which = "and not the second" if len(mine) == 2 else "only"
     return (
         f"yours took block {mine[i]} for block {i} of the prompt though it stores "
         f"{list(held)}, not {list(want)}; made again on copies where the stored tokens of one "
         f"hit differ, yours stops at once when that hit is the prompt's first block, and takes "
-        f"it at {where}: yours checks the stored tokens of the first hit only. A hash can "
-        "collide at any block (the chain makes a hash depend on the prefix, not unique): "
-        "verify every hit's stored tokens and stop at the first that differs"
+        f"it at {where}: yours checks the stored tokens of the first hit {which}. A chained "
+        "hash can collide at any block, not only the first: verify every hit's stored tokens "
+        "and stop at the first that differs"
     )
 
 
