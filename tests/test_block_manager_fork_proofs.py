@@ -1,7 +1,7 @@
-"""A fork that leaves out the partial last block, a copy decided by the first block's count and
-a free that skips blocks three tables hold are named, each on its replay, on the real slip graded
-end to end; a slip whose first differing call looks the same but whose replay differs gets no
-such sentence."""
+"""A fork that leaves out the partial last block, a copy decided by the first block's count or
+taken from the free list's right end, and a free that skips blocks three tables hold are named,
+each on its replay, on the real slip graded end to end; a slip whose first differing call looks
+the same but whose replay differs gets no such sentence."""
 
 from __future__ import annotations
 
@@ -85,3 +85,31 @@ def test_a_free_that_skips_blocks_three_tables_hold_is_named_with_its_counts() -
 def test_a_free_that_skips_every_shared_block_gets_no_count_threshold() -> None:
     hint = _hint(blocks_counts.FreeLeavesSharedBlocks)
     assert "held by at most" not in hint
+
+
+class _CopyReadsTheRightEnd(Forking):  # type: ignore[misc]
+    """The copy is the free list's right-end block, read and counted but left on the list."""
+
+    def append_slot(self, seq: int) -> Any:
+        table, n = self.tables[seq], self.lens[seq]
+        offset, cow_src = n % self.block_size, None
+        if offset == 0:
+            table.append(self._alloc())
+        elif self.ref[table[-1]] > 1:
+            new = self.free[-1]
+            self.ref[new] = 1
+            cow_src = table[-1]
+            self._release(cow_src)
+            table[-1] = new
+        self.lens[seq] = n + 1
+        return Slot(table[-1], offset, cow_src)
+
+
+def test_a_copy_taken_from_the_right_end_is_named() -> None:
+    hint = _hint(blocks_fork.CopyTakenFromTheRight)
+    assert "yours took block 2 for the copy of shared block 0: the right end" in hint
+
+
+def test_a_copy_left_on_the_free_list_is_not_said_to_be_taken_from_its_right_end() -> None:
+    hint = _hint(_CopyReadsTheRightEnd)
+    assert "for the copy of shared block" not in hint

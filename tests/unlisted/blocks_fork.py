@@ -1,8 +1,9 @@
 """Block-manager slips in a fork and what later reads it: a child given the full blocks only,
-a copy decided by the first block's count, a free that skips blocks three tables hold."""
+a copy decided by the first block's count or taken from the free list's right end, a free that
+skips blocks three tables hold."""
 
 from servelab import checkpoint
-from servelab.kv.blocks import Slot
+from servelab.kv.blocks import OutOfBlocks, Slot
 
 TOPIC = "block-manager"
 Forking = checkpoint(TOPIC, 3)
@@ -51,8 +52,29 @@ class FreeHandlesTwoHolders(Forking):
                 self.ref[block] = 1
 
 
+class CopyTakenFromTheRight(Forking):
+    """The copy of a shared partial block is popped from the right end of the free list."""
+
+    def append_slot(self, seq):
+        table, n = self.tables[seq], self.lens[seq]
+        offset, cow_src = n % self.block_size, None
+        if offset == 0:
+            table.append(self._alloc())
+        elif self.ref[table[-1]] > 1:
+            if not self.free:
+                raise OutOfBlocks("no free block for the copy")
+            new = self.free.pop()
+            self.ref[new] = 1
+            cow_src = table[-1]
+            self._release(cow_src)
+            table[-1] = new
+        self.lens[seq] = n + 1
+        return Slot(table[-1], offset, cow_src)
+
+
 MISTAKES = {
     "fork drops the partial tail": (3, ForkDropsPartialTail, {"fork"}),
     "copy decided by the first block": (3, CopyDecidedByTheFirstBlock, {"append_slot"}),
     "free handles two holders": (3, FreeHandlesTwoHolders, {"free_seq"}),
+    "copy taken from the right": (3, CopyTakenFromTheRight, {"append_slot"}),
 }

@@ -15,6 +15,7 @@ from servelab.grading.readings.block_manager_counts import (
 )
 from servelab.grading.readings.block_manager_cow import (
     copy_decided_by_other,
+    copy_from_the_right,
     copy_given_back,
     over_released_reading,
 )
@@ -64,6 +65,9 @@ def _blocks_taken(d: Difference, side: Mapping[str, Any]) -> int:
 
 
 def _cow_reading(d: Difference) -> str | None:
+    right = copy_from_the_right(d)
+    if right:
+        return right
     mine, theirs = _blocks_taken(d, d.mine), _blocks_taken(d, d.theirs)
     theirs_source = re.search(r"cow_src=(\d+)", d.returned("theirs") or "")
     if theirs_source and "cow_src=None" in (d.returned("mine") or ""):

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from servelab.grading.readings.difference import SAME, Difference, WrittenFor
+from servelab.grading.readings.difference import SAME, VALUE, Difference, WrittenFor
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 OVER_RELEASED = WrittenFor((SAME,), ("refcounts", "free", "num_free"))
@@ -144,3 +144,29 @@ def copy_decided_by_other(d: Difference, block: int) -> str | None:
             "refcount of the block the token goes into, the table's last (table[-1])"
         )
     return None
+
+
+COPY_FROM_RIGHT = WrittenFor((VALUE,), ("tables", "refcounts", "free"))
+"""Both copied the same shared block, into other blocks."""
+
+
+def copy_from_the_right(d: Difference) -> str | None:
+    """Yours and the reference copied the same shared block, yours into the free list's right
+    end where the reference takes its left end, and only that block left the list: read off the
+    call alone."""
+    mine = re.search(r"block=(\d+), offset=(\d+), cow_src=(\d+)", d.returned("mine") or "")
+    theirs = re.search(r"block=(\d+), offset=(\d+), cow_src=(\d+)", d.returned("theirs") or "")
+    free, after = d.before.get("free"), d.mine.get("free")
+    if not (mine and theirs) or mine.group(3) != theirs.group(3):
+        return None
+    if not (isinstance(free, list) and isinstance(after, list)) or len(free) < 2:
+        return None
+    took, want = int(mine.group(1)), int(theirs.group(1))
+    if took != free[-1] or want != free[0] or after != free[:-1]:
+        return None
+    return COPY_FROM_RIGHT.show(
+        d,
+        f"yours took block {took} for the copy of shared block {mine.group(3)}: the right end "
+        f"of the free list {free}, where `_release` puts the blocks it frees; a copy is a new "
+        f"block like any other, taken from the left end (popleft, through `_alloc`): {want}",
+    )
