@@ -113,3 +113,25 @@ def test_a_copy_taken_from_the_right_end_is_named() -> None:
 def test_a_copy_left_on_the_free_list_is_not_said_to_be_taken_from_its_right_end() -> None:
     hint = _hint(_CopyReadsTheRightEnd)
     assert "for the copy of shared block" not in hint
+
+
+class _ForkRaisesOnlyUnshared(Forking):  # type: ignore[misc]
+    """A block held once goes to 2; one already shared keeps its count."""
+
+    def fork(self, parent: int, child: int) -> None:
+        table = self.tables[parent]
+        for block in table:
+            if self.ref[block] == 1:
+                self.ref[block] = 2
+        self.tables[child] = list(table)
+        self.lens[child] = self.lens[parent]
+
+
+def test_a_fork_whose_counts_depend_on_the_count_before_shows_them() -> None:
+    hint = _hint(_ForkRaisesOnlyUnshared)
+    assert "set to 1, 2, 3 or 4 first, leaves it at 2, 2, 3 or 4" in hint
+
+
+def test_a_fork_that_leaves_one_block_uncounted_gets_no_counts_by_start() -> None:
+    hint = _hint(blocks_counts.ForkCountsTheFullBlocks)
+    assert "first, leaves it at" not in hint

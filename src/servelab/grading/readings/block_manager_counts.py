@@ -76,8 +76,10 @@ def count_set(d: Difference) -> str | None:
         return obj.fork(d.args[0], child)
 
     seen = [_counts_after(d, blocks, again, k) for k in STARTS]
-    if any(s is None for s in seen) or any(s != seen[0] for s in seen):
+    if any(s is None for s in seen):
         return None
+    if any(s != seen[0] for s in seen):
+        return _count_by_start(d, blocks, seen)
     values = seen[0] or []
     if len(set(values)) != 1:
         return None
@@ -247,3 +249,24 @@ def _count_after_free(d: Difference, block: Any, k: int) -> int | None:
     except (Exception, OutOfLines):
         return None
     return got if type(got) is int else None
+
+
+def _count_by_start(d: Difference, blocks: list[Any], seen: list[Any]) -> str | None:
+    """A ``fork`` whose refcounts, made again on copies from each count of :data:`STARTS`,
+    are one value per start for every block, and not one more than the start each time: the
+    counts yours leaves, beside one more holder's, with the rule; no cause is guessed."""
+    if d.method != "fork" or any(len(set(values)) != 1 for values in seen):
+        return None
+    got = [values[0] for values in seen]
+    if all(v == k + 1 for v, k in zip(got, STARTS, strict=True)):
+        return None
+    where = f"block {blocks[0]}" if len(blocks) == 1 else f"each of the parent's blocks {blocks}"
+    return COUNT_SET.show(
+        d,
+        f"`fork({d.args[0]}, ...)`, made again on copies with the refcount of {where} set to "
+        f"{', '.join(map(str, STARTS[:-1]))} or {STARTS[-1]} first, leaves it at "
+        f"{', '.join(map(str, got[:-1]))} or {got[-1]}, where one more holder makes it "
+        f"{', '.join(str(k + 1) for k in STARTS[:-1])} or {STARTS[-1] + 1}: fork adds the "
+        "child's table to the holders of each block, whatever their number, so every "
+        "refcount goes up by one",
+    )
