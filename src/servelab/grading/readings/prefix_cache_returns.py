@@ -10,7 +10,7 @@ from typing import Any
 from servelab.grading.readings.difference import SAME, VALUE, Difference, WrittenFor
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
-__all__ = ["cached_by_subtraction", "chained_from_rest"]
+__all__ = ["cached_by_subtraction", "chained_from_rest", "rule_chain"]
 
 ROOT = 0
 
@@ -76,7 +76,7 @@ NAMED_FROM_REST = WrittenFor((SAME,), above=("hashed", "cached"))
 """The same table and answer; yours named (cached) blocks the reference leaves private."""
 
 
-def _chain(tokens: Any, size: int) -> list[Any]:
+def rule_chain(tokens: Any, size: int) -> list[Any]:
     """The hashes of the full blocks of ``tokens``, each on its parent's, from ROOT."""
     chain, parent = [], ROOT
     for k in range(len(tokens) // size):
@@ -102,10 +102,13 @@ def chained_from_rest(d: Difference) -> str | None:
     stored = getattr(obj, "hash", None)
     if not isinstance(table, list) or not isinstance(stored, list | dict):
         return None
-    rest, whole = _chain(tokens[hits * size :], size), _chain(tokens, size)
+    rest, whole = rule_chain(tokens[hits * size :], size), rule_chain(tokens, size)
     named = []
     for p, block in enumerate(table[hits:], hits):
-        h = stored[block] if 0 <= block < len(stored) else None
+        if isinstance(stored, dict):
+            h = stored.get(block)
+        else:
+            h = stored[block] if type(block) is int and 0 <= block < len(stored) else None
         if h is not None:
             if p - hits >= len(rest) or h != rest[p - hits]:
                 return None

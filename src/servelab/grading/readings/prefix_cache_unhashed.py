@@ -11,6 +11,7 @@ from typing import Any
 
 from servelab.grading.observe import prefix_fields
 from servelab.grading.readings.difference import Difference
+from servelab.grading.readings.prefix_cache_returns import rule_chain
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 
@@ -122,14 +123,6 @@ def registered_calls(d: Difference) -> list[tuple[Any, ...]] | None:
     return asked
 
 
-def _chain_of(tokens: list[Any], size: int) -> list[Any]:
-    chain, parent = [], 0  # ROOT
-    for k in range(len(tokens) // size):
-        parent = hash((parent, tuple(tokens[k * size : (k + 1) * size])))
-        chain.append(parent)
-    return chain
-
-
 def unnamed_after_private(d: Difference, block: Any) -> str | None:
     """Your ``append_slot`` filled ``block`` and never registered it, where the block before
     it in the table has no hash (it stayed private: an equal block was cached first). Said
@@ -150,7 +143,7 @@ def unnamed_after_private(d: Difference, block: Any) -> str | None:
     try:
         obj = copy.deepcopy(d.subject)
         tokens = [*obj.seq_tokens[seq], *d.args[1:2]]
-        chain = _chain_of(tokens, size)
+        chain = rule_chain(tokens, size)
         if len(chain) != at + 1:
             return None
         obj.hash[parent] = chain[at - 1]
