@@ -32,6 +32,7 @@ from servelab.grading.prefix_cache_order import (
     decode_names_the_copy,
     plain_free_at_the_right_end,
     plain_free_from_the_left_end,
+    refused_keeps_nothing,
     unverified_hit_ends_lookup,
 )
 from servelab.grading.prefix_cache_replay import REPLAY
@@ -620,6 +621,14 @@ TOPIC = Topic(
                     "the manager keeps its own copy of the prompt",
                     "own-tokens",
                     _own_copy_of_the_prompt,
+                ),
+                _probe(
+                    "a refused allocate keeps nothing",
+                    "exception-safety",
+                    _skeleton_or(
+                        lambda impl: refused_keeps_nothing(Script.graded(REPLAY, impl, HINTS)),
+                        _no_public_equivalent,
+                    ),
                 ),
                 _probe(
                     "a decode that fills a copy names the copy",

@@ -72,3 +72,21 @@ def plain_free_from_the_left_end(s: Script) -> None:
         f"plain free list from its left end (popleft), the block free longest first "
         f"({free[:1]})",
     )
+
+
+def refused_keeps_nothing(s: Script) -> None:
+    """A refused allocate changes nothing: the sequence it refused keeps no tokens either (the
+    skeleton's ``seq_tokens`` is the manager's own state, read as a learner reads it)."""
+    from servelab.grading.block_manager import expect_error
+
+    s("bm = PrefixBlockManager(2, 2)")
+    s("bm.allocate(0, [1, 2, 3])")
+    expect_error(s, "bm.allocate(1, [4, 5, 6])", "OutOfBlocks", "exception-safety")
+    kept = s("sorted(bm.seq_tokens)")
+    if kept != [0]:
+        raise s.fail(
+            f"`bm.allocate(1, [4, 5, 6])` raised OutOfBlocks, yet seq_tokens keeps tokens for "
+            f"sequences {kept}: sequence 1 was refused, so nothing of it is kept",
+            hint="a refused allocate changes nothing: test the room before recording the "
+            "sequence's tokens, claiming hits or taking blocks",
+        )

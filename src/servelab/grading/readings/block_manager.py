@@ -13,7 +13,13 @@ from servelab.grading.readings.block_manager_counts import (
     fork_left_partial,
     shared_kept,
 )
-from servelab.grading.readings.block_manager_cow import copy_given_back, over_released_reading
+from servelab.grading.readings.block_manager_cow import (
+    copy_decided_by_other,
+    copy_from_the_right,
+    copy_given_back,
+    over_released_reading,
+)
+from servelab.grading.readings.block_manager_fork import fork_dropped_tail
 from servelab.grading.readings.block_manager_ids import wrong_error_reading
 from servelab.grading.readings.block_manager_taken import taken_order_reading
 from servelab.grading.readings.difference import (
@@ -59,6 +65,9 @@ def _blocks_taken(d: Difference, side: Mapping[str, Any]) -> int:
 
 
 def _cow_reading(d: Difference) -> str | None:
+    right = copy_from_the_right(d)
+    if right:
+        return right
     mine, theirs = _blocks_taken(d, d.mine), _blocks_taken(d, d.theirs)
     theirs_source = re.search(r"cow_src=(\d+)", d.returned("theirs") or "")
     if theirs_source and "cow_src=None" in (d.returned("mine") or ""):
@@ -92,7 +101,8 @@ def _cow_reading(d: Difference) -> str | None:
         if d.before.get("refcounts", {}).get(block) == 1:
             return TOOK_MORE.show(
                 d,
-                f"yours copied block {block}, which only this sequence still holds: "
+                copy_decided_by_other(d, block)
+                or f"yours copied block {block}, which only this sequence still holds: "
                 "copy-on-write is for the first writer of a shared block; the last holder "
                 "(refcount 1) writes in place",
             )
@@ -531,7 +541,7 @@ def block_manager_reading(d: Difference) -> str | None:
     if m == "fork" and _blocks_taken(d, d.mine) > 0:
         return TOOK_MORE.show(d, _fork_took(d))
     if m == "fork" and "refcounts" in differ:
-        counted = count_set(d) or fork_left_partial(d)
+        counted = count_set(d) or fork_left_partial(d) or fork_dropped_tail(d)
         if counted:
             return counted
         return SHARED_UNCOUNTED.show(

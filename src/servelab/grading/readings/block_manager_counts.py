@@ -76,8 +76,10 @@ def count_set(d: Difference) -> str | None:
         return obj.fork(d.args[0], child)
 
     seen = [_counts_after(d, blocks, again, k) for k in STARTS]
-    if any(s is None for s in seen) or any(s != seen[0] for s in seen):
+    if any(s is None for s in seen):
         return None
+    if any(s != seen[0] for s in seen):
+        return _count_by_start(d, blocks, seen)
     values = seen[0] or []
     if len(set(values)) != 1:
         return None
@@ -209,9 +211,62 @@ def shared_kept(d: Difference, block: Any) -> str | None:
         return None
     if not freed:
         return None
+    dropped = [k for k in range(2, was + 2) if _count_after_free(d, block, k) == k - 1]
+    if (
+        dropped
+        and dropped == list(range(2, was))
+        and _count_after_free(d, block, was + 1) == (was + 1)
+    ):
+        return (
+            f"yours left block {block}, which {was} tables held, at refcount {was}; made again "
+            f"on copies where its count is 1 to {was + 1}, yours frees it at 1, drops it by "
+            f"one at {_upto(was - 1)}, and leaves it at {was} and {was + 1}: yours releases a "
+            f"block held by at most {was - 1} tables and skips one that more hold (after a "
+            "fork of a fork). A table's entry is one reference whatever the count: release one "
+            "per entry, and a block goes back to the free list when its count reaches 0"
+        )
     return (
         f"yours left block {block}, which another table holds too, at refcount {was}: made "
         f"again on a copy where block {block}'s count is 1, it frees it; a table's entry is one "
         "reference whatever other tables hold the block: release one reference per table "
         "entry, shared blocks too (a block goes back to the free list when its count reaches 0)"
+    )
+
+
+def _upto(n: int) -> str:
+    return "2" if n == 2 else f"2 to {n}"
+
+
+def _count_after_free(d: Difference, block: Any, k: int) -> int | None:
+    """``block``'s refcount after your ``free_seq`` (the call's own) on a copy where its count
+    is ``k`` before the call; None where that cannot run."""
+    try:
+        obj = copy.deepcopy(d.subject)
+        obj.ref[block] = k
+        with line_budget(LINES_PER_CALL):
+            obj.free_seq(d.args[0])
+            got = obj.refcount(block)
+    except (Exception, OutOfLines):
+        return None
+    return got if type(got) is int else None
+
+
+def _count_by_start(d: Difference, blocks: list[Any], seen: list[Any]) -> str | None:
+    """A ``fork`` whose refcounts, made again on copies from each count of :data:`STARTS`,
+    are one value per start for every block, and not one more than the start each time: the
+    counts yours leaves, beside one more holder's, with the rule; no cause is guessed."""
+    if d.method != "fork" or any(len(set(values)) != 1 for values in seen):
+        return None
+    got = [values[0] for values in seen]
+    if all(v == k + 1 for v, k in zip(got, STARTS, strict=True)):
+        return None
+    where = f"block {blocks[0]}" if len(blocks) == 1 else f"each of the parent's blocks {blocks}"
+    return COUNT_SET.show(
+        d,
+        f"`fork({d.args[0]}, ...)`, made again on copies with the refcount of {where} set to "
+        f"{', '.join(map(str, STARTS[:-1]))} or {STARTS[-1]} first, leaves it at "
+        f"{', '.join(map(str, got[:-1]))} or {got[-1]}, where one more holder makes it "
+        f"{', '.join(str(k + 1) for k in STARTS[:-1])} or {STARTS[-1] + 1}: fork adds the "
+        "child's table to the holders of each block, whatever their number, so every "
+        "refcount goes up by one",
     )

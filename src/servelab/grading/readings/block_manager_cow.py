@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from servelab.grading.readings.difference import SAME, Difference, WrittenFor
+from servelab.grading.readings.difference import SAME, VALUE, Difference, WrittenFor
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 OVER_RELEASED = WrittenFor((SAME,), ("refcounts", "free", "num_free"))
@@ -98,4 +98,75 @@ def copy_given_back(d: Difference, block: int) -> str | None:
         f"the free list at refcount 0 while sequence {seq}'s table holds it, and the shared "
         f"block {shared} fell by one ({held} -> {held - 1}), as it should. After copying, only "
         "the shared block (cow_src) is released; the copy stays held, at refcount 1"
+    )
+
+
+def _copies_with(d: Difference, counts: Mapping[int, int]) -> bool | None:
+    """Whether your ``append_slot`` (the call's own) copies, on a copy of the state where the
+    blocks of ``counts`` have those refcounts; None where it cannot run."""
+    try:
+        obj = copy.deepcopy(d.subject)
+        for block, k in counts.items():
+            obj.ref[block] = k
+        with line_budget(LINES_PER_CALL):
+            slot = obj.append_slot(*d.args)
+        return slot[2] is not None
+    except (Exception, OutOfLines):
+        return None
+
+
+def copy_decided_by_other(d: Difference, block: int) -> str | None:
+    """Yours copied the last block ``block`` that only the writer holds, while another block
+    of its table is shared. Said only when, on copies, yours copies exactly as that other
+    block's count says (shared: copies; held once: writes in place, even where ``block`` is
+    shared): the decision reads the wrong entry of the table."""
+    seq = d.args[0] if d.args else None
+    table = d.before.get("tables", {}).get(seq)
+    refs = d.before.get("refcounts", {})
+    if not isinstance(table, list) or len(table) < 2 or table[-1] != block:
+        return None
+    for j, other in enumerate(table[:-1]):
+        if other == block or not isinstance(refs.get(other), int) or refs[other] < 2:
+            continue
+        if _copies_with(d, {other: 1}) is not False:
+            continue
+        if _copies_with(d, {other: 1, block: 2}) is not False:
+            continue
+        if _copies_with(d, {other: 2, block: 1}) is not True:
+            continue
+        which = "the table's first block" if j == 0 else f"entry {j} of the table"
+        return (
+            f"yours copied block {block}, which only sequence {seq} holds (refcount 1); made "
+            f"again on copies, yours copies where block {other}, {which}, has count 2 and "
+            f"block {block} count 1, and writes in place where block {other} has count 1, "
+            f"even with block {block} at count 2: yours decides by block {other}'s refcount. "
+            "Copy-on-write reads the "
+            "refcount of the block the token goes into, the table's last (table[-1])"
+        )
+    return None
+
+
+COPY_FROM_RIGHT = WrittenFor((VALUE,), ("tables", "refcounts", "free"))
+"""Both copied the same shared block, into other blocks."""
+
+
+def copy_from_the_right(d: Difference) -> str | None:
+    """Yours and the reference copied the same shared block, yours into the free list's right
+    end where the reference takes its left end, and only that block left the list: read off the
+    call alone."""
+    mine = re.search(r"block=(\d+), offset=(\d+), cow_src=(\d+)", d.returned("mine") or "")
+    theirs = re.search(r"block=(\d+), offset=(\d+), cow_src=(\d+)", d.returned("theirs") or "")
+    free, after = d.before.get("free"), d.mine.get("free")
+    if not (mine and theirs) or mine.group(3) != theirs.group(3):
+        return None
+    if not (isinstance(free, list) and isinstance(after, list)) or len(free) < 2:
+        return None
+    took, want = int(mine.group(1)), int(theirs.group(1))
+    if took != free[-1] or want != free[0] or after != free[:-1]:
+        return None
+    return COPY_FROM_RIGHT.show(
+        d,
+        f"yours took block {took} for the copy of shared block {mine.group(3)}: the right end "
+        f"of the free list {free}, where `_release` puts the blocks it frees; a copy is a new "
+        f"block like any other, taken from the left end (popleft, through `_alloc`): {want}",
     )

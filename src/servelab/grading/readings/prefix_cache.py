@@ -20,13 +20,19 @@ from servelab.grading.readings.difference import (
 )
 from servelab.grading.readings.prefix_cache_decode import decode_hash_place
 from servelab.grading.readings.prefix_cache_names import chain_other_formula, lookup_moved
+from servelab.grading.readings.prefix_cache_returns import cached_by_subtraction, chained_from_rest
 from servelab.grading.readings.prefix_cache_rules import (
     chain_short_at_end,
     claim_forgotten,
     parked_forgotten,
     reclaim_refused,
 )
-from servelab.grading.readings.prefix_cache_unhashed import left_unhashed, registered_calls
+from servelab.grading.readings.prefix_cache_unhashed import (
+    left_unhashed,
+    registered_calls,
+    unnamed_after_private,
+)
+from servelab.grading.readings.prefix_cache_verify import stopped_at_unheld, verified_first_only
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 ROOT = 0
@@ -107,7 +113,7 @@ def _lookup_found_it(d: Difference) -> str | None:
             f"compares the stored {type(stored).__name__} with a {kind.__name__}, and "
             f"{stored!r} != {kind(stored)!r} in Python: compare them as one type"
         )
-    return said
+    return stopped_at_unheld(d, block, i, theirs) or said
 
 
 def _finds_with(d: Difference, kind: type, tokens: Any) -> int:
@@ -440,7 +446,7 @@ def prefix_cache_reading(d: Difference) -> str | None:
         if twice:
             return twice
     if m == "allocate" and "hashed" in differ and "tables" not in differ:
-        shifted = _registered_elsewhere(d) or left_unhashed(d)
+        shifted = _registered_elsewhere(d) or left_unhashed(d) or chained_from_rest(d)
         if shifted:
             return shifted
     if m == "allocate" and "reclaim order" in differ and "tables" not in differ:
@@ -453,6 +459,8 @@ def prefix_cache_reading(d: Difference) -> str | None:
         return REFUSED.show(d, _refused_reading(d))
     if m == "_alloc" and differ:
         return reclaim_refused(d) or _alloc_reading(d)
+    if m == "allocate" and not differ and d.outcome_pair == VALUE:
+        return cached_by_subtraction(d) or block_manager_reading(d)
     return block_manager_reading(d)
 
 
@@ -475,7 +483,9 @@ def _decode_uncached(d: Difference) -> str:
     block = filled[0]
     hashes = [a[1] for a in asked if len(a) > 1 and a[0] == block]
     if not hashes:
-        return f"yours did not register block {block}, which this call filled: {rule}"
+        return unnamed_after_private(d, block) or (
+            f"yours did not register block {block}, which this call filled: {rule}"
+        )
     table = getattr(d.subject, "map", None)
     try:
         owner = table.get(hashes[0]) if isinstance(table, dict) else None
@@ -633,6 +643,9 @@ def _lookup_reading(d: Difference) -> str | None:
             f"yours hit every block of the prompt ({mine}): the hit stops short of the last "
             "prompt token, which is always recomputed"
         )
+    first_only = verified_first_only(d, _hits(mine) or [], _hits(theirs) or [])
+    if len(mine) > len(theirs) and first_only:
+        return first_only
     if len(mine) > len(theirs):
         return (
             f"yours found hits the reference does not ({mine}, not {theirs}): a hit is a "

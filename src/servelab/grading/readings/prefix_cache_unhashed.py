@@ -1,6 +1,8 @@
 """A prompt block an allocate left without a hash: its place, read off the call; whether the
 hashing goes wrong only after a prefix hit, or skips the prompt's last full block, said only
-where a replay on a fresh manager of yours (no prefix hit) shows it."""
+where a replay on a fresh manager of yours (no prefix hit) shows it. A block a decode filled
+and left without a hash after a parent that has none: said where a replay with the parent
+hashed names it."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import Any
 
 from servelab.grading.observe import prefix_fields
 from servelab.grading.readings.difference import Difference
+from servelab.grading.readings.prefix_cache_returns import rule_chain
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 
@@ -118,3 +121,44 @@ def registered_calls(d: Difference) -> list[tuple[Any, ...]] | None:
     except (Exception, OutOfLines):
         return None
     return asked
+
+
+def unnamed_after_private(d: Difference, block: Any) -> str | None:
+    """Your ``append_slot`` filled ``block`` and never registered it, where the block before
+    it in the table has no hash (it stayed private: an equal block was cached first). Said
+    only when, on a copy where that parent carries its chain hash, the same call names
+    ``block`` by the chain: yours names a filled block only after a hashed parent."""
+    seq = d.args[0] if d.args else None
+    table = d.mine.get("tables", {}).get(seq)
+    hashed = d.before.get("hashed")
+    size = getattr(d.subject, "block_size", 0)
+    if not (isinstance(table, list) and isinstance(hashed, list) and type(size) is int):
+        return None
+    if block not in table or table.index(block) < 1 or size < 1:
+        return None
+    at = table.index(block)
+    parent = table[at - 1]
+    if parent in hashed:
+        return None
+    try:
+        obj = copy.deepcopy(d.subject)
+        tokens = [*obj.seq_tokens[seq], *d.args[1:2]]
+        chain = rule_chain(tokens, size)
+        if len(chain) != at + 1:
+            return None
+        obj.hash[parent] = chain[at - 1]
+        with line_budget(LINES_PER_CALL):
+            obj.append_slot(*d.args)
+        named = obj.hash[block] == chain[at]
+    except (Exception, OutOfLines):
+        return None
+    if not named:
+        return None
+    return (
+        f"yours did not register block {block}, which this call filled: the block before it, "
+        f"{parent}, has no hash (it stayed private, as an equal block was cached first); made "
+        f"again on a copy where block {parent} carries its chain hash, yours names block "
+        f"{block}: yours names a filled block only after a hashed parent. Where the parent "
+        "has none, hash the block on the chain of the sequence's tokens (_chain), and "
+        "register it all the same"
+    )
