@@ -177,7 +177,7 @@ CAP = "yours counts the step's chunks against the cap"
 SPARE = "room to spare"
 KEPT = "keeps one token of the budget back whenever it cuts a chunk"
 HIT = "where it holds its prefix hit"
-LOST = "left it in neither running nor waiting"
+LOST = "it is in neither running nor waiting"
 DROPPED = "the step's earlier victims are dropped"
 POOL = "compares the new blocks with the pool's size"
 

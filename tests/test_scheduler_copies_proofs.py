@@ -119,6 +119,14 @@ class RequeueAtBack(S3):
         out.preempted.append(victim)
 
 
+class PreemptDropsVictim(S3):
+    """Frees and reports the victim but never queues it again."""
+
+    def preempt(self, victim, out):
+        self.bm.free_seq(victim.seq_id)
+        out.preempted.append(victim)
+
+
 class RetireById(S2):
     """Retires in order of seq id."""
 
@@ -152,6 +160,7 @@ CASES = {
     "a victim from waiting": (DecodePopsWaiting, 3, "your `decode`", PAST),
     "victims queued by id": (RequeueById, 3, BY_ID, "at the back"),
     "a victim at the back": (RequeueAtBack, 3, "front of waiting", BY_ID),
+    "a victim dropped": (PreemptDropsVictim, 3, "it is in neither running nor waiting", BY_ID),
     "finished listed by id": (RetireById, 2, "listed this step's finished sequences", BY_ID),
 }
 

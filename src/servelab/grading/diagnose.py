@@ -290,15 +290,15 @@ class Diagnoser:
             else slip_reading(self.spec, place, program)
         )
         d = place.divergence
-        slipped = not read and rule is not None and raised is not None and d is not None
         if (
-            slipped
-            and d is not None
+            not read  # a slip's reading at the call that raised, then where it was raised
+            and rule is not None
             and raised is not None
+            and d is not None
             and d.mine[0] == f"raised {raised.kind}"
         ):
             said = raised_place(d, raised).removeprefix(f"start at your `{d.method}`: ")
-            rule = f"{rule}. {said[:1].upper()}{said[1:]}"  # the reading, then the error's place
+            rule = f"{rule}. {said[:1].upper()}{said[1:]}"
             start = appended(f"start at your `{d.method}`: {rule}", self._condition(place))
             return Finding(None, where, False, place.methods, start, rule, d, raised=True)
         if (

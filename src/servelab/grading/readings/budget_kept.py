@@ -154,9 +154,10 @@ def victim_lost(d: Difference, noun: str = "request") -> str | None:
     if victim in tables:
         return None
     return (
-        f"yours freed {noun} {victim}'s blocks and left it in neither running nor waiting: "
-        f"it never runs again. A preempted {noun} goes back to the front of waiting "
-        "(appendleft), to be recomputed from the start"
+        f"when your preempt returns, {noun} {victim}'s blocks are freed and it is in neither "
+        f"running nor waiting; the reference's puts it at the front of waiting (appendleft) "
+        f"there: a {noun} left out of both queues is never scheduled again, unless your code "
+        f"puts it back later. A preempted {noun} waits again, to be recomputed from the start"
     )
 
 

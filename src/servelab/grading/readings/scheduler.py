@@ -508,7 +508,7 @@ def scheduler_reading(d: Difference) -> str | None:
         return _scheduler_decode(d)
     found = took_then_raised(d, "sequence") if m == "admit" else None
     if m == "preempt":
-        found = victims_replaced(d, "sequence") or victim_lost(d, "sequence") or requeued_by_id(d)
+        found = victims_replaced(d, "sequence") or requeued_by_id(d)
     if found is not None:
         return found
     if m == "preempt" and "out.preempted" in differ:
@@ -516,6 +516,9 @@ def scheduler_reading(d: Difference) -> str | None:
     if m == "preempt" and PREEMPT_BLOCKS.fits(d) and _kept_blocks(d):
         return "a preempted sequence must give back its blocks (bm.free_seq) before it waits"
     if m == "preempt" and PREEMPT_FRONT.fits(d) and _not_first(d):
+        lost = victim_lost(d, "sequence")
+        if lost is not None:
+            return f"{lost}; of several victims in a step, the older victim stands first"
         return (
             "a preempted sequence goes to the front of waiting; with several victims in a "
             "step, the older victim stands first"
