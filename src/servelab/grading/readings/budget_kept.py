@@ -151,7 +151,10 @@ def victim_lost(d: Difference, noun: str = "request") -> str | None:
         return None
     if victim not in _ids(d.theirs.get("waiting")) or not isinstance(tables, dict):
         return None
-    if victim in tables:
+    if victim in tables or not d.differ <= {"waiting", "num_computed_tokens"}:
+        return None  # only where the victim is, nothing else, differs
+    computed = d.mine.get("num_computed_tokens")
+    if isinstance(computed, dict) and victim in computed:
         return None
     return (
         f"when your preempt returns, {noun} {victim}'s blocks are freed and it is in neither "
