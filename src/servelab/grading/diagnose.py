@@ -41,7 +41,7 @@ from servelab.grading.certainty import agrees_everywhere
 from servelab.grading.ending import shown_at_end
 from servelab.grading.graft import _classes as graft_classes
 from servelab.grading.graft import _split, graft
-from servelab.grading.hidden_reading import placed_reading
+from servelab.grading.hidden_reading import placed_reading, slip_reading
 from servelab.grading.hint_scope import covers_actions, fits_raise
 from servelab.grading.localise import (
     Divergence,
@@ -284,8 +284,23 @@ class Diagnoser:
         if place.divergence is not None:
             found = [m for m in found if self._alike_at_call(place.divergence, m)]
         hidden_in = place.methods[0] if len(place.methods) == 1 else None
-        rule = placed_reading(self, program, impl, step, place, hidden_in) if read else None
+        rule = (
+            placed_reading(self, program, impl, step, place, hidden_in)
+            if read
+            else slip_reading(self.spec, place, program)
+        )
         d = place.divergence
+        if (
+            not read  # a slip's reading at the call that raised, then where it was raised
+            and rule is not None
+            and raised is not None
+            and d is not None
+            and d.mine[0] == f"raised {raised.kind}"
+        ):
+            said = raised_place(d, raised).removeprefix(f"start at your `{d.method}`: ")
+            rule = f"{rule}. {said[:1].upper()}{said[1:]}"
+            start = appended(f"start at your `{d.method}`: {rule}", self._condition(place))
+            return Finding(None, where, False, place.methods, start, rule, d, raised=True)
         if (
             rule is None  # a reading written for this raise states its rule; else the facts
             and raised is not None

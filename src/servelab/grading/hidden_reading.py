@@ -18,7 +18,7 @@ from servelab.grading.mistakes import correct_impl
 from servelab.grading.readings import reading
 from servelab.grading.replay import TopicReplay
 
-__all__ = ["placed_reading"]
+__all__ = ["placed_reading", "slip_reading"]
 
 
 def placed_reading(
@@ -76,3 +76,11 @@ def hidden_reading(
         except Exception:  # a learner's object read in an unexpected shape: no reading
             said = None
     return said
+
+
+def slip_reading(spec: TopicReplay, place: Localisation, program: str) -> str | None:
+    """The rule the first diverging call of ``place`` breaks, where the program ended in the
+    learner's own Python error: read only by the topic's :attr:`TopicReplay.slip_reader`."""
+    if spec.slip_reader is None or place.divergence is None:
+        return None
+    return reading(spec.slip_reader, place.divergence, program)

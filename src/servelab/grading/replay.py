@@ -151,6 +151,10 @@ class TopicReplay:
     reader: Callable[[Any], str | None] | None = None
     """Reads the first diverging call as the rule it breaks (:mod:`servelab.grading.readings`);
     None: the report points at the place only."""
+    slip_reader: Callable[[Any], str | None] | None = None
+    """Reads a first diverging call where the program ended in the learner's own Python error
+    (an IndexError): only readings written for such an error, each proven on copies, where
+    :attr:`reader` stays silent. None: that error's place and the difference alone."""
     subject_per_program: bool = False
     """The programs build different objects (kv-offload: ``tier``, ``disk`` or ``h``): a report
     names the object the program's first line builds, not :attr:`subject`."""

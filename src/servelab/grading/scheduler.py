@@ -26,6 +26,7 @@ from typing import Any
 
 from servelab.grading._script import Script, graded_names
 from servelab.grading.about import RESULT, About, Hint
+from servelab.grading.scheduler_finished import finished_in_running_order
 from servelab.grading.scheduler_output import PREEMPTED, listed_not_queued, preempted_not_queued
 from servelab.grading.scheduler_replay import REPLAY
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
@@ -630,6 +631,11 @@ TOPIC = Topic(
                     "a finished sequence retires wherever it stands in running",
                     "finished-freed",
                     _frees_finished_anywhere,
+                ),
+                _probe(
+                    "finished sequences are listed in running order",
+                    "finished-freed",
+                    finished_in_running_order,
                 ),
                 Probe(
                     "a full pool is not hidden: no decode is skipped", _NO_SKIP, _full_pool_raises

@@ -13,6 +13,7 @@ from typing import Any
 from servelab.grading.block_manager import graded_blocks
 from servelab.grading.observe import Canon, frozen, scheduler_fields
 from servelab.grading.readings.scheduler import scheduler_reading
+from servelab.grading.readings.scheduler_raised import index_past_running
 from servelab.grading.replay import TopicReplay, plain, program
 from servelab.kv.blocks import BlockManager
 from servelab.kv.scheduler import Sequence
@@ -121,5 +122,6 @@ REPLAY = TopicReplay(
     classes=("Scheduler",),
     fields=scheduler_fields,
     reader=scheduler_reading,
+    slip_reader=index_past_running,
 )
 """How diagnosis replays this topic's programs (:mod:`servelab.grading.diagnose`)."""

@@ -12,6 +12,7 @@ from typing import Any
 
 from servelab.grading.block_manager import graded_blocks
 from servelab.grading.observe import Canon, budget_fields, frozen
+from servelab.grading.readings.budget_kept import chunk_only_allocated
 from servelab.grading.readings.token_budget import token_budget_reading
 from servelab.grading.replay import TopicReplay, plain, program
 from servelab.kv.blocks import BlockManager
@@ -133,5 +134,6 @@ REPLAY = TopicReplay(
     classes=(NAME,),
     fields=budget_fields,
     reader=token_budget_reading,
+    slip_reader=chunk_only_allocated,
 )
 """How diagnosis replays this topic's programs (:mod:`servelab.grading.diagnose`)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from servelab.grading.readings.budget_kept import victim_lost, victims_replaced
 from servelab.grading.readings.difference import (
     MINE_RAISED,
     RETURNED,
@@ -22,6 +23,11 @@ from servelab.grading.readings.scheduler_ends import (
     skips_a_full_decode,
 )
 from servelab.grading.readings.scheduler_listed import listed_not_decoded, slot_not_appended
+from servelab.grading.readings.scheduler_raised import (
+    fits_counts_the_pool,
+    requeued_by_id,
+    took_then_raised,
+)
 from servelab.grading.readings.scheduler_rules import (
     admitted_for_its_future,
     retires_at_a_later_step,
@@ -381,7 +387,7 @@ def scheduler_reading(d: Difference) -> str | None:
             "num_blocks - watermark) raises RequestTooLarge in add()"
         )
     if m == "fits" and not d.same_outcome and FITS.fits(d):
-        found = count_off(d) or watermark_twice(d)
+        found = fits_counts_the_pool(d) or count_off(d) or watermark_twice(d)
         if found is not None:
             return found
         if d.returned("mine") == "False" and _leaves_the_watermark(d):
@@ -500,11 +506,19 @@ def scheduler_reading(d: Difference) -> str | None:
             )
     if m == "decode":
         return _scheduler_decode(d)
+    found = took_then_raised(d, "sequence") if m == "admit" else None
+    if m == "preempt":
+        found = victims_replaced(d, "sequence") or requeued_by_id(d)
+    if found is not None:
+        return found
     if m == "preempt" and "out.preempted" in differ:
         return victim_in_output(d, "sequence")
     if m == "preempt" and PREEMPT_BLOCKS.fits(d) and _kept_blocks(d):
         return "a preempted sequence must give back its blocks (bm.free_seq) before it waits"
     if m == "preempt" and PREEMPT_FRONT.fits(d) and _not_first(d):
+        lost = victim_lost(d, "sequence")
+        if lost is not None:
+            return f"{lost}; of several victims in a step, the older victim stands first"
         return (
             "a preempted sequence goes to the front of waiting; with several victims in a "
             "step, the older victim stands first"

@@ -15,6 +15,14 @@ from typing import Any
 
 from servelab.grading.readings.budget_admission import block_of_budget
 from servelab.grading.readings.budget_charged import charged_or_cut
+from servelab.grading.readings.budget_kept import (
+    cap_counts_the_step,
+    checks_the_pool,
+    chunk_only_allocated,
+    kept_back,
+    victim_lost,
+    victims_replaced,
+)
 from servelab.grading.readings.budget_one_call import one_per_call
 from servelab.grading.readings.budget_reported import (
     as_done,
@@ -22,6 +30,7 @@ from servelab.grading.readings.budget_reported import (
     computed_differs,
     hit_not_fresh,
 )
+from servelab.grading.readings.budget_slots import slots_call, slots_read
 from servelab.grading.readings.budget_victims import removed_twice, victim_visited
 from servelab.grading.readings.difference import Difference, call, written_for
 from servelab.grading.readings.scheduler import victim_in_output
@@ -159,6 +168,8 @@ def _computed(d: Difference, chunks: list[Any], obj: Any) -> str | None:
                     f"{said}: it advanced by the budget left ({left}), not by the tokens that "
                     f"ran; it becomes start + num_tokens ({end})"
                 )
+            if mine == c.num_tokens and c.start and c.start == getattr(c, "num_cached", 0):
+                said += f" (its num_tokens alone: the prefix hit of {c.start} left out)"
             return f"{said}: it becomes the chunk's end, start + num_tokens ({end})"
         left -= c.num_tokens
     return None
@@ -506,68 +517,6 @@ def _starved(d: Difference) -> str | None:
     )
 
 
-def _slots_of(table: list[Any], size: int, first: int, n: int) -> list[Any] | None:
-    """The flat slots of positions first .. first + n - 1, or None past the table's end."""
-    if n < 1 or (first + n - 1) // size >= len(table):
-        return None
-    return [table[p // size] * size + p % size for p in range(first, first + n)]
-
-
-def _slots_said(said: str, mine: list[Any], table: list[Any], size: int, c: Any) -> str | None:
-    """``c`` a (start, num_tokens) pair: the reading of slots ``mine`` given to those positions."""
-    start, n = c
-    right = _slots_of(table, size, start, n)
-    if right is None or mine == right:
-        return None
-    if start and mine == _slots_of(table, size, 0, n):
-        return (
-            f"{said} {mine}, those of positions from 0: a chunk writes its own positions, "
-            f"start .. start + num_tokens - 1, so its slots are {right} here"
-        )
-    return (
-        f"{said} {mine} where its table puts its positions at {right}: a position p's slot "
-        "is table[p // block_size] * block_size + p % block_size"
-    )
-
-
-def _block_size(d: Difference) -> int:
-    size = getattr(getattr(d.subject, "bm", None), "block_size", 0)
-    return size if isinstance(size, int) else 0
-
-
-def _slots(d: Difference, chunks: list[Any]) -> str | None:
-    """A chunk's slots are those of its own positions, from its start."""
-    tables, size = d.mine.get("tables"), _block_size(d)
-    if not isinstance(tables, dict) or size < 1:
-        return None
-    for c in chunks:
-        table = tables.get(c.seq.seq_id)
-        if isinstance(table, list):
-            said = f"yours gave request {c.seq.seq_id}'s chunk at {c.start} the slots"
-            found = _slots_said(said, list(c.slots), table, size, (c.start, c.num_tokens))
-            if found is not None:
-                return found
-    return None
-
-
-def _slots_call(d: Difference) -> str | None:
-    """``slots(seq, start, n)`` gives the slots of positions start .. start + n - 1."""
-    mine, size = d.probe("slots", *d.args), _block_size(d)
-    if len(d.args) != 3 or mine[0] != "returned" or not isinstance(mine[1], list) or size < 1:
-        return None
-    seq, start, n = d.args
-    table = call(getattr(d.subject, "bm", None), "block_table", getattr(seq, "seq_id", None))
-    if not isinstance(table, list):
-        return None
-    return _slots_said(
-        f"yours gave positions {start} .. {start + n - 1} the slots",
-        mine[1],
-        table,
-        size,
-        (start, n),
-    )
-
-
 def _exact_fit_left_waiting(d: Difference) -> str | None:
     """A request whose tokens to run equal the budget left is admitted."""
     waiting = getattr(d.subject, "waiting", None)
@@ -582,9 +531,11 @@ def _exact_fit_left_waiting(d: Difference) -> str | None:
         return None
     # proof of a test that asks for room to spare: one more token of budget admits the head
     # (a cap or a block count that keeps it waiting keeps it waiting then too)
-    ran = _again(d, need + 1)
+    ran, same = _again(d, need + 1), _again(d, need)
     if ran is None or head.seq_id in _ids(_queue(ran[2])):
         return None
+    if same is None or head.seq_id not in _ids(_queue(same[2])):
+        return None  # a fresh step admits it at the same budget: the budget is not the cause
     return (
         f"yours left request {head.seq_id} waiting with {need} tokens to run and exactly "
         f"{need} of the budget left: a request that needs exactly the budget left fits (admit "
@@ -637,9 +588,12 @@ def token_budget_reading(d: Difference) -> str | None:
     if m == "step":
         return _starved(d)
     if m == "preempt":
-        return removed_twice(d) or (None if d.i_raised else _preempt(d))
+        found = removed_twice(d) or victims_replaced(d) or victim_lost(d)
+        return found or (None if d.i_raised else _preempt(d))
+    if m == "extend":
+        return checks_the_pool(d)
     if m == "slots" and not d.same_outcome:
-        return _slots_call(d)
+        return slots_call(d)
     if m not in ("admit", "schedule_running"):
         return None
     if m == "admit":
@@ -654,6 +608,10 @@ def token_budget_reading(d: Difference) -> str | None:
                 f"yours left {len(running)} requests running with max_num_seqs = {cap}: admit "
                 "only while len(running) < max_num_seqs"
             )
+    if m == "admit":
+        found = chunk_only_allocated(d) or cap_counts_the_step(d)
+        if found is not None:
+            return found
     if m == "admit" and EXACT_FIT.fits(d):
         exact = _exact_fit_left_waiting(d)
         if exact is not None:
@@ -679,9 +637,10 @@ def token_budget_reading(d: Difference) -> str | None:
         found = (
             hit_not_fresh(d, chunks, obj)
             or _overspent(d, whole)
+            or kept_back(d, whole, lambda b: _again(d, b))
             or _chunk_sizes(d, whole)
             or _admitted_blocks(d, done)
-            or _slots(d, done)
+            or slots_read(d, done)
             or _hit_left_out(done)
             or one_per_call(d.subject, d.args[1], d.theirs.get("running"), lambda b: _again(d, b))
         )

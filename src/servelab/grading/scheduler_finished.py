@@ -1,0 +1,27 @@
+"""A scheduler probe of the step's finished list: in the order of running, whatever the ids."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["finished_in_running_order"]
+
+
+def finished_in_running_order(impl: Any) -> None:
+    """Two sequences finish in one step, the newer with the lower id: out.finished lists them
+    as running holds them, oldest first (a retire that walks them by id lists them reversed)."""
+    from servelab.grading.scheduler import SchedulerScript  # the script lives beside the checks
+
+    s = SchedulerScript(impl, num_blocks=8, block_size=4, watermark=0)
+    s.add(1, 4, 2)
+    s.add(0, 4, 2)
+    s.step()  # prefill: 1 generated each
+    s.step()  # decode: both reach their 2 tokens
+    out = s.step()
+    s.expect(
+        [x.seq_id for x in out.finished],
+        [1, 0],
+        "finished",
+        "both finish at this step; retire lists them in the order of running (1 arrived first)",
+    )
+    s.expect(s.running(), [], "running after both finished")
