@@ -22,6 +22,7 @@ from unlisted.offload_tiers import (
     LoadWholeChunks,
     LookupDropsItsPinsOnAMiss,
     LookupStopsBelowTheCpu,
+    PromotionVictimsPutBelow,
     PutAgainUpdates,
     PutResidentBeforeSize,
     RemoveDropsTheCopyFirst,
@@ -164,3 +165,9 @@ def test_a_copy_dropped_before_a_refusal_is_seen_in_the_tier_copies() -> None:
 def test_a_count_changed_before_a_refusal_is_not_said_a_copy() -> None:
     text = _text(offload.UnrefCountsFirst, 1)
     assert "_data" not in text
+
+
+def test_a_promotion_victim_put_again_below_is_caught() -> None:
+    text = _text({**S3, "Hierarchy": PromotionVictimsPutBelow}, 3)
+    assert "✗ step 3 · a victim already below" in text
+    assert "a victim the tier below already holds is not put there again" in text

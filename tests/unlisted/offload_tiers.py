@@ -112,6 +112,27 @@ class RetrieveReadsEveryCopy(S3["Hierarchy"]):
         return payloads
 
 
+class PromotionVictimsPutBelow(S3["Hierarchy"]):
+    """Step 3, retrieve: writes the cpu tier's victims of a promotion straight into the disk
+    tier with put, without the cascade's checks: a victim the disk holds already is a use
+    there, and moves to the newest end."""
+
+    def retrieve(self, found):
+        payloads = []
+        for key, i in found:
+            self.tiers[i].ref(key)
+            payloads.append(self.tiers[i].get(key))
+        top = self.tiers[0]
+        for (key, i), payload in zip(found, payloads, strict=True):
+            if i > 0 and key not in top and len(payload) <= top.capacity:
+                for k, p in top.put(key, payload) or []:
+                    self.tiers[1].put(k, p)
+        for key, i in found:
+            self.tiers[i].unref(key)
+            self.tiers[i].unpin(key)
+        return payloads
+
+
 class CopyOverTheChunk(S3["DiskTier"]):
     """Step 3, DiskTier._write: a whole temporary file, then shutil.copyfile over the chunk's
     name (a second write in place, not a rename) and the temporary deleted."""
@@ -244,6 +265,7 @@ MISTAKES = {
     "a put of a resident key updates it": _at(2, PutAgainUpdates, "put"),
     "a put of a resident key before the size check": _at(2, PutResidentBeforeSize, "put"),
     "a retrieve reads every copy": _at(3, RetrieveReadsEveryCopy, "Hierarchy.retrieve"),
+    "a promotion's victims put below": _at(3, PromotionVictimsPutBelow, "Hierarchy.retrieve"),
     "a disk write copied over the chunk": _at(3, CopyOverTheChunk, "DiskTier._write"),
     "a disk chunk counted with its header": _at(3, DiskCountsItsHeader, "DiskTier._payload_size"),
     "a disk chunk counted a tenth larger": _at(3, DiskCountsATenthMore, "DiskTier._payload_size"),

@@ -25,6 +25,7 @@ from servelab.grading.kv_offload_edges import (
     latency_per_chunk,
     payload_checked,
     store_too_large,
+    victim_below,
 )
 from servelab.grading.kv_offload_hints import HINTS, REMOVE_HOLDS
 from servelab.grading.kv_offload_replay import REPLAY
@@ -676,6 +677,7 @@ TOPIC = Topic(
                     HINTS["release"],
                     _stored_since_the_lookup,
                 ),
+                Probe("a victim already below", EDGE_HINTS["promote-cascade"], victim_below),
             ),
             _machine(3),
         ),

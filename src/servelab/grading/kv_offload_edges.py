@@ -27,6 +27,7 @@ __all__ = [
     "latency_per_chunk",
     "payload_checked",
     "store_too_large",
+    "victim_below",
 ]
 
 EDGE_HINTS: dict[str, Hint] = {
@@ -56,6 +57,12 @@ EDGE_HINTS: dict[str, Hint] = {
         "`self._read(key)` before the copy is discarded: for the disk tier the file's "
         "contents, not its path, so that a tier below could write them",
         About(("put",), (RESULT,)),
+    ),
+    "promote-cascade": Hint(
+        "the CPU tier's victims of a promotion go down the same cascade as a store's "
+        "(`self._cascade(1, evicted)`): a victim the tier below already holds is not put "
+        "there again, so it keeps its place in that tier's order",
+        About(("retrieve", "_cascade"), ("keys",)),
     ),
     "load": Hint(
         "load_seconds(tokens, tier) is ceil(tokens / chunk_tokens) · latency_s + tokens · KV "
@@ -177,6 +184,19 @@ def disk_victims_carry_kv(impl: Any) -> None:
     shown = victims(got)
     s.expect(shown, ["a"], f"the victims of {code}")
     raise s.fail(f"{code} handed back {shown!r}, expected [('a', payload('a', 40))]")
+
+
+def victim_below(impl: Any) -> None:
+    """A promotion evicts 'a' from the CPU tier, a chunk the disk tier holds already (a copy
+    left there by an earlier promotion): the disk tier's order stays as it was."""
+    s = hierarchy_script(impl, 60, 120)
+    for k in "abcd":
+        store_chunk(s, k, 30)  # 'a' and 'b' go down to disk
+    s("h.retrieve(h.lookup(['a']))")  # 'a' promoted, its disk copy kept; 'c' goes down
+    s("h.retrieve(h.lookup(['d']))")  # a use: 'a' is the CPU tier's next victim
+    s("h.retrieve(h.lookup(['b']))")  # 'b' promoted: it evicts 'a'
+    disk = "h.tiers[1].keys()"
+    s.expect(s(disk), ["a", "c", "b"], f"{disk} after h.retrieve(h.lookup(['b']))")
 
 
 def latency_per_chunk(impl: Any) -> None:
