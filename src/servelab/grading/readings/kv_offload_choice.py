@@ -126,7 +126,8 @@ def refused_counted(d: Difference) -> str | None:
         f"{chosen - free} and the bytes of {held}, which can_evict refused, first reach the "
         f"{size} the chunk needs (a replay of the call watched can_evict; with nothing pinned "
         "or referenced yours chooses as the rule does): a chunk can_evict refuses stays, so "
-        "its bytes are not freed and do not count toward the room"
+        "its bytes are not freed and do not count toward the room; when what can_evict "
+        "allows cannot make room, _choose_victims returns None and the put misses"
     )
 
 
