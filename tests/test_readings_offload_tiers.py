@@ -25,6 +25,7 @@ from unlisted.offload_tiers import (
     PromotionVictimsPutBelow,
     PutAgainUpdates,
     PutResidentBeforeSize,
+    RecordsBeforeItFits,
     RemoveDropsTheCopyFirst,
     RetrieveReadsEveryCopy,
     VictimsCountRefusedBytes,
@@ -171,3 +172,13 @@ def test_a_promotion_victim_put_again_below_is_caught() -> None:
     text = _text({**S3, "Hierarchy": PromotionVictimsPutBelow}, 3)
     assert "✗ step 3 · a victim already below" in text
     assert "a victim the tier below already holds is not put there again" in text
+
+
+def test_a_miss_that_left_the_chunk_recorded_is_named() -> None:
+    text = _text(RecordsBeforeItFits, 2)
+    assert "yours returned None (a miss) and yet left 'b' in `keys`, `used` 20 -> 40" in text
+
+
+def test_a_miss_that_changed_nothing_is_not_said_recorded() -> None:
+    text = _text(offload.FitNeedsSpare, 1)
+    assert "a miss leaves the tier as it was" not in text

@@ -77,6 +77,37 @@ class PutAgainUpdates(Evicting):
         return super().put(key, payload, wait)
 
 
+class RecordsBeforeItFits(Evicting):
+    """Step 2, put: records the new chunk's size and bytes before choosing victims (the new
+    key skipped among them): a miss leaves it in the books."""
+
+    def put(self, key, payload, wait=0):
+        size = self._payload_size(payload)
+        if size > self.capacity or key in self._sizes:
+            return super().put(key, payload, wait)
+        self._sizes[key] = size
+        self._used += size
+        for attempt in range(wait + 1):
+            if attempt:
+                self._sleep()
+            need, victims = self._used - self.capacity, []
+            for k in self._sizes:
+                if need <= 0:
+                    break
+                if k != key and self.can_evict(k):
+                    victims.append(k)
+                    need -= self._sizes[k]
+            if need <= 0:
+                break
+        else:
+            return None
+        evicted = [(v, self._read(v)) for v in victims]
+        for v in victims:
+            self._discard(v)
+        self._data[key] = self._write(key, payload)
+        return evicted
+
+
 class PutResidentBeforeSize(Evicting):
     """Step 2, put: answers a key the tier holds (a use, []) before it checks the size: a
     chunk larger than the tier under a resident key is not refused, but nothing changes."""
@@ -263,6 +294,7 @@ MISTAKES = {
     ),
     "victims given up at the first refused chunk": _at(2, VictimsStopAtRefused, "_choose_victims"),
     "a put of a resident key updates it": _at(2, PutAgainUpdates, "put"),
+    "a chunk recorded before it fits": _at(2, RecordsBeforeItFits, "put"),
     "a put of a resident key before the size check": _at(2, PutResidentBeforeSize, "put"),
     "a retrieve reads every copy": _at(3, RetrieveReadsEveryCopy, "Hierarchy.retrieve"),
     "a promotion's victims put below": _at(3, PromotionVictimsPutBelow, "Hierarchy.retrieve"),

@@ -11,7 +11,7 @@ from typing import Any
 from servelab.grading.readings.difference import Difference
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
-__all__ = ["refused_counted", "stopped_at_refused", "victims_without_bytes"]
+__all__ = ["miss_recorded", "refused_counted", "stopped_at_refused", "victims_without_bytes"]
 
 
 def _asked(d: Difference) -> tuple[Any, list[tuple[Any, bool]]] | None:
@@ -152,4 +152,24 @@ def victims_without_bytes(d: Difference) -> str | None:
         f"yours handed back {key!r} with a {type(value).__name__}, not its payload's bytes: "
         "a victim goes back as (key, payload), the bytes read from its copy with "
         "`self._read(key)` before it is discarded, so that the tier below can write them"
+    )
+
+
+def miss_recorded(d: Difference) -> str | None:
+    """Both returned None (a miss), the reference changing nothing, and yours left the new
+    key in its books: the chunk recorded before the put knew it had room."""
+    key = d.args[0] if d.args else None
+    if d.returned("mine") != "None" or d.returned("theirs") != "None" or d.changed("theirs"):
+        return None
+    before, mine = d.before.get("keys"), d.mine.get("keys")
+    if not isinstance(before, list) or not isinstance(mine, list):
+        return None
+    if key in before or key not in mine:
+        return None
+    was, now = d.before.get("used"), d.mine.get("used")
+    used = f", `used` {was} -> {now}" if was != now else ""
+    return (
+        f"yours returned None (a miss) and yet left {key!r} in `keys`{used}: a miss leaves "
+        "the tier as it was, so a put records the chunk only once its victims have made "
+        "room (and after its copy is written)"
     )

@@ -15,6 +15,7 @@ from servelab.grading.readings.difference import (
     written_for,
 )
 from servelab.grading.readings.kv_offload_choice import (
+    miss_recorded,
     refused_counted,
     stopped_at_refused,
     victims_without_bytes,
@@ -374,7 +375,7 @@ def shown(value: Any) -> Any:
 
 RULES = {
     "lookup": (_lookup_stopped_short,),
-    "put": (_put_resident, _too_large_kept, _put_bytes, victims_without_bytes),
+    "put": (_put_resident, _too_large_kept, _put_bytes, victims_without_bytes, miss_recorded),
     "_choose_victims": (_victim_held, _refused_counted, _victims_short, _stopped_at_refused),
     "store": (_store_missed_below, _store_dropped_below),
     "_cascade": (_cascade_reordered,),
