@@ -105,7 +105,11 @@ CASES = {
     "a miss where room could be made": (
         VictimScanStopsAtHeld,
         2,
-        ["yours answered None (no room) where the reference makes room by evicting ['b', 'c']"],
+        [
+            "yours answered None once can_evict refused 'a', and asked it of no chunk after "
+            "that one",
+            "which makes room here (['b', 'c'])",
+        ],
         ["every path of", "a name still None"],
     ),
 }

@@ -21,9 +21,11 @@ from servelab.grading.kv_offload_edges import (
     EDGE_HINTS,
     cascade_past_a_large_victim,
     cascade_past_a_refusal,
+    disk_victims_carry_kv,
     latency_per_chunk,
     payload_checked,
     store_too_large,
+    victim_below,
 )
 from servelab.grading.kv_offload_hints import HINTS, REMOVE_HOLDS
 from servelab.grading.kv_offload_replay import REPLAY
@@ -663,6 +665,7 @@ TOPIC = Topic(
                     cascade_past_a_large_victim,
                 ),
                 Probe("a crash never leaves a torn chunk", HINTS["torn"], _no_torn_write),
+                Probe("victims keep their KV", EDGE_HINTS["victim-kv"], disk_victims_carry_kv),
                 Probe("held bytes count each chunk once", HINTS["held-bytes"], _held_bytes_once),
                 Probe(
                     "a retrieve keeps each tier's LRU order",
@@ -674,6 +677,7 @@ TOPIC = Topic(
                     HINTS["release"],
                     _stored_since_the_lookup,
                 ),
+                Probe("a victim already below", EDGE_HINTS["promote-cascade"], victim_below),
             ),
             _machine(3),
         ),

@@ -8,18 +8,26 @@ import math
 from typing import Any
 
 from servelab.grading.about import RESULT, About, Hint
-from servelab.grading.kv_offload_script import hierarchy_script, store_chunk, tier_script
-from servelab.grading.kv_offload_values import Payload
+from servelab.grading.kv_offload_script import (
+    OffloadScript,
+    hierarchy_script,
+    put_chunk,
+    store_chunk,
+    tier_script,
+)
+from servelab.grading.kv_offload_values import Payload, victims
 from servelab.kv.offload.cost import LLAMA_8B, Link, simulate_load
-from servelab.testing.kv_offload import offload_fields
+from servelab.testing.kv_offload import offload_fields, payload_for
 
 __all__ = [
     "EDGE_HINTS",
     "cascade_past_a_large_victim",
     "cascade_past_a_refusal",
+    "disk_victims_carry_kv",
     "latency_per_chunk",
     "payload_checked",
     "store_too_large",
+    "victim_below",
 ]
 
 EDGE_HINTS: dict[str, Hint] = {
@@ -43,6 +51,18 @@ EDGE_HINTS: dict[str, Hint] = {
         "a victim larger than the whole tier below is dropped, like one it has no room for, "
         "and the cascade goes on with the next victim: the store succeeds, it does not raise",
         About(("store", "_cascade"), (RESULT, "keys", "used", "held_bytes")),
+    ),
+    "victim-kv": Hint(
+        "`put` hands back each victim as (key, payload), its bytes read back with "
+        "`self._read(key)` before the copy is discarded: for the disk tier the file's "
+        "contents, not its path, so that a tier below could write them",
+        About(("put",), (RESULT,)),
+    ),
+    "promote-cascade": Hint(
+        "the CPU tier's victims of a promotion go down the same cascade as a store's "
+        "(`self._cascade(1, evicted)`): a victim the tier below already holds is not put "
+        "there again, so it keeps its place in that tier's order",
+        About(("retrieve", "_cascade"), ("keys",)),
     ),
     "load": Hint(
         "load_seconds(tokens, tier) is ceil(tokens / chunk_tokens) · latency_s + tokens · KV "
@@ -139,6 +159,44 @@ def cascade_past_a_large_victim(impl: Any) -> None:
     s.expect(got, True, code)
     s.expect(s.call("where", "a"), [], "h.where('a')")
     s.expect(s.call("where", "b"), ["disk"], "h.where('b')")
+
+
+def disk_victims_carry_kv(impl: Any) -> None:
+    """A disk tier's put that evicts hands back each victim with its bytes, as the CPU
+    tier's does: (key, payload), the payload read back from the victim's file."""
+    s = OffloadScript(impl, "disk = DiskTier(100)")
+    put_chunk(s, "a", 40)
+    put_chunk(s, "b", 40)
+    got = put_chunk(s, "c", 50)
+    want = [("a", payload_for("a", 40))]
+    if got == want:
+        return
+    code = "disk.put('c', payload('c', 50))"
+    pairs = isinstance(got, list) and all(type(e) is tuple and len(e) == 2 for e in got)
+    if pairs and [k for k, _ in got] == ["a"]:
+        kind = type(got[0][1]).__name__
+        said = "another bytes" if isinstance(got[0][1], bytes) else f"a {kind}, not its bytes"
+        raise s.fail(
+            f"{code} handed back 'a' with {said}: a victim goes back with the payload it "
+            "holds, (key, payload), which the tier below writes",
+            hint=EDGE_HINTS["victim-kv"],
+        )
+    shown = victims(got)
+    s.expect(shown, ["a"], f"the victims of {code}")
+    raise s.fail(f"{code} handed back {shown!r}, expected [('a', payload('a', 40))]")
+
+
+def victim_below(impl: Any) -> None:
+    """A promotion evicts 'a' from the CPU tier, a chunk the disk tier holds already (a copy
+    left there by an earlier promotion): the disk tier's order stays as it was."""
+    s = hierarchy_script(impl, 60, 120)
+    for k in "abcd":
+        store_chunk(s, k, 30)  # 'a' and 'b' go down to disk
+    s("h.retrieve(h.lookup(['a']))")  # 'a' promoted, its disk copy kept; 'c' goes down
+    s("h.retrieve(h.lookup(['d']))")  # a use: 'a' is the CPU tier's next victim
+    s("h.retrieve(h.lookup(['b']))")  # 'b' promoted: it evicts 'a'
+    disk = "h.tiers[1].keys()"
+    s.expect(s(disk), ["a", "c", "b"], f"{disk} after h.retrieve(h.lookup(['b']))")
 
 
 def latency_per_chunk(impl: Any) -> None:

@@ -59,6 +59,19 @@ def _fields(obj: Any, canon: Any = None) -> dict[str, Any]:
     return offload_fields(obj)
 
 
+def _hidden_fields(obj: Any) -> dict[str, Any]:
+    """The usual fields and, for each tier, the keys it keeps a copy of (``_data``): a copy
+    dropped while the books still list the chunk shows only there."""
+    fields = dict(offload_fields(obj))
+    tiers = getattr(obj, "tiers", None)
+    for tier in tiers if isinstance(tiers, list) else [obj]:
+        data = getattr(tier, "_data", None)
+        if isinstance(data, dict):
+            prefix = f"{getattr(tier, 'name', '')}." if tiers is not None else ""
+            fields[f"{prefix}_data"] = sorted(data, key=repr)
+    return fields
+
+
 SEPARATING = (
     program(  # every rule of one tier: FIFO order, counted pins, references, decide first
         "tier = Tier(100, 'FIFO')",
@@ -170,6 +183,7 @@ REPLAY = TopicReplay(
     subject_per_program=True,
     reader=kv_offload_reading,
     configured=_configured,
+    hidden_fields=_hidden_fields,
 )
 """How diagnosis replays this topic's programs: a program builds a tier (``tier``), a disk
 tier (``disk``) or a hierarchy (``h``), and a report names the one it built."""

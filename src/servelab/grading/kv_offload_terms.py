@@ -16,18 +16,29 @@ from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 if TYPE_CHECKING:
     from servelab.grading.localise import Divergence
 
-__all__ = ["bytes_term_differs", "latency_term_differs", "load_terms", "own_numbers_missed"]
+__all__ = [
+    "bytes_term_differs",
+    "latency_term_differs",
+    "load_again",
+    "load_terms",
+    "own_numbers_missed",
+]
 
 _UNFELT = 1e30  # bytes per second: the bytes part of any load vanishes beside a latency
 
 
-def _seconds(cls: Any, subject: Any, tokens: Any, tier: Any, link: Any) -> float | None:
+def load_again(
+    cls: Any, subject: Any, tokens: Any, tier: Any, link: Any = None, model: Any = None
+) -> float | None:
     """``cls.load_seconds`` on a shallow copy of ``subject`` whose link to ``tier`` is
-    ``link`` (None: the subject's own); None when it raises or returns no number."""
+    ``link`` and whose model is ``model`` (None: the subject's own); None when it raises,
+    runs past its lines or returns no finite number."""
     try:
         h = copy.copy(subject)
         if link is not None:
             h.links = {**subject.links, tier: link}
+        if model is not None:
+            h.model = model
         with line_budget(LINES_PER_CALL):
             value = cls.load_seconds(h, tokens, tier)
     except Exception:
@@ -66,9 +77,9 @@ def load_terms(divergence: Divergence | None) -> tuple[bool, bool] | None:
         return None
     parts = []
     for cls in (type(d.subject), d.reference_class):
-        whole = _seconds(cls, d.subject, tokens, tier, None)
-        latency = _seconds(cls, d.subject, tokens, tier, latency_only)
-        moved = _seconds(cls, d.subject, tokens, tier, bytes_only)
+        whole = load_again(cls, d.subject, tokens, tier, None)
+        latency = load_again(cls, d.subject, tokens, tier, latency_only)
+        moved = load_again(cls, d.subject, tokens, tier, bytes_only)
         if whole is None or latency is None or moved is None:
             return None
         if not _close(whole, latency + moved):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import builtins
 import io
+import os
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -117,14 +118,19 @@ def crashing_writes(suffix: str = "") -> Iterator[list[str]]:
     """Inside the block, a file opened for writing whose name ends with ``suffix`` (any file
     by default) keeps half of the first write to it, then the machine "crashes"
     (:class:`SimulatedCrash`): what a kill or a power cut in mid-write leaves on disk. The
-    crash ends the block (the program goes on as after a restart). Yields the names of the
-    files it cut short."""
+    crash ends the block (the program goes on as after a restart). A copy into such a file
+    from a file in the same directory, made by the operating system (``shutil.copyfile``'s
+    ``os.sendfile``), is cut the same way: a copy from another directory (a copy of the whole
+    folder) is not a write of a chunk. Yields the names of the files it cut short."""
     real = builtins.open
     crashed: list[str] = []
+    open_cut: dict[int, str] = {}  # file descriptor -> name, of the files open to be cut
+    opened: dict[int, str] = {}  # file descriptor -> name, of every file opened in the block
 
     class Half:
         def __init__(self, f: Any, name: str) -> None:
-            self._f, self._name = f, name
+            self._f, self._name, self._fd = f, name, f.fileno()
+            open_cut[self._fd] = name
 
         def write(self, data: Any) -> int:
             data = bytes(data)
@@ -137,6 +143,10 @@ def crashing_writes(suffix: str = "") -> Iterator[list[str]]:
             return self
 
         def __exit__(self, *exc: Any) -> None:
+            self.close()
+
+        def close(self) -> None:
+            open_cut.pop(self._fd, None)
             self._f.close()
 
         def __getattr__(self, name: str) -> Any:
@@ -144,12 +154,32 @@ def crashing_writes(suffix: str = "") -> Iterator[list[str]]:
 
     def crashing(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
         f = real(file, mode, *args, **kwargs)
+        if hasattr(f, "fileno"):
+            opened[f.fileno()] = str(file)
         cut = any(c in mode for c in "wax+") and str(file).endswith(suffix)
         return Half(f, str(file)) if cut else f
 
+    def copying(real_copy: Any) -> Any:
+        def copy(out_fd: int, in_fd: int, *args: Any, **kwargs: Any) -> Any:
+            source = opened.get(in_fd)
+            if out_fd not in open_cut or source is None:
+                return real_copy(out_fd, in_fd, *args, **kwargs)
+            if Path(source).parent != Path(open_cut[out_fd]).parent:
+                return real_copy(out_fd, in_fd, *args, **kwargs)
+            size = os.fstat(in_fd).st_size
+            os.write(out_fd, os.pread(in_fd, max(1, size // 2), 0))
+            crashed.append(open_cut[out_fd])
+            name = Path(open_cut[out_fd]).name
+            raise SimulatedCrash(f"the machine crashed while writing {name}")
+
+        return copy
+
+    copies = {n: getattr(os, n) for n in ("sendfile", "copy_file_range") if hasattr(os, n)}
     # In a notebook, `open` is IPython's wrapper, which calls the `io_open` it imported.
     shell = sys.modules.get("IPython.core.interactiveshell")
     builtins.open = io.open = crashing
+    for n, real_copy in copies.items():
+        setattr(os, n, copying(real_copy))
     if shell is not None and hasattr(shell, "io_open"):
         setattr(shell, "io_open", crashing)  # noqa: B010
     try:
@@ -158,6 +188,8 @@ def crashing_writes(suffix: str = "") -> Iterator[list[str]]:
         pass
     finally:
         builtins.open = io.open = real
+        for n, real_copy in copies.items():
+            setattr(os, n, real_copy)
         if shell is not None and hasattr(shell, "io_open"):
             setattr(shell, "io_open", real)  # noqa: B010
 

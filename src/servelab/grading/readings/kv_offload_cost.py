@@ -101,4 +101,32 @@ def _latency_scaled(d: Difference) -> str | None:
     )
 
 
-READINGS = (_added_link, _latency_scaled, kv_geometry)
+def _whole_chunks(d: Difference) -> str | None:
+    """Yours is the reference's latency part plus the bytes of whole chunks, at every token
+    count tried: a partial last chunk moved as if it were full."""
+    h: Any = d.subject
+    if len(d.args) < 2 or not isinstance(d.args[0], int) or d.args[0] <= 0:
+        return None
+    tier, per = d.args[1], getattr(h, "chunk_tokens", None)
+    if not isinstance(per, int) or per < 1 or d.args[0] % per == 0:
+        return None
+    for n in (d.args[0], *_TOKENS):
+        whole = -(-n // per) * per
+        terms, padded = _terms(h, n, tier), _terms(h, whole, tier)
+        if (
+            terms is None
+            or padded is None
+            or not _close(_yours(d, n, tier), sum(terms[:1]) + padded[1])
+        ):
+            return None
+    n = d.args[0]
+    whole = -(-n // per) * per
+    return (
+        f"yours moves the bytes of whole chunks: a load of {n} tokens costs yours the bytes of "
+        f"{whole} ({whole // per} chunk(s) of {per}), at every token count tried (the latency "
+        "part agrees). A load moves tokens · KV bytes per token: a partial last chunk moves "
+        "only its tokens, though it pays a whole chunk request's latency"
+    )
+
+
+READINGS = (_added_link, _latency_scaled, _whole_chunks, kv_geometry)

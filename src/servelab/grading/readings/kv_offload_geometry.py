@@ -6,13 +6,12 @@ one it follows that the KV does not depend on, shows as itself."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 from typing import Any
 
+from servelab.grading.kv_offload_terms import load_again
 from servelab.grading.readings.difference import Difference
-from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 __all__ = ["kv_geometry"]
 
@@ -23,18 +22,10 @@ _OTHER = ("d_model", "params")
 def _bytes_part(h: Any, tokens: int, tier: Any, model: Any) -> float | None:
     """Your load of ``tokens`` from ``tier`` over its link with no latency, for ``model``."""
     try:
-        again = copy.copy(h)
-        again.links = {**h.links, tier: dataclasses.replace(h.links[tier], latency_s=0.0)}
-        again.model = model
-        with line_budget(LINES_PER_CALL):
-            value = type(h).load_seconds(again, tokens, tier)
+        link = dataclasses.replace(h.links[tier], latency_s=0.0)
     except Exception:
         return None
-    except OutOfLines:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
+    return load_again(type(h), h, tokens, tier, link, model)
 
 
 def kv_geometry(d: Difference) -> str | None:

@@ -10,7 +10,7 @@ from typing import Any
 from servelab.grading.readings.difference import Difference
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
-__all__ = ["held_size_asked", "retrieve_order", "unpinned_elsewhere"]
+__all__ = ["held_size_asked", "read_elsewhere", "retrieve_order", "unpinned_elsewhere"]
 
 
 def _asked_sizes(h: Any) -> tuple[list[tuple[int, Any, bool]], BaseException | None]:
@@ -134,3 +134,129 @@ def unpinned_elsewhere(d: Difference, found: list[Any]) -> str | None:
                     f"the tier found names; the {tier} tier's pin is not this lookup's"
                 )
     return None
+
+
+def _gets(h: Any, found: list[Any]) -> list[tuple[int, Any]] | None:
+    """Yours' retrieve run on ``h`` with every tier's ``get`` watched (a get inside the
+    tier's own put, a put of a resident key, not counted): the (tier index, key) of each
+    read; None when it raised."""
+    read: list[tuple[int, Any]] = []
+
+    def watch(i: int, tier: Any) -> None:
+        get, put, inside = tier.get, tier.put, [0]
+
+        def watched_get(key: Any) -> Any:
+            if not inside[0]:
+                read.append((i, key))
+            return get(key)
+
+        def watched_put(*args: Any, **kwargs: Any) -> Any:
+            inside[0] += 1
+            try:
+                return put(*args, **kwargs)
+            finally:
+                inside[0] -= 1
+
+        tier.get, tier.put = watched_get, watched_put
+
+    try:
+        for i, tier in enumerate(h.tiers):
+            watch(i, tier)
+        with line_budget(LINES_PER_CALL):
+            h.retrieve(found)
+    except Exception:
+        return None
+    except OutOfLines:
+        return None
+    return read
+
+
+def read_elsewhere(d: Difference) -> str | None:
+    """Yours moved a chunk in the order of a tier the lookup did not find it in, and a replay
+    of the call with each tier's get watched shows yours read it there with get (a use)."""
+    found = d.args[0] if d.args else None
+    if d.i_raised or d.they_raised or not isinstance(found, list):
+        return None
+    names = [k[: -len(".keys")] for k in d.before if k.endswith(".keys")]
+    where: dict[Any, int] = {}
+    for entry in found:
+        if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[1], int)):
+            return None
+        where.setdefault(entry[0], entry[1])
+    try:
+        reads = _gets(copy.deepcopy(d.subject), copy.deepcopy(found))
+    except Exception:
+        return None
+    for i, name in enumerate(names):
+        mine, theirs = d.mine.get(f"{name}.keys"), d.theirs.get(f"{name}.keys")
+        if not isinstance(mine, list) or not isinstance(theirs, list) or mine == theirs:
+            continue
+        if sorted(mine, key=repr) != sorted(theirs, key=repr) or not mine:
+            continue
+        key = mine[-1]
+        moved = [k for k in theirs if k != key] + [key] == mine
+        if not moved or key not in where or where[key] == i or reads is None:
+            continue
+        if (i, key) not in reads or not 0 <= where[key] < len(names):
+            continue
+        return (
+            f"yours read {key!r} with get in the {name} tier too (a replay of the call watched "
+            f"each tier's get), though the lookup found it in the {names[where[key]]} tier: a "
+            f"get is a use, so under LRU the {name} copy moved to the newest end. A retrieve "
+            "reads each chunk in the tier the lookup returned; a copy elsewhere keeps its place"
+        )
+    return None
+
+
+def _pins_and_unpins(h: Any, keys: Any) -> list[tuple[str, int, Any]] | None:
+    """Yours' lookup run on ``h`` with every tier's pin and unpin watched: ("pin" or
+    "unpin", tier index, key) in call order; None when it raised."""
+    calls: list[tuple[str, int, Any]] = []
+
+    def watch(i: int, tier: Any) -> None:
+        for name in ("pin", "unpin"):
+            own = getattr(tier, name)
+
+            def watched(key: Any, own: Any = own, name: str = name) -> Any:
+                calls.append((name, i, key))
+                return own(key)
+
+            setattr(tier, name, watched)
+
+    try:
+        for i, tier in enumerate(h.tiers):
+            watch(i, tier)
+        with line_budget(LINES_PER_CALL):
+            h.lookup(keys)
+    except Exception:
+        return None
+    except OutOfLines:
+        return None
+    return calls
+
+
+def pins_taken_back(d: Difference, kept: list[Any]) -> str | None:
+    """Yours returned a shorter prefix than ``kept`` (the reference's found keys), and a
+    replay of the call with pin and unpin watched shows yours pinned the keys it left out and
+    unpinned them again before it returned."""
+    keys = d.args[0] if d.args else None
+    if not isinstance(keys, list) or not kept:
+        return None
+    try:
+        calls = _pins_and_unpins(copy.deepcopy(d.subject), list(keys))
+    except Exception:
+        return None
+    if calls is None:
+        return None
+    pinned = [(i, k) for name, i, k in calls if name == "pin"]
+    unpinned = [(i, k) for name, i, k in calls if name == "unpin"]
+    back = [k for i, k in pinned if (i, k) in unpinned and k in kept]
+    if not back or len(unpinned) != len(set(unpinned)):
+        return None
+    missing = next((k for k in keys if k not in kept), None)
+    at = f" ({missing!r} here)" if missing is not None else ""
+    return (
+        f"yours pinned {', '.join(map(repr, back))} and took the pin(s) back before it "
+        "returned (a replay of the call watched pin and unpin): a lookup keeps the pins of "
+        f"the longest prefix some tier holds, and stops at the first key no tier holds{at}"
+    )

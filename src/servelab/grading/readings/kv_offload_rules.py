@@ -14,7 +14,14 @@ from servelab.grading.readings.difference import (
     Difference,
     written_for,
 )
+from servelab.grading.readings.kv_offload_choice import (
+    miss_recorded,
+    refused_counted,
+    stopped_at_refused,
+    victims_without_bytes,
+)
 from servelab.grading.readings.kv_offload_proofs import PROOFS
+from servelab.grading.readings.kv_offload_reads import pins_taken_back
 
 RESIDENT_PUT = written_for("used", "keys")
 TOO_LARGE = written_for("keys", "used", outcomes=(THEIRS_RAISED,))
@@ -60,11 +67,27 @@ def _too_large_kept(d: Difference) -> str | None:
         return None
     held = d.args[0] in (_field(d.before, "keys") or [])
     whose = ", whose key it already holds" if held else ""
-    return (
+    said = (
         f"yours returned {d.returned('mine')} for a chunk of {len(payload)} bytes{whose}, in a "
         f"tier of {capacity}: a chunk larger than the whole tier raises ChunkTooLarge whatever "
         "the tier holds, so the size is checked before anything else"
     )
+    was, mine = _field(d.before, "used"), _field(d.mine, "used")
+    if held and isinstance(was, int) and isinstance(mine, int) and mine != was:
+        said += (
+            f". Yours also changed `used` from {was} to {mine} for a key it holds: a put of a "
+            "resident key is a use of the copy there (under LRU a refresh), never a new copy "
+            "or an update, so its bytes stay"
+        )
+    return said
+
+
+def _refused_counted(d: Difference) -> str | None:
+    return refused_counted(d) if NO_ROOM.fits(d) else None
+
+
+def _stopped_at_refused(d: Difference) -> str | None:
+    return stopped_at_refused(d) if NO_ROOM.fits(d) else None
 
 
 def _victims_short(d: Difference) -> str | None:
@@ -180,12 +203,15 @@ def _lookup_stopped_short(d: Difference) -> str | None:
     """Yours found the reference's first chunks, in its tiers, and stopped before the next one,
     which some tier holds (the reference found it): a lookup stops only at a key no tier
     holds, whatever made yours stop."""
-    mine, theirs = _shown(d.returned("mine")), _shown(d.returned("theirs"))
+    mine, theirs = shown(d.returned("mine")), shown(d.returned("theirs"))
     tiers = _tiers(d)
     if not isinstance(mine, list) or not isinstance(theirs, list) or not LOOKUP_SHORT.fits(d):
         return None
     if not len(mine) < len(theirs) or theirs[: len(mine)] != mine:
         return None
+    kept = [e[0] for e in theirs if isinstance(e, tuple | list) and len(e) == 2]
+    if taken_back := pins_taken_back(d, kept):
+        return taken_back
     key, where = theirs[len(mine)] if len(theirs[len(mine)]) == 2 else (None, None)
     if not isinstance(where, int) or not 0 <= where < len(tiers):
         return None
@@ -318,7 +344,7 @@ HELD_CHOSEN = written_for()
 def _victim_held(d: Difference) -> str | None:
     """Yours chose a victim the reference leaves, which a lookup pinned or a transfer
     references in the state before the call: not evictable, whatever else yours did."""
-    mine, theirs = _shown(d.returned("mine")), _shown(d.returned("theirs"))
+    mine, theirs = shown(d.returned("mine")), shown(d.returned("theirs"))
     if not isinstance(mine, list) or not HELD_CHOSEN.fits(d):
         return None
     pins, refs = _field(d.before, "pins") or {}, _field(d.before, "refs") or {}
@@ -340,7 +366,7 @@ def _victim_held(d: Difference) -> str | None:
     return None
 
 
-def _shown(value: Any) -> Any:
+def shown(value: Any) -> Any:
     try:
         return ast.literal_eval(value) if isinstance(value, str) else value
     except (ValueError, SyntaxError):
@@ -349,8 +375,8 @@ def _shown(value: Any) -> Any:
 
 RULES = {
     "lookup": (_lookup_stopped_short,),
-    "put": (_put_resident, _too_large_kept, _put_bytes),
-    "_choose_victims": (_victim_held, _victims_short),
+    "put": (_put_resident, _too_large_kept, _put_bytes, victims_without_bytes, miss_recorded),
+    "_choose_victims": (_victim_held, _refused_counted, _victims_short, _stopped_at_refused),
     "store": (_store_missed_below, _store_dropped_below),
     "_cascade": (_cascade_reordered,),
     "pin": (_count_moved_order,),
