@@ -210,7 +210,7 @@ class _UnpinNeverRaises(Checked):  # type: ignore[misc,valid-type]
 
 def test_a_replacement_keeping_the_old_value_is_caught_and_named() -> None:
     report, _ = failing_report(TOPIC, _ReplaceKeepsOldValue, 1)
-    assert "a replacement stores its new value" in str(report)
+    assert "a replacement stores its new value" in report.text
     assert "a replacement of yours keeps the old value" in str(report.hint)
     assert "old size" not in str(report.hint)
 
