@@ -151,7 +151,7 @@ class _HandOnVictim(FINAL["SIEVE"]):  # type: ignore[misc,valid-type]
 
 def test_a_stale_entry_taken_for_its_count_is_named() -> None:
     said = _report(_StaleByCountOnly, 2)
-    assert "yours popped 'm0' from its heap entry (1, 1, 'm0'), a stale one" in said
+    assert "yours popped 'm0' through a stale heap entry, (1, 1, 'm0')" in said
 
 
 class _PopsMostUsed(ALONE):  # type: ignore[misc,valid-type]
@@ -167,7 +167,7 @@ class _PopsMostUsed(ALONE):  # type: ignore[misc,valid-type]
 
 
 def test_a_wrong_victim_taken_without_a_stale_entry_is_not_called_stale() -> None:
-    assert "a stale one" not in _report(_PopsMostUsed, 2)
+    assert "through a stale heap entry" not in _report(_PopsMostUsed, 2)
 
 
 def test_a_hand_left_on_the_evicted_key_is_named() -> None:

@@ -200,7 +200,7 @@ def stale_taken(d: Difference) -> str | None:
     if repr(key) != d.returned("mine"):
         return None
     return (
-        f"yours popped {key!r} from its heap entry {entry!r}, a stale one: {key!r} has count "
+        f"yours popped {key!r} through a stale heap entry, {entry!r}: {key!r} has count "
         f"{c!r}, but reached it at tick {reached[key]!r}, not {t!r}. An entry is live only "
         "while both its count and its tick are the key's own; the reference skips this one "
         "for its tick and takes the first live entry"
