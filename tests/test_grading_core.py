@@ -184,7 +184,7 @@ def test_an_unwritten_step_says_so_in_one_line(main: types.ModuleType) -> None:
     assert isinstance(failure.value, NotImplementedError)
     assert out.getvalue().splitlines() == [
         "weight-cache · step 3 of 5: pinning, then refcounted pins for two replicas",
-        "  ✓ step 1 · bytes, not a count (4 checks)",
+        "  ✓ step 1 · bytes, not a count (5 checks)",
         "  ✓ step 2 · the eviction loop (4 checks)",
         "  ✗ step 3: `pin` is not written yet",
         "NOT FINISHED",

@@ -21,6 +21,7 @@ from servelab.grading._script import Script, graded_names
 from servelab.grading.about import About, Hint
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
 from servelab.grading.weight_cache_counts import counts, evict_counts
+from servelab.grading.weight_cache_hints import HINTS
 from servelab.grading.weight_cache_pins import NO_VICTIM, every_entry_pinned
 from servelab.grading.weight_cache_replay import REPLAY
 from servelab.testing.pasteable import SUPPRESS_IMPORT
@@ -152,6 +153,20 @@ def _replace_releases(impl: Any) -> None:
     s.put("a", 50)
     s.expect_used(50, "'a' was replaced, so only its new size counts")
     s.expect_keys(["a"], "a key appears once")
+
+
+def _replace_stores_value(impl: Any) -> None:
+    s = CacheScript(impl, 100)
+    s.put("a", 30)
+    new = "<a weights, replaced>"
+    s(f"cache.put('a', {new!r}, 50)")
+    got = s.get("a")
+    if got == new:
+        return
+    first = " (the value of its first put)" if got == weights_for("a") else ""
+    raise s.fail(
+        f"get('a') returned {got!r}{first}, expected {new!r}: 'a' was put again with a new value"
+    )
 
 
 # --- step 2: the eviction loop -----------------------------------------------------------
@@ -372,119 +387,6 @@ def _c(probe: Callable[[Any, Any], None]) -> Callable[[Any], None]:
     return partial(probe, CacheScript)
 
 
-HINTS = {
-    "evicted-too-few": Hint(
-        "evict in a loop until the new entry fits: one large model can need the space of "
-        "several small ones (evicting exactly one is not enough)",
-        About(("put",), ("resident", "used")),
-    ),
-    "evicted-too-many": Hint(
-        "stop evicting as soon as used + size <= capacity; and the budget is bytes, not a count",
-        About(("put",), ("resident", "used", "evictions", "evicted_bytes")),
-    ),
-    "within-budget": Hint(
-        "the budget is bytes: used + size must stay <= capacity after every put",
-        About(("put",), ("used",)),
-    ),
-    "pinned-evicted": Hint(
-        "pinned entries are never victims: skip them when choosing what to evict",
-        About(("_next_victim",)),
-    ),
-    "wrong-victim": Hint(
-        "the victim is the least recently used unpinned entry: get and put both refresh a key",
-        About(("_next_victim", "get", "put")),
-    ),
-    "recency-order": Hint(
-        "keys() lists least recently used first: move a key to the end on get and on put",
-        About(("get", "put"), ("resident",)),
-    ),
-    "bytes-accounted": Hint(
-        "used must equal the sum of resident sizes: subtract each victim's size, and release "
-        "the old size when a key is replaced",
-        About(("_evict", "put"), ("used",)),
-    ),
-    "pin-count": Hint(
-        "pins are counts (two replicas can pin one model), not a set",
-        About(("pin", "unpin"), ("pins",)),
-    ),
-    "pin-returns-count": Hint(
-        "pin() returns the count after adding this pin (the first pin returns 1), unpin() the "
-        "pins left after removing one",
-        About(("pin", "unpin")),
-    ),
-    "unexpected-error": Hint(
-        "this put fits after evicting unpinned entries, so it must not raise",
-        About(("put", "_check_can_admit")),
-    ),
-    "wrong-error": Hint(
-        "larger than the whole cache is a ValueError (permanent); blocked by pins is a "
-        "MemoryError (transient)",
-        About(("_check_can_admit",)),
-    ),
-    "miss-instead-of-raise": Hint(
-        "a `put` that cannot be admitted must raise, not return: a silent miss hides a "
-        "configuration error or a transient pin problem",
-        About(("put", "_check_can_admit")),
-    ),
-    "changed-on-error": Hint(
-        "decide whether the entry can be admitted before evicting anything, so a raised error "
-        "leaves the cache unchanged",
-        About(("put", "_check_can_admit")),
-    ),
-    "pins-on-error": Hint(
-        "check before changing anything: a pin or unpin that raises must leave every pin "
-        "count as it was",
-        About(("pin", "unpin"), ("pins",)),
-    ),
-    "pin-missing": Hint("pin() of a key that is not resident must raise KeyError", About(("pin",))),
-    "replace-pinned": Hint(
-        "put() must not replace a pinned key: raise (EntryPinned) and leave the cache as it "
-        "was; replace a pinned key only after its replicas unpin it",
-        About(("put", "_check_can_admit")),
-    ),
-    "error-names-keys": Hint(
-        "the MemoryError must name the pinned keys: the operator has to look at those",
-        About(("_check_can_admit",)),
-    ),
-    "unpin-too-many": Hint(
-        "unpin() without a matching pin() must raise and leave the count at 0",
-        About(("unpin",), ("pins",)),
-    ),
-    "bad-size": Hint(
-        "a size must be a positive number of bytes: raise ValueError otherwise",
-        About(("put", "_check_can_admit")),
-    ),
-    "get-value": Hint("get returns the stored value on a hit and None on a miss", About(("get",))),
-    "stats": Hint(
-        "count a hit or a miss on every get, and every eviction with its bytes",
-        About(("get", "_evict"), ("hits", "misses", "evictions", "evicted_bytes")),
-    ),
-    "exception": Hint(
-        "your cache raised where the model expected success; see the message above", About()
-    ),
-    "unpin-error-type": Hint(
-        "unpin() of a key that is not pinned, resident or not, raises ValueError (not "
-        "KeyError), and changes nothing",
-        About(("unpin",)),
-    ),
-    "pin-error-type": Hint(
-        "pin() of a key that is not resident raises KeyError, and changes nothing",
-        About(("pin",)),
-    ),
-    "size-not-int": Hint(
-        "a size that is not an int (2.5, 10.0) raises ValueError: check the type, not only "
-        "the sign",
-        About(("put", "_check_can_admit")),
-    ),
-    "error-order": Hint(
-        "_check_can_admit checks in the notebook's order: a bad size (ValueError), then "
-        "larger than the cache (EntryTooLarge), then the key pinned (EntryPinned), then the "
-        "pinned bytes (PinnedCapacityExceeded)",
-        About(("_check_can_admit",)),
-    ),
-}
-
-
 #: The rules (:data:`~servelab.testing.weight_cache.INVARIANTS`) each level's machine adds.
 LEVEL_INVARIANTS = {
     1: ("bytes-accounted", "get-value", "recency-order"),
@@ -551,6 +453,15 @@ TOPIC = Topic(
                         About(("put",), ("used",)),
                     ),
                     _replace_releases,
+                ),
+                Probe(
+                    "a replacement stores its new value",
+                    Hint(
+                        "a put of a resident key replaces its value as well as its size: get "
+                        "answers the value of the latest put",
+                        About(("put", "get")),
+                    ),
+                    _replace_stores_value,
                 ),
             ),
             _machine(1),

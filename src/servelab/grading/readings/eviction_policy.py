@@ -16,7 +16,8 @@ from servelab.grading.readings.difference import (
     WrittenFor,
     other_error,
 )
-from servelab.grading.readings.eviction_policy_heap import front_taken, lfu_kept
+from servelab.grading.readings.eviction_policy_heap import front_taken, lfu_kept, stale_taken
+from servelab.grading.readings.eviction_policy_kept import count_resumed, unpin_pushed_stale
 from servelab.grading.readings.eviction_policy_rules import (
     hand_at_oldest,
     hand_kept,
@@ -314,7 +315,8 @@ def eviction_policy_reading(d: Difference) -> str | None:
     m, who = d.method, _policy(d)
     if d.hidden:
         if m == "update_on_unpin" and who == "LFU":
-            return (
+            stale = unpin_pushed_stale(d.program, d.impl) if d.impl is not None else None
+            return stale or (
                 "yours leaves every field a call shows as the reference's does, yet it differs "
                 "in what it keeps for pop_victim: update_on_unpin makes the key a candidate "
                 "again, so push it back onto the heap with its count and the time it reached it"
@@ -371,7 +373,7 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 "or pop from the policy's heap as it reads?"
             )
         return None
-    tick = tick_not_fresh(d)
+    tick = tick_not_fresh(d) or (count_resumed(d) if who == "LFU" else None)
     if tick:
         return tick
     other = other_error(d)
@@ -400,6 +402,7 @@ def eviction_policy_reading(d: Difference) -> str | None:
             return POPPED.show(
                 d,
                 front_taken(d)
+                or stale_taken(d)
                 or f"yours popped {d.returned('mine')} though eviction_order() starts with "
                 f"{order[0]!r}: pop the least used key, and skip each stale heap entry (one "
                 "whose count or tick is no longer the key's)",

@@ -8,6 +8,7 @@ breaks, not a guess at how the code came to it."""
 from __future__ import annotations
 
 import ast
+import heapq
 import re
 from typing import Any
 
@@ -15,7 +16,7 @@ from servelab.grading.policy_probes import _out_of_heap_order
 from servelab.grading.readings.difference import Difference
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
-__all__ = ["front_taken", "lfu_kept"]
+__all__ = ["front_taken", "lfu_kept", "stale_taken"]
 
 #: Calls that leave a heap whose list order is not its sorted order: the smallest entry
 #: first, ('b', 1, 4) next, then a's newer entries, then c's. Heap order gives 'b' then 'c';
@@ -168,4 +169,39 @@ def _order(d: Difference, head: str, lines: list[str], shown: Any) -> str | None
         "count decides, the tick only among equal counts, however large the ticks grow: "
         "sort by the pair (count, reached); a single number made of both holds only while "
         "the ticks stay small"
+    )
+
+
+def stale_taken(d: Difference) -> str | None:
+    """An LFU pop_victim that took an entry whose count is its key's but whose tick is not:
+    read off a copy of your heap, popped in heap order, where that entry comes before every
+    live one (the pinned keys' and the other stale entries skipped) and names your victim."""
+    heap = getattr(d.subject, "heap", None)
+    count, reached = getattr(d.subject, "count", None), getattr(d.subject, "reached", None)
+    pinned: Any = getattr(d.subject, "pinned", set())
+    if not (isinstance(heap, list) and isinstance(count, dict) and isinstance(reached, dict)):
+        return None
+    trial = list(heap)
+    try:
+        while trial:
+            entry = heapq.heappop(trial)
+            if not isinstance(entry, tuple) or len(entry) != 3:
+                return None
+            c, t, key = entry
+            if key in pinned or key not in count or count[key] != c:
+                continue
+            if reached.get(key) == t:
+                return None  # a live entry comes first
+            break
+        else:
+            return None
+    except TypeError:
+        return None
+    if repr(key) != d.returned("mine"):
+        return None
+    return (
+        f"yours popped {key!r} through a stale heap entry, {entry!r}: {key!r} has count "
+        f"{c!r}, but reached it at tick {reached[key]!r}, not {t!r}. An entry is live only "
+        "while both its count and its tick are the key's own; the reference skips this one "
+        "for its tick and takes the first live entry"
     )

@@ -90,6 +90,9 @@ def hand_kept(d: Difference) -> str | None:
     if "hand" not in d.differ or "hand" not in d.before:
         return None
     before, mine, theirs = d.before.get("hand"), d.mine.get("hand"), d.theirs.get("hand")
+    on_victim = _hand_on_victim(d) if d.method == "pop_victim" else None
+    if on_victim:
+        return on_victim
     if mine != before or theirs == before:
         return None
     if d.method == "pop_victim":
@@ -102,6 +105,25 @@ def hand_kept(d: Difference) -> str | None:
         f"where the sweep began; the reference moves it to {theirs!r}, just after the victim: "
         "set the hand to the victim before removing it (the removal moves it on), so the next "
         "sweep starts where this one stopped",
+    )
+
+
+def _hand_on_victim(d: Difference) -> str | None:
+    """pop_victim returned the reference's victim but left the hand on that victim, a key no
+    longer in the queue: read on a copy of yours after the same call."""
+    victim, mine = d.returned("mine"), d.mine.get("hand")
+    if victim is None or victim != d.returned("theirs") or repr(mine) != victim:
+        return None
+    after = d.after()
+    queue = getattr(after, "queue", None)
+    if not isinstance(queue, list) or mine in queue or getattr(after, "hand", None) != mine:
+        return None
+    return (
+        f"yours evicted the right key, {victim}, but left the hand on {victim} itself, no "
+        f"longer in the queue; the reference's hand is {d.theirs.get('hand')!r}. The hand rests "
+        "just after the victim: set it to the victim before update_on_remove, which moves it "
+        "on as it removes the key under it; a hand on a key that is gone leaves the next sweep "
+        "no place to start"
     )
 
 

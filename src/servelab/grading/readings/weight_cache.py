@@ -16,9 +16,18 @@ from servelab.grading.readings.difference import (
     call,
     failed_call,
 )
+from servelab.grading.readings.weight_cache_pins import (
+    pinned_hit_uncounted,
+    zero_pin_kept,
+    zero_unpin_let_through,
+)
 from servelab.grading.readings.weight_cache_returns import (
+    get_answered_newest,
     get_answered_size,
+    none_at_last_unpin,
     pin_count_shown,
+    replacement_kept,
+    returned_bool,
     returned_count_before,
 )
 from servelab.grading.readings.weight_cache_rules import (
@@ -143,6 +152,9 @@ def _weight_cache_victim(d: Difference) -> str | None:
         return None
     if chosen in pins:
         return f"yours chose {mine}, a pinned entry: skip pinned entries; {rule}"
+    zero = zero_pin_kept(d, skipped) if skipped is not None else None
+    if zero:
+        return zero
     if skipped is not None and f"pin({skipped!r})" in d.program and _unpinned_twin(d) == skipped:
         return (
             f"yours skipped {theirs}, whose pins were all released: an entry is evictable "
@@ -271,7 +283,8 @@ def _weight_cache_counters(d: Difference) -> str | None:
                 return only_fresh
             return f"yours left misses at 0 on this get; {rule}"
         return rule
-    return f"a get of a resident key ({key!r}) counts one hit and no miss"
+    rule = f"a get of a resident key ({key!r}) counts one hit and no miss"
+    return pinned_hit_uncounted(d) or rule
 
 
 def _misses_after_a_hit(d: Difference) -> object:
@@ -444,7 +457,14 @@ def weight_cache_reading(d: Difference) -> str | None:
                 "keeps for later, each entry as (size, value): get answers the value, and a "
                 "later eviction frees the size recorded"
             )
-            if _replaces(d.program):
+            replaced = replacement_kept(d.impl) if _replaces(d.program) else frozenset()
+            if replaced == {"value"}:
+                said += (
+                    ". On a new cache of your class, a key put again with another value "
+                    "answers its first value on a get: a replacement of yours keeps the old "
+                    "value, where a replacement stores the new one"
+                )
+            elif _replaces(d.program):
                 said += (
                     ". It records the size it is given, a replacement's new size too: does a "
                     "replacement of yours keep the old size?"
@@ -459,10 +479,16 @@ def weight_cache_reading(d: Difference) -> str | None:
     if m == "_check_can_admit" and not d.same_outcome:
         return _weight_cache_admit(d)
     if m in ("pin", "unpin") and d.outcome_pair == VALUE and not differ:
-        return returned_other_count(d) or returned_count_before(d) or pin_count_shown(d)
+        return (
+            returned_other_count(d)
+            or returned_count_before(d)
+            or returned_bool(d)
+            or none_at_last_unpin(d)
+            or pin_count_shown(d)
+        )
     absent = bool(d.args) and d.args[0] not in d.before.get("resident", ())
     if m == "get" and d.outcome_pair == VALUE:
-        pair = CHOSE.show(d, get_answered_pair(d) or get_answered_size(d))
+        pair = CHOSE.show(d, get_answered_pair(d) or get_answered_size(d) or get_answered_newest(d))
         if pair:
             return pair
     if m == "get" and d.i_raised and not d.they_raised and absent:
@@ -493,8 +519,9 @@ def weight_cache_reading(d: Difference) -> str | None:
     if m == "unpin" and d.they_raised and not d.i_raised:
         return PIN_LET_THROUGH.show(
             d,
-            "an unpin of a key with no pin left raises and changes nothing: a pin count never "
-            "goes below zero",
+            zero_unpin_let_through(d)
+            or "an unpin of a key with no pin left raises and changes nothing: a pin count "
+            "never goes below zero",
         )
     victim = d.args[0] if d.args else None
     removed = victim in d.before.get("resident", ()) and victim not in d.mine.get("resident", ())

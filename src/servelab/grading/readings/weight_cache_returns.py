@@ -1,7 +1,9 @@
 """Readings of what a weight cache's call returned in place of the reference's answer, said
 only where calls of yours on copies return the same thing from other states: a pin() or
 unpin() that answers its key's pin count from before the call, a get that answers the
-entry's size or the key itself. A pin count one off that no reading proves is shown as the
+entry's size or the key itself, a pin() or unpin() that answers whether its key is pinned
+(a bool), an unpin that answers None for the last pin, a get that answers the newest
+entry's value. A pin count one off that no reading proves is shown as the
 difference alone: one state with one resident key cannot tell an off by one from another
 count."""
 
@@ -13,7 +15,15 @@ from typing import Any
 from servelab.grading.readings.difference import Difference, call
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
-__all__ = ["get_answered_size", "pin_count_shown", "returned_count_before"]
+__all__ = [
+    "get_answered_newest",
+    "get_answered_size",
+    "none_at_last_unpin",
+    "pin_count_shown",
+    "replacement_kept",
+    "returned_bool",
+    "returned_count_before",
+]
 
 
 def _before_and_answer(d: Difference, extra: Any, target: Any) -> tuple[int, Any] | None:
@@ -130,3 +140,128 @@ def get_answered_size(d: Difference) -> str | None:
                 "its [1]"
             )
     return None
+
+
+def _answers(d: Difference, steps: int, extra: int, target: Any) -> Any:
+    """On a copy: ``target`` pinned ``extra`` times more, then unpinned ``steps`` times, then
+    your ``d.method`` called on it: what that call returns (None where it cannot run)."""
+    try:
+        obj = copy.deepcopy(d.subject)
+        with line_budget(LINES_PER_CALL):
+            for _ in range(extra):
+                obj.pin(target)
+            for _ in range(steps):
+                obj.unpin(target)
+            return getattr(obj, d.method)(target)
+    except (Exception, OutOfLines):
+        return None
+
+
+def returned_bool(d: Difference) -> str | None:
+    """A pin() or unpin() that answered True where the reference answers a count of 2 or
+    more: said where yours answers True on a copy with one pin more too, and, for unpin,
+    False for the last pin of the key on a copy: a bool, whether the key is still pinned."""
+    if d.method not in ("pin", "unpin") or d.differ or not d.args:
+        return None
+    key, mine, theirs = d.args[0], d.returned("mine"), d.returned("theirs")
+    before = d.before.get("pins")
+    if mine != "True" or not (theirs or "").isdigit() or int(theirs or 0) < 2:
+        return None
+    if not isinstance(before, dict) or not isinstance(before.get(key), int):
+        return None
+    if _answers(d, 0, 1, key) is not True:
+        return None
+    if d.method == "unpin":
+        if _answers(d, before[key] - 1, 0, key) is not False:
+            return None
+        seen = "; on copies yours answers True with one pin more and False for the last unpin"
+        rule = "unpin() returns the pins left after removing this one (the last unpin returns 0)"
+    else:
+        seen = "; on a copy with one pin more yours answers True again"
+        rule = "pin() returns the pin count after adding this pin (the first pin returns 1)"
+    return (
+        f"yours returned True where the reference returns {theirs}, the pins {key!r} "
+        f"{'has left' if d.method == 'unpin' else 'has now'}{seen}: yours answers whether "
+        f"{key!r} is still pinned, a bool, not how many pins it has. {rule}. True equals 1 "
+        "in Python, so yours agrees wherever one pin is the answer, and only a second pin "
+        "tells them apart"
+    )
+
+
+def none_at_last_unpin(d: Difference) -> str | None:
+    """An unpin that answered None where the reference answers 0 (the last pin went): said
+    where on a copy with one pin more yours answers the pins left, as the reference does."""
+    if d.method != "unpin" or d.differ or not d.args:
+        return None
+    key, mine, theirs = d.args[0], d.returned("mine"), d.returned("theirs")
+    before = d.before.get("pins")
+    if mine != "None" or theirs != "0" or not isinstance(before, dict):
+        return None
+    if before.get(key) != 1:
+        return None
+    answer = _answers(d, 0, 1, key)
+    if answer != 1 or isinstance(answer, bool):
+        return None
+    return (
+        f"yours returned None for the last unpin of {key!r}, where the reference returns 0, "
+        f"the pins left; on a copy with one pin more yours answers 1, as the reference does: "
+        "only the count that reaches 0 comes back as None. unpin() returns the pins left "
+        "after removing this one, 0 for the last: a key with no pin left has a count of 0, "
+        "even once it is gone from the dict of pins"
+    )
+
+
+def get_answered_newest(d: Difference) -> str | None:
+    """A get that answered the value of the entry that was the most recently used before it,
+    not its own key's: said where, on a copy after a put of a new key (no eviction), a get of
+    the same key answers the new key's value."""
+    if d.method != "get" or not d.args:
+        return None
+    key, mine, theirs = d.args[0], d.returned("mine"), d.returned("theirs")
+    resident = list(d.before.get("resident", ()))
+    if key not in resident or resident[-1] == key or mine is None or mine == theirs:
+        return None
+    newest = resident[-1]
+    cache, used = d.subject, d.before.get("used")
+    capacity = getattr(cache, "capacity", None)
+    if not isinstance(used, int) or not isinstance(capacity, int) or used + 1 > capacity:
+        return None
+    probe = "<~newest weights>"
+    try:
+        twin = copy.deepcopy(cache)
+        own = copy.deepcopy(cache)
+        with line_budget(LINES_PER_CALL):
+            twin.put("~newest", probe, 1)
+            if list(twin.keys()) != [*resident, "~newest"]:
+                return None
+            answer = twin.get(key)
+            its = own.get(newest)
+    except (Exception, OutOfLines):
+        return None
+    if answer != probe or repr(its) != mine:
+        return None
+    return (
+        f"yours returned {mine}, the value of {newest!r}, the most recently used entry before "
+        f"this get, where the reference returns {theirs}, the value stored under {key!r}; on a "
+        f"copy after a put of a new key, a get of {key!r} answers the new key's value: yours "
+        "answers the newest entry's value, whichever key is asked for. get returns the value "
+        "stored under its own key, the [1] of that key's (size, value) entry"
+    )
+
+
+def replacement_kept(impl: Any) -> frozenset[str]:
+    """On a new cache of ``impl`` (100 bytes): a key put with 10 bytes, then again with 20
+    bytes and another value: what the replacement kept of the first put, ``value`` (a get
+    answers the first value) and ``size`` (used is not 20); empty where it cannot run."""
+    try:
+        with line_budget(LINES_PER_CALL):
+            cache = impl(100)
+            cache.put("~k", "<first value>", 10)
+            cache.put("~k", "<second value>", 20)
+            value, used = cache.get("~k"), cache.used
+    except (Exception, OutOfLines):
+        return frozenset()
+    kept = {"value"} if value == "<first value>" else set()
+    if used != 20:
+        kept.add("size")
+    return frozenset(kept)
