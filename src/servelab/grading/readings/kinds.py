@@ -513,8 +513,6 @@ def _returned(d: Difference) -> str | None:
         return f"yours returned {_shown(a)}, the reference {_shown(b)}: {kind}"
     if not d.differ and _factor_shown(a, b, size):
         return f"yours returned {_shown(a)}, the reference {_shown(b)}"  # no cause confirmed
-    if not d.differ and d.changed("theirs") and a is not None and b is not None:
-        return _work_right(a, b)  # the same changes, only the answer differs
     if isinstance(a, list) and isinstance(b, list):
         order = _order("the result", a, b)
         if order:
@@ -530,6 +528,8 @@ def _returned(d: Difference) -> str | None:
             return f"{said}: the reference returns {_shown(b)}"
         if extra and not missing:
             return f"yours returned {_shown(a)}, with {_shown(extra[0])} the reference leaves out"
+    if not d.differ and d.changed("theirs") and a is not None and b is not None:
+        return _work_right(a, b)  # the same changes, only the answer differs
     return None
 
 
