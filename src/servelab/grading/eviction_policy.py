@@ -227,6 +227,11 @@ _MACHINE_HINTS = {
     "pinned-never-victim": HINTS["pins"],
     "candidate-count": HINTS["pins"],
     "no-victim-when-all-pinned": HINTS["no-victim"],
+    "order-is-a-copy": Hint(
+        "eviction_order returns a new list on every call (`list(...)`, `sorted(...)`), never "
+        "a list the policy keeps and changes later.",
+        About(("eviction_order",)),
+    ),
 }
 
 

@@ -24,6 +24,7 @@ from servelab.grading.kv_offload_edges import (
     disk_victims_carry_kv,
     latency_per_chunk,
     payload_checked,
+    payload_copied,
     store_too_large,
     victim_below,
 )
@@ -610,6 +611,7 @@ TOPIC = Topic(
                 Probe("LRU refreshes, FIFO does not", HINTS["policy"], _policy_order),
                 Probe("a count is not a use", HINTS["count-not-use"], _counts_are_not_uses),
                 Probe("a chunk is non-empty bytes", EDGE_HINTS["payload"], payload_checked),
+                Probe("a put keeps its own copy", EDGE_HINTS["own-copy"], payload_copied),
             ),
             _machine(1),
         ),

@@ -15,8 +15,9 @@ from servelab.grading.kv_offload_script import (
     store_chunk,
     tier_script,
 )
-from servelab.grading.kv_offload_values import Payload, victims
+from servelab.grading.kv_offload_values import Payload, Shown, victims
 from servelab.kv.offload.cost import LLAMA_8B, Link, simulate_load
+from servelab.testing.aliasing import held_at
 from servelab.testing.kv_offload import offload_fields, payload_for
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "disk_victims_carry_kv",
     "latency_per_chunk",
     "payload_checked",
+    "payload_copied",
     "store_too_large",
     "victim_below",
 ]
@@ -36,6 +38,12 @@ EDGE_HINTS: dict[str, Hint] = {
         "chunk is non-empty bytes, and anything else (b'', a str) raises TypeError and changes "
         "nothing",
         About(("put",), (RESULT, "keys", "used")),
+    ),
+    "own-copy": Hint(
+        "the tier keeps its own copy of a chunk: `put` stores what `self._write(key, payload)` "
+        "returns (`bytes(payload)` in memory), never the caller's object, which the caller may "
+        "change after the call",
+        About(("put", "_write"), (RESULT,)),
     ),
     "store-too-large": Hint(
         "a chunk larger than the whole CPU tier is refused: `store` raises ChunkTooLarge (the "
@@ -92,6 +100,28 @@ def payload_checked(impl: Any) -> None:
             f"{code} returned {got!r}; the reference raises TypeError: a chunk is non-empty "
             "bytes, and _payload_size refuses anything else before the tier changes"
         )
+
+
+def payload_copied(impl: Any) -> None:
+    """A bytearray the caller changes after put: the tier's chunk stays as it was put."""
+    s = tier_script(impl, 100)
+    s("chunk = bytearray(payload('a', 10))")
+    s.call("put", "a", Shown("chunk"))
+    s("chunk[0] ^= 0xFF")  # the caller reuses its buffer after the call
+    got = s.call("get", "a")
+    want = bytes(s("payload('a', 10)"))
+    s.lines.pop()
+    if got is None or bytes(got) == want:
+        return
+    held = held_at(s.obj, s.ns["chunk"])
+    kept = f": the tier keeps the caller's object itself at `{held}`" if held else ""
+    if held:
+        s.note(f"tier.{held} is chunk  # True")
+    raise s.fail(
+        "tier.get('a') returned the bytes as the caller changed them after put('a', chunk), "
+        f"not as they were put{kept}; a put keeps a copy of its own, so a caller that "
+        "changes its bytearray later changes nothing in the tier"
+    )
 
 
 def store_too_large(impl: Any) -> None:

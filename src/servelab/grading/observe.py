@@ -150,9 +150,13 @@ def blocks_fields(bm: Any, canon: Callable[[Any], Any] = _same) -> dict[str, Any
         count = _read(lambda b=b: bm.refcount(b))  # type: ignore[misc]
         if b not in refs and count:
             refs[b] = count
+    lengths = {s: _read(lambda s=s: bm.seq_len(s)) for s in seqs}  # type: ignore[misc]
+    kept = getattr(bm, "lens", None)  # the skeleton's: a length kept with no table is shown
+    if isinstance(kept, dict):
+        lengths.update({s: n for s, n in list(kept.items()) if s not in tables})
     return {
         "tables": {s: [canon(b) for b in t] for s, t in tables.items()},
-        "lengths": {s: _read(lambda s=s: bm.seq_len(s)) for s in seqs},  # type: ignore[misc]
+        "lengths": lengths,
         "refcounts": {canon(b): n for b, n in refs.items()},
         "free": [canon(b) for b in free],
         "num_free": _read(lambda: bm.num_free),

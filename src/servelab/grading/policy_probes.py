@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from servelab.grading._script import Script, own_names
+from servelab.grading.observe import changes, policy_hidden_fields
 from servelab.grading.topic import ProbeFailed
 from servelab.weights.policies.interface import NoVictim
 
@@ -101,9 +102,17 @@ class PolicyScript(Script):
         """``pop_victim`` raises the notebook's ``NoVictim``: a caller (the weight cache) tells
         "nothing to evict" from a bug by that class, so another ``LookupError`` (an
         ``IndexError`` from an empty heap, a ``KeyError``) is not the same answer."""
+        before = policy_hidden_fields(self.policy)
         try:
             got = self("p.pop_victim()")
         except NoVictim:
+            after = policy_hidden_fields(self.policy)
+            if after != before:
+                raise self.fail(
+                    f"pop_victim() raised NoVictim as it should, but changed the policy first "
+                    f"({changes(before, after)}): a refusal changes nothing, so the policy "
+                    "is as it was when a key is unpinned later"
+                ) from None
             return
         except LookupError as exc:
             self.lines[-1] += f"  # raised {type(exc).__name__}"

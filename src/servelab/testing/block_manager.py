@@ -146,10 +146,15 @@ def check_block_manager_invariants(bm: BlockManagerLike) -> None:
 
 
 def snapshot(bm: BlockManagerLike) -> tuple[Any, ...]:
-    """Everything observable about ``bm``, for comparing before and after a failed call."""
+    """Everything observable about ``bm``, for comparing before and after a failed call: a
+    length the skeleton's ``lens`` keeps for a sequence with no table comes with no table."""
     seqs = sorted(bm.sequences())
+    lens = getattr(bm, "lens", None)
+    stray = (
+        [(s, None, n) for s, n in lens.items() if s not in seqs] if isinstance(lens, dict) else []
+    )
     return (
-        tuple((s, tuple(bm.block_table(s)), bm.seq_len(s)) for s in seqs),
+        (*((s, tuple(bm.block_table(s)), bm.seq_len(s)) for s in seqs), *stray),
         tuple(bm.refcount(b) for b in range(bm.num_blocks)),
         tuple(bm.free_list()),
         bm.num_free,

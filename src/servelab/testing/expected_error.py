@@ -52,8 +52,8 @@ def _blocks_change(before: tuple[Any, ...], after: tuple[Any, ...]) -> list[str]
     num_free) that differ, each as `what: before -> after`."""
     parts: list[str] = []
     (seqs0, refs0, free0, num0), (seqs1, refs1, free1, num1) = before, after
-    tables0 = {s: list(t) for s, t, _ in seqs0}
-    tables1 = {s: list(t) for s, t, _ in seqs1}
+    tables0 = {s: list(t) for s, t, _ in seqs0 if t is not None}
+    tables1 = {s: list(t) for s, t, _ in seqs1 if t is not None}
     if tables0 != tables1:
         parts.append(f"tables {tables0} -> {tables1}")
     lens0, lens1 = {s: n for s, _, n in seqs0}, {s: n for s, _, n in seqs1}

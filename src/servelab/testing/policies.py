@@ -29,6 +29,7 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
 
+from servelab.testing.aliasing import held_at, own_line
 from servelab.testing.core import InvariantViolation, RecordingMachine
 from servelab.testing.policy_models import (
     MODELS,
@@ -66,6 +67,7 @@ Key = Hashable
 INVARIANTS: dict[str, str] = {
     "candidate-count": "len() counts unpinned keys",
     "order-matches-model": "eviction_order() matches the model",
+    "order-is-a-copy": "eviction_order() returns a new list, not one the policy keeps",
     "victim-matches-model": "pop_victim() returns the model's victim, never a pinned key",
     "pinned-never-victim": "a pinned key is never the victim",
     "no-victim-when-all-pinned": "pop_victim() raises NoVictim when every key is pinned",
@@ -478,6 +480,16 @@ def policies_machine(
 
         def _order_agrees(self) -> None:
             order = self.policy.eviction_order()
+            own = held_at(self.policy, order)
+            if own is not None:
+                self.record(own_line(var, "eviction_order()", own))
+                raise self._broke(
+                    "order-is-a-copy",
+                    f"{var}.eviction_order() returned the policy's own `{own}` "
+                    f"{type(order).__name__} (the same object, not a copy): a caller that "
+                    "changes the list it got changes the policy, and a list it got earlier "
+                    "changes as the policy goes on",
+                )
             wanted = self.model.order()
             if order != wanted:
                 leaked = [k for k in order if k in self.model.pinned]

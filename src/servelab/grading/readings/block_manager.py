@@ -471,7 +471,7 @@ def block_manager_reading(d: Difference) -> str | None:
                 "a failed append_slot changes nothing: allocate the copy before releasing the "
                 "shared block",
             )
-        if m == "allocate" and "tables" in differ and _blocks_taken(d, d.mine) == 0:
+        if m == "allocate" and {"tables", "lengths"} & differ and _blocks_taken(d, d.mine) == 0:
             return FAILED_RECORD.show(
                 d,
                 "yours records the sequence before finding that it does not fit: a failed "

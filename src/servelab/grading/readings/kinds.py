@@ -477,6 +477,14 @@ def block_size_of(subject: Any) -> Any:
     return size if size is not None else getattr(getattr(subject, "bm", None), "block_size", None)
 
 
+def _work_right(a: Any, b: Any) -> str:
+    """A call whose changes to the state are the reference's, with another return value."""
+    return (
+        f"yours changed the state as the reference does but returned {_shown(a)}, not "
+        f"{_shown(b)}: the work is right and the answer it returns is not"
+    )
+
+
 def _returned(d: Difference) -> str | None:
     if d.i_raised or d.they_raised or d.same_outcome:
         return None
@@ -486,10 +494,7 @@ def _returned(d: Difference) -> str | None:
     except (ValueError, SyntaxError):
         a = b = None
     if isinstance(a, bool) and isinstance(b, bool) and not d.differ:
-        return (
-            f"yours changed the same as the reference but returned {a}, not {b}: the work is "
-            "right and the answer it reports is not"
-        )
+        return _work_right(a, b)
     size = block_size_of(d.subject)
     second = None
     if d.second is not None and _factor_shown(a, b, size):
@@ -523,6 +528,8 @@ def _returned(d: Difference) -> str | None:
             return f"{said}: the reference returns {_shown(b)}"
         if extra and not missing:
             return f"yours returned {_shown(a)}, with {_shown(extra[0])} the reference leaves out"
+    if not d.differ and d.changed("theirs") and a is not None and b is not None:
+        return _work_right(a, b)  # the same changes, only the answer differs
     return None
 
 

@@ -42,6 +42,12 @@ def _before_and_answer(d: Difference, extra: Any, target: Any) -> tuple[int, Any
         return None
 
 
+_PIN_RULES = {
+    "pin": "pin() returns the pin count after adding this pin (the first pin returns 1)",
+    "unpin": "unpin() returns the pins left after removing this one (the last unpin returns 0)",
+}
+
+
 def returned_count_before(d: Difference) -> str | None:
     """A pin() or unpin() that returned its key's pin count from before the call: said where
     yours does so here, on this key once it has one pin more, and on each other resident key
@@ -66,11 +72,7 @@ def returned_count_before(d: Difference) -> str | None:
         seen.add(got[0])
     if not seen - {was}:
         return None
-    rule = (
-        "pin() returns the pin count after adding this pin (the first pin returns 1)"
-        if d.method == "pin"
-        else "unpin() returns the pins left after removing this one (the last unpin returns 0)"
-    )
+    rule = _PIN_RULES[d.method]
     return (
         f"yours returned {mine}, the pins {key!r} had before this {d.method}, where the "
         f"reference returns {theirs}: {rule}; yours answers the count from before the call "
@@ -85,6 +87,11 @@ def pin_count_shown(d: Difference) -> str | None:
         return None
     if abs(int(mine or 0) - int(theirs or 0)) != 1:
         return None
+    if not d.differ and d.method in _PIN_RULES:  # the pins moved as the reference's did
+        return (
+            f"yours changed the pins as the reference does but returned {mine}, not "
+            f"{theirs}: {_PIN_RULES[d.method]}"
+        )
     return f"yours returned {mine}, the reference {theirs}"
 
 
