@@ -111,7 +111,7 @@ def test_a_count_resumed_after_a_removal_is_named_at_step_one() -> None:
 
 def test_an_unpin_pushing_the_clock_is_named() -> None:
     said = _report(_UnpinPushesClock, 2)
-    assert "on update_on_unpin('m2'), but 'm2' has count 2, reached at tick" in said
+    assert "on update_on_unpin('a'), but 'a' has count 2, reached at tick" in said
     assert "the clock now" in said and "skips yours as stale" in said
 
 

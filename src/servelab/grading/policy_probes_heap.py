@@ -182,8 +182,10 @@ def lfu_unpinned_key_found(impl: Any) -> None:
     s.put("a", "b")
     s.pin("a")
     s.hit("a")
+    s.put("c")  # the clock moves on: the unpin's entry must carry the tick 'a' reached, not now
     s.unpin("a")
-    s.expect_victim("b", "in the reference 'b' has count 1, 'a' 2")
+    s.expect_victim("b", "in the reference 'b' and 'c' have count 1, 'a' 2; 'b' came first")
+    s.expect_victim("c", "in the reference 'c' has count 1, 'a' 2")
     try:
         s.expect_victim("a", "'a' is unpinned and the only key left")
     except NoVictim:
@@ -191,5 +193,5 @@ def lfu_unpinned_key_found(impl: Any) -> None:
         raise s.fail(
             "pop_victim() raised NoVictim, expected 'a': 'a' was unpinned and is the only "
             "key left, but the heap holds no current entry for it (its hit while pinned "
-            "pushed none)"
+            "pushed none, so only the entry update_on_unpin pushes can be current)"
         ) from None
