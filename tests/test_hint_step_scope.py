@@ -18,7 +18,9 @@ import pytest
 import servelab
 from servelab.grading import GradeFailure
 from servelab.grading.about import About, Hint, at_step
+from servelab.grading.localise import Divergence
 from servelab.grading.registry import load_topic
+from servelab.kv.blocks import Slot
 from servelab.kv.scheduler import RequestTooLarge
 
 TOPICS = [
@@ -149,12 +151,52 @@ def test_a_step_1_report_keeps_the_rule_and_leaves_out_preemption() -> None:
     assert "preempt" not in report
 
 
-class PreemptsAtAdd(servelab.checkpoint("scheduler", 3)):  # type: ignore[misc]
-    """The same refusal at step 3, where preemption is taught: the full rule stands."""
-
-    add = AddChecksFreeNow.add
-
-
 def test_the_last_step_keeps_the_full_hint() -> None:
     hint = load_topic("scheduler").steps[0].probes[0].hint
     assert "preempted" in at_step(hint, 3) and "preempted" not in at_step(hint, 1)
+
+
+# ----------------------------------------------- a hint written for another cause of the symptom
+
+
+class AppendPopsFree(servelab.checkpoint("block-manager", 2)):  # type: ignore[misc]
+    """Takes the new block off the free list itself: with none left it raises IndexError, and
+    nothing has changed (the wrong error, not a state changed before raising)."""
+
+    def append_slot(self, seq: int) -> Any:
+        table, n = self.tables[seq], self.lens[seq]
+        offset = n % self.block_size
+        if offset == 0:
+            block = self.free.popleft()
+            self.ref[block] = 1
+            table.append(block)
+        self.lens[seq] = n + 1
+        return Slot(table[-1], offset, None)
+
+
+SAFETY = "validate everything before changing anything"
+
+
+def _append_call(mine: tuple[str, dict[str, Any]]) -> Divergence:
+    before = {"tables": {0: [0]}, "lengths": {0: 4}, "refcounts": {0: 1}, "free": []}
+    before |= {"num_free": 0}
+    return Divergence(
+        "append_slot", "bm.append_slot(0)", before, mine, ("raised OutOfBlocks", before), 0
+    )
+
+
+def test_exception_safety_is_about_a_state_changed_before_the_raise() -> None:
+    hint = load_topic("block-manager").step(2).probes[-1].hint
+    assert SAFETY in hint
+    about: About = hint.about  # type: ignore[attr-defined]
+    before = _append_call(("", {}))
+    wrong_error = _append_call(("raised IndexError", dict(before.before)))
+    changed = _append_call(("raised OutOfBlocks", {**before.before, "lengths": {0: 5}}))
+    assert not about.fits(["append_slot"], wrong_error)
+    assert about.fits(["append_slot"], changed)
+
+
+def test_a_wrong_error_that_changed_nothing_is_not_sent_to_exception_safety() -> None:
+    hint = _report("block-manager", AppendPopsFree, 2).partition("hint:")[2]
+    assert "`append_slot`" in hint and "IndexError" in hint and "OutOfBlocks" in hint
+    assert SAFETY not in hint
