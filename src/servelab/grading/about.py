@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from servelab.grading.localise import Divergence
 
-__all__ = ["RESULT", "About", "Hint", "either"]
+__all__ = ["RESULT", "About", "Hint", "at_step", "either"]
 
 RESULT = "result"
 """The field name a hint declares when it explains what a call returns or raises (a wrong
@@ -124,16 +124,35 @@ class Hint(str):
     """A check's hint: its text (it is a ``str``, shown as it is) and what it is about."""
 
     about: About
+    earlier: tuple[tuple[int, str], ...]
+    """``(step, text)`` pairs, by step: the text the grade of a step before ``step`` shows
+    (:func:`at_step`), where the hint's own text states a rule that step teaches later."""
 
-    def __new__(cls, text: str, about: About) -> Hint:
+    def __new__(cls, text: str, about: About, earlier: tuple[tuple[int, str], ...] = ()) -> Hint:
         if not isinstance(about, About):
             raise TypeError(f"a hint declares what it is about as an About, got {about!r}")
         hint = super().__new__(cls, text)
         hint.about = about
+        hint.earlier = tuple(sorted(earlier))
         return hint
 
+    def before(self, step: int, text: str) -> Hint:
+        """This hint, shown as ``text`` by the grade of any step before ``step``: a check that
+        an early step runs too must not tell a learner a rule of a step not reached yet
+        (preempt the newest, in the report of a step that only admits)."""
+        return Hint(str(self), self.about, (*self.earlier, (step, text)))
+
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Hint, (str(self), self.about))
+        return (Hint, (str(self), self.about, self.earlier))
+
+
+def at_step(hint: str, step: int | None) -> str:
+    """What ``hint`` says in the grade of ``step`` (None: the last): its text for the first
+    later step it is scoped :meth:`~Hint.before`, or its own text where none is."""
+    for first, text in getattr(hint, "earlier", ()):
+        if step is not None and step < first:
+            return Hint(text, getattr(hint, "about", About()))
+    return hint
 
 
 def either(*hints: Hint) -> Hint:

@@ -17,6 +17,12 @@ HINTS: dict[str, Hint] = {
         "every time a table gains or loses a block, its refcount must move with it "
         "(allocate, fork, free_seq, and append_slot when it copies a shared block)",
         About(("allocate", "fork", "free_seq", "_alloc", "_release"), ("refcounts",)),
+    )
+    .before(2, "every time a table gains or loses a block, its refcount must move with it")
+    .before(
+        3,
+        "every time a table gains or loses a block, its refcount must move with it "
+        "(allocate, free_seq, and append_slot when it takes a new block)",
     ),
     "table-distinct": Hint(
         "each entry of a table is a block of its own: a table never lists one block twice",
@@ -31,6 +37,12 @@ HINTS: dict[str, Hint] = {
         "a sequence's length counts its tokens: allocate sets it, and append_slot raises "
         "it by one on every call, whichever branch it takes (a new block, a copy, in place)",
         About(("allocate", "append_slot"), ("lengths",)),
+    )
+    .before(2, "a sequence's length counts its tokens: allocate sets it to n_tokens")
+    .before(
+        3,
+        "a sequence's length counts its tokens: allocate sets it, and append_slot raises "
+        "it by one on every call, whichever branch it takes (a new block or in place)",
     ),
     "free-order-take": Hint(
         "the free list is a queue: `_alloc` takes the block at its left end "
@@ -56,6 +68,10 @@ HINTS: dict[str, Hint] = {
         "num_free differs from the model's: was a block taken that was not needed (a "
         "full block copied?) or one never returned?",
         About((), ("num_free",)),
+    ).before(
+        3,
+        "num_free differs from the model's: was a block taken that was not needed, or "
+        "one never returned?",
     ),
     "boundary-allocation": Hint(
         "append_slot allocates only when len % block_size == 0; otherwise "
@@ -100,6 +116,10 @@ HINTS: dict[str, Hint] = {
         "a write landed in a block another sequence reads: check refcounts "
         "before writing, and never hand out a block that is still in use",
         About(("append_slot", "_alloc")),
+    ).before(
+        3,
+        "a write landed in a block another sequence holds: never hand out a block that "
+        "is still in use",
     ),
     "expected-error": Hint(
         "raise the documented error: OutOfBlocks, UnknownSequence, SequenceExists or InvalidLength",
@@ -137,7 +157,11 @@ HINTS: dict[str, Hint] = {
     "exception-safety": Hint(
         "validate everything before changing anything, so a raised error "
         "leaves the manager exactly as it was",
-        About(("allocate", "append_slot", "fork", "free_seq")),
+        # about a state changed before a raise: a wrong error that changed nothing is not its
+        About(
+            ("allocate", "append_slot", "fork", "free_seq"),
+            ("tables", "lengths", "refcounts", "free", "num_free"),
+        ),
     ),
     "exception": Hint(
         "a call raised an unexpected error; the repro above shows which",

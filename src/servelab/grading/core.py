@@ -63,7 +63,7 @@ from servelab.grading._learner import (
 )
 from servelab.grading._programs import run_programs, shrinking_bounded_by_count
 from servelab.grading._script import graded_names, renamed
-from servelab.grading.about import About
+from servelab.grading.about import About, at_step
 from servelab.grading.check_side import check_stopped
 from servelab.grading.diagnose import (
     Finding,
@@ -627,13 +627,13 @@ def _machine_check(
             report.lines.append("      invariants: " + "; ".join(check.invariants))
         return None
     if isinstance(exc, InvariantViolation):
-        hint = check.hints.get(exc.invariant, check.generic_hint)
+        hint = at_step(check.hints.get(exc.invariant, check.generic_hint), final)
     elif isinstance(exc, ImplementationHung):
         return _hang_failure(topic, label, exc, code, impl, final, HANG_HINT)
     elif _hypothesis_flaky(exc):
         hint = check.generic_hint
     else:
-        own = check.hints.get("exception", check.generic_hint)
+        own = at_step(check.hints.get("exception", check.generic_hint), final)
         hint = exception_hint(exc) or own
         return _diagnosed_failure(topic, label, exc, hint, code, impl, final, own)
     return _diagnosed_failure(topic, label, exc, hint, code, impl, final)
@@ -683,12 +683,12 @@ def _hang_failure(
 def _probe_failure(
     probe: Probe, label: str, exc: BaseException, impl: Any, topic: Topic, step: int
 ) -> _Failure:
-    exc = check_stopped(exc) or exc
+    exc, own = check_stopped(exc) or exc, at_step(probe.hint, step)  # as this step reads it
     if isinstance(exc, ProbeFailed):
-        hint = exc.hint or probe.hint
+        hint = at_step(exc.hint, step) if exc.hint else own
         return _diagnosed_failure(topic, label, exc, hint, exc.code, impl, step)
     program = program_in_progress(traceback_of(exc)) or []
-    code, about = "\n".join(program), getattr(probe.hint, "about", About()).methods
+    code, about = "\n".join(program), getattr(own, "about", About()).methods
     label = unreached(label, about, exc, program[-1] if program else None)
     if isinstance(exc, ImplementationHung):
         hint = (probe.hang_hint and probe.hang_hint(code)) or HANG_HINT
@@ -696,5 +696,5 @@ def _probe_failure(
     # The exception's hint says what kind of slip it is; the check's name says what the call
     # was meant to do (an entry as large as the budget fits), which the type alone cannot.
     explained = exception_hint(exc)
-    hint = f"{explained} (the check that failed: {probe.name})" if explained else probe.hint
-    return _diagnosed_failure(topic, label, exc, hint, code, impl, step, probe.hint)
+    hint = f"{explained} (the check that failed: {probe.name})" if explained else own
+    return _diagnosed_failure(topic, label, exc, hint, code, impl, step, own)

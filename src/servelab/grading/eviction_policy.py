@@ -114,6 +114,11 @@ HINTS = {
         "one that reached that count first leaves first (first in, first out) — not the "
         "newest, and not an arbitrary one.",
         About(("LFU.eviction_order", "LFU.pop_victim"), ("eviction order",)),
+    ).before(
+        2,
+        "LFU tie-break (`eviction_order`): among keys with the same count, the one that "
+        "reached that count first leaves first (first in, first out) — not the newest, and "
+        "not an arbitrary one.",
     ),
     "pins": Hint(
         "a pinned key is not a candidate: from update_on_pin until update_on_unpin it is never "

@@ -186,7 +186,7 @@ HINTS: dict[str, Hint] = {
     ),
     "error-type": Hint(
         "raise the notebook's error: ChunkNotFound for an absent chunk, "
-        "ChunkNotPinned / ChunkNotReferenced for a release below zero, ChunkInUse for a "
+        "ChunkNotPinned / ChunkNotReferenced for an unpin / unref below zero, ChunkInUse for a "
         "remove of a held chunk, ChunkTooLarge for a chunk larger than the tier",
         About(("get", "put", "pin", "unpin", "ref", "unref", "remove")),
     ),

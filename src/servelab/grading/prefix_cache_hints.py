@@ -65,6 +65,10 @@ HINTS: dict[str, Hint] = {
         "the hash map disagrees with the blocks' hashes: when a cached block is reclaimed "
         "(`_forget`), delete its entry from the hash map and clear the block's hash",
         About(("_forget", "_alloc"), ("cached", "hashed")),
+    ).before(
+        3,
+        "the hash map disagrees with the blocks' hashes: a block is in the map under "
+        "the hash it holds, and only then (`_register` sets both, `_forget` clears both)",
     ),
     "evictable": Hint(
         "`_release`: a cached block freed by its last holder goes on the evictable "
@@ -75,6 +79,11 @@ HINTS: dict[str, Hint] = {
         "did a reclaimed block keep its stale hash? Clear the block's hash and its map entry "
         "when an evictable block is reused, and check the stored tokens on every hit",
         About(("_forget", "_alloc", "_lookup"), ("hashed", "cached"), ("reclaim order",)),
+    ).before(
+        3,
+        "did a block keep a hash it no longer holds the tokens of? A hash and its map "
+        "entry go together (`_register`, `_forget`), and every hit checks the stored "
+        "tokens",
     ),
     "wrong-data": Hint(
         "a hit served a block whose contents differ from the prompt: did a stale hash or map "

@@ -47,6 +47,10 @@ HINTS: dict[str, Hint] = {
         "num_blocks - watermark: such a request could be preempted at a length it can never be "
         "readmitted at",
         About(("add",)),
+    ).before(
+        3,
+        "add() must raise RequestTooLarge when blocks_needed(prompt_len + "
+        "max_new_tokens) > num_blocks - watermark, and only then",
     ),
     "watermark": Hint(
         "`admit` takes a request only while `fits(n)`: bm.num_free - blocks_needed(n) >= "
@@ -110,11 +114,17 @@ HINTS: dict[str, Hint] = {
         "a preempted sequence must give back its blocks (bm.free_seq) before it waits; a "
         "running one holds KV for all its tokens but the newest",
         About(("preempt", "decode")),
-    ),
+    ).before(3, "a running sequence holds KV for all its tokens but the newest"),
     "no-leak": Hint(
         "blocks went missing: free every block of finished and preempted sequences",
         About(("retire", "preempt"), ("free", "num_free")),
-    ),
+    )
+    .before(
+        2,
+        "blocks went missing: a block leaves the free list only for the table of a "
+        "sequence that `admit` puts in running",
+    )
+    .before(3, "blocks went missing: free every block of finished sequences"),
     "liveness": Hint(
         "a sequence never finished: the oldest unfinished sequence must get a token in every "
         "step (decode oldest first, preempt the newest, admit first come, first served)",

@@ -51,6 +51,10 @@ HINTS: dict[str, Hint] = {
         "a step computes at most max_num_batched_tokens tokens: take each chunk's num_tokens "
         "from the budget once (not twice), and a prefix hit not at all (it is not computed)",
         About(("schedule_running", "admit"), ("out.scheduled",)),
+    ).before(
+        2,
+        "a step computes at most max_num_batched_tokens tokens: take each chunk's "
+        "num_tokens from the budget once (not twice)",
     ),
     # its own rule: a chunk of no token breaks none of the budget's charging rules above
     "nonempty": Hint(
@@ -80,6 +84,10 @@ HINTS: dict[str, Hint] = {
         "allocate blocks for the chunk's tokens only (allocate token_ids[:hit + n] at "
         "admission, append_slot per token after), not for the whole prompt at the first chunk",
         About(("slots", "admit", "schedule_running"), ("tables", "lengths", "free", "num_free")),
+    ).before(
+        2,
+        "allocate blocks for the tokens that run: the whole prompt at admission "
+        "(allocate token_ids), append_slot per token after",
     ),
     "sample": Hint(
         "a chunk samples exactly when it reaches the end of the request's tokens "
@@ -90,16 +98,20 @@ HINTS: dict[str, Hint] = {
         "a running request holds KV for its num_computed_tokens tokens; a preempted one gives "
         "its blocks back (bm.free_seq) and its num_computed_tokens is reset to 0",
         About(("preempt",), ("num_computed_tokens", "free", "num_free")),
-    ),
+    ).before(3, "a running request holds KV for its num_computed_tokens tokens"),
     "model": Hint(
         "the step differs from the rules: running first (each request the tokens it needs, cut "
         "to the budget), then waiting ones first come first served; preempt the latest running",
         About(),
+    ).before(
+        3,
+        "the step differs from the rules: running first (each request the tokens it "
+        "needs, cut to the budget), then waiting ones first come first served",
     ),
     "no-leak": Hint(
         "blocks went missing: free every block of finished and preempted requests",
         About(("preempt",), ("free", "num_free")),
-    ),
+    ).before(3, "blocks went missing: free every block of finished requests"),
     "liveness": Hint(
         "a request never finished: the oldest running request must get tokens in every step "
         "(running first, preempt the latest, admit first come, first served)",

@@ -28,7 +28,7 @@ HINTS = {
     "wrong-victim": Hint(
         "the victim is the least recently used unpinned entry: get and put both refresh a key",
         About(("_next_victim", "get", "put")),
-    ),
+    ).before(3, "the victim is the least recently used entry: get and put both refresh a key"),
     "recency-order": Hint(
         "keys() lists least recently used first: move a key to the end on get and on put",
         About(("get", "put"), ("resident",)),
@@ -37,6 +37,8 @@ HINTS = {
         "used must equal the sum of resident sizes: subtract each victim's size, and release "
         "the old size when a key is replaced",
         About(("_evict", "put"), ("used",)),
+    ).before(
+        2, "used must equal the sum of resident sizes: release the old size when a key is replaced"
     ),
     "pin-count": Hint(
         "pins are counts (two replicas can pin one model), not a set",
