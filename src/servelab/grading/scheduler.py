@@ -26,7 +26,7 @@ from typing import Any
 
 from servelab.grading._script import Script, graded_names
 from servelab.grading.about import RESULT, About, Hint
-from servelab.grading.scheduler_finished import finished_in_running_order
+from servelab.grading.scheduler_finished import finished_in_running_order, frees_finished_anywhere
 from servelab.grading.scheduler_output import PREEMPTED, listed_not_queued, preempted_not_queued
 from servelab.grading.scheduler_replay import REPLAY
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
@@ -452,19 +452,6 @@ def _frees_finished(impl: Any) -> None:
     s.expect(s.bm.num_free, 6, "free blocks (8 minus sequence 1's 2)")
 
 
-def _frees_finished_anywhere(impl: Any) -> None:
-    """The newer sequence finishes first: a retire that stops at the first sequence still
-    running, or walks only the oldest, leaves it running."""
-    s = SchedulerScript(impl, num_blocks=8, block_size=4, watermark=0)
-    s.add(0, 4, 6)
-    s.add(1, 4, 2)
-    s.step()  # prefill: 1 generated each
-    s.step()  # decode: sequence 1 reaches its 2 tokens, sequence 0 runs on
-    out = s.step()
-    s.expect(_ids(out.finished), [1], "finished (sequence 1, behind sequence 0, still running)")
-    s.expect(s.running(), [0], "running after sequence 1 finished")
-
-
 _NO_SKIP = Hint(
     "a decode that finds no free block is no reason to skip the sequence: at step 2 let "
     "OutOfBlocks from bm.append_slot reach the caller (step 3 preempts the newest instead); "
@@ -640,7 +627,7 @@ TOPIC = Topic(
                 _probe(
                     "a finished sequence retires wherever it stands in running",
                     "finished-freed",
-                    _frees_finished_anywhere,
+                    frees_finished_anywhere,
                 ),
                 _probe(
                     "finished sequences are listed in running order",

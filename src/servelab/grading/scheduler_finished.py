@@ -1,10 +1,10 @@
-"""A scheduler probe of the step's finished list: in the order of running, whatever the ids."""
+"""Scheduler probes of the step's finished list: every finished one, in the order of running."""
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["finished_in_running_order"]
+__all__ = ["finished_in_running_order", "frees_finished_anywhere"]
 
 
 def finished_in_running_order(impl: Any) -> None:
@@ -25,3 +25,19 @@ def finished_in_running_order(impl: Any) -> None:
         "both finish at this step; retire lists them in the order of running (1 arrived first)",
     )
     s.expect(s.running(), [], "running after both finished")
+
+
+def frees_finished_anywhere(impl: Any) -> None:
+    """The newer sequence finishes first: a retire that stops at the first sequence still
+    running, or walks only the oldest, leaves it running."""
+    from servelab.grading.scheduler import SchedulerScript
+
+    s = SchedulerScript(impl, num_blocks=8, block_size=4, watermark=0)
+    s.add(0, 4, 6)
+    s.add(1, 4, 2)
+    s.step()  # prefill: 1 generated each
+    s.step()  # decode: sequence 1 reaches its 2 tokens, sequence 0 runs on
+    out = s.step()
+    finished = [getattr(x, "seq", x).seq_id for x in out.finished]
+    s.expect(finished, [1], "finished (sequence 1, behind sequence 0, still running)")
+    s.expect(s.running(), [0], "running after sequence 1 finished")
