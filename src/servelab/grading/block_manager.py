@@ -296,10 +296,13 @@ def _first_writer_copies(impl: Any) -> None:
     s("bm.fork(0, 1)")
     full, partial = s("bm.block_table(0)")
     block, offset, src = _slot(s, "bm.append_slot(0)")
+    got = f"got ({block}, {offset}, {src})"
+    if block == src:  # the copy's source named as the block written
+        got += f", a slot that names block {block}, its cow_src, as the block written to"
     s.check(
         src == partial and offset == 2 and block not in (full, partial),
         f"sequence 0 writes into shared partial block {partial}: expected a new block "
-        f"with cow_src={partial} at offset 2, got ({block}, {offset}, {src})",
+        f"with cow_src={partial} at offset 2, {got}",
     )
     table = s("bm.block_table(0)")
     if table != [full, block]:

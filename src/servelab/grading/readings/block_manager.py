@@ -65,7 +65,7 @@ def _blocks_taken(d: Difference, side: Mapping[str, Any]) -> int:
 
 
 def _cow_reading(d: Difference) -> str | None:
-    right = copy_from_the_right(d)
+    right = copy_from_the_right(d) or _slot_names_source(d)
     if right:
         return right
     mine, theirs = _blocks_taken(d, d.mine), _blocks_taken(d, d.theirs)
@@ -123,6 +123,34 @@ def _cow_reading(d: Difference) -> str | None:
     if "refcounts" in d.differ and mine == theirs:
         return KEPT_SHARE.show(d, _kept_share(d, theirs_source))
     return over_released_reading(d)
+
+
+def _slot_names_source(d: Difference) -> str | None:
+    """Yours made the reference's copy (every field equal) and returned its cow_src and
+    offset, but named the shared block it copied as the slot's block, not the copy that now
+    ends the writer's table: read off the call alone."""
+    mine = _COPIED.search(d.returned("mine") or "")
+    theirs = _COPIED.search(d.returned("theirs") or "")
+    seq = d.args[0] if d.args else None
+    table, old = d.mine.get("tables", {}).get(seq), d.before.get("tables", {}).get(seq)
+    if not (mine and theirs) or mine.group(2, 3) != theirs.group(2, 3):
+        return None
+    shared, copied = int(mine.group(3)), int(theirs.group(1))
+    if int(mine.group(1)) != shared or not (isinstance(old, list) and old[-1:] == [shared]):
+        return None
+    if table != [*old[:-1], copied]:
+        return None
+    return NAMED_SOURCE.show(
+        d,
+        f"yours made the reference's copy (block {copied} took the shared block {shared}'s "
+        f"place at the end of sequence {seq}'s table; every field after the call is the "
+        f"reference's), but the slot it returned names block {shared}, the shared block it "
+        f"copied (cow_src): the token goes into the copy, block {copied}, the table's last "
+        "after the call, and a slot's block is the block the token is written to",
+    )
+
+
+_COPIED = re.compile(r"block=(\d+), offset=(\d+), cow_src=(\d+)")
 
 
 def _kept_share(d: Difference, theirs_source: re.Match[str] | None) -> str | None:

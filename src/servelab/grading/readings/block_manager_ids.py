@@ -3,10 +3,12 @@ the call names, and which ids the manager held before it, show the check that as
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
 from servelab.grading.readings.difference import MINE_RAISED, Difference, WrittenFor
+from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 RAISED_WRONGLY = WrittenFor((MINE_RAISED,), ("tables", "lengths", "refcounts", "free", "num_free"))
 """Yours raised where the reference runs, and what running it changed."""
@@ -40,8 +42,9 @@ def _said(d: Difference, error: str, held: Mapping[Any, Any]) -> str | None:
                 f"allocated; {child}, the one not allocated, is the child, as a fork's child "
                 "must be: fork raises UnknownSequence only for a parent that is not allocated"
             )
-    if m in ("append_slot", "free_seq") and args[0] in held and error == "UnknownSequence":
-        return (
+    known = m in ("append_slot", "free_seq", "_known") and args[0] in held
+    if known and error == "UnknownSequence":
+        return _empty_refused(d, args[0], held) or (
             f"yours raised UnknownSequence for {call}, though sequence {args[0]} is allocated "
             f"(tables before the call hold it): raise it only for an id the manager does not hold"
         )
@@ -59,3 +62,28 @@ def _said(d: Difference, error: str, held: Mapping[Any, Any]) -> str | None:
             "only for a count that is not an int, or is below 0 (zero tokens is a valid length)"
         )
     return None
+
+
+def _empty_refused(d: Difference, seq: Any, held: Mapping[Any, Any]) -> str | None:
+    """Yours raised UnknownSequence for an allocated sequence whose table is empty (0 tokens
+    hold no block): said only when the same call, on a copy where that table holds one block
+    (taken off the free list, counted), raises nothing, so the empty table is what it refuses."""
+    if held.get(seq) != []:
+        return None
+    try:
+        obj = copy.deepcopy(d.subject)
+        block = obj.free[0]
+        obj.free.remove(block)
+        obj.ref[block] += 1
+        obj.tables[seq].append(block)
+        with line_budget(LINES_PER_CALL):
+            getattr(obj, d.method)(*d.args)
+    except (Exception, OutOfLines):
+        return None
+    return (
+        f"yours raised UnknownSequence for sequence {seq}, which is allocated: its table is "
+        f"there, empty (sequence {seq} has 0 tokens, so no block). Made again on a copy where "
+        "its table holds one block, the same call raises nothing: yours takes an empty table "
+        "for a missing one. A sequence is known when its id is in the tables (seq in "
+        "self.tables), whatever its table holds"
+    )
