@@ -234,8 +234,11 @@ CASES = {
     "victim held back": (
         VictimCoolsDownAStep,
         3,
-        ["in the reference sequence 0 finishes and frees its 2 blocks", "goes on taking the head"],
-        ["re-queued length = prompt + generated"],
+        [
+            "in the reference sequence 0 finishes and frees its 2 blocks",
+            "on a copy without self.cool, your admit takes request 1",
+        ],
+        ["re-queued length = prompt + generated", "goes on taking the head"],
     ),
     # out.prefills and the queues disagree: the message says so, not a story built on the list
     "prefills listed newest first": (

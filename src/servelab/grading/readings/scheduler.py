@@ -33,6 +33,7 @@ from servelab.grading.readings.scheduler_rules import (
     retires_at_a_later_step,
     watermark_twice,
 )
+from servelab.grading.readings.scheduler_stale import free_read_once, kept_from_before
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 from servelab.kv.scheduler import Sequence
 
@@ -468,8 +469,12 @@ def scheduler_reading(d: Difference) -> str | None:
     if m == "admit" and "running" in differ:
         mine_r, theirs_r = _ids(d.mine.get("running")), _ids(d.theirs.get("running"))
         refused = [s for s in theirs_r if s not in mine_r]
-        told = admitted_for_its_future(d) or (
-            fits_after_allocating(d, refused) if refused else None
+        extra = [s for s in mine_r if s not in theirs_r]
+        told = (
+            admitted_for_its_future(d)
+            or (fits_after_allocating(d, refused) if refused else None)
+            or (kept_from_before(d, refused) if refused else None)
+            or (free_read_once(d, extra) if extra else None)
         )
         if told is not None:
             return told
