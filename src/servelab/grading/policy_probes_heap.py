@@ -43,7 +43,7 @@ UNPIN_PUSH = Hint(
     "count and the tick it reached it. While it was pinned its entries may have gone stale "
     "(a hit pushes none) or been popped and skipped, so that push may be the only entry "
     "pop_victim can find it by",
-    About(("LFU.update_on_unpin",), ("heap",), ("pinned",)),
+    About(("LFU.update_on_unpin",), (), ("pinned",)),
 )
 
 PAIR_ORDER = Hint(
