@@ -1,7 +1,8 @@
 """Scheduler reports proven on copies or read from the call that raised: a fit against the
 pool's size, a head taken out of waiting before an allocation that raised, an index past the
 end of running once a victim was popped, victims queued by id, a step's finished listed by
-id. Each shown on a real slip graded end to end, and kept back on a look-alike."""
+id, a finished sequence's place filled with the last running one. Each shown on a real slip
+graded end to end, and kept back on a look-alike."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import pytest
 
 from servelab import checkpoint, grade
 from servelab.grading import GradeFailure
+from servelab.grading.readings.difference import SAME, Difference
+from servelab.grading.readings.scheduler_retired import moved_the_last_in
 from servelab.kv.blocks import OutOfBlocks
 from servelab.kv.scheduler import Decode, Prefill
 
@@ -138,6 +141,34 @@ class RetireById(S2):
         self.running = [s for s in self.running if not s.is_finished]
 
 
+class RetireBySwap(S2):
+    """Fills a finished sequence's place with the last running one."""
+
+    def retire(self, out):
+        i = 0
+        while i < len(self.running):
+            if self.running[i].is_finished:
+                self.bm.free_seq(self.running[i].seq_id)
+                out.finished.append(self.running[i])
+                last = self.running.pop()
+                if i < len(self.running):
+                    self.running[i] = last
+            else:
+                i += 1
+
+
+class RetireReversed(S2):
+    """Once one finishes, keeps the unfinished sequences newest first."""
+
+    def retire(self, out):
+        for seq in self.running:
+            if seq.is_finished:
+                self.bm.free_seq(seq.seq_id)
+                out.finished.append(seq)
+        rest = [s for s in self.running if not s.is_finished]
+        self.running = rest[::-1] if out.finished else rest
+
+
 def _words(impl: Any, step: int) -> str:
     """The report, outside the program it reproduces."""
     with pytest.raises(GradeFailure) as failed:
@@ -149,6 +180,7 @@ POOL = "yours counts the pool's size (bm.num_blocks)"
 TAKEN = "leaving it in neither waiting nor running"
 PAST = "indexed running past its end"
 BY_ID = "in order of seq_id"
+SWAP = "sequence 3 was moved from the end of running into finished sequence 0's place"
 
 # slip, step, what the report must say, what it must not say
 CASES = {
@@ -162,6 +194,8 @@ CASES = {
     "a victim at the back": (RequeueAtBack, 3, "front of waiting", BY_ID),
     "a victim dropped": (PreemptDropsVictim, 3, "it is in neither running nor waiting", BY_ID),
     "finished listed by id": (RetireById, 2, "listed this step's finished sequences", BY_ID),
+    "a finished one's place filled with the last": (RetireBySwap, 2, SWAP, "[3, 2, 1]"),
+    "the rest reversed": (RetireReversed, 2, "yours left running as [3, 2, 1]", "swap"),
 }
 
 
@@ -175,3 +209,18 @@ def test_a_proven_reading_shows_where_it_holds_and_only_there(case: str) -> None
 
 def test_the_reference_lists_finished_sequences_in_running_order() -> None:
     grade("scheduler", S2, 2, quiet=True)
+
+
+def _retired(before: list[int], mine: list[int], theirs: list[int]) -> Difference:
+    def shown(ids: list[int]) -> dict[str, Any]:
+        return {"running": [(s, 6) for s in ids]}
+
+    return Difference("retire", "", (), shown(before), shown(mine), shown(theirs), SAME, SAME, None)
+
+
+def test_a_swap_that_reads_as_a_reversal_is_not_named() -> None:
+    # one sequence beside the one moved: [2, 1] is the swap and the reversal alike
+    assert moved_the_last_in(_retired([0, 1, 2], [2, 1], [1, 2])) is None
+    said = moved_the_last_in(_retired([0, 1, 2, 3], [3, 1, 2], [1, 2, 3]))
+    assert said is not None and "sequence 3 was moved" in said
+    assert moved_the_last_in(_retired([0, 1, 2, 3], [3, 2, 1], [1, 2, 3])) is None

@@ -26,7 +26,11 @@ from typing import Any
 
 from servelab.grading._script import Script, graded_names
 from servelab.grading.about import RESULT, About, Hint
-from servelab.grading.scheduler_finished import finished_in_running_order, frees_finished_anywhere
+from servelab.grading.scheduler_finished import (
+    finished_in_running_order,
+    frees_finished_anywhere,
+    others_keep_their_order,
+)
 from servelab.grading.scheduler_output import PREEMPTED, listed_not_queued, preempted_not_queued
 from servelab.grading.scheduler_replay import REPLAY
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
@@ -633,6 +637,11 @@ TOPIC = Topic(
                     "finished sequences are listed in running order",
                     "finished-freed",
                     finished_in_running_order,
+                ),
+                _probe(
+                    "the sequences left running keep their order",
+                    "finished-freed",
+                    others_keep_their_order,
                 ),
                 Probe(
                     "a full pool is not hidden: no decode is skipped", _NO_SKIP, _full_pool_raises

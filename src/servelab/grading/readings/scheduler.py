@@ -28,6 +28,7 @@ from servelab.grading.readings.scheduler_raised import (
     requeued_by_id,
     took_then_raised,
 )
+from servelab.grading.readings.scheduler_retired import moved_the_last_in
 from servelab.grading.readings.scheduler_rules import (
     admitted_for_its_future,
     retires_at_a_later_step,
@@ -479,6 +480,8 @@ def scheduler_reading(d: Difference) -> str | None:
         if told is not None:
             return told
     if m in ("admit", "retire") and differ == {"running"}:
+        if m == "retire" and (swapped := moved_the_last_in(d)) is not None:
+            return swapped
         mine_r, theirs_r = _ids(d.mine.get("running")), _ids(d.theirs.get("running"))
         if sorted(mine_r) == sorted(theirs_r) and mine_r != theirs_r:
             keeps = (
