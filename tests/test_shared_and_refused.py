@@ -231,10 +231,26 @@ def test_an_unpin_whose_pins_are_wrong_is_not_told_its_work_is_right() -> None:
     assert "as the reference does" not in hint
 
 
-def test_an_allocate_whose_state_is_right_is_told_only_its_answer_differs() -> None:
+class CachedCountedAsPrompt(SHARING):  # type: ignore[misc]
+    """Answers the prompt's length: the state right, an answer no lookup gives."""
+
+    def allocate(self, seq: Any, token_ids: Any) -> Any:
+        super().allocate(seq, token_ids)
+        return len(list(token_ids))
+
+
+def test_an_allocate_that_answers_the_lookup_after_its_own_blocks_is_told_so() -> None:
     hint = _failed("prefix-cache", CachedCountedAfterRegister, 2).hint
-    assert "changed the state as the reference does but returned 8, not 0" in hint
+    assert "yours returned 8, what num_cached_tokens answers for this prompt after the call" in hint
+    assert "asked before the call, it answers 0, the reference's answer" in hint
+    assert "the work is right" not in hint
+
+
+def test_an_allocate_whose_state_is_right_is_told_only_its_answer_differs() -> None:
+    hint = _failed("prefix-cache", CachedCountedAsPrompt, 2).hint
+    assert "changed the state as the reference does but returned" in hint
     assert "the answer it returns is not" in hint
+    assert "num_cached_tokens answers" not in hint
 
 
 def test_an_allocate_whose_state_differs_is_not_told_its_work_is_right() -> None:

@@ -145,6 +145,11 @@ def _collections(before: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _scalars(before: dict[str, Any]) -> list[Any]:
+    """The before-state's string fields' values (a hand on a key holds that key)."""
+    return [v for k, v in before.items() if isinstance(v, str) and not k.startswith("out.")]
+
+
 def _holders(before: dict[str, Any], key: str) -> list[str]:
     """The fields that hold ``key``, as an entry or a dict's key. Only a string is read as a
     key: an int in a field may be a block id, a sequence id or a count all at once."""
@@ -205,6 +210,8 @@ def _shown_outcome(outcome: str) -> str:
 def _by_key(exp: _Experiment, at: int | str, key: str, d: Divergence) -> str | None:
     """A key already held against one in no field (or the reverse): do they part on that?"""
     holders = _holders(d.before, key)
+    if not holders and key in _scalars(d.before):
+        return None  # a field such as the hand holds it: "a key in no field" would be false
     others = _absent_keys(d, key) if holders else [k for k, _ in _present_keys(d.before, key)]
     if not others:
         return None

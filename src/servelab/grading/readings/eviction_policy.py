@@ -16,6 +16,7 @@ from servelab.grading.readings.difference import (
     WrittenFor,
     other_error,
 )
+from servelab.grading.readings.eviction_policy_hand import hand_passed
 from servelab.grading.readings.eviction_policy_heap import front_taken, lfu_kept, stale_taken
 from servelab.grading.readings.eviction_policy_kept import count_resumed, unpin_pushed_stale
 from servelab.grading.readings.eviction_policy_rules import (
@@ -470,7 +471,6 @@ def eviction_policy_reading(d: Difference) -> str | None:
             f"position{clock}",
         )
     if m == "update_on_remove" and who == "SIEVE" and "hand" in d.differ:
-        key = d.args[0] if d.args else None
         hand = getattr(d.subject, "hand", None)
         queue = list(getattr(d.subject, "queue", []))
         if key != hand:
@@ -488,7 +488,7 @@ def eviction_policy_reading(d: Difference) -> str | None:
     under = d.args[:1] == (getattr(d.subject, "hand", None),)
     moved = d.differ & {"eviction order", "hand"}
     if m == "update_on_remove" and who == "SIEVE" and under and moved:
-        return HAND_MOVED.show(
+        return hand_passed(d) or HAND_MOVED.show(
             d,
             "when the cache removes the key under the hand, the hand moves on to the next "
             "newer key (not the next older key, nor back to the oldest), exactly as after an "

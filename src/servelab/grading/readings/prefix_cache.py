@@ -20,7 +20,11 @@ from servelab.grading.readings.difference import (
 )
 from servelab.grading.readings.prefix_cache_decode import decode_hash_place
 from servelab.grading.readings.prefix_cache_names import chain_other_formula, lookup_moved
-from servelab.grading.readings.prefix_cache_returns import cached_by_subtraction, chained_from_rest
+from servelab.grading.readings.prefix_cache_returns import (
+    cached_by_subtraction,
+    chained_from_rest,
+    counted_after,
+)
 from servelab.grading.readings.prefix_cache_rules import (
     chain_short_at_end,
     claim_forgotten,
@@ -460,7 +464,7 @@ def prefix_cache_reading(d: Difference) -> str | None:
     if m == "_alloc" and differ:
         return reclaim_refused(d) or _alloc_reading(d)
     if m == "allocate" and not differ and d.outcome_pair == VALUE:
-        return cached_by_subtraction(d) or block_manager_reading(d)
+        return cached_by_subtraction(d) or counted_after(d) or block_manager_reading(d)
     return block_manager_reading(d)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from servelab.grading.readings.difference import SAME, VALUE, Difference, WrittenFor
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
-__all__ = ["cached_by_subtraction", "chained_from_rest", "rule_chain"]
+__all__ = ["cached_by_subtraction", "chained_from_rest", "counted_after", "rule_chain"]
 
 ROOT = 0
 
@@ -69,6 +69,41 @@ def cached_by_subtraction(d: Difference) -> str | None:
         f"tokens, the hit blocks' tokens: len(hits) * block_size = {want}; the slots of the "
         f"new blocks count the {size - n % size} empty slots at the end of the partial last "
         "block too",
+    )
+
+
+def _cached_tokens(obj: Any, tokens: list[Any]) -> Any:
+    """``num_cached_tokens(tokens)`` on a copy of ``obj``; None when it raises or runs long."""
+    try:
+        with line_budget(LINES_PER_CALL):
+            return copy.deepcopy(obj).num_cached_tokens(list(tokens))
+    except (Exception, OutOfLines):
+        return None
+
+
+def counted_after(d: Difference) -> str | None:
+    """Yours returned what ``num_cached_tokens`` answers for the prompt once the call is over
+    (the blocks it has just cached counted as hits), where the same question asked of the
+    state before the call answers the reference's number: both read on copies of yours."""
+    if d.method != "allocate" or len(d.args) < 2 or d.differ:
+        return None
+    tokens, mine, theirs = d.args[1], d.returned("mine"), d.returned("theirs")
+    if not isinstance(tokens, list | tuple) or not (mine and theirs and mine.isdigit()):
+        return None
+    if not theirs.isdigit() or mine == theirs:
+        return None
+    after = d.after()
+    if after is None or _cached_tokens(after, list(tokens)) != int(mine):
+        return None
+    if _cached_tokens(d.subject, list(tokens)) != int(theirs):
+        return None
+    return ANSWERED.show(
+        d,
+        f"yours returned {mine}, what num_cached_tokens answers for this prompt after the "
+        f"call, on a copy of yours that holds the blocks this allocate has just cached; "
+        f"asked before the call, it answers {theirs}, the reference's answer. allocate returns "
+        "the tokens that were cached when it began (its hits): the blocks it caches itself "
+        "are not hits of this prompt",
     )
 
 
