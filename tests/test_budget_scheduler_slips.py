@@ -85,3 +85,88 @@ def test_a_victim_that_keeps_its_count_is_still_matched() -> None:
     keep = next(m for m in mistakes("token-budget") if m.name == "preempt_keeps_computed")
     report = failing_report("token-budget", keep.impl, 3)[0].text
     assert "exactly like one that preempts a request without a reset" in report
+
+
+class AdmitRefillsOneList(checkpoint("token-budget", 1)):  # type: ignore[misc]
+    """Keeps one slots list for the step's admissions and refills it for each chunk: every
+    chunk admitted in the step holds that list, so all show the last request's slots."""
+
+    def admit(self, out, budget):  # type: ignore[no-untyped-def]
+        buffer: list[int] = []
+        while self.waiting and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[0]
+            if seq.num_tokens > budget:
+                break
+            try:
+                self.bm.allocate(seq.seq_id, seq.token_ids)
+            except OutOfBlocks:
+                break
+            self.waiting.popleft()
+            self.running.append(seq)
+            buffer[:] = self.slots(seq, 0, seq.num_tokens)
+            out.scheduled.append(Chunk(seq, 0, seq.num_tokens, buffer, True))
+            self.computed[seq.seq_id] = seq.num_tokens
+            budget -= seq.num_tokens
+
+
+class RunningRefillsOneList(checkpoint("token-budget", 1)):  # type: ignore[misc]
+    """The same mistake in schedule_running: one slots list, refilled for each decode."""
+
+    def schedule_running(self, out, budget):  # type: ignore[no-untyped-def]
+        buffer: list[int] = []
+        for seq in self.running:
+            if budget == 0:
+                break
+            start = self.computed[seq.seq_id]
+            n = min(seq.num_tokens - start, budget)
+            buffer[:] = self.extend(seq, start, n)
+            self.computed[seq.seq_id] = start + n
+            out.scheduled.append(Chunk(seq, start, n, buffer, start + n == seq.num_tokens))
+            budget -= n
+        return budget
+
+
+class AdmitCopiesTheFirstSlots(checkpoint("token-budget", 1)):  # type: ignore[misc]
+    """A look-alike: every admitted chunk gets a new list, but a copy of the first admitted
+    request's slots. Wrong slots, and no list is shared."""
+
+    def admit(self, out, budget):  # type: ignore[no-untyped-def]
+        first: list[int] | None = None
+        while self.waiting and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[0]
+            if seq.num_tokens > budget:
+                break
+            try:
+                self.bm.allocate(seq.seq_id, seq.token_ids)
+            except OutOfBlocks:
+                break
+            self.waiting.popleft()
+            self.running.append(seq)
+            mine = self.slots(seq, 0, seq.num_tokens)
+            first = mine if first is None else first
+            out.scheduled.append(Chunk(seq, 0, seq.num_tokens, list(first), True))
+            self.computed[seq.seq_id] = seq.num_tokens
+            budget -= seq.num_tokens
+
+
+def test_chunks_admitted_with_one_slots_list_are_named_as_sharing_it() -> None:
+    report = failing_report("token-budget", AdmitRefillsOneList, 1)[0].text
+    assert "✗ step 1 · each chunk carries its own slots" in report
+    assert "yours gave request 0's chunk and request 1's chunk one slots list" in report
+    assert "out.scheduled[0].slots is out.scheduled[1].slots  # True" in report
+    assert "where: the difference starts in your `admit`" in report
+    assert "replayed on a copy, yours gave request 0's chunk and request 1's chunk" in report
+    assert "allocate" not in report.split("hint:")[-1]
+
+
+def test_running_chunks_with_one_slots_list_are_named_as_sharing_it() -> None:
+    report = failing_report("token-budget", RunningRefillsOneList, 1)[0].text
+    assert "one slots list, the same object" in report
+    assert "allocate" not in report.split("hint:")[-1]
+
+
+def test_chunks_with_new_lists_of_wrong_slots_are_not_read_as_sharing() -> None:
+    report = failing_report("token-budget", AdmitCopiesTheFirstSlots, 1)[0].text
+    assert "✗ step 1 · each chunk carries its own slots" in report
+    assert "the same object" not in report
+    assert "of its own" not in report.split("hint:")[-1]

@@ -28,10 +28,12 @@ from servelab.grading.token_budget_hints import PROBE_HINTS
 from servelab.grading.token_budget_probes import (
     OWN_SLOTS,
     REFUSED_UNCHANGED,
+    SEPARATE_SLOTS,
     early_preemption,
     hit_at_admission,
     refused_admission_unchanged,
     running_chunk_slots,
+    slots_per_chunk,
 )
 from servelab.grading.token_budget_replay import NAME, REPLAY
 from servelab.grading.token_budget_script import CHUNKS, BudgetScript
@@ -89,6 +91,7 @@ HINTS: dict[str, Hint] = {
         "allocate blocks for the tokens that run: the whole prompt at admission "
         "(allocate token_ids), append_slot per token after",
     ),
+    "own-slots": SEPARATE_SLOTS,
     "sample": Hint(
         "a chunk samples exactly when it reaches the end of the request's tokens "
         "(start + n == seq.num_tokens): the last chunk of a prompt samples its first token",
@@ -488,6 +491,7 @@ _ALL = [
     "fcfs",
     "computed",
     "slots",
+    "own-slots",
     "sample",
     "kv-slots",
     "model",
@@ -513,6 +517,7 @@ TOPIC = Topic(
                 _probe("at most max_num_seqs requests run", "cap", _cap),
                 _probe("num_computed_tokens counts what ran", "computed", _computed_tokens),
                 Probe("a decode writes its own position's slot", OWN_SLOTS, running_chunk_slots),
+                Probe("each chunk carries its own slots", SEPARATE_SLOTS, slots_per_chunk),
             ],
             machine=_machine(
                 1, "state machine: add and step, whole prompts", [*_ALL, "no-leak"], 80, 25

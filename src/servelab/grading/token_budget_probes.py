@@ -6,16 +6,19 @@ from __future__ import annotations
 from typing import Any
 
 from servelab.grading.about import About, Hint
+from servelab.grading.readings.budget_slots import shared_slots
 from servelab.grading.token_budget_hints import PROBE_HINTS
 from servelab.grading.token_budget_script import CHUNKS, BudgetScript
 
 __all__ = [
     "OWN_SLOTS",
     "REFUSED_UNCHANGED",
+    "SEPARATE_SLOTS",
     "early_preemption",
     "hit_at_admission",
     "refused_admission_unchanged",
     "running_chunk_slots",
+    "slots_per_chunk",
 ]
 
 
@@ -105,3 +108,36 @@ def running_chunk_slots(impl: Any) -> None:
     s.step(emit=False)
     got = [(c.seq.seq_id, c.start, list(c.slots)) for c in s.out.scheduled]
     s.expect(got, [(0, 3, [3])], "the decode as (seq_id, start, slots): position 3 of block 0")
+
+
+SEPARATE_SLOTS = Hint(
+    "each chunk carries a slots list of its own, those of its own positions: a new list per "
+    "chunk (self.slots(seq, start, n) gives one), never one list kept and refilled for the "
+    "next chunk",
+    About(("admit", "schedule_running", "slots"), ("out.scheduled",)),
+)
+
+
+def slots_per_chunk(impl: Any) -> None:
+    """Requests 0 and 1 are admitted in one step: each chunk carries the slots of its own
+    prompt, in a list of its own (request 0 in block 0, request 1 in block 1)."""
+    s = BudgetScript(impl, num_blocks=16, block_size=4, budget=10)
+    s.add(0, [1, 2, 3], 3)
+    s.add(1, [4, 5, 6, 7], 3)
+    s.step(emit=False)
+    chunks = list(s.out.scheduled)
+    shared = shared_slots(s.sched, chunks)
+    if shared is not None:
+        if len(chunks) > 1 and chunks[0].slots is chunks[1].slots:
+            s.note("out.scheduled[0].slots is out.scheduled[1].slots  # True")
+        raise s.fail(f"yours gave {shared}")
+    got = [(c.seq.seq_id, c.start, list(c.slots)) for c in chunks]
+    want = [(sid, 0, _prompt_slots(s.bm, sid, n)) for sid, n in ((0, 3), (1, 4))]
+    s.expect(got, want, "the chunks as (seq_id, start, slots), each where its table puts it")
+
+
+def _prompt_slots(bm: Any, sid: int, n: int) -> list[int]:
+    """The slots of positions 0 .. n - 1 of request ``sid`` where its block table puts them."""
+    table = bm.block_table(sid)
+    size = bm.block_size
+    return [table[p // size] * size + p % size for p in range(n)]

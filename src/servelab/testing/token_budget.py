@@ -45,6 +45,7 @@ INVARIANTS: dict[str, str] = {
     "fcfs": "waiting requests are admitted first come, first served: none overtakes the head",
     "computed": "num_computed_tokens advances by exactly the tokens that ran",
     "slots": "a chunk's slots are where its block table puts its positions, distinct in a step",
+    "own-slots": "each chunk of a step holds a slots list of its own",
     "sample": "a chunk samples exactly when it reaches the end of its request's tokens",
     "kv-slots": "a running request holds KV slots for its computed tokens; a waiting one none",
     "model": "the step equals the rules' step (who runs, which tokens, who is preempted)",
@@ -209,6 +210,15 @@ def check_step(
         )
     size = sched.bm.block_size
     seen: set[int] = set()
+    lists: dict[int, int] = {}
+    for chunk in out.scheduled:  # first: a shared list shows one chunk's slots in another
+        other = lists.setdefault(id(chunk.slots), chunk.seq.seq_id)
+        if other != chunk.seq.seq_id and isinstance(chunk.slots, list):
+            raise InvariantViolation(
+                "own-slots",
+                f"sequences {other} and {chunk.seq.seq_id}: their chunks in one step hold "
+                "one slots list, the same object",
+            )
     for i, chunk in enumerate(out.scheduled):
         sid = chunk.seq.seq_id
         if i < out.num_running and chunk.start != computed[sid]:

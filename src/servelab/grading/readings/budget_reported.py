@@ -66,22 +66,33 @@ def blocks_differ(d: Difference, sid: Any) -> bool:
 
 
 def hit_not_fresh(d: Difference, chunks: list[Any], obj: Any) -> str | None:
-    """The first request yours admitted in the call (yours run again into ``obj``) starts,
-    and says it starts, at another hit than the block manager finds for it as the call
-    begins: its chunk agrees with the count yours left, so the start is the difference."""
+    """A request yours admitted in the call (yours run again into ``obj``) starts, and says it
+    starts, at another hit than the block manager finds for it: for the first one, as the call
+    begins; for a later one, where the cache finds the same hit before the call and after it
+    (so no admission between changed it). Its chunk agrees with the count yours left, so the
+    start is the difference; where an earlier admission of the call had that hit, so much is
+    said too, as a fact."""
     admitted = [c for c in chunks if c.seq.seq_id not in _ids(d.before.get("running"))]
-    if not admitted:
-        return None
-    c = admitted[0]
-    sid = c.seq.seq_id
-    hit = call(getattr(d.subject, "bm", None), "num_cached_tokens", c.seq.token_ids)
-    if not isinstance(hit, int) or c.start == hit or getattr(c, "num_cached", None) != c.start:
-        return None
-    if call(obj, "num_computed_tokens", sid) != c.start + c.num_tokens:
-        return None
-    return (
-        f"yours admitted request {sid} from token {c.start} (num_cached {c.start}), where the "
-        f"cache holds {hit} of its tokens at its admission (bm.num_cached_tokens): an "
-        "admitted chunk starts at the hit the cache holds then (self.cached_tokens(seq), "
-        "looked up at each admission)"
-    )
+    for i, c in enumerate(admitted):
+        sid = c.seq.seq_id
+        hit = call(getattr(d.subject, "bm", None), "num_cached_tokens", c.seq.token_ids)
+        if not isinstance(hit, int) or c.start == hit or getattr(c, "num_cached", None) != c.start:
+            continue
+        if call(obj, "num_computed_tokens", sid) != c.start + c.num_tokens:
+            continue
+        if i and call(getattr(obj, "bm", None), "num_cached_tokens", c.seq.token_ids) != hit:
+            continue
+        earlier = [e.seq.seq_id for e in admitted[:i] if e.start == c.start]
+        was = (
+            f"; {c.start} is the hit of request {earlier[0]}, admitted before it in this call"
+            if earlier
+            else ""
+        )
+        when = "before the call and after it" if i else "at its admission"
+        return (
+            f"yours admitted request {sid} from token {c.start} (num_cached {c.start}), where the "
+            f"cache holds {hit} of its tokens {when} (bm.num_cached_tokens){was}: an "
+            "admitted chunk starts at the hit the cache holds then (self.cached_tokens(seq), "
+            "looked up at each admission)"
+        )
+    return None

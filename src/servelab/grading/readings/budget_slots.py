@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from servelab.grading.readings.difference import Difference, call
+from servelab.testing.aliasing import held_at
 
-__all__ = ["slots_call", "slots_read"]
+__all__ = ["shared_read", "shared_slots", "slots_call", "slots_read"]
 
 
 def _slots_of(table: list[Any], size: int, first: int, n: int) -> list[Any] | None:
@@ -68,4 +69,40 @@ def slots_call(d: Difference) -> str | None:
         table,
         size,
         (start, n),
+    )
+
+
+def shared_slots(sched: Any, chunks: list[Any]) -> str | None:
+    """Where two of ``chunks`` hold one slots list (the same object, not an equal one), or one
+    holds a list the scheduler itself keeps: that fact, as what yours "gave" (the words after
+    it); else None. Identity is a fact, so the sentence may state it."""
+    seen: dict[int, Any] = {}
+    for chunk in chunks:
+        slots = getattr(chunk, "slots", None)
+        if not isinstance(slots, list):
+            continue
+        other = seen.setdefault(id(slots), chunk)
+        if other is not chunk:
+            return (
+                f"request {other.seq.seq_id}'s chunk and request {chunk.seq.seq_id}'s chunk "
+                f"one slots list, the same object: both show {slots}, what was put in it last"
+            )
+        held = held_at(sched, slots)
+        if held is not None:
+            return (
+                f"request {chunk.seq.seq_id}'s chunk the scheduler's own list sched.{held} as "
+                "its slots, the same object: it changes as the scheduler goes on"
+            )
+    return None
+
+
+def shared_read(obj: Any, chunks: list[Any]) -> str | None:
+    """The call, replayed on a copy, put one slots list in two chunks (or the scheduler's own
+    list in one): that fact and the rule it breaks."""
+    found = shared_slots(obj, chunks)
+    if found is None:
+        return None
+    return (
+        f"replayed on a copy, yours gave {found}. Each chunk needs a slots list of its own: "
+        "a new list per chunk (self.slots(seq, start, n) gives one)"
     )

@@ -24,13 +24,14 @@ from servelab.grading.readings.budget_kept import (
     victims_replaced,
 )
 from servelab.grading.readings.budget_one_call import one_per_call
+from servelab.grading.readings.budget_partial import kept_partial
 from servelab.grading.readings.budget_reported import (
     as_done,
     blocks_differ,
     computed_differs,
     hit_not_fresh,
 )
-from servelab.grading.readings.budget_slots import slots_call, slots_read
+from servelab.grading.readings.budget_slots import shared_read, slots_call, slots_read
 from servelab.grading.readings.budget_victims import removed_twice, victim_visited
 from servelab.grading.readings.difference import Difference, call, written_for
 from servelab.grading.readings.scheduler import victim_in_output
@@ -616,7 +617,7 @@ def token_budget_reading(d: Difference) -> str | None:
         exact = _exact_fit_left_waiting(d)
         if exact is not None:
             return exact
-    found = victim_visited(d) if m == "schedule_running" else None
+    found = (kept_partial(d) or victim_visited(d)) if m == "schedule_running" else None
     if found is not None:
         return found
     if m == "schedule_running" and "waiting" in differ:
@@ -627,7 +628,7 @@ def token_budget_reading(d: Difference) -> str | None:
     if ran is None:
         return None
     chunks, returned, obj = ran
-    found = _computed(d, chunks, obj)
+    found = shared_read(obj, chunks) or _computed(d, chunks, obj)
     if found is None and m == "admit" and EXACT_FIT.fits(d):
         found = block_of_budget(d.args[1], ran, d.theirs.get("waiting"), lambda b: _again(d, b))
     # a reading leans on a chunk's numbers only where the chunk agrees with what yours did
