@@ -45,8 +45,9 @@ def test_a_load_that_ties_the_recompute_is_not_worth_loading() -> None:
 def test_a_length_recorded_before_a_refused_allocate_is_caught() -> None:
     report = _report("block-manager", "length recorded before the room check")
     assert "✗ step 1 · a request larger than the free blocks takes none" in report
-    assert "bm.seq_len(1) is 6; sequence 1 was refused" in report
-    assert "a refused allocate records nothing" in report
+    assert "changed the state before raising (lengths {0: 4} -> {0: 4, 1: 6})" in report
+    assert report.split("reproduce:")[1].split("where:")[0].split()[-3] == "bm.seq_len(1)"
+    assert "records the sequence before finding that it does not fit" in report
 
 
 def test_a_free_that_keeps_the_length_is_caught() -> None:
@@ -54,7 +55,8 @@ def test_a_free_that_keeps_the_length_is_caught() -> None:
     assert "✗ step 1 · free_seq returns blocks at refcount 0" in report
     assert "bm.seq_len(0) is 6; sequence 0 was freed" in report
     assert report.split("reproduce:")[1].split("where:")[0].split()[-1] == "bm.seq_len(0)"
-    assert "where: the difference is in your `free_seq`" in report
+    assert "where: the difference starts in your `free_seq`" in report
+    assert "yours left 0 in `lengths`; the reference removes it" in report
     assert "free_seq forgets the sequence whole" in report
 
 

@@ -86,6 +86,9 @@ def expect_error(s: Script, line: str, kind: str, hint: str = "expected-error") 
             "changes nothing"
         ) from None
     if after != before:
+        shown = {q for q, table, _ in before[0] if table is None}
+        for q, _, n in (e for e in after[0] if e[1] is None and e[0] not in shown):
+            s.note(f"bm.seq_len({q})  # {n}")  # a length kept with no table: shown as asked
         raise s.fail(
             f"`{line}` raised {kind} but changed the state before raising "
             f"({describe_change(before, after)})"

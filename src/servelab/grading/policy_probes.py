@@ -445,6 +445,9 @@ def _sieve_pin_keeps_history(impl: Any) -> None:
     s.unpin("c")
     s.expect_field("queue", ["a", "b", "c"], "a pin and an unpin move nothing")
     s.expect_field("visited", {"a": False, "b": True, "c": True}, "pins keep the bits")
+    s.pin("a")
+    s.unpin("a")
+    s.expect_field("visited", {"a": False, "b": True, "c": True}, "an unpin is no use of 'a'")
 
 
 def _sieve_remove_forgets(impl: Any) -> None:
