@@ -188,7 +188,12 @@ PROVEN = [
     (P, _NeverCountsHits, 1, "as if it never counts hits"),
     (W, _EvictsAtExactFit, 2, "used + size > capacity, not >="),
     (W, _FourEntries, 2, "the budget counts bytes, not entries"),
-    (W, _SkipsReleased, 3, "whose pins were all released"),
+    (
+        W,
+        _SkipsReleased,
+        3,
+        "whose last pin was released: your unpin left it in `_pins` with a count of 0",
+    ),
     (P, _TiesByKey, 1, "yours orders keys of equal count by key"),
     (P, {"LFU": POLICIES["LFU"], "SIEVE": _NewestFirstAtRest}, 4, "starts its sweep at the newest"),
 ]

@@ -266,7 +266,7 @@ def test_a_graded_remove_that_subtracts_before_its_discard_gets_counted_twice() 
 
 def test_a_graded_fork_that_adds_two_gets_the_arithmetic_and_no_second_count() -> None:
     hint = _graded_hint("block-manager", _ForkRefsTwo, 3)
-    assert "from 1 to 3, the reference to 2: twice as far" in hint
+    assert "leaves it at 3, 4, 5 or 6, where one more holder makes it 2, 3, 4 or 5" in hint
     assert "counted twice" not in hint
 
 

@@ -135,8 +135,14 @@ CASES: list[tuple[str, str, set[str], set[str]]] = [
     # _alloc reclaimed the newest cached block (0) where the oldest (1) goes first
     ("prefix-cache", "evicts_newest", {"block 0", "block 1"}, {"block 0", "block 1"}),
     ("prefix-cache", "evictable_hit_kept", {"block 0"}, {"block 0"}),
-    # decode ordered the running queue by id: sequence 1 out of place
-    ("scheduler", "decode_by_id", {"queued 1"}, {"queued 1"}),
+    # decode ordered the running queue by id: sequence 1 out of place, and blocks 2 and 3
+    # handed to the other sequence of each pair
+    (
+        "scheduler",
+        "decode_by_id",
+        {"queued 1", "seq 0", "seq 1", "block 2", "block 3"},
+        {"queued 1", "seq 0", "seq 1", "block 2", "block 3"},
+    ),
     # retire kept the finished sequence 0 and its blocks 0 and 2
     ("scheduler", "never_free_finished", {"block 0", "block 2", "seq 0"}, {"block 0", "block 2"}),
     ("scheduler", "no_size_check", {"queued 1"}, set()),

@@ -22,6 +22,7 @@ Between steps the grader plays the engine: it appends one dummy token to every s
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from servelab.grading._script import Script, graded_names
@@ -631,17 +632,17 @@ TOPIC = Topic(
                 _probe(
                     "a finished sequence retires wherever it stands in running",
                     "finished-freed",
-                    frees_finished_anywhere,
+                    partial(frees_finished_anywhere, SchedulerScript),
                 ),
                 _probe(
                     "finished sequences are listed in running order",
                     "finished-freed",
-                    finished_in_running_order,
+                    partial(finished_in_running_order, SchedulerScript),
                 ),
                 _probe(
                     "the sequences left running keep their order",
                     "finished-freed",
-                    others_keep_their_order,
+                    partial(others_keep_their_order, SchedulerScript),
                 ),
                 Probe(
                     "a full pool is not hidden: no decode is skipped", _NO_SKIP, _full_pool_raises

@@ -7,12 +7,10 @@ from typing import Any
 __all__ = ["finished_in_running_order", "frees_finished_anywhere", "others_keep_their_order"]
 
 
-def finished_in_running_order(impl: Any) -> None:
+def finished_in_running_order(script: Any, impl: Any) -> None:
     """Two sequences finish in one step, the newer with the lower id: out.finished lists them
     as running holds them, oldest first (a retire that walks them by id lists them reversed)."""
-    from servelab.grading.scheduler import SchedulerScript  # the script lives beside the checks
-
-    s = SchedulerScript(impl, num_blocks=8, block_size=4, watermark=0)
+    s = script(impl, num_blocks=8, block_size=4, watermark=0)
     s.add(1, 4, 2)
     s.add(0, 4, 2)
     s.step()  # prefill: 1 generated each
@@ -27,12 +25,10 @@ def finished_in_running_order(impl: Any) -> None:
     s.expect(s.running(), [], "running after both finished")
 
 
-def frees_finished_anywhere(impl: Any) -> None:
+def frees_finished_anywhere(script: Any, impl: Any) -> None:
     """The newer sequence finishes first: a retire that stops at the first sequence still
     running, or walks only the oldest, leaves it running."""
-    from servelab.grading.scheduler import SchedulerScript
-
-    s = SchedulerScript(impl, num_blocks=8, block_size=4, watermark=0)
+    s = script(impl, num_blocks=8, block_size=4, watermark=0)
     s.add(0, 4, 6)
     s.add(1, 4, 2)
     s.step()  # prefill: 1 generated each
@@ -43,13 +39,11 @@ def frees_finished_anywhere(impl: Any) -> None:
     s.expect(s.running(), [0], "running after sequence 1 finished")
 
 
-def others_keep_their_order(impl: Any) -> None:
+def others_keep_their_order(script: Any, impl: Any) -> None:
     """The oldest of four finishes first: the three left running keep their order, and the
     next decode walks them oldest first (a retire that moves the last running sequence into
     the finished one's place leaves running as 3, 1, 2)."""
-    from servelab.grading.scheduler import SchedulerScript
-
-    s = SchedulerScript(impl, num_blocks=16, block_size=4, watermark=0)
+    s = script(impl, num_blocks=16, block_size=4, watermark=0)
     s.add(0, 4, 2)
     for sid in (1, 2, 3):
         s.add(sid, 4, 6)
