@@ -11,12 +11,11 @@ machines of :mod:`servelab.testing.kv_offload` search for the rest.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from servelab.grading.about import RESULT, About, Hint
+from servelab.grading.kv_offload_crash import no_torn_write, synced_before_renamed
 from servelab.grading.kv_offload_edges import (
     EDGE_HINTS,
     cascade_past_a_large_victim,
@@ -47,7 +46,6 @@ from servelab.kv.offload.cost import (
 )
 from servelab.testing.kv_offload import (
     INVARIANTS,
-    crashing_writes,
     kv_offload_machine,
     payload_for,
 )
@@ -414,42 +412,6 @@ def _held_bytes_once(impl: Any) -> None:
     s.expect(got, 90, "h.held_bytes() with 'a' in both tiers", rule)
 
 
-def _no_torn_write(impl: Any) -> None:
-    """A crash in a put's first write leaves the chunk absent or whole, and so does one in
-    a write to the chunk's final name (a chunk written there after a whole temporary)."""
-    for suffix in ("", ".chunk"):
-        _no_torn_write_to(impl, suffix)
-
-
-def _no_torn_write_to(impl: Any, suffix: str) -> None:
-    """One put under crashing_writes(suffix): no torn chunk after it."""
-    s = OffloadScript(impl, "disk = DiskTier(100)")
-    _put(s, "a", 20)
-    crashed: list[str] = []
-
-    @contextmanager
-    def counted_crash(suffix: str = "") -> Iterator[list[str]]:  # the files it cut kept
-        with crashing_writes(suffix) as cut:
-            yield cut
-        crashed.extend(cut)
-
-    s.ns["crashing_writes"] = counted_crash
-    args = repr(suffix) if suffix else ""
-    s(f"with crashing_writes({args}): disk.put('b', payload('b', 40))")
-    if not crashed:
-        return  # no such write goes through open(): nothing this probe can interrupt
-    path = s.obj.path("b")
-    if path.exists() and path.stat().st_size != 40:
-        nth = f" (the crash cut a write to a {suffix} file)" if suffix else ""
-        raise s.fail(
-            f"after the crash {path.name} holds {path.stat().st_size} of 40 bytes{nth}: a "
-            "torn chunk, which a restart would serve as KV",
-            "torn",
-        )
-    s.expect(s.keys(), ["a"], "resident keys after the failed write")
-    s.expect(s.call("get", "a"), payload_for("a", 20), "disk.get('a')")
-
-
 def _one_file_each(impl: Any) -> None:
     """A disk tier keeps one file per resident chunk: no temporary one, none for a chunk gone."""
     w = OffloadScript(impl, "disk = DiskTier(100)")
@@ -666,7 +628,12 @@ TOPIC = Topic(
                     EDGE_HINTS["victim-too-large"],
                     cascade_past_a_large_victim,
                 ),
-                Probe("a crash never leaves a torn chunk", HINTS["torn"], _no_torn_write),
+                Probe("a crash never leaves a torn chunk", HINTS["torn"], no_torn_write),
+                Probe(
+                    "a chunk is synced before its rename",
+                    HINTS["unsynced"],
+                    synced_before_renamed,
+                ),
                 Probe("victims keep their KV", EDGE_HINTS["victim-kv"], disk_victims_carry_kv),
                 Probe("held bytes count each chunk once", HINTS["held-bytes"], _held_bytes_once),
                 Probe(

@@ -122,6 +122,11 @@ HINTS: dict[str, Hint] = {
         "the same directory, flush and fsync it, then os.replace it over the chunk's name",
         About(("DiskTier._write",), ("files",)),
     ),
+    "unsynced": Hint(
+        "flush the temporary file and fsync it before os.replace: a rename can reach the disk "
+        "before the bytes it names, and only fsync puts them there",
+        About(("DiskTier._write",), ("files",)),
+    ),
     "release": Hint(
         "release drops each of its lookup's pins once, in the tier the lookup found the "
         "chunk in, and nothing more: another lookup's pin on the same chunk stays",

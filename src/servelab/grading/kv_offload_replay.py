@@ -19,6 +19,7 @@ from servelab.testing.kv_offload import (
     hierarchy_class,
     offload_fields,
     payload_for,
+    power_cut,
     tier_class_of,
 )
 
@@ -31,6 +32,7 @@ def _offload_ns(impl: Any) -> dict[str, Any]:
         ns["DiskTier"] = impl["DiskTier"]
         ns["Hierarchy"] = hierarchy_class(impl)
         ns["crashing_writes"] = crashing_writes
+        ns["power_cut"] = power_cut
         ns["Link"] = Link
         ns["ModelShape"] = ModelShape
     return ns

@@ -43,11 +43,13 @@ from servelab.kv.offload.cost import (
 )
 from servelab.testing.core import InvariantViolation, RecordingMachine
 from servelab.testing.offload_model import HierarchyModel, TierModel
+from servelab.testing.power_cut import LateRename, power_cut, unsynced_renames
 
 __all__ = [
     "INVARIANTS",
     "KEYS",
     "HierarchyModel",
+    "LateRename",
     "TierModel",
     "crashing_writes",
     "hierarchy_class",
@@ -55,8 +57,10 @@ __all__ = [
     "kv_offload_machine",
     "offload_fields",
     "payload_for",
+    "power_cut",
     "tier_class_of",
     "tier_fields",
+    "unsynced_renames",
 ]
 
 KEYS = ("a", "b", "c", "d", "e", "f")
