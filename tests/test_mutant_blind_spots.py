@@ -15,6 +15,11 @@ from servelab.grading.kv_offload_answers import (
 )
 from servelab.grading.policy_probes import _sieve_hand_on_key_zero
 from servelab.grading.policy_probes_heap import lfu_unpinned_key_found
+from servelab.grading.scheduler import SchedulerScript
+from servelab.grading.scheduler_orders import (
+    running_in_admission_order,
+    victims_in_preemption_order,
+)
 from servelab.grading.weight_cache import _bad_size_before_pinned, _pin_returns_count
 from servelab.kv.offload.errors import ChunkNotReferenced, ChunkTooLarge
 from servelab.weights.cache import EntryPinned
@@ -291,3 +296,42 @@ def test_a_bad_size_is_told_before_a_pin() -> None:
     assert "✗ step 4 · a bad size is told before a pin" in report
     assert "raised EntryPinned, expected a ValueError" in report
     _probe_passes(_bad_size_before_pinned, CACHE4)
+
+
+SCHED1 = checkpoint("scheduler", 1)
+
+
+class AdmitInsertsAtFront(SCHED1):
+    """running.insert(0, seq): one step's admissions end up newest first."""
+
+    def admit(self, out):
+        before = list(self.running)
+        SCHED1.admit(self, out)
+        added = [s for s in self.running if s not in before]
+        self.running.clear()
+        self.running.extend(list(reversed(added)) + before)
+
+
+def test_running_keeps_admission_order() -> None:
+    report = failing_report("scheduler", AdmitInsertsAtFront, 1)[0].text
+    assert "✗ step 1 · running keeps admission order" in report
+    assert "running after the step is [2, 1, 0], expected [0, 1, 2]" in report
+    running_in_admission_order(SchedulerScript, SCHED1)
+
+
+SCHED3 = checkpoint("scheduler", 3)
+
+
+class PreemptListsAtFront(SCHED3):
+    """out.preempted.insert(0, victim): several victims of one step come out reversed."""
+
+    def preempt(self, victim, out):
+        SCHED3.preempt(self, victim, out)
+        out.preempted.insert(0, out.preempted.pop())
+
+
+def test_several_victims_are_listed_in_preemption_order() -> None:
+    report = failing_report("scheduler", PreemptListsAtFront, 3)[0].text
+    assert "✗ step 3 · several victims, in order" in report
+    assert "preempted is [1, 2], expected [2, 1]" in report
+    victims_in_preemption_order(SchedulerScript, SCHED3)

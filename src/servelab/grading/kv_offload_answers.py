@@ -55,8 +55,8 @@ def counts_past_one(impl: Any) -> None:
     """Two pins and two transfers on one chunk: each call returns the count it leaves."""
     s = tier_script(impl, 100)
     put_chunk(s, "a", 10)
-    steps = (("pin", 1), ("pin", 2), ("unpin", 1), ("ref", 2), ("ref", 3), ("unref", 2))
-    steps += (("unref", 1), ("unpin", 0))
+    steps = [("pin", 1), ("pin", 2), ("unpin", 1), ("ref", 2), ("ref", 3), ("unref", 2)]
+    steps += [("unref", 1), ("unpin", 0)]
     for method, want in steps:
         got = s.call(method, "a")
         what = "pin count" if "pin" in method else "ref_count (1 + transfers)"
