@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from buggy_impls import failing_report
 from servelab import checkpoint
+from servelab.grading.block_manager import _copy_of_a_block_three_share
 from servelab.grading.kv_offload_answers import (
     counts_past_one,
     exact_fits,
@@ -20,9 +21,14 @@ from servelab.grading.scheduler_orders import (
     running_in_admission_order,
     victims_in_preemption_order,
 )
-from servelab.grading.weight_cache import _bad_size_before_pinned, _pin_returns_count
+from servelab.grading.weight_cache import (
+    _bad_size_before_pinned,
+    _pin_returns_count,
+    _pinned_twice_holds_once,
+)
+from servelab.kv.blocks import Slot
 from servelab.kv.offload.errors import ChunkNotReferenced, ChunkTooLarge
-from servelab.weights.cache import EntryPinned
+from servelab.weights.cache import EntryPinned, PinnedCapacityExceeded
 
 LFU = checkpoint("eviction-policy", 2)
 
@@ -335,3 +341,59 @@ def test_several_victims_are_listed_in_preemption_order() -> None:
     assert "✗ step 3 · several victims, in order" in report
     assert "preempted is [1, 2], expected [2, 1]" in report
     victims_in_preemption_order(SchedulerScript, SCHED3)
+
+
+class PinnedBytesPerPin(CACHE4):
+    """The pinned bytes summed once per pin: a model two replicas pin counts twice."""
+
+    def _check_can_admit(self, key, size):
+        CACHE4._check_can_admit(self, key, size)
+        pinned = [k for k in self._entries if self._pins.get(k)]
+        pinned_bytes = sum(self._entries[k][0] * self._pins[k] for k in pinned)
+        if size > self.capacity - pinned_bytes:
+            raise PinnedCapacityExceeded(f"cannot admit {key!r}: pinned by {pinned}")
+
+
+class PinnedBytesOfEachKey(CACHE4):
+    """The pinned bytes summed over a set of keys: each once, as the rule asks."""
+
+    def _check_can_admit(self, key, size):
+        CACHE4._check_can_admit(self, key, size)
+        pinned = {k for k, n in self._pins.items() if n}
+        if size > self.capacity - sum(self._entries[k][0] for k in pinned):
+            raise PinnedCapacityExceeded(f"cannot admit {key!r}: pinned by {sorted(pinned)}")
+
+
+def test_a_model_pinned_twice_holds_its_bytes_once() -> None:
+    report = failing_report("weight-cache", PinnedBytesPerPin, 4)[0].text
+    assert "✗ step 4 · a model pinned twice holds its bytes once" in report
+    assert "however many pins it has" in report
+    _pinned_twice_holds_once(PinnedBytesOfEachKey)
+
+
+FORK3 = checkpoint("block-manager", 3)
+
+
+class CopyTakesTheSourceCount(FORK3):
+    """The copy takes the source's refcount after the release: right for two sharers only."""
+
+    def append_slot(self, seq):
+        table, n = self.tables[seq], self.lens[seq]
+        offset, cow_src = n % self.block_size, None
+        if offset == 0:
+            table.append(self._alloc())
+        elif self.ref[table[-1]] > 1:
+            new = self._alloc()
+            cow_src = table[-1]
+            self._release(cow_src)
+            self.ref[new] = self.ref[cow_src]
+            table[-1] = new
+        self.lens[seq] = n + 1
+        return Slot(table[-1], offset, cow_src)
+
+
+def test_a_block_three_share_is_copied_once() -> None:
+    report = failing_report("block-manager", CopyTakesTheSourceCount, 3)[0].text
+    assert "✗ step 3 · a block three share is copied once" in report
+    assert "is (2, 2) after sequence 0 copied block 0, expected (2, 1)" in report
+    _copy_of_a_block_three_share(FORK3)

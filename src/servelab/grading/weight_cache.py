@@ -365,6 +365,23 @@ def _bad_size_before_pinned(impl: Any) -> None:
     raise s.fail(f"{code} returned normally; it should raise ValueError ({why})")
 
 
+def _pinned_twice_holds_once(impl: Any) -> None:
+    """'a' (30 bytes) pinned by two replicas: 70 bytes are still there for a 60-byte put."""
+    s = CacheScript(impl, 100)
+    s.put("a", 30)
+    s.pin("a")
+    s.pin("a")
+    code = "cache.put('b', '<b weights>', 60)"
+    try:
+        s.put("b", 60)
+    except Exception as exc:
+        message = (
+            f"{code} raised {type(exc).__name__}: 'a', pinned twice, holds its 30 bytes once, "
+            "and 60 bytes fit in the 70 left"
+        )
+        raise Script.fail(s, message) from exc
+
+
 def _decide_before_evicting(impl: Any) -> None:
     s = CacheScript(impl, 90)
     for k in "abc":
@@ -624,6 +641,15 @@ TOPIC = Topic(
                 ),
                 Probe("pin of an absent key raises KeyError", HINTS["pin-missing"], _pin_absent),
                 Probe("a size must be positive", HINTS["bad-size"], _bad_size),
+                Probe(
+                    "a model pinned twice holds its bytes once",
+                    Hint(
+                        "the pinned bytes count each pinned entry's bytes once, however many "
+                        "pins it has (not once per pin)",
+                        About(("_check_can_admit",)),
+                    ),
+                    _pinned_twice_holds_once,
+                ),
                 Probe(
                     "a bad size is told before a pin", HINTS["error-order"], _bad_size_before_pinned
                 ),
