@@ -72,9 +72,10 @@ def test_state_machine_finds_a_bug_no_probe_names() -> None:
     correct = correct_module(TOPIC).WeightCache
 
     class UnpinMovesToFront(correct):  # type: ignore[misc, valid-type]
-        def unpin(self, key: Any) -> None:
-            super().unpin(key)
+        def unpin(self, key: Any) -> Any:
+            left = super().unpin(key)
             self._entries.move_to_end(key, last=False)
+            return left
 
     with pytest.raises(GradeFailure) as failure:
         grade(TOPIC, UnpinMovesToFront, step=3, out=io.StringIO())

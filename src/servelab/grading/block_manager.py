@@ -461,6 +461,26 @@ def _machine(
     return MachineCheck(title, build, [INVARIANTS[i] for i in ids], HINTS, examples, steps)
 
 
+def _copy_of_a_block_three_share(impl: Any) -> None:
+    """Three sequences share a partial block and the first writes: the copy is held by the
+    writer alone (refcount 1), the source by the two left (refcount 2), not 1 or 3."""
+    s = _script(impl)
+    s("bm = BlockManager(8, 4)")
+    s("bm.allocate(0, 2)")
+    s("bm.fork(0, 1)")
+    s("bm.fork(0, 2)")
+    shared = s("bm.block_table(0)")[-1]
+    block, _, _ = _slot(s, "bm.append_slot(0)")
+    counts = s(f"bm.refcount({shared}), bm.refcount({block})")
+    s.check(
+        counts == (2, 1),
+        f"(refcount({shared}), refcount({block})) is {counts} after sequence 0 copied block "
+        f"{shared}, expected (2, 1): sequences 1 and 2 still hold {shared}, only sequence 0 "
+        f"holds its copy {block}",
+        "refcount-matches-tables",
+    )
+
+
 def _probe(name: str, hint_id: str, run: Callable[[Any], None]) -> Probe:
     return Probe(name, HINTS[hint_id], run)
 
@@ -634,6 +654,11 @@ TOPIC = Topic(
                 ),
                 _probe("full blocks stay shared", "cow-full-block", _full_blocks_not_copied),
                 _probe("a copy with no free block raises", "cow-missing", _copy_needs_a_block),
+                _probe(
+                    "a block three share is copied once",
+                    "refcount-matches-tables",
+                    _copy_of_a_block_three_share,
+                ),
             ],
             _machine(
                 3,

@@ -63,6 +63,7 @@ from servelab.grading.policy_probes import (
     _sieve_clears_bits,
     _sieve_hand_moves_on,
     _sieve_hand_off_the_end,
+    _sieve_hand_on_key_zero,
     _sieve_hand_stays,
     _sieve_hand_stays_on_others,
     _sieve_hit_sets_bit,
@@ -148,6 +149,11 @@ HINTS = {
         "SIEVE's hand (`pop_victim`) stays where it stopped: the next sweep starts just after "
         "the last victim, wrapping past the newest key only.",
         About(("SIEVE.pop_victim",), ("hand",)),
+    ),
+    "hand-none": Hint(
+        "SIEVE's hand is None only when it points at no key: test `self.hand is None`, not "
+        "the hand's truth, or a key that reads false (0, '') sends the sweep back to the oldest",
+        About(("SIEVE.pop_victim", "SIEVE.update_on_remove"), ("hand",)),
     ),
     "capped": Hint(
         "an LFU count is not capped: every update_on_hit adds 1, however many came before (a "
@@ -578,6 +584,7 @@ TOPIC = Topic(
                 Probe("the hand wraps to the oldest key", HINTS["wrap"], _sieve_wraps),
                 Probe("the hand stays where it stopped", HINTS["hand"], _sieve_hand_stays),
                 Probe("a removal under the hand", HINTS["remove"], _sieve_remove_under_hand),
+                Probe("a hand on key 0", HINTS["hand-none"], _sieve_hand_on_key_zero),
                 Probe(
                     "pinned keys are not candidates",
                     HINTS["pins"],

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from servelab.grading.about import RESULT, About, Hint
+from servelab.grading.kv_offload_answers import STEP_1_ANSWERS, STEP_3_ANSWERS
 from servelab.grading.kv_offload_crash import no_torn_write, synced_before_renamed
 from servelab.grading.kv_offload_edges import (
     EDGE_HINTS,
@@ -241,9 +242,7 @@ def _all_pinned(impl: Any, *pause: str) -> OffloadScript:
     return s
 
 
-#: CPU seconds a wait probe may spin before it is reported hung: its few puts into a tier of
-#: two chunks take milliseconds, so a wait still going after a second never ends, and the
-#: grader's default (three seconds) would only make a failing grade slower.
+#: CPU seconds a wait probe may spin before it is reported hung (its puts take milliseconds).
 WAIT_SECONDS = 1.0
 
 
@@ -574,6 +573,7 @@ TOPIC = Topic(
                 Probe("a count is not a use", HINTS["count-not-use"], _counts_are_not_uses),
                 Probe("a chunk is non-empty bytes", EDGE_HINTS["payload"], payload_checked),
                 Probe("a put keeps its own copy", EDGE_HINTS["own-copy"], payload_copied),
+                *STEP_1_ANSWERS,
             ),
             _machine(1),
         ),
@@ -647,6 +647,7 @@ TOPIC = Topic(
                     _stored_since_the_lookup,
                 ),
                 Probe("a victim already below", EDGE_HINTS["promote-cascade"], victim_below),
+                *STEP_3_ANSWERS,
             ),
             _machine(3),
         ),

@@ -539,6 +539,27 @@ def _sieve_hand_stays(impl: Any) -> None:
     s.expect_victim("c", "the reference's hand continues after 'b': 'c' is next, not 'a'")
 
 
+def _sieve_hand_on_key_zero(impl: Any) -> None:
+    """Keys 5, 6, 0, 7: the first sweep evicts 6 and leaves the hand on 0, a key that reads
+    false; the next sweep starts there (`hand is None` means no hand, not a falsy key)."""
+    s = PolicyScript(impl, "SIEVE")
+    for key in (5, 6, 0, 7):
+        s(f"p.update_on_put({key}, 1)")
+    s("p.update_on_hit(5)")
+    for want, why in (
+        (6, "the hand passes visited 5 (clearing it) and evicts 6, stopping on 0"),
+        (
+            0,
+            "the hand stopped on key 0, which is not visited: a hand on a key that reads "
+            "false is still a hand; only `hand is None` starts at the oldest key",
+        ),
+    ):
+        got = s("p.pop_victim()")
+        if got != want:
+            raise s.fail(f"pop_victim() returned {got!r}, expected {want!r}: {why}")
+        s.lines[-1] += f"  # {want!r}"
+
+
 def policy_namespace(impl: Any) -> dict[str, Any]:
     """``LFU`` and ``SIEVE``: the learner's classes of those names, those that were passed."""
     ns: dict[str, Any] = {}

@@ -1,19 +1,16 @@
 """Grader topic ``scheduler``: the three steps of notebook 04.
 
-The learner's class has the seed's shape, over the reference
-:class:`~servelab.kv.blocks.BlockManager`:
+The learner's class has the seed's shape, over the reference ``BlockManager``:
 
 * ``Scheduler(bm, watermark=w)`` — ``watermark`` is a block count;
-* ``add(seq)`` queues a :class:`~servelab.kv.scheduler.Sequence` at the back of ``waiting``
-  and raises :class:`~servelab.kv.scheduler.RequestTooLarge` when ``prompt_len +
-  max_new_tokens`` tokens need more than ``num_blocks - watermark`` blocks;
+* ``add(seq)`` queues a ``Sequence`` at the back of ``waiting`` and raises ``RequestTooLarge``
+  when ``prompt_len + max_new_tokens`` tokens need more than ``num_blocks - watermark`` blocks;
 * ``step()`` returns a :class:`~servelab.kv.scheduler.StepOutput`: it retires finished
   sequences (``finished``), decodes every running sequence oldest first (``decodes``),
   preempting the newest on ``OutOfBlocks`` (``preempted``), then admits first come, first
   served while ``bm.num_free - blocks_needed(n) >= watermark`` (``prefills``,
   ``n = seq.num_tokens``);
-* ``waiting`` (next to admit first) and ``running`` (oldest first) are readable sequences of
-  ``Sequence`` objects.
+* ``waiting`` (next to admit first) and ``running`` (oldest first): sequences of ``Sequence``.
 
 Between steps the grader plays the engine: it appends one dummy token to every sequence in
 ``out.computed()`` (``emit_tokens(out)`` in the printed repro).
@@ -32,6 +29,7 @@ from servelab.grading.scheduler_finished import (
     frees_finished_anywhere,
     others_keep_their_order,
 )
+from servelab.grading.scheduler_orders import order_probes
 from servelab.grading.scheduler_output import PREEMPTED, listed_not_queued, preempted_not_queued
 from servelab.grading.scheduler_replay import REPLAY
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
@@ -602,6 +600,7 @@ TOPIC = Topic(
                     "prefill-length",
                     _prefill_generated_too,
                 ),
+                *order_probes(SchedulerScript, 1),
             ],
             machine=_machine(
                 1,
@@ -687,6 +686,7 @@ TOPIC = Topic(
                     "requeue-length",
                     _requeues_full_length,
                 ),
+                *order_probes(SchedulerScript, 3),
             ],
             machine=_machine(
                 3,

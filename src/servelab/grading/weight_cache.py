@@ -244,6 +244,17 @@ def _unpin_releases(impl: Any) -> None:
     s.expect_keys(["b", "c"], "'a' was unpinned, so as the oldest it is the victim")
 
 
+def _pin_returns_count(impl: Any) -> None:
+    """Two pins and two unpins of one entry: each returns the pin count it leaves."""
+    s = CacheScript(impl, 80)
+    s.put("a", 40)
+    for call, want in ((s.pin, 1), (s.pin, 2), (s.unpin, 1), (s.unpin, 0)):
+        got = call("a")
+        if got != want:
+            name = "pin" if call == s.pin else "unpin"
+            raise s.fail(f"cache.{name}('a') returned {got!r}, expected {want} (the pin count now)")
+
+
 # --- step 4: the two errors and exception safety ----------------------------------------
 
 
@@ -335,6 +346,40 @@ def _too_large_before_pinned(impl: Any) -> None:
         message = f"{code} raised {type(exc).__name__}, expected an EntryTooLarge ({why})"
         raise Script.fail(s, message, "error-order") from exc
     raise s.fail(f"{code} returned normally; it should raise EntryTooLarge ({why})")
+
+
+def _bad_size_before_pinned(impl: Any) -> None:
+    """A size of 0 for a pinned key: the bad size is told first (ValueError), not the pin."""
+    s = CacheScript(impl, 100)
+    s.put("a", 40)
+    s.pin("a")
+    code = "cache.put('a', '<a weights>', 0)"
+    why = "a bad size is checked before anything else, the pin included"
+    try:
+        s.put("a", 0)
+    except ValueError:
+        return
+    except Exception as exc:
+        message = f"{code} raised {type(exc).__name__}, expected a ValueError ({why})"
+        raise Script.fail(s, message, "error-order") from exc
+    raise s.fail(f"{code} returned normally; it should raise ValueError ({why})")
+
+
+def _pinned_twice_holds_once(impl: Any) -> None:
+    """'a' (30 bytes) pinned by two replicas: 70 bytes are still there for a 60-byte put."""
+    s = CacheScript(impl, 100)
+    s.put("a", 30)
+    s.pin("a")
+    s.pin("a")
+    code = "cache.put('b', '<b weights>', 60)"
+    try:
+        s.put("b", 60)
+    except Exception as exc:
+        message = (
+            f"{code} raised {type(exc).__name__}: 'a', pinned twice, holds its 30 bytes once, "
+            "and 60 bytes fit in the 70 left"
+        )
+        raise Script.fail(s, message) from exc
 
 
 def _decide_before_evicting(impl: Any) -> None:
@@ -529,6 +574,9 @@ TOPIC = Topic(
                     _unpin_releases,
                 ),
                 Probe("every entry pinned: no victim", NO_VICTIM, _c(every_entry_pinned)),
+                Probe(
+                    "pin and unpin return the count", HINTS["pin-returns-count"], _pin_returns_count
+                ),
             ),
             _machine(3),
         ),
@@ -593,6 +641,18 @@ TOPIC = Topic(
                 ),
                 Probe("pin of an absent key raises KeyError", HINTS["pin-missing"], _pin_absent),
                 Probe("a size must be positive", HINTS["bad-size"], _bad_size),
+                Probe(
+                    "a model pinned twice holds its bytes once",
+                    Hint(
+                        "the pinned bytes count each pinned entry's bytes once, however many "
+                        "pins it has (not once per pin)",
+                        About(("_check_can_admit",)),
+                    ),
+                    _pinned_twice_holds_once,
+                ),
+                Probe(
+                    "a bad size is told before a pin", HINTS["error-order"], _bad_size_before_pinned
+                ),
             ),
             _machine(4),
         ),
