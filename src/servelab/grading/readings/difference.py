@@ -184,6 +184,8 @@ class WrittenFor:
     def fits(self, d: Difference) -> bool:
         if d.outcome_pair not in self.outcomes:
             return False
+        if any(_read_on_one_side(d, name) for name in d.differ):
+            return False  # a field one side could not read holds no value to explain
         explained = {*self.fields, *self.above, *self.below}
         # a tier's field (``cpu.pins``) is explained by its own name (``pins``)
         if not all(n in explained or n.rpartition(".")[2] in explained for n in d.differ):
@@ -194,6 +196,12 @@ class WrittenFor:
     def show(self, d: Difference, text: str | None) -> str | None:
         """``text`` when the observed difference is the one this reading was written for."""
         return text if text is not None and self.fits(d) else None
+
+
+def _read_on_one_side(d: Difference, name: str) -> bool:
+    """Whether field ``name`` could be read after one side's call and not after the other's:
+    what it holds on the unreadable side is unknown, so no rule can be read from it."""
+    return isinstance(d.mine.get(name), Unreadable) != isinstance(d.theirs.get(name), Unreadable)
 
 
 def written_for(*fields: str, outcomes: tuple[str, ...] = RETURNED) -> WrittenFor:

@@ -434,8 +434,9 @@ def eviction_policy_reading(d: Difference) -> str | None:
             return SWEPT.show(
                 d,
                 f"yours evicted the right key, {victim}, but left {left} unlike the "
-                "reference's: the hand clears the visited bit of each key it passes, and stays "
-                "where it stopped, just after the victim, for the next sweep",
+                "reference's: the sweep starts where the hand rests (at the oldest key while "
+                "it is None), clears the visited bit of each key it passes, and rests just "
+                "after the victim, where the next sweep starts",
             )
     key = d.args[0] if d.args else None
     in_queue = queue_moved(d)
