@@ -4,13 +4,15 @@ slip where its sentence must not show and on a look-alike where it still does.
 - A check's hint after a method found by its graft alone: a hint about what the check saw
   (the result of ``allocate``) that names another method than the one found (``append_slot``)
   states a cause in code the graft proved right.
-- "Yours evicted though ... fit": said only where your call took out a key resident before
-  it; a put that stored nothing evicted nothing.
+- "Yours evicted though ... fit", and a check's rule of how much a put evicts ("the budget
+  is bytes, not a count of entries"): said only of a put that took out a key resident before
+  it, or stored its own; a put that stored nothing evicted nothing.
 - "Yours refused ... only the pinned bytes cannot be made free": said only where yours raised
   the no-room error (a ``MemoryError``); a size refused as larger than the cache, or as no
   size, broke another rule.
-- A reading never explains a field that one side could not read after the call (reading it
-  raised): what it holds there is unknown.
+- "Yours evicted the right key but left `X` unlike the reference's": a SIEVE sweep's rule,
+  said only where every field that differs could be read on both sides (reading your
+  eviction order raised: what it holds is unknown, the raise is what is said).
 - "Yours allocated ..., then asked fits": said only where the question refused is about the
   request holding the blocks (its own token count), not the next one in the queue.
 - "Does yours test the room before it asks whether the key is here?": asked only where your
@@ -126,7 +128,7 @@ class EvictsAtFourEntries(EVICTING):  # type: ignore[misc]
 
 def test_evicted_though_it_fit_is_said_only_of_a_put_that_evicted() -> None:
     hint = _hint("weight-cache", StoresNothing, 2)
-    assert "evicted though" not in hint, hint
+    assert "evicted" not in hint and "not a count" not in hint, hint
     assert "`put`" in hint, hint
     assert "yours evicted though 10 bytes fit" in _hint("weight-cache", EvictsAtFourEntries, 2)
 
@@ -197,7 +199,7 @@ class SweepFromSecondKey(POLICIES["SIEVE"]):  # type: ignore[misc]
                 return key
 
 
-def test_a_field_one_side_could_not_read_is_explained_by_no_reading() -> None:
+def test_a_field_one_side_could_not_read_is_not_named_as_left_unlike_the_reference() -> None:
     policies = {**POLICIES, "SIEVE": NoVictimWithOneLeft}
     hint = _hint("eviction-policy", policies, 4)
     assert "clears the visited bit" not in hint, hint

@@ -24,6 +24,7 @@ __all__ = [
     "call",
     "failed_call",
     "other_error",
+    "read_on_one_side",
     "returned_none",
     "unreadable",
     "written_for",
@@ -184,8 +185,6 @@ class WrittenFor:
     def fits(self, d: Difference) -> bool:
         if d.outcome_pair not in self.outcomes:
             return False
-        if any(_read_on_one_side(d, name) for name in d.differ):
-            return False  # a field one side could not read holds no value to explain
         explained = {*self.fields, *self.above, *self.below}
         # a tier's field (``cpu.pins``) is explained by its own name (``pins``)
         if not all(n in explained or n.rpartition(".")[2] in explained for n in d.differ):
@@ -198,9 +197,10 @@ class WrittenFor:
         return text if text is not None and self.fits(d) else None
 
 
-def _read_on_one_side(d: Difference, name: str) -> bool:
+def read_on_one_side(d: Difference, name: str) -> bool:
     """Whether field ``name`` could be read after one side's call and not after the other's:
-    what it holds on the unreadable side is unknown, so no rule can be read from it."""
+    what it holds on the unreadable side is unknown, so a reading that only names what
+    differs cannot name it as a value left unlike the reference's."""
     return isinstance(d.mine.get(name), Unreadable) != isinstance(d.theirs.get(name), Unreadable)
 
 

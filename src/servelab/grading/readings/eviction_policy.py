@@ -15,6 +15,7 @@ from servelab.grading.readings.difference import (
     Difference,
     WrittenFor,
     other_error,
+    read_on_one_side,
 )
 from servelab.grading.readings.eviction_policy_hand import hand_passed
 from servelab.grading.readings.eviction_policy_heap import front_taken, lfu_kept, stale_taken
@@ -429,7 +430,8 @@ def eviction_policy_reading(d: Difference) -> str | None:
         past = (hand_kept(d) or _sweep_past_hand(d)) if who == "SIEVE" else None
         if past:
             return past
-        if who == "SIEVE":  # name what differs: the queue itself may be the same
+        unread = any(read_on_one_side(d, name) for name in d.differ)
+        if who == "SIEVE" and not unread:  # name what differs: the queue may be the same
             left = " and ".join(f"`{name}`" for name in sorted(d.differ))
             return SWEPT.show(
                 d,

@@ -632,7 +632,7 @@ def weight_cache_reading(d: Difference) -> str | None:
                 f"{old} are released ({used} - {old} + {size} <= {capacity}): release the old "
                 "entry before the eviction loop; does yours still count it while evicting?",
             )
-        if len(mine) < len(theirs):
+        if len(mine) < len(theirs) and _evicted(d):
             return EVICTED_MORE.show(
                 d, "yours evicted more than needed: stop evicting as soon as the new entry fits"
             )
