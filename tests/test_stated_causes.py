@@ -1,5 +1,5 @@
-"""A cause is said only where the evidence shows it: four gates, each graded end to end on a
-slip where its sentence must not show and on a look-alike where it still does.
+"""A cause is said only where the evidence shows it: each gate graded end to end on a slip
+where its sentence must not show and on a look-alike where it still does.
 
 - A check's hint after a method found by its graft alone: a hint about what the check saw
   (the result of ``allocate``) that names another method than the one found (``append_slot``)
@@ -19,6 +19,8 @@ slip where its sentence must not show and on a look-alike where it still does.
   put, made again with room for the chunk, answers the key as a use.
 - "Store cascades down": a rule about what the first tier evicts, said after a store only
   where that tier held a chunk to evict.
+- "The same symptom comes from ...: does yours do that?": asked only where the look-alike
+  agrees with yours on number variants of the failing program too.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from servelab import checkpoint
 from servelab.checkpoints.prefix_cache import ROOT
 from servelab.grading import GradeFailure, grade
 from servelab.kv.blocks import OutOfBlocks, SequenceExists
+from servelab.kv.budget import Chunk
 from servelab.kv.scheduler import Prefill
 from servelab.weights import EntryPinned, EntryTooLarge, PinnedCapacityExceeded
 from servelab.weights.policies import NoVictim
@@ -256,7 +259,7 @@ class HereIsAMiss(TIERS):  # type: ignore[misc]
     """Answers a put of a key already here with None, whatever the room."""
 
     def put(self, key: Any, payload: Any, wait: int = 0) -> Any:
-        if key in self._sizes:
+        if self._payload_size(payload) <= self.capacity and key in self._sizes:
             self.get(key)
             return None
         return super().put(key, payload, wait)
@@ -310,3 +313,54 @@ def test_the_cascade_rule_is_said_only_where_the_first_tier_had_a_chunk_to_evict
     assert "`Hierarchy.store`" in hint, hint
     alike = _hint("kv-offload", {**HIERARCHY, "Hierarchy": CascadesFirstVictimOnly}, 3)
     assert "cascades down a tier" in alike, alike
+
+
+CHUNKED = checkpoint("token-budget", 2)
+
+
+class AdmitsOneOverTheLimit(CHUNKED):  # type: ignore[misc]
+    """Admits while len(running) <= max_num_seqs: one request too many."""
+
+    def admit(self, out: Any, budget: int) -> None:
+        while self.waiting and budget > 0 and len(self.running) <= self.max_num_seqs:
+            seq = self.waiting[0]
+            hit = self.cached_tokens(seq)
+            n = min(seq.num_tokens - hit, budget)
+            try:
+                self.bm.allocate(seq.seq_id, seq.token_ids[: hit + n])
+            except OutOfBlocks:
+                break
+            self.waiting.popleft()
+            self.running.append(seq)
+            samples = hit + n == seq.num_tokens
+            out.scheduled.append(Chunk(seq, hit, n, self.slots(seq, hit, n), samples, hit))
+            self.computed[seq.seq_id] = hit + n
+            budget -= n
+
+
+class AdmitsWhateverTheLimit(CHUNKED):  # type: ignore[misc]
+    """Never looks at max_num_seqs."""
+
+    def admit(self, out: Any, budget: int) -> None:
+        while self.waiting and budget > 0:
+            seq = self.waiting[0]
+            hit = self.cached_tokens(seq)
+            n = min(seq.num_tokens - hit, budget)
+            try:
+                self.bm.allocate(seq.seq_id, seq.token_ids[: hit + n])
+            except OutOfBlocks:
+                break
+            self.waiting.popleft()
+            self.running.append(seq)
+            samples = hit + n == seq.num_tokens
+            out.scheduled.append(Chunk(seq, hit, n, self.slots(seq, hit, n), samples, hit))
+            self.computed[seq.seq_id] = hit + n
+            budget -= n
+
+
+def test_a_look_alike_is_asked_about_only_where_it_agrees_beyond_the_failing_numbers() -> None:
+    hint = _hint("token-budget", AdmitsOneOverTheLimit, 2)
+    assert "whatever max_num_seqs says" not in hint, hint
+    assert "admit only while len(running) < max_num_seqs" in hint, hint
+    alike = _hint("token-budget", AdmitsWhateverTheLimit, 2)
+    assert "whatever max_num_seqs says" in alike, alike
