@@ -209,13 +209,17 @@ def test_with_no_method_found_a_hint_about_another_method_is_left_out() -> None:
     called = Hint("pop", About(("SIEVE.pop_victim",), ("result",)))
     assert with_place(Finding(), called, code="x = p.pop_victim()") == called
     # a hint that declares nothing is no check's to judge; a method found by its graft alone
-    # keeps only a hint about it (or about what the check saw)
+    # keeps only a hint about it, or one about what the check saw that names no other method
     assert with_place(Finding(), "plain words", code="p.queue") == "plain words"
     grafted = Finding(methods=("SIEVE.update_on_pin",))
     assert with_place(grafted, remove, code="p.queue") == GRAFTED_ONLY.format(
         method="update_on_pin"
     )
-    assert with_place(grafted, remove, code="p.hand  # 'b'") == remove
+    assert with_place(grafted, remove, code="p.hand  # 'b'") == GRAFTED_ONLY.format(
+        method="update_on_pin"
+    )
+    hand = Hint("the hand stays put", About((), ("hand",)))
+    assert with_place(grafted, hand, code="p.hand  # 'b'") == hand
 
 
 def test_what_a_check_saw_is_read_from_its_last_line() -> None:

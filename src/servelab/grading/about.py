@@ -44,10 +44,12 @@ class About:
     holds: Callable[[Divergence | None], bool] | None = field(
         default=None, compare=False, repr=False
     )
-    """For a hint about a method whose call only returns a number (no field shows what it
-    did): whether the hint is true of the first diverging call, proved by calling the
-    learner's method again (a hint about the latency term, where the latency term agrees, is
-    about code that is right). None: no such proof is asked."""
+    """Whether the hint is true of the first diverging call, where its fields alone cannot
+    tell: for a method whose call only returns a number, proved by calling the learner's
+    method again (a hint about the latency term, where the latency term agrees, is about code
+    that is right); for a rule of how much a call does, that it did the thing at all (a rule
+    of how many entries a put evicts says nothing of a put that stored nothing). None: no
+    such proof is asked."""
 
     def __post_init__(self) -> None:
         named = (("methods", self.methods), ("fields", self.fields), ("needs", self.needs))

@@ -88,6 +88,8 @@ __all__ = [
 
 #: Variants of each program replayed before a claim of certainty (a count, not seconds).
 VARIANTS = 12
+#: Variants of the failing program a look-alike must agree on before it is asked about.
+QUESTION_VARIANTS = 4
 #: Variants of each program replayed in the topic's other configuration
 #: (:attr:`~servelab.grading.replay.TopicReplay.configured`).
 CONFIGURED_VARIANTS = 3
@@ -283,6 +285,8 @@ class Diagnoser:
             found = [m for m in found if at_place(m)]
         if place.divergence is not None:
             found = [m for m in found if self._alike_at_call(place.divergence, m)]
+        if len(found) == 1 and not self._alike_on_numbers(program, impl, found[0].impl):
+            found = []  # the symptom is shared on this program's numbers only
         hidden_in = place.methods[0] if len(place.methods) == 1 else None
         rule = (
             placed_reading(self, program, impl, step, place, hidden_in)
@@ -331,6 +335,16 @@ class Diagnoser:
             return Finding(None, where, False, place.methods, start, rule, place.divergence)
         start = appended(self._place(place), self._condition(place))
         return Finding(None, where, False, place.methods, start, None, place.divergence)
+
+    def _alike_on_numbers(self, program: str, impl: Any, other: Any) -> bool:
+        """``impl`` and ``other`` agree on :data:`QUESTION_VARIANTS` variants of the failing
+        program with its numbers changed: a look-alike asked about shares the symptom beyond
+        one choice of sizes and limits (one admitted over the limit and one that ignores the
+        limit agree only where the queue holds one request more than the limit)."""
+        for variant in variants(program, QUESTION_VARIANTS):
+            if replay(variant, self.spec, impl) != replay(variant, self.spec, other):
+                return False
+        return True
 
     def _alike_at_call(self, d: Divergence, m: Mistake) -> bool:
         """A look-alike is asked about only where the method it changes is the one found and,
@@ -551,6 +565,15 @@ def fits_observed(about: About, code: str) -> bool:
     return False
 
 
+def _about_others(about: About, methods: Sequence[str]) -> bool:
+    """Whether a hint names methods and none of them is one of ``methods`` (found by their
+    graft): what the check saw may be its subject, yet the cause it states is in code the
+    graft proved right."""
+    if about.alternatives:
+        return all(_about_others(a, methods) for a in about.alternatives)
+    return bool(about.methods) and not any(about.names_method(m) for m in methods)
+
+
 def _rule_fits(about: About, finding: Finding, topic: str = "") -> bool:
     """Whether a hint fits the place found (:meth:`About.fits`) and, where it names the methods
     whose rule it states, the call found is one of them: a field of the hint changed by
@@ -587,7 +610,8 @@ def with_place(
     of the learner's own Python error (:attr:`Finding.raised`), whose type alone names no
     cause: there a hint follows only where its declaration fits the call. Where no method
     was found, a declared hint stands only where it speaks of what the check saw in the last
-    line of ``code`` (:func:`fits_observed`): one about another method says nothing of it.
+    line of ``code`` (:func:`fits_observed`): one about another method says nothing of it;
+    after a method found by its graft alone, only where it names no other method than that.
     ``searched`` off (the topic localises nothing: the engine, the invariant checker) keeps
     the check's hint, the only evidence there is."""
     if finding.hint:
@@ -611,7 +635,9 @@ def with_place(
         # a method found by its graft alone (no call of it differs where the check looks):
         # the hint only where it is about that method or what the check saw
         about = check_hint.about
-        if about.fits(finding.methods, finding.divergence) or fits_observed(about, code):
+        if about.fits(finding.methods, finding.divergence) or (
+            fits_observed(about, code) and not _about_others(about, finding.methods)
+        ):
             return check_hint
         return GRAFTED_ONLY.format(method=finding.methods[0].rpartition(".")[2])
     return check_hint

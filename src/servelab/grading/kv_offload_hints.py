@@ -64,7 +64,8 @@ HINTS: dict[str, Hint] = {
     ),
     "cascade": Hint(
         "store cascades down: what the first tier evicts goes into the tier below",
-        About(("store", "_cascade"), ("keys", "used")),
+        # a cascade needs a chunk in the first tier to evict: of an empty one it says nothing
+        About(("store", "_cascade"), ("keys", "used"), needs=("cpu.keys",)),
     ),
     "promote": Hint(
         "retrieve copies a lower tier's hit up into the CPU tier whenever it fits the tier "

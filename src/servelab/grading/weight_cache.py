@@ -21,7 +21,7 @@ from servelab.grading._script import Script, graded_names
 from servelab.grading.about import About, Hint
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
 from servelab.grading.weight_cache_counts import counts, evict_counts
-from servelab.grading.weight_cache_hints import HINTS
+from servelab.grading.weight_cache_hints import HINTS, stored
 from servelab.grading.weight_cache_pins import NO_VICTIM, every_entry_pinned
 from servelab.grading.weight_cache_replay import REPLAY
 from servelab.testing.pasteable import SUPPRESS_IMPORT
@@ -477,7 +477,7 @@ TOPIC = Topic(
                     Hint(
                         "the budget is bytes, not a count of entries: four entries can be "
                         "56 GB or 560 GB",
-                        About(("put",), ("resident", "used")),
+                        About(("put",), ("resident", "used"), holds=stored),
                     ),
                     _bytes_not_count,
                 ),

@@ -3,19 +3,38 @@ methods and fields it speaks of (:class:`~servelab.grading.about.About`)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from servelab.grading.about import About, Hint
 
-__all__ = ["HINTS"]
+if TYPE_CHECKING:
+    from servelab.grading.localise import Divergence
+
+__all__ = ["HINTS", "stored"]
+
+
+def stored(divergence: Divergence | None) -> bool:
+    """Whether your put left its key resident where the reference's does: a rule about how
+    much a put evicts is about a put that stored its entry (one that stored nothing evicted
+    nothing for it, too many or too few). No call found: no evidence against it."""
+    if divergence is None:
+        return True
+    key: Any = divergence.args[0] if divergence.args else None
+    before = divergence.before.get("resident", ())
+    mine = divergence.mine[1].get("resident", before)
+    theirs = divergence.theirs[1].get("resident", before)
+    return key in mine or key not in theirs
+
 
 HINTS = {
     "evicted-too-few": Hint(
         "evict in a loop until the new entry fits: one large model can need the space of "
         "several small ones (evicting exactly one is not enough)",
-        About(("put",), ("resident", "used")),
+        About(("put",), ("resident", "used"), holds=stored),
     ),
     "evicted-too-many": Hint(
         "stop evicting as soon as used + size <= capacity; and the budget is bytes, not a count",
-        About(("put",), ("resident", "used", "evictions", "evicted_bytes")),
+        About(("put",), ("resident", "used", "evictions", "evicted_bytes"), holds=stored),
     ),
     "within-budget": Hint(
         "the budget is bytes: used + size must stay <= capacity after every put",

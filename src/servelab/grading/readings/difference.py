@@ -24,6 +24,7 @@ __all__ = [
     "call",
     "failed_call",
     "other_error",
+    "read_on_one_side",
     "returned_none",
     "unreadable",
     "written_for",
@@ -194,6 +195,13 @@ class WrittenFor:
     def show(self, d: Difference, text: str | None) -> str | None:
         """``text`` when the observed difference is the one this reading was written for."""
         return text if text is not None and self.fits(d) else None
+
+
+def read_on_one_side(d: Difference, name: str) -> bool:
+    """Whether field ``name`` could be read after one side's call and not after the other's:
+    what it holds on the unreadable side is unknown, so a reading that only names what
+    differs cannot name it as a value left unlike the reference's."""
+    return isinstance(d.mine.get(name), Unreadable) != isinstance(d.theirs.get(name), Unreadable)
 
 
 def written_for(*fields: str, outcomes: tuple[str, ...] = RETURNED) -> WrittenFor:

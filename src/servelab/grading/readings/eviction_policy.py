@@ -15,6 +15,7 @@ from servelab.grading.readings.difference import (
     Difference,
     WrittenFor,
     other_error,
+    read_on_one_side,
 )
 from servelab.grading.readings.eviction_policy_hand import hand_passed
 from servelab.grading.readings.eviction_policy_heap import front_taken, lfu_kept, stale_taken
@@ -429,13 +430,15 @@ def eviction_policy_reading(d: Difference) -> str | None:
         past = (hand_kept(d) or _sweep_past_hand(d)) if who == "SIEVE" else None
         if past:
             return past
-        if who == "SIEVE":  # name what differs: the queue itself may be the same
+        unread = any(read_on_one_side(d, name) for name in d.differ)
+        if who == "SIEVE" and not unread:  # name what differs: the queue may be the same
             left = " and ".join(f"`{name}`" for name in sorted(d.differ))
             return SWEPT.show(
                 d,
                 f"yours evicted the right key, {victim}, but left {left} unlike the "
-                "reference's: the hand clears the visited bit of each key it passes, and stays "
-                "where it stopped, just after the victim, for the next sweep",
+                "reference's: the sweep starts where the hand rests (at the oldest key while "
+                "it is None), clears the visited bit of each key it passes, and rests just "
+                "after the victim, where the next sweep starts",
             )
     key = d.args[0] if d.args else None
     in_queue = queue_moved(d)

@@ -3,6 +3,7 @@ evicted, how pins count, what a release undoes, what the node holds, what a load
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from servelab.grading.readings.difference import (
@@ -21,6 +22,7 @@ from servelab.grading.readings.kv_offload_reads import (
 from servelab.grading.readings.kv_offload_rules import rule_reading, shown
 from servelab.grading.readings.kv_offload_seconds import SECONDS_READERS
 from servelab.grading.readings.kv_offload_sizes import payload_size
+from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 # what each reading explains (a tier's ``cpu.pins`` counts as ``pins``); a direction or a value
 # it needs is checked where it is read
@@ -80,11 +82,15 @@ def _put(d: Difference) -> str | None:
         )
     if d.returned("mine") == "None" and d.returned("theirs") not in (None, "None"):
         if d.args and d.args[0] in before:
+            asked = (
+                " does yours test the room before it asks whether the key is here?"
+                if _hit_with_room(d)
+                else ""
+            )
             return (
                 f"{d.args[0]!r} is already here, and yours missed (None): a put of a key already "
-                "here is a use (as a get) and returns [], whatever the free bytes; does yours "
-                "test the room before it asks whether the key is here?"
-            )
+                f"here is a use (as a get) and returns [], whatever the free bytes;{asked}"
+            ).removesuffix(";")
         free = _free(d)
         if not gone_theirs and size is not None and free is not None and size > free:
             return None  # the reference made room some other way: no rule to state
@@ -529,3 +535,15 @@ def kv_offload_reading(d: Difference) -> str | None:
         return certain
     read = _READERS.get(d.method)
     return read(d) if read is not None else None
+
+
+def _hit_with_room(d: Difference) -> bool:
+    """Whether your put, made again on a copy whose capacity leaves room for the chunk,
+    answers the key already here as a use (not None): then only the room made it miss."""
+    try:
+        obj = copy.deepcopy(d.subject)
+        obj.capacity = obj.capacity + sum(map(len, d.args[1:2]))
+        with line_budget(LINES_PER_CALL):
+            return obj.put(*d.args) is not None
+    except (Exception, OutOfLines):
+        return False

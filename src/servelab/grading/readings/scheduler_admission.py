@@ -4,8 +4,9 @@
 would leave the watermark. Asked after ``bm.allocate``, the pool already lacks those blocks,
 so they count twice and a request that fits is refused. Named only where a re-run of your
 ``admit`` on a copy records it: ``bm.allocate`` of a request the reference admits, then your
-``fits`` for it answering no while that request still holds its blocks, and your ``fits``
-with the same question, asked of the pool as it was before the call, answering yes.
+``fits`` for it (its own token count) answering no while that request still holds its
+blocks, and your ``fits`` with the same question, asked of the pool as it was before the
+call, answering yes.
 """
 
 from __future__ import annotations
@@ -62,6 +63,14 @@ def _asked_before(subject: Any, n: Any) -> Any:
         return None
 
 
+def _tokens_of(subject: Any, sid: Any) -> Any:
+    """The token count of request ``sid`` waiting before the call (None if none waits)."""
+    for seq in getattr(subject, "waiting", ()):
+        if getattr(seq, "seq_id", None) == sid:
+            return getattr(seq, "num_tokens", None)
+    return None
+
+
 def fits_after_allocating(d: Any, admitted: list[Any]) -> str | None:
     """Yours allocated a request's blocks, then asked ``fits`` for it of the pool that left,
     and was refused where the same question asked first is answered yes. ``admitted``: the
@@ -77,7 +86,9 @@ def fits_after_allocating(d: Any, admitted: list[Any]) -> str | None:
             holding.pop(what, None)
         elif kind == "fits" and answer is False:
             sid = next((s for s in holding if s in admitted), None)
-            if sid is None or _asked_before(d.subject, what) is not True:
+            if sid is None or what != _tokens_of(d.subject, sid):
+                continue  # a question about another request than the one holding blocks
+            if _asked_before(d.subject, what) is not True:
                 continue
             before = holding[sid]
             return (

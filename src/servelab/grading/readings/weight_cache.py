@@ -185,6 +185,25 @@ def _admits_pinned_once(d: Difference, key: object, size: int) -> bool:
     return True
 
 
+def _room_error(name: str) -> bool:
+    """Whether an error named ``name`` says there is no room (a ``MemoryError``, as the
+    notebook's PinnedCapacityExceeded): what a refusal for the pinned bytes raises. A size
+    refused as too large for the whole cache, or as no size at all, is another rule's."""
+    import builtins
+
+    import servelab.weights as weights
+
+    found = getattr(weights, name, None) or getattr(builtins, name, None)
+    return isinstance(found, type) and issubclass(found, MemoryError)
+
+
+def _evicted(d: Difference) -> bool:
+    """Whether your call took out a key that was resident before it, other than its own."""
+    key = d.args[0] if d.args else None
+    mine = d.mine.get("resident", [])
+    return any(k not in mine and k != key for k in d.before.get("resident", ()))
+
+
 def _weight_cache_admit(d: Difference) -> str | None:
     room = _cache_room(d)
     size = d.args[1] if len(d.args) > 1 and isinstance(d.args[1], int) else None
@@ -205,6 +224,8 @@ def _weight_cache_admit(d: Difference) -> str | None:
                 "yours refused an entry that fits beside the pinned ones: count each pinned "
                 "entry's bytes once, however many pins it has (not once per pin)",
             )
+        if not _room_error(d.error("mine")):
+            return None  # refused for another reason (a size, a pin): not the room's rule
         return REFUSED.show(
             d,
             f"yours refused {size} bytes that fit after evicting unpinned entries: only the "
@@ -574,6 +595,7 @@ def weight_cache_reading(d: Difference) -> str | None:
         used = d.before.get("used")
         if (
             len(mine) < len(theirs)
+            and _evicted(d)  # "yours evicted": a key resident before is gone after yours
             and isinstance(capacity, int)
             and isinstance(used, int)
             and isinstance(size, int)
@@ -597,6 +619,7 @@ def weight_cache_reading(d: Difference) -> str | None:
         old = call(d.subject, "size_of", key) if key in d.before.get("resident", ()) else None
         if (
             len(mine) < len(theirs)
+            and _evicted(d)
             and isinstance(old, int)
             and isinstance(capacity, int)
             and isinstance(used, int)
@@ -609,7 +632,7 @@ def weight_cache_reading(d: Difference) -> str | None:
                 f"{old} are released ({used} - {old} + {size} <= {capacity}): release the old "
                 "entry before the eviction loop; does yours still count it while evicting?",
             )
-        if len(mine) < len(theirs):
+        if len(mine) < len(theirs) and _evicted(d):
             return EVICTED_MORE.show(
                 d, "yours evicted more than needed: stop evicting as soon as the new entry fits"
             )
