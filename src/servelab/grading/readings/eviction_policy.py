@@ -17,7 +17,7 @@ from servelab.grading.readings.difference import (
     other_error,
     read_on_one_side,
 )
-from servelab.grading.readings.eviction_policy_hand import hand_passed
+from servelab.grading.readings.eviction_policy_hand import hand_passed, sweep_start
 from servelab.grading.readings.eviction_policy_heap import front_taken, lfu_kept, stale_taken
 from servelab.grading.readings.eviction_policy_kept import count_resumed, unpin_pushed_stale
 from servelab.grading.readings.eviction_policy_rules import (
@@ -254,30 +254,6 @@ def _lost_pinned_bits(d: Difference) -> list[str]:
     return [k for k in pinned if k in before and k in theirs and k not in mine]
 
 
-def _first_candidate(p: Any, start: int) -> Any:
-    """The first key a sweep from queue index ``start`` would evict (unpinned, unvisited)."""
-    queue, visited, pinned = list(p.queue), dict(p.visited), set(p.pinned)
-    for key in queue[start:] + queue[:start]:
-        if key not in pinned and not visited.get(key):
-            return key
-    return None
-
-
-def _sweep_start(d: Difference, hand: Any, chosen: str) -> str:
-    """Where yours seems to start its sweep, asked: one past the hand, or at the oldest key."""
-    after = d.after()
-    try:
-        i = list(after.queue).index(hand)
-        past, oldest = _first_candidate(after, i + 1), _first_candidate(after, 0)
-    except Exception:
-        return ""
-    if repr(past) == repr(chosen) and repr(oldest) != repr(chosen):
-        return ": does yours start one past it?"
-    if repr(oldest) == repr(chosen) and repr(past) != repr(chosen):
-        return ": does yours start again at the oldest key?"
-    return ""
-
-
 def _sweep_past_hand(d: Difference) -> str | None:
     """Queue, bits and hand as the reference leaves them, yet the next victim yours would
     choose (your eviction order's first) is not the unvisited key under the hand."""
@@ -294,7 +270,7 @@ def _sweep_past_hand(d: Difference) -> str | None:
         f"yours evicted the right key and left every field but the eviction order as the "
         f"reference does, the hand on {hand!r}, yet your next sweep would evict {mine[0]!r}, not "
         f"{hand!r}, the unvisited key under the hand: a sweep starts at the hand, where it stopped "
-        f"last time (the key under it is the next candidate){_sweep_start(d, hand, mine[0])}"
+        f"last time (the key under it is the next candidate){sweep_start(d, hand, mine[0])}"
     )
 
 

@@ -1,6 +1,7 @@
 """Readings of a SIEVE removal under the hand that moved the hand to another key than the
 next newer one: a key further on (one key passed over, proven on a new policy of yours with
-more keys after the hand), or past pinned keys (proven on a copy with them unpinned)."""
+more keys after the hand), or past pinned keys (proven on a copy with them unpinned); and where
+a sweep that chose another victim seems to start (:func:`sweep_start`)."""
 
 from __future__ import annotations
 
@@ -96,3 +97,27 @@ def hand_passed(d: Difference) -> str | None:
         f"{rule[1:]}. Once {key!r} is deleted from the queue, {nxt!r} stands at the index "
         f"{key!r} had: does yours read the key after that index once {key!r} is gone?",
     )
+
+
+def _first_candidate(p: Any, start: int) -> Any:
+    """The first key a sweep from queue index ``start`` would evict (unpinned, unvisited)."""
+    queue, visited, pinned = list(p.queue), dict(p.visited), set(p.pinned)
+    for key in queue[start:] + queue[:start]:
+        if key not in pinned and not visited.get(key):
+            return key
+    return None
+
+
+def sweep_start(d: Difference, hand: Any, chosen: str) -> str:
+    """Where yours seems to start its sweep, asked: one past the hand, or at the oldest key."""
+    after = d.after()
+    try:
+        i = list(after.queue).index(hand)
+        past, oldest = _first_candidate(after, i + 1), _first_candidate(after, 0)
+    except Exception:
+        return ""
+    if repr(past) == repr(chosen) and repr(oldest) != repr(chosen):
+        return ": does yours start one past it?"
+    if repr(oldest) == repr(chosen) and repr(past) != repr(chosen):
+        return ": does yours start again at the oldest key?"
+    return ""
