@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
+from servelab.grading.faulty_line import Observe, faulty_line
 from servelab.grading.localise import Divergence, Localisation
 from servelab.grading.observe import Unreadable, changes, shown
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
@@ -85,8 +86,10 @@ def _without(fields: dict[str, Any], keys: set[str]) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if k not in keys}
 
 
-def where_lines(place: Localisation) -> tuple[str, ...]:
-    """The report's lines for a localisation: the first after "where:", the rest under it."""
+def where_lines(place: Localisation, fields: Observe | None = None) -> tuple[str, ...]:
+    """The report's lines for a localisation: the first after "where:", the rest under it;
+    with the topic's ``fields``, the line of the learner's method that made the difference
+    (:mod:`servelab.grading.faulty_line`), where it is known for certain."""
     if place.note:
         return (place.note,)
     if not place.methods:
@@ -114,10 +117,12 @@ def where_lines(place: Localisation) -> tuple[str, ...]:
     head = f"the difference starts in your `{d.method}`"
     if also:
         head += " (and needs " + " and ".join(f"`{m}`" for m in also) + " too)"
+    line = faulty_line(place.divergence, fields)
     return (
         head,
         f"called as {d.call}, on: {shown(_worth_showing(d.before))}",
         f"yours {d.mine[0]}; {changes(d.before, d.mine[1])}",
         f"the reference {_present(d.theirs[0])}; "
         f"{changes(d.before if d.their_before is None else d.their_before, d.theirs[1])}",
+        *([line] if line is not None else []),
     )
