@@ -18,12 +18,14 @@ from __future__ import annotations
 import ast
 import copy
 import inspect
+import io
 import linecache
 import sys
 import textwrap
 import types
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping
+from contextlib import redirect_stdout
 from typing import Any
 
 from servelab.grading.graft import _classes, _split
@@ -44,6 +46,8 @@ __all__ = ["faulty_line"]
 MAX_LINE = 160
 MAX_VALUE = 40
 MAX_CODE = 90
+#: The most reads of the fields one re-run may take (a long loop is not worth it).
+MAX_READS = 2_000
 
 Observe = Callable[[Any], "dict[str, Any]"]
 
@@ -52,6 +56,8 @@ def faulty_line(d: Divergence | None, fields: Observe | None) -> str | None:
     """``at your line `...`, where a = 1, b = 2`` for the call ``d``; None when the line is
     not known for certain."""
     if d is None or fields is None or d.subject is None or d.impl is None:
+        return None
+    if not d.mine[0].startswith(("returned", "raised")):  # a call that never returned
         return None
     prefix, name = _split(d.method)
     cls = _classes(d.impl).get(prefix)
@@ -104,7 +110,7 @@ def _traced(
         return None
     watch = _Watch(obj, codes, lambda: targets.read(fields, obj, args, kwargs, names))
     try:
-        with line_budget(LINES_PER_CALL):
+        with redirect_stdout(io.StringIO()), line_budget(LINES_PER_CALL):
             watch.outcome = _outcome("returned", watch.run(method, args, kwargs))
     except OutOfLines:
         return None
@@ -135,6 +141,17 @@ def _own_codes(cls: type) -> set[types.CodeType]:
 
 def _function_node(code: types.CodeType) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The method's source as a tree whose line numbers are the file's, or None."""
+    if code not in _TREES:
+        if len(_TREES) > 1_000:
+            _TREES.clear()
+        _TREES[code] = _parsed(code)
+    return _TREES[code]
+
+
+_TREES: dict[types.CodeType, ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
+
+
+def _parsed(code: types.CodeType) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     lines = linecache.getlines(code.co_filename)
     if not lines or code.co_firstlineno > len(lines):
         return None
@@ -242,6 +259,8 @@ _LINES: dict[tuple[types.CodeType, int], _Line] = {}
 def _line(code: types.CodeType, line: int) -> _Line:
     key = (code, line)
     if key not in _LINES:
+        if len(_LINES) > 10_000:
+            _LINES.clear()
         _LINES[key] = _Line(code, line)
     return _LINES[key]
 
@@ -379,6 +398,8 @@ class _Watch:
                 self.returned_at = running if getattr(line, "is_return", False) else None
 
     def _settle(self) -> None:
+        if len(self.steps) >= MAX_READS:
+            raise OutOfLines
         running = self.stack[-1][1] if self.stack else None
         self.steps.append((running, self._observed()))
 
