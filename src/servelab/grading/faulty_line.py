@@ -54,7 +54,14 @@ Observe = Callable[[Any], "dict[str, Any]"]
 
 def faulty_line(d: Divergence | None, fields: Observe | None) -> str | None:
     """``at your line `...`, where a = 1, b = 2`` for the call ``d``; None when the line is
-    not known for certain."""
+    not known for certain (or reading it fails: the report stands without it)."""
+    try:
+        return _faulty_line(d, fields)
+    except Exception:
+        return None
+
+
+def _faulty_line(d: Divergence | None, fields: Observe | None) -> str | None:
     if d is None or fields is None or d.subject is None or d.impl is None:
         return None
     if not d.mine[0].startswith(("returned", "raised")):  # a call that never returned

@@ -1,5 +1,6 @@
 """The report's lines for a localisation: where the difference starts, the call that shows
-it, the state it was called on, and what yours and the reference's did there.
+it, the state it was called on, what yours and the reference's did there, and, where it is
+known for certain, the line of yours that made the difference (:mod:`.faulty_line`).
 
 Apart from :mod:`servelab.grading.localise`, which finds the place: this only words it.
 """
