@@ -19,6 +19,7 @@ import ast
 import copy
 import inspect
 import io
+import itertools
 import linecache
 import sys
 import textwrap
@@ -94,7 +95,7 @@ def _faulty_line(d: Divergence | None, fields: Observe | None) -> str | None:
     if not alike:
         return None
     path = {tuple(state.get(k) for k in alike) for _, (state, _) in theirs.steps}
-    found = targets.line(mine, path, alike)
+    found = targets.line(mine, path, alike, changes_made(theirs, targets.keys))
     return None if found is None else _said(found, top)
 
 
@@ -468,10 +469,17 @@ class _Targets:
             k: (copy.deepcopy(own.get(k)), copy.deepcopy(views.get(k))) for k in self.keys
         }
 
-    def line(self, watch: _Watch, path: set[tuple[Any, ...]], alike: list[str]) -> Step | None:
+    def line(
+        self,
+        watch: _Watch,
+        path: set[tuple[Any, ...]],
+        alike: list[str],
+        theirs: dict[str, set[Hashable]],
+    ) -> Step | None:
         """The first line after which an entry of a differing field crosses to the side it
-        ends on, into a state the reference's call never passes through; None when an entry
-        crosses more than once, or no such line is found."""
+        ends on, into a state the reference's call never passes through, by a change the
+        reference's call never makes; None when an entry crosses more than once, or no
+        such line is found."""
         reads = [(step, seen) for step, seen in watch.steps if seen is not None]
         if not reads:
             return None
@@ -485,11 +493,42 @@ class _Targets:
                 if crossing is None:
                     return None
                 found.append(crossing)
+
         for index in sorted(set(found)):
-            step, (state, _) = reads[index]
-            if tuple(state.get(k) for k in alike) not in path:  # never the reference's
-                return step
+            state = reads[index][1][0]
+            if tuple(state.get(k) for k in alike) in path:  # the reference's call is here too
+                continue
+            moved = [_change(reads[index - 1][1][0].get(k), state.get(k)) for k in self.keys]
+            made = [c for c in moved if c is not None]
+            # a change the reference's call makes as well (`used += size` after an eviction
+            # left out, a count the reference adds too) is not what made the difference
+            if made and all(
+                c in theirs.get(k, ()) for c, k in zip(moved, self.keys, strict=True) if c
+            ):
+                continue
+            return reads[index][0]
         return None
+
+
+def _change(before: Any, after: Any) -> Hashable | None:
+    """How a field's value moved in one line: by how much for a number, else from what to
+    what; None when it did not."""
+    if before == after:
+        return None
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (before, after))
+    return ("by", after - before) if numbers else (before, after)
+
+
+def changes_made(watch: _Watch, keys: list[str]) -> dict[str, set[Hashable]]:
+    """Every change of each field in ``keys`` over a traced call, line by line."""
+    states = [seen[0] for _, seen in watch.steps if seen is not None]
+    made: dict[str, set[Hashable]] = {k: set() for k in keys}
+    for a, b in itertools.pairwise(states):
+        for k in keys:
+            change = _change(a.get(k), b.get(k))
+            if change is not None:
+                made[k].add(change)
+    return made
 
 
 def _crossings(values: list[Any], mine: Any, theirs: Counter[Hashable]) -> list[int | None]:
