@@ -95,7 +95,7 @@ def _faulty_line(d: Divergence | None, fields: Observe | None) -> str | None:
     if not alike:
         return None
     path = {tuple(state.get(k) for k in alike) for _, (state, _) in theirs.steps}
-    found = targets.line(mine, path, alike, changes_made(theirs, targets.keys))
+    found = targets.line(mine, path, alike, theirs)
     return None if found is None else _said(found, top)
 
 
@@ -474,7 +474,7 @@ class _Targets:
         watch: _Watch,
         path: set[tuple[Any, ...]],
         alike: list[str],
-        theirs: dict[str, set[Hashable]],
+        reference: _Watch,
     ) -> Step | None:
         """The first line after which an entry of a differing field crosses to the side it
         ends on, into a state the reference's call never passes through, by a change the
@@ -484,21 +484,27 @@ class _Targets:
         if not reads:
             return None
         found: list[int] = []
+        sources: dict[str, int] = {}
         for key in self.keys:
             source = next((i for i in (0, 1) if reads[-1][1][1][key][i] == self.mine[key]), None)
             if source is None:
                 return None
+            sources[key] = source
             values = [seen[1][key][source] for _, seen in reads]
             for crossing in _crossings(values, self.mine[key], self.theirs[key]):
                 if crossing is None:
                     return None
                 found.append(crossing)
 
+        theirs = _changes_made(reference, sources)
         for index in sorted(set(found)):
             state = reads[index][1][0]
             if tuple(state.get(k) for k in alike) in path:  # the reference's call is here too
                 continue
-            moved = [_change(reads[index - 1][1][0].get(k), state.get(k)) for k in self.keys]
+            moved = [
+                _change(*(_read(reads[i], k, sources) for i in (index - 1, index)))
+                for k in self.keys
+            ]
             made = [c for c in moved if c is not None]
             # a change the reference's call makes as well (`used += size` after an eviction
             # left out, a count the reference adds too) is not what made the difference
@@ -519,13 +525,18 @@ def _change(before: Any, after: Any) -> Hashable | None:
     return ("by", after - before) if numbers else (before, after)
 
 
-def changes_made(watch: _Watch, keys: list[str]) -> dict[str, set[Hashable]]:
-    """Every change of each field in ``keys`` over a traced call, line by line."""
-    states = [seen[0] for _, seen in watch.steps if seen is not None]
-    made: dict[str, set[Hashable]] = {k: set() for k in keys}
-    for a, b in itertools.pairwise(states):
-        for k in keys:
-            change = _change(a.get(k), b.get(k))
+def _read(read: tuple[Step | None, Any], key: str, sources: dict[str, int]) -> Hashable:
+    return frozen(read[1][1][key][sources[key]])
+
+
+def _changes_made(watch: _Watch, sources: dict[str, int]) -> dict[str, set[Hashable]]:
+    """Every change of each differing field over a traced call, line by line, read as the
+    learner's call is read (``sources``: by the object's fields or by an argument)."""
+    reads = [read for read in watch.steps if read[1] is not None]
+    made: dict[str, set[Hashable]] = {k: set() for k in sources}
+    for a, b in itertools.pairwise(reads):
+        for k in sources:
+            change = _change(_read(a, k, sources), _read(b, k, sources))
             if change is not None:
                 made[k].add(change)
     return made
