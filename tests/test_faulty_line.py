@@ -209,15 +209,19 @@ def test_the_trace_function_in_place_is_put_back() -> None:
 
 
 def test_a_change_the_reference_makes_too_is_not_the_line() -> None:
-    """`used += size` after an eviction left out, or an eviction counted once more before the
-    count the reference makes too: the line where the number goes wrong is not the slip."""
+    """`used += size` after an eviction left out, an eviction counted once more before the
+    count the reference makes too, a block taken from the wrong victim: the line where the
+    number goes wrong is not the slip."""
     from unlisted.offload_limits import PutKeepsVictimBytes
+    from unlisted.scheduler import VictimHoldsTheMostTokens
     from unlisted.weights import EvictionCountedTwiceForOldest, EvictKeepsLast
 
     for topic, impl, step in (
         ("weight-cache", EvictKeepsLast, 2),
         ("weight-cache", EvictionCountedTwiceForOldest, 5),
         ("kv-offload", PutKeepsVictimBytes, 2),
+        # a victim chosen wrongly: the retried append that takes its block is not the slip
+        ("scheduler", VictimHoldsTheMostTokens, 3),
     ):
         text = report(topic, impl, step)
         assert "where: the difference starts in your" in text, text

@@ -497,6 +497,10 @@ class _Targets:
                 found.append(crossing)
 
         theirs = _changes_made(reference, sources)
+        seen: dict[str, set[Hashable]] = {k: set() for k in alike}
+        for _, (state, _) in reference.steps:
+            for k in alike:
+                seen[k].add(state.get(k))
         for index in sorted(set(found)):
             state = reads[index][1][0]
             if tuple(state.get(k) for k in alike) in path:  # the reference's call is here too
@@ -512,6 +516,13 @@ class _Targets:
                 c in theirs.get(k, ()) for c, k in zip(moved, self.keys, strict=True) if c
             ):
                 continue
+            # each field just before the line read as the reference's call has it at some
+            # point (in whatever order its lines run): else the state had left the reference's
+            # path already, by a line that moved no differing entry (a victim chosen wrongly,
+            # whose freed block a later correct line takes), and this line is not the slip
+            before = reads[index - 1][1][0]
+            if any(before.get(k) not in seen.get(k, ()) for k in alike):
+                return None
             return reads[index][0]
         return None
 
