@@ -8,6 +8,12 @@ line the observed fields are read again, and the line after which a differing en
 enters (or leaves) a field, as it stays at the end of the call, is the one shown; for a
 call whose state agrees and whose result does not, the ``return`` line that returned it.
 
+The reference's method is run the same way on another copy, every line on that object read:
+a line is shown only where it takes the state somewhere the reference's call never goes, by
+a change the reference's call never makes, from a state whose every field the reference's
+call passes through too. So a correct line that a slip earlier or a line left out makes
+wrong (``used += size`` after an eviction left out) shows nothing.
+
 A fact, never a guess: nothing is shown when the source cannot be read (a class built by
 ``exec``), when the re-run does not end as the call did, when no line or more than one
 crossing creates an entry's difference, or when the difference is one of order alone.
