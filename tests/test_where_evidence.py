@@ -92,10 +92,14 @@ def test_what_a_call_puts_into_out_is_compared_and_shown() -> None:
     )
     finding = HOOKS["scheduler"].explain(program, PrefillOneShort, 1)
     assert finding.methods == ("admit",), finding.where
-    _, called, yours, theirs = finding.where
+    _, called, yours, theirs, line = finding.where
     assert "sched.admit(out)" in called
     assert "out.prefills [] ->" in yours and "out.prefills [] ->" in theirs, (yours, theirs)
     assert "num_tokens=4" in yours and "num_tokens=5" in theirs, (yours, theirs)
+    # the learner's line that wrote the short prefills into `out`
+    assert line == (
+        "at your line `out.prefills[:] = [Prefill(p.seq, p.num_tokens - 1) for p in out.prefills]`"
+    )
 
 
 class AdmitOnceWhileEmpty(checkpoint("scheduler", 1)):  # type: ignore[misc]

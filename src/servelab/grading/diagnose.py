@@ -270,7 +270,7 @@ class Diagnoser:
         def at_place(m: Mistake) -> bool:
             return bool(methods & changed_methods(m.impl, correct))
 
-        where = where_lines(place)
+        where = where_lines(place, self.skeleton.fields)
         if (
             len(strict) == 1
             and methods
@@ -472,7 +472,8 @@ def located(topic: str, code: str, impl: Any, step: int | None = None) -> Findin
     if hook is None or not code:
         return Finding()
     place = hook.localised(code, impl, step)
-    return Finding(None, where_lines(place), False, place.methods, divergence=place.divergence)
+    where = where_lines(place, hook.skeleton.fields)
+    return Finding(None, where, False, place.methods, divergence=place.divergence)
 
 
 #: Errors that say the code itself slipped (a typo, a call with the wrong arguments, a

@@ -1,5 +1,6 @@
 """The report's lines for a localisation: where the difference starts, the call that shows
-it, the state it was called on, and what yours and the reference's did there.
+it, the state it was called on, what yours and the reference's did there, and, where it is
+known for certain, the line of yours that made the difference (:mod:`.faulty_line`).
 
 Apart from :mod:`servelab.grading.localise`, which finds the place: this only words it.
 """
@@ -12,6 +13,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
+from servelab.grading.faulty_line import Observe, faulty_line
 from servelab.grading.localise import Divergence, Localisation
 from servelab.grading.observe import Unreadable, changes, shown
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
@@ -85,8 +87,10 @@ def _without(fields: dict[str, Any], keys: set[str]) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if k not in keys}
 
 
-def where_lines(place: Localisation) -> tuple[str, ...]:
-    """The report's lines for a localisation: the first after "where:", the rest under it."""
+def where_lines(place: Localisation, fields: Observe | None = None) -> tuple[str, ...]:
+    """The report's lines for a localisation: the first after "where:", the rest under it;
+    with the topic's ``fields``, the line of the learner's method that made the difference
+    (:mod:`servelab.grading.faulty_line`), where it is known for certain."""
     if place.note:
         return (place.note,)
     if not place.methods:
@@ -114,10 +118,12 @@ def where_lines(place: Localisation) -> tuple[str, ...]:
     head = f"the difference starts in your `{d.method}`"
     if also:
         head += " (and needs " + " and ".join(f"`{m}`" for m in also) + " too)"
+    line = faulty_line(place.divergence, fields)
     return (
         head,
         f"called as {d.call}, on: {shown(_worth_showing(d.before))}",
         f"yours {d.mine[0]}; {changes(d.before, d.mine[1])}",
         f"the reference {_present(d.theirs[0])}; "
         f"{changes(d.before if d.their_before is None else d.their_before, d.theirs[1])}",
+        *([line] if line is not None else []),
     )
