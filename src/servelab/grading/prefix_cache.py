@@ -29,7 +29,10 @@ from servelab.grading.prefix_cache_hints import (
     stored_tokens,
 )
 from servelab.grading.prefix_cache_order import (
+    cached_since_asked,
     decode_names_the_copy,
+    decode_one_token_blocks,
+    lookup_sees_registers,
     plain_free_at_the_right_end,
     plain_free_from_the_left_end,
     refused_keeps_nothing,
@@ -589,6 +592,11 @@ TOPIC = Topic(
                     "verify",
                     _skeleton_or(_verified_in_a_chain, _no_public_equivalent),
                 ),
+                _probe(
+                    "a lookup finds what was cached since the last one",
+                    "lookup-now",
+                    _skeleton_or(lookup_sees_registers, cached_since_asked),
+                ),
             ],
             MachineCheck(
                 "chain / register / lookup vs the model",
@@ -634,6 +642,11 @@ TOPIC = Topic(
                     "a decode that fills a copy names the copy",
                     "decode-fill",
                     lambda impl: decode_names_the_copy(Script.graded(REPLAY, impl, HINTS)),
+                ),
+                _probe(
+                    "a one-token block is named over its parent",
+                    "decode-fill",
+                    decode_one_token_blocks,
                 ),
             ],
             MachineCheck(

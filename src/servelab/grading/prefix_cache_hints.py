@@ -32,6 +32,12 @@ HINTS: dict[str, Hint] = {
         "the block's tokens (a hash can collide)",
         About(("_lookup",)),
     ),
+    "lookup-now": Hint(
+        "`_lookup` reads map as it is at the call: a block `_register` cached since an "
+        "earlier lookup (now in map, findable by its hash) is found by the next one; keep no "
+        "answer between calls",
+        About(("_lookup",)),
+    ),
     "lookup-reads": Hint(
         "a lookup only reads: _lookup returns the hits and changes no map entry, hash or "
         "stored tokens; a block whose tokens do not match stays cached for the prompt it holds",

@@ -1,10 +1,17 @@
 """Prefix-cache probes for slips only a rare program shows: a lookup past a hit that failed
-verification, a decode that names the block it copied from, a plain free block put back at
-or taken from the wrong end. Apart from :mod:`servelab.grading.prefix_cache` to keep it short."""
+verification, a lookup that keeps an answer from before a register, a decode that names the
+block it copied from or (blocks of one token) a block over the wrong parent, a plain free
+block put back at or taken from the wrong end. Apart from :mod:`servelab.grading.prefix_cache`
+to keep it short."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from servelab.grading._script import Script
+from servelab.grading.prefix_cache_hints import HINTS, decode_misnamed
+from servelab.grading.prefix_cache_replay import REPLAY
+from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 
 def unverified_hit_ends_lookup(s: Script) -> None:
@@ -89,4 +96,84 @@ def refused_keeps_nothing(s: Script) -> None:
             f"sequences {kept}: sequence 1 was refused, so nothing of it is kept",
             hint="a refused allocate changes nothing: test the room before recording the "
             "sequence's tokens, claiming hits or taking blocks",
+        )
+
+
+def lookup_sees_registers(impl: Any) -> None:
+    """A lookup reads ``map`` as it is at the call: a block cached since an earlier lookup of
+    the same prompt is found by the next one. Where it is not, the same calls are run on a
+    fresh object without the earlier lookups: if that one finds it, the earlier lookup is what
+    changed the answer."""
+    s = Script.graded(REPLAY, impl, HINTS)
+    s("bm = PrefixBlockManager(8, 2)")
+    s("chain = bm._chain([1, 2, 3, 4, 5])")
+    said = [s("bm._lookup([1, 2, 3, 4, 5])")]
+    s.check(list(said[0]) == [], f"bm._lookup([1, 2, 3, 4, 5]) returned {said[0]!r}; expected []")
+    for i in range(2):
+        s(f"bm._register({i}, *chain[{i}])")
+        got = s("bm._lookup([1, 2, 3, 4, 5])")
+        if list(got) != list(range(i + 1)):
+            raise s.fail(
+                f"bm._lookup([1, 2, 3, 4, 5]) returned {got!r}; expected {list(range(i + 1))}: "
+                f"bm._register({i}, *chain[{i}]) made block {i} cached (in map, findable by its "
+                f"hash), so the lookup after it finds it{_kept_answer(s.ns['bm'], i, got, said)}"
+            )
+        said.append(got)
+
+
+def _kept_answer(bm: Any, i: int, got: Any, said: list[Any]) -> str:
+    """Where yours repeats an answer it gave before block ``i`` was cached, and a fresh object
+    given the same registers and no lookup finds the block: that, as a sentence; else ""."""
+    if all(list(got) != list(old) for old in said):
+        return ""
+    try:
+        with line_budget(LINES_PER_CALL):
+            fresh = type(bm)(8, 2)
+            chain = fresh._chain([1, 2, 3, 4, 5])
+            for b in range(i + 1):
+                fresh._register(b, *chain[b])
+            found = list(fresh._lookup([1, 2, 3, 4, 5]))
+    except (Exception, OutOfLines):
+        return ""
+    if found != list(range(i + 1)):
+        return ""
+    return (
+        f". Yours answered {list(got)}, as it did for the same prompt before block {i} was "
+        f"cached; a fresh object given the same `_register` calls and no earlier lookup "
+        f"answers {found}: the earlier lookup changed this one's answer"
+    )
+
+
+def cached_since_asked(impl: Any) -> None:
+    """The same rule through the public calls: a prompt asked about before it was cached is
+    found once it is."""
+    s = Script.graded(REPLAY, impl, HINTS)
+    s("bm = PrefixBlockManager(8, 2)")
+    s("bm.num_cached_tokens([1, 2, 3])")
+    s("bm.allocate(0, [1, 2, 3])")
+    got = s("bm.num_cached_tokens([1, 2, 3])")
+    s.check(
+        got == 2,
+        f"bm.num_cached_tokens([1, 2, 3]) returned {got}, expected 2: allocate(0, [1, 2, 3]) "
+        "cached its full block [1, 2] since the first call, and a lookup reads the cache as it "
+        "is at the call",
+    )
+
+
+def decode_one_token_blocks(impl: Any) -> None:
+    """With blocks of one token, a decode's slot opens a new block and fills it at once: the
+    block is named over its parent, the block before it in the table (the table as it is once
+    the slot is reserved)."""
+    s = Script.graded(REPLAY, impl, HINTS)
+    s("bm = PrefixBlockManager(8, 1)")
+    s("bm.allocate(0, [1, 2, 3])")
+    s("bm.append_slot(0, 4)  # opens a new block and fills it with [4]")
+    hint = decode_misnamed(s.ns["bm"], 0, [1, 2, 3, 4])
+    got = s("bm.allocate(1, [1, 2, 3, 4, 5])")
+    if got != 4:
+        raise s.fail(
+            f"bm.allocate(1, [1, 2, 3, 4, 5]) returned {got}, expected 4: with blocks of one "
+            "token, append_slot(0, 4) opens a block and fills it at once; in the reference it "
+            "is cached as [4] over its parent [3], and all four blocks hit",
+            hint=hint,
         )

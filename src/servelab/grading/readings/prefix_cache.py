@@ -19,6 +19,7 @@ from servelab.grading.readings.difference import (
     call,
 )
 from servelab.grading.readings.prefix_cache_decode import decode_hash_place
+from servelab.grading.readings.prefix_cache_kept import lookup_kept
 from servelab.grading.readings.prefix_cache_names import chain_other_formula, lookup_moved
 from servelab.grading.readings.prefix_cache_returns import (
     cached_by_subtraction,
@@ -647,6 +648,9 @@ def _lookup_reading(d: Difference) -> str | None:
             f"yours hit every block of the prompt ({mine}): the hit stops short of the last "
             "prompt token, which is always recomputed"
         )
+    kept = lookup_kept(d)
+    if kept:
+        return kept
     first_only = verified_first_only(d, _hits(mine) or [], _hits(theirs) or [])
     if len(mine) > len(theirs) and first_only:
         return first_only
