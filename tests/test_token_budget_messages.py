@@ -233,11 +233,18 @@ CASES = {
         ],
         ["take each chunk's num_tokens from the budget once"],
     ),
-    "a chunk of no token, the budget kept": (
+    # the program ends at the step that failed: no drain runs on past it, where a step with
+    # no token appended would schedule a chunk of none (the reference too)
+    "a stale hit, told at the step it ran": (
         HitLookedUpOncePerStep,
         2,
-        ["scheduled with no token", "a scheduled chunk runs at least one token", "your `admit`"],
-        ["take each chunk's num_tokens from the budget once", "computes at most max_num_batched"],
+        ["scheduled: got [(0, 0, 8, True", "(1, 0, 1, False, (8,))", "your `admit`"],
+        [
+            "scheduled with no token",
+            "a scheduled chunk runs at least one token",
+            "take each chunk's num_tokens from the budget once",
+            "computes at most max_num_batched",
+        ],
     ),
     "the victim listed twice": (
         VictimReportedTwice,

@@ -92,6 +92,11 @@ HINTS: dict[str, Hint] = {
         "(allocate token_ids), append_slot per token after",
     ),
     "own-slots": SEPARATE_SLOTS,
+    "preempted-idle": Hint(
+        "a preempted request runs nothing in that step: when the victim is the request whose "
+        "extend failed, it gets no chunk and no computed tokens (the running phase ends there)",
+        About(("schedule_running",), ("out.scheduled", "num_computed_tokens")),
+    ),
     "sample": Hint(
         "a chunk samples exactly when it reaches the end of the request's tokens "
         "(start + n == seq.num_tokens): the last chunk of a prompt samples its first token",
@@ -492,6 +497,7 @@ _ALL = [
     "computed",
     "slots",
     "own-slots",
+    "preempted-idle",
     "sample",
     "kv-slots",
     "model",

@@ -46,6 +46,7 @@ INVARIANTS: dict[str, str] = {
     "computed": "num_computed_tokens advances by exactly the tokens that ran",
     "slots": "a chunk's slots are where its block table puts its positions, distinct in a step",
     "own-slots": "each chunk of a step holds a slots list of its own",
+    "preempted-idle": "a request preempted in a step runs nothing in it",
     "sample": "a chunk samples exactly when it reaches the end of its request's tokens",
     "kv-slots": "a running request holds KV slots for its computed tokens; a waiting one none",
     "model": "the step equals the rules' step (who runs, which tokens, who is preempted)",
@@ -208,6 +209,13 @@ def check_step(
         raise InvariantViolation(
             "fcfs", f"waiting {queue} admitted as {admitted}: first come, first served"
         )
+    gone = {v.seq_id for v in out.preempted}
+    for chunk in out.scheduled:  # before its slots: a victim's chunk has no blocks of its own
+        if chunk.seq.seq_id in gone:
+            raise InvariantViolation(
+                "preempted-idle",
+                f"sequence {chunk.seq.seq_id} was preempted in this step, yet has a chunk in it",
+            )
     size = sched.bm.block_size
     seen: set[int] = set()
     lists: dict[int, int] = {}
@@ -330,6 +338,7 @@ def token_budget_machine(
             self.model = TokenBudgetModel(new_manager(1, 1), 1, 1, 0)
             self.seqs: dict[int, Sequence] = {}
             self.next_id = 0
+            self.failed = False  # a rule or an invariant raised: the program ends there
 
         @initialize(
             num_blocks=pools,
@@ -377,7 +386,18 @@ def token_budget_machine(
                 st.lists(st.integers(min_value=0, max_value=2), min_size=own, max_size=own), "tail"
             )
             prompt = (stem * total)[: total - max_new - own] + tail
-            self._add(prompt, max_new)
+            self._ending(lambda: self._add(prompt, max_new))
+
+        def _ending(self, run: Callable[[], None]) -> None:
+            """Run ``run``; where it raises, mark the program failed (teardown then drains
+            nothing: Hypothesis calls it even after a failure, and steps run past a failure
+            would replace it with one of their own, such as a token the failed step never
+            appended)."""
+            try:
+                run()
+            except BaseException:
+                self.failed = True
+                raise
 
         def _add(self, prompt: list[int], max_new: int) -> None:
             sid = self.next_id
@@ -401,6 +421,9 @@ def token_budget_machine(
 
         @rule()
         def step(self) -> None:
+            self._ending(self._step)
+
+        def _step(self) -> None:
             before = _state(self.sched)
             out = self.do("out = sched.step()", self.sched.step)
             check_step(self.sched, before, out)
@@ -413,6 +436,9 @@ def token_budget_machine(
 
         @invariant()
         def held(self) -> None:
+            self._ending(self._held)
+
+        def _held(self) -> None:
             if self.sched is not None:
                 check_held(self.sched)
                 if self.sched.bm.num_free != self.model.bm.num_free:
@@ -423,14 +449,14 @@ def token_budget_machine(
                     )
 
         def teardown(self) -> None:
-            if self.sched is None:
+            if self.sched is None or self.failed:
                 return
             bound = sum(s.max_len for s in self.seqs.values()) * 4 + 8
             for _ in range(bound):  # drain, still step for step against the model
                 if self.sched.is_idle:
                     break
-                self.step()
-                self.held()
+                self._step()
+                self._held()
             unfinished = [sid for sid, s in self.seqs.items() if not s.is_finished]
             if unfinished:
                 raise InvariantViolation("liveness", f"requests {unfinished} never finished")

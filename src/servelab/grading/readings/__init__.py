@@ -65,6 +65,7 @@ def _difference(
         second=second,
         fields=fields,
         others=others,
+        reference=divergence.reference_class,
     )
 
 

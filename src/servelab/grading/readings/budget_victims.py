@@ -4,13 +4,15 @@ records your calls (kept even where the call ends by raising).
 Each slip is named only where the record shows it: a request preempted earlier in the step
 that ``schedule_running`` later extends again (a walk that still visits it: over a copy of
 running), a request given room twice in one call with a preemption between (a walk that goes
-back over requests already served), a victim left in running, and a ``preempt`` that takes
-the victim off running when ``schedule_running`` has already popped it.
+back over requests already served), a victim left in running, a request that preempted
+itself and still got a chunk, and a ``preempt`` that takes the victim off running when
+``schedule_running`` has already popped it.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 from typing import Any
 
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
@@ -128,3 +130,52 @@ def removed_twice(d: Any) -> str | None:
         "itself). Take it off in one place only: preempt frees its blocks, resets its "
         "computed tokens and queues it"
     )
+
+
+def self_victim_ran(d: Any) -> str | None:
+    """``schedule_running``, run again on a copy, preempted a request right after that
+    request's own extend raised (the victim was the request asking), then still put a chunk
+    of that request in out.scheduled."""
+    if d.method != "schedule_running" or len(d.args) != 2 or not isinstance(d.args[1], int):
+        return None
+    out = BudgetStep()
+    calls: list[tuple[str, Any, int]] = []  # (what, request id, chunks scheduled by then)
+    try:
+        obj = copy.deepcopy(d.subject)
+        extend, preempt = obj.extend, obj.preempt
+
+        def extend_seen(seq: Any, *a: Any) -> Any:
+            sid = getattr(seq, "seq_id", None)
+            try:
+                return extend(seq, *a)
+            except Exception:
+                calls.append(("failed", sid, len(out.scheduled)))
+                raise
+
+        def preempt_seen(victim: Any, *a: Any) -> Any:
+            calls.append(("preempt", getattr(victim, "seq_id", None), len(out.scheduled)))
+            return preempt(victim, *a)
+
+        obj.extend, obj.preempt = extend_seen, preempt_seen
+        with line_budget(LINES_PER_CALL):
+            obj.schedule_running(out, d.args[1])
+    except (Exception, OutOfLines):
+        return None
+    waiting = [getattr(s, "seq_id", None) for s in getattr(obj, "waiting", None) or ()]
+    for (a, sid, _), (b, victim, k) in itertools.pairwise(calls):
+        if a != "failed" or b != "preempt" or victim != sid or sid not in waiting:
+            continue
+        late = [c for c in list(out.scheduled)[k:] if c.seq.seq_id == sid]
+        if not late:
+            continue
+        c = late[0]
+        held = next((o for o in out.scheduled if o is not c and o.slots is c.slots), None)
+        whose = "" if held is None else f", with request {held.seq.seq_id}'s slots list"
+        return (
+            f"yours preempted request {sid} right after its own extend found no free block "
+            "(the victim was the request asking), then still scheduled a chunk for it "
+            f"({c.num_tokens} token(s) from position {c.start}{whose}): a request that "
+            "preempts itself goes back to waiting and runs nothing this step, no chunk and no "
+            "computed tokens (the running phase ends there: return the budget left)"
+        )
+    return None

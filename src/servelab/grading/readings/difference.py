@@ -83,6 +83,10 @@ class Difference:
     """The same method called with other arguments on copies of the state: the values yours
     and the reference return (:func:`~servelab.grading.readings.kinds_offset.other_results`),
     to tell an offset of the method's own from a by-product of one call."""
+    reference: type | None = field(default=None, compare=False, repr=False)
+    """The learner's class with the method taken from the checkpoint
+    (:attr:`~servelab.grading.localise.Divergence.reference_class`): ``subject`` with this
+    class runs the reference's method on a copy, to prove which rule holds at this step."""
     impl: Any = field(default=None, compare=False, repr=False)
     """The learner's class, for a hidden difference (no call, no fields): a reading may replay
     ``program`` on it to find the call the fields do not show."""

@@ -32,7 +32,11 @@ from servelab.grading.readings.budget_reported import (
     hit_not_fresh,
 )
 from servelab.grading.readings.budget_slots import shared_read, slots_call, slots_read
-from servelab.grading.readings.budget_victims import removed_twice, victim_visited
+from servelab.grading.readings.budget_victims import (
+    removed_twice,
+    self_victim_ran,
+    victim_visited,
+)
 from servelab.grading.readings.difference import Difference, call, written_for
 from servelab.grading.readings.scheduler import victim_in_output
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
@@ -537,12 +541,35 @@ def _exact_fit_left_waiting(d: Difference) -> str | None:
         return None
     if same is None or head.seq_id not in _ids(_queue(same[2])):
         return None  # a fresh step admits it at the same budget: the budget is not the cause
+    rule = _admission_rule(d, head, need)
     return (
         f"yours left request {head.seq_id} waiting with {need} tokens to run and exactly "
-        f"{need} of the budget left: a request that needs exactly the budget left fits (admit "
-        "while budget > 0, a chunk of min(tokens to run, budget)); does yours ask for room to "
-        "spare (< where <= belongs)?"
+        f"{need} of the budget left: a request that needs exactly the budget left fits{rule}; "
+        "does yours ask for room to spare (< where <= belongs)?"
     )
+
+
+def _admission_rule(d: Difference, head: Any, need: int) -> str:
+    """The admission rule of this step, as the reference shows it with one token of budget
+    less on a copy: a chunk of what is left (chunked prefill), or the request left waiting
+    (prompts admitted whole); nothing where the reference cannot be run or shows neither."""
+    if d.reference is None or need < 2:
+        return ""
+    try:
+        obj = copy.deepcopy(d.subject)
+        obj.__class__ = d.reference
+        out = BudgetStep()
+        with line_budget(LINES_PER_CALL):
+            obj.admit(out, need - 1)
+    except (Exception, OutOfLines):
+        return ""
+    ran = [c.num_tokens for c in out.scheduled if c.seq.seq_id == head.seq_id]
+    if ran == [need - 1]:
+        return " (admit while budget > 0, a chunk of min(tokens to run, budget))"
+    whole = need == head.num_tokens  # no prefix hit: its tokens to run are all its tokens
+    if whole and not ran and head.seq_id in _ids(_queue(obj)):
+        return " (a prompt is admitted whole while its tokens to run <= the budget left)"
+    return ""
 
 
 def _skipped(d: Difference, chunks: list[Any], returned: Any) -> str | None:
@@ -617,7 +644,10 @@ def token_budget_reading(d: Difference) -> str | None:
         exact = _exact_fit_left_waiting(d)
         if exact is not None:
             return exact
-    found = (kept_partial(d) or victim_visited(d)) if m == "schedule_running" else None
+    if m == "schedule_running":
+        found = kept_partial(d) or victim_visited(d) or self_victim_ran(d)
+    else:
+        found = None
     if found is not None:
         return found
     if m == "schedule_running" and "waiting" in differ:
