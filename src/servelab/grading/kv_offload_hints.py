@@ -124,8 +124,8 @@ HINTS: dict[str, Hint] = {
         About(("DiskTier._write",), ("files",)),
     ),
     "unsynced": Hint(
-        "flush the temporary file and fsync it before os.replace: a rename can reach the disk "
-        "before the bytes it names, and only fsync puts them there",
+        "flush the temporary file and fsync it before os.replace: after a power cut a rename can "
+        "be on the disk without the bytes it names, and only fsync puts them there",
         About(("DiskTier._write",), ("files",)),
     ),
     "release": Hint(

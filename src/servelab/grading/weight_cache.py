@@ -252,7 +252,8 @@ def _pin_returns_count(impl: Any) -> None:
         got = call("a")
         if got != want:
             name = "pin" if call == s.pin else "unpin"
-            raise s.fail(f"cache.{name}('a') returned {got!r}, expected {want} (the pin count now)")
+            message = f"cache.{name}('a') returned {got!r}, expected {want} (the pin count now)"
+            raise Script.fail(s, message)  # the program ends in the call whose answer is wrong
 
 
 # --- step 4: the two errors and exception safety ----------------------------------------

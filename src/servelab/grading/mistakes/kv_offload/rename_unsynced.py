@@ -3,8 +3,11 @@ survives a kill but not a power cut, which may keep the rename and lose the byte
 
 from servelab.grading.mistakes.kv_offload import Correct
 
-HINT = "fsync"
-LIKE = "renames the temporary file over the chunk's name before an fsync put its bytes on disk"
+HINT = "power cut"
+LIKE = (
+    "renames the temporary file over the chunk's name before an fsync put its bytes on disk, "
+    "so a power cut can keep the rename and lose the bytes"
+)
 
 
 class BuggyDisk(Correct["DiskTier"]):
