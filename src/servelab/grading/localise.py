@@ -6,11 +6,8 @@ hybrids: the learner's class with one (then two) of those methods taken from the
 the smallest set whose replacement makes the program agree is where the mistake lives. Then
 every call into that method, in a replay on the learner's class, is repeated on a copy by the
 checkpoint's method: the first whose result or state change differs is the one to show.
-
-The hybrids themselves are built by :mod:`servelab.grading.graft`.
-
-Everything here is bounded by counts (lines executed, programs replayed), never by seconds, so
-the same failure gets the same answer on any machine.
+The hybrids are built by :mod:`servelab.grading.graft`. Everything here is bounded by counts
+(lines executed, programs replayed), never by seconds: the same failure, the same answer.
 """
 
 from __future__ import annotations
@@ -33,13 +30,7 @@ from servelab.grading.graft import (
     skeleton_methods,
 )
 from servelab.grading.observe import Unreadable
-from servelab.grading.replay import (
-    ACTIVE_BUDGETS,
-    OBSERVING,
-    Lines,
-    OutOfLines,
-    line_budget,
-)
+from servelab.grading.replay import ACTIVE_BUDGETS, OBSERVING, Lines, OutOfLines, line_budget
 
 __all__ = [
     "Divergence",
@@ -289,11 +280,12 @@ class _Spy:
         self.calls = 0  # outermost calls seen, the diverging one included
         self.aside = 0  # lines spent on the checkpoint's copies, not on the program
         self.found: Divergence | None = None
+        self.spoiled = False  # the reference's run on a copy changed the learner's object
 
     def __call__(
         self, obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any], original: Callable[..., Any]
     ) -> Any:
-        if self.depth or self.found is not None or OBSERVING[0]:
+        if self.depth or self.found is not None or self.spoiled or OBSERVING[0]:
             return original(obj, *args, **kwargs)
         self.calls += 1
         self.depth += 1
@@ -334,7 +326,11 @@ class _Spy:
             theirs = ("raised", exc)
         their_fields = {**self._fields(clone), **_out_fields(cargs, ckwargs)}
         their_args = _plain_args(cargs, ckwargs)
+        # a function the copy shares changed the learner's object: the runs start apart
+        self.spoiled = {**self._fields(obj), **_out_fields(args, kwargs)} != before
         self.aside += clock.spent - started
+        if self.spoiled:
+            return original(obj, *args, **kwargs)
         try:
             mine: tuple[str, Any] = ("returned", original(obj, *args, **kwargs))
             error: BaseException | None = None

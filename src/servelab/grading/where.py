@@ -32,11 +32,24 @@ def place_hint(place: Localisation) -> str | None:
     argument = _argument_changed(d) if d.mine == d.theirs else None
     if argument is not None:
         what = argument
+    elif _raised_on_yours(d):
+        what = (
+            f"the reference's `{d.method}`, run on a copy of your state, "
+            f"{_present(d.theirs[0])} where yours {d.mine[0]}: compare what your methods "
+            "keep with what the reference's keep"
+        )
     elif d.mine[1] == d.theirs[1] or unchanged:
         what = "its result differs from the reference's"
     else:
         what = "it changes the state differently from the reference's"
     return f"start at your `{d.method}`: on the call under where:, {what}"
+
+
+def _raised_on_yours(d: Divergence) -> bool:
+    """The reference's side of a call always runs on a copy of the learner's state: where it
+    raises and the learner's does not, the raise is the reference's method meeting that
+    state, not something the reference does on its own."""
+    return d.theirs[0].startswith("raised") and not d.mine[0].startswith("raised")
 
 
 def _argument_changed(d: Divergence) -> str | None:
@@ -123,7 +136,12 @@ def where_lines(place: Localisation, fields: Observe | None = None) -> tuple[str
         head,
         f"called as {d.call}, on: {shown(_worth_showing(d.before))}",
         f"yours {d.mine[0]}; {changes(d.before, d.mine[1])}",
-        f"the reference {_present(d.theirs[0])}; "
+        (
+            f"the reference's `{d.method}`, run on a copy of your state, "
+            if _raised_on_yours(d)
+            else "the reference "
+        )
+        + f"{_present(d.theirs[0])}; "
         f"{changes(d.before if d.their_before is None else d.their_before, d.theirs[1])}",
         *([line] if line is not None else []),
     )

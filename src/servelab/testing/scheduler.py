@@ -192,6 +192,26 @@ def compare_step(
                 "tokens but is still " + ("running" if sid in running else "holding blocks"),
             )
     early = [sid for sid in _ids(out.finished) if sid not in want.finished]
+    # a sequence the model retired in an earlier step: listed again, not retired early
+    again = [
+        sid
+        for sid in early
+        if sid in model.tokens
+        and model.finished(sid)
+        and sid not in model.running
+        and sid not in model.waiting
+    ]
+    if again:
+        made = ", ".join(
+            f"{sid}: {model.tokens[sid] - model.prompt[sid]} of {model.max_new[sid]}"
+            for sid in again
+        )
+        raise InvariantViolation(
+            "finished-freed",
+            f"`{code}` listed {again} in out.finished, retired in an earlier step ({made} "
+            f"generated); out.finished lists only the sequences this step retires, expected "
+            f"{want.finished}",
+        )
     if early:
         made = ", ".join(
             f"{sid}: {model.tokens[sid] - model.prompt[sid]} of {model.max_new[sid]}"
