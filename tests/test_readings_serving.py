@@ -35,7 +35,7 @@ SHOWN = {
     "lookup says tier 0": ("index of the tier it pinned it in", "never added"),
     "recompute at one FLOP per parameter": ("weights term counted half", "K and V"),
     "load over the disk link": ("over the 'disk' link", "K and V"),
-    "decode restarts after preempting": ("decoded sequence 1 2 times", "counted twice"),
+    "decode restarts after preempting": ("2 times in one step", "counted twice"),
     "admit reserves the future": ("asks about prompt + max_new_tokens", "written for"),
     "admit puts newcomers first": ("admit puts each sequence it admits at the back", "reverse"),
     "worth loading over the host link": ("as a load from the 'cpu' tier would", "the work is"),
