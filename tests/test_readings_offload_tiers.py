@@ -83,7 +83,7 @@ def test_bytes_off_by_a_varying_amount_are_not_said_constant() -> None:
 def test_a_resident_put_that_changed_its_bytes_is_said_to_be_no_update() -> None:
     text = _text(PutAgainUpdates, 2)
     assert "whose key it already holds" in text
-    assert "Yours also changed `used` from 100 to 101 for a key it holds" in text
+    assert "Yours also changed `used` from 10 to 101 for a key it holds" in text
 
 
 def test_a_resident_put_that_changed_nothing_is_not_said_to_change_bytes() -> None:
