@@ -97,7 +97,8 @@ def test_a_victim_chosen_while_the_free_bytes_hold_the_chunk_is_told_so() -> Non
     assert "ignoring the free bytes" not in hint, hint
 
 
-def test_a_choice_made_where_the_free_bytes_fall_short_says_nothing_of_them() -> None:
+def test_one_victim_too_many_is_told_the_free_bytes_only_where_they_hold_the_chunk() -> None:
+    # caught first where the free bytes hold the chunk exactly (need 0): there it is so
     hint = _hint(_OneVictimTooMany)
-    assert "which already hold it" not in hint, hint
-    assert "need = size - free" not in hint, hint
+    assert "40 of the tier's 100 bytes free, which already hold it" in hint, hint
+    assert "need = size - free, here 40 - 40 = 0" in hint, hint

@@ -497,7 +497,6 @@ _ALL = [
     "computed",
     "slots",
     "own-slots",
-    "preempted-idle",
     "sample",
     "kv-slots",
     "model",
@@ -626,7 +625,7 @@ TOPIC = Topic(
             machine=_machine(
                 3,
                 "state machine: add and step under memory pressure",
-                [*_ALL, "no-leak", "liveness"],
+                [*_ALL, "preempted-idle", "no-leak", "liveness"],
                 80,
                 30,
             ),

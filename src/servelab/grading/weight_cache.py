@@ -245,9 +245,12 @@ def _unpin_releases(impl: Any) -> None:
 
 
 def _pin_returns_count(impl: Any) -> None:
-    """Two pins and two unpins of one entry: each returns the pin count it leaves."""
+    """Two pins and two unpins of one entry, another pinned beside it: each returns the pin
+    count of its own key (a count of the keys pinned, or of every pin, reads otherwise)."""
     s = CacheScript(impl, 80)
     s.put("a", 40)
+    s.put("b", 20)
+    s.pin("b")
     for call, want in ((s.pin, 1), (s.pin, 2), (s.unpin, 1), (s.unpin, 0)):
         got = call("a")
         if got != want:
