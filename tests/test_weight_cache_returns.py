@@ -5,6 +5,7 @@ apart that no reading proves are shown without a cause."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from buggy_impls import failing_report
@@ -81,7 +82,8 @@ def test_a_get_answering_one_constant_key_is_not_said_to_answer_the_key() -> Non
 
 def test_a_pin_answering_the_count_before_it_is_named() -> None:
     said = _hint(_PinReturnsOldCount, 3)
-    assert "the pins 'a' had before this pin" in said
+    # the probe pins a second key beside the first: either key's count is the right name
+    assert re.search(r"the pins '[ab]' had before this pin", said)
     assert "off by one" not in said
 
 

@@ -274,7 +274,9 @@ def returned_other_count(d: Difference) -> str | None:
     """A pin() or unpin() that returned another count than its key's: the number of keys
     pinned, or the pins of every key together, after the call. Said only where exactly one
     of those equals yours here and on the same call for each other resident key that accepts
-    it (run on copies), and the reference's differs from it on one of those calls at least."""
+    it, and on this key once it holds one pin more (run on copies: that call tells a count over
+    the cache from this key's own count before the call, which can coincide with it), and the
+    reference's differs from it on one of those calls at least."""
     if d.method not in ("pin", "unpin") or d.differ or not d.args:
         return None
     key, mine, theirs = d.args[0], d.returned("mine"), d.returned("theirs")
@@ -283,8 +285,9 @@ def returned_other_count(d: Difference) -> str | None:
         return None
     left = {n: f for n, f in _OTHER_COUNTS.items() if repr(f(pins)) == mine}
     others = [k for k in d.before.get("resident", ()) if k != key][:3]
-    # the same call on another key, and on this key once another has one pin more
-    trials = [(None, o) for o in others] + [(o, key) for o in others]
+    # the same call on another key, on this key once another has one pin more, and on this
+    # key once it has one pin more itself
+    trials = [(None, o) for o in others] + [(o, key) for o in others] + [(key, key)]
     parted = False
     for extra, target in trials:
         try:
