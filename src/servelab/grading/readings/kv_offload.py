@@ -22,6 +22,7 @@ from servelab.grading.readings.kv_offload_reads import (
 from servelab.grading.readings.kv_offload_rules import rule_reading, shown
 from servelab.grading.readings.kv_offload_seconds import SECONDS_READERS
 from servelab.grading.readings.kv_offload_sizes import payload_size
+from servelab.grading.readings.kv_offload_used import used_on_put
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
 # what each reading explains (a tier's ``cpu.pins`` counts as ``pins``); a direction or a value
@@ -125,7 +126,7 @@ def _put(d: Difference) -> str | None:
             f"yours evicted {gone_mine} where {gone_theirs} made room: evict in policy order "
             "only until the chunk fits, and no more"
         )
-    return None
+    return used_on_put(d)
 
 
 def _free(d: Difference) -> int | None:
