@@ -16,6 +16,7 @@ from servelab.grading.readings.difference import (
     call,
     failed_call,
 )
+from servelab.grading.readings.stale_list import stale_holder
 from servelab.grading.readings.weight_cache_pins import (
     pinned_hit_uncounted,
     zero_pin_kept,
@@ -149,7 +150,8 @@ def _weight_cache_victim(d: Difference) -> str | None:
             f"entry is pinned{go_on}. {rule[0].upper()}{rule[1:]}"
         )
     if chosen is None:
-        return None
+        stale = stale_holder(d.subject, mine, resident)
+        return f"{stale}. {rule[0].upper()}{rule[1:]}" if stale else None
     if chosen in pins:
         return f"yours chose {mine}, a pinned entry: skip pinned entries; {rule}"
     zero = zero_pin_kept(d, skipped) if skipped is not None else None
