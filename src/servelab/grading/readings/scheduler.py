@@ -34,6 +34,7 @@ from servelab.grading.readings.scheduler_rules import (
     retires_at_a_later_step,
     watermark_twice,
 )
+from servelab.grading.readings.scheduler_sized import sized_with_generated
 from servelab.grading.readings.scheduler_stale import free_read_once, kept_from_before
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 from servelab.kv.scheduler import Sequence
@@ -646,6 +647,7 @@ def _first_for_decode(d: Difference) -> str | None:
 
 
 _FIRST = {
+    "add": sized_with_generated,
     "admit": admits_newest_first,
     "decode": _first_for_decode,
     "retire": _finished_order,
