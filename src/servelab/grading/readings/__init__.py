@@ -37,6 +37,7 @@ from servelab.grading.readings.difference import (
     returned_none,
     unreadable,
 )
+from servelab.grading.readings.kept_answer import kept_answer
 from servelab.grading.readings.kinds import kind_reading
 from servelab.testing.aliasing import returned_own
 
@@ -101,7 +102,7 @@ def reading(
             return said
     d = _difference(divergence, program)
     try:
-        return returned_none(d) or reader(d)
+        return returned_none(d) or kept_answer(d) or reader(d)
     except Exception:  # a learner's object read in an unexpected shape: no reading
         return None
 
