@@ -24,6 +24,7 @@ from servelab.grading.readings.budget_kept import (
     victims_replaced,
 )
 from servelab.grading.readings.budget_one_call import one_per_call
+from servelab.grading.readings.budget_one_each import one_token_each
 from servelab.grading.readings.budget_partial import kept_partial
 from servelab.grading.readings.budget_reported import (
     as_done,
@@ -677,7 +678,8 @@ def token_budget_reading(d: Difference) -> str | None:
         )
     if found is None and m == "schedule_running":
         found = (
-            _overspent(d, whole)
+            one_token_each(d, chunks)
+            or _overspent(d, whole)
             or _budget_returned(d, chunks, returned)
             or _skipped(d, chunks, returned)
         )
