@@ -12,6 +12,7 @@ from servelab.grading.readings.difference import (
     failed_call,
     written_for,
 )
+from servelab.grading.readings.kv_offload_dropped import dropped_at_one
 from servelab.grading.readings.kv_offload_free import free_holds_chunk
 from servelab.grading.readings.kv_offload_reads import (
     held_size_asked,
@@ -513,6 +514,8 @@ _READERS = {
     "_choose_victims": _victims,
     "can_evict": _can_evict,
     "pin": _pin,
+    "unpin": dropped_at_one,
+    "unref": dropped_at_one,
     "held_bytes": _held,
     "_payload_size": payload_size,
 }
