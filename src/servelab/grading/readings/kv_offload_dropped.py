@@ -39,7 +39,7 @@ def dropped_at_one(d: Difference) -> str | None:
     field, more, noun = _FIELD[d.method]
     key = d.args[0]
     had, mine, theirs = (x.get(field) for x in (d.before, d.mine, d.theirs))
-    if not all(isinstance(x, dict) for x in (had, mine, theirs)):
+    if not (isinstance(had, dict) and isinstance(mine, dict) and isinstance(theirs, dict)):
         return None
     if key in mine or theirs.get(key) != 1 or had.get(key) != 2:
         return None

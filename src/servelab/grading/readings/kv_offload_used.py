@@ -5,7 +5,7 @@ the victims' bytes taken off and the stored chunk's size never added (a victim's
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, TypeGuard
 
 from servelab.grading.readings.difference import Difference
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
@@ -13,7 +13,7 @@ from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 __all__ = ["used_on_put"]
 
 
-def _int(value: Any) -> bool:
+def _int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -25,7 +25,7 @@ def used_on_put(d: Difference) -> str | None:
     size = len(d.args[1]) if isinstance(d.args[1], bytes | bytearray) else None
     before, mine, theirs = (x.get("used") for x in (d.before, d.mine, d.theirs))
     keys_before, keys_after = d.before.get("keys"), d.theirs.get("keys")
-    if size is None or not all(_int(n) for n in (before, mine, theirs)):
+    if size is None or not (_int(before) and _int(mine) and _int(theirs)):
         return None
     if not isinstance(keys_before, list) or not isinstance(keys_after, list):
         return None

@@ -30,7 +30,9 @@ def sized_with_generated(d: Difference) -> str | None:
     counts ``num_tokens + max_new_tokens`` is said only where that size predicts every answer."""
     if d.method != "add" or not d.error("mine").startswith("RequestTooLarge") or d.they_raised:
         return None
-    seq = d.args[0] if d.args else None
+    if not d.args:
+        return None
+    seq: Any = d.args[0]
     try:
         prompt, most = int(seq.prompt_len), int(seq.max_new_tokens)
         generated = len(seq.token_ids) - prompt
