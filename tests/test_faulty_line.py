@@ -10,9 +10,12 @@ runs under puts back whatever trace function was there.
 
 from __future__ import annotations
 
+import linecache
+import os
 import sys
 from typing import Any
 
+import servelab.grading.faulty_line as faulty
 from servelab import checkpoint
 from servelab.grading import GradeFailure, grade
 from servelab.kv.blocks import OutOfBlocks
@@ -21,6 +24,7 @@ from servelab.kv.scheduler import Prefill
 SCHEDULER = checkpoint("scheduler", 3)
 CACHE = checkpoint("weight-cache", 5)
 TIER = checkpoint("kv-offload", 2)
+HIERARCHY = checkpoint("kv-offload", 4)
 BUDGET = checkpoint("token-budget", 3)
 
 
@@ -35,6 +39,21 @@ class AdmitReadsFreeOnce(SCHEDULER):  # type: ignore[misc,valid-type]
             if free - self.blocks_needed(n) < self.watermark:
                 break
             self.waiting.popleft()
+            self.bm.allocate(seq.seq_id, n)
+            self.running.append(seq)
+            out.prefills.append(Prefill(seq, n))
+
+
+class AdmitPopsWithStaleFree(SCHEDULER):  # type: ignore[misc,valid-type]
+    """The stale count of `AdmitReadsFreeOnce`, with the request taken by `seq = popleft()`."""
+
+    def admit(self, out: Any) -> None:
+        free = self.bm.num_free
+        while self.waiting:
+            n = self.waiting[0].num_tokens
+            if free - self.blocks_needed(n) < self.watermark:
+                break
+            seq = self.waiting.popleft()
             self.bm.allocate(seq.seq_id, n)
             self.running.append(seq)
             out.prefills.append(Prefill(seq, n))
@@ -55,8 +74,8 @@ class PutKeepsStaleUsed(CACHE):  # type: ignore[misc,valid-type]
         self._used = used + size
 
 
-class EvictCountsInHelper(CACHE):  # type: ignore[misc,valid-type]
-    """Counts an eviction in a helper of its own, adding the bytes in use, not the victim's."""
+class EvictCountsInAMethodOfItsOwn(CACHE):  # type: ignore[misc,valid-type]
+    """Counts an eviction in a method of its own, adding the bytes in use, not the victim's."""
 
     def _evict(self, key: Any) -> None:
         self._count_eviction()
@@ -75,6 +94,23 @@ class RefReturnsTransfers(TIER):  # type: ignore[misc,valid-type]
         self._resident(key, "ref")
         self._refs[key] = self._refs.get(key, 0) + 1
         return self._refs[key]
+
+
+class WriteEndsWithANewline(HIERARCHY["DiskTier"]):  # type: ignore[misc,valid-type]
+    """Ends each chunk's file with a newline, appended after the rename: a chunk reads back
+    one byte longer."""
+
+    def _write(self, key: Any, payload: bytes) -> Any:
+        final = self.path(key)
+        temporary = final.with_name(final.name + ".tmp")
+        with open(temporary, "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, final)
+        with open(final, "ab") as f:
+            f.write(b"\n")
+        return final
 
 
 class PreemptKeepsComputed(BUDGET):  # type: ignore[misc,valid-type]
@@ -136,13 +172,80 @@ def test_a_stale_count_shows_the_line_and_the_value_it_read() -> None:
     assert block[-1] == "at your line `self.waiting.popleft()`, where free = 8, n = 4"
 
 
+def test_a_name_the_line_assigns_is_not_shown() -> None:
+    """Before `seq = self.waiting.popleft()` runs, `seq` still holds the request of the last
+    round, not the one the line takes."""
+    block = where_block(report("scheduler", AdmitPopsWithStaleFree, 3))
+    assert block[-1] == "at your line `seq = self.waiting.popleft()`, where free = 8, n = 4"
+
+
+def test_a_for_header_shows_no_target_its_body_lines_do() -> None:
+    """Read before the header runs, the target holds the last item; in the body, this one."""
+
+    def admit(self: Any, out: Any) -> None:
+        total = 0
+        for seq in self.waiting:
+            total += seq.num_tokens
+        out.total = total
+
+    code = admit.__code__
+    first = code.co_firstlineno
+    assert faulty._line(code, first + 2).names == ["self"]
+    assert faulty._line(code, first + 3).names == ["seq", "self", "total"]
+    assert faulty._line(code, first + 4).names == ["total", "out"]
+
+
+def test_a_line_in_a_case_is_shown_alone() -> None:
+    def evict(self: Any, key: Any) -> None:
+        match self._entries.get(key):
+            case (size, _) if size > 0:
+                self._used -= size
+            case None:
+                raise KeyError(key)
+
+    code = evict.__code__
+    first = code.co_firstlineno
+    line = faulty._line(code, first + 3)
+    assert (line.text, line.names) == ("self._used -= size", ["key", "self", "size"])
+    line = faulty._line(code, first + 1)
+    assert (line.text, line.names) == ("match self._entries.get(key):", ["key", "self"])
+    assert faulty._line(code, first + 2).text is None
+
+
+def test_a_set_at_any_depth_is_shown_in_sorted_order() -> None:
+    """A set iterates in an order of its own ({8, 1} gives 8 first; a set of words, the order
+    the hash seed picks, which changes from run to run): each set is written sorted."""
+    assert faulty._value({8, 1}) == "{1, 8}"
+    assert faulty._value({"x": {8, 1}}) == "{'x': {1, 8}}"
+    assert faulty._value([({8, 1}, set())]) == "[({1, 8}, set())]"
+
+
+def test_a_read_that_fails_in_the_reference_s_call_is_left_out(monkeypatch: Any) -> None:
+    """A read of the fields that fails midway through the reference's call is left out, as
+    one in the learner's call is: the line still stands on the others."""
+    observed = faulty._Watch._observed
+    counts: dict[int, int] = {}
+
+    def failing_once(watch: Any) -> Any:
+        if watch.codes is None:  # the reference's call: every line on the object
+            counts[id(watch)] = counts.get(id(watch), 0) + 1
+            if counts[id(watch)] == 3:
+                return None
+        return observed(watch)
+
+    monkeypatch.setattr(faulty._Watch, "_observed", failing_once)
+    block = where_block(report("scheduler", AdmitReadsFreeOnce, 3))
+    assert counts
+    assert block[-1] == "at your line `self.waiting.popleft()`, where free = 8, n = 4"
+
+
 def test_a_stale_local_shows_the_assignment_that_wrote_it_back() -> None:
     block = where_block(report("weight-cache", PutKeepsStaleUsed, 5))
     assert block[-1] == "at your line `self._used = used + size`, where used = 30, size = 50"
 
 
-def test_a_line_in_a_helper_of_the_learners_names_the_helper() -> None:
-    block = where_block(report("weight-cache", EvictCountsInHelper, 5))
+def test_a_line_in_another_method_of_the_learners_names_that_method() -> None:
+    block = where_block(report("weight-cache", EvictCountsInAMethodOfItsOwn, 5))
     assert block[0] == "    where: the difference starts in your `_evict`"
     assert block[-1] == "at your line `self.evicted_bytes += self._used` in `_count_eviction`"
 
@@ -151,6 +254,17 @@ def test_a_wrong_return_value_shows_the_return_line() -> None:
     block = where_block(report("kv-offload", RefReturnsTransfers, 2))
     assert block[2] == "yours returned 1; refs {} -> {'a': 1}"
     assert block[-1] == "at your line `return self._refs[key]`, where key = 'a'"
+
+
+def test_a_file_written_in_a_temporary_folder_shows_its_line() -> None:
+    """`_write` returns a path in the tier's own temporary folder, a new one on each copy the
+    call runs again on: the path reads the same where the folder is all that differs."""
+    block = where_block(report("kv-offload", {**HIERARCHY, "DiskTier": WriteEndsWithANewline}, 3))
+    assert block[0] == "    where: the difference starts in your `DiskTier._write`"
+    assert block[2] == (
+        "yours returned PosixPath('<temporary folder>/a.chunk'); files {} -> {'a.chunk': 21}"
+    )
+    assert block[-1] == 'at your line `with open(final, "ab") as f:`'
 
 
 def test_a_class_without_source_shows_no_line() -> None:
@@ -174,6 +288,39 @@ def test_a_class_without_source_shows_no_line() -> None:
     assert block[0] == "    where: the difference starts in your `admit`"
     assert block[-1].startswith("the reference returns None;")
     assert not any("at your line" in line for line in block)
+
+
+def test_a_method_run_again_with_a_new_comment_shows_its_own_text() -> None:
+    """A cell run again whose method differs only in a comment compiles to code that compares
+    equal to the first: its line is still read from its own source."""
+    shown = []
+    for cell, comment in enumerate(("first", "second")):
+        source = (
+            "class AdmitReadsFreeOnce(SCHEDULER):\n"
+            "    def admit(self, out):\n"
+            "        free = self.bm.num_free\n"
+            "        while self.waiting:\n"
+            "            seq = self.waiting[0]\n"
+            "            n = seq.num_tokens\n"
+            "            if free - self.blocks_needed(n) < self.watermark:\n"
+            "                break\n"
+            f"            self.waiting.popleft()  # the {comment} cell\n"
+            "            self.bm.allocate(seq.seq_id, n)\n"
+            "            self.running.append(seq)\n"
+            "            out.prefills.append(Prefill(seq, n))\n"
+        )
+        name = f"<cell {cell}>"
+        linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+        try:
+            names: dict[str, Any] = {"SCHEDULER": SCHEDULER, "Prefill": Prefill}
+            exec(compile(source, name, "exec"), names)
+            shown.append(where_block(report("scheduler", names["AdmitReadsFreeOnce"], 3))[-1])
+        finally:
+            del linecache.cache[name]
+    assert shown == [
+        f"at your line `self.waiting.popleft()  # the {comment} cell`, where free = 8, n = 4"
+        for comment in ("first", "second")
+    ]
 
 
 def test_a_line_left_out_shows_no_line() -> None:

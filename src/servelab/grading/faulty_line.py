@@ -30,7 +30,7 @@ import linecache
 import sys
 import textwrap
 import types
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Hashable, Mapping
 from contextlib import redirect_stdout
 from typing import Any
@@ -42,10 +42,12 @@ from servelab.grading.localise import (
     _out_fields,
     _outcome,
     _parameters,
+    _Text,
     _view,
 )
 from servelab.grading.observe import Unreadable, frozen
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
+from servelab.grading.steady import stable_text
 
 __all__ = ["faulty_line"]
 
@@ -85,23 +87,16 @@ def _faulty_line(d: Divergence | None, fields: Observe | None) -> str | None:
     if not targets.keys and not targets.returned:
         return None
     mine = _traced(d, cls, codes, targets, fields)
-    if mine is None or mine.outcome != d.mine[0]:
+    if mine is None or stable_text(mine.outcome) != stable_text(d.mine[0]):
         return None
     if targets.returned:
         return None if mine.returned_at is None else _said(mine.returned_at, top)
     if d.reference_class is None:
         return None
     theirs = _traced(d, d.reference_class, None, targets, fields)
-    if theirs is None or theirs.outcome != d.theirs[0]:
+    if theirs is None or stable_text(theirs.outcome) != stable_text(d.theirs[0]):
         return None
-    # the fields that read alike before the call (an order read through a method of yours
-    # may not): the reference's path through them
-    start, their_start = mine.steps[0][1][0], theirs.steps[0][1][0]
-    alike = sorted(k for k in start if k in their_start and start[k] == their_start[k])
-    if not alike:
-        return None
-    path = {tuple(state.get(k) for k in alike) for _, (state, _) in theirs.steps}
-    found = targets.line(mine, path, alike, theirs)
+    found = targets.line(mine, theirs)
     return None if found is None else _said(found, top)
 
 
@@ -155,14 +150,17 @@ def _own_codes(cls: type) -> set[types.CodeType]:
 
 def _function_node(code: types.CodeType) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The method's source as a tree whose line numbers are the file's, or None."""
-    if code not in _TREES:
+    # code objects compare equal across files (a cell run again, a comment changed): the
+    # file's name is part of the key
+    key = (code.co_filename, code)
+    if key not in _TREES:
         if len(_TREES) > 1_000:
             _TREES.clear()
-        _TREES[code] = _parsed(code)
-    return _TREES[code]
+        _TREES[key] = _parsed(code)
+    return _TREES[key]
 
 
-_TREES: dict[types.CodeType, ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
+_TREES: dict[tuple[str, types.CodeType], ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
 
 
 def _parsed(code: types.CodeType) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
@@ -185,8 +183,8 @@ def _statement(
     node: ast.AST, line: int, heads: tuple[ast.AST, ...] = ()
 ) -> tuple[ast.stmt, tuple[ast.AST, ...]] | None:
     """The innermost statement that runs at ``line``, and what decided that it runs: the
-    tests of the ``if``/``while``/``for`` headers around it and of the guards before it in
-    its block (``if ...: break``)."""
+    tests of the ``if``/``while``/``for``/``match`` headers around it (and a ``case``'s
+    guard), and of the guards before it in its block (``if ...: break``)."""
     for _, value in ast.iter_fields(node):
         children = value if isinstance(value, list) else [value]
         guards: list[ast.AST] = []
@@ -194,6 +192,11 @@ def _statement(
             if isinstance(child, ast.excepthandler):
                 if child.lineno <= line <= (child.end_lineno or child.lineno):
                     return _statement(child, line, heads)  # its header alone: None
+                continue
+            if isinstance(child, ast.match_case):
+                if child.pattern.lineno <= line <= (child.body[-1].end_lineno or line):
+                    guard = (child.guard,) if child.guard is not None else ()
+                    return _statement(child, line, (*heads, *guard))  # its header: None
                 continue
             if not isinstance(child, ast.stmt) or child.end_lineno is None:
                 continue
@@ -210,7 +213,7 @@ def _statement(
     return None
 
 
-_DECIDING = (ast.If, ast.While, ast.For, ast.AsyncFor)
+_DECIDING = (ast.If, ast.While, ast.For, ast.AsyncFor, ast.Match)
 
 
 def _leaves(body: list[ast.stmt]) -> bool:
@@ -218,6 +221,8 @@ def _leaves(body: list[ast.stmt]) -> bool:
 
 
 def _header_end(stmt: ast.stmt) -> int:
+    if isinstance(stmt, ast.Match):
+        return max(stmt.lineno, stmt.cases[0].pattern.lineno - 1)
     body = getattr(stmt, "body", None)
     if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
         return max(stmt.lineno, body[0].lineno - 1)
@@ -225,19 +230,29 @@ def _header_end(stmt: ast.stmt) -> int:
 
 
 def _read_names(nodes: list[ast.AST]) -> list[str]:
+    """The plain names ``nodes`` read, in order. A name a line assigns holds, before the line
+    runs, what it held before (the last round's, in a loop): only ``n += 1`` reads it, and a
+    ``for`` target given whole (for the lines of its body) holds the item they run on."""
     found: list[str] = []
     for node in nodes:
+        bound = isinstance(getattr(node, "ctx", None), ast.Store)
         for sub in ast.walk(node):
-            if isinstance(sub, ast.Name) and sub.id not in found:
+            if isinstance(sub, ast.AugAssign) and isinstance(sub.target, ast.Name):
+                sub = sub.target
+            elif not (isinstance(sub, ast.Name) and (bound or isinstance(sub.ctx, ast.Load))):
+                continue
+            if sub.id not in found:
                 found.append(sub.id)
     return found
 
 
 def _heads(stmt: ast.stmt) -> list[ast.AST]:
     """What a compound statement's header reads: an ``if``'s or ``while``'s test, a ``for``'s
-    target and iterable; a simple statement is read whole."""
+    target and iterable, a ``match``'s subject; a simple statement is read whole."""
     if isinstance(stmt, ast.If | ast.While):
         return [stmt.test]
+    if isinstance(stmt, ast.Match):
+        return [stmt.subject]
     if isinstance(stmt, ast.For | ast.AsyncFor):
         return [stmt.target, stmt.iter]
     if isinstance(stmt, ast.With | ast.AsyncWith):
@@ -264,14 +279,16 @@ class _Line:
             return
         self.text = text
         self.is_return = isinstance(stmt, ast.Return)
-        self.names = _read_names([*heads, *_heads(stmt)])
+        # a ``for`` header's own target, read before the line runs, holds the last item
+        own = [stmt.iter] if isinstance(stmt, ast.For | ast.AsyncFor) else _heads(stmt)
+        self.names = _read_names([*heads, *own])
 
 
-_LINES: dict[tuple[types.CodeType, int], _Line] = {}
+_LINES: dict[tuple[str, types.CodeType, int], _Line] = {}
 
 
 def _line(code: types.CodeType, line: int) -> _Line:
-    key = (code, line)
+    key = (code.co_filename, code, line)
     if key not in _LINES:
         if len(_LINES) > 10_000:
             _LINES.clear()
@@ -283,16 +300,30 @@ def _value(value: Any) -> str | None:
     """A value as the report writes it, or None where it is not worth a place on one line."""
     if callable(value) or isinstance(value, types.ModuleType | type):
         return None
-    if isinstance(value, set | frozenset):
-        text = "{" + ", ".join(sorted(repr(_view(v)) for v in value)) + "}"
-    else:
-        try:
-            text = repr(_view(value))
-        except Exception:
-            return None
+    try:
+        text = repr(_view(_sets_sorted(value)))
+    except Exception:
+        return None
     if len(text) > MAX_VALUE or " at 0x" in text or (text.startswith("<") and " object" in text):
         return None
     return text
+
+
+def _sets_sorted(value: Any) -> Any:
+    """``value`` with each set in it, at any depth, written in sorted order: the order a set
+    iterates in may change from run to run."""
+    if isinstance(value, set | frozenset):
+        items = sorted(repr(_view(_sets_sorted(v))) for v in value)
+        return _Text("{" + ", ".join(items) + "}" if items else "set()")
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*(_sets_sorted(v) for v in value))
+    if isinstance(value, deque):
+        return type(value)((_sets_sorted(v) for v in value), value.maxlen)
+    if isinstance(value, list | tuple):
+        return type(value)(_sets_sorted(v) for v in value)
+    if isinstance(value, Mapping):
+        return {_sets_sorted(k): _sets_sorted(v) for k, v in value.items()}
+    return value
 
 
 def _values(frame: types.FrameType, names: list[str]) -> tuple[tuple[str, str], ...]:
@@ -475,20 +506,24 @@ class _Targets:
             k: (copy.deepcopy(own.get(k)), copy.deepcopy(views.get(k))) for k in self.keys
         }
 
-    def line(
-        self,
-        watch: _Watch,
-        path: set[tuple[Any, ...]],
-        alike: list[str],
-        reference: _Watch,
-    ) -> Step | None:
+    def line(self, watch: _Watch, reference: _Watch) -> Step | None:
         """The first line after which an entry of a differing field crosses to the side it
         ends on, into a state the reference's call never passes through, by a change the
         reference's call never makes; None when an entry crosses more than once, or no
         such line is found."""
-        reads = [(step, seen) for step, seen in watch.steps if seen is not None]
-        if not reads:
+        if watch.steps[0][1] is None or reference.steps[0][1] is None:
+            return None  # a state before the call that could not be read
+        reads = [(step, read) for step, read in watch.steps if read is not None]
+        # the reference's states (a read that failed left out), and the fields that read
+        # alike before the call (an order read through a method of yours may not): the
+        # reference's path through them, and the values each takes on it
+        states = [read[0] for _, read in reference.steps if read is not None]
+        start = reads[0][1][0]
+        alike = sorted(k for k in start if k in states[0] and start[k] == states[0][k])
+        if not alike:
             return None
+        path = {tuple(state.get(k) for k in alike) for state in states}
+        seen = {k: {state.get(k) for state in states} for k in alike}
         found: list[int] = []
         sources: dict[str, int] = {}
         for key in self.keys:
@@ -496,17 +531,13 @@ class _Targets:
             if source is None:
                 return None
             sources[key] = source
-            values = [seen[1][key][source] for _, seen in reads]
+            values = [read[1][key][source] for _, read in reads]
             for crossing in _crossings(values, self.mine[key], self.theirs[key]):
                 if crossing is None:
                     return None
                 found.append(crossing)
 
         theirs = _changes_made(reference, sources)
-        seen: dict[str, set[Hashable]] = {k: set() for k in alike}
-        for _, (state, _) in reference.steps:
-            for k in alike:
-                seen[k].add(state.get(k))
         for index in sorted(set(found)):
             state = reads[index][1][0]
             if tuple(state.get(k) for k in alike) in path:  # the reference's call is here too
