@@ -5,7 +5,6 @@ apart that no reading proves are shown without a cause."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from buggy_impls import failing_report
@@ -84,10 +83,12 @@ def test_a_get_answering_one_constant_key_is_not_said_to_answer_the_key() -> Non
 
 
 def test_a_pin_answering_the_count_before_it_is_named() -> None:
-    said = _hint(_PinReturnsOldCount, 3)
-    # the probe pins a second key beside the first: either key's count is the right name
-    assert re.search(r"the pins '[ab]' had before this pin", said)
-    assert "off by one" not in said
+    report, _ = failing_report("weight-cache", _PinReturnsOldCount, 3)
+    # the check, the place and the hint all name the first pin with a wrong answer
+    assert "cache.pin('b') returned 0, expected 1 (the pin count now)" in report.text
+    assert "called as cache.pin('b')" in report.text, report.text
+    said = str(report.hint)
+    assert "the pins 'b' had before this pin" in said and "off by one" not in said
 
 
 def test_a_pin_one_off_only_at_first_is_shown_without_a_cause() -> None:

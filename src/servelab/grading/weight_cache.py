@@ -250,13 +250,19 @@ def _pin_returns_count(impl: Any) -> None:
     s = CacheScript(impl, 80)
     s.put("a", 40)
     s.put("b", 20)
-    s.pin("b")
-    for call, want in ((s.pin, 1), (s.pin, 2), (s.unpin, 1), (s.unpin, 0)):
-        got = call("a")
+    calls = (
+        ("b", s.pin, 1),
+        ("a", s.pin, 1),
+        ("a", s.pin, 2),
+        ("a", s.unpin, 1),
+        ("a", s.unpin, 0),
+    )
+    for key, call, want in calls:
+        got = call(key)
         if got != want:
             name = "pin" if call == s.pin else "unpin"
-            message = f"cache.{name}('a') returned {got!r}, expected {want} (the pin count now)"
-            raise Script.fail(s, message)  # the program ends in the call whose answer is wrong
+            message = f"cache.{name}({key!r}) returned {got!r}, expected {want} (the pin count now)"
+            raise Script.fail(s, message)  # the program ends in the first wrong answer
 
 
 # --- step 4: the two errors and exception safety ----------------------------------------
