@@ -94,7 +94,7 @@ def test_blocks_missing_from_the_free_list_are_named_in_plain_words() -> None:
     assert "block s " not in report
 
 
-# --- slips of the hard kinds a random program seldom reaches: each now meets a fixed program
+# --- slips only a rare program reaches: each meets a fixed program
 
 
 def _probe_passes(probe, impl) -> None:  # type: ignore[no-untyped-def]
