@@ -139,7 +139,7 @@ class UnrefAsTwoStatements(TIER):
 def test_an_unref_past_one_transfer_returns_the_count() -> None:
     report = failing_report("kv-offload", UnrefKeepsTheCount, 1)[0].text
     assert "✗ step 1 · each count call returns the count" in report
-    assert "ref_count (1 + transfers)" in report
+    assert "returned value (the ref_count now: 1 + transfers) is 3, expected 2" in report
     _probe_passes(counts_past_one, UnrefAsTwoStatements)
 
 
