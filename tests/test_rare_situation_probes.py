@@ -34,7 +34,7 @@ from servelab.grading.weight_cache import (
 )
 from servelab.kv.blocks import Slot
 from servelab.kv.offload.errors import ChunkNotReferenced, ChunkTooLarge
-from servelab.weights.cache import EntryPinned, PinnedCapacityExceeded
+from servelab.weights.cache import EntryPinned, EntryTooLarge, PinnedCapacityExceeded
 
 LFU = checkpoint("eviction-policy", 2)
 
@@ -436,3 +436,17 @@ def test_an_answer_of_another_type_is_told_plainly_by_the_order_probes() -> None
     said = _probe_fails(lookup_sees_registers, LookupAnswersNone)
     assert "bm._lookup([1, 2, 3, 4, 5]) returned None; expected a list of block ids" in str(said)
     assert "keep no answer between calls" not in str(said.hint)
+
+
+class ZeroSizeTooLarge(CACHE4):
+    """A size of 0 is refused as EntryTooLarge, a ValueError of another kind."""
+
+    def _check_can_admit(self, key, size):
+        if size == 0:
+            raise EntryTooLarge(f"{key!r} has no bytes")
+        return CACHE4._check_can_admit(self, key, size)
+
+
+def test_a_bad_size_told_as_too_large_fails() -> None:
+    said = _probe_fails(_bad_size_before_pinned, ZeroSizeTooLarge)
+    assert "raised EntryTooLarge for a size of 0: a bad size is a plain ValueError" in str(said)
