@@ -657,11 +657,7 @@ TOPIC = Topic(
                 Probe("a size must be positive", HINTS["bad-size"], _bad_size),
                 Probe(
                     "a model pinned twice holds its bytes once",
-                    Hint(
-                        "the pinned bytes count each pinned entry's bytes once, however many "
-                        "pins it has (not once per pin)",
-                        About(("_check_can_admit",)),
-                    ),
+                    HINTS["pinned-once"],
                     _pinned_twice_holds_once,
                 ),
                 Probe(
