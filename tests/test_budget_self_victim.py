@@ -4,12 +4,14 @@ and still ran is named by the check and the hint, on a program that ends at the 
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from servelab import checkpoint, grade
 from servelab.grading import GradeFailure
+from servelab.grading.readings.budget_victims import self_victim_ran
 from servelab.kv.blocks import OutOfBlocks
 from servelab.kv.budget import BudgetStep, Chunk
 from servelab.kv.prefix import PrefixCachingBlockManager
@@ -166,3 +168,51 @@ def test_a_preempted_request_with_a_chunk_breaks_the_step_check() -> None:
     assert broken.value.invariant == "preempted-idle", broken.value
     out.preempted.clear()
     check_step(sched, before, out)  # the same step without the victim keeps every rule
+
+
+class AskerRunsAfterAnyError(AskerRunsAfterPreemptingItself):
+    """Look-alike: an extend that raises another error than OutOfBlocks on a full pool, and a
+    retry that preempts on any error."""
+
+    def extend(self, seq: Any, start: int, n: int) -> list[int]:
+        try:
+            return super().extend(seq, start, n)
+        except OutOfBlocks:
+            raise RuntimeError("pool full") from None
+
+    def schedule_running(self, out: Any, budget: int) -> int:
+        slots: list[int] = []
+        for seq in self.running:
+            start = self.computed[seq.seq_id]
+            n = min(seq.num_tokens - start, budget)
+            while True:
+                try:
+                    slots = self.extend(seq, start, n)
+                    break
+                except Exception:
+                    victim = self.running.pop()
+                    self.preempt(victim, out)
+                    if victim is seq:
+                        break
+            out.scheduled.append(Chunk(seq, start, n, slots, start + n == seq.num_tokens))
+            self.computed[seq.seq_id] = start + n
+            budget -= n
+        return budget
+
+
+def _full_pool(cls: type) -> Any:
+    """Request 1's next token needs a block and none is free: it preempts itself."""
+    sched = cls(PrefixCachingBlockManager(num_blocks=3, block_size=2), max_num_batched_tokens=8)
+    seqs = [Sequence.from_prompt(0, [1], 2), Sequence.from_prompt(1, [3, 4, 5, 6], 2)]
+    for seq in seqs:
+        sched.add(seq)
+    sched.step()
+    for seq in seqs:
+        seq.append_token(1)
+    return SimpleNamespace(method="schedule_running", args=(BudgetStep(), 8), subject=sched)
+
+
+def test_only_an_extend_that_found_no_free_block_is_said_to() -> None:
+    said = self_victim_ran(_full_pool(AskerRunsAfterPreemptingItself))
+    assert said is not None and "its own extend found no free block" in said, said
+    assert self_victim_ran(_full_pool(AskerRunsAfterAnyError)) is None

@@ -20,10 +20,10 @@ from servelab import checkpoint
 from servelab.grading import GradeFailure, grade
 from servelab.kv.blocks import OutOfBlocks
 from servelab.kv.scheduler import Prefill
+from unlisted.offload_contract import RefReturnsTransfers
 
 SCHEDULER = checkpoint("scheduler", 3)
 CACHE = checkpoint("weight-cache", 5)
-TIER = checkpoint("kv-offload", 2)
 HIERARCHY = checkpoint("kv-offload", 4)
 BUDGET = checkpoint("token-budget", 3)
 
@@ -85,15 +85,6 @@ class EvictCountsInAMethodOfItsOwn(CACHE):  # type: ignore[misc,valid-type]
     def _count_eviction(self) -> None:
         self.evictions += 1
         self.evicted_bytes += self._used
-
-
-class RefReturnsTransfers(TIER):  # type: ignore[misc,valid-type]
-    """Returns the transfers alone, leaving out the tier's own reference."""
-
-    def ref(self, key: Any) -> int:
-        self._resident(key, "ref")
-        self._refs[key] = self._refs.get(key, 0) + 1
-        return self._refs[key]
 
 
 class WriteEndsWithANewline(HIERARCHY["DiskTier"]):  # type: ignore[misc,valid-type]

@@ -5,11 +5,13 @@ apart that no reading proves are shown without a cause."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from buggy_impls import failing_report
 from servelab import checkpoint
+from servelab.grading.readings.difference import Difference
+from servelab.grading.readings.weight_cache_rules import returned_other_count
+from unlisted.weights_returns import PinReturnsKeysPinned
 
 Sized, Pinning = checkpoint("weight-cache", 1), checkpoint("weight-cache", 3)
 
@@ -81,10 +83,12 @@ def test_a_get_answering_one_constant_key_is_not_said_to_answer_the_key() -> Non
 
 
 def test_a_pin_answering_the_count_before_it_is_named() -> None:
-    said = _hint(_PinReturnsOldCount, 3)
-    # the probe pins a second key beside the first: either key's count is the right name
-    assert re.search(r"the pins '[ab]' had before this pin", said)
-    assert "off by one" not in said
+    report, _ = failing_report("weight-cache", _PinReturnsOldCount, 3)
+    # the check, the place and the hint all name the first pin with a wrong answer
+    assert "cache.pin('b') returned 0, expected 1 (the pin count now)" in report.text
+    assert "called as cache.pin('b')" in report.text, report.text
+    said = str(report.hint)
+    assert "the pins 'b' had before this pin" in said and "off by one" not in said
 
 
 def test_a_pin_one_off_only_at_first_is_shown_without_a_cause() -> None:
@@ -100,3 +104,28 @@ def test_a_get_answering_the_size_is_named() -> None:
 
 def test_a_get_answering_a_constant_is_not_called_the_size() -> None:
     assert "size stored" not in _hint(_GetReturnsThirty, 1)
+
+
+def _pin_difference(cache: Any, key: str, mine: int, theirs: int) -> Difference:
+    pins = {k: cache.pin_count(k) for k in cache.keys() if cache.pin_count(k)}
+    before = {"resident": list(cache.keys()), "pins": pins}
+    after = {**before, "pins": {**pins, key: pins.get(key, 0) + 1}}
+    return Difference(
+        "pin", "", (key,), before, after, after, f"returned {mine}", f"returned {theirs}", cache
+    )
+
+
+def test_a_count_over_the_cache_names_only_the_states_it_was_tried_from() -> None:
+    alone = PinReturnsKeysPinned(100)
+    alone.put("a", "A", 10)
+    alone.pin("a")
+    said = returned_other_count(_pin_difference(alone, "a", 1, 2)) or ""
+    assert "the number of keys pinned" in said, said
+    assert said.endswith("from other states (one more pin of this key)"), said
+    beside = PinReturnsKeysPinned(100)
+    for k in "ab":
+        beside.put(k, k.upper(), 10)
+    beside.pin("a")
+    said = returned_other_count(_pin_difference(beside, "a", 1, 2)) or ""
+    tried = "another key's pin(), one more pin elsewhere, or one more pin of this key"
+    assert said.endswith(f"from other states ({tried})"), said

@@ -59,8 +59,8 @@ def counts_past_one(impl: Any) -> None:
     steps += [("unref", 1), ("unpin", 0)]
     for method, want in steps:
         got = s.call(method, "a")
-        what = "pin count" if "pin" in method else "ref_count (1 + transfers)"
-        s.expect(got, want, f"tier.{method}('a') returned value (the {what} now)", "count-returned")
+        what = "pin count now" if "pin" in method else "ref_count now: 1 + transfers"
+        s.expect(got, want, f"tier.{method}('a') returned value (the {what})", "count-returned")
 
 
 def exact_fits(impl: Any) -> None:

@@ -6,6 +6,7 @@ hybrids: the learner's class with one (then two) of those methods taken from the
 the smallest set whose replacement makes the program agree is where the mistake lives. Then
 every call into that method, in a replay on the learner's class, is repeated on a copy by the
 checkpoint's method: the first whose result or state change differs is the one to show.
+
 The hybrids are built by :mod:`servelab.grading.graft`. Everything here is bounded by counts
 (lines executed, programs replayed), never by seconds: the same failure, the same answer.
 """

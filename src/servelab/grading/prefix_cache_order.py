@@ -107,11 +107,11 @@ def lookup_sees_registers(impl: Any) -> None:
     s = Script.graded(REPLAY, impl, HINTS)
     s("bm = PrefixBlockManager(8, 2)")
     s("chain = bm._chain([1, 2, 3, 4, 5])")
-    said = [s("bm._lookup([1, 2, 3, 4, 5])")]
+    said = [_looked_up(s)]
     s.check(list(said[0]) == [], f"bm._lookup([1, 2, 3, 4, 5]) returned {said[0]!r}; expected []")
     for i in range(2):
         s(f"bm._register({i}, *chain[{i}])")
-        got = s("bm._lookup([1, 2, 3, 4, 5])")
+        got = _looked_up(s)
         if list(got) != list(range(i + 1)):
             raise s.fail(
                 f"bm._lookup([1, 2, 3, 4, 5]) returned {got!r}; expected {list(range(i + 1))}: "
@@ -119,6 +119,18 @@ def lookup_sees_registers(impl: Any) -> None:
                 f"hash), so the lookup after it finds it{_kept_answer(s.ns['bm'], i, got, said)}"
             )
         said.append(got)
+
+
+def _looked_up(s: Script) -> list[Any] | tuple[Any, ...]:
+    """``bm._lookup([1, 2, 3, 4, 5])``, failing plainly where it is no list of block ids."""
+    got = s("bm._lookup([1, 2, 3, 4, 5])")
+    if not isinstance(got, list | tuple):
+        raise s.fail(
+            f"bm._lookup([1, 2, 3, 4, 5]) returned {got!r}; expected a list of block ids",
+            hint="`_lookup` returns a list: the cached blocks that continue the prompt, [] "
+            "when there are none",
+        )
+    return got
 
 
 def _kept_answer(bm: Any, i: int, got: Any, said: list[Any]) -> str:

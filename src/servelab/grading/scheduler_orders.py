@@ -43,8 +43,14 @@ def victims_in_preemption_order(script: Any, impl: Any) -> None:
         s.add(sid, 1, 2)
     s.step()
     out = s.step()
+    victims = [getattr(x, "seq", x) for x in out.preempted]
+    if not all(hasattr(v, "seq_id") for v in victims):
+        raise s.fail(
+            f"out.preempted is {out.preempted!r}; expected the preempted Sequence objects",
+            hint="out.preempted lists the preempted Sequence objects, in the order preempted",
+        )
     s.expect(
-        [getattr(x, "seq", x).seq_id for x in out.preempted],
+        [v.seq_id for v in victims],
         [2, 1],
         "preempted",
         "in the reference sequence 0's append finds no free block, so 2, the newest, is "

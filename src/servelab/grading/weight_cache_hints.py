@@ -132,6 +132,11 @@ HINTS = {
         "the sign",
         About(("put", "_check_can_admit")),
     ),
+    "pinned-once": Hint(
+        "count each pinned entry's bytes once in the pinned bytes, however many pins it has "
+        "(not once per pin)",
+        About(("_check_can_admit",)),
+    ),
     "error-order": Hint(
         "_check_can_admit checks in the notebook's order: a bad size (ValueError), then "
         "larger than the cache (EntryTooLarge), then the key pinned (EntryPinned), then the "

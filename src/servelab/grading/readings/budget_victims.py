@@ -17,6 +17,7 @@ from typing import Any
 
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 from servelab.kv.budget import BudgetStep
+from servelab.testing.expected_error import error_matches
 
 
 def _recorded(
@@ -134,8 +135,8 @@ def removed_twice(d: Any) -> str | None:
 
 def self_victim_ran(d: Any) -> str | None:
     """``schedule_running``, run again on a copy, preempted a request right after that
-    request's own extend raised (the victim was the request asking), then still put a chunk
-    of that request in out.scheduled."""
+    request's own extend raised OutOfBlocks (the victim was the request asking), then still
+    put a chunk of that request in out.scheduled."""
     if d.method != "schedule_running" or len(d.args) != 2 or not isinstance(d.args[1], int):
         return None
     out = BudgetStep()
@@ -148,8 +149,9 @@ def self_victim_ran(d: Any) -> str | None:
             sid = getattr(seq, "seq_id", None)
             try:
                 return extend(seq, *a)
-            except Exception:
-                calls.append(("failed", sid, len(out.scheduled)))
+            except Exception as exc:
+                if error_matches(exc, "OutOfBlocks"):  # no free block; other errors say nothing
+                    calls.append(("failed", sid, len(out.scheduled)))
                 raise
 
         def preempt_seen(victim: Any, *a: Any) -> Any:

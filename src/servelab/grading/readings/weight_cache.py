@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import builtins
 import copy
 import re
 
+import servelab.weights as weights
 from servelab.grading.readings.difference import (
     BOTH_RAISED,
     MINE_RAISED,
@@ -44,6 +46,7 @@ from servelab.grading.readings.weight_cache_rules import (
     victim_kinds,
 )
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
+from servelab.grading.weight_cache_hints import HINTS
 
 # The difference each reading below was written for (see WrittenFor): a reading is shown only
 # when the first diverging call differs that way and in nothing else.
@@ -191,10 +194,6 @@ def _room_error(name: str) -> bool:
     """Whether an error named ``name`` says there is no room (a ``MemoryError``, as the
     notebook's PinnedCapacityExceeded): what a refusal for the pinned bytes raises. A size
     refused as too large for the whole cache, or as no size at all, is another rule's."""
-    import builtins
-
-    import servelab.weights as weights
-
     found = getattr(weights, name, None) or getattr(builtins, name, None)
     return isinstance(found, type) and issubclass(found, MemoryError)
 
@@ -223,8 +222,7 @@ def _weight_cache_admit(d: Difference) -> str | None:
         if pinned and any(n > 1 for n in pins.values()) and _admits_pinned_once(d, key, size):
             return REFUSED.show(
                 d,
-                "yours refused an entry that fits beside the pinned ones: count each pinned "
-                "entry's bytes once, however many pins it has (not once per pin)",
+                f"yours refused an entry that fits beside the pinned ones: {HINTS['pinned-once']}",
             )
         if not _room_error(d.error("mine")):
             return None  # refused for another reason (a size, a pin): not the room's rule

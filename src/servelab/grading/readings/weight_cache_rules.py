@@ -287,9 +287,9 @@ def returned_other_count(d: Difference) -> str | None:
     others = [k for k in d.before.get("resident", ()) if k != key][:3]
     # the same call on another key, on this key once another has one pin more, and on this
     # key once it has one pin more itself
-    trials = [(None, o) for o in others] + [(o, key) for o in others] + [(key, key)]
-    parted = False
-    for extra, target in trials:
+    trials = [(None, o, 0) for o in others] + [(o, key, 1) for o in others] + [(key, key, 2)]
+    parted, ran = False, set[int]()
+    for extra, target, kind in trials:
         try:
             obj = copy.deepcopy(d.subject)
             with line_budget(LINES_PER_CALL):
@@ -303,10 +303,12 @@ def returned_other_count(d: Difference) -> str | None:
             return None
         after = {k: n for k, n in counts.items() if n}
         left = {n: f for n, f in left.items() if f(after) == value}
+        ran.add(kind)
         parted = parted or any(f(after) != after.get(target, 0) for f in left.values())
     if len(left) != 1 or not parted:
         return None
     (name,) = left
+    tried = [t for i, t in enumerate(_TRIALS) if i in ran]
     own_count = (
         "the pin count of that key after the pin"
         if d.method == "pin"
@@ -315,8 +317,17 @@ def returned_other_count(d: Difference) -> str | None:
     return (
         f"yours returned {mine}, {name} ({pins!r}), where the reference returns {theirs}: "
         f"{d.method}() returns {own_count}, not a count over the whole cache; yours does the "
-        f"same from other states (another key's {d.method}(), or one more pin elsewhere)"
+        f"same from other states ({_listed([t.format(d.method) for t in tried])})"
     )
+
+
+#: The trials of :func:`returned_other_count`, by kind: the call on another key, on this key
+#: once another has one pin more, and on this key once it has one pin more itself.
+_TRIALS = ("another key's {}()", "one more pin elsewhere", "one more pin of this key")
+
+
+def _listed(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + ", or " + items[-1]
 
 
 def get_moved(d: Difference) -> str | None:

@@ -4,6 +4,10 @@ the same look that keeps the rule must not meet it."""
 
 from __future__ import annotations
 
+from functools import partial
+
+import pytest
+
 from buggy_impls import failing_report
 from servelab import checkpoint
 from servelab.grading.block_manager import _copy_of_a_block_three_share
@@ -16,11 +20,13 @@ from servelab.grading.kv_offload_answers import (
 )
 from servelab.grading.policy_probes import _sieve_hand_on_key_zero
 from servelab.grading.policy_probes_heap import lfu_unpinned_key_found
+from servelab.grading.prefix_cache_order import lookup_sees_registers
 from servelab.grading.scheduler import SchedulerScript
 from servelab.grading.scheduler_orders import (
     running_in_admission_order,
     victims_in_preemption_order,
 )
+from servelab.grading.topic import ProbeFailed
 from servelab.grading.weight_cache import (
     _bad_size_before_pinned,
     _pin_returns_count,
@@ -28,7 +34,7 @@ from servelab.grading.weight_cache import (
 )
 from servelab.kv.blocks import Slot
 from servelab.kv.offload.errors import ChunkNotReferenced, ChunkTooLarge
-from servelab.weights.cache import EntryPinned, PinnedCapacityExceeded
+from servelab.weights.cache import EntryPinned, EntryTooLarge, PinnedCapacityExceeded
 
 LFU = checkpoint("eviction-policy", 2)
 
@@ -94,7 +100,7 @@ def test_blocks_missing_from_the_free_list_are_named_in_plain_words() -> None:
     assert "block s " not in report
 
 
-# --- slips of the hard kinds a random program seldom reaches: each now meets a fixed program
+# --- slips only a rare program reaches: each meets a fixed program
 
 
 def _probe_passes(probe, impl) -> None:  # type: ignore[no-untyped-def]
@@ -133,7 +139,7 @@ class UnrefAsTwoStatements(TIER):
 def test_an_unref_past_one_transfer_returns_the_count() -> None:
     report = failing_report("kv-offload", UnrefKeepsTheCount, 1)[0].text
     assert "✗ step 1 · each count call returns the count" in report
-    assert "ref_count (1 + transfers)" in report
+    assert "returned value (the ref_count now: 1 + transfers) is 3, expected 2" in report
     _probe_passes(counts_past_one, UnrefAsTwoStatements)
 
 
@@ -397,3 +403,50 @@ def test_a_block_three_share_is_copied_once() -> None:
     assert "✗ step 3 · a block three share is copied once" in report
     assert "is (2, 2) after sequence 0 copied block 0, expected (2, 1)" in report
     _copy_of_a_block_three_share(FORK3)
+
+
+class PreemptListsIds(SCHED3):
+    """out.preempted holds each victim's id, not the Sequence."""
+
+    def preempt(self, victim, out):
+        SCHED3.preempt(self, victim, out)
+        out.preempted.append(out.preempted.pop().seq_id)
+
+
+PREFIX1 = checkpoint("prefix-cache", 1)
+
+
+class LookupAnswersNone(PREFIX1):
+    """_lookup answers None where it finds no cached block."""
+
+    def _lookup(self, tokens):
+        return PREFIX1._lookup(self, tokens) or None
+
+
+def _probe_fails(probe, impl) -> ProbeFailed:  # type: ignore[no-untyped-def]
+    with pytest.raises(ProbeFailed) as failed:
+        probe(impl)
+    return failed.value
+
+
+def test_an_answer_of_another_type_is_told_plainly_by_the_order_probes() -> None:
+    said = _probe_fails(partial(victims_in_preemption_order, SchedulerScript), PreemptListsIds)
+    assert "out.preempted is [2, 1]; expected the preempted Sequence objects" in str(said)
+    assert said.hint == "out.preempted lists the preempted Sequence objects, in the order preempted"
+    said = _probe_fails(lookup_sees_registers, LookupAnswersNone)
+    assert "bm._lookup([1, 2, 3, 4, 5]) returned None; expected a list of block ids" in str(said)
+    assert "keep no answer between calls" not in str(said.hint)
+
+
+class ZeroSizeTooLarge(CACHE4):
+    """A size of 0 is refused as EntryTooLarge, a ValueError of another kind."""
+
+    def _check_can_admit(self, key, size):
+        if size == 0:
+            raise EntryTooLarge(f"{key!r} has no bytes")
+        return CACHE4._check_can_admit(self, key, size)
+
+
+def test_a_bad_size_told_as_too_large_fails() -> None:
+    said = _probe_fails(_bad_size_before_pinned, ZeroSizeTooLarge)
+    assert "raised EntryTooLarge for a size of 0: a bad size is a plain ValueError" in str(said)
