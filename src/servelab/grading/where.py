@@ -16,7 +16,6 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-import servelab
 from servelab.grading.faulty_line import Observe, faulty_line
 from servelab.grading.localise import Divergence, Localisation
 from servelab.grading.observe import Unreadable, changes, shown
@@ -50,7 +49,7 @@ def place_hint(place: Localisation) -> str | None:
     return f"start at your `{d.method}`: on the call under where:, {what}"
 
 
-_OWN = os.path.dirname(os.path.abspath(servelab.__file__)) + os.sep
+_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # the package's
 
 
 def _raised_on_yours(d: Divergence) -> bool:
