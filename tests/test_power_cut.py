@@ -1,12 +1,15 @@
 """A disk tier's write must survive a power cut, not only a kill: the temporary file's bytes are
-``fsync``-ed before its rename. The observer finds renames no ``fsync`` covered, however the
-file was opened; the grade's probe fails a put that skips the ``fsync`` or runs it before the
-``flush``, and passes one that syncs through another descriptor."""
+``fsync``-ed before its rename. The observer finds renames no ``fsync`` (or ``fdatasync``)
+covered, however the file was opened and under whatever name the function was imported; the
+grade's probe fails a put that skips the ``fsync`` or runs it before the ``flush``, and passes
+one that syncs through another descriptor or by a name of its own module."""
 
 from __future__ import annotations
 
 import io
 import os
+import sys
+from os import fsync
 from pathlib import Path
 
 import pytest
@@ -17,7 +20,11 @@ from servelab.grading.kv_offload_crash import synced_before_renamed
 from servelab.testing.kv_offload import power_cut, unsynced_renames
 
 CORRECT = checkpoint("kv-offload", 3)
-REAL = (os.fsync, os.replace, os.rename)
+REAL = (os.fsync, os.fdatasync, os.replace, os.rename)
+
+
+def _real() -> tuple[object, ...]:
+    return (os.fsync, os.fdatasync, os.replace, os.rename)
 
 
 def _temporary(path: Path) -> Path:
@@ -44,6 +51,22 @@ def _synced(path: Path) -> None:
     os.replace(_temporary(path), path)
 
 
+def _data_synced(path: Path) -> None:
+    with open(_temporary(path), "wb") as f:
+        f.write(b"x" * 40)
+        f.flush()
+        os.fdatasync(f.fileno())
+    os.replace(_temporary(path), path)
+
+
+def _synced_by_a_name_of_its_own(path: Path) -> None:
+    with open(_temporary(path), "wb") as f:
+        f.write(b"x" * 40)
+        f.flush()
+        fsync(f.fileno())  # this module's name for os.fsync, bound before any block
+    os.replace(_temporary(path), path)
+
+
 def _synced_through_another_descriptor(path: Path) -> None:
     _temporary(path).write_bytes(b"x" * 40)
     fd = os.open(_temporary(path), os.O_RDONLY)
@@ -63,14 +86,42 @@ def test_a_rename_no_fsync_covered_is_recorded(tmp_path: Path, write, synced) ->
         write(tmp_path / "b.chunk")
     assert [(r.name, r.size, r.synced) for r in late] == [("b.chunk", 40, synced)]
     assert (tmp_path / "b.chunk").stat().st_size == 40  # observing changes nothing
-    assert (os.fsync, os.replace, os.rename) == REAL
+    assert _real() == REAL
 
 
-@pytest.mark.parametrize("write", [_synced, _synced_through_another_descriptor])
+@pytest.mark.parametrize(
+    "write",
+    [_synced, _synced_through_another_descriptor, _data_synced, _synced_by_a_name_of_its_own],
+)
 def test_a_rename_after_an_fsync_of_every_byte_is_not(tmp_path: Path, write) -> None:
-    with unsynced_renames() as late:
+    with unsynced_renames(sys.modules[__name__]) as late:
         write(tmp_path / "b.chunk")
     assert late == []
+    assert fsync is os.fsync  # the module's own name is given back
+
+
+def test_a_name_of_a_watched_class_module_is_seen_and_given_back(tmp_path: Path) -> None:
+    class Writer:
+        pass
+
+    with power_cut(Writer) as cut:
+        assert fsync is os.fsync and fsync is not REAL[0]  # watched while the block runs
+        _synced_by_a_name_of_its_own(tmp_path / "b.chunk")
+    assert cut == []
+    assert (tmp_path / "b.chunk").stat().st_size == 40
+    assert fsync is REAL[0]
+    assert _real() == REAL
+
+
+def test_only_the_last_rename_over_a_name_is_cut(tmp_path: Path) -> None:
+    with power_cut() as cut:
+        _unsynced(tmp_path / "twice.chunk")
+        _synced(tmp_path / "twice.chunk")
+        _synced(tmp_path / "once.chunk")
+        _unsynced(tmp_path / "once.chunk")
+    assert [(r.name, r.synced) for r in cut] == [("once.chunk", None)]
+    assert (tmp_path / "twice.chunk").stat().st_size == 40
+    assert (tmp_path / "once.chunk").stat().st_size == 0
 
 
 def test_the_power_cut_keeps_only_the_synced_bytes_of_each_renamed_file(tmp_path: Path) -> None:
@@ -86,7 +137,7 @@ def test_the_os_functions_come_back_after_an_error_in_the_block(tmp_path: Path) 
     with pytest.raises(RuntimeError), power_cut():
         _unsynced(tmp_path / "b.chunk")
         raise RuntimeError("the program failed")
-    assert (os.fsync, os.replace, os.rename) == REAL
+    assert _real() == REAL
     assert (tmp_path / "b.chunk").stat().st_size == 0
 
 
@@ -98,6 +149,12 @@ def _disk(write) -> type:
                 f.write(payload)
                 if write == "fsync before flush":
                     os.fsync(f.fileno())
+                elif write != "no fsync":
+                    f.flush()
+                if write == "fdatasync":
+                    os.fdatasync(f.fileno())
+                elif write == "fsync by name":
+                    fsync(f.fileno())
             if write == "another descriptor":
                 fd = os.open(_temporary(final), os.O_RDONLY)
                 os.fsync(fd)
@@ -111,7 +168,7 @@ def _disk(write) -> type:
 @pytest.mark.parametrize(
     ("write", "said"),
     [
-        ("no fsync", "no fsync ran on the file before os.replace"),
+        ("no fsync", "no os.fsync (or fdatasync) of the file was seen before it was renamed"),
         ("fsync before flush", "found 0 of them in the file (bytes still in Python's buffer"),
     ],
 )
@@ -131,6 +188,15 @@ def test_a_put_renamed_before_its_bytes_were_synced_fails_its_grade(write: str, 
     assert "your `DiskTier._write`" in text
 
 
-@pytest.mark.parametrize("impl", [CORRECT, {**CORRECT, "DiskTier": _disk("another descriptor")}])
+@pytest.mark.parametrize(
+    "impl",
+    [
+        CORRECT,
+        *(
+            {**CORRECT, "DiskTier": _disk(w)}
+            for w in ("another descriptor", "fdatasync", "fsync by name")
+        ),
+    ],
+)
 def test_a_put_synced_before_its_rename_meets_the_probe(impl) -> None:
     synced_before_renamed(impl)  # raises nothing

@@ -1,5 +1,6 @@
 """The report's sentences that a replay on copies could make false: the reference's method
-raising on a copy of the learner's state (not something the reference does on its own), a
+raising on a copy of the learner's state (not something the reference does on its own; a
+``raise`` of the reference's own is said plainly, as a check yours may lack), a
 sequence listed again in out.finished (not retired early), and a retry whose pause changes
 the learner's object through a function the copy shares (no call compared). Each slip is
 graded end to end, and a look-alike next to it keeps its own sentence."""
@@ -14,14 +15,18 @@ import pytest
 
 from buggy_impls import failing_report
 from servelab import checkpoint
+from servelab.grading.diagnose import HOOKS
+from servelab.grading.where import place_hint, where_lines
 from servelab.kv.blocks import BlockManager
 from servelab.kv.scheduler import Sequence, StepOutput
 from servelab.testing.core import InvariantViolation
 from servelab.testing.scheduler import ModelOutput, SchedulerModel, compare_step
+from servelab.weights import EntryPinned, EntryTooLarge
 
 LFU = checkpoint("eviction-policy", 2)
 Decoding = checkpoint("scheduler", 2)
 Evicting = checkpoint("kv-offload", 2)
+Checked = checkpoint("weight-cache", 4)
 
 ON_A_COPY = "the reference's `update_on_hit`, run on a copy of your state, raises TypeError"
 
@@ -64,11 +69,45 @@ def test_a_raise_of_the_reference_on_your_state_is_said_as_that() -> None:
     assert "out of heap order" in text
     assert ON_A_COPY in text
     assert "the reference raises" not in text
+    assert f"hint: start at your `update_on_hit`: on the call under where:, {ON_A_COPY} " in text
+    assert "compare what your methods keep with what the reference's keep" in text
 
 
 def test_a_reference_that_returns_is_said_as_before() -> None:
     text = _text("eviction-policy", HitPushesTheOldCount, 2)
     assert "run on a copy of your state" not in text
+
+
+class AdmitsBesidePins(Checked):  # type: ignore[misc,valid-type]
+    """Checks the size and the key's own pin, never the bytes the other pins hold."""
+
+    def _check_can_admit(self, key: Any, size: Any) -> None:
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise ValueError(f"size must be a positive int number of bytes, got {size!r}")
+        if size > self.capacity:
+            raise EntryTooLarge(f"{key!r} is larger than the whole cache")
+        if self._pins.get(key):
+            raise EntryPinned(f"{key!r} is pinned")
+
+
+PINNED = """cache = WeightCache(100)
+cache.put('a', '<a weights>', 30)
+cache.put('b', '<b weights>', 30)
+cache.pin('a')
+cache.pin('b')
+cache.put('c', '<c weights>', 50)"""
+
+
+def test_a_raise_the_reference_states_itself_is_said_plainly() -> None:
+    text = _text("weight-cache", AdmitsBesidePins, 4)
+    assert "the reference raises PinnedCapacityExceeded; nothing changed" in text
+    assert "run on a copy of your state" not in text
+    place = HOOKS["weight-cache"].localised(PINNED, AdmitsBesidePins, 4)
+    assert where_lines(place)[3] == "the reference raises PinnedCapacityExceeded; nothing changed"
+    assert place_hint(place) == (
+        "start at your `_check_can_admit`: on the call under where:, the reference raises "
+        "PinnedCapacityExceeded where yours returned None"
+    )
 
 
 class FinishedKeptForTheRun(Decoding):  # type: ignore[misc,valid-type]

@@ -61,11 +61,12 @@ def synced_before_renamed(impl: Any) -> None:
         return
     size = s("disk.path('b').stat().st_size")
     if late[0].synced is None:
-        why = "no fsync ran on the file before os.replace"
+        why = "no os.fsync (or fdatasync) of the file was seen before it was renamed"
     else:
         why = (
-            f"the fsync before os.replace found {late[0].synced} of them in the file (bytes "
-            "still in Python's buffer need a flush before the fsync)"
+            f"the last fsync (or fdatasync) before its rename found {late[0].synced} of them in "
+            "the file (bytes still in Python's buffer at that call, or written after it, are "
+            "not on the disk: flush, then fsync, then rename)"
         )
     raise s.fail(
         f"after the power cut {late[0].name} holds {size} of 40 bytes: its rename reached the "

@@ -125,7 +125,7 @@ HINTS: dict[str, Hint] = {
     ),
     "unsynced": Hint(
         "flush the temporary file and fsync it before os.replace: after a power cut a rename can "
-        "be on the disk without the bytes it names, and only fsync puts them there",
+        "be on the disk without the bytes it names, and fsync (or fdatasync) puts them there",
         About(("DiskTier._write",), ("files",)),
     ),
     "release": Hint(

@@ -110,6 +110,8 @@ class Divergence:
     """The program replayed and the learner's classes, to build the same call's state anew."""
     unkeyed: bool = field(default=False, compare=False, repr=False)
     """The call differs only in fields the state's key leaves out (an order)."""
+    their_error: BaseException | None = field(default=None, compare=False, repr=False)
+    """What the reference's run on the copy raised (None: it returned), with its traceback."""
 
 
 @dataclass(frozen=True)
@@ -385,6 +387,7 @@ class _Spy:
                 self.hybrid,
                 dict(pristine_kwargs),
                 self.calls,
+                their_error=theirs[1] if theirs[0] == "raised" else None,
             )
         if error is not None:
             raise error

@@ -2,7 +2,8 @@
 it, the state it was called on, what yours and the reference's did there, and, where it is
 known for certain, the line of yours that made the difference (:mod:`.faulty_line`).
 
-Apart from :mod:`servelab.grading.localise`, which finds the place: this only words it.
+Apart from :mod:`servelab.grading.localise`, which finds the place: this words it, and asks
+:mod:`.faulty_line` for the line of yours.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
+import linecache
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,10 +37,11 @@ def place_hint(place: Localisation) -> str | None:
         what = argument
     elif _raised_on_yours(d):
         what = (
-            f"the reference's `{d.method}`, run on a copy of your state, "
-            f"{_present(d.theirs[0])} where yours {d.mine[0]}: compare what your methods "
-            "keep with what the reference's keep"
+            f"{_reference(d)}{_present(d.theirs[0])} where yours {d.mine[0]}: compare what "
+            "your methods keep with what the reference's keep"
         )
+    elif d.theirs[0].startswith("raised") and not d.mine[0].startswith("raised"):
+        what = f"the reference {_present(d.theirs[0])} where yours {d.mine[0]}"
     elif d.mine[1] == d.theirs[1] or unchanged:
         what = "its result differs from the reference's"
     else:
@@ -45,11 +49,32 @@ def place_hint(place: Localisation) -> str | None:
     return f"start at your `{d.method}`: on the call under where:, {what}"
 
 
+_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # the package's
+
+
 def _raised_on_yours(d: Divergence) -> bool:
     """The reference's side of a call always runs on a copy of the learner's state: where it
-    raises and the learner's does not, the raise is the reference's method meeting that
-    state, not something the reference does on its own."""
-    return d.theirs[0].startswith("raised") and not d.mine[0].startswith("raised")
+    raises and the learner's does not, and the error did not come from a ``raise`` statement
+    of the reference's own (a check the learner's method may lack), the raise is the
+    reference's method meeting that state (a heap out of order), not a rule it enforces."""
+    if not d.theirs[0].startswith("raised") or d.mine[0].startswith("raised"):
+        return False
+    tb = None if d.their_error is None else d.their_error.__traceback__
+    if tb is None:
+        return False  # where it came from is not known
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    name = os.path.abspath(tb.tb_frame.f_code.co_filename)
+    stated = linecache.getline(name, tb.tb_lineno).lstrip().startswith("raise")
+    return not (stated and name.startswith(_OWN))
+
+
+def _reference(d: Divergence) -> str:
+    """Who the report says acted on the reference's side of the call: its method run on a copy
+    of the learner's state, where that state is what made it raise; else the reference."""
+    if _raised_on_yours(d):
+        return f"the reference's `{d.method}`, run on a copy of your state, "
+    return "the reference "
 
 
 def _argument_changed(d: Divergence) -> str | None:
@@ -136,12 +161,7 @@ def where_lines(place: Localisation, fields: Observe | None = None) -> tuple[str
         head,
         f"called as {d.call}, on: {shown(_worth_showing(d.before))}",
         f"yours {d.mine[0]}; {changes(d.before, d.mine[1])}",
-        (
-            f"the reference's `{d.method}`, run on a copy of your state, "
-            if _raised_on_yours(d)
-            else "the reference "
-        )
-        + f"{_present(d.theirs[0])}; "
+        f"{_reference(d)}{_present(d.theirs[0])}; "
         f"{changes(d.before if d.their_before is None else d.their_before, d.theirs[1])}",
         *([line] if line is not None else []),
     )
