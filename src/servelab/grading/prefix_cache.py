@@ -38,6 +38,7 @@ from servelab.grading.prefix_cache_order import (
     refused_keeps_nothing,
     unverified_hit_ends_lookup,
 )
+from servelab.grading.prefix_cache_own_copy import own_copy_failure
 from servelab.grading.prefix_cache_replay import REPLAY
 from servelab.grading.topic import MachineCheck, Probe, Step, Topic
 from servelab.testing import prefix_chain
@@ -358,11 +359,8 @@ def _own_copy_of_the_prompt(impl: Any) -> None:
     s("prompt.append(9)")  # the caller reuses its list after the call
     s("bm.append_slot(0, 4)")
     got = s("bm.allocate(1, [1, 2, 3, 4, 5])")
-    s.check(
-        got == 4,
-        "sequence 0's tokens are [1, 2, 3, 4] whatever the caller does with its list "
-        f"afterwards, so block [3, 4] is cached: expected 4 cached tokens, got {got}",
-    )
+    if got != 4:
+        raise own_copy_failure(s, got)
     _invariants(s)
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from servelab.grading.about import About, Hint
+from servelab.grading.token_budget_cached import HIT_BEFORE_ALLOCATE, hit_before_allocate
 from servelab.grading.token_budget_hints import PROBE_HINTS
 from servelab.grading.token_budget_probes import (
     OWN_SLOTS,
@@ -546,6 +547,11 @@ TOPIC = Topic(
                 _probe("a prefix hit is not charged to the budget", "prefix", _prefix_hit_free),
                 _probe(
                     "an admitted chunk reports its prefix hit", "hit-reported", _prefix_hit_reported
+                ),
+                Probe(
+                    "num_cached is the hit found before the chunk's allocate",
+                    HIT_BEFORE_ALLOCATE,
+                    hit_before_allocate,
                 ),
                 _probe(
                     "a one-token chunk mid-prompt samples nothing", "sample", _one_token_mid_prompt

@@ -42,6 +42,7 @@ from servelab.kv.offload.cost import (
     simulate_prefill,
 )
 from servelab.testing.core import InvariantViolation, RecordingMachine
+from servelab.testing.kv_offload_held import held_bytes_message
 from servelab.testing.offload_model import HierarchyModel, TierModel
 from servelab.testing.power_cut import LateRename, power_cut, unsynced_renames
 
@@ -592,13 +593,9 @@ def _hierarchy_machine(cls: Any) -> type[RecordingMachine]:
                 for k, v in _model_tier_fields(m).items():
                     want[f"{name}.{k}"] = v
             held = self.model.held_bytes()
-            if got.get("held_bytes") != held:
-                raise InvariantViolation(
-                    "held-bytes",
-                    f"h.held_bytes() is {got.get('held_bytes')!r}; the distinct chunks take "
-                    f"{held} bytes (tiers: {self.model.tiers[0].used} + "
-                    f"{self.model.tiers[1].used})",
-                )
+            message = held_bytes_message(got, self.sizes, held)
+            if message is not None:
+                raise InvariantViolation("held-bytes", message)
             want["held_bytes"] = held
             _compare(got, want, "books", "the tiers")
 

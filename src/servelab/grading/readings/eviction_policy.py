@@ -17,6 +17,7 @@ from servelab.grading.readings.difference import (
     other_error,
     read_on_one_side,
 )
+from servelab.grading.readings.eviction_policy_dry import dry_heap
 from servelab.grading.readings.eviction_policy_hand import hand_passed, sweep_start
 from servelab.grading.readings.eviction_policy_heap import front_taken, lfu_kept, stale_taken
 from servelab.grading.readings.eviction_policy_kept import count_resumed, unpin_pushed_stale
@@ -354,7 +355,7 @@ def eviction_policy_reading(d: Difference) -> str | None:
     tick = tick_not_fresh(d) or (count_resumed(d) if who == "LFU" else None)
     if tick:
         return tick
-    other = other_error(d)
+    other = dry_heap(d) or other_error(d)
     if other:
         return other
     if m == "__len__" and d.outcome_pair == MINE_RAISED:

@@ -12,6 +12,7 @@ from servelab.grading.readings.difference import (
     failed_call,
     written_for,
 )
+from servelab.grading.readings.kv_offload_cascade import victim_left_out
 from servelab.grading.readings.kv_offload_dropped import dropped_at_one
 from servelab.grading.readings.kv_offload_free import free_holds_chunk
 from servelab.grading.readings.kv_offload_reads import (
@@ -518,6 +519,7 @@ _READERS = {
     "unref": dropped_at_one,
     "held_bytes": _held,
     "_payload_size": payload_size,
+    "_cascade": victim_left_out,
 }
 
 

@@ -45,6 +45,7 @@ from servelab.grading.readings.weight_cache_rules import (
     returned_other_count,
     victim_kinds,
 )
+from servelab.grading.readings.weight_cache_twice import evicted_twice
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 from servelab.grading.weight_cache_hints import HINTS
 
@@ -493,6 +494,8 @@ def weight_cache_reading(d: Difference) -> str | None:
             return said
         return None
     m, differ = d.method, d.differ
+    if m == "put" and (twice := evicted_twice(d)):
+        return twice
     if d.i_raised and d.they_raised and d.error("mine") == d.error("theirs") and differ:
         return failed_call(d)
     if m == "_next_victim" and not d.same_outcome:
