@@ -109,8 +109,8 @@ CASES = {
             "bm._lookup([1, 2, 3, 4, 5]) returned []; expected [0]",
             "as it did for the same prompt before block 0 was cached; a fresh object given the "
             "same `_register` calls and no earlier lookup answers [0]",
-            "Did it keep the answer of an earlier lookup of the same prompt? A lookup reads map "
-            "as it is at the call",
+            "yours answered [] from `seen`, kept under (1, 2, 3, 4, 5) since an earlier call: "
+            "with that entry taken out, on a copy, yours answers [0]",
         ],
         ["cap is one block short", "one block short"],
     ),
