@@ -15,7 +15,7 @@ from servelab.grading.about import About, Hint
 from servelab.grading.block_manager_hints import HINTS
 from servelab.grading.block_manager_order import table_in_taken_order
 from servelab.grading.observe import Canon, blocks_fields, frozen
-from servelab.grading.readings.block_manager import block_manager_reading
+from servelab.grading.readings.block_manager import block_manager_reading, one_token_blocks
 from servelab.grading.replay import TopicReplay, plain, program
 from servelab.grading.topic import MachineCheck, Probe, Step, Topic
 from servelab.kv import blocks
@@ -573,6 +573,7 @@ REPLAY = TopicReplay(
     classes=("BlockManager",),
     fields=blocks_fields,
     reader=block_manager_reading,
+    slip_reader=one_token_blocks,
 )
 """How diagnosis replays this topic's programs (:mod:`servelab.grading.diagnose`)."""
 

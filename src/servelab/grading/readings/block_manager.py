@@ -21,7 +21,9 @@ from servelab.grading.readings.block_manager_cow import (
 )
 from servelab.grading.readings.block_manager_fork import fork_dropped_tail
 from servelab.grading.readings.block_manager_ids import wrong_error_reading
+from servelab.grading.readings.block_manager_one import one_token_blocks as one_token_blocks
 from servelab.grading.readings.block_manager_taken import taken_order_reading
+from servelab.grading.readings.block_manager_walk import walk_skipped
 from servelab.grading.readings.difference import (
     BOTH_RAISED,
     MINE_RAISED,
@@ -512,6 +514,9 @@ def block_manager_reading(d: Difference) -> str | None:
                 "before taking any (all or nothing)",
             )
         return failed_call(d)
+    one = one_token_blocks(d) if m == "append_slot" and not d.they_raised else None
+    if one:
+        return one
     if d.i_raised and not d.they_raised and d.error("mine") != "OutOfBlocks":
         wrong = wrong_error_reading(d)
         if wrong:
@@ -624,7 +629,7 @@ def _released(d: Difference) -> str:
         )
     if fewer and not more and not held:
         b = fewer[0]
-        kept = shared_kept(d, b)
+        kept = walk_skipped(d, fewer) or shared_kept(d, b)
         if kept:
             return kept
         return (

@@ -30,6 +30,7 @@ from servelab.grading.readings.eviction_policy_rules import (
     queue_moved,
     tick_not_fresh,
 )
+from servelab.grading.readings.eviction_policy_sweep import hand_key_unlooked, wrap_cleared
 from servelab.grading.readings.kinds import count_moved
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
@@ -170,6 +171,9 @@ def _sieve_victim(d: Difference) -> str | None:
     pinned = set(getattr(p, "pinned", ()))
     mine, theirs = d.returned("mine"), d.returned("theirs")
     candidates = [k for k in queue if k not in pinned]
+    swept = wrap_cleared(d) or hand_key_unlooked(d)
+    if swept:
+        return swept
     if candidates and all(visited.get(k) for k in candidates):
         # "not simply the oldest" only where yours took the oldest: another victim says less
         oldest = ", not simply the oldest" if repr(candidates[0]) == mine else ""
@@ -325,6 +329,9 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 "an entry that no longer matches them is stale and pop_victim skips it. Does "
                 "yours push before it updates them, or with another count or tick than theirs?"
             )
+        unlooked = hand_key_unlooked(d) if who == "SIEVE" else None
+        if unlooked:
+            return unlooked
         if m == "eviction_order" and who == "SIEVE":
             return (
                 "yours leaves every field a call shows as the reference's does, yet with the "

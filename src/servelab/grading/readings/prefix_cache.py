@@ -21,11 +21,13 @@ from servelab.grading.readings.difference import (
 from servelab.grading.readings.prefix_cache_decode import decode_hash_place
 from servelab.grading.readings.prefix_cache_kept import lookup_kept
 from servelab.grading.readings.prefix_cache_names import chain_other_formula, lookup_moved
+from servelab.grading.readings.prefix_cache_register import register_skipped_equal
 from servelab.grading.readings.prefix_cache_returns import (
     cached_by_subtraction,
     chained_from_rest,
     counted_after,
 )
+from servelab.grading.readings.prefix_cache_room import room_left_partial
 from servelab.grading.readings.prefix_cache_rules import (
     chain_short_at_end,
     claim_forgotten,
@@ -386,6 +388,9 @@ def prefix_cache_reading(d: Difference) -> str | None:
                 "tokens[block] = block_tokens, the tokens a hit is verified against"
             )
         return decode_hash_place(d)
+    skipped = register_skipped_equal(d) if m == "_register" else None
+    if skipped:
+        return skipped
     if m == "_chain" and not d.same_outcome:
         found = (
             _chain_by_parent(d)
@@ -396,6 +401,9 @@ def prefix_cache_reading(d: Difference) -> str | None:
         if found:
             return found
     short = d.error("mine") == d.error("theirs") == "OutOfBlocks"
+    partial = room_left_partial(d) if m == "allocate" and short else None
+    if partial:
+        return partial
     if m == "allocate" and d.i_raised and d.they_raised and differ and short:
         return FAILED.show(
             d,

@@ -22,6 +22,7 @@ from servelab.grading.readings.scheduler_ends import (
     retried_its_own_victim,
     skips_a_full_decode,
 )
+from servelab.grading.readings.scheduler_late import retired_by_own_count
 from servelab.grading.readings.scheduler_listed import listed_not_decoded, slot_not_appended
 from servelab.grading.readings.scheduler_raised import (
     fits_counts_the_pool,
@@ -442,6 +443,9 @@ def scheduler_reading(d: Difference) -> str | None:
                         "on a copy where only finished sequences run, yours retires them: "
                         f"retire each finished one, whatever runs beside it; {rule}"
                     )
+                short = retired_by_own_count(d, left)
+                if short:
+                    return short
                 later = retires_at_a_later_step(d, left) if alone is False else None
                 if later is True:  # retired, by later steps: late, not never
                     return (

@@ -38,6 +38,7 @@ from servelab.grading.readings.budget_victims import (
     self_victim_ran,
     victim_visited,
 )
+from servelab.grading.readings.budget_watched import watched_running
 from servelab.grading.readings.difference import Difference, call, written_for
 from servelab.grading.readings.scheduler import victim_in_output
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
@@ -646,7 +647,7 @@ def token_budget_reading(d: Difference) -> str | None:
         if exact is not None:
             return exact
     if m == "schedule_running":
-        found = kept_partial(d) or victim_visited(d) or self_victim_ran(d)
+        found = kept_partial(d) or victim_visited(d) or self_victim_ran(d) or watched_running(d)
     else:
         found = None
     if found is not None:
