@@ -108,3 +108,20 @@ def test_an_error_raised_under_the_learners_lines_is_told_without_a_guessed_caus
     assert "your" not in said
     assert raised_outside(ValueError("x")) is not None
     assert raised_outside(None) is None
+
+
+class _PutAnswersAGenerator(servelab.checkpoint("kv-offload", 2)):  # type: ignore[misc]
+    """Answers put's victims as a generator, shown by its default repr with an address."""
+
+    def put(self, key, payload, wait=0):  # type: ignore[no-untyped-def]
+        return (pair for pair in super().put(key, payload, wait) or [])
+
+
+def test_an_object_shown_by_its_default_repr_has_no_address() -> None:
+    assert stable_text("is <generator object f at 0x7fd807d7ba60>, expected []") == (
+        "is <generator object f>, expected []"
+    )
+    first = failing_report("kv-offload", _PutAnswersAGenerator, 2)[0].text
+    again = failing_report("kv-offload", _PutAnswersAGenerator, 2)[0].text
+    assert "<generator object" in first and " at 0x" not in first
+    assert first == again

@@ -2,6 +2,8 @@
 
 * A folder made under the temporary directory or in memory (a disk tier's, a learner's
   ``mkdtemp``) has a random name: :func:`stable_text` names every such folder the same way.
+  An object shown by its default repr (a generator returned where a list belongs) carries its
+  memory address: :func:`stable_text` leaves the address out.
 * A diagnosis (localisation, the catalogue, the readings and their proofs by replay) is
   budgeted in CPU seconds (:data:`DIAGNOSE_TIMEOUT_S`) and in its own wall time, time spent
   waiting for a CPU left out (:func:`~servelab.testing.core.hang_guard`): on a loaded machine
@@ -44,14 +46,15 @@ MEMORY_FOLDER = "/dev/shm"
 
 _ROOTS = "|".join(re.escape(root) for root in (tempfile.gettempdir(), MEMORY_FOLDER))
 _TEMPORARY_FOLDER = re.compile(rf"(?:{_ROOTS})[/\\][^/\\\s'\"]+")
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+(?=>)")  # the end of a default repr, <... at 0x...>
 
 
 def stable_text(text: str) -> str:
-    """``text`` with every temporary folder named the same way on every run (a hint keeps
-    what it is about)."""
-    if not _TEMPORARY_FOLDER.search(text):
+    """``text`` with every temporary folder named the same way on every run, and no memory
+    address in a default repr (a hint keeps what it is about)."""
+    if not _TEMPORARY_FOLDER.search(text) and not _ADDRESS.search(text):
         return text
-    shown = _TEMPORARY_FOLDER.sub("<temporary folder>", text)
+    shown = _ADDRESS.sub("", _TEMPORARY_FOLDER.sub("<temporary folder>", text))
     return Hint(shown, text.about) if isinstance(text, Hint) else shown
 
 
