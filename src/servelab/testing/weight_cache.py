@@ -13,6 +13,7 @@ inspection methods ``keys()``, ``used``, ``pin_count(key)``) is driven against i
 
 from __future__ import annotations
 
+import operator
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -161,14 +162,25 @@ class Snapshot:
         )
 
 
-def stats_of(cache: Any) -> tuple[int, int, int, int]:
+def _count(value: Any) -> Any:
+    """A counter as the learner keeps it: a Python number as it is (a float of bytes is shown,
+    not cut to an int that may happen to match), another integer type (numpy's) as an int."""
+    if isinstance(value, int | float):
+        return value
+    try:
+        return operator.index(value)
+    except TypeError:
+        return value  # shown as it is: it equals no count
+
+
+def stats_of(cache: Any) -> tuple[Any, Any, Any, Any]:
     """(hits, misses, evictions, evicted_bytes) from ``cache.stats`` or the cache's attributes."""
     source = getattr(cache, "stats", cache)
     return (
-        int(source.hits),
-        int(source.misses),
-        int(source.evictions),
-        int(source.evicted_bytes),
+        _count(source.hits),
+        _count(source.misses),
+        _count(source.evictions),
+        _count(source.evicted_bytes),
     )
 
 
