@@ -136,6 +136,11 @@ def _scheduler_decode(d: Difference) -> str | None:
     gone_mine = [s for s in before if s not in mine]
     gone_theirs = [s for s in before if s not in theirs]
     if set(mine) == set(theirs) and mine != theirs and DECODE_ORDER.fits(d):
+        if mine == before[::-1]:  # reversed; with two sequences, id order may be the same
+            return (
+                f"yours left running reversed ({before} -> {mine}): decode keeps running in its "
+                "order, the oldest first, newcomers at the back"
+            )
         if mine == sorted(mine):
             return (
                 "yours reorders running by id: decode in the order of running (arrival), not "
@@ -179,7 +184,12 @@ def _scheduler_decode(d: Difference) -> str | None:
         and not same_victims
     ):
         victims = [s for s in waiting_mine if s in gone_mine]
-        if victims == sorted(victims) and [s for s in before if s in gone_mine] != victims:
+        every = len(victims) > 1 and set(victims) == set(gone_mine)  # an order needs them all
+        if (
+            every
+            and victims == sorted(victims)
+            and [s for s in before if s in gone_mine] != victims
+        ):
             return (
                 f"yours left the victims waiting in the order of their ids ({victims}), as if "
                 "it took the highest id first; the victim is always the newest running "
