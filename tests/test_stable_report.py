@@ -114,14 +114,16 @@ class _PutAnswersAGenerator(servelab.checkpoint("kv-offload", 2)):  # type: igno
     """Answers put's victims as a generator, shown by its default repr with an address."""
 
     def put(self, key, payload, wait=0):  # type: ignore[no-untyped-def]
-        return (pair for pair in super().put(key, payload, wait) or [])
+        evicted = super().put(key, payload, wait)
+        return None if evicted is None else (pair for pair in evicted)
 
 
-def test_an_object_shown_by_its_default_repr_has_no_address() -> None:
+def test_an_object_shown_by_its_default_repr_has_no_address_and_a_generator_is_told() -> None:
     assert stable_text("is <generator object f at 0x7fd807d7ba60>, expected []") == (
         "is <generator object f>, expected []"
     )
     first = failing_report("kv-offload", _PutAnswersAGenerator, 2)[0].text
     again = failing_report("kv-offload", _PutAnswersAGenerator, 2)[0].text
-    assert "<generator object" in first and " at 0x" not in first
+    assert "is a generator object, expected the list []" in first and " at 0x" not in first
+    assert "yours returned a generator object where a list belongs" in first
     assert first == again

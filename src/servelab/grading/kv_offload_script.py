@@ -67,8 +67,18 @@ class OffloadScript(Script):
         return list(self(f"{self.subject}.keys()"))
 
     def expect(self, got: Any, want: Any, what: str, rule: str | None = None) -> None:
-        """``got`` must equal ``want``; ``rule`` names the hint when it is not the probe's own."""
+        """``got`` must equal ``want``; ``rule`` names the hint when it is not the probe's own.
+        A lazy iterator (a generator) where a list belongs is told as such: the probe's rule
+        was not what broke."""
         if got != want:
+            if isinstance(want, list) and isinstance(got, Iterator):
+                kind = type(got).__name__
+                raise self.fail(
+                    f"{what} is a {kind} object, expected the list {want!r}",
+                    hint=f"yours returned a {kind} object where a list belongs: a {kind} runs "
+                    "only when it is iterated, once, and then reads the state as it is by "
+                    "then; build the list in the call ([...] or list(...))",
+                )
             raise self.fail(f"{what} is {got!r}, expected {want!r}", rule)
 
     def expect_raises(
