@@ -31,6 +31,7 @@ from servelab.grading.readings.eviction_policy_rules import (
     tick_not_fresh,
 )
 from servelab.grading.readings.eviction_policy_sweep import hand_key_unlooked, wrap_cleared
+from servelab.grading.readings.eviction_policy_twice import order_twice
 from servelab.grading.readings.kinds import count_moved
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
 
@@ -373,6 +374,9 @@ def eviction_policy_reading(d: Difference) -> str | None:
         )
     if m == "__len__" and not d.same_outcome:
         return COUNTED_MORE.show(d, _len(d)) or len_fewer(d)
+    twice = order_twice(d, who, _names) if m == "eviction_order" and not d.same_outcome else None
+    if twice:
+        return ORDERED.show(d, twice)
     short = _order_short(d) if m == "eviction_order" and not d.same_outcome else None
     if short:
         return ORDERED.show(d, short)
