@@ -121,11 +121,16 @@ def test_a_reordered_queue_speaks_only_when_the_queue_alone_differs() -> None:
 
 
 def test_the_decode_order_speaks_only_of_running_and_its_decodes() -> None:
-    before: Fields = {"running": [(1, 3), (0, 3)], "waiting": [], "out.decodes": []}
-    by_id: Fields = {"running": [(0, 3), (1, 3)], "out.decodes": [0, 1]}
+    before: Fields = {"running": [(1, 3), (2, 3), (0, 3)], "waiting": [], "out.decodes": []}
+    by_id: Fields = {"running": [(0, 3), (1, 3), (2, 3)], "out.decodes": [0, 1, 2]}
     assert "order of their ids" in (scheduler_reading(_d("decode", before, by_id, {})) or "")
-    requeued = {**by_id, "waiting": [(2, 1)]}
+    requeued = {**by_id, "waiting": [(3, 1)]}
     assert scheduler_reading(_d("decode", before, requeued, {})) is None
+    # two sequences: reversed is their id order too, and the reading says reversed, not by id
+    two: Fields = {"running": [(1, 3), (0, 3)], "waiting": [], "out.decodes": []}
+    flipped: Fields = {"running": [(0, 3), (1, 3)], "out.decodes": [0, 1]}
+    said = scheduler_reading(_d("decode", two, flipped, {})) or ""
+    assert "reversed" in said and "by id" not in said
 
 
 def test_another_victim_is_read_as_one_only_with_as_many_victims_on_both_sides() -> None:

@@ -21,7 +21,7 @@ from servelab.grading._script import Script, graded_names
 from servelab.grading.about import About, Hint
 from servelab.grading.topic import MachineCheck, Probe, ProbeFailed, Step, Topic
 from servelab.grading.weight_cache_counts import counts, evict_counts
-from servelab.grading.weight_cache_hints import HINTS, stored
+from servelab.grading.weight_cache_hints import HINTS, PINNED_ONCE, stored
 from servelab.grading.weight_cache_pins import NO_VICTIM, every_entry_pinned
 from servelab.grading.weight_cache_replay import REPLAY
 from servelab.testing.pasteable import SUPPRESS_IMPORT
@@ -657,7 +657,7 @@ TOPIC = Topic(
                 Probe("a size must be positive", HINTS["bad-size"], _bad_size),
                 Probe(
                     "a model pinned twice holds its bytes once",
-                    HINTS["pinned-once"],
+                    PINNED_ONCE,
                     _pinned_twice_holds_once,
                 ),
                 Probe(

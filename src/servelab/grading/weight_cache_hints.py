@@ -10,7 +10,7 @@ from servelab.grading.about import About, Hint
 if TYPE_CHECKING:
     from servelab.grading.localise import Divergence
 
-__all__ = ["HINTS", "stored"]
+__all__ = ["HINTS", "PINNED_ONCE", "stored"]
 
 
 def stored(divergence: Divergence | None) -> bool:
@@ -132,11 +132,6 @@ HINTS = {
         "the sign",
         About(("put", "_check_can_admit")),
     ),
-    "pinned-once": Hint(
-        "count each pinned entry's bytes once in the pinned bytes, however many pins it has "
-        "(not once per pin)",
-        About(("_check_can_admit",)),
-    ),
     "error-order": Hint(
         "_check_can_admit checks in the notebook's order: a bad size (ValueError), then "
         "larger than the cache (EntryTooLarge), then the key pinned (EntryPinned), then the "
@@ -144,3 +139,11 @@ HINTS = {
         About(("_check_can_admit",)),
     ),
 }
+
+#: A probe's hint and a reading's rule alike (not a rule the state machine names): the pinned
+#: bytes count each pinned entry once.
+PINNED_ONCE = Hint(
+    "count each pinned entry's bytes once in the pinned bytes, however many pins it has "
+    "(not once per pin)",
+    About(("_check_can_admit",)),
+)

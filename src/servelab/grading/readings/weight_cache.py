@@ -47,7 +47,7 @@ from servelab.grading.readings.weight_cache_rules import (
 )
 from servelab.grading.readings.weight_cache_twice import evicted_twice
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
-from servelab.grading.weight_cache_hints import HINTS
+from servelab.grading.weight_cache_hints import PINNED_ONCE
 
 # The difference each reading below was written for (see WrittenFor): a reading is shown only
 # when the first diverging call differs that way and in nothing else.
@@ -223,7 +223,7 @@ def _weight_cache_admit(d: Difference) -> str | None:
         if pinned and any(n > 1 for n in pins.values()) and _admits_pinned_once(d, key, size):
             return REFUSED.show(
                 d,
-                f"yours refused an entry that fits beside the pinned ones: {HINTS['pinned-once']}",
+                f"yours refused an entry that fits beside the pinned ones: {PINNED_ONCE}",
             )
         if not _room_error(d.error("mine")):
             return None  # refused for another reason (a size, a pin): not the room's rule
