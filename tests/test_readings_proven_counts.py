@@ -238,10 +238,13 @@ class UnpinToZeroAtTwo(KV1):
 
 
 def test_a_count_dropped_by_two_is_said_as_such_not_as_off_by_one() -> None:
-    for cls in (UnrefDropsAll, UnpinToZeroAtTwo):
-        said = hint("kv-offload", cls, 1)
-        assert "off by one" not in said, said
-        assert "from 2 to 0, the reference to 1" in said, said
+    said = hint("kv-offload", UnrefDropsAll, 1)
+    assert "off by one" not in said, said
+    assert "from 2 to 0, the reference to 1" in said, said
+    # dropped only at 1 (from 3 it leaves 2, on a copy): the threshold is said
+    said = hint("kv-offload", UnpinToZeroAtTwo, 1)
+    assert "off by one" not in said, said
+    assert "with one pin still left (2 -> none), where the reference leaves 1" in said, said
 
 
 # --- eviction policy: a hit that adds 2 (a plain `+= 2` keeps the reference's order: it passes)

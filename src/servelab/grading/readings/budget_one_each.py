@@ -13,7 +13,8 @@ __all__ = ["one_token_each"]
 
 def one_token_each(d: Difference, chunks: list[Any]) -> str | None:
     """The first request yours scheduled one token where min(its tokens not computed, the
-    budget left) is more, where every chunk yours scheduled in the call is one token."""
+    budget left) is more, where every chunk yours scheduled in the call is one token; not of a
+    token that ends the prompt (a chunk cut at the prompt's end gives that one too)."""
     if d.method != "schedule_running" or not chunks or not isinstance(d.args[1], int):
         return None
     try:
@@ -22,7 +23,8 @@ def one_token_each(d: Difference, chunks: list[Any]) -> str | None:
         left = d.args[1]
         for c in chunks:
             todo = c.seq.num_tokens - c.start
-            if todo > 1 and left > 1:
+            # a token that ends the prompt exactly fits a chunk cut at the prompt's end too
+            if todo > 1 and left > 1 and c.start + 1 != c.seq.prompt_len:
                 return (
                     f"yours scheduled request {c.seq.seq_id} one token (from {c.start}) though "
                     f"{todo} of its {c.seq.num_tokens} tokens are not computed yet and the budget "
