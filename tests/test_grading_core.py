@@ -927,6 +927,13 @@ def test_in_ipython_the_stop_button_shows_one_line_and_no_grader_frames(
     assert (shown.out + shown.err).strip() == f"GradeInterrupted: {INTERRUPTED}"
 
 
+def _as_a_terminal_starts_it() -> None:
+    """Ctrl-C as a terminal's command gets it: delivered and not ignored, whatever an earlier
+    test in this worker left ignored or blocked (both are inherited across exec)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("where", ["child process", "--in-process"])
 def test_cli_ctrl_c_ends_the_grade_in_one_line(tmp_path: Path, where: str) -> None:
     started = tmp_path / "started"
@@ -961,6 +968,7 @@ def test_cli_ctrl_c_ends_the_grade_in_one_line(tmp_path: Path, where: str) -> No
         text=True,
         env=env,
         start_new_session=True,
+        preexec_fn=_as_a_terminal_starts_it,
     )
     try:
         for _ in range(1200):  # until the learner's code runs (at most a minute)
