@@ -129,6 +129,48 @@ class ParentIfTruthy(Sharing):  # type: ignore[misc,valid-type]
         return slot
 
 
+class ParentIfTruthyElsewhere(Sharing):  # type: ignore[misc,valid-type]
+    """After block 0 the filled block is hashed over a parent of its own making, not ROOT."""
+
+    def append_slot(self, seq, token_id):  # type: ignore[no-untyped-def]
+        slot = super().append_slot(seq, token_id)
+        table = self.tables[seq]
+        if slot.offset == self.block_size - 1 and len(table) > 1 and not table[-2]:
+            block_tokens = tuple(self.seq_tokens[seq][-self.block_size :])
+            self.map.pop(self.hash[slot.block], None)
+            self.hash[slot.block] = None
+            self._register(slot.block, hash((-1, block_tokens)), block_tokens)
+        return slot
+
+
+class ParentIfTruthyUnhashed(Sharing):  # type: ignore[misc,valid-type]
+    """After block 0 the filled block is left without a hash."""
+
+    def append_slot(self, seq, token_id):  # type: ignore[no-untyped-def]
+        slot = super().append_slot(seq, token_id)
+        table = self.tables[seq]
+        if slot.offset == self.block_size - 1 and len(table) > 1 and not table[-2]:
+            self.map.pop(self.hash[slot.block], None)
+            self.hash[slot.block] = None
+        return slot
+
+
+@pytest.mark.parametrize(
+    ("impl", "said"),
+    [
+        (ParentIfTruthyElsewhere, "yours hashed block 1, [3, 4], under a hash a later prompt"),
+        (ParentIfTruthyUnhashed, "yours leaves block 1, [3, 4], unhashed;"),
+    ],
+)
+def test_block_zero_read_as_no_previous_block_tells_what_the_block_holds(
+    impl: type, said: str
+) -> None:
+    report = failing_report("prefix-cache", impl, 2)[0].text
+    assert "where it is block 1 (another prompt took block 0 first" in report
+    assert said in report
+    assert "from ROOT" not in report
+
+
 class KeepsCallersList(Sharing):  # type: ignore[misc,valid-type]
     """A look-alike: keeps the caller's own list as the sequence's tokens."""
 
@@ -143,7 +185,10 @@ def test_block_zero_read_as_no_previous_block_is_told_so() -> None:
     assert "✗ step 2 · the manager keeps its own copy of the prompt" in report
     assert "whatever the caller does with its list" not in report
     assert "yours returns 2 too where the caller leaves its list alone" in report
-    assert "Yours hashed block 1 as a first block, from ROOT" in report
+    assert (
+        "Where the block before it is block 0, yours hashed block 1 as a first block, from ROOT"
+        in report
+    )
     assert "where it is block 1 (another prompt took block 0 first" in report
     assert "only None means no previous block" in report
 
