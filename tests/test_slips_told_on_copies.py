@@ -113,6 +113,14 @@ def test_held_bytes_is_told_from_the_learners_own_tiers() -> None:
     )
 
 
+def test_held_bytes_over_tiers_that_list_no_keys_is_left_to_the_tiers_comparison() -> None:
+    sizes = {"a": 10, "b": 20}
+    listed = {"cpu.keys": [["a", 10]], "disk.keys": ["b"], "held_bytes": 40}
+    assert held_bytes_message(listed, sizes, 30) is None  # an unhashable entry is no key
+    assert held_bytes_message({**listed, "cpu.keys": [("a", [10])]}, sizes, 30) is None
+    assert held_bytes_message({**listed, "cpu.keys": ("a",)}, sizes, 30) is None
+
+
 class ParentIfTruthy(Sharing):  # type: ignore[misc,valid-type]
     """Names a decode-filled block over the block before it only when that block's id is
     truthy: after block 0 the filled block is named from ROOT."""
