@@ -12,6 +12,7 @@ import pytest
 
 from buggy_impls import failing_report
 from servelab import checkpoint
+from servelab.grading.token_budget import TOPIC
 from servelab.grading.token_budget_cached import hit_before_allocate
 from servelab.grading.topic import ProbeFailed
 from servelab.kv.blocks import OutOfBlocks
@@ -72,12 +73,21 @@ def test_num_cached_asked_after_allocate_is_told_so() -> None:
     assert "the full block [50, 51, 52, 53] the chunk computes itself" in report
 
 
+def test_num_cached_asked_after_allocate_is_hinted_the_second_lookup() -> None:
+    with pytest.raises(ProbeFailed) as caught:
+        hit_before_allocate(LooksUpAfterAllocate)
+    assert "not a second cached_tokens(seq)" in str(caught.value.hint)
+
+
 def test_num_cached_of_another_size_is_not_told_the_lookup() -> None:
     hit_before_allocate(_Admits)  # the notebook's rule passes
     with pytest.raises(ProbeFailed) as caught:
         hit_before_allocate(CountsTheChunk)
     assert "is [(1, 8, 13)], expected [(1, 8, 8)]" in caught.value.message
     assert "after this chunk's allocate" not in caught.value.message
+    # nor by the probe's own hint, which the report shows where nothing tells more
+    (probe,) = [p for s in TOPIC.steps for p in s.probes if p.run is hit_before_allocate]
+    assert caught.value.hint is None and "cached_tokens" not in probe.hint
 
 
 class CascadeWhenRoom(Tiers["Hierarchy"]):  # type: ignore[misc,valid-type]
