@@ -227,7 +227,7 @@ def test_a_read_that_fails_in_the_reference_s_call_is_left_out(monkeypatch: Any)
 
     monkeypatch.setattr(faulty._Watch, "_observed", failing_once)
     block = where_block(report("scheduler", AdmitReadsFreeOnce, 3))
-    assert counts
+    assert max(counts.values()) >= 3  # the failing read happened
     assert block[-1] == "at your line `self.waiting.popleft()`, where free = 8, n = 4"
 
 
