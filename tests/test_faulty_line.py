@@ -209,6 +209,7 @@ def test_a_set_at_any_depth_is_shown_in_sorted_order() -> None:
     assert faulty._value({8, 1}) == "{1, 8}"
     assert faulty._value({"x": {8, 1}}) == "{'x': {1, 8}}"
     assert faulty._value([({8, 1}, set())]) == "[({1, 8}, set())]"
+    assert faulty._value((frozenset({8, 1}), frozenset())) == "(frozenset({1, 8}), frozenset())"
 
 
 def test_a_read_that_fails_in_the_reference_s_call_is_left_out(monkeypatch: Any) -> None:
@@ -226,7 +227,7 @@ def test_a_read_that_fails_in_the_reference_s_call_is_left_out(monkeypatch: Any)
 
     monkeypatch.setattr(faulty._Watch, "_observed", failing_once)
     block = where_block(report("scheduler", AdmitReadsFreeOnce, 3))
-    assert counts
+    assert max(counts.values()) >= 3  # the failing read happened
     assert block[-1] == "at your line `self.waiting.popleft()`, where free = 8, n = 4"
 
 

@@ -124,6 +124,17 @@ def test_only_the_last_rename_over_a_name_is_cut(tmp_path: Path) -> None:
     assert (tmp_path / "once.chunk").stat().st_size == 0
 
 
+def test_a_renamed_file_gone_from_its_name_is_not_listed_as_cut(tmp_path: Path) -> None:
+    """A file renamed on to another name, or removed, was not cut under the first name."""
+    with power_cut() as cut:
+        _unsynced(tmp_path / "moved.chunk")
+        os.replace(tmp_path / "moved.chunk", tmp_path / "there.chunk")
+        _unsynced(tmp_path / "removed.chunk")
+        os.remove(tmp_path / "removed.chunk")
+    assert [(r.name, r.size, r.synced) for r in cut] == [("there.chunk", 40, None)]
+    assert (tmp_path / "there.chunk").stat().st_size == 0
+
+
 def test_the_power_cut_keeps_only_the_synced_bytes_of_each_renamed_file(tmp_path: Path) -> None:
     with power_cut() as cut:
         _synced(tmp_path / "a.chunk")

@@ -12,6 +12,7 @@ import pytest
 
 from buggy_impls import failing_report
 from servelab import checkpoint
+from servelab.grading.token_budget import TOPIC
 from servelab.grading.token_budget_cached import hit_before_allocate
 from servelab.grading.topic import ProbeFailed
 from servelab.kv.blocks import OutOfBlocks
@@ -72,12 +73,21 @@ def test_num_cached_asked_after_allocate_is_told_so() -> None:
     assert "the full block [50, 51, 52, 53] the chunk computes itself" in report
 
 
+def test_num_cached_asked_after_allocate_is_hinted_the_second_lookup() -> None:
+    with pytest.raises(ProbeFailed) as caught:
+        hit_before_allocate(LooksUpAfterAllocate)
+    assert "not a second cached_tokens(seq)" in str(caught.value.hint)
+
+
 def test_num_cached_of_another_size_is_not_told_the_lookup() -> None:
     hit_before_allocate(_Admits)  # the notebook's rule passes
     with pytest.raises(ProbeFailed) as caught:
         hit_before_allocate(CountsTheChunk)
     assert "is [(1, 8, 13)], expected [(1, 8, 8)]" in caught.value.message
     assert "after this chunk's allocate" not in caught.value.message
+    # nor by the probe's own hint, which the report shows where nothing tells more
+    (probe,) = [p for s in TOPIC.steps for p in s.probes if p.run is hit_before_allocate]
+    assert caught.value.hint is None and "cached_tokens" not in probe.hint
 
 
 class CascadeWhenRoom(Tiers["Hierarchy"]):  # type: ignore[misc,valid-type]
@@ -113,6 +123,14 @@ def test_held_bytes_is_told_from_the_learners_own_tiers() -> None:
     )
 
 
+def test_held_bytes_over_tiers_that_list_no_keys_is_left_to_the_tiers_comparison() -> None:
+    sizes = {"a": 10, "b": 20}
+    listed = {"cpu.keys": [["a", 10]], "disk.keys": ["b"], "held_bytes": 40}
+    assert held_bytes_message(listed, sizes, 30) is None  # an unhashable entry is no key
+    assert held_bytes_message({**listed, "cpu.keys": [("a", [10])]}, sizes, 30) is None
+    assert held_bytes_message({**listed, "cpu.keys": ("a",)}, sizes, 30) is None
+
+
 class ParentIfTruthy(Sharing):  # type: ignore[misc,valid-type]
     """Names a decode-filled block over the block before it only when that block's id is
     truthy: after block 0 the filled block is named from ROOT."""
@@ -129,6 +147,48 @@ class ParentIfTruthy(Sharing):  # type: ignore[misc,valid-type]
         return slot
 
 
+class ParentIfTruthyElsewhere(Sharing):  # type: ignore[misc,valid-type]
+    """After block 0 the filled block is hashed over a parent of its own making, not ROOT."""
+
+    def append_slot(self, seq, token_id):  # type: ignore[no-untyped-def]
+        slot = super().append_slot(seq, token_id)
+        table = self.tables[seq]
+        if slot.offset == self.block_size - 1 and len(table) > 1 and not table[-2]:
+            block_tokens = tuple(self.seq_tokens[seq][-self.block_size :])
+            self.map.pop(self.hash[slot.block], None)
+            self.hash[slot.block] = None
+            self._register(slot.block, hash((-1, block_tokens)), block_tokens)
+        return slot
+
+
+class ParentIfTruthyUnhashed(Sharing):  # type: ignore[misc,valid-type]
+    """After block 0 the filled block is left without a hash."""
+
+    def append_slot(self, seq, token_id):  # type: ignore[no-untyped-def]
+        slot = super().append_slot(seq, token_id)
+        table = self.tables[seq]
+        if slot.offset == self.block_size - 1 and len(table) > 1 and not table[-2]:
+            self.map.pop(self.hash[slot.block], None)
+            self.hash[slot.block] = None
+        return slot
+
+
+@pytest.mark.parametrize(
+    ("impl", "said"),
+    [
+        (ParentIfTruthyElsewhere, "yours hashed block 1, [3, 4], under a hash a later prompt"),
+        (ParentIfTruthyUnhashed, "yours leaves block 1, [3, 4], unhashed;"),
+    ],
+)
+def test_block_zero_read_as_no_previous_block_tells_what_the_block_holds(
+    impl: type, said: str
+) -> None:
+    report = failing_report("prefix-cache", impl, 2)[0].text
+    assert "where it is block 1 (another prompt took block 0 first" in report
+    assert said in report
+    assert "from ROOT" not in report
+
+
 class KeepsCallersList(Sharing):  # type: ignore[misc,valid-type]
     """A look-alike: keeps the caller's own list as the sequence's tokens."""
 
@@ -143,7 +203,10 @@ def test_block_zero_read_as_no_previous_block_is_told_so() -> None:
     assert "✗ step 2 · the manager keeps its own copy of the prompt" in report
     assert "whatever the caller does with its list" not in report
     assert "yours returns 2 too where the caller leaves its list alone" in report
-    assert "Yours hashed block 1 as a first block, from ROOT" in report
+    assert (
+        "Where the block before it is block 0, yours hashed block 1 as a first block, from ROOT"
+        in report
+    )
     assert "where it is block 1 (another prompt took block 0 first" in report
     assert "only None means no previous block" in report
 

@@ -127,3 +127,20 @@ def test_an_object_shown_by_its_default_repr_has_no_address_and_a_generator_is_t
     assert "is a generator object, expected the list []" in first and " at 0x" not in first
     assert "yours returned a generator object where a list belongs" in first
     assert first == again
+
+
+class _PutAnswersAnIterator(servelab.checkpoint("kv-offload", 2)):  # type: ignore[misc]
+    """Answers put's victims as an iterator over the list it built: nothing runs late."""
+
+    def put(self, key, payload, wait=0):  # type: ignore[no-untyped-def]
+        evicted = super().put(key, payload, wait)
+        return None if evicted is None else iter(evicted)
+
+
+def test_an_iterator_over_a_built_list_is_not_said_to_run_late() -> None:
+    report = failing_report("kv-offload", _PutAnswersAnIterator, 2)[0]
+    assert "is a list_iterator object, expected the list []" in report.text
+    assert "yours returned a list_iterator object where a list belongs" in report.text
+    assert "runs only when it is iterated" not in report.text
+    generator = failing_report("kv-offload", _PutAnswersAGenerator, 2)[0].text
+    assert "a generator runs only when it is iterated" in generator

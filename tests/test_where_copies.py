@@ -8,11 +8,13 @@ graded end to end, and a look-alike next to it keeps its own sentence."""
 from __future__ import annotations
 
 import heapq
+import os
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+import servelab.grading.where as where
 from buggy_impls import failing_report
 from servelab import checkpoint
 from servelab.grading.diagnose import HOOKS
@@ -171,3 +173,20 @@ def test_a_pause_that_changes_your_object_compares_no_call() -> None:
     assert "where: the difference is in your `put`: with the reference's in its place" in text
     assert "yours evicted" not in text
     assert "the reference returns None" not in text
+
+
+def test_a_line_that_only_starts_with_the_word_raise_is_no_raise(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    """`raised = counts[key]` failing in the reference is its method meeting your state."""
+    source = tmp_path / "reference.py"
+    source.write_text("def pop(counts):\n    raised = counts['k']\n    return raised\n")
+    names: dict[str, Any] = {}
+    exec(compile(source.read_text(), str(source), "exec"), names)
+    try:
+        names["pop"]({})
+    except KeyError as exc:
+        error = exc
+    monkeypatch.setattr(where, "_OWN", str(tmp_path) + os.sep)
+    d = SimpleNamespace(mine=("returned 1", {}), theirs=("raised KeyError", {}), their_error=error)
+    assert where._raised_on_yours(d)  # type: ignore[arg-type]

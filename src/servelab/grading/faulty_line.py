@@ -314,7 +314,10 @@ def _sets_sorted(value: Any) -> Any:
     iterates in may change from run to run."""
     if isinstance(value, set | frozenset):
         items = sorted(repr(_view(_sets_sorted(v))) for v in value)
-        return _Text("{" + ", ".join(items) + "}" if items else "set()")
+        text = "{" + ", ".join(items) + "}" if items else ""
+        if isinstance(value, frozenset) or not items:
+            text = f"{type(value).__name__}({text})"
+        return _Text(text)
     if isinstance(value, tuple) and hasattr(value, "_fields"):
         return type(value)(*(_sets_sorted(v) for v in value))
     if isinstance(value, deque):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import types
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -68,16 +69,21 @@ class OffloadScript(Script):
 
     def expect(self, got: Any, want: Any, what: str, rule: str | None = None) -> None:
         """``got`` must equal ``want``; ``rule`` names the hint when it is not the probe's own.
-        A lazy iterator (a generator) where a list belongs is told as such: the probe's rule
-        was not what broke."""
+        An iterator (a generator) where a list belongs is told as such: the probe's rule was
+        not what broke."""
         if got != want:
             if isinstance(want, list) and isinstance(got, Iterator):
                 kind = type(got).__name__
+                why = (
+                    "a generator runs only when it is iterated, once, and then reads the state "
+                    "as it is by then"
+                    if isinstance(got, types.GeneratorType)
+                    else f"a {kind} equals no list, and the first loop over it uses it up"
+                )
                 raise self.fail(
                     f"{what} is a {kind} object, expected the list {want!r}",
-                    hint=f"yours returned a {kind} object where a list belongs: a {kind} runs "
-                    "only when it is iterated, once, and then reads the state as it is by "
-                    "then; build the list in the call ([...] or list(...))",
+                    hint=f"yours returned a {kind} object where a list belongs: {why}; build "
+                    "the list in the call ([...] or list(...))",
                 )
             raise self.fail(f"{what} is {got!r}, expected {want!r}", rule)
 

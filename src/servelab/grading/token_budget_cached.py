@@ -12,10 +12,17 @@ __all__ = ["HIT_BEFORE_ALLOCATE", "hit_before_allocate"]
 
 HIT_BEFORE_ALLOCATE = Hint(
     "`admit`: an admitted chunk's num_cached is the hit looked up before allocate (its "
-    "start): Chunk(seq, hit, n, slots, samples, hit), not a second cached_tokens(seq) asked "
-    "once allocate has cached the chunk's own full blocks",
+    "start): Chunk(seq, hit, n, slots, samples, hit)",
     About(("admit",)),
 )
+"""The probe's rule, whatever its failure shows."""
+
+_ASKED_AFTER = Hint(
+    f"{HIT_BEFORE_ALLOCATE}, not a second cached_tokens(seq) asked once allocate has cached "
+    "the chunk's own full blocks",
+    About(("admit",)),
+)
+"""The rule, where the learner's num_cached is what the manager answers after the allocate."""
 
 
 def hit_before_allocate(impl: Any) -> None:
@@ -46,5 +53,6 @@ def hit_before_allocate(impl: Any) -> None:
         f"{what} is {got!r}, expected {want!r}: num_cached is the prefix hit found at "
         f"admission, {before} (bm.num_cached_tokens before the step); yours, {after}, is what "
         f"it answers after this chunk's allocate, counting the full block"
-        f"{'s' if len(own) > 1 else ''} {blocks} the chunk computes itself"
+        f"{'s' if len(own) > 1 else ''} {blocks} the chunk computes itself",
+        hint=_ASKED_AFTER,
     )

@@ -13,6 +13,7 @@ import dataclasses
 import inspect
 import linecache
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,6 +51,7 @@ def place_hint(place: Localisation) -> str | None:
 
 
 _OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # the package's
+_RAISE = re.compile(r"\s*raise\b")  # a raise statement, not a name such as ``raised``
 
 
 def _raised_on_yours(d: Divergence) -> bool:
@@ -65,7 +67,7 @@ def _raised_on_yours(d: Divergence) -> bool:
     while tb.tb_next is not None:
         tb = tb.tb_next
     name = os.path.abspath(tb.tb_frame.f_code.co_filename)
-    stated = linecache.getline(name, tb.tb_lineno).lstrip().startswith("raise")
+    stated = _RAISE.match(linecache.getline(name, tb.tb_lineno)) is not None
     return not (stated and name.startswith(_OWN))
 
 

@@ -21,7 +21,10 @@ def held_bytes_message(got: Mapping[str, Any], sizes: Mapping[str, int], held: i
     keys: list[Any] = []
     for name in ("cpu", "disk"):
         tier = got.get(f"{name}.keys")
-        if not isinstance(tier, list) or any(k not in sizes for k in tier):
+        try:
+            if not isinstance(tier, list) or any(k not in sizes for k in tier):
+                return None
+        except TypeError:  # an entry that is no key (a list): the tiers' comparison tells it
             return None
         keys += tier
     own = sum(sizes[k] for k in set(keys))

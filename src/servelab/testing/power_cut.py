@@ -140,8 +140,8 @@ def power_cut(*watched: Any) -> Iterator[list[LateRename]]:
     an ``fsync`` or ``fdatasync`` put on the disk (the worst a filesystem may leave: the
     rename persisted, the data not). Yields the renames it cut, as :func:`unsynced_renames`
     records them; at the end of the block, only the last rename over each name stays there
-    (a later rename over the same name replaced an earlier file). ``watched``: as for
-    :func:`unsynced_renames`."""
+    (a later rename over the same name replaced an earlier file), and only while the file it
+    renamed is still under that name. ``watched``: as for :func:`unsynced_renames`."""
     with unsynced_renames(*watched) as late:
         # each destination's last rename: the one cut (None: all its bytes were synced) and
         # the file renamed, by device and inode
@@ -169,10 +169,15 @@ def power_cut(*watched: Any) -> Iterator[list[LateRename]]:
             with _replaced(moves, _namespaces(watched)):
                 yield late
         finally:
-            late[:] = [cut for cut, _ in last.values() if cut is not None]
-            for path, (cut, file) in last.items():
-                if cut is not None and _same_file(path, file):
-                    os.truncate(path, cut.synced or 0)
+            # a file gone from its name since (renamed on, removed) was not cut there
+            cuts = [
+                (path, cut)
+                for path, (cut, file) in last.items()
+                if cut is not None and _same_file(path, file)
+            ]
+            late[:] = [cut for _, cut in cuts]
+            for path, cut in cuts:
+                os.truncate(path, cut.synced or 0)
 
 
 def _same_file(path: Path, file: tuple[int, int]) -> bool:
