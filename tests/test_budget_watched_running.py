@@ -88,6 +88,45 @@ class _ListsTwiceAfterExtend(T3):  # type: ignore[misc]
         return left
 
 
+class _TakesBackThenStops(T3):  # type: ignore[misc]
+    """Lists the chunk first and takes it back out when extend fails (nothing stays listed),
+    then preempts the latest and stops instead of retrying the request whose extend failed."""
+
+    def schedule_running(self, out: Any, budget: int) -> int:
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            start = self.computed[seq.seq_id]
+            n = min(seq.num_tokens - start, budget)
+            chunk = Chunk(seq, start, n, [], start + n == seq.num_tokens)
+            out.scheduled.append(chunk)
+            try:
+                chunk.slots[:] = self.extend(seq, start, n)
+            except OutOfBlocks:
+                out.scheduled.remove(chunk)
+                self.preempt(self.running.pop(), out)
+                return budget
+            self.computed[seq.seq_id] = start + n
+            budget -= n
+            i += 1
+        return budget
+
+
+class _NoRoomOfItsOwn(OutOfBlocks):
+    """An OutOfBlocks of the learner's own: still the documented error."""
+
+
+class _ListsThenExtendsOwnError(_ListsThenExtends):
+    """Lists before extend, as _ListsThenExtends, with extend raising a subclass of
+    OutOfBlocks."""
+
+    def extend(self, seq: Any, start: int, n: int) -> Any:
+        try:
+            return super().extend(seq, start, n)
+        except OutOfBlocks as e:
+            raise _NoRoomOfItsOwn(str(e)) from None
+
+
 def test_a_chunk_listed_before_its_extend_is_named() -> None:
     hint = _hint(_ListsThenExtends)
     assert LISTED in hint
@@ -104,3 +143,14 @@ def test_a_chunk_listed_twice_after_its_extend_is_not_put_on_the_extend() -> Non
     hint = _hint(_ListsTwiceAfterExtend)
     assert LISTED not in hint
     assert RESET not in hint
+
+
+def test_a_chunk_taken_back_out_after_its_extend_failed_is_not_said_to_stay_listed() -> None:
+    hint = _hint(_TakesBackThenStops)
+    assert LISTED not in hint and "stayed listed" not in hint
+    assert "is retried" in hint
+
+
+def test_an_out_of_blocks_of_the_learners_own_class_is_read_as_one() -> None:
+    hint = _hint(_ListsThenExtendsOwnError)
+    assert LISTED in hint

@@ -13,6 +13,8 @@ import pytest
 
 from servelab import checkpoint
 from servelab.grading import GradeFailure, grade
+from servelab.grading.readings.difference import Difference
+from servelab.grading.readings.eviction_policy_sweep import hand_key_unlooked
 from servelab.weights.policies.interface import NoVictim
 
 STEP4 = checkpoint("eviction-policy", 4)
@@ -86,6 +88,19 @@ class _OldestAfterLap(SIEVE):  # type: ignore[misc]
         return super().pop_victim()
 
 
+class _HitMissesTheHandKey(SIEVE):  # type: ignore[misc]
+    """Sets no bit for a hit on the key under the hand; its sweep reads every bit."""
+
+    def update_on_hit(self, key: Any) -> None:
+        if key != self.hand:
+            super().update_on_hit(key)
+
+
+def _unlooked_on(sieve: Any) -> str | None:
+    d = Difference("pop_victim", "SIEVE", (), {}, {}, {}, "", "", None, impl=sieve)
+    return hand_key_unlooked(d)
+
+
 def test_the_key_under_the_hand_taken_unlooked_is_named() -> None:
     assert UNLOOKED in _hint(_HandKeyGoes)
 
@@ -99,3 +114,8 @@ def test_look_alikes_are_not_put_on_the_hand_or_the_wrap(sieve: Any) -> None:
     hint = _hint(sieve)
     assert UNLOOKED not in hint
     assert WRAPPED not in hint
+
+
+def test_a_hit_that_set_no_bit_is_not_said_to_be_evicted_with_its_bit_set() -> None:
+    assert _unlooked_on(_HitMissesTheHandKey) is None
+    assert UNLOOKED in (_unlooked_on(_HandKeyGoes) or "")

@@ -175,8 +175,12 @@ def test_a_put_that_counts_the_new_chunk_twice_is_not_told_it_kept_victim_bytes(
 def test_a_lookup_that_is_a_use_is_told_it_moved_the_chunk() -> None:
     report = _report("a lookup that is a use")
     assert "where: the difference starts in your `Hierarchy.lookup`" in report
-    # the chunk is found in whichever tier the failing program left it in
-    assert re.search(r"yours moved 'a' to the newest end of `(cpu|disk)\.keys`", report)
+    # the chunk is found in whichever tier the failing program left it in: the hint names the
+    # tier whose order yours changed in this call
+    moved = re.search(r"yours moved 'a' to the newest end of `(cpu|disk)\.keys`", report)
+    assert moved, report
+    yours = next(line for line in report.splitlines() if line.strip().startswith("yours "))
+    assert f"{moved[1]}.keys [" in yours.split(";", 1)[1], yours
     assert "a lookup only finds and pins a chunk; it is not a use" in report
 
 

@@ -12,7 +12,10 @@ import pytest
 
 from servelab import checkpoint
 from servelab.grading import GradeFailure, grade
-from servelab.kv.scheduler import Decode
+from servelab.grading.readings.difference import Difference
+from servelab.grading.readings.scheduler_late import retired_by_own_count
+from servelab.kv.blocks import BlockManager
+from servelab.kv.scheduler import Decode, Sequence, StepOutput
 
 Decoding = checkpoint("scheduler", 2)
 OWN = "yours decides from a count of its own, not the sequence's tokens"
@@ -70,3 +73,18 @@ def test_a_retire_by_its_own_count_one_short_is_named() -> None:
 
 def test_a_retire_reading_the_sequence_one_past_its_end_is_not_put_on_its_own_count() -> None:
     assert OWN not in _hint(_ComparesPastTheEnd)
+
+
+def test_two_sequences_kept_by_its_own_count_are_told_in_the_plural() -> None:
+    sched = _CountsItsDecodes(BlockManager(16, 2))
+    sched.add(Sequence.from_prompt(0, [1, 2], 2))
+    sched.add(Sequence.from_prompt(1, [3, 4, 5], 2))
+    for _ in range(2):  # admitted, then one decode each: two tokens generated, one decode counted
+        sched.step()
+        for seq in sched.running:
+            seq.append_token(7)
+    d = Difference("retire", "", (StepOutput(),), {}, {}, {}, "", "", sched)
+    said = retired_by_own_count(d, [0, 1]) or ""
+    assert said.startswith("yours kept sequences [0, 1] running though each has generated"), said
+    assert "yours retires them" in said and "yours still keeps them" in said, said
+    assert " it has generated" not in said and "retires it," not in said, said

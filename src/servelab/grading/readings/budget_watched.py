@@ -13,6 +13,7 @@ from typing import Any
 
 from servelab.grading.readings.difference import Difference
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
+from servelab.testing.expected_error import error_matches
 
 __all__ = ["watched_running"]
 
@@ -53,11 +54,12 @@ def _id(item: Any) -> Any:
     return getattr(seq, "seq_id", None)
 
 
-def _watched(d: Difference) -> list[Event] | None:
+def _watched(d: Difference) -> tuple[list[Event], list[Any]] | None:
     """What yours did in this call, run again on a copy: ("extend", id, start, ok, computed)
     for each extend (ok: True; False where it raised OutOfBlocks; None for another error),
-    ("listed", id) and ("preempted", id) for each entry put in the output; None where it
-    cannot run or ends otherwise than your call did."""
+    ("listed", id) and ("preempted", id) for each entry put in the output; with the requests
+    out.scheduled names when the call ends. None where it cannot run or ends otherwise than
+    your call did."""
     log: list[Event] = []
     try:
         obj, args = copy.deepcopy((d.subject, d.args))
@@ -69,7 +71,7 @@ def _watched(d: Difference) -> list[Event] | None:
             try:
                 slots = own(seq, start, n)
             except Exception as e:
-                failed = False if type(e).__name__ == "OutOfBlocks" else None
+                failed = False if error_matches(e, "OutOfBlocks") else None
                 log.append(("extend", _id(seq), start, failed, computed))
                 raise
             log.append(("extend", _id(seq), start, True, computed))
@@ -86,10 +88,13 @@ def _watched(d: Difference) -> list[Event] | None:
     shown = d.mine.get("out.scheduled")
     if not isinstance(shown, list) or [*map(str, listed)] != [*map(str, shown)]:
         return None
-    return log
+    return log, listed
 
 
-def _listed_early(log: list[Event]) -> str | None:
+def _listed_early(log: list[Event], listed: list[Any]) -> str | None:
+    """A chunk put in out.scheduled before the extend that raised OutOfBlocks, and still
+    there when the call ends, more times than its extends returned slots (``listed``: the
+    requests out.scheduled names at the end, so a chunk taken back out is not counted)."""
     for i, event in enumerate(log):
         if event[0] != "extend" or event[3] is not False:
             continue
@@ -97,11 +102,11 @@ def _listed_early(log: list[Event]) -> str | None:
         before = [e for e in log[:i] if e[1] == seq and e[0] in ("listed", "extend")]
         if not before or before[-1][0] != "listed":
             continue
-        listed = sum(1 for e in log if e[:2] == ("listed", seq))
+        kept = listed.count(seq)
         ok = sum(1 for e in log if e[0] == "extend" and e[1] == seq and e[3])
-        if listed <= ok:
+        if kept <= ok:
             continue
-        again = f", and yours listed it again: {listed} times in all" if listed > 1 else ""
+        again = f", and yours listed it again: {kept} times in all" if kept > 1 else ""
         return (
             f"yours put request {seq}'s chunk in out.scheduled before its extend, which then "
             f"raised OutOfBlocks; the chunk stayed listed{again} (seen on a copy with extend "
@@ -150,11 +155,12 @@ def watched_running(d: Difference) -> str | None:
         return None
     if not {"out.scheduled", "num_computed_tokens"} & d.differ:
         return None
-    log = _watched(d)
-    if log is None:
+    watched = _watched(d)
+    if watched is None:
         return None
+    log, listed = watched
     if "out.scheduled" in d.differ:
-        early = _listed_early(log)
+        early = _listed_early(log, listed)
         if early:
             return early
     return _asker_reset(log) if "num_computed_tokens" in d.differ else None

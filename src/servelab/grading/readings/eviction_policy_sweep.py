@@ -23,9 +23,19 @@ def _sieve(d: Difference) -> type | None:
     return impl if isinstance(impl, type) else None
 
 
-def _victims(cls: type, hits: tuple[str, ...]) -> tuple[Any, Any, Any] | None:
+def _bit(p: Any, key: str) -> bool | None:
+    """``key``'s visited bit in ``p.visited`` (a dict of bits or a set of keys); None where
+    yours keeps it otherwise."""
+    visited = getattr(p, "visited", None)
+    if isinstance(visited, dict):
+        return bool(visited.get(key))
+    return key in visited if isinstance(visited, set | frozenset) else None
+
+
+def _victims(cls: type, hits: tuple[str, ...]) -> tuple[Any, Any, Any, tuple[Any, ...]] | None:
     """On a fresh ``cls``: put KEYS, pop once, hit ``hits``, pop again: (first victim, the
-    hand after it, second victim); None where that cannot run."""
+    hand after it, second victim, the bits of ``hits`` just before that pop); None where that
+    cannot run."""
     try:
         with line_budget(LINES_PER_CALL):
             p = cls()
@@ -35,22 +45,24 @@ def _victims(cls: type, hits: tuple[str, ...]) -> tuple[Any, Any, Any] | None:
             hand = getattr(p, "hand", None)
             for k in hits:
                 p.update_on_hit(k)
-            return first, hand, p.pop_victim()
+            bits = tuple(_bit(p, k) for k in hits)
+            return first, hand, p.pop_victim(), bits
     except (Exception, OutOfLines):
         return None
 
 
 def hand_key_unlooked(d: Difference) -> str | None:
     """Said only where, on fresh policies of yours, the first victim is the oldest key and the
-    hand then rests on the next; a hit on that key still gets it evicted next; and a hit on a
-    key the hand reaches later (with the hand at rest on the oldest, after no eviction) does
-    protect that key: yours skips the bit of the key under the hand only."""
+    hand then rests on the next; a hit on that key sets its bit and still gets it evicted
+    next; and a hit on a key the hand reaches later (with the hand at rest on the oldest,
+    after no eviction) does protect that key: yours skips the bit of the key under the hand
+    only."""
     cls = _sieve(d)
     if cls is None:
         return None
     plain = _victims(cls, ())
     under = _victims(cls, ("k1",))
-    if plain != ("k0", "k1", "k1") or under != ("k0", "k1", "k1"):
+    if plain != ("k0", "k1", "k1", ()) or under != ("k0", "k1", "k1", (True,)):
         return None
     later = _victims(cls, ("k1", "k2"))
     if later is None or later[2] != "k1":

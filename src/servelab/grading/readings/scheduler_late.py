@@ -58,15 +58,22 @@ def retired_by_own_count(d: Any, left: list[Any]) -> str | None:
         return None
     if _kept_after(d, left, _lower) != [] or _kept_after(d, left, _one_more) != left:
         return None
-    first = left[0]
-    n = made[first][0]
-    which = f"sequence {first}" if len(left) == 1 else f"sequences {left}"
+    if len(left) == 1:
+        n = made[left[0]][0]
+        kept = f"sequence {left[0]} running though it has generated its {n} tokens"
+        lower = f"max_new_tokens one lower ({n - 1})"
+        more = f"one more token in the sequence itself ({n + 1} generated)"
+        it, generated = "it", f"the {n} generated"
+    else:
+        kept = f"sequences {left} running though each has generated its max_new_tokens"
+        lower = "each one's max_new_tokens one lower"
+        more = "one more token in each sequence itself"
+        it, generated = "them", "the tokens generated"
     return (
-        f"yours kept {which} running though it has generated its {n} tokens; made again on "
-        f"copies: with max_new_tokens one lower ({n - 1}) yours retires it, and with one more "
-        f"token in the sequence itself ({n + 1} generated) yours still keeps it: yours decides "
+        f"yours kept {kept}; made again on copies: with {lower} yours retires {it}, and with "
+        f"{more} yours still keeps {it}: yours decides "
         "from a count of its own, not the sequence's tokens, and that count, as yours "
-        f"compares it, is one short of the {n} generated. Does it leave out the token the "
+        f"compares it, is one short of {generated}. Does it leave out the token the "
         "prefill sampled? A sequence has generated len(token_ids) - prompt_len tokens, the "
         "prefill's first: retire it once seq.is_finished, freeing its blocks (bm.free_seq) "
         "and dropping it from running"
