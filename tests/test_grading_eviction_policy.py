@@ -52,8 +52,40 @@ def test_the_reference_policies_pass_every_step_that_reads_no_skeleton_field() -
 
 def test_the_lfu_steps_take_a_single_lfu_class() -> None:
     assert grade(TOPIC, correct_module(TOPIC).LFU, step=2, out=io.StringIO()).passed
-    with pytest.raises(GradeFailure, match="grades a SIEVE class"):
+    with pytest.raises(GradeFailure, match="grades both classes, LFU and SIEVE"):
         grade(TOPIC, correct_module(TOPIC).LFU, step=3, out=io.StringIO())
+
+
+@pytest.mark.parametrize("step", [3, 4, None])
+def test_a_class_passed_alone_where_both_are_graded_is_told_before_any_check(
+    step: int | None,
+) -> None:
+    sieve = correct_impl(TOPIC)["SIEVE"]
+    with pytest.raises(GradeFailure) as failed:
+        grade(TOPIC, sieve, step=step, out=io.StringIO())
+    shown = 4 if step is None else step
+    cell = "SIEVERemovals" if shown == 3 else "SIEVE"
+    assert failed.value.report.lines[1:] == [
+        f"  ✗ step {shown} grades both classes, LFU and SIEVE; this grade cell passed the "
+        f"class `{sieve.__name__}` alone",
+        f'    hint: pass them as the notebook\'s grade cell does: grade("eviction-policy", '
+        f'{{"LFU": LFU, "SIEVE": {cell}}}, step={shown})',
+        "FAILED",
+    ]
+    with pytest.raises(GradeFailure, match=r"passed a dict without 'LFU'\n"):
+        grade(TOPIC, {"SIEVE": sieve}, step=step, out=io.StringIO())
+
+
+def test_an_lfu_step_given_another_class_names_what_it_looks_for() -> None:
+    sieve = correct_impl(TOPIC)["SIEVE"]
+    with pytest.raises(GradeFailure) as failed:
+        grade(TOPIC, sieve, step=1, out=io.StringIO())
+    text = str(failed.value)
+    assert (
+        f"step 1 grades the class LFU; this grade cell passed the class `{sieve.__name__}`" in text
+    )
+    assert 'grade("eviction-policy", LFUCounts, step=1)' in text
+    assert "reproduce:" not in text and "no one method" not in text
 
 
 def test_each_policy_takes_two_steps() -> None:

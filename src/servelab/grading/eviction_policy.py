@@ -72,6 +72,7 @@ from servelab.grading.policy_probes import (
     _sieve_remove_forgets,
     _sieve_remove_under_hand,
     _sieve_wraps,
+    misfit,
     no_victim_hang,
     pinned_passed_hang,
     policy_class,
@@ -443,6 +444,7 @@ REPLAY = TopicReplay(
 TOPIC = Topic(
     replay=REPLAY,
     checkpoint="eviction_policy",
+    misfit=misfit,
     name="eviction-policy",
     title="Eviction policies behind one interface",
     steps=[

@@ -36,6 +36,41 @@ def policy_class(impl: Any, name: str) -> Callable[[], Any]:
     return found  # type: ignore[no-any-return]
 
 
+#: The classes each step's grade cell passes in the notebook.
+_NOTEBOOK = {1: "LFUCounts", 2: "LFU", 3: '{"LFU": LFU, "SIEVE": SIEVERemovals}'}
+_NOTEBOOK[4] = '{"LFU": LFU, "SIEVE": SIEVE}'
+
+
+def _has(impl: Any, name: str) -> bool:
+    try:
+        policy_class(impl, name)
+    except ProbeFailed:
+        return False
+    return True
+
+
+def misfit(impl: Any, step: int) -> tuple[str, str] | None:
+    """What a grade cell passed where the step's classes cannot be found in it: said before
+    any check runs (each step grades every class written so far, so from step 3 on both), with
+    the notebook's own grade cell as the way to pass them."""
+    wanted = CLASSES if step >= 3 else CLASSES[:1]
+    missing = [name for name in wanted if not _has(impl, name)]
+    if not missing:
+        return None
+    absent = " and ".join(repr(name) for name in missing)
+    passed = f"a {type(impl).__name__} without {absent}"
+    if isinstance(impl, type):
+        alone = " alone" if len(wanted) > 1 else f", whose name is not {absent}"
+        passed = f"the class `{impl.__name__}`{alone}"
+    classes = " and ".join(wanted)
+    return (
+        f"step {step} grades {'both classes, ' if len(wanted) > 1 else 'the class '}{classes}; "
+        f"this grade cell passed {passed}",
+        f"pass {'them' if len(wanted) > 1 else 'it'} as the notebook's grade cell does: "
+        f'grade("eviction-policy", {_NOTEBOOK.get(step, _NOTEBOOK[4])}, step={step})',
+    )
+
+
 class PolicyScript(Script):
     """A :class:`Script` on one fresh policy, with the events the probes send as verbs."""
 
