@@ -21,6 +21,7 @@ from servelab.grading.readings.eviction_policy_dry import dry_heap
 from servelab.grading.readings.eviction_policy_hand import hand_passed, sweep_start
 from servelab.grading.readings.eviction_policy_heap import front_taken, lfu_kept, stale_taken
 from servelab.grading.readings.eviction_policy_kept import count_resumed, unpin_pushed_stale
+from servelab.grading.readings.eviction_policy_removed import returned_not_removed, taken
 from servelab.grading.readings.eviction_policy_rules import (
     hand_at_oldest,
     hand_kept,
@@ -172,7 +173,7 @@ def _sieve_victim(d: Difference) -> str | None:
     pinned = set(getattr(p, "pinned", ()))
     mine, theirs = d.returned("mine"), d.returned("theirs")
     candidates = [k for k in queue if k not in pinned]
-    swept = wrap_cleared(d) or hand_key_unlooked(d)
+    swept, took = wrap_cleared(d) or hand_key_unlooked(d), taken(d)
     if swept:
         return swept
     if candidates and all(visited.get(k) for k in candidates):
@@ -191,13 +192,13 @@ def _sieve_victim(d: Difference) -> str | None:
         and not visited.get(spared)
     ):
         return (
-            f"yours evicted {mine}, whose visited bit was set, where {theirs} had none: the "
+            f"yours {took} {mine}, whose visited bit was set, where {theirs} had none: the "
             "hand clears a visited key's bit and moves on to the next newer key, so a hit "
             "protects a key once; it evicts the first unvisited key it reaches"
         )
     if _starts_at_newest(d):
         return (
-            f"yours evicted {mine}, the reference {theirs}: with the hand at rest (None) yours "
+            f"yours {took} {mine}, the reference {theirs}: with the hand at rest (None) yours "
             "starts its sweep at the newest key; on copies with every bit clear it evicts the "
             "newest key then, and the oldest once the hand is set on the oldest. None means "
             "'start at the oldest key'; from there the hand moves to newer keys"
@@ -207,7 +208,7 @@ def _sieve_victim(d: Difference) -> str | None:
     # key here as well
     way = " (the wrong way is newest first)" if _sweeps_newest_first(d) else ""
     return (
-        f"yours evicted {mine}, the reference {theirs}: the hand moves from older to newer keys"
+        f"yours {took} {mine}, the reference {theirs}: the hand moves from older to newer keys"
         f"{way}, clears each visited bit it passes and evicts the first unvisited key; the "
         "next sweep starts where it stopped"
     )
@@ -360,6 +361,9 @@ def eviction_policy_reading(d: Difference) -> str | None:
                 "or pop from the policy's heap as it reads?"
             )
         return None
+    gone = returned_not_removed(d) if m == "pop_victim" else None
+    if gone:  # the key removed is not the key returned: read before any "yours evicted"
+        return (KEPT if d.same_outcome else POPPED).show(d, gone)
     tick = tick_not_fresh(d) or (count_resumed(d) if who == "LFU" else None)
     if tick:
         return tick
