@@ -84,3 +84,18 @@ def test_a_victim_not_proved_removed_is_called_returned(monkeypatch: pytest.Monk
     hint = _hint(SIEVE=_AnswersWithHand)
     assert "yours returned 'c', the reference 'b'" in hint
     assert "yours evicted" not in hint
+
+
+class _AnswersNothing(SIEVE):  # type: ignore[misc]
+    """Sweeps and evicts as the reference does, then answers None, with the hand left at rest."""
+
+    def pop_victim(self) -> Any:
+        SIEVE.pop_victim(self)
+        self.hand = None
+        return None
+
+
+def test_an_answer_of_none_is_not_called_the_key_under_the_hand() -> None:
+    hint = _hint(SIEVE=_AnswersNothing)
+    assert REMOVED in hint and "but returned None:" in hint
+    assert "your hand" not in hint

@@ -75,7 +75,11 @@ def returned_not_removed(d: Difference) -> str | None:
     )
     theirs = " (the reference's victim too)" if repr(key) == d.returned("theirs") else ""
     # "your hand" only where the value returned is the hand the call left
-    what = f"{value!r}, the key your hand rests on after the call" if hand == value else repr(value)
+    what = (
+        f"{value!r}, the key your hand rests on after the call"
+        if value is not None and hand == value
+        else repr(value)
+    )
     return (
         f"yours removed {key!r}{theirs} from its {fields} but returned {what}: pop_victim "
         "returns the key it evicts, and the caller deletes the returned key from the cache, "
