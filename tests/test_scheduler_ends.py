@@ -1,6 +1,7 @@
 """Scheduler readings proven by re-runs: an admit that takes the newest waiting request, a
 decode that skips the sequence whose append found no free block, a retry after the asker was
-itself the victim, a victim listed among the decodes, a fits that keeps the watermark only
+itself the victim, a victim listed among the decodes (its own victim, or a sequence served
+while an older asker waited for its retry), a fits that keeps the watermark only
 while something runs. Each slip is graded end to end, and a look-alike next to it must not get
 the sentence. A scheduler's own StepFailed never reaches a report: the grader runs your
 scheduler, and your step's error is the one shown."""
@@ -29,6 +30,8 @@ NEWEST_FIRST = "yours admits the newest waiting request first"
 SKIPPED = "yours skipped sequence 1: its bm.append_slot raised OutOfBlocks"
 OWN_VICTIM = "when the sequence asking is itself the victim, stop retrying"
 DECODED_VICTIM = "also preempted it in this call"
+SELF_VICTIM = "a sequence that is itself the victim gets no Decode"
+SERVED_FIRST = "was still waiting for its retry"
 IDLE = "True with nothing running, and False from the same free blocks once one sequence runs"
 
 
@@ -203,7 +206,46 @@ class DecodesTwice(Final):  # type: ignore[misc,valid-type]
 
 
 def test_a_victim_listed_among_the_decodes_is_named() -> None:
-    assert DECODED_VICTIM in _text(DecodesItsVictim, 3)
+    text = _text(DecodesItsVictim, 3)
+    assert DECODED_VICTIM in text
+    assert SELF_VICTIM in text
+    assert SERVED_FIRST not in text
+
+
+class AskerSentToTheBack(Final):  # type: ignore[misc,valid-type]
+    """An asker that freed another's blocks goes to the end of the walk: the sequences behind
+    it are served first, and its retry may take one of them, already decoded, as victim."""
+
+    def decode(self, out: Any) -> None:
+        pending = list(self.running)
+        while pending:
+            seq = pending.pop(0)
+            if seq not in self.running:
+                continue
+            try:
+                slot = self.bm.append_slot(seq.seq_id)
+            except OutOfBlocks:
+                victim = self.running.pop()
+                self.preempt(victim, out)
+                if victim is not seq:
+                    pending.append(seq)
+                continue
+            out.decodes.append(Decode(seq, slot))
+
+
+def test_a_retry_put_off_past_the_others_is_named_not_called_a_self_victim() -> None:
+    """Sequence 0's own append succeeded: it was served while older sequence 1 waited for
+    its retry, and 1's retry then preempted it. It was never its own victim."""
+    text = _text(AskerSentToTheBack, 3)
+    assert (
+        "yours served sequence 0 (its bm.append_slot succeeded and it got a Decode) while "
+        "older sequence 1 was still waiting for its retry: 1's bm.append_slot had found no "
+        "free block and yours then preempted sequence 3; 1's later retry preempted 0"
+    ) in text
+    assert "yours decoded [0, 1] where running, oldest first, was [1, 0, 3]" in text
+    assert "asks again at once, before any newer sequence is served" in text
+    assert SELF_VICTIM not in text
+    assert DECODED_VICTIM not in text
 
 
 def test_decodes_listed_twice_are_not_called_a_decoded_victim() -> None:

@@ -120,10 +120,11 @@ def skips_a_full_decode(d: Difference) -> str | None:
     )
 
 
-def _events(d: Difference) -> list[tuple[str, Any, str]] | None:
+def _recorded_run(d: Difference) -> tuple[list[tuple[str, Any, str]], StepOutput, Any] | None:
     """Your decode, run again on a copy of the scheduler as it was, with each
     ``bm.append_slot`` and ``bm.free_seq`` recorded in order as (call, seq_id, the error it
-    raised or ""); None when the copy cannot be made or the call runs too long."""
+    raised or ""), the step output and the copy; None when the copy cannot be made or the
+    call runs too long. An error the call lets out ends the record there."""
     try:
         obj = copy.deepcopy(d.subject)
     except Exception:
@@ -148,14 +149,21 @@ def _events(d: Difference) -> list[tuple[str, Any, str]] | None:
         return recorded
 
     bm.append_slot, bm.free_seq = recording("append_slot"), recording("free_seq")
+    out = StepOutput()
     try:
         with line_budget(LINES_PER_CALL):
-            obj.decode(StepOutput())
+            obj.decode(out)
     except OutOfLines:
         return None
     except Exception:
         pass
-    return events
+    return events, out, obj
+
+
+def _events(d: Difference) -> list[tuple[str, Any, str]] | None:
+    """The calls of ``_recorded_run``, in order; None where it gives none."""
+    ran = _recorded_run(d)
+    return None if ran is None else ran[0]
 
 
 def retried_its_own_victim(d: Difference) -> str | None:
@@ -180,28 +188,78 @@ def retried_its_own_victim(d: Difference) -> str | None:
     return None
 
 
+def _served_before_an_older_retry(
+    events: list[tuple[str, Any, str]], sid: Any, order: list[Any]
+) -> tuple[Any, Any] | None:
+    """Sequence ``sid``'s last append_slot before yours freed it succeeded, and the call just
+    before that free was a failed append_slot of an older sequence (earlier in running) whose
+    first failed ask came before ``sid`` was served: that older asker and the victim its
+    first failed ask freed (None when none was freed right after it); None otherwise."""
+    freed = next((i for i, (c, s, e) in enumerate(events) if c == "free_seq" and s == sid), None)
+    if freed is None or freed == 0:
+        return None
+    own = [i for i, (c, s, _) in enumerate(events[:freed]) if c == "append_slot" and s == sid]
+    if not own or events[own[-1]][2]:
+        return None  # never asked, or its own last ask raised: not served before the free
+    call, asker, error = events[freed - 1]
+    if call != "append_slot" or error != "OutOfBlocks" or asker == sid:
+        return None
+    if asker not in order or sid not in order or order.index(asker) > order.index(sid):
+        return None  # not an older sequence
+    first = next(i for i, e in enumerate(events) if e == ("append_slot", asker, "OutOfBlocks"))
+    if first > own[-1]:
+        return None  # the asker's first failed ask came after this one was served
+    after = events[first + 1] if first + 1 < len(events) else None
+    victim = after[1] if after and after[0] == "free_seq" and not after[2] else None
+    return asker, victim
+
+
 def decoded_a_victim(d: Difference) -> str | None:
     """Your decode took the reference's victims, and run again on a copy it lists in
-    out.decodes a sequence it also lists in out.preempted and no longer holds in running: it
-    decoded its own victim."""
+    out.decodes a sequence it also lists in out.preempted and no longer holds in running.
+    Where that sequence's own last append_slot before yours freed it raised OutOfBlocks, it
+    decoded its own victim; where it succeeded and the free came from an older sequence's
+    retry, yours served it while the older one waited for its retry."""
     if d.method != "decode" or d.i_raised or "out.decodes" not in d.differ:
         return None
     if d.mine.get("out.preempted") != d.theirs.get("out.preempted"):
         return None  # another victim: the victim rule speaks first
-    ran = _appends(d)
+    ran = _recorded_run(d)
     if ran is None:
         return None
-    _, out, obj = ran
+    events, out, obj = ran
     victims = {getattr(v, "seq_id", None) for v in out.preempted}
     running = {getattr(s, "seq_id", None) for s in getattr(obj, "running", ())}
     decoded = [getattr(getattr(x, "seq", None), "seq_id", None) for x in out.decodes]
     both = [s for s in decoded if s is not None and s in victims and s not in running]
     if not both:
         return None
+    sid = both[0]
+    freed = next((i for i, (c, s, e) in enumerate(events) if c == "free_seq" and s == sid), None)
+    own = [e for c, s, e in events[: freed or 0] if c == "append_slot" and s == sid]
+    if own and own[-1] == "OutOfBlocks":
+        return (
+            f"yours listed sequence {sid} in out.decodes and also preempted it in this call "
+            "(it left running and waits again): a sequence that is itself the victim gets no "
+            "Decode; it has no slot in this step and is prefilled again when it is readmitted"
+        )
+    order = [getattr(s, "seq_id", None) for s in getattr(d.subject, "running", ())]
+    found = _served_before_an_older_retry(events, sid, order)
+    if found is None:
+        return None
+    asker, victim = found
+    freed_first = f" and yours then preempted sequence {victim}" if victim is not None else ""
+    ranks = [order.index(s) for s in decoded if s in order]
+    shown = ""
+    if ranks != sorted(ranks):
+        shown = f"; yours decoded {decoded} where running, oldest first, was {order}"
     return (
-        f"yours listed sequence {both[0]} in out.decodes and also preempted it in this call "
-        "(it left running and waits again): a sequence that is itself the victim gets no "
-        "Decode; it has no slot in this step and is prefilled again when it is readmitted"
+        f"yours served sequence {sid} (its bm.append_slot succeeded and it got a Decode) "
+        f"while older sequence {asker} was still waiting for its retry: {asker}'s "
+        f"bm.append_slot had found no free block{freed_first}; {asker}'s later retry "
+        f"preempted {sid}{shown}. Decode goes oldest first: a sequence whose append finds no "
+        "block preempts the newest and asks again at once, before any newer sequence is "
+        "served, so a sequence already decoded is never a victim in that step"
     )
 
 
