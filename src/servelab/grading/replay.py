@@ -9,6 +9,7 @@ are equal.
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 import sys
@@ -114,6 +115,10 @@ def program_of(exc: BaseException) -> str:
 
 
 _SUPPRESS = re.compile(r"^with suppress\([^)]*\):\s*")
+#: ``compile``, remembered: diagnosis replays the same lines on many implementations and
+#: variants, and compiling each again cost more than running it. A C-level cache, so the
+#: line budget counts no lines of it.
+_compile = functools.lru_cache(maxsize=4096)(compile)
 
 
 @dataclass(frozen=True)
@@ -246,9 +251,9 @@ def replay(program: str, spec: TopicReplay, impl: Any) -> list[Observation]:
         try:
             with _quiet(), hang_guard(line, LINE_TIMEOUT_S), line_budget(LINES_PER_CALL) as spent:
                 try:
-                    code = compile(line, "<replay>", "eval")
+                    code = _compile(line, "<replay>", "eval")
                 except SyntaxError:
-                    exec(compile(line, "<replay>", "exec"), ns)
+                    exec(_compile(line, "<replay>", "exec"), ns)
                     result = _assigned(line, ns, spec, canon)
                 else:
                     value = eval(code, ns)

@@ -8,6 +8,7 @@ machine's own internals.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import os
@@ -147,14 +148,41 @@ WALL_CAP_FACTOR = 20.0
 WALL_CAP_MIN_S = 30.0
 REPEAT_S = 0.05
 _SCHEDSTAT = "/proc/thread-self/schedstat"
+#: The main thread's schedstat, open, by process (a forked child opens its own): every guard
+#: reads it as it arms, and opening the file each time cost more than many a guarded call.
+_main_schedstat: dict[int, int] = {}
+
+
+def _main_thread_schedstat() -> bytes:
+    pid = os.getpid()
+    for _ in range(2):  # a descriptor closed (and its number reused) under us: open it again
+        fd = _main_schedstat.get(pid)
+        if fd is None:
+            for inherited in _main_schedstat.values():
+                with contextlib.suppress(OSError):
+                    os.close(inherited)
+            _main_schedstat.clear()
+            fd = _main_schedstat[pid] = os.open(_SCHEDSTAT, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            text = os.pread(fd, 128, 0)
+        except OSError:
+            text = b""
+        if len(text.split()) == 3:
+            return text
+        del _main_schedstat[pid]
+    raise OSError(f"{_SCHEDSTAT} reads {text!r}")
 
 
 def waiting_s() -> float:
     """Seconds this thread has spent ready to run but waiting for a CPU that other work held
     (Linux's schedstat); 0.0 where the kernel does not say."""
     try:
-        with open(_SCHEDSTAT, "rb") as stat:
-            return int(stat.read().split()[1]) / 1e9
+        if threading.current_thread() is threading.main_thread():
+            text = _main_thread_schedstat()
+        else:
+            with open(_SCHEDSTAT, "rb") as stat:
+                text = stat.read()
+        return int(text.split()[1]) / 1e9
     except (OSError, ValueError, IndexError):
         return 0.0
 
