@@ -28,6 +28,7 @@ from servelab.grading.kv_offload_edges import (
     store_too_large,
     victim_below,
 )
+from servelab.grading.kv_offload_held_use import STEP_1_HELD_USES
 from servelab.grading.kv_offload_hints import HINTS, REMOVE_HOLDS
 from servelab.grading.kv_offload_replay import REPLAY
 from servelab.grading.kv_offload_script import OffloadScript, chunks_in_memory, misfit
@@ -573,6 +574,7 @@ TOPIC = Topic(
                 Probe("a count is not a use", HINTS["count-not-use"], _counts_are_not_uses),
                 Probe("a chunk is non-empty bytes", EDGE_HINTS["payload"], payload_checked),
                 Probe("a put keeps its own copy", EDGE_HINTS["own-copy"], payload_copied),
+                *STEP_1_HELD_USES,
                 *STEP_1_ANSWERS,
             ),
             _machine(1),
