@@ -74,7 +74,7 @@ HINTS: dict[str, Hint] = {
     ),
     "prefill-length": Hint(
         "a prefill covers every token the sequence has: `admit` allocates and prefills "
-        "seq.num_tokens tokens (prompt + generated)",
+        "seq.num_tokens tokens (prompt + generated), num_cached 0: none holds KV yet",
         About(("admit",), ("tables", "lengths", "out.prefills")),
     ),
     "finished-freed": Hint(

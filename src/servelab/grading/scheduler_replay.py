@@ -40,7 +40,7 @@ def _scheduler_state(ns: dict[str, Any], canon: Canon) -> Hashable:
     step: Hashable = None
     if out is not None:
         step = (
-            tuple((p.seq.seq_id, p.num_tokens) for p in out.prefills),
+            tuple((p.seq.seq_id, p.num_tokens, getattr(p, "num_cached", 0)) for p in out.prefills),
             # a decode is its sequence and the slot it carries: a decode reported with
             # another slot differs at the call that wrote it
             tuple((d.seq.seq_id, _slot(d)) for d in out.decodes),

@@ -30,6 +30,7 @@ from servelab.kv.scheduler import RequestTooLarge, Sequence, StepOutput
 from servelab.kv.sim import emit_tokens
 from servelab.testing import block_manager as bm_checks
 from servelab.testing.core import InvariantViolation, RecordingMachine
+from servelab.testing.scheduler_cached import check_prefill_cached
 
 __all__ = [
     "INVARIANTS",
@@ -272,6 +273,7 @@ def compare_step(
             f"while the free blocks left after each admission stay >= watermark "
             f"{model.watermark})",
         )
+    check_prefill_cached(out, model.prompt, code)
     if waiting != model.waiting:
         rule_id = "fcfs"
         if sorted(waiting) == sorted(model.waiting) and want.preempted:

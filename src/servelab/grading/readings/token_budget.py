@@ -14,6 +14,7 @@ import itertools
 from typing import Any
 
 from servelab.grading.readings.budget_admission import block_of_budget
+from servelab.grading.readings.budget_asker import asker_kept
 from servelab.grading.readings.budget_charged import charged_or_cut
 from servelab.grading.readings.budget_kept import (
     cap_counts_the_step,
@@ -42,7 +43,6 @@ from servelab.grading.readings.budget_watched import watched_running
 from servelab.grading.readings.difference import Difference, call, written_for
 from servelab.grading.readings.scheduler import victim_in_output
 from servelab.grading.replay import LINES_PER_CALL, OutOfLines, line_budget
-from servelab.kv.blocks import OutOfBlocks
 from servelab.kv.budget import BudgetStep
 
 _BLOCKS = (
@@ -387,56 +387,6 @@ def _trace(d: Difference, names: tuple[str, ...], *args: Any) -> list[tuple[str,
     return calls
 
 
-def _kept_after_failing(d: Difference, sid: Any) -> bool:
-    """Proof of a failed extend left standing: yours, run again on a copy, calls extend for
-    request ``sid`` and that call raises OutOfBlocks, after which yours calls preempt no
-    more and ``sid`` is still running."""
-    calls: list[tuple[str, Any, bool]] = []
-    try:
-        obj = copy.deepcopy(d.subject)
-        for name in ("extend", "preempt"):
-            bound = getattr(obj, name)
-
-            def recorded(*a: Any, _name: str = name, _bound: Any = bound) -> Any:
-                who = getattr(a[0], "seq_id", None) if a else None
-                try:
-                    result = _bound(*a)
-                except OutOfBlocks:
-                    calls.append((_name, who, True))
-                    raise
-                calls.append((_name, who, False))
-                return result
-
-            setattr(obj, name, recorded)
-        with line_budget(LINES_PER_CALL):
-            getattr(obj, d.method)(BudgetStep(), d.args[1])
-    except (Exception, OutOfLines):
-        return False
-    failed = [i for i, c in enumerate(calls) if c == ("extend", sid, True)]
-    if not failed or any(c[0] == "preempt" for c in calls[failed[-1] :]):
-        return False
-    return any(getattr(s, "seq_id", None) == sid for s in obj.running)
-
-
-def _asker_kept(d: Difference) -> str | None:
-    """The reference preempts a request whose extend failed when it is itself the latest
-    running; yours left it running, last, without a chunk (proven by a re-run)."""
-    if len(d.args) != 2 or not VICTIM.fits(d):
-        return None
-    mine_r = _ids(d.mine.get("running"))
-    waiting = _ids(d.before.get("waiting"))
-    queued = [s for s in _ids(d.theirs.get("waiting")) if s not in waiting]
-    kept = [s for s in queued if s in mine_r]
-    if len(kept) != 1 or mine_r[-1:] != kept or not _kept_after_failing(d, kept[0]):
-        return None
-    return (
-        f"yours left request {kept[0]} running, the latest, after its extend found no free "
-        "block, with no chunk this step: the victim is the latest running request even when "
-        "it is the one whose extend failed (running.pop() takes it), and it goes back to "
-        "waiting"
-    )
-
-
 def _preempts_without_retry(d: Difference) -> bool:
     """Proof of victims past the one that makes room: yours, run again, calls preempt twice
     with no extend between them (a retry that fails again, since yours asks for more, is not
@@ -653,7 +603,9 @@ def token_budget_reading(d: Difference) -> str | None:
     if found is not None:
         return found
     if m == "schedule_running" and "waiting" in differ:
-        found = _reordered(d) or _victim(d) or _first_victim(d) or _asker_kept(d)
+        found = _reordered(d) or _victim(d) or _first_victim(d)
+        if found is None and len(d.args) == 2 and VICTIM.fits(d):
+            found = asker_kept(d)
         if found is not None:
             return found
     ran = _again(d)
