@@ -106,6 +106,11 @@ HINTS: dict[str, Hint] = {
         "is always computed, its logits start decoding",
         About(("_lookup",)),
     ),
+    "kept-prompt": Hint(
+        "`_chain` and `_lookup` only read the prompt: to cap or cut it, slice a new list "
+        "(tokens[:n]); `del`, `pop` or `append` on the list given changes the caller's prompt",
+        About(("_chain", "_lookup")),
+    ),
     "chain": Hint(
         "a block's hash must chain over the previous block's hash, so one cached block "
         "never answers for the same tokens at another place in another prefix",

@@ -415,13 +415,13 @@ def prefix_cache_machine(
                 if errors:
                     self._expect_error(
                         code,
-                        lambda: self.bm.allocate(seq, prompt),
+                        lambda: self.bm.allocate(seq, list(prompt)),
                         "OutOfBlocks",
                         f"{m.need(prompt)} new blocks needed, {m.num_free} free or evictable",
                     )
                 return
             try:
-                cached = self.do(code, lambda: self.bm.allocate(seq, prompt))
+                cached = self.do(code, lambda: self.bm.allocate(seq, list(prompt)))
             except Exception as exc:
                 if not error_matches(exc, "OutOfBlocks"):
                     raise

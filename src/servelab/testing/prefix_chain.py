@@ -28,6 +28,7 @@ INVARIANTS: dict[str, str] = {
     "hit-count": "_lookup returns the cached blocks of the prefix, in order",
     "first-miss": "_lookup stops at the first miss",
     "hit-cap": "_lookup leaves the last token to compute",
+    "kept-prompt": "_chain and _lookup leave the prompt they are given as it was",
 }
 
 
@@ -58,7 +59,9 @@ def chain_machine(
 
         def _chain(self, prompt: list[int]) -> list[Any]:
             code = f"chain = bm._chain({prompt})"
-            chain = self.do(code, lambda: self.bm._chain(prompt))
+            given = list(prompt)
+            chain = self.do(code, lambda: self.bm._chain(given))
+            self._kept(code, prompt, given)
             size, full = self.size, len(prompt) // self.size
             try:
                 entries = [(h, t) for h, t in chain]
@@ -98,6 +101,16 @@ def chain_machine(
                 self.names[prefix] = h
                 self.prefixes[h] = prefix
             return entries
+
+        def _kept(self, code: str, prompt: list[int], given: list[int]) -> None:
+            """The learner gets its own copy of ``prompt`` (the model reads the prompt as the
+            caller wrote it): a call that changed its copy changed the caller's list."""
+            if given != prompt:
+                raise InvariantViolation(
+                    "kept-prompt",
+                    f"`{code}` changed the list it was given: {prompt} -> {given}; the "
+                    f"caller's prompt must stay as it was (the caller goes on to read it)",
+                )
 
         def _compare(self, code: str) -> None:
             m, bm = self.model, self.bm
@@ -154,7 +167,9 @@ def chain_machine(
         def lookup(self, stem: list[int], cut: int, tail: list[int]) -> None:
             prompt = (stem[:cut] + tail) or [0]
             code = f"bm._lookup({prompt})"
-            got = self.do(code, lambda: self.bm._lookup(prompt))
+            given = list(prompt)
+            got = self.do(code, lambda: self.bm._lookup(given))
+            self._kept(code, prompt, given)
             m = self.model
             want = m.lookup(prompt)
             if list(got) == want:

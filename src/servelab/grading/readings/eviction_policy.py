@@ -21,6 +21,7 @@ from servelab.grading.readings.eviction_policy_dry import dry_heap
 from servelab.grading.readings.eviction_policy_hand import hand_passed, sweep_start
 from servelab.grading.readings.eviction_policy_heap import front_taken, lfu_kept, stale_taken
 from servelab.grading.readings.eviction_policy_kept import count_resumed, unpin_pushed_stale
+from servelab.grading.readings.eviction_policy_order import order_watched
 from servelab.grading.readings.eviction_policy_removed import returned_not_removed, taken
 from servelab.grading.readings.eviction_policy_rules import (
     hand_at_oldest,
@@ -334,16 +335,8 @@ def eviction_policy_reading(d: Difference) -> str | None:
         unlooked = hand_key_unlooked(d) if who == "SIEVE" else None
         if unlooked:
             return unlooked
-        if m == "eviction_order" and who == "SIEVE":
-            return (
-                "yours leaves every field a call shows as the reference's does, yet with the "
-                "reference's eviction_order in its place the program behaves: eviction_order "
-                "only reads, so it must leave the policy as it was. It trials pop_victim on a "
-                "deep copy (copy.deepcopy(self)), once per candidate (len() of them: a pinned "
-                "key is none): is yours popping from the policy itself, from a shallow copy "
-                "(copy.copy) that shares its queue and visited bits, or more times than there "
-                "are candidates?"
-            )
+        if m == "eviction_order" and who == "SIEVE":  # a fact a replay proves, or nothing
+            return order_watched(d.program, d.impl) if d.impl is not None else None
         if m == "__len__":
             return (
                 "yours leaves every field a call shows as the reference's does, yet with the "
