@@ -1,8 +1,9 @@
-"""Two slips graded end to end. A prefix-cache lookup that cuts the prompt it is given in place:
+"""Slips graded end to end. A prefix-cache lookup that cuts the prompt it is given in place:
 the learner gets its own copy of each prompt, so the model reads the prompt as the caller wrote
 it and the report shows the change to the list given. A SIEVE eviction_order worked out apart
 from pop_victim: the report sets its list beside what popping a copy of the learner's policy
-evicts, and keeps the only-reads wording for an eviction_order that changes the policy."""
+evicts, keeps the only-reads wording for an eviction_order that changes the policy, and tells one
+that pops past the last candidate."""
 
 from __future__ import annotations
 
@@ -164,3 +165,25 @@ def test_an_order_that_changes_the_policy_keeps_the_only_reads_wording() -> None
     _, hint = _policy_hint(OrderClearsBits)
     assert "popping a copy of yours" not in hint
     assert "only reads" in hint
+
+
+class OrderPopsPastPins(SIEVE):
+    """eviction_order pops its trial copy until the queue is empty, pinned keys included: the
+    pop after the last candidate raises NoVictim out of eviction_order."""
+
+    def eviction_order(self) -> list[Any]:
+        trial = copy.deepcopy(self)
+        order = []
+        while trial.queue:
+            order.append(trial.pop_victim())
+        return order
+
+
+def test_an_order_that_pops_past_the_candidates_is_told_so() -> None:
+    report, hint = _policy_hint(OrderPopsPastPins)
+    assert "NoVictim" in report.split("hint:")[0]
+    assert (
+        "your eviction_order raised NoVictim: it asked pop_victim for a victim after the " in hint
+    )
+    assert "len() times, and stops there" in hint
+    assert "no single call of it differs" not in hint and "only reads" not in hint

@@ -32,6 +32,15 @@ def _fields(p: Any) -> dict[str, Any] | None:
         return None
 
 
+def _len(p: Any) -> int | None:
+    try:
+        with line_budget(LINES_PER_REPLAY):
+            n = len(p)
+    except (Exception, OutOfLines):
+        return None
+    return n if isinstance(n, int) else None
+
+
 def _popped(p: Any) -> list[Any] | None:
     """What popping a deep copy of ``p`` evicts, until NoVictim; None where that does not end
     with NoVictim within one pop per key, or fails otherwise."""
@@ -61,12 +70,18 @@ def order_watched(program: str, impl: Any) -> str | None:
         return None
     changed: list[bool] = []
     apart: list[tuple[list[Any], list[Any]]] = []
+    beyond: list[tuple[int, list[Any]]] = []  # NoVictim out of yours: (len(), your pops)
     last = [False]  # the call after the program's last line: the one the report shows
 
     def eviction_order(self: Any) -> Any:
         before = _fields(self)
         popped = _popped(self)
-        out = original(self)
+        try:
+            out = original(self)
+        except NoVictim:
+            if popped is not None:
+                beyond.append((_len(self), popped))
+            raise
         listed = list(out) if isinstance(out, list | tuple) else None
         after = _fields(self)
         if before is not None and after is not None and before != after:
@@ -98,6 +113,15 @@ def order_watched(program: str, impl: Any) -> str | None:
         return None
     if changed:
         return ONLY_READS
+    if beyond:
+        size, popped = beyond[0]
+        count = f"len() = {size}" if size is not None else "len()"
+        return (
+            f"your eviction_order raised NoVictim: it asked pop_victim for a victim after the "
+            f"last one, where popping a copy of yours evicts {popped!r} and then raises "
+            f"NoVictim ({count}: a pinned key is no candidate). eviction_order pops its deep "
+            "copy once per candidate, len() times, and stops there"
+        )
     if apart:
         listed, popped = apart[0]
         return (
