@@ -70,7 +70,7 @@ def order_watched(program: str, impl: Any) -> str | None:
         return None
     changed: list[bool] = []
     apart: list[tuple[list[Any], list[Any]]] = []
-    beyond: list[tuple[int, list[Any]]] = []  # NoVictim out of yours: (len(), your pops)
+    beyond: list[tuple[int | None, list[Any]]] = []  # NoVictim out of yours: (len(), your pops)
     last = [False]  # the call after the program's last line: the one the report shows
 
     def eviction_order(self: Any) -> Any:
